@@ -1,0 +1,134 @@
+"""Bit patterns, hex encoding and ulp distances (ES.md §7, RNG.md §4).
+
+A mismatch is any difference in bits, the sign of zero included. The ulp
+distance of two values of one format is |ord(a) - ord(b)| where `ord` maps
+the bit pattern to a monotone integer with ord(+0) = ord(-0) = 0. NaN and
+infinities are never given a distance: they are reported by name.
+
+Formats: "f64", "f32", "f16", "bf16" (floats) and "u64", "u32" (integers,
+compared for equality only). Hex strings are "0x" plus 16 (f64, u64),
+8 (f32, u32) or 4 (f16, bf16) lowercase hex digits.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: format -> (width in bits, exponent bits, mantissa bits)
+FLOAT_FORMATS = {"f64": (64, 11, 52), "f32": (32, 8, 23), "f16": (16, 5, 10), "bf16": (16, 8, 7)}
+INT_FORMATS = {"u64": 64, "u32": 32}
+_UINT = {64: np.uint64, 32: np.uint32, 16: np.uint16}
+
+
+def width(fmt: str) -> int:
+    """Width in bits of a format. Raises ValueError for an unknown format."""
+    if fmt in FLOAT_FORMATS:
+        return FLOAT_FORMATS[fmt][0]
+    if fmt in INT_FORMATS:
+        return INT_FORMATS[fmt]
+    raise ValueError(f"unknown bit format {fmt!r}; known: {sorted(FLOAT_FORMATS) + sorted(INT_FORMATS)}")
+
+
+def to_hex(bits: int, fmt: str) -> str:
+    """Hex string of one bit pattern, e.g. to_hex(0x3f800000, "f32") == "0x3f800000"."""
+    w = width(fmt)
+    if not 0 <= int(bits) < (1 << w):
+        raise ValueError(f"bit pattern {bits!r} does not fit {fmt}")
+    return f"0x{int(bits):0{w // 4}x}"
+
+
+def from_hex(text: str, fmt: str) -> int:
+    """Parse a hex string written by `to_hex`; raises ValueError on a malformed one."""
+    w = width(fmt)
+    if not (isinstance(text, str) and text.startswith("0x") and len(text) == 2 + w // 4):
+        raise ValueError(f"malformed {fmt} hex {text!r}: want 0x plus {w // 4} lowercase hex digits")
+    return int(text[2:], 16)
+
+
+def array_bits(values) -> tuple[np.ndarray, str]:
+    """Bit patterns of an array or tensor as unsigned ints, with its format.
+
+    Accepts numpy arrays (float64/32/16, ml_dtypes bfloat16, uint64/32) and
+    torch tensors on any device (copied to CPU). Returns a flat uint array.
+    """
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        torch = None
+    if torch is not None and isinstance(values, torch.Tensor):
+        t = values.detach().to("cpu").contiguous().reshape(-1)
+        fmt = {torch.float64: "f64", torch.float32: "f32", torch.float16: "f16",
+               torch.bfloat16: "bf16", torch.int64: "u64", torch.uint64: "u64"}.get(t.dtype)
+        if fmt is None:
+            raise TypeError(f"no bit format for tensor dtype {t.dtype}")
+        view = {64: torch.int64, 32: torch.int32, 16: torch.int16}[width(fmt)]
+        raw = t.view(view).numpy()
+        return raw.view(_UINT[width(fmt)]), fmt
+    a = np.ascontiguousarray(values).reshape(-1)
+    name = a.dtype.name
+    fmt = {"float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16",
+           "uint64": "u64", "int64": "u64", "uint32": "u32"}.get(name)
+    if fmt is None:
+        raise TypeError(f"no bit format for numpy dtype {a.dtype}")
+    return a.view(_UINT[width(fmt)]), fmt
+
+
+def ordinal(bits, fmt: str) -> np.ndarray:
+    """Monotone integer of each float bit pattern; ord(+0) = ord(-0) = 0.
+
+    Returns int64 for f32/f16/bf16 and Python-int object arrays for f64
+    (so the distance cannot overflow). NaN patterns get an ordinal too; use
+    `classify` to keep them out of distances.
+    """
+    w, _, _ = FLOAT_FORMATS[fmt]
+    b = np.asarray(bits, dtype=np.uint64).astype(object) if w == 64 else np.asarray(bits).astype(np.int64)
+    sign = 1 << (w - 1)
+    mag = b & (sign - 1)
+    neg = (b & sign) != 0
+    return np.where(neg, -mag, mag)
+
+
+def classify(bits, fmt: str) -> np.ndarray:
+    """Per element: "" for finite values, "nan", "+inf" or "-inf"."""
+    w, e, m = FLOAT_FORMATS[fmt]
+    b = np.asarray(bits, dtype=np.uint64).astype(object) if w == 64 else np.asarray(bits).astype(np.int64)
+    exp_all = ((1 << e) - 1) << m
+    frac = (1 << m) - 1
+    is_special = (b & exp_all) == exp_all
+    is_nan = is_special & ((b & frac) != 0)
+    neg = (b & (1 << (w - 1))) != 0
+    out = np.full(len(np.atleast_1d(b)), "", dtype=object)
+    out[np.atleast_1d(is_special & ~is_nan & ~neg)] = "+inf"
+    out[np.atleast_1d(is_special & ~is_nan & neg)] = "-inf"
+    out[np.atleast_1d(is_nan)] = "nan"
+    return out
+
+
+def ulp_distance(a_bits, b_bits, fmt: str) -> np.ndarray:
+    """Elementwise |ord(a) - ord(b)| as an object array of Python ints.
+
+    Elements where either side is NaN or infinite get None (report them by
+    name with `classify`). Integer formats get 0 for equal and None for
+    different patterns (no distance is defined).
+    """
+    if fmt in INT_FORMATS:
+        a = np.asarray(a_bits, dtype=np.uint64)
+        b = np.asarray(b_bits, dtype=np.uint64)
+        return np.where(a == b, 0, None).astype(object)
+    oa, ob = ordinal(a_bits, fmt), ordinal(b_bits, fmt)
+    dist = np.abs(oa.astype(object) - ob.astype(object))
+    special = (classify(a_bits, fmt) != "") | (classify(b_bits, fmt) != "")
+    dist = np.array(dist, dtype=object).reshape(-1)
+    dist[special.reshape(-1)] = None
+    return dist
+
+
+def describe(bits: int, fmt: str) -> str:
+    """A human-readable value for reports: hex pattern plus decimal value."""
+    h = to_hex(bits, fmt)
+    if fmt in INT_FORMATS:
+        return h
+    if fmt == "bf16":
+        value = np.array([int(bits) << 16], dtype=np.uint32).view(np.float32)[0]
+    else:
+        value = np.array([int(bits)], dtype=_UINT[width(fmt)]).view({"f64": np.float64, "f32": np.float32, "f16": np.float16}[fmt])[0]
+    return f"{h} ({float(value)!r})"

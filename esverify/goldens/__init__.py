@@ -1,0 +1,5 @@
+"""Bit-level goldens: format, schema, generation and the gate (RNG.md §4).
+
+One JSON file per contract area (`rng`, `es-at-scale`, `es-awd`), each
+with its own version. See `area.py` for how an area plugs in.
+"""

@@ -1,0 +1,59 @@
+"""The plug-in point of a golden area (RNG.md §4; STYLE.md, numpy's bit generators).
+
+An area is one named value: its version, how to generate its vectors from
+the slow reference implementation, which backends can recompute them on
+this machine, and how one backend recomputes one vector. The gate
+(`esverify goldens check|generate`) treats every area alike and never
+branches on an area's name.
+
+Vector layout (language-neutral JSON, keys sorted)::
+
+    {"id": "zscore-two-iterations-iid-poly32",      # unique within the file
+     "comment": "what it pins and why",
+     "inputs": {...},                                 # u64 as "0x"+16 hex; other ints plain;
+                                                      # floats as bit arrays (below)
+     "expected": {"<field>": {"format": "f32", "values": ["0x3f800000", ...]}, ...}}
+
+A *bit array* is ``{"format": F, "values": [hex, ...]}`` with F one of
+f64, f32, f16, bf16, u64, u32 (esverify.bits). Every expected field is a
+bit array; `recompute` returns the same fields. Vectors whose
+``inputs["mapping"] == "libm64"`` are in the libm class: a difference of at
+most one ulp is status `libm-divergence` (RNG.md §2a), not a mismatch,
+unless the gate runs with --strict.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Area:
+    name: str                                   #: file stem: goldens/<name>.json
+    version: int                                #: the area's version constant now
+    version_constant: str                       #: where that constant lives, for messages
+    generate: Callable[[], list]                #: () -> vectors, expected from the reference
+    backends: Callable[[], list]                #: () -> backend names available here
+    recompute: Callable[[dict, str], dict]      #: (vector, backend) -> {field: bit array}
+
+
+#: area name -> module defining `AREA`; imported only when asked for.
+AREA_MODULES = {
+    "rng": "esverify.goldens.rng_area",
+    "es-at-scale": "esverify.goldens.es_area",
+    "es-awd": "esverify.goldens.es_area",
+}
+
+
+def get_area(name: str) -> Area:
+    """The Area registered under `name`; KeyError names the known areas."""
+    if name not in AREA_MODULES:
+        raise KeyError(f"unknown golden area {name!r}; known: {sorted(AREA_MODULES)}")
+    module = importlib.import_module(AREA_MODULES[name])
+    areas = getattr(module, "AREAS", None) or {module.AREA.name: module.AREA}
+    return areas[name]
+
+
+def area_names() -> list[str]:
+    return list(AREA_MODULES)

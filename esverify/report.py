@@ -1,0 +1,173 @@
+"""Report tables and their writers, shared by goldens, parity and audit.
+
+Every report is a set of named pandas DataFrames ("sections") plus a
+metadata dict. Writers produce csv (one file per section), json (one
+file), md and html (one file each) and JUnit XML. Every file is written
+atomically: to a temporary file in the destination folder, fsynced, then
+renamed over the target, so a crash never leaves a half-written report and
+an older report is never truncated. This module imports none of the other
+esverify modules.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterable, Mapping
+from xml.etree import ElementTree as ET
+
+import pandas as pd
+
+FORMATS = ("csv", "json", "md", "html")
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
+    """Write `data` to `path` atomically (temp file + fsync + rename).
+
+    Creates missing parent folders. Raises OSError when the folder cannot
+    be written; the previous file, if any, is then left untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def _jsonable(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
+        try:
+            return _jsonable(value.item())
+        except (ValueError, AttributeError):
+            pass
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def frame_records(frame: pd.DataFrame) -> list[dict]:
+    """Rows of a frame as JSON-ready dicts (NaN becomes null)."""
+    frame = frame.astype(object).where(pd.notna(frame), None)
+    return [_jsonable(r) for r in frame.to_dict(orient="records")]
+
+
+def to_json(sections: Mapping[str, pd.DataFrame], metadata: Mapping) -> str:
+    """One JSON document: {"metadata": ..., "sections": {name: [rows]}}."""
+    doc = {"metadata": _jsonable(dict(metadata)),
+           "sections": {name: frame_records(df) for name, df in sections.items()}}
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def to_markdown(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: str) -> str:
+    """A Markdown document: title, metadata table, one table per section."""
+    parts = [f"# {title}", "", "## Metadata", ""]
+    meta = pd.DataFrame([(k, json.dumps(_jsonable(v)) if isinstance(v, (dict, list)) else v)
+                         for k, v in metadata.items()], columns=["key", "value"])
+    parts += [meta.to_markdown(index=False), ""]
+    for name, df in sections.items():
+        parts += [f"## {name}", "", df.to_markdown(index=False) if len(df) else "_no rows_", ""]
+    return "\n".join(parts) + "\n"
+
+
+def to_html(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: str) -> str:
+    """A standalone HTML page with the same content as the Markdown report."""
+    import html
+    meta = pd.DataFrame([(k, json.dumps(_jsonable(v)) if isinstance(v, (dict, list)) else v)
+                         for k, v in metadata.items()], columns=["key", "value"])
+    body = [f"<h1>{html.escape(title)}</h1>", "<h2>Metadata</h2>", meta.to_html(index=False)]
+    for name, df in sections.items():
+        body += [f"<h2>{html.escape(name)}</h2>", df.to_html(index=False) if len(df) else "<p>no rows</p>"]
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>" + html.escape(title)
+            + "</title></head><body>" + "\n".join(body) + "</body></html>\n")
+
+
+def to_junit(frame: pd.DataFrame, suite: str, *, name_cols: Iterable[str], status_col: str = "status",
+             detail_col: str = "detail", failing: Iterable[str] = ("fail", "mismatch"),
+             erroring: Iterable[str] = ("error", "unverifiable"), skipping: Iterable[str] = ("skipped",)) -> str:
+    """JUnit XML with one testcase per row; the row's status decides its outcome."""
+    failing, erroring, skipping = set(failing), set(erroring), set(skipping)
+    name_cols = list(name_cols)
+    cases = []
+    counts = {"failures": 0, "errors": 0, "skipped": 0}
+    for row in frame_records(frame):
+        case = ET.Element("testcase", classname=suite,
+                          name="/".join(str(row.get(c)) for c in name_cols))
+        status = str(row.get(status_col))
+        detail = str(row.get(detail_col) or status)
+        if status in failing:
+            ET.SubElement(case, "failure", message=detail[:500]).text = json.dumps(row, sort_keys=True)
+            counts["failures"] += 1
+        elif status in erroring:
+            ET.SubElement(case, "error", message=detail[:500]).text = json.dumps(row, sort_keys=True)
+            counts["errors"] += 1
+        elif status in skipping:
+            ET.SubElement(case, "skipped", message=detail[:500])
+            counts["skipped"] += 1
+        cases.append(case)
+    root = ET.Element("testsuite", name=suite, tests=str(len(cases)),
+                      **{k: str(v) for k, v in counts.items()})
+    root.extend(cases)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, pd.DataFrame],
+                 metadata: Mapping, formats: Iterable[str] = FORMATS, title: str | None = None) -> list[Path]:
+    """Write a report in the chosen formats under `out_dir`; returns the paths.
+
+    csv writes `<stem>-<section>.csv` per section plus `<stem>-metadata.json`;
+    json, md and html write `<stem>.<ext>`. Raises ValueError on an unknown
+    format (before anything is written).
+    """
+    formats = list(dict.fromkeys(formats))
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise ValueError(f"unknown report format(s) {unknown}; choose from {list(FORMATS)}")
+    out = Path(out_dir)
+    title = title or stem
+    written = []
+    for fmt in formats:
+        if fmt == "csv":
+            for name, df in sections.items():
+                written.append(write_atomic(out / f"{stem}-{name}.csv", df.to_csv(index=False)))
+            written.append(write_atomic(out / f"{stem}-metadata.json",
+                                        json.dumps(_jsonable(dict(metadata)), indent=2, sort_keys=True) + "\n"))
+        elif fmt == "json":
+            written.append(write_atomic(out / f"{stem}.json", to_json(sections, metadata)))
+        elif fmt == "md":
+            written.append(write_atomic(out / f"{stem}.md", to_markdown(sections, metadata, title)))
+        elif fmt == "html":
+            written.append(write_atomic(out / f"{stem}.html", to_html(sections, metadata, title)))
+    return written
+
+
+def console_table(frame: pd.DataFrame, max_rows: int = 40) -> str:
+    """A compact plain-text table for the terminal (tabulate via pandas)."""
+    if not len(frame):
+        return "(no rows)"
+    shown = frame.head(max_rows)
+    text = shown.to_markdown(index=False, tablefmt="simple")
+    if len(frame) > max_rows:
+        text += f"\n... {len(frame) - max_rows} more rows in the written report"
+    return text
