@@ -23,6 +23,15 @@ def test_write_report_all_formats(tmp_path):
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
 
 
+def test_written_files_honour_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = report.write_atomic(tmp_path / "r.md", "x")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
+
+
 def test_unknown_format_writes_nothing(tmp_path):
     with pytest.raises(ValueError, match="unknown report format"):
         report.write_report(tmp_path / "out", "x", {}, {}, formats=["csv", "pdf"])

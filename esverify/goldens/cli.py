@@ -1,0 +1,127 @@
+"""`esverify goldens generate|check` (click). Exit codes are documented in docs/goldens.md.
+
+The goldens folder is the checkout's `goldens/` (or the wheel's copy);
+`--goldens-dir` / ESVERIFY_GOLDENS_DIR overrides it so that tests and
+experiments never touch the committed files.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from .. import paths, report
+from . import area as area_mod
+
+GOLDENS_DIR_OPTION = click.option(
+    "--goldens-dir", type=click.Path(file_okay=False, path_type=Path), envvar="ESVERIFY_GOLDENS_DIR",
+    default=None, help="Folder of the golden files (default: the checkout's goldens/ or the installed copy; "
+                       "env ESVERIFY_GOLDENS_DIR).")
+
+
+@click.group()
+def goldens():
+    """Bit-level golden vectors: generate them from the reference, check every backend against them."""
+
+
+@goldens.command()
+@click.option("--area", "areas", multiple=True, metavar="AREA",
+              help=f"Area(s) to generate (repeatable; default: all of {area_mod.area_names()}).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write the files here instead of the goldens folder.")
+@click.option("--bump", is_flag=True, help="Allow changed or removed vector ids: checks that the area's version "
+                                           "constant was incremented and CHANGELOG.md has '## <area> v<N>'.")
+@click.option("--changelog", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="CHANGELOG.md checked by --bump (default: beside the goldens folder).")
+@GOLDENS_DIR_OPTION
+def generate(areas, out, bump, changelog, goldens_dir):
+    """Write goldens/<area>.json from the slow reference, refusing silent contract changes.
+
+    Exit 0 written or unchanged; 1 refused (changed/removed vectors without a valid --bump);
+    2 cannot run (wheel install without --out, unreadable baseline, area module not importable).
+    """
+    from . import generate as gen
+    if goldens_dir is None and out is None and paths.checkout_root() is None:
+        click.echo("goldens generate: this esverify is an installed package, not a checkout; its goldens are "
+                   "read-only package data. Pass --out DIR (or run from a git checkout).", err=True)
+        sys.exit(2)
+    baseline = goldens_dir or paths.goldens_dir()
+    target = out or baseline
+    changelog = changelog or baseline.parent / "CHANGELOG.md"
+    outcomes = gen.generate(list(areas) or None, baseline, target, bump, changelog)
+    for o in outcomes:
+        stream = o.status in ("refused", "error", "skipped")
+        click.echo(f"{o.area}: {o.status}: {o.message}", err=stream)
+    code = gen.exit_code(outcomes)
+    click.echo(f"goldens generate: {'done' if code == 0 else 'REFUSED' if code == 1 else 'ERROR'} (exit {code})",
+               err=code != 0)
+    sys.exit(code)
+
+
+@goldens.command()
+@click.option("--area", "areas", multiple=True, metavar="AREA",
+              help="Area(s) to check (repeatable; default: every registered area).")
+@click.option("--backend", "backends", multiple=True, metavar="NAME",
+              help="Only these backends (repeatable; default: every backend available here).")
+@click.option("--against", metavar="GITREF", default=None,
+              help="Also fail on vectors changed or removed since GITREF without a version move.")
+@click.option("--strict", is_flag=True, help="libm-divergence (libm64, at most one ulp) fails too.")
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write a JUnit XML report here (atomic).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write a JSON report here (atomic).")
+@GOLDENS_DIR_OPTION
+def check(areas, backends, against, strict, junit, json_path, goldens_dir):
+    """Recompute every golden vector on every available backend and compare bit patterns.
+
+    Exit 0 all equal (libm-divergence allowed unless --strict); 1 any mismatch or change since
+    --against without a version move; 2 missing/unreadable/bad-schema file, version mismatch,
+    unknown --against ref.
+    """
+    from . import gate
+    directory = goldens_dir or paths.goldens_dir()
+    result = gate.check(directory, list(areas) or None, list(backends) or None, against)
+    code = result.exit_code(strict)
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    for err in result.errors:
+        click.echo(f"error: {err}", err=True)
+    summary = pd.DataFrame(result.summary, columns=["area", "backend", "vectors", "mismatches",
+                                                    "libm_divergences", "seconds"])
+    if len(summary):
+        click.echo(report.console_table(summary))
+    table = result.table
+    if len(table):
+        click.echo("")
+        click.echo(report.console_table(table))
+    verdict = result.verdict(strict)
+    metadata = {"goldens_dir": str(directory), "against": against, "strict": strict, "exit_code": code,
+                "verdict": verdict, "notes": result.notes, "errors": result.errors}
+    if json_path is not None:
+        report.write_atomic(json_path, report.to_json({"summary": summary, "differences": table}, metadata))
+    if junit is not None:
+        cases = _junit_cases(result, summary, table, strict)
+        report.write_atomic(junit, report.to_junit(cases, "esverify.goldens",
+                                                   name_cols=["area", "backend", "vector", "field", "element"]))
+    click.echo(verdict, err=code != 0)
+    sys.exit(code)
+
+
+def _junit_cases(result, summary: pd.DataFrame, table: pd.DataFrame, strict: bool) -> pd.DataFrame:
+    """One passing case per clean (area, backend), one case per difference, one per exit-2 error."""
+    failing = {"mismatch", "error", "changed-without-bump", "removed-without-bump", "version-backwards"}
+    rows = []
+    for r in table.to_dict(orient="records"):
+        status = "fail" if (r["status"] in failing or (strict and r["status"] == "libm-divergence")) else "pass"
+        rows.append({**r, "status": status, "detail": f"{r['status']}: {r['detail'] or ''} "
+                                                       f"expected {r['expected']} got {r['got']} ulp {r['ulp']}"})
+    for s in summary.to_dict(orient="records"):
+        if not (s["mismatches"] or s["libm_divergences"]):
+            rows.append({"area": s["area"], "backend": s["backend"], "vector": "*", "field": "*", "element": "*",
+                         "status": "pass", "detail": f"{s['vectors']} vectors bit-equal"})
+    for e in result.errors:
+        rows.append({"area": "*", "backend": "*", "vector": "*", "field": "*", "element": "*",
+                     "status": "error", "detail": e})
+    return pd.DataFrame(rows, columns=["area", "backend", "vector", "field", "element", "status", "detail"])

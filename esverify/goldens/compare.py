@@ -1,0 +1,92 @@
+"""Bitwise comparison of one recomputed vector with its golden (ES.md §7, RNG.md §2a).
+
+A field matches when every bit pattern is equal (the sign of zero
+included). Every difference becomes one row: area, backend, vector id,
+field, element, expected, got, ulp distance (`esverify.bits`), status and
+detail. Status is `mismatch`, or `libm-divergence` for a libm-class vector
+(inputs.mapping == "libm64") differing by exactly one ulp: backends' f64
+libm functions are allowed to disagree by that much after the rounding to
+f32, and the gate reports it without failing unless --strict.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import bits
+
+COLUMNS = ["area", "backend", "vector", "field", "element", "expected", "got", "ulp", "status", "detail"]
+FAILING = ("mismatch", "error", "changed-without-bump", "removed-without-bump", "version-backwards")
+LIBM_DIVERGENCE = "libm-divergence"
+
+
+def is_libm_class(vector: dict) -> bool:
+    """True for vectors whose values come from backend f64 libm (RNG.md §2a)."""
+    return vector.get("inputs", {}).get("mapping") == "libm64"
+
+
+def decode(array: dict) -> np.ndarray:
+    """A bit array {"format", "values"} as a uint64 numpy array of its patterns."""
+    fmt = array["format"]
+    return np.array([bits.from_hex(v, fmt) for v in array["values"]], dtype=np.uint64)
+
+
+def encode(values) -> dict:
+    """A bit array from a numpy array or torch tensor (any device), via esverify.bits."""
+    raw, fmt = bits.array_bits(values)
+    return {"format": fmt, "values": [bits.to_hex(int(b), fmt) for b in raw.tolist()]}
+
+
+def encode_ints(values, fmt: str) -> dict:
+    """A bit array from Python ints (u64 / u32 outputs such as seeds)."""
+    return {"format": fmt, "values": [bits.to_hex(int(v), fmt) for v in values]}
+
+
+def row(area, backend, vector, field=None, element=None, expected=None, got=None, ulp=None,
+        status="mismatch", detail="") -> dict:
+    return dict(zip(COLUMNS, (area, backend, vector, field, element, expected, got, ulp, status, detail)))
+
+
+def compare_vector(area: str, backend: str, vector: dict, got: dict) -> list[dict]:
+    """Rows for every bit difference between vector["expected"] and `got` (empty when equal)."""
+    rows = []
+    libm = is_libm_class(vector)
+    for field, want in vector["expected"].items():
+        if field not in got:
+            rows.append(row(area, backend, vector["id"], field, detail=f"backend returned no field {field!r}"))
+            continue
+        have = got[field]
+        fmt = want["format"]
+        if have["format"] != fmt:
+            rows.append(row(area, backend, vector["id"], field,
+                            detail=f"format {have['format']} where the golden has {fmt}"))
+            continue
+        a, b = decode(want), decode(have)
+        if len(a) != len(b):
+            rows.append(row(area, backend, vector["id"], field,
+                            detail=f"{len(b)} values where the golden has {len(a)}"))
+            continue
+        (where,) = np.nonzero(a != b)
+        if not len(where):
+            continue
+        dist = bits.ulp_distance(a[where], b[where], fmt)
+        kinds_a = bits.classify(a[where], fmt) if fmt in bits.FLOAT_FORMATS else None
+        kinds_b = bits.classify(b[where], fmt) if fmt in bits.FLOAT_FORMATS else None
+        for k, i in enumerate(where.tolist()):
+            ulp = dist[k]
+            status = LIBM_DIVERGENCE if (libm and ulp is not None and ulp <= 1) else "mismatch"
+            detail = ""
+            if kinds_a is not None and (kinds_a[k] or kinds_b[k]):
+                detail = f"special values: expected {kinds_a[k] or 'finite'}, got {kinds_b[k] or 'finite'}"
+            rows.append(row(area, backend, vector["id"], field, i, bits.describe(int(a[i]), fmt),
+                            bits.describe(int(b[i]), fmt), None if ulp is None else int(ulp), status, detail))
+    for field in got:
+        if field not in vector["expected"]:
+            rows.append(row(area, backend, vector["id"], field,
+                            detail=f"backend returned field {field!r} that the golden does not have"))
+    return rows
+
+
+def frame(rows: list[dict]) -> pd.DataFrame:
+    """The mismatch table (columns COLUMNS), in the order rows were found."""
+    return pd.DataFrame(rows, columns=COLUMNS)

@@ -1,0 +1,256 @@
+"""The `rng` golden area: vectors pinning the RNG contract (RNG.md §1-§3, issue 2 part 3).
+
+Expected values always come from the slow scalar reference
+(`esverify.rng.scalar`, libm64 from Python's `math`); `recompute` asks one
+backend of `esverify.rng` for the same fields. Vector kinds (inputs.kind):
+
+- ``splitmix64-sequential``: the first n outputs of the sequential
+  generator (expected) against the counter form `at(seed, 0..n-1)`
+  (recomputed): the sequential/counter equivalence, with RNG.md §1's known
+  answer as one vector.
+- ``splitmix64-counter``: `at(seed, i)` at chosen u64 counters (wrap-around
+  at 2**64-1, the 2**32 and 2**53 boundaries).
+- ``member-seed``: RNG.md §3 member seeds; with ``antithetic`` true,
+  members 2k and 2k+1 both get member_seed(..., 2k).
+- ``stream-seed``: per-slot stream seeds under ``iid`` and ``correlated``.
+- ``gaussian``: elements first .. first+n-1 of a stream, for both mappings;
+  ``chunk_elements`` (null = the backend's default) is passed to the
+  backend so that chunk boundaries really are crossed: the values must not
+  depend on it.
+- ``noise``: end to end, (seed, iteration, population, member, scheme,
+  slot sizes) -> the noise of every slot (under ``correlated`` equal-size
+  slots repeat one stream).
+
+Backends: ``numpy``, ``numba``, ``torch-cpu`` and, when CUDA is
+available, ``torch-cuda``. Counter access (`at`) has numpy-array and
+torch-tensor forms; the ``numba`` backend recomputes it with the
+Python-int form of `esverify.rng.at` (numba has no separate `at`). Seed
+derivation is scalar u64 arithmetic, identical on every backend.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..rng import CONTRACT_VERSION
+from ..rng import scalar
+from .area import Area
+from .compare import encode, encode_ints
+
+U64 = (1 << 64) - 1
+SEEDS = (0, U64, 1234567, 0x0123456789ABCDEF)
+
+#: backend name in the goldens -> (esverify.rng backend, torch device or None)
+BACKEND_SPECS = {"numpy": ("numpy", None), "numba": ("numba", None),
+                 "torch-cpu": ("torch", "cpu"), "torch-cuda": ("torch", "cuda")}
+
+
+def h64(x: int) -> str:
+    return f"0x{x & U64:016x}"
+
+
+def _vector(id_, comment, inputs, expected) -> dict:
+    return {"id": id_, "comment": comment, "inputs": inputs, "expected": expected}
+
+
+def _seed_name(seed: int) -> str:
+    return {0: "0", U64: "max"}.get(seed, f"{seed:x}")
+
+
+def _splitmix_vectors() -> list[dict]:
+    out = [_vector("splitmix64-sequential-known-answer", "RNG.md §1 known answer: the sequential generator "
+                   "seeded with 1234567; recomputed by counter, at(seed, i) for i = 0..4",
+                   {"kind": "splitmix64-sequential", "seed": h64(1234567), "n": 5},
+                   {"outputs": encode_ints(scalar.sequential(1234567, 5), "u64")})]
+    for seed, n in ((0, 64), (U64, 64), (0x0123456789ABCDEF, 17)):
+        out.append(_vector(f"splitmix64-sequential-seed-{_seed_name(seed)}",
+                           f"sequential splitmix64 outputs 0..{n - 1} equal the counter form at(seed, i)",
+                           {"kind": "splitmix64-sequential", "seed": h64(seed), "n": n},
+                           {"outputs": encode_ints(scalar.sequential(seed, n), "u64")}))
+    indices = [0, 1, 2, 3, 2**31 - 1, 2**32 - 1, 2**32, 2**53 + 1, 2**63 - 1, 2**63, U64 - 1, U64]
+    for seed in (0, U64, 1234567):
+        out.append(_vector(f"splitmix64-counter-seed-{_seed_name(seed)}",
+                           "at(seed, i) at u64 counters crossing 2**32, 2**53 and 2**63; at i = 2**64-1 the "
+                           "counter (i + 1) * GAMMA wraps to 0, so the output is mix(seed)",
+                           {"kind": "splitmix64-counter", "seed": h64(seed), "indices": [h64(i) for i in indices]},
+                           {"outputs": encode_ints([scalar.at(seed, i) for i in indices], "u64")}))
+    return out
+
+
+def _member(member: int, antithetic: bool) -> int:
+    return member - member % 2 if antithetic else member
+
+
+def _member_seed_vectors() -> list[dict]:
+    cases = [("seed-0-iter-0", 0, 0, 8, list(range(8)), False),
+             ("seed-max-iter-3", U64, 3, 6, list(range(6)), False),
+             ("seed-1234567-iter-1000", 1234567, 1000, 64, [0, 1, 31, 62, 63], False),
+             ("counter-wraps", 42, 2**52, 2**12, [0, 1, 4095], False),
+             ("antithetic-seed-1234567-iter-2", 1234567, 2, 8, list(range(8)), True),
+             ("antithetic-seed-max-iter-0", U64, 0, 4, list(range(4)), True)]
+    out = []
+    for name, seed, iteration, population, members, antithetic in cases:
+        comment = (f"member_seed(seed, {iteration}, {population}, m) = at(seed ^ SEED_DOMAIN, "
+                   f"iteration * population + m), u64 wrapping")
+        if antithetic:
+            comment += "; antithetic: members 2k and 2k+1 share member_seed(..., 2k) (2k+1 negates the noise)"
+        if name == "counter-wraps":
+            comment += "; here iteration * population = 2**64 wraps to 0"
+        seeds = [scalar.member_seed(seed, iteration, population, _member(m, antithetic)) for m in members]
+        out.append(_vector(f"member-seed-{name}", comment,
+                           {"kind": "member-seed", "seed": h64(seed), "iteration": iteration,
+                            "population": population, "members": members, "antithetic": antithetic},
+                           {"member_seeds": encode_ints(seeds, "u64")}))
+    return out
+
+
+def _stream_seed_vectors() -> list[dict]:
+    ms = scalar.member_seed(1234567, 5, 16, 3)
+    out = []
+    for label, member_seed in (("0", 0), ("max", U64), ("of-1234567-5-16-3", ms)):
+        for scheme in ("iid", "correlated"):
+            slots = [0, 1, 2, 7, 1000]
+            comment = ("iid: stream seed of slot s = at(member_seed ^ NOISE_DOMAIN, s)" if scheme == "iid" else
+                       "correlated: every slot reuses the member seed (tensors restart one stream)")
+            out.append(_vector(f"stream-seed-{scheme}-member-{label}", comment,
+                               {"kind": "stream-seed", "member_seed": h64(member_seed), "scheme": scheme,
+                                "slots": slots},
+                               {"stream_seeds": encode_ints([scalar.stream_seed(member_seed, s, scheme)
+                                                             for s in slots], "u64")}))
+    return out
+
+
+def _f32_bits(values: list[float]) -> dict:
+    return encode(np.array(values, dtype=np.float32))
+
+
+def _gaussian_vectors() -> list[dict]:
+    cases = []
+    for seed in SEEDS:
+        cases.append((f"seed-{_seed_name(seed)}-first-0-n-64", seed, 0, 64, None, "the first 64 elements"))
+    cases += [
+        ("seed-1234567-first-1-n-33", 1234567, 1, 33, None, "odd start: element 1 is the sine half of pair 0"),
+        ("seed-1234567-first-1-n-1", 1234567, 1, 1, None, "a single odd element"),
+        ("seed-1234567-first-0-n-0", 1234567, 0, 0, None, "an empty range"),
+        ("seed-7-first-2p32m3-n-8", 7, 2**32 - 3, 8, None, "counters crossing 2**32"),
+        ("seed-7-first-2p40p1-n-5", 7, 2**40 + 1, 5, None, "a far odd start"),
+        ("seed-max-first-5-n-1000-chunk-64", U64, 5, 1000, 64,
+         "odd start, 16 chunk boundaries of 64 elements, each splitting a Box-Muller pair"),
+        ("seed-99-first-3-n-50-chunk-7", 99, 3, 50, 7, "odd chunks of 7 elements from an odd start"),
+        ("seed-99-first-0-n-2053-chunk-256", 99, 0, 2053, 256, "8 chunk boundaries and an odd tail"),
+    ]
+    out = []
+    for mapping in ("poly32", "libm64"):
+        fn = scalar.MAPPINGS[mapping]
+        for name, seed, first, n, chunk, why in cases:
+            comment = (f"{mapping} gaussian elements {first}..{first + n - 1} of seed {h64(seed)}: {why}"
+                       + ("" if chunk is None else f"; recomputed with chunk_elements={chunk}, the values must "
+                          "not depend on it"))
+            if mapping == "libm64":
+                comment += "; libm class: backends may differ by one f32 ulp (libm-divergence)"
+            out.append(_vector(f"gaussian-{mapping}-{name}", comment,
+                               {"kind": "gaussian", "seed": h64(seed), "first": first, "n": n,
+                                "mapping": mapping, "chunk_elements": chunk},
+                               {"values": _f32_bits([fn(seed, j) for j in range(first, first + n)])}))
+    return out
+
+
+def _noise_vectors() -> list[dict]:
+    out = []
+    sizes = [6, 6, 3, 1]
+    for scheme in ("iid", "correlated"):
+        for mapping in ("poly32", "libm64"):
+            seed, iteration, population, member = 2026, 4, 10, 7
+            ms = scalar.member_seed(seed, iteration, population, _member(member, True))
+            expected = {}
+            for slot, size in enumerate(sizes):
+                ss = scalar.stream_seed(ms, slot, scheme)
+                expected[f"slot_{slot}"] = _f32_bits(scalar.gaussian(ss, size, 0, mapping))
+            comment = (f"noise of antithetic member 7 (uses member 6's seed; the trainer negates it) at "
+                       f"iteration {iteration}, population {population}, slots of sizes {sizes}, {scheme}")
+            if scheme == "correlated":
+                comment += ": slots 0 and 1 are identical, slots 2 and 3 are prefixes of them"
+            out.append(_vector(f"noise-{scheme}-{mapping}-antithetic-member-7", comment,
+                               {"kind": "noise", "seed": h64(seed), "iteration": iteration,
+                                "population": population, "member": member, "antithetic": True,
+                                "scheme": scheme, "mapping": mapping, "slot_sizes": sizes},
+                               expected))
+    return out
+
+
+def generate() -> list[dict]:
+    """Every rng vector, expected values from esverify.rng.scalar (deterministic order)."""
+    return (_splitmix_vectors() + _member_seed_vectors() + _stream_seed_vectors()
+            + _gaussian_vectors() + _noise_vectors())
+
+
+def backends() -> list[str]:
+    """numpy, numba (when it compiles), torch-cpu, and torch-cuda when CUDA is available."""
+    from ..rng import available_backends
+    cpu = available_backends("cpu")
+    names = [n for n, (b, dev) in BACKEND_SPECS.items() if dev != "cuda" and b in cpu]
+    try:
+        import torch
+        if torch.cuda.is_available():
+            names.append("torch-cuda")
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+    return names
+
+
+def _spec(backend: str) -> tuple[str, str | None]:
+    if backend not in BACKEND_SPECS:
+        raise ValueError(f"unknown rng backend {backend!r}; known: {sorted(BACKEND_SPECS)}")
+    return BACKEND_SPECS[backend]
+
+
+def _at_many(seed: int, indices: list[int], backend: str) -> dict:
+    from .. import rng
+    name, device = _spec(backend)
+    if name == "numpy":
+        return encode(rng.at(seed, np.array(indices, dtype=np.uint64)))
+    if name == "torch":
+        import torch
+        signed = [i - (1 << 64) if i >> 63 else i for i in indices]
+        return encode(rng.at(seed, torch.tensor(signed, dtype=torch.int64, device=device)))
+    return encode_ints([rng.at(seed, int(i)) for i in indices], "u64")
+
+
+def _gaussian(seed: int, n: int, first: int, mapping: str, backend: str, chunk) -> dict:
+    from .. import rng
+    name, device = _spec(backend)
+    values = rng.gaussian(seed, n, first, mapping, device, backend=name, chunk_elements=chunk)
+    return encode(values)
+
+
+def recompute(vector: dict, backend: str) -> dict:
+    """The expected fields of `vector` recomputed by `backend` (a name from `backends()`)."""
+    from .. import rng
+    x = vector["inputs"]
+    kind = x["kind"]
+    if kind == "splitmix64-sequential":
+        return {"outputs": _at_many(int(x["seed"], 16), list(range(x["n"])), backend)}
+    if kind == "splitmix64-counter":
+        return {"outputs": _at_many(int(x["seed"], 16), [int(i, 16) for i in x["indices"]], backend)}
+    if kind == "member-seed":
+        _spec(backend)
+        seeds = [rng.member_seed(int(x["seed"], 16), x["iteration"], x["population"],
+                                 _member(m, x["antithetic"])) for m in x["members"]]
+        return {"member_seeds": encode_ints(seeds, "u64")}
+    if kind == "stream-seed":
+        _spec(backend)
+        return {"stream_seeds": encode_ints([rng.stream_seed(int(x["member_seed"], 16), s, x["scheme"])
+                                             for s in x["slots"]], "u64")}
+    if kind == "gaussian":
+        return {"values": _gaussian(int(x["seed"], 16), x["n"], x["first"], x["mapping"], backend,
+                                    x["chunk_elements"])}
+    if kind == "noise":
+        ms = rng.member_seed(int(x["seed"], 16), x["iteration"], x["population"],
+                             _member(x["member"], x["antithetic"]))
+        return {f"slot_{slot}": _gaussian(rng.stream_seed(ms, slot, x["scheme"]), size, 0, x["mapping"],
+                                          backend, None)
+                for slot, size in enumerate(x["slot_sizes"])}
+    raise ValueError(f"vector {vector['id']!r} has unknown kind {kind!r}")
+
+
+AREA = Area(name="rng", version=CONTRACT_VERSION, version_constant="esverify.rng.CONTRACT_VERSION",
+            generate=generate, backends=backends, recompute=recompute)

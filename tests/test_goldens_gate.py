@@ -1,0 +1,197 @@
+"""`esverify goldens check`: exit codes 0/1/2, the mismatch table, libm-divergence, reports.
+
+Every test runs the real click command on a temporary copy of the
+committed goldens (--goldens-dir), mostly on the numpy backend for speed;
+`test_committed_goldens_pass_on_every_cpu_backend` is the gate itself.
+"""
+import json
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+from esverify.goldens import gate, rng_area
+from test_goldens_support import COMMITTED, copy_goldens, flip_bit, load, run, save, vector
+
+POLY = "gaussian-poly32-seed-max-first-5-n-1000-chunk-64"
+LIBM = "gaussian-libm64-seed-99-first-0-n-2053-chunk-256"
+
+
+def check(directory, *extra):
+    return run("goldens", "check", "--area", "rng", "--goldens-dir", str(directory), *extra)
+
+
+@pytest.fixture
+def goldens(tmp_path):
+    return copy_goldens(tmp_path / "goldens")
+
+
+def test_committed_goldens_pass_on_every_cpu_backend(tmp_path):
+    result = run("goldens", "check", "--json", str(tmp_path / "r.json"))
+    assert result.exit_code == 0, result.output
+    assert "goldens check: PASS" in result.output
+    meta = json.loads((tmp_path / "r.json").read_text())
+    ran = {row["backend"] for row in meta["sections"]["summary"]}
+    assert {"numpy", "numba", "torch-cpu"} <= ran
+
+
+@pytest.mark.cuda
+def test_committed_goldens_pass_on_cuda(tmp_path):
+    result = run("goldens", "check", "--area", "rng", "--backend", "torch-cuda")
+    assert result.exit_code == 0, result.output
+
+
+def test_flipped_bit_is_a_mismatch_with_its_ulp_distance(goldens, tmp_path):
+    doc = load(goldens / "rng.json")
+    flip_bit(doc, POLY, "values", 17, bit=1)
+    save(goldens / "rng.json", doc)
+    result = check(goldens, "--backend", "numpy", "--json", str(tmp_path / "r.json"))
+    assert result.exit_code == 1, result.output
+    assert "FAIL (exit 1)" in result.output
+    rows = json.loads((tmp_path / "r.json").read_text())["sections"]["differences"]
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row["backend"], row["vector"], row["field"], row["element"], row["ulp"], row["status"]) == \
+        ("numpy", POLY, "values", 17, 2, "mismatch")
+    assert row["expected"].startswith("0x") and row["got"] != row["expected"]
+
+
+def test_flipped_u64_output_is_a_mismatch(goldens):
+    doc = load(goldens / "rng.json")
+    flip_bit(doc, "splitmix64-counter-seed-max", "outputs", 11, bit=63)
+    save(goldens / "rng.json", doc)
+    result = check(goldens, "--backend", "numpy")
+    assert result.exit_code == 1
+    assert "splitmix64-counter-seed-max" in result.output
+
+
+def test_missing_file_exits_2(tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = check(tmp_path / "empty")
+    assert result.exit_code == 2
+    assert "rng.json is missing" in result.output
+
+
+def test_missing_rng_file_exits_2_without_area_option(tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = run("goldens", "check", "--goldens-dir", str(tmp_path / "empty"))
+    assert result.exit_code == 2
+    assert "rng.json is missing" in result.output
+
+
+def test_unreadable_file_exits_2(goldens):
+    (goldens / "rng.json").write_text('{"contract": ')
+    result = check(goldens)
+    assert result.exit_code == 2
+    assert "not readable JSON" in result.output
+
+
+def test_schema_failure_exits_2(goldens):
+    doc = load(goldens / "rng.json")
+    vector(doc, POLY)["expected"]["values"]["values"][0] = "0x3f80"   # 4 hex digits in an f32 array
+    save(goldens / "rng.json", doc)
+    result = check(goldens)
+    assert result.exit_code == 2
+    assert "fails the golden schema" in result.output
+
+
+def test_version_mismatch_exits_2_and_names_both_versions(goldens):
+    doc = load(goldens / "rng.json")
+    doc["contract"]["version"] = 2
+    save(goldens / "rng.json", doc)
+    result = check(goldens)
+    assert result.exit_code == 2
+    assert "records rng version 2" in result.output
+    assert "esverify.rng.CONTRACT_VERSION is 1" in result.output
+
+
+def test_unavailable_backend_exits_2(goldens):
+    result = check(goldens, "--backend", "abacus")
+    assert result.exit_code == 2
+    assert "not available" in result.output
+
+
+def test_one_ulp_libm64_difference_is_libm_divergence_unless_strict(goldens, tmp_path):
+    doc = load(goldens / "rng.json")
+    flip_bit(doc, LIBM, "values", 100, bit=0)
+    save(goldens / "rng.json", doc)
+    lenient = check(goldens, "--backend", "numpy", "--json", str(tmp_path / "r.json"))
+    assert lenient.exit_code == 0, lenient.output
+    assert "libm-divergence" in lenient.output
+    rows = json.loads((tmp_path / "r.json").read_text())["sections"]["differences"]
+    assert [(r["vector"], r["element"], r["ulp"], r["status"]) for r in rows] == \
+        [(LIBM, 100, 1, "libm-divergence")]
+    strict = check(goldens, "--backend", "numpy", "--strict")
+    assert strict.exit_code == 1
+
+
+def test_two_ulp_libm64_difference_fails(goldens):
+    doc = load(goldens / "rng.json")
+    flip_bit(doc, LIBM, "values", 100, bit=1)
+    save(goldens / "rng.json", doc)
+    assert check(goldens, "--backend", "numpy").exit_code == 1
+
+
+def test_one_ulp_poly32_difference_is_never_tolerated(goldens):
+    doc = load(goldens / "rng.json")
+    flip_bit(doc, POLY, "values", 3, bit=0)
+    save(goldens / "rng.json", doc)
+    assert check(goldens, "--backend", "numpy").exit_code == 1
+
+
+def test_junit_and_json_reports(goldens, tmp_path):
+    doc = load(goldens / "rng.json")
+    flip_bit(doc, POLY, "values", 0, bit=5)
+    save(goldens / "rng.json", doc)
+    result = check(goldens, "--backend", "numpy", "--junit", str(tmp_path / "j.xml"),
+                   "--json", str(tmp_path / "r.json"))
+    assert result.exit_code == 1
+    suite = ET.parse(tmp_path / "j.xml").getroot()
+    assert suite.get("failures") == "1"
+    failed = [c for c in suite.iter("testcase") if c.find("failure") is not None]
+    assert failed[0].get("name").startswith(f"rng/numpy/{POLY}/values/0")
+    meta = json.loads((tmp_path / "r.json").read_text())["metadata"]
+    assert meta["exit_code"] == 1 and meta["verdict"].startswith("goldens check: FAIL")
+
+
+def test_swapped_sine_cosine_in_a_backend_is_caught(goldens, monkeypatch):
+    """An RNG-side fault (sine and cosine halves swapped in the numpy kernel) fails the gate."""
+    from esverify.rng import numpy_backend
+    original = numpy_backend.sincos_turn32
+
+    def swapped(u):
+        s, c = original(u)
+        return c, s
+
+    monkeypatch.setattr(numpy_backend, "sincos_turn32", swapped)
+    assert np.any(numpy_backend.sincos_turn32(np.float32([0.1]))[0] != original(np.float32([0.1]))[0])
+    result = check(goldens, "--backend", "numpy")
+    assert result.exit_code == 1
+    assert "gaussian-poly32" in result.output
+    assert check(goldens, "--backend", "numba").exit_code == 0   # the other backend is untouched
+
+
+def test_a_crashing_backend_is_an_error_row_and_exit_1(goldens, monkeypatch):
+    def boom(vector, backend):
+        raise RuntimeError("kernel exploded")
+    area = rng_area.AREA
+    monkeypatch.setattr(rng_area, "AREA", type(area)(area.name, area.version, area.version_constant,
+                                                     area.generate, area.backends, boom))
+    result = check(goldens, "--backend", "numpy")
+    assert result.exit_code == 1
+    assert "kernel exploded" in result.output
+
+
+def test_recompute_is_bitwise_equal_to_expected_on_numpy():
+    doc = load(COMMITTED / "rng.json")
+    for v in doc["vectors"]:
+        assert rng_area.recompute(v, "numpy") == v["expected"], v["id"]
+
+
+def test_gate_api_reports_no_goldens_for_areas_without_files(tmp_path):
+    copy_goldens(tmp_path)
+    result = gate.check(tmp_path, backends=["numpy"])
+    assert result.exit_code(strict=False) == 0
+    others = [n for n in ("es-at-scale", "es-awd")]
+    for name in others:
+        assert any(f"no goldens for area {name}" in note for note in result.notes)

@@ -1,0 +1,70 @@
+"""A non-editable wheel install runs `goldens check` from its packaged goldens (issue 2 part 1).
+
+Builds a wheel from a copy of the tree (so the shared checkout gets no
+build/ folder), installs it with --no-deps into a venv that sees the
+system site-packages (numpy, torch, numba come from there), and runs the
+venv's `esverify` from a folder outside any checkout: `goldens check`
+passes on the shipped data, `goldens generate` without --out exits 2.
+"""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_goldens_support import COMMITTED, ROOT
+
+SHIPPED = ["pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "CHANGELOG.md",
+           "esverify", "goldens", "oracles"]
+
+
+def sh(*args, cwd, env=None, check=True):
+    result = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True)
+    if check and result.returncode:
+        raise AssertionError(f"{args} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+@pytest.mark.slow
+def test_wheel_install_checks_goldens_and_refuses_generate(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in SHIPPED:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        elif path.is_file():
+            shutil.copy2(path, src / name)
+    sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp_path / "dist",
+       src, cwd=tmp_path)
+    (wheel,) = (tmp_path / "dist").glob("esverify-*.whl")
+    sh(sys.executable, "-m", "venv", "--system-site-packages", tmp_path / "venv", cwd=tmp_path)
+    py = tmp_path / "venv" / "bin" / "python"
+    sh(py, "-m", "pip", "install", "--no-deps", "--no-index", "-q", wheel, cwd=tmp_path)
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "ESVERIFY_GOLDENS_DIR"}
+    where = sh(py, "-c", "import esverify, esverify.paths as p; print(esverify.__file__); "
+                         "print(p.checkout_root()); print(p.goldens_dir())", cwd=outside, env=env).stdout.split()
+    assert str(tmp_path / "venv") in where[0], where
+    assert where[1] == "None"
+    data = Path(where[2])
+    assert (data / "rng.json").read_bytes() == (COMMITTED / "rng.json").read_bytes()
+    assert (data / "schema.json").is_file()
+
+    esverify = tmp_path / "venv" / "bin" / "esverify"
+    checked = sh(esverify, "goldens", "check", cwd=outside, env=env, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "goldens check: PASS" in checked.stdout + checked.stderr
+
+    refused = sh(esverify, "goldens", "generate", "--area", "rng", cwd=outside, env=env, check=False)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "installed package" in refused.stderr
+
+    out = tmp_path / "out"
+    written = sh(esverify, "goldens", "generate", "--area", "rng", "--out", out, cwd=outside, env=env, check=False)
+    assert written.returncode == 0, written.stdout + written.stderr
+    assert (out / "rng.json").read_bytes() == (COMMITTED / "rng.json").read_bytes()
