@@ -1,0 +1,82 @@
+"""The `esverify audit` click command (issue 5).
+
+Exit status: 0 nothing found, 1 at least one finding, 2 usage error
+(click's own convention for bad options, reused for "outside a checkout
+without --tree" and unreadable archives).
+"""
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import click
+
+from esverify.report import FORMATS
+
+from . import similarity, text
+
+
+@click.command("audit")
+@click.option("--tree", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Folder to audit (a checkout: tracked plus untracked, not ignored files; otherwise every file). "
+                   "Default: the git top level of the current directory.")
+@click.option("--wheel", "wheels", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A built wheel or sdist to audit (what ships). Repeatable.")
+@click.option("--history", is_flag=True, help="Also audit every blob ever committed (git objects).")
+@click.option("--ref", "refs", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A reference clone (any reference). Repeatable. Without it sections 1-3 are skipped.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Report folder. Default: reports/audit-<UTC time>/ under the current directory.")
+@click.option("--format", "formats", multiple=True, type=click.Choice(FORMATS), default=FORMATS,
+              show_default=True, help="Report format(s). Repeatable.")
+@click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True),
+              default=similarity.DEFAULT_THRESHOLD, show_default=True,
+              help="Similarity (shared / fingerprinted tokens, either way) a pair needs to be a finding.")
+@click.option("--min-tokens", type=click.IntRange(min=1), default=similarity.DEFAULT_MIN_TOKENS,
+              show_default=True, help="Shared copydetect tokens a copied region needs for a similarity finding.")
+@click.option("--min-words", type=click.IntRange(min=2), default=text.DEFAULT_MIN_WORDS, show_default=True,
+              help="Shared run of normalised words that makes a text finding.")
+@click.option("--ngram", type=click.IntRange(min=2), default=text.DEFAULT_NGRAM, show_default=True,
+              help="Word n-gram size of the text pass (must not exceed --min-words).")
+def audit(tree, wheels, history, refs, out, formats, threshold, min_tokens, min_words, ngram):
+    """Evidence for the clean-room claim: similarity, text, identity, import
+    boundary and provenance. Exit 0: nothing found; 1: a finding; 2: usage error."""
+    from . import sources
+    from .run import AuditOptions, run_audit, write
+
+    if ngram > min_words:
+        raise click.BadParameter(f"--ngram {ngram} exceeds --min-words {min_words}", param_hint="--ngram")
+    if tree is None and not wheels:
+        tree = sources.git_toplevel(Path.cwd())
+        if tree is None:
+            raise click.UsageError("not inside a git checkout: pass --tree PATH (or --wheel FILE)")
+    if history and (tree is None or sources.git_toplevel(tree) != tree.resolve()):
+        raise click.UsageError("--history needs the top level of a git checkout (default tree or --tree PATH)")
+    opts = AuditOptions(tree=tree.resolve() if tree else None, wheels=list(wheels), history=history,
+                        refs=[r.resolve() for r in refs], threshold=threshold, min_tokens=min_tokens,
+                        ngram=ngram, min_words=min_words)
+    try:
+        result = run_audit(opts)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if out is None:
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        out = Path("reports") / f"audit-{stamp}"
+    written = write(result, out, formats)
+
+    from esverify.report import console_table
+    click.echo(console_table(result.sections["summary"]))
+    for name in ("similarity", "text", "identity", "imports"):
+        frame = result.sections[name]
+        hits = frame[frame["status"] == "finding"] if len(frame) else frame
+        if len(hits):
+            click.echo(f"\n{name} findings:")
+            click.echo(console_table(hits, max_rows=20))
+    imp = result.sections["imports"]
+    review = imp[imp["status"] == "review"] if len(imp) else imp
+    if len(review):
+        click.echo("\nlisted for review (informational):")
+        click.echo(console_table(review, max_rows=20))
+    click.echo(f"\nverdict: {result.metadata['verdict']} ({result.findings} finding(s)); report: {out} "
+               f"({len(written)} files)")
+    raise SystemExit(1 if result.findings else 0)

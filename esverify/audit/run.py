@@ -1,0 +1,188 @@
+"""Run the audit sections over the collected sources and build the report.
+
+`run_audit(AuditOptions)` returns an `AuditResult` (sections as pandas
+frames, metadata, finding count); `write(result, out, formats)` writes it
+through `esverify.report.write_report` (atomic). No printing here: the
+click command in `cli.py` owns the terminal.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from . import identity, imports, provenance, similarity, sources, text
+
+SKIP_NO_REF = "skipped: no --ref given (sections 1-3 need a reference clone)"
+
+
+@dataclass
+class AuditOptions:
+    """What to scan and with which parameters (see `esverify audit --help`)."""
+
+    tree: Path | None = None
+    wheels: list[Path] = field(default_factory=list)
+    history: bool = False
+    refs: list[Path] = field(default_factory=list)
+    threshold: float = similarity.DEFAULT_THRESHOLD
+    min_tokens: int = similarity.DEFAULT_MIN_TOKENS
+    k: int = similarity.DEFAULT_K
+    window: int = similarity.DEFAULT_WINDOW
+    ngram: int = text.DEFAULT_NGRAM
+    min_words: int = text.DEFAULT_MIN_WORDS
+
+
+@dataclass
+class AuditResult:
+    sections: dict[str, pd.DataFrame]
+    metadata: dict
+    findings: int
+    review: int
+
+
+def _ref_label(n: int, path: Path) -> str:
+    return f"ref{n}:{path.name}"
+
+
+def collect(opts: AuditOptions):
+    """(targets, refs, provenance rows): every FileEntry to audit and the references'.
+
+    Raises ValueError for an unreadable archive or a --history without git.
+    """
+    targets, prov = [], []
+    if opts.tree is not None:
+        tree = sources.tree_entries(opts.tree)
+        targets += tree
+        prov.append(provenance.describe_root("tree", opts.tree))
+        if opts.history:
+            seen = {e.sha256 for e in tree if e.sha256}
+            targets += sources.history_entries(opts.tree, seen)
+    for wheel in opts.wheels:
+        entries = sources.archive_entries(wheel)
+        targets += entries
+        prov.append(provenance.describe_archive(wheel, entries))
+    refs = []
+    for n, ref in enumerate(opts.refs, 1):
+        label = _ref_label(n, ref)
+        refs += [(label, e) for e in sources.walk_entries(ref, label)]
+        prov.append(provenance.describe_root(f"reference {label}", ref))
+    return targets, refs, prov
+
+
+def _verdict(frame: pd.DataFrame | None, skipped: bool) -> tuple[str, int]:
+    if skipped:
+        return "skipped", 0
+    n = int((frame["status"] == "finding").sum()) if len(frame) else 0
+    return ("FINDING" if n else "pass"), n
+
+
+def run_audit(opts: AuditOptions) -> AuditResult:
+    """Run all five sections; see the package docstring for what each checks."""
+    started = dt.datetime.now(dt.timezone.utc)
+    t0 = time.perf_counter()
+    targets, refs, prov_rows = collect(opts)
+    has_ref = bool(opts.refs)
+    skipped_rows = [{"origin": e.origin, "path": e.path, "reason": e.error}
+                    for e in targets + [r for _, r in refs] if e.kind in ("binary", "unreadable", "symlink")]
+    stats: dict = {}
+
+    # 1. similarity
+    if has_ref:
+        def fps(entries):
+            out = []
+            for label, e in entries:
+                if e.kind != "code":
+                    continue
+                try:
+                    out.append((label, similarity.fingerprint(e, opts.k, opts.window)))
+                except Exception as exc:  # a lexer failure must not end the audit
+                    skipped_rows.append({"origin": e.origin, "path": e.path,
+                                         "reason": f"not fingerprinted: {type(exc).__name__}: {exc}"})
+            return out
+        tree_fps = [f for _, f in fps([(e.origin, e) for e in targets])]
+        ref_fps = fps(refs)
+        sim, stats["similarity"] = similarity.compare(tree_fps, ref_fps, threshold=opts.threshold,
+                                                      min_tokens=opts.min_tokens)
+        stats["similarity"].update(tree_code_files=len(tree_fps), ref_code_files=len(ref_fps))
+        txt, stats["text"] = text.compare([e for e in targets if e.kind in ("code", "prose")],
+                                          [(lab, e) for lab, e in refs if e.kind in ("code", "prose")],
+                                          ngram=opts.ngram, min_words=opts.min_words)
+        ident = identity.compare(targets, refs)
+    else:
+        sim = pd.DataFrame(columns=similarity.COLUMNS)
+        txt = pd.DataFrame(columns=text.COLUMNS)
+        ident = pd.DataFrame(columns=identity.COLUMNS)
+
+    # 4. import boundary
+    names, excluded = imports.reference_module_names([e for _, e in refs])
+    imp = imports.scan(targets, names)
+
+    # 5. provenance and manifest
+    prov = pd.DataFrame(prov_rows)
+    manifest = pd.DataFrame(
+        [{"origin": e.origin, "path": e.path, "kind": e.kind, "size": e.size, "sha256": e.sha256,
+          "scanned_by": ("similarity, text, identity" if e.kind == "code" else
+                         "text, identity" if e.kind == "prose" else
+                         "identity" if e.kind in ("data", "binary") else "none")
+          + (", imports" if imports.area_of(e.plain_path) and e.kind == "code" and e.language == "python" else "")}
+         for e in targets + [r for _, r in refs]],
+        columns=["origin", "path", "kind", "size", "sha256", "scanned_by"])
+    skipped = pd.DataFrame(skipped_rows, columns=["origin", "path", "reason"])
+    tools = provenance.tool_versions()
+    params = {"threshold": opts.threshold, "min_tokens": opts.min_tokens, "k (copydetect noise threshold)": opts.k,
+              "winnowing window": opts.window, "text ngram words": opts.ngram, "text min run words": opts.min_words,
+              "trivial identity bytes": identity.TRIVIAL_BYTES,
+              "reference module names (built-in)": ", ".join(sorted(imports.BUILTIN_REFERENCE_MODULES)),
+              "reference module names (from --ref)": ", ".join(sorted(names)) or None,
+              "ref names ignored (stdlib/packaging)": ", ".join(excluded) or None}
+    tools_frame = pd.DataFrame([{"item": k, "kind": "tool", "value": v} for k, v in tools.items()]
+                               + [{"item": k, "kind": "parameter", "value": v} for k, v in params.items()])
+
+    summary_rows = []
+    total = 0
+    for name, frame, skip in (("similarity", sim, not has_ref), ("text", txt, not has_ref),
+                              ("identity", ident, not has_ref), ("imports", imp, False)):
+        verdict, n = _verdict(frame, skip)
+        total += n
+        review = int((frame["status"] == "review").sum()) if name == "imports" and len(frame) else 0
+        listed = int((frame["status"] == "listed").sum()) if name == "imports" and len(frame) else 0
+        note = SKIP_NO_REF if skip else ""
+        if name == "similarity" and has_ref:
+            s = stats["similarity"]
+            note = (f"{s['tree_code_files']} code files x {s['ref_code_files']} reference code files; "
+                    f"{s['compared']} pairs compared, {s['prefiltered_out']} ruled out by the exact prefilter")
+        elif name == "text" and has_ref:
+            note = f"{stats['text']['tree_documents']} documents x {stats['text']['ref_documents']} reference documents"
+        elif name == "identity" and has_ref:
+            note = f"{int((ident['status'] == 'trivial').sum())} trivial matches listed, not counted"
+        elif name == "imports":
+            note = (f"{review} listed for review (informational); {listed} oracle-area places load reference "
+                    "code (child process only)")
+        summary_rows.append({"section": name, "verdict": verdict, "findings": n, "note": note})
+    summary_rows.append({"section": "provenance", "verdict": "info", "findings": 0,
+                         "note": f"{len(manifest)} files in the manifest; {len(skipped)} skipped and listed"})
+    finished = dt.datetime.now(dt.timezone.utc)
+    metadata = {
+        "tool": "esverify audit", "started_utc": started.isoformat(timespec="seconds"),
+        "finished_utc": finished.isoformat(timespec="seconds"),
+        "duration_s": round(time.perf_counter() - t0, 3),
+        "tree": str(opts.tree) if opts.tree else None, "wheels": [str(w) for w in opts.wheels],
+        "history": opts.history, "refs": [str(r) for r in opts.refs],
+        "verdict": "FINDING" if total else "pass", "findings": total,
+        "parameters": params, "tools": tools, "statement": provenance.STATEMENT,
+    }
+    sections = {"summary": pd.DataFrame(summary_rows), "similarity": sim, "text": txt, "identity": ident,
+                "imports": imp, "provenance": prov, "tools": tools_frame, "manifest": manifest,
+                "skipped": skipped}
+    review_total = int((imp["status"] == "review").sum()) if len(imp) else 0
+    return AuditResult(sections, metadata, total, review_total)
+
+
+def write(result: AuditResult, out: Path, formats) -> list[Path]:
+    """Write the report (atomic, esverify.report) as `audit.<ext>` under `out`."""
+    from esverify.report import write_report
+    return write_report(out, "audit", result.sections, result.metadata, formats=formats,
+                        title="esverify clean-room audit")
