@@ -188,10 +188,10 @@ def test_recompute_is_bitwise_equal_to_expected_on_numpy():
         assert rng_area.recompute(v, "numpy") == v["expected"], v["id"]
 
 
-def test_gate_api_reports_no_goldens_for_areas_without_files(tmp_path):
-    copy_goldens(tmp_path)
+def test_gate_api_requires_every_registered_area(tmp_path):
+    copy_goldens(tmp_path)  # rng.json only
     result = gate.check(tmp_path, backends=["numpy"])
-    assert result.exit_code(strict=False) == 0
-    others = [n for n in ("es-at-scale", "es-awd")]
-    for name in others:
-        assert any(f"no goldens for area {name}" in note for note in result.notes)
+    assert result.exit_code(strict=False) == 2
+    for name in ("es-at-scale", "es-awd"):
+        assert any(f"{name}.json is missing" in err for err in result.errors)
+    assert [s["area"] for s in result.summary] == ["rng"]  # the present area is still checked

@@ -84,8 +84,6 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir):
     directory = goldens_dir or paths.goldens_dir()
     result = gate.check(directory, list(areas) or None, list(backends) or None, against)
     code = result.exit_code(strict)
-    for note in result.notes:
-        click.echo(f"note: {note}", err=True)
     for err in result.errors:
         click.echo(f"error: {err}", err=True)
     summary = pd.DataFrame(result.summary, columns=["area", "backend", "vectors", "mismatches",
@@ -98,7 +96,7 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir):
         click.echo(report.console_table(table))
     verdict = result.verdict(strict)
     metadata = {"goldens_dir": str(directory), "against": against, "strict": strict, "exit_code": code,
-                "verdict": verdict, "notes": result.notes, "errors": result.errors}
+                "verdict": verdict, "errors": result.errors}
     if json_path is not None:
         report.write_atomic(json_path, report.to_json({"summary": summary, "differences": table}, metadata))
     if junit is not None:

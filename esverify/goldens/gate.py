@@ -13,9 +13,8 @@ Outcome (exit codes are part of the CLI contract):
      with a version different from the implementation's, an area module
      that does not import while its goldens exist, a requested backend that
      is not available here, or an unknown --against ref.
-Areas other than REQUIRED_AREAS whose golden file does not exist yet are
-reported ("no goldens for area X") and do not change the exit code,
-unless named with --area.
+Every registered area must have its golden file: an area without goldens
+is an unchecked contract.
 """
 from __future__ import annotations
 
@@ -28,15 +27,10 @@ import pandas as pd
 from . import area as area_mod
 from . import compare, fileformat, history
 
-#: areas whose golden file must exist wherever the gate runs.
-REQUIRED_AREAS = ("rng",)
-
-
 @dataclass
 class CheckResult:
     rows: list = field(default_factory=list)        #: compare.row dicts (failures and divergences)
     summary: list = field(default_factory=list)     #: one dict per (area, backend)
-    notes: list = field(default_factory=list)       #: human-readable remarks ("no goldens for area X")
     errors: list = field(default_factory=list)      #: exit-2 reasons
 
     @property
@@ -65,15 +59,12 @@ class CheckResult:
                 f"{', '.join(backends) or 'no backend'}{tail}")
 
 
-def _load_area(name: str, result: CheckResult, golden_exists: bool, explicit: bool):
+def _load_area(name: str, result: CheckResult):
     try:
         return area_mod.get_area(name)
-    except Exception as exc:  # an area module under construction must not hide the others
+    except Exception as exc:  # a broken area module must not hide the other areas' results
         reason = f"module {area_mod.AREA_MODULES.get(name, '?')} does not import ({type(exc).__name__}: {exc})"
-        if golden_exists or explicit or name in REQUIRED_AREAS:
-            result.errors.append(f"area {name!r}: {reason}; its goldens cannot be checked")
-        else:
-            result.notes.append(f"no goldens for area {name}, and its {reason}; skipped")
+        result.errors.append(f"area {name!r}: {reason}; its goldens cannot be checked")
         return None
 
 
@@ -87,8 +78,7 @@ def check(goldens_dir: Path, areas: list[str] | None = None, backends: list[str]
     golden file (it becomes an exit-2 error) or a backend exception (an `error` row).
     """
     result = CheckResult()
-    explicit = areas is not None
-    names = list(areas) if explicit else area_mod.area_names()
+    names = list(areas) if areas is not None else area_mod.area_names()
     for name in names:
         if name not in area_mod.AREA_MODULES:
             result.errors.append(f"unknown golden area {name!r}; known: {sorted(area_mod.AREA_MODULES)}")
@@ -103,15 +93,12 @@ def check(goldens_dir: Path, areas: list[str] | None = None, backends: list[str]
             return result
     for name in names:
         path = fileformat.golden_path(goldens_dir, name)
-        area = _load_area(name, result, path.exists(), explicit)
+        area = _load_area(name, result)
         doc = None
-        if path.exists() or explicit or name in REQUIRED_AREAS:
-            try:
-                doc = fileformat.load(path)
-            except fileformat.GoldenFileError as exc:
-                result.errors.append(str(exc))
-        elif area is not None:
-            result.notes.append(f"no goldens for area {name} ({path} does not exist yet); skipped")
+        try:
+            doc = fileformat.load(path)
+        except fileformat.GoldenFileError as exc:
+            result.errors.append(str(exc))
         if git is not None:
             try:
                 old = history.load_at(git[0], git[1], path, against)
