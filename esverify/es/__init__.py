@@ -1,0 +1,24 @@
+"""esverify.es: the clean-room evolution-strategies trainer (ES.md; issue 3).
+
+Public API:
+- `Config`, `Trainer` (perturb / restore / materialize / update / step /
+  capture_anchor / state_dict / load_state_dict / iteration);
+- `PROFILES`, `get_profile` (`es-at-scale`, `es-awd` with rules cpu/cuda);
+- `shape_rewards(rewards, shaping) -> (coeffs, stats)` (ES.md §2);
+- `apply_anchor_decay_(params, anchors, decay, lam, alpha, ...)` (ES.md §5);
+- `noise_seed(config, iteration, member)`: the member seed the trainer uses;
+- `scaled_add` of es-awd (the emulated torch ``add_(alpha=)``);
+- `perturb_tensor_`, `update_tensor_`: a profile's kernels on caller-given noise.
+The straight-line reference for tests and goldens is `esverify.es.reference`.
+"""
+from .config import Config
+from .decay import apply_anchor_decay_
+from .kernels import perturb_tensor_, update_tensor_
+from .noise import CONTRACT_VERSION, noise_seed
+from .profiles import PROFILES, Profile, get_profile
+from .profiles.es_awd import scaled_add
+from .shaping import shape_rewards
+from .trainer import STATE_FORMAT, Trainer
+
+__all__ = ["Config", "Trainer", "PROFILES", "Profile", "get_profile", "shape_rewards",
+           "apply_anchor_decay_", "noise_seed", "scaled_add", "perturb_tensor_", "update_tensor_", "CONTRACT_VERSION", "STATE_FORMAT"]

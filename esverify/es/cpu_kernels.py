@@ -1,0 +1,69 @@
+"""numba CPU kernels for es-at-scale on f32 parameters (the hot path; ES.md §3).
+
+Why: torch's elementwise ops each open an OpenMP parallel region; the
+update calls several per member and chunk, and on a loaded 2-core machine
+those regions (barriers spinning against the RNG's worker threads) were
+measured up to 100x slower than one thread. These loops are plain
+single-threaded numba code without fastmath, so LLVM never contracts a
+multiply and an add into an FMA: every line is one correctly rounded f32
+operation, exactly the profile's lines. tests/test_es_kernels.py proves
+them bitwise equal to the torch path and to the straight-line reference.
+
+Used only for contiguous CPU f32 tensors; everything else takes the torch
+path. Arguments are numpy f32 views of torch tensors (shared memory).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+try:
+    import numba
+except ImportError:  # pragma: no cover - numba is a dependency; the torch path still works
+    numba = None
+
+if numba is not None:
+    @numba.njit(cache=True, nogil=True)
+    def _perturb(theta, eps, s, out):
+        for i in range(theta.size):
+            t = eps[i] * s                      # rd32(q * rd32(s))
+            out[i] = theta[i] + t               # rd32(theta + t)
+
+    @numba.njit(cache=True, nogil=True)
+    def _accumulate(acc, eps, c):
+        for i in range(acc.size):
+            p = eps[i] * c                      # rd32(q * rd32(C))
+            acc[i] = acc[i] + p                 # rd32(acc + p)
+
+    @numba.njit(cache=True, nogil=True)
+    def _apply(theta, acc, scale, out):
+        for i in range(theta.size):
+            step = acc[i] * scale               # rd32(acc * rd32(alpha / N))
+            out[i] = theta[i] + step            # rd32(theta + step)
+
+ENABLED = numba is not None
+
+
+def usable(*tensors: torch.Tensor) -> bool:
+    """True when every tensor is a contiguous CPU f32 tensor and numba is available."""
+    return ENABLED and all(t.device.type == "cpu" and t.dtype == torch.float32 and t.is_contiguous()
+                           for t in tensors)
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().numpy()
+
+
+def perturb(theta, eps, s32: float, out) -> None:
+    """out <- rd32(theta + rd32(eps * s32)); s32 an exact f32 value."""
+    _perturb(_np(theta), _np(eps), np.float32(s32), _np(out))
+
+
+def accumulate(acc, eps, c32: float) -> None:
+    """acc <- rd32(acc + rd32(eps * c32)) in place."""
+    _accumulate(_np(acc), _np(eps), np.float32(c32))
+
+
+def apply(theta, acc, scale32: float, out) -> None:
+    """out <- rd32(theta + rd32(acc * scale32))."""
+    _apply(_np(theta), _np(acc), np.float32(scale32), _np(out))

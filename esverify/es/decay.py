@@ -1,0 +1,93 @@
+"""Anchored weight decay toward the anchor theta0 (ES.md §5; arXiv:2605.30148).
+
+After each update, with step a = alpha * lambda (f64)::
+
+    d = rd_dt(f32(theta) - f32(theta0))
+    l2: d = rd_dt(f32(d) * rd32(1 - a))                         (a < 1)
+    l1: u = rd_dt(|f32(d)| - b),  b = rd32(a) for f32, f32(rd_dt(rd32(a))) otherwise
+        v = u if u >= 0 else +0     (IEEE: u = -0 stays -0)
+        d = sign(d) * v             (a real multiplication: zero signs follow IEEE)
+    theta = rd_dt(f32(d) + f32(theta0))
+
+The same formula serves both profiles. Elementwise, so chunking, thread
+count and device do not change a bit. lambda = 0 means no decay.
+"""
+from __future__ import annotations
+
+import torch
+
+from .numerics import DTYPES, rd32, rd_dt32, round_to, scalar32, widen
+
+DECAYS = ("none", "l1", "l2")
+
+
+def decay_chunk(theta: torch.Tensor, anchor: torch.Tensor, kind: str, a: float) -> torch.Tensor:
+    """New values of one chunk of theta after anchored decay `kind` with step `a`."""
+    dt, dev = theta.dtype, theta.device
+    d = round_to(widen(theta) - widen(anchor), dt)
+    if kind == "l2":
+        d = round_to(widen(d) * scalar32(rd32(1.0 - a), dev), dt)
+    elif kind == "l1":
+        d32 = widen(d)
+        u = round_to(d32.abs() - scalar32(rd_dt32(a, dt), dev), dt)
+        v = torch.where(u >= 0, u, torch.zeros((), dtype=dt, device=dev))
+        d = torch.sign(d) * v
+    else:
+        raise ValueError(f"unknown anchor_decay {kind!r}; known: {DECAYS}")
+    return round_to(widen(d) + widen(anchor), dt)
+
+
+def check_decay(decay: str, lam: float, alpha: float) -> float:
+    """Validate and return the step a = alpha * lam (f64); ValueError naming the field."""
+    if decay not in DECAYS:
+        raise ValueError(f"anchor_decay: unknown {decay!r}; known: {DECAYS}")
+    lam, alpha = float(lam), float(alpha)
+    if not lam == lam or lam in (float("inf"), float("-inf")) or lam < 0:
+        raise ValueError(f"anchor_lambda must be finite and >= 0, got {lam!r}")
+    if not alpha == alpha or alpha in (float("inf"), float("-inf")) or alpha < 0:
+        raise ValueError(f"alpha must be finite and >= 0, got {alpha!r}")
+    a = alpha * lam
+    if decay == "l2" and not a < 1:
+        raise ValueError(f"anchor_decay l2 needs alpha * anchor_lambda < 1, got {a!r}")
+    return a
+
+
+def apply_anchor_decay_(params, anchors, decay: str, lam: float, alpha: float,
+                        profile: str | None = None, rule: str | None = None,
+                        chunk_elements: int | None = None) -> None:
+    """Anchored weight decay alone, in place, on a list of tensors (ES.md §5).
+
+    params, anchors: equal-length sequences of contiguous f32/f16/bf16
+    tensors, pairwise of equal shape, dtype and device. decay: "none", "l1"
+    or "l2"; lam >= 0 (0 or "none": nothing changes); alpha >= 0 (the
+    step is alpha * lam in f64). `profile` and `rule` are accepted for
+    symmetry with the update (the decay formula is the same under every
+    profile and rule) and only validated. Raises ValueError (naming the
+    argument) before changing anything.
+    """
+    from .profiles import get_profile
+    a = check_decay(decay, lam, alpha)
+    if profile is not None:
+        prof = get_profile(profile)
+        if rule is not None and rule not in prof.rules:
+            raise ValueError(f"rule {rule!r} is not a rule of profile {profile!r}: {prof.rules}")
+    params, anchors = list(params), list(anchors)
+    if len(params) != len(anchors):
+        raise ValueError(f"anchors has {len(anchors)} tensors but params has {len(params)}")
+    for i, (p, q) in enumerate(zip(params, anchors)):
+        if p.dtype not in DTYPES:
+            raise ValueError(f"params[{i}] has dtype {p.dtype}; supported: f32, f16, bf16")
+        if (p.shape, p.dtype, p.device) != (q.shape, q.dtype, q.device):
+            raise ValueError(f"anchors[{i}] is {tuple(q.shape)} {q.dtype} on {q.device}, "
+                             f"params[{i}] is {tuple(p.shape)} {p.dtype} on {p.device}")
+        if not (p.is_contiguous() and q.is_contiguous()):
+            raise ValueError(f"params[{i}] and anchors[{i}] must be contiguous")
+    if decay == "none" or float(lam) == 0.0:   # the reference: lambda 0 is no decay
+        return
+    chunk = chunk_elements or (1 << 18)
+    with torch.no_grad():
+        for p, q in zip(params, anchors):
+            flat, qflat = p.detach().view(-1), q.detach().view(-1)
+            for s in range(0, flat.numel(), chunk):
+                e = min(flat.numel(), s + chunk)
+                flat[s:e].copy_(decay_chunk(flat[s:e], qflat[s:e], decay, a))

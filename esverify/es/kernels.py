@@ -1,0 +1,73 @@
+"""A profile's perturb and update on caller-supplied noise, one tensor at a time.
+
+The trainer regenerates its own noise; parity runs and invariant tests
+sometimes hold the noise already (e.g. the noise a reference was fed).
+These functions run exactly the trainer's chunked kernels (same profile
+code, same rounding) on given f32 noise, in place. Source: ES.md §3-§4.
+"""
+from __future__ import annotations
+
+import torch
+
+from .numerics import DTYPES
+from .profiles import get_profile
+
+DEFAULT_CHUNK = 1 << 18
+
+
+def _check(theta: torch.Tensor, noises, name="noise") -> None:
+    if not isinstance(theta, torch.Tensor) or theta.dtype not in DTYPES or not theta.is_contiguous():
+        raise ValueError("theta must be a contiguous f32/f16/bf16 torch tensor")
+    for i, eps in enumerate(noises):
+        if eps.dtype != torch.float32 or eps.numel() != theta.numel() or eps.device != theta.device:
+            raise ValueError(f"{name}[{i}] must be f32 with {theta.numel()} elements on {theta.device}, "
+                             f"got {eps.dtype} with {eps.numel()} on {eps.device}")
+
+
+def perturb_tensor_(theta: torch.Tensor, eps: torch.Tensor, s: float, profile: str = "es-at-scale",
+                    rule: str | None = None, chunk_elements: int | None = None) -> torch.Tensor:
+    """theta <- theta + s * q(eps) in place under `profile` (s = +sigma, or -sigma to restore).
+
+    theta: contiguous f32/f16/bf16 tensor; eps: f32 tensor with theta's
+    element count on its device; rule: None picks the profile's rule for
+    the device. Returns theta.
+    """
+    prof = get_profile(profile)
+    _check(theta, [eps], "eps")
+    rule = rule or prof.rule_for(theta.device)
+    flat, e, n = theta.detach().view(-1), eps.reshape(-1), theta.numel()
+    chunk = chunk_elements or DEFAULT_CHUNK
+    with torch.no_grad():
+        for start in range(0, n, chunk):
+            end = min(n, start + chunk)
+            prof.perturb(flat[start:end], e[start:end], s, rule, start, n, flat[start:end])
+    return theta
+
+
+def update_tensor_(theta: torch.Tensor, noises, coeffs, alpha: float, population: int,
+                   profile: str = "es-at-scale", rule: str | None = None,
+                   chunk_elements: int | None = None) -> torch.Tensor:
+    """theta += (alpha / population) sum_n coeffs[n] q(noises[n]) in place under `profile`.
+
+    noises: f32 tensors with theta's element count; coeffs: f64 floats, one
+    per noise (already folded for antithetic pairs: D_k with its pair's
+    noise once); population: the divisor N (the full population). No
+    anchored decay here (see apply_anchor_decay_). Returns theta.
+    """
+    prof = get_profile(profile)
+    noises, coeffs = list(noises), [float(c) for c in coeffs]
+    if len(noises) != len(coeffs):
+        raise ValueError(f"noises has {len(noises)} tensors but coeffs has {len(coeffs)} values")
+    _check(theta, noises)
+    rule = rule or prof.rule_for(theta.device)
+    flat, n = theta.detach().view(-1), theta.numel()
+    flats = [e.reshape(-1) for e in noises]
+    chunk = chunk_elements or DEFAULT_CHUNK
+    with torch.no_grad():
+        for start in range(0, n, chunk):
+            end = min(n, start + chunk)
+            acc = prof.new_acc(end - start, theta.dtype, theta.device)
+            for e, c in zip(flats, coeffs):
+                acc = prof.accumulate(acc, e[start:end], c, theta.dtype, rule, start, n)
+            prof.apply(flat[start:end], acc, alpha / population, rule, start, n, flat[start:end])
+    return theta

@@ -1,0 +1,58 @@
+"""Numerics profiles: one named, versioned object per file (ES.md §3; STYLE.md).
+
+A profile pins where every rounding of perturb, restore and update happens,
+so that the clean-room trainer reproduces a reference bit for bit on
+identical noise. The trainer looks profiles up by name in `PROFILES` and
+never branches on which one it has. A fix to a profile bumps its
+`version` (and needs a CHANGELOG heading ``## <name> v<N>`` and regenerated
+goldens), never the RNG contract's.
+
+Kernel signature (all on one bounded chunk ``[first, first + len)`` of a
+flattened parameter with `numel` elements, on the parameter's device):
+
+- ``perturb(theta, eps, s, rule, first, numel, out)``: writes theta + s q(eps) into `out`
+- ``new_acc(n, dtype, device) -> accumulator``
+- ``accumulate(acc, eps, coeff, dtype, rule, first, numel) -> acc`` (may work in place)
+- ``apply(theta, acc, scale, rule, first, numel, out)``: writes the updated theta into `out`
+
+`out` has theta's shape and dtype and may be theta itself (in place).
+
+`eps` is the f32 noise chunk, `s`, `coeff`, `scale` are Python floats (f64);
+the profile rounds them itself. `numel` is there because es-awd's rule
+`cpu` defines its tail on the whole tensor, not on the chunk.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str                                       #: e.g. "es-at-scale"
+    version: int                                    #: bumped by any change of its bits
+    rules: tuple                                    #: named rules this profile knows
+    rule_for: Callable[[torch.device], str]         #: the rule used on a device
+    perturb: Callable = field(repr=False)
+    new_acc: Callable = field(repr=False)
+    accumulate: Callable = field(repr=False)
+    apply: Callable = field(repr=False)
+    version_constant: str = ""                      #: where `version` lives, for messages
+
+
+def _load() -> dict:
+    from . import es_at_scale, es_awd
+    return {p.name: p for p in (es_at_scale.PROFILE, es_awd.PROFILE)}
+
+
+PROFILES: dict = _load()
+
+
+def get_profile(name: str) -> Profile:
+    """The profile registered as `name`; ValueError naming the known ones otherwise."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown profile {name!r}; known: {sorted(PROFILES)}") from None

@@ -1,0 +1,64 @@
+"""The `es-at-scale` numerics profile, version 1 (ES.md §3; REFERENCES.md §1).
+
+Matches the primary reference on CPU: noise rounded to the parameter
+dtype, then only separately rounded f32 operations (no fused multiply-add
+anywhere), so it is device-independent and has a single rule, `portable`::
+
+    q(eps)   = rd_dt(eps)
+    perturb: t = rd_dt(rd32(f32(q) * rd32(s)));  theta = rd_dt(f32(theta) + f32(t))
+    update:  acc = 0 (f32); acc = rd32(acc + rd32(f32(q_n) * rd32(C_n))) per member
+             acc = rd32(acc * rd32(alpha / N));  theta = rd_dt(f32(theta) + f32(rd_dt(acc)))
+
+Each line is one torch op on f32 tensors with the scalar held in a 0-dim
+f32 tensor; elementwise, hence independent of chunking and thread count.
+Contiguous CPU f32 tensors take the numba loops of esverify.es.cpu_kernels
+(same lines, proven bitwise equal).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .. import cpu_kernels
+from ..numerics import rd32, round_to, scalar32, widen
+from . import Profile
+
+VERSION = 1
+RULE = "portable"
+
+
+def _q32(eps: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return widen(round_to(eps, dtype))
+
+
+def perturb(theta, eps, s, rule, first, numel, out):
+    if cpu_kernels.usable(theta, eps, out):
+        return cpu_kernels.perturb(theta, eps, rd32(s), out)
+    t = round_to(_q32(eps, theta.dtype) * scalar32(rd32(s), eps.device), theta.dtype)
+    out.copy_(round_to(widen(theta) + widen(t), theta.dtype))
+
+
+def new_acc(n, dtype, device):
+    if torch.device(device).type == "cpu":      # calloc'd: no parallel fill region
+        return torch.from_numpy(np.zeros(n, dtype=np.float32))
+    return torch.zeros(n, dtype=torch.float32, device=device)
+
+
+def accumulate(acc, eps, coeff, dtype, rule, first, numel):
+    if dtype == torch.float32 and cpu_kernels.usable(acc, eps):
+        cpu_kernels.accumulate(acc, eps, rd32(coeff))
+        return acc
+    acc.add_(_q32(eps, dtype) * scalar32(rd32(coeff), eps.device))   # two roundings: no alpha=, no fma
+    return acc
+
+
+def apply(theta, acc, scale, rule, first, numel, out):
+    if cpu_kernels.usable(theta, acc, out):
+        return cpu_kernels.apply(theta, acc, rd32(scale), out)
+    step = round_to(acc * scalar32(rd32(scale), acc.device), theta.dtype)
+    out.copy_(round_to(widen(theta) + widen(step), theta.dtype))
+
+
+PROFILE = Profile(name="es-at-scale", version=VERSION, rules=(RULE,), rule_for=lambda device: RULE,
+                  perturb=perturb, new_acc=new_acc, accumulate=accumulate, apply=apply,
+                  version_constant="esverify.es.profiles.es_at_scale.VERSION")

@@ -1,0 +1,230 @@
+"""Straight-line algebra reference of the trainer, for tests and goldens (ES.md §2-§5).
+
+numpy (with ml_dtypes for bfloat16), one rounding per spec line, no
+chunking, no torch; the one fused operation of es-awd (`fma32`) is
+computed in exact rational arithmetic (`fractions`) and rounded once to
+f32 by hand. Noise comes from the slow scalar RNG reference
+(esverify.rng.scalar). Slow on purpose: it exists to be read beside ES.md
+and to pin the trainer's kernels bit for bit on small tensors.
+
+Arrays are numpy arrays of dtype float32, float16 or ml_dtypes.bfloat16;
+every function returns new arrays.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+
+from esverify.rng import scalar
+
+NP_DTYPES = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16),
+             "bf16": np.dtype(ml_dtypes.bfloat16)}
+TAIL_BLOCK = 32
+
+
+def dtype_name(a: np.ndarray) -> str:
+    for name, dt in NP_DTYPES.items():
+        if a.dtype == dt:
+            return name
+    raise ValueError(f"unsupported dtype {a.dtype}; supported: f32, f16, bf16")
+
+
+def f32(x) -> np.ndarray:
+    """Exact widening to f32 (or rounding of an f64 array to f32)."""
+    return np.asarray(x).astype(np.float32)
+
+
+def rd(x32: np.ndarray, name: str) -> np.ndarray:
+    """rd_dt: one round-to-nearest-even of an f32 array to dtype `name`."""
+    return np.asarray(x32, dtype=np.float32).astype(NP_DTYPES[name])
+
+
+def rd32s(a: float) -> np.float32:
+    """rd32 of a Python float."""
+    return np.float32(a)
+
+
+def k_of(a: float, name: str) -> np.float32:
+    """es-awd's scalar: rd32(a) for f32, f32(rd_dt(rd32(a))) for f16/bf16."""
+    return rd32s(a) if name == "f32" else np.float32(np.array(rd32s(a)).astype(NP_DTYPES[name]))
+
+
+def frac_rd32(v: Fraction) -> float:
+    """The f32 nearest to the exact rational v (ties to even), as a Python float (v != 0)."""
+    neg = v < 0
+    v = -v if neg else v
+    e = v.numerator.bit_length() - v.denominator.bit_length()
+    if Fraction(2) ** e > v:
+        e -= 1                                          # now 2**e <= v < 2**(e+1)
+    q = max(e, -126) - 23                               # exponent of one ulp (subnormals: 2**-149)
+    m = round(v / Fraction(2) ** q)                     # Fraction.__round__ ties to even
+    out = math.ldexp(m, q)
+    if out >= 2.0 ** 128:                               # rounded past the largest f32
+        out = math.inf
+    return -out if neg else out
+
+
+def fma32_scalar(x: np.float32, y: np.float32, k: np.float32) -> np.float32:
+    """rd32(x + y*k) with one rounding, by exact rational arithmetic."""
+    x, y, k = float(x), float(y), float(k)
+    if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(k)):
+        return np.float32(x + y * k)
+    exact = Fraction(x) + Fraction(y) * Fraction(k)
+    if exact == 0:
+        prod_neg = math.copysign(1.0, y) * math.copysign(1.0, k) < 0
+        both_neg_zero = x == 0 and math.copysign(1.0, x) < 0 and (y == 0 or k == 0) and prod_neg
+        return np.float32(-0.0 if both_neg_zero else 0.0)
+    return np.float32(frac_rd32(exact))
+
+
+def fma32(x32: np.ndarray, y32: np.ndarray, k: np.float32) -> np.ndarray:
+    out = np.empty(x32.shape, np.float32)
+    for i, (x, y) in enumerate(zip(x32.reshape(-1), y32.reshape(-1))):
+        out.reshape(-1)[i] = fma32_scalar(x, y, k)
+    return out
+
+
+# -- the profiles, straight line ---------------------------------------------
+def at_scale_perturb(theta: np.ndarray, eps: np.ndarray, s: float) -> np.ndarray:
+    """es-at-scale: t = rd_dt(rd32(f32(q) * rd32(s))); theta = rd_dt(f32(theta) + f32(t))."""
+    name = dtype_name(theta)
+    q = f32(rd(eps, name))
+    t = rd(q * rd32s(s), name)
+    return rd(f32(theta) + f32(t), name)
+
+
+def at_scale_update(theta: np.ndarray, eps_list, coeffs, alpha: float, population: int) -> np.ndarray:
+    """es-at-scale: acc = rd32(acc + rd32(f32(q_n) * rd32(C_n))); acc = rd32(acc * rd32(alpha/N)); add."""
+    name = dtype_name(theta)
+    acc = np.zeros(theta.shape, np.float32)
+    for eps, c in zip(eps_list, coeffs):
+        prod = f32(rd(eps, name)) * rd32s(c)
+        acc = acc + prod
+    acc = acc * rd32s(alpha / population)
+    return rd(f32(theta) + f32(rd(acc, name)), name)
+
+
+def awd_scaled_add(x: np.ndarray, y: np.ndarray, a: float, rule: str) -> np.ndarray:
+    """es-awd x + a*y, rule "cpu" (tail of 32 on the whole tensor) or "cuda" (ES.md §3)."""
+    name = dtype_name(x)
+    xf, yf = f32(x).reshape(-1), f32(y).reshape(-1)
+    n = xf.size
+    if rule == "cuda" or name == "f32":
+        return rd(fma32(xf, yf, rd32s(a)), name).reshape(x.shape)
+    if rule != "cpu":
+        raise ValueError(f"unknown rule {rule!r}")
+    k = k_of(a, name)
+    split = TAIL_BLOCK * (n // TAIL_BLOCK)
+    body = rd(fma32(xf[:split], yf[:split], k), name)
+    tail = rd(xf[split:] + f32(rd(yf[split:] * k, name)), name)
+    return np.concatenate([body, tail]).reshape(x.shape)
+
+
+def awd_perturb(theta: np.ndarray, eps: np.ndarray, s: float, rule: str) -> np.ndarray:
+    return awd_scaled_add(theta, rd(eps, dtype_name(theta)), s, rule)
+
+
+def awd_update(theta: np.ndarray, eps_list, coeffs, alpha: float, population: int, rule: str) -> np.ndarray:
+    name = dtype_name(theta)
+    acc = np.zeros(theta.shape, NP_DTYPES[name])
+    for eps, c in zip(eps_list, coeffs):
+        acc = awd_scaled_add(acc, rd(eps, name), c, rule)
+    return awd_scaled_add(theta, acc, alpha / population, rule)
+
+
+def _sign(d32: np.ndarray) -> np.ndarray:
+    return np.where(d32 > 0, np.float32(1), np.where(d32 < 0, np.float32(-1), np.float32(0)))
+
+
+def anchor_decay(theta: np.ndarray, anchor: np.ndarray, kind: str, a: float) -> np.ndarray:
+    """ES.md §5, line by line; a = alpha * lambda (f64)."""
+    name = dtype_name(theta)
+    d = rd(f32(theta) - f32(anchor), name)
+    if kind == "l2":
+        d = rd(f32(d) * rd32s(1.0 - a), name)
+    elif kind == "l1":
+        b = rd32s(a) if name == "f32" else f32(rd(np.float32(a), name))
+        u = rd(np.abs(f32(d)) - b, name)
+        v = np.where(f32(u) >= 0, f32(u), np.float32(0.0))
+        d = rd(_sign(f32(d)) * v, name)
+    else:
+        raise ValueError(f"unknown decay {kind!r}")
+    return rd(f32(d) + f32(anchor), name)
+
+
+# -- shaping and noise -------------------------------------------------------
+def shape(rewards, shaping: str) -> np.ndarray:
+    """ES.md §2, per member in Python floats (numpy's mean/std for z-score)."""
+    r = np.ascontiguousarray(rewards, dtype=np.float64)
+    n = len(r)
+    if shaping == "zscore":
+        mean, std = float(np.mean(r)), float(np.std(r))
+        return np.array([(float(x) - mean) / (std + 1e-8) for x in r])
+    if shaping == "centered_ranks":
+        order = sorted(range(n), key=lambda m: (float(r[m]), m))
+        out = np.empty(n)
+        for k, m in enumerate(order):
+            c = np.float32(k / (n - 1))
+            out[m] = float(np.float32(c - np.float32(0.5)))
+        return out
+    if shaping == "none":
+        return r.copy()
+    raise ValueError(f"unknown shaping {shaping!r}")
+
+
+def noise(cfg: dict, iteration: int, member: int, slot: int, numel: int) -> np.ndarray:
+    """The f32 noise of (iteration, member, slot): RNG.md §3 with the antithetic member map."""
+    m = member - member % 2 if cfg["antithetic"] else member
+    ms = scalar.member_seed(cfg["seed"], iteration, cfg["population"], m)
+    ss = scalar.stream_seed(ms, slot, cfg["scheme"])
+    return np.asarray(scalar.gaussian(ss, numel, 0, cfg["mapping"]), np.float32)
+
+
+# -- whole operations on a parameter list --------------------------------------
+def _rule(cfg: dict, rule: str | None) -> str:
+    return rule or ("portable" if cfg["profile"] == "es-at-scale" else "cpu")
+
+
+def perturb(cfg: dict, params: list, iteration: int, member: int, restore: bool = False,
+            rule: str | None = None) -> list:
+    """params after perturb(member) (or its regenerate-restore when `restore`).
+
+    cfg: a Config.to_dict(); params: numpy arrays in slot order.
+    """
+    sign = -1.0 if cfg["antithetic"] and member % 2 else 1.0
+    s = sign * cfg["sigma"] * (-1.0 if restore else 1.0)
+    out = []
+    for slot, p in enumerate(params):
+        eps = noise(cfg, iteration, member, slot, p.size).reshape(p.shape)
+        if cfg["profile"] == "es-at-scale":
+            out.append(at_scale_perturb(p, eps, s))
+        else:
+            out.append(awd_perturb(p, eps, s, _rule(cfg, rule)))
+    return out
+
+
+def update(cfg: dict, params: list, iteration: int, rewards, anchor: list | None = None,
+           rule: str | None = None) -> tuple[list, np.ndarray]:
+    """(params after update(rewards) at `iteration`, the shaped coefficients)."""
+    coeffs = shape(rewards, cfg["shaping"])
+    n = cfg["population"]
+    if cfg["antithetic"]:
+        terms = [(2 * k, float(coeffs[2 * k] - coeffs[2 * k + 1])) for k in range(n // 2)]
+    else:
+        terms = list(enumerate(float(c) for c in coeffs))
+    decay_on = cfg["anchor_decay"] != "none" and cfg["anchor_lambda"] > 0
+    out = []
+    for slot, p in enumerate(params):
+        eps_list = [noise(cfg, iteration, m, slot, p.size).reshape(p.shape) for m, _ in terms]
+        cs = [c for _, c in terms]
+        if cfg["profile"] == "es-at-scale":
+            new = at_scale_update(p, eps_list, cs, cfg["alpha"], n)
+        else:
+            new = awd_update(p, eps_list, cs, cfg["alpha"], n, _rule(cfg, rule))
+        if decay_on:
+            new = anchor_decay(new, anchor[slot], cfg["anchor_decay"], cfg["alpha"] * cfg["anchor_lambda"])
+        out.append(new)
+    return out, coeffs

@@ -1,0 +1,337 @@
+"""The clean-room ES trainer (ES.md §1-§6; Qiu et al. 2025, Algorithm 1).
+
+Design record:
+- theta is the caller's tensors, changed in place; noise is regenerated
+  from the RNG contract one bounded chunk at a time on each tensor's own
+  device, never stored: extra memory is O(N) plus a few chunks, whatever
+  the parameter count (no N x P tensor). Opt-in copies of theta: the
+  `snapshot` restore buffer and the anchor of anchored decay.
+- All numerics live in the profile (esverify.es.profiles); the trainer
+  only walks slots, chunks and members, so one code path serves CPU and
+  CUDA, and results are bitwise the same for any chunk size or torch
+  thread count (every kernel is elementwise; es-awd's tail is defined on
+  the whole tensor).
+- update validates everything before it touches a byte (a failed update is
+  a no-op) and returns the reward statistics and coefficients.
+- state_dict holds no tensors: format, RNG contract and profile versions,
+  config, iteration and slot layout. Resume: build on the initial weights
+  (capturing the anchor), load the state, copy the checkpointed weights in.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from . import noise as _noise
+from .config import Config
+from .decay import decay_chunk
+from .numerics import DTYPE_NAMES, DTYPES
+from .profiles import get_profile
+from .shaping import check_rewards, shape_rewards
+
+STATE_FORMAT = "esverify.es.trainer/1"
+DEFAULT_CHUNK = 1 << 18
+
+
+def _slots(params) -> list[tuple[str, torch.Tensor]]:
+    slots = []
+    for k, item in enumerate(params):
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+            name, tensor = item
+        else:
+            name, tensor = f"slot{k}", item
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"params[{k}] ({name}) is {type(tensor).__name__}, not a torch tensor")
+        if tensor.dtype not in DTYPES:
+            raise ValueError(f"params[{k}] ({name}) has dtype {tensor.dtype}; supported: f32, f16, bf16")
+        if not tensor.is_contiguous():
+            raise ValueError(f"params[{k}] ({name}) is not contiguous")
+        slots.append((name, tensor.detach()))
+    names = [n for n, _ in slots]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ValueError(f"params: duplicate slot names {sorted(dup)}")
+    spans = []
+    for k, (name, t) in enumerate(slots):
+        if t.numel() == 0:
+            continue
+        start = t.data_ptr()
+        spans.append((t.device, start, start + t.numel() * t.element_size(), k, name))
+    spans.sort(key=lambda s: (str(s[0]), s[1]))
+    for a, b in zip(spans, spans[1:]):
+        if a[0] == b[0] and b[1] < a[2]:
+            raise ValueError(f"params[{a[3]}] ({a[4]}) and params[{b[3]}] ({b[4]}) share storage "
+                             f"(the same tensor, tied weights or views); register each tensor once")
+    return slots
+
+
+class Trainer:
+    """ES on a fixed list of parameter tensors, in place (ES.md §6).
+
+    params: iterable of torch tensors or (name, tensor) pairs (e.g.
+    ``module.named_parameters()``): contiguous, f32/f16/bf16, CPU or CUDA,
+    no shared storage; slot index = registration order. config: a Config.
+    backend: optional esverify.rng backend name for the noise (None: the
+    fastest for the device). Raises TypeError/ValueError naming the
+    offending parameter.
+    """
+
+    def __init__(self, params, config: Config | None = None, *, backend: str | None = None):
+        config = Config() if config is None else config
+        if not isinstance(config, Config):
+            raise TypeError(f"config must be an esverify.es.Config, got {type(config).__name__}")
+        self.slots = _slots(params)
+        self.config = config
+        self.profile = get_profile(config.profile)
+        self.noise = _noise.NoiseSource(config.mapping, backend)
+        self.iteration = 0
+        self._active = None
+        self._snapshot = None
+        self._anchor = None
+        if config.decay_on:
+            self.capture_anchor()
+
+    # -- layout and seeds -------------------------------------------------
+    @property
+    def params(self) -> list[torch.Tensor]:
+        return [t for _, t in self.slots]
+
+    @property
+    def chunk(self) -> int:
+        return self.config.chunk_elements or DEFAULT_CHUNK
+
+    @property
+    def active_member(self) -> int | None:
+        """The member currently applied to theta, or None."""
+        return self._active
+
+    def layout(self) -> list[dict]:
+        """Per slot: name, shape (list) and dtype name ("f32", "f16", "bf16")."""
+        return [{"name": n, "shape": list(t.shape), "dtype": DTYPE_NAMES[t.dtype]} for n, t in self.slots]
+
+    def rules(self) -> list[str]:
+        """The profile rule each slot uses (chosen by the tensor's device)."""
+        return [self.profile.rule_for(t.device) for _, t in self.slots]
+
+    def member_seed(self, member: int, iteration: int | None = None) -> int:
+        """u64 member seed of `member` at `iteration` (default: the current one), RNG.md §3."""
+        self._check_member(member)
+        return _noise.noise_seed(self.config, self.iteration if iteration is None else iteration, member)
+
+    def stream_seed(self, member: int, slot: int, iteration: int | None = None) -> int:
+        """u64 seed of the gaussian stream of (member, slot) at `iteration`."""
+        return _noise.stream_seed_u64(self.member_seed(member, iteration), slot, self.config.scheme)
+
+    def _check_member(self, member) -> int:
+        if isinstance(member, bool) or not isinstance(member, (int, np.integer)):
+            raise TypeError(f"member must be an int, got {type(member).__name__} {member!r}")
+        if not 0 <= member < self.config.population:
+            raise ValueError(f"member {member} is outside the population [0, {self.config.population})")
+        return int(member)
+
+    def _chunks(self, slot: int):
+        """The (start, end) element ranges of `slot`, at most `chunk` long each."""
+        n = self.slots[slot][1].numel()
+        for start in range(0, n, self.chunk):
+            yield start, min(n, start + self.chunk)
+
+    def _draw(self, member: int, slot: int, start: int, end: int, device) -> torch.Tensor:
+        return self.noise.draw(self.stream_seed(member, slot), start, end - start, device)
+
+    def _signed_sigma(self, member: int, restore: bool) -> float:
+        s = _noise.sign_of(member, self.config.antithetic) * self.config.sigma
+        return -s if restore else s
+
+    # -- perturb / restore / materialize ---------------------------------
+    def perturb(self, member: int) -> None:
+        """theta <- theta + sigma * q(eps_member) in place, per the profile (ES.md §3).
+
+        Odd members of antithetic pairs apply -sigma. Raises RuntimeError when
+        a member is already active.
+        """
+        member = self._check_member(member)
+        if self._active is not None:
+            raise RuntimeError(f"perturb({member}): member {self._active} is still active; restore it first")
+        if self.config.restore == "snapshot":
+            self._take_snapshot()
+        self._apply_noise(member, restore=False)
+        self._active = member
+
+    def restore(self, member: int) -> None:
+        """Undo perturb(member): `regenerate` subtracts the same t, `snapshot` copies bytes back.
+
+        Raises RuntimeError when `member` is not the active member.
+        """
+        member = self._check_member(member)
+        if self._active != member:
+            raise RuntimeError(f"restore({member}): the active member is {self._active}")
+        if self.config.restore == "snapshot":
+            with torch.no_grad():
+                for (_, t), saved in zip(self.slots, self._snapshot):
+                    t.copy_(saved)
+        else:
+            self._apply_noise(member, restore=True)
+        self._active = None
+
+    def _take_snapshot(self) -> None:
+        with torch.no_grad():
+            if self._snapshot is None:
+                self._snapshot = [t.clone() for _, t in self.slots]
+            else:
+                for (_, t), saved in zip(self.slots, self._snapshot):
+                    saved.copy_(t)
+
+    def _apply_noise(self, member: int, restore: bool) -> None:
+        s = self._signed_sigma(member, restore)
+        with torch.no_grad():
+            for slot, (_, t) in enumerate(self.slots):
+                flat, n, rule = t.view(-1), t.numel(), self.profile.rule_for(t.device)
+                for start, end in self._chunks(slot):
+                    eps = self._draw(member, slot, start, end, t.device)
+                    self.profile.perturb(flat[start:end], eps, s, rule, start, n, flat[start:end])
+
+    def materialize(self, member: int, out) -> None:
+        """Write perturb(member)'s bits into `out` without touching theta.
+
+        out: a sequence (slot order) or a dict keyed by slot name of
+        contiguous tensors with each slot's shape and dtype (any device).
+        Must not be called while a member is active (theta would not be the
+        unperturbed weights). Safe to call from several threads at once.
+        """
+        member = self._check_member(member)
+        if self._active is not None:
+            raise RuntimeError(f"materialize({member}): member {self._active} is active; theta is perturbed")
+        outs = [out[n] for n, _ in self.slots] if isinstance(out, dict) else list(out)
+        if len(outs) != len(self.slots):
+            raise ValueError(f"out has {len(outs)} tensors, the trainer has {len(self.slots)} slots")
+        for k, ((name, t), o) in enumerate(zip(self.slots, outs)):
+            if not isinstance(o, torch.Tensor) or o.shape != t.shape or o.dtype != t.dtype or not o.is_contiguous():
+                raise ValueError(f"out[{k}] must be a contiguous {t.dtype} tensor of shape {tuple(t.shape)} "
+                                 f"(slot {name})")
+        s = self._signed_sigma(member, restore=False)
+        with torch.no_grad():
+            for slot, ((_, t), o) in enumerate(zip(self.slots, outs)):
+                flat, oflat, n, rule = t.view(-1), o.view(-1), t.numel(), self.profile.rule_for(t.device)
+                for start, end in self._chunks(slot):
+                    eps = self._draw(member, slot, start, end, t.device)
+                    self.profile.perturb(flat[start:end], eps, s, rule, start, n, oflat[start:end])
+
+    # -- update ------------------------------------------------------------
+    def coefficients(self, rewards) -> tuple[np.ndarray, dict]:
+        """Validate `rewards` (N finite values) and shape them; see esverify.es.shape_rewards."""
+        r = check_rewards(rewards, self.config.population)
+        return shape_rewards(r, self.config.shaping)
+
+    def update(self, rewards) -> dict:
+        """theta += (alpha / N) sum_n C_n q(eps_n), per the profile; then anchored decay.
+
+        rewards: N finite floats in member order. Everything is validated
+        first; on error nothing changes. Antithetic pairs fold to
+        D_k = C_2k - C_2k+1 (f64) with divisor N (ES.md §4). Returns a dict:
+        mean, std, min, max, shaping, coefficients (f64 array, the shaped C_n),
+        terms (the f64 coefficients applied: C_n, or D_k when antithetic),
+        iteration (the one just used), profile, profile_version, rule (one
+        name, or "mixed") and rules (per slot).
+        """
+        if self._active is not None:
+            raise RuntimeError(f"update: member {self._active} is still active; restore it first")
+        coeffs, stats = self.coefficients(rewards)
+        cfg = self.config
+        if cfg.antithetic:
+            terms = [(2 * k, float(coeffs[2 * k] - coeffs[2 * k + 1])) for k in range(cfg.population // 2)]
+        else:
+            terms = [(n, float(c)) for n, c in enumerate(coeffs)]
+        scale = cfg.alpha / cfg.population
+        decay_step = cfg.alpha * cfg.anchor_lambda if cfg.decay_on else None
+        rules = self.rules()
+        with torch.no_grad():
+            for slot, (_, t) in enumerate(self.slots):
+                flat, n, rule, dt = t.view(-1), t.numel(), rules[slot], t.dtype
+                anchor = self._anchor[slot].view(-1) if decay_step is not None else None
+                for start, end in self._chunks(slot):
+                    acc = self.profile.new_acc(end - start, dt, t.device)
+                    for member, c in terms:
+                        eps = self._draw(member, slot, start, end, t.device)
+                        acc = self.profile.accumulate(acc, eps, c, dt, rule, start, n)
+                    self.profile.apply(flat[start:end], acc, scale, rule, start, n, flat[start:end])
+                    if decay_step is not None:
+                        flat[start:end].copy_(decay_chunk(flat[start:end], anchor[start:end], cfg.anchor_decay,
+                                                          decay_step))
+        stats.update(iteration=self.iteration, terms=np.array([c for _, c in terms], dtype=np.float64),
+                     profile=self.profile.name, profile_version=self.profile.version, rules=rules,
+                     rule=rules[0] if len(set(rules)) == 1 else ("mixed" if rules else "none"))
+        self.iteration += 1
+        return stats
+
+    def step(self, evaluate) -> dict:
+        """One iteration: perturb, evaluate, restore every member, then update.
+
+        evaluate: callable(member: int) -> float. If it raises, theta is
+        restored before the error propagates and no update happens.
+        Returns update's statistics.
+        """
+        rewards = []
+        for member in range(self.config.population):
+            self.perturb(member)
+            try:
+                reward = float(evaluate(member))
+            finally:
+                self.restore(member)
+            rewards.append(reward)
+        return self.update(rewards)
+
+    # -- anchor and state --------------------------------------------------
+    def capture_anchor(self) -> None:
+        """(Re)capture the anchor theta0 of anchored decay from the current parameters."""
+        if self._active is not None:
+            raise RuntimeError(f"capture_anchor: member {self._active} is active; theta is perturbed")
+        with torch.no_grad():
+            self._anchor = [t.clone() for _, t in self.slots]
+
+    @property
+    def anchor(self) -> list[torch.Tensor] | None:
+        return self._anchor
+
+    def state_dict(self) -> dict:
+        """JSON-able state, no tensors (ES.md §6)."""
+        return {"format": STATE_FORMAT, "rng_contract": _noise.CONTRACT_VERSION,
+                "profile": self.profile.name, "profile_version": self.profile.version,
+                "config": self.config.to_dict(), "iteration": self.iteration, "slots": self.layout()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Adopt a state from state_dict(): its config and iteration.
+
+        Refuses (ValueError naming the field) another format, RNG contract
+        or profile version, or another slot layout; also refuses while a
+        member is active. chunk_elements keeps this trainer's value (it
+        never changes a bit). Load the checkpointed weights into the tensors
+        afterwards.
+        """
+        if self._active is not None:
+            raise RuntimeError("load_state_dict: a member is active; restore it first")
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise ValueError(f"state format: expected {STATE_FORMAT!r}, got "
+                             f"{state.get('format') if isinstance(state, dict) else type(state).__name__!r}")
+        if state.get("rng_contract") != _noise.CONTRACT_VERSION:
+            raise ValueError(f"state rng_contract: version {state.get('rng_contract')!r}, this esverify "
+                             f"implements {_noise.CONTRACT_VERSION}")
+        cfg = dict(state.get("config") or {})
+        try:
+            profile = get_profile(cfg.get("profile", state.get("profile")))
+        except ValueError as exc:
+            raise ValueError(f"state profile: {exc}") from None
+        if state.get("profile") != profile.name or state.get("profile_version") != profile.version:
+            raise ValueError(f"state profile_version: {state.get('profile')!r} v{state.get('profile_version')!r}, "
+                             f"this esverify implements {profile.name!r} v{profile.version}")
+        if state.get("slots") != self.layout():
+            raise ValueError(f"state slots: the layout {state.get('slots')!r} differs from this trainer's "
+                             f"{self.layout()!r}")
+        it = state.get("iteration")
+        if isinstance(it, bool) or not isinstance(it, int) or it < 0:
+            raise ValueError(f"state iteration must be an int >= 0, got {it!r}")
+        cfg["chunk_elements"] = self.config.chunk_elements
+        config = Config(**cfg)
+        self.config, self.profile, self.iteration = config, profile, it
+        self.noise = _noise.NoiseSource(config.mapping, self.noise.backend)
+        if config.decay_on and self._anchor is None:
+            self.capture_anchor()

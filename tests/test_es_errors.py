@@ -1,0 +1,158 @@
+"""Every error of ES.md §6, with a message naming its cause; a failed update changes no byte."""
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from esverify.es import Config, Trainer, apply_anchor_decay_, shape_rewards
+from test_es_helpers import assert_bitwise
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    ({"sigma": 0.0}, "sigma"), ({"sigma": -1.0}, "sigma"), ({"sigma": math.nan}, "sigma"),
+    ({"sigma": math.inf}, "sigma"), ({"alpha": -0.1}, "alpha"), ({"alpha": math.inf}, "alpha"),
+    ({"alpha": math.nan}, "alpha"), ({"population": 0}, "population"),
+    ({"population": 3, "antithetic": True}, "even"), ({"population": 1, "shaping": "centered_ranks"}, "population"),
+    ({"scheme": "pairwise"}, "scheme"), ({"mapping": "box"}, "mapping"), ({"restore": "undo"}, "restore"),
+    ({"shaping": "rank"}, "shaping"), ({"profile": "es-fast"}, "profile"), ({"anchor_decay": "l3"}, "anchor_decay"),
+    ({"anchor_lambda": -0.5, "anchor_decay": "l1"}, "anchor_lambda"), ({"anchor_lambda": math.nan}, "anchor_lambda"),
+    ({"anchor_decay": "l2", "alpha": 0.5, "anchor_lambda": 2.0}, "alpha * anchor_lambda"),
+    ({"seed": -1}, "seed"), ({"seed": 1 << 64}, "seed"), ({"chunk_elements": 0}, "chunk_elements"),
+])
+def test_config_errors_name_the_field(kwargs, field):
+    with pytest.raises(ValueError, match=field.replace("*", r"\*")):
+        Config(**kwargs)
+
+
+def test_config_types_and_defaults():
+    with pytest.raises(TypeError, match="population"):
+        Config(population=2.0)
+    with pytest.raises(TypeError, match="antithetic"):
+        Config(antithetic=1)
+    c = Config()
+    assert (c.sigma, c.alpha, c.population, c.scheme, c.mapping, c.restore, c.shaping, c.profile) == \
+        (0.001, 0.0005, 30, "correlated", "poly32", "regenerate", "zscore", "es-at-scale")
+    assert Config(sigma=0.3).alpha == 0.3 / 2
+    Config(anchor_decay="l2", alpha=0.5, anchor_lambda=1.999)  # a < 1 is fine
+
+
+def test_registration_errors():
+    w = torch.zeros(4, 4)
+    with pytest.raises(ValueError, match="share storage"):
+        Trainer([w, w], Config())
+    with pytest.raises(ValueError, match="share storage"):
+        Trainer([w, w[1]], Config())
+    with pytest.raises(ValueError, match="not contiguous"):
+        Trainer([w.t()], Config())
+    with pytest.raises(ValueError, match="dtype"):
+        Trainer([torch.zeros(3, dtype=torch.float64)], Config())
+    with pytest.raises(TypeError, match="not a torch tensor"):
+        Trainer([np.zeros(3)], Config())
+    emb = torch.nn.Embedding(5, 3)
+    head = torch.nn.Linear(3, 5, bias=False)
+    head.weight = emb.weight  # tied weights
+    model = torch.nn.ModuleDict({"emb": emb, "head": head})
+    Trainer(model.named_parameters(), Config())  # named_parameters() lists a tied tensor once
+    with pytest.raises(ValueError, match="share storage"):
+        Trainer([("a", emb.weight), ("b", head.weight)], Config())
+    Trainer([w[:2], w[2:]], Config())  # disjoint views are fine
+
+
+def test_member_state_errors():
+    p = torch.zeros(5)
+    tr = Trainer([p], Config(population=4))
+    with pytest.raises(ValueError, match="member 4"):
+        tr.perturb(4)
+    tr.perturb(1)
+    with pytest.raises(RuntimeError, match="member 1 is still active"):
+        tr.perturb(2)
+    with pytest.raises(RuntimeError, match="active member is 1"):
+        tr.restore(0)
+    with pytest.raises(RuntimeError, match="still active"):
+        tr.update([1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(RuntimeError, match="active"):
+        tr.materialize(0, [torch.empty(5)])
+    tr.restore(1)
+    with pytest.raises(RuntimeError, match="active member is None"):
+        tr.restore(1)
+    with pytest.raises(ValueError, match=r"out\[0\]"):
+        tr.materialize(0, [torch.empty(5, dtype=torch.float16)])
+
+
+@pytest.mark.parametrize("bad,cause", [
+    ([1.0, math.nan, 2.0, 3.0], "member 1"), ([1.0, 2.0, 3.0, -math.inf], "member 3"),
+    ([1.0, 2.0, 3.0], "3 entries but the population is 4"), ([[1.0, 2.0], [3.0, 4.0]], "1-D"),
+])
+@pytest.mark.parametrize("profile", ["es-at-scale", "es-awd"])
+def test_failed_update_changes_no_byte(bad, cause, profile):
+    params = [torch.randn(40), torch.randn(3, dtype=torch.bfloat16)]
+    before = [p.clone() for p in params]
+    tr = Trainer(params, Config(population=4, profile=profile, anchor_decay="l1", anchor_lambda=1.0))
+    with pytest.raises(ValueError, match=cause):
+        tr.update(bad)
+    assert tr.iteration == 0
+    for a, b in zip(before, params):
+        assert_bitwise(b, a, "failed update")
+    tr.update([1.0, 2.0, 3.0, 4.0])
+    assert tr.iteration == 1
+
+
+def test_step_restores_when_evaluate_raises():
+    p = torch.randn(10)
+    before = p.clone()
+    tr = Trainer([p], Config(population=4, restore="snapshot"))
+
+    def evaluate(member):
+        if member == 2:
+            raise KeyError("boom")
+        return float(member)
+
+    with pytest.raises(KeyError, match="boom"):
+        tr.step(evaluate)
+    assert tr.active_member is None and tr.iteration == 0
+    assert_bitwise(p, before, "after failed step")
+
+
+def test_shape_rewards_errors():
+    with pytest.raises(ValueError, match="member 0"):
+        shape_rewards([math.inf], "none")
+    with pytest.raises(ValueError, match="unknown shaping"):
+        shape_rewards([1.0], "ranks")
+    with pytest.raises(ValueError, match="at least 2"):
+        shape_rewards([1.0], "centered_ranks")
+
+
+def test_state_dict_refusals():
+    tr = Trainer([("w", torch.zeros(3)), ("b", torch.zeros((), dtype=torch.float16))], Config(population=2))
+    tr.update([0.0, 1.0])
+    state = tr.state_dict()
+    assert state["slots"] == [{"name": "w", "shape": [3], "dtype": "f32"}, {"name": "b", "shape": [], "dtype": "f16"}]
+    assert state["iteration"] == 1 and state["profile_version"] == 1 and state["rng_contract"] == 1
+    other = Trainer([("w", torch.zeros(4)), ("b", torch.zeros((), dtype=torch.float16))], Config(population=2))
+    with pytest.raises(ValueError, match="slots"):
+        other.load_state_dict(state)
+    fresh = Trainer([("w", torch.zeros(3)), ("b", torch.zeros((), dtype=torch.float16))], Config(population=2))
+    for key, value, cause in [("profile_version", 99, "profile_version"), ("rng_contract", 2, "rng_contract"),
+                              ("format", "other/1", "format")]:
+        bad = copy.deepcopy(state)
+        bad[key] = value
+        with pytest.raises(ValueError, match=cause):
+            fresh.load_state_dict(bad)
+    fresh.load_state_dict(state)
+    assert fresh.iteration == 1
+
+
+def test_anchor_decay_alone_errors():
+    p, q = [torch.zeros(3)], [torch.zeros(3)]
+    with pytest.raises(ValueError, match="anchor_lambda"):
+        apply_anchor_decay_(p, q, "l1", -1.0, 0.1)
+    with pytest.raises(ValueError, match="alpha \\* anchor_lambda"):
+        apply_anchor_decay_(p, q, "l2", 20.0, 0.1)
+    with pytest.raises(ValueError, match="unknown"):
+        apply_anchor_decay_(p, q, "l0", 1.0, 0.1)
+    with pytest.raises(ValueError, match=r"anchors\[0\]"):
+        apply_anchor_decay_(p, [torch.zeros(4)], "l1", 1.0, 0.1)
