@@ -1,0 +1,84 @@
+"""Which backend computes the gaussian stream where (issue 2 part 2).
+
+Three backends: ``numpy`` (whole-array ufuncs, CPU), ``numba`` (a compiled
+CPU kernel, the fastest on CPU) and ``torch`` (int64 tensor arithmetic,
+CPU and CUDA; the CUDA path is the trainer's on GPUs). `default_backend`
+picks the fastest one available for a device; availability is probed
+lazily so that importing `esverify.rng` imports neither numba nor torch.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+
+BACKENDS = ("numpy", "numba", "torch")
+
+
+@functools.lru_cache(maxsize=None)
+def numba_available() -> bool:
+    """True when numba imports and can compile (checked once per process)."""
+    if importlib.util.find_spec("numba") is None:
+        return False
+    try:
+        from . import numba_backend  # noqa: F401  (compiles or loads the cached kernels lazily)
+    except Exception:
+        return False
+    return True
+
+
+def available_backends(device="cpu") -> list[str]:
+    """Backends that can fill a buffer on `device` ("cpu", "cuda", "cuda:1", torch.device)."""
+    kind = "cpu" if device is None else str(device).split(":")[0]
+    if kind != "cpu":
+        return ["torch"]
+    names = ["numpy"]
+    if numba_available():
+        names.append("numba")
+    if importlib.util.find_spec("torch") is not None:
+        names.append("torch")
+    return names
+
+
+def default_backend(device) -> str:
+    """numba for the CPU when it is importable (else numpy); torch for any other device."""
+    kind = "cpu" if device is None else str(device).split(":")[0]
+    if kind != "cpu":
+        return "torch"
+    return "numba" if numba_available() else "numpy"
+
+
+def check_backend(backend) -> str:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {list(BACKENDS)} or None, got {backend!r}")
+    return backend
+
+
+def default_chunk(backend: str, device_kind: str) -> int:
+    """Elements per chunk: bounds the work memory of the whole-array backends.
+
+    numpy and torch hold about 20 temporaries of 4-8 bytes per element
+    (~10 MiB at 2**16 for numpy). torch runs ~70 separate ops per chunk and
+    each costs a thread-pool hand-off, so it gets larger chunks (~40 MiB
+    on CPU at 2**18; CUDA wants large launches). numba needs no
+    temporaries: the chunk only sets how often its threads are joined.
+    """
+    if backend == "torch":
+        return 1 << 18 if device_kind == "cpu" else 1 << 22
+    if backend == "numba":
+        return 1 << 22
+    return 1 << 16
+
+
+def backend_targets() -> list[tuple[str, str, str | None]]:
+    """Every (label, backend, device) that can compute the stream on this machine.
+
+    Labels: "numpy", "numba", "torch" (CPU, device None: numpy results) and
+    "torch-cuda" (device "cuda") when torch sees a CUDA device. The golden
+    gate recomputes every vector on each of them.
+    """
+    targets = [(name, name, None) for name in available_backends("cpu")]
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+        if torch.cuda.is_available():
+            targets.append(("torch-cuda", "torch", "cuda"))
+    return targets
