@@ -27,7 +27,7 @@ def test_goldens_recompute_bitwise(name):
     area = get_area(name)
     data = _load(name)
     assert data["contract"] == {"name": name, "version": area.version}
-    backend = "cpu-numba" if "cpu-numba" in area.backends() else area.backends()[0]
+    backend = "numba" if "numba" in area.backends() else area.backends()[0]
     for vector in data["vectors"]:
         rows = compare_vector(name, backend, vector, area.recompute(vector, backend))
         assert rows == [], f"{vector['id']}: {rows[:3]}"

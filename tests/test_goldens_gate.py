@@ -10,6 +10,8 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
+from esverify import rng
+from esverify.goldens import area as area_mod
 from esverify.goldens import gate, rng_area
 from test_goldens_support import COMMITTED, copy_goldens, flip_bit, load, run, save, vector
 
@@ -33,11 +35,15 @@ def test_committed_goldens_pass_on_every_cpu_backend(tmp_path):
     meta = json.loads((tmp_path / "r.json").read_text())
     ran = {row["backend"] for row in meta["sections"]["summary"]}
     assert {"numpy", "numba", "torch-cpu"} <= ran
+    # every area recomputes under the same labels as esverify.rng.backend_targets()
+    labels = [label for label, _, _ in rng.backend_targets()]
+    for name in ("rng", "es-at-scale"):
+        assert area_mod.get_area(name).backends() == labels
 
 
 @pytest.mark.cuda
 def test_committed_goldens_pass_on_cuda(tmp_path):
-    result = run("goldens", "check", "--area", "rng", "--backend", "torch-cuda")
+    result = run("goldens", "check", "--area", "rng", "--area", "es-at-scale", "--backend", "torch-cuda")
     assert result.exit_code == 0, result.output
 
 

@@ -10,9 +10,10 @@ hold rule `cpu` values.
 
 Generation needs the reference, hence ml_dtypes (a test extra): it is
 imported only by `generate`; `recompute` (the gate's check) needs only
-numpy and torch. `recompute` runs the real `Trainer` on a backend: ``cpu-<noise backend>``
-(numba, numpy, torch) and, for es-at-scale (device-independent), ``cuda``
-when a GPU is present. Each area's version is its profile's version.
+numpy and torch. `recompute` runs the real `Trainer` on each target of
+`esverify.rng.backend_targets()` (numpy, numba, torch-cpu: CPU parameters
+with that noise backend; torch-cuda, es-at-scale only since it is
+device-independent, when a GPU is present). Each area's version is its profile's version.
 """
 from __future__ import annotations
 
@@ -163,27 +164,30 @@ def _generate(profile: str):
     return lambda: [_vector(c) for c in _cases(profile)]
 
 
+def _targets(profile: str) -> dict[str, tuple[str, str]]:
+    """label -> (noise backend, device), labels as `esverify.rng.backend_targets()`.
+
+    es-awd goldens hold rule `cpu` values, so that area is recomputed on
+    CPU targets only; es-at-scale is device-independent (ES.md §3).
+    """
+    from ..rng import backend_targets
+    return {label: (name, device or "cpu") for label, name, device in backend_targets()
+            if profile == "es-at-scale" or device != "cuda"}
+
+
 def _backends(profile: str):
-    def backends() -> list[str]:
-        from ..rng import available_backends
-        names = [f"cpu-{b}" for b in available_backends("cpu")]
-        import torch
-        if profile == "es-at-scale" and torch.cuda.is_available():
-            names.append("cuda")
-        return names
-    return backends
+    return lambda: list(_targets(profile))
 
 
 def recompute(vector: dict, backend: str) -> dict:
-    """Run the Trainer on `backend` ("cpu-<rng backend>" or "cuda") and return the expected fields."""
+    """Run the Trainer on `backend` (a label of `esverify.rng.backend_targets()`: the noise
+    backend and the device of the parameters) and return the expected fields."""
     from ..es import Config, Trainer
     x = vector["inputs"]
-    if backend == "cuda":
-        device, noise_backend = "cuda", None
-    elif backend.startswith("cpu-"):
-        device, noise_backend = "cpu", backend[4:]
-    else:
-        raise ValueError(f"unknown es backend {backend!r}: 'cpu-<numba|numpy|torch>' or 'cuda'")
+    targets = _targets(x["config"]["profile"])
+    if backend not in targets:
+        raise ValueError(f"es backend {backend!r} is unknown or not available here; available: {sorted(targets)}")
+    noise_backend, device = targets[backend]
     cfg = _config_from_inputs(x["config"])
     tensors = [_tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["params"]]
     layout = [(p["name"], tuple(p["shape"]), p["dtype"]) for p in x["params"]]

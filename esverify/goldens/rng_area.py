@@ -40,8 +40,6 @@ U64 = (1 << 64) - 1
 SEEDS = (0, U64, 1234567, 0x0123456789ABCDEF)
 
 #: backend name in the goldens -> (esverify.rng backend, torch device or None)
-BACKEND_SPECS = {"numpy": ("numpy", None), "numba": ("numba", None),
-                 "torch-cpu": ("torch", "cpu"), "torch-cuda": ("torch", "cuda")}
 
 
 def h64(x: int) -> str:
@@ -184,23 +182,17 @@ def generate() -> list[dict]:
 
 
 def backends() -> list[str]:
-    """numpy, numba (when it compiles), torch-cpu, and torch-cuda when CUDA is available."""
-    from ..rng import available_backends
-    cpu = available_backends("cpu")
-    names = [n for n, (b, dev) in BACKEND_SPECS.items() if dev != "cuda" and b in cpu]
-    try:
-        import torch
-        if torch.cuda.is_available():
-            names.append("torch-cuda")
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
-    return names
+    """The labels of `esverify.rng.backend_targets()`: numpy, numba, torch-cpu (+ torch-cuda)."""
+    from ..rng import backend_targets
+    return [label for label, _, _ in backend_targets()]
 
 
 def _spec(backend: str) -> tuple[str, str | None]:
-    if backend not in BACKEND_SPECS:
-        raise ValueError(f"unknown rng backend {backend!r}; known: {sorted(BACKEND_SPECS)}")
-    return BACKEND_SPECS[backend]
+    from ..rng import backend_targets
+    targets = {label: (name, device) for label, name, device in backend_targets()}
+    if backend not in targets:
+        raise ValueError(f"rng backend {backend!r} is unknown or not available here; available: {sorted(targets)}")
+    return targets[backend]
 
 
 def _at_many(seed: int, indices: list[int], backend: str) -> dict:

@@ -72,12 +72,15 @@ def default_chunk(backend: str, device_kind: str) -> int:
 def backend_targets() -> list[tuple[str, str, str | None]]:
     """Every (label, backend, device) that can compute the stream on this machine.
 
-    Labels: "numpy", "numba", "torch" (CPU, device None: numpy results) and
-    "torch-cuda" (device "cuda") when torch sees a CUDA device. The golden
-    gate recomputes every vector on each of them.
+    Labels: "numpy" and "numba" (device None: numpy results), "torch-cpu"
+    (device "cpu") and "torch-cuda" (device "cuda", only when torch sees a
+    CUDA device). Every golden area recomputes its vectors on each of them,
+    under these labels.
     """
-    targets = [(name, name, None) for name in available_backends("cpu")]
-    if importlib.util.find_spec("torch") is not None:
+    cpu = available_backends("cpu")
+    targets = [(name, name, None) for name in ("numpy", "numba") if name in cpu]
+    if "torch" in cpu:
+        targets.append(("torch-cpu", "torch", "cpu"))
         import torch
         if torch.cuda.is_available():
             targets.append(("torch-cuda", "torch", "cuda"))
