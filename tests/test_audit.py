@@ -319,14 +319,13 @@ def test_report_sections_and_formats(tmp_path):
     assert "cannot establish" in doc["metadata"]["statement"]
 
 
-def test_default_out_folder_is_timestamped_under_reports(tmp_path):
-    runner = CliRunner()
-    with runner.isolated_filesystem(temp_dir=tmp_path):
-        result = runner.invoke(main, ["audit", "--tree", str(FIXTURES / "clean"), "--format", "md"])
-        assert result.exit_code == 0, result.output
-        (folder,) = Path("reports").glob("audit-*")
-        assert (folder / "audit.md").is_file() and str(folder) in result.output
-        assert len(folder.name) == len("audit-20260101T000000Z")
+def test_default_out_folder_is_timestamped_under_reports(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["audit", "--tree", str(FIXTURES / "clean"), "--format", "md"])
+    assert result.exit_code == 0, result.output
+    (folder,) = Path("reports").glob("audit-*")
+    assert (folder / "audit.md").is_file() and str(folder) in result.output
+    assert len(folder.name) == len("audit-20260101T000000Z")
 
 
 def test_project_tree_passes_without_ref(tmp_path):
