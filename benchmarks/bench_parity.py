@@ -1,0 +1,45 @@
+"""Wall time of the default parity matrix on the test stand-ins (issue 4, "Speed").
+
+Runs `esverify parity` with its defaults (both targets, CPU; cuda rows are
+skipped without a GPU) against tests/standins/ and prints the wall time
+with ratios against baselines measured in the same run: the time spent
+on our side (esverify.es) and on the reference side (the child). Nothing
+is asserted; the issue's target is under 60 s on the project machine.
+
+    python benchmarks/bench_parity.py [--small] [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from esverify.oracle import Options, run_parity
+
+STANDINS = Path(__file__).resolve().parents[1] / "tests" / "standins"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small", action="store_true", help="leave out the 1M-element tensor")
+    parser.add_argument("--out", default=None, help="report folder (default: a temporary one)")
+    args = parser.parse_args()
+    out = args.out or tempfile.mkdtemp(prefix="bench-parity-")
+    started = time.perf_counter()
+    result = run_parity(Options(ref=str(STANDINS / "es-at-scale"), awd_ref=str(STANDINS / "es-awd"),
+                                small=args.small, out=out, quiet=True))
+    wall = time.perf_counter() - started
+    sides = result.metadata["seconds_per_side"]
+    ours = sum(s["ours_s"] for s in sides.values())
+    theirs = sum(s["reference_s"] for s in sides.values())
+    counts = result.frame["status"].value_counts().to_dict()
+    print(f"default matrix: {len(result.frame)} rows {counts}; exit {result.exit_code}")
+    print(f"wall {wall:.2f} s (report's own figure {result.metadata['wall_time_s']} s)")
+    for target, s in sides.items():
+        print(f"  {target}: ours {s['ours_s']:.2f} s, reference child {s['reference_s']:.2f} s")
+    print(f"ratio wall / our side: {wall / ours:.2f}; reference side / our side: {theirs / ours:.2f}")
+
+
+if __name__ == "__main__":
+    main()

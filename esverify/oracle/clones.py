@@ -1,0 +1,118 @@
+"""The targets and their clones: layout checks, git identity, licence (REFERENCES.md §1, §2, §4).
+
+A `Target` is one named value: the files its clone must have, which ops
+need which file, its licence file name, the commit prefix REFERENCES.md
+was validated against and the driver script that runs it. `inspect_clone`
+turns a user's path into either a `CloneInfo` (with warnings) or a
+`CloneError` whose message says plainly what is wrong (path missing, not
+a clone of the target). A clone missing only some files is usable: the ops
+needing those files fail as rows, everything else runs.
+"""
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    files: dict            #: module key -> path relative to the clone root
+    ops_need: dict         #: op -> module key it needs
+    licence: str           #: licence file name (REFERENCES.md §4)
+    validated_commit: str  #: commit prefix REFERENCES.md was validated against
+    driver: str            #: driver script under oracles/
+    env_var: str           #: environment variable naming the default clone path
+    default_path: str      #: fallback clone path, relative to the working directory
+
+
+TARGETS = {
+    "es-at-scale": Target(
+        name="es-at-scale",
+        files={"worker_extension": "es_at_scale/utils/worker_extension.py",
+               "reward_shaping": "es_at_scale/utils/reward_shaping.py"},
+        ops_need={"perturb": "worker_extension", "restore": "worker_extension", "update": "worker_extension",
+                  "loop": "worker_extension", "zscore": "reward_shaping"},
+        licence="LICENSE.txt", validated_commit="574a9d1", driver="driver_es_at_scale.py",
+        env_var="ESVERIFY_REF", default_path="refs/es-at-scale"),
+    "es-awd": Target(
+        name="es-awd",
+        files={"weight_update_utils": "weight_update_utils.py"},
+        ops_need={"perturb": "weight_update_utils", "restore": "weight_update_utils",
+                  "update": "weight_update_utils", "decay": "weight_update_utils"},
+        licence="LICENCE", validated_commit="f432ff8", driver="driver_es_awd.py",
+        env_var="ESVERIFY_AWD_REF", default_path="refs/es-awd"),
+}
+
+
+class CloneError(ValueError):
+    """The path cannot be used as a clone of the target; the message says why."""
+
+
+@dataclass
+class CloneInfo:
+    target: str
+    path: Path
+    missing: list = field(default_factory=list)   #: layout files absent (their ops become error rows)
+    commit: str | None = None
+    dirty: bool | None = None
+    licence_file: str | None = None
+    licence_sha256: str | None = None
+    warnings: list = field(default_factory=list)
+
+    def metadata(self) -> dict:
+        return {"path": str(self.path), "git_commit": self.commit, "dirty": self.dirty,
+                "licence_file": self.licence_file, "licence_sha256": self.licence_sha256,
+                "missing_files": self.missing, "warnings": self.warnings}
+
+
+def _git(path: Path, *args) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def git_identity(path: Path) -> tuple[str | None, bool | None]:
+    """(commit, dirty) when `path` is the top of a git checkout, else (None, None)."""
+    top = _git(path, "rev-parse", "--show-toplevel")
+    if top is None or Path(top.strip()).resolve() != path.resolve():
+        return None, None
+    commit = _git(path, "rev-parse", "HEAD")
+    status = _git(path, "status", "--porcelain")
+    return (commit.strip() if commit else None), (bool(status.strip()) if status is not None else None)
+
+
+def inspect_clone(target: Target, path) -> CloneInfo:
+    """Check `path` against the target's layout; CloneError when it is unusable."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise CloneError(f"{target.name} clone not found: {path} does not exist")
+    if not path.is_dir():
+        raise CloneError(f"{target.name} clone {path} is not a directory")
+    path = path.resolve()
+    missing = [rel for rel in target.files.values() if not (path / rel).is_file()]
+    if len(missing) == len(target.files):
+        raise CloneError(f"{path} is not a clone of {target.name}: none of its files "
+                         f"{sorted(target.files.values())} is there")
+    info = CloneInfo(target=target.name, path=path, missing=missing)
+    for rel in missing:
+        info.warnings.append(f"file missing: {rel} (the ops that need it are error rows)")
+    info.commit, info.dirty = git_identity(path)
+    if info.commit is None:
+        info.warnings.append("not a git checkout: the commit cannot be named")
+    elif not info.commit.startswith(target.validated_commit):
+        info.warnings.append(f"commit {info.commit[:12]} is not the one REFERENCES.md was validated "
+                             f"against ({target.validated_commit}): results describe this commit only")
+    if info.dirty:
+        info.warnings.append("the clone has uncommitted changes (dirty)")
+    licence = path / target.licence
+    if licence.is_file():
+        info.licence_file = target.licence
+        info.licence_sha256 = hashlib.sha256(licence.read_bytes()).hexdigest()
+    else:
+        info.warnings.append(f"licence file {target.licence} not found in the clone")
+    return info

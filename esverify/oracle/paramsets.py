@@ -1,0 +1,88 @@
+"""Parameter sets the parity cases run on (issue 4 item 4).
+
+Each set is a fixed list of named tensors of one dtype (or the `mixed`
+set, dtypes cycling f32, f16, bf16): odd sizes whose element counts are
+not multiples of 32 (so es-awd's rule `cpu` tail is exercised), two tensors
+of equal shape (es-awd's `caching=True` reuses noise between them), a
+tensor of equal size but another shape, a 0-dim tensor, and, for
+single-operation cases, one tensor of >= 1M elements. Values come from a
+fixed numpy generator (f64, rounded through f32 into the dtype, as torch
+does), with a few exact zeros; the `offset` variant adds a small
+deterministic delta so that anchored decay (ES.md §5) has work to do
+(and zeroes some deltas under l1).
+
+Sets travel to the child as raw bit patterns (.npz), so both sides start
+from identical bits.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+MIXED = "mixed"
+SMALL_SHAPES = (("w_odd", (129, 67)), ("w_pair_a", (1001,)), ("w_pair_b", (1001,)), ("w_reshaped", (7, 143)),
+                ("scale", ()))
+BIG_SHAPE = ("w_big", (1031, 1019))     # 1,050,589 elements, not a multiple of 32
+SEED = 20250929
+
+
+def slot_dtypes(dtype: str, count: int) -> list[str]:
+    """Per-slot dtype names of set `dtype` ("f32", "f16", "bf16" or "mixed")."""
+    if dtype == MIXED:
+        cycle = list(DTYPES)
+        return [cycle[k % len(cycle)] for k in range(count)]
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {list(DTYPES) + [MIXED]}, got {dtype!r}")
+    return [dtype] * count
+
+
+def build(dtype: str, big: bool, variant: str = "base") -> tuple[list[str], list[torch.Tensor]]:
+    """(names, CPU tensors) of a set; variant "base" or "offset" (base plus a small delta)."""
+    shapes = list(SMALL_SHAPES) + ([BIG_SHAPE] if big else [])
+    names = [n for n, _ in shapes]
+    tensors = []
+    for k, ((name, shape), dt) in enumerate(zip(shapes, slot_dtypes(dtype, len(shapes)))):
+        gen = np.random.Generator(np.random.PCG64([SEED, k]))
+        n = int(np.prod(shape, dtype=np.int64))
+        values = gen.normal(0.0, 0.05, n)
+        values[::17] = 0.0
+        if variant == "offset":
+            values = values + gen.uniform(-0.004, 0.004, n)
+        elif variant != "base":
+            raise ValueError(f"variant must be 'base' or 'offset', got {variant!r}")
+        t = torch.from_numpy(values).to(torch.float32).to(DTYPES[dt]).reshape(shape)
+        tensors.append(t.contiguous())
+    return names, tensors
+
+
+def bits_of(t: torch.Tensor) -> np.ndarray:
+    """Raw bit patterns of a tensor, shape kept (uint16 / uint32 / uint64)."""
+    t = t.detach().to("cpu").contiguous()
+    width = torch.finfo(t.dtype).bits
+    signed = {16: torch.int16, 32: torch.int32, 64: torch.int64}[width]
+    return t.view(signed).numpy().view({16: np.uint16, 32: np.uint32, 64: np.uint64}[width]).copy()
+
+
+def dtype_name(t: torch.Tensor) -> str:
+    return {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64"}[t.dtype]
+
+
+def write(path: Path, names, tensors) -> Path:
+    """Write a set as .npz: names, dtypes and slot<k> bit arrays."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    arrays = {f"slot{k}": bits_of(t) for k, t in enumerate(tensors)}
+    np.savez(path, names=np.array(names), dtypes=np.array([dtype_name(t) for t in tensors]), **arrays)
+    return path
+
+
+def read(path: Path) -> tuple[list[str], list[np.ndarray], list[str]]:
+    """(names or [], bit arrays, dtype names) of a set or a child's result file."""
+    with np.load(path) as data:
+        dtypes = [str(d) for d in data["dtypes"]]
+        names = [str(n) for n in data["names"]] if "names" in data else []
+        arrays = [data[f"slot{k}"] for k in range(len(dtypes))]
+    return names, arrays, dtypes

@@ -1,0 +1,351 @@
+"""The child side of the oracle protocol, shared by the per-target drivers.
+
+Runs ONLY in the child interpreter that executes reference code
+(REFERENCES.md §3); the esverify package never imports this file. It
+provides:
+
+- the channel: commands arrive as JSON lines on stdin; replies leave as
+  JSON lines on a dedicated pipe fd (`--reply-fd`). The parent points the
+  child's stdout and stderr at a log file, so a reference's prints can
+  never corrupt a reply;
+- the stand-in model runner: `named_parameters()` / `parameters()` are
+  generators that record the slot index of the tensor they are about to
+  yield, which is how a draw is attributed to a slot;
+- the noise hook: `torch.randn` replaced by a function that maps the
+  generator's `initial_seed()` (a small handle) to an esverify member
+  seed, derives the stream seed of the current slot (RNG.md §3), draws
+  with esverify.rng in f32 and rounds to the requested dtype, device and
+  shape. A draw without a generator or with an unknown seed raises
+  `NoiseAttributionError` (torch's own noise never gets in);
+- draw accounting: each reference call must draw exactly once per slot
+  per seed (once per distinct (device, dtype, shape) with es-awd's
+  caching); anything else means eager consumption and makes iid results
+  unverifiable;
+- loading reference modules by path with plain-language diagnoses of
+  SyntaxError (which Python the file needs), missing packages and other
+  import failures;
+- tensor I/O as raw bit patterns (.npz), so nothing is lost in transit.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib.util
+import json
+import math
+import os
+import platform
+import sys
+import traceback
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from esverify import rng as es_rng
+
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+_INT_VIEW = {32: (np.uint32, torch.int32), 16: (np.uint16, torch.int16), 64: (np.uint64, torch.int64)}
+
+
+class NoiseAttributionError(RuntimeError):
+    """A torch.randn call the hook cannot attribute to (member seed, slot)."""
+
+
+class ReferenceLoadError(RuntimeError):
+    """A reference module could not be loaded; `info` holds the diagnosis."""
+
+    def __init__(self, info: dict):
+        super().__init__(info["message"])
+        self.info = info
+
+
+# ----------------------------------------------------------------- model runner
+
+class StandInModel:
+    """Holds the parameter tensors; its iterators record the current slot.
+
+    `current` is the index of the tensor most recently yielded (it stays at
+    the last slot once iteration ends), so a reference that materialises the
+    list first attributes every draw to the last slot: the draw accounting
+    then reports eager consumption.
+    """
+
+    def __init__(self, names, tensors):
+        self.names = list(names)
+        self.tensors = list(tensors)
+        self.current = None
+
+    def named_parameters(self):
+        for slot, (name, tensor) in enumerate(zip(self.names, self.tensors)):
+            self.current = slot
+            yield name, tensor
+
+    def parameters(self):
+        for _, tensor in self.named_parameters():
+            yield tensor
+
+
+class StandInModelRunner:
+    def __init__(self, model):
+        self.model = model
+
+
+# ----------------------------------------------------------------- noise hook
+
+class NoiseHook:
+    """The replacement for torch.randn (REFERENCES.md §3)."""
+
+    def __init__(self):
+        self.original = torch.randn
+        self.model = None
+        self.table = {}
+        self.scheme = "correlated"
+        self.mapping = "poly32"
+        self.backend = None
+        self.draws = []
+        self.cache = {}
+
+    def configure(self, model, table, scheme, mapping, backend):
+        self.model, self.table = model, dict(table)
+        self.scheme, self.mapping, self.backend = scheme, mapping, backend
+        self.draws = []
+        self.cache = {}
+
+    def __call__(self, *size, generator=None, dtype=None, device=None, out=None, layout=None,
+                 requires_grad=False, pin_memory=False, **kwargs):
+        if "size" in kwargs:
+            size = (kwargs.pop("size"),)
+        if kwargs:
+            raise NoiseAttributionError(f"torch.randn called with unsupported arguments {sorted(kwargs)}")
+        if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+            size = tuple(size[0])
+        shape = tuple(int(s) for s in size)
+        if generator is None:
+            raise NoiseAttributionError(
+                "torch.randn was called without a generator: the draw cannot be attributed to a "
+                "member, and torch's own noise is never let in (REFERENCES.md §3)")
+        handle = int(generator.initial_seed())
+        if handle not in self.table:
+            raise NoiseAttributionError(
+                f"torch.randn drew with unknown seed {handle}: not a member handle of this case "
+                f"(handles: {sorted(self.table)[:8]}{' ...' if len(self.table) > 8 else ''}); "
+                "a reference that derives per-tensor seeds (seed + offset) is not attributable")
+        if self.model is None or self.model.current is None:
+            raise NoiseAttributionError(
+                f"torch.randn drew with seed {handle} before any parameter was yielded: no slot to attribute")
+        slot = self.model.current
+        dtype = dtype or torch.get_default_dtype()
+        device = torch.device(device) if device is not None else torch.device("cpu")
+        self.draws.append((handle, slot))
+        stream = es_rng.stream_seed(self.table[handle], slot, self.scheme)
+        numel = math.prod(shape)
+        key = (stream, numel, device.type)
+        noise = self.cache.get(key)
+        if noise is None:
+            noise = es_rng.gaussian(stream, numel, mapping=self.mapping, device=device, backend=self.backend)
+            self.cache = {key: noise}   # one entry: the update loop redraws the same stream per slot only once
+        result = noise.to(dtype).reshape(shape).clone()
+        if out is not None:
+            out.copy_(result)
+            return out
+        return result.requires_grad_(requires_grad)
+
+
+HOOK = NoiseHook()
+
+
+def install_hook():
+    torch.randn = HOOK
+
+
+# ----------------------------------------------------------------- draw accounting
+
+def expected_draws(tensors, seeds, caching=False) -> collections.Counter:
+    """One draw per (seed, slot); with caching one per (seed, distinct (device, dtype, shape))."""
+    expected = collections.Counter()
+    for seed in seeds:
+        seen = set()
+        for slot, tensor in enumerate(tensors):
+            key = (str(tensor.device), tensor.dtype, tuple(tensor.shape))
+            if caching and key in seen:
+                continue
+            seen.add(key)
+            expected[(int(seed), slot)] += 1
+    return expected
+
+
+class DrawAudit:
+    """Collects per-call mismatches between expected and actual draws."""
+
+    def __init__(self):
+        self.problems = []
+
+    def check(self, call: str, expected: collections.Counter):
+        got = collections.Counter(HOOK.draws)
+        HOOK.draws = []
+        if got == expected:
+            return
+        per_slot_got = collections.Counter(slot for _, slot in got.elements())
+        per_slot_exp = collections.Counter(slot for _, slot in expected.elements())
+        slots = sorted(set(per_slot_got) | set(per_slot_exp))
+        shown = ", ".join(f"slot {s}: {per_slot_got.get(s, 0)} (expected {per_slot_exp.get(s, 0)})"
+                          for s in slots[:6])
+        self.problems.append(f"{call}: draws per slot {shown}")
+
+    def result(self) -> dict:
+        if not self.problems:
+            return {"ok": True, "detail": ""}
+        return {"ok": False, "detail": "draw counts per slot do not match (eager consumption of the "
+                                       "parameters?): " + "; ".join(self.problems[:3])}
+
+
+# ----------------------------------------------------------------- tensor I/O
+
+def load_set(path, device):
+    """A parameter set written by the parent: names, tensors (bit-exact) on `device`."""
+    with np.load(path) as data:
+        names = [str(n) for n in data["names"]]
+        dtypes = [str(d) for d in data["dtypes"]]
+        tensors = []
+        for k, dt in enumerate(dtypes):
+            raw = data[f"slot{k}"]
+            torch_dtype = DTYPES[dt]
+            width = torch.finfo(torch_dtype).bits
+            signed = {16: np.int16, 32: np.int32, 64: np.int64}[width]
+            t = torch.from_numpy(np.ascontiguousarray(raw).view(signed).copy())
+            tensors.append(t.view(torch_dtype).reshape(raw.shape).to(device))
+    return names, tensors
+
+
+def tensor_bits(t) -> np.ndarray:
+    t = t.detach().to("cpu").contiguous()
+    width = torch.finfo(t.dtype).bits
+    np_uint, torch_int = _INT_VIEW[width]
+    return t.view(torch_int).numpy().view(np_uint).copy()
+
+
+def save_results(path, tensors):
+    arrays = {f"slot{k}": tensor_bits(t) for k, t in enumerate(tensors)}
+    arrays["dtypes"] = np.array([DTYPE_NAMES[t.dtype] for t in tensors])
+    tmp = str(path) + ".tmp.npz"
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def reward(tensors, target: float) -> float:
+    """The loop's reward: -fsum((f64(theta) - target)**2) over every element (issue 4 item 4)."""
+    total = []
+    for t in tensors:
+        d = t.detach().to("cpu").double().numpy().reshape(-1) - target
+        total.append(math.fsum((d * d).tolist()))
+    return -math.fsum(total)
+
+
+# ----------------------------------------------------------------- module loading
+
+def load_module(clone: Path, relpath: str, name: str):
+    """Import the reference file `relpath` of `clone` by path; ReferenceLoadError on failure."""
+    path = clone / relpath
+    py = f"Python {platform.python_version()} ({sys.executable})"
+    if not path.is_file():
+        raise ReferenceLoadError({"kind": "missing", "file": relpath,
+                                  "message": f"file missing in the clone: {relpath}"})
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        needs = ("Python 3.12 or newer (PEP 701 f-string syntax)"
+                 if "f-string" in str(exc.msg) and sys.version_info < (3, 12)
+                 else f"a Python other than {platform.python_version()}")
+        raise ReferenceLoadError({
+            "kind": "syntax", "file": relpath, "line": exc.lineno, "needs": needs,
+            "message": (f"SyntaxError in {relpath} line {exc.lineno} under {py}: {exc.msg}. "
+                        f"This file needs {needs}: pass --python with such an interpreter "
+                        "(it needs torch and numpy too)")}) from None
+    except ModuleNotFoundError as exc:
+        raise ReferenceLoadError({
+            "kind": "import", "file": relpath, "package": exc.name,
+            "message": (f"{relpath} imports {exc.name!r}, which is not installed for the child "
+                        f"{py}: install it there or pass --python with an interpreter that has it")}) from None
+    except Exception as exc:  # noqa: BLE001 - any import-time failure is reported, not raised
+        raise ReferenceLoadError({
+            "kind": "import-error", "file": relpath,
+            "message": f"importing {relpath} raised {type(exc).__name__}: {exc}"}) from None
+    return module
+
+
+# ----------------------------------------------------------------- main loop
+
+def environment() -> dict:
+    cuda = torch.cuda.is_available()
+    return {
+        "python": platform.python_version(), "executable": sys.executable,
+        "torch": torch.__version__, "numpy": np.__version__,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch_threads": torch.get_num_threads(),
+        "cuda": cuda, "cuda_devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        if cuda else [],
+        "noise_backends": {"cpu": es_rng.available_backends("cpu")},
+        "pid": os.getpid(),
+    }
+
+
+def _error(exc: BaseException) -> dict:
+    info = getattr(exc, "info", None)
+    return {"kind": info["kind"] if info else type(exc).__name__,
+            "message": str(exc) if info else f"{type(exc).__name__}: {exc}",
+            "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]}
+
+
+def serve(target: str, load_modules, handlers: dict, threads: int | None = None):
+    """Run the driver: load modules, send hello, answer commands until "exit" or EOF.
+
+    load_modules(clone) -> {module_key: module or ReferenceLoadError};
+    handlers: op -> fn(case, modules) -> reply dict (without id).
+    """
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--clone", required=True)
+    parser.add_argument("--reply-fd", type=int, required=True)
+    args = parser.parse_args()
+    reply = os.fdopen(args.reply_fd, "w", buffering=1)
+    if threads:
+        torch.set_num_threads(threads)
+    clone = Path(args.clone).resolve()
+    sys.path.insert(0, str(clone))
+    install_hook()
+    modules = load_modules(clone)
+    hello = {"hello": target, "environment": environment(),
+             "modules": {k: (None if not isinstance(v, ReferenceLoadError) else v.info)
+                         for k, v in modules.items()}}
+    reply.write(json.dumps(hello) + "\n")
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        command = json.loads(line)
+        if command.get("op") == "exit":
+            break
+        answer = {"id": command.get("id")}
+        try:
+            answer.update(handlers[command["op"]](command, modules))
+            answer.setdefault("status", "ok")
+        except Exception as exc:  # noqa: BLE001 - a reference failure is a row, not a crash
+            answer.update({"status": "error", "error": _error(exc)})
+        HOOK.configure(None, {}, "correlated", "poly32", None)
+        out = command.get("out")
+        if out:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            tmp = Path(out) / "status.json.tmp"
+            tmp.write_text(json.dumps(answer, indent=1, sort_keys=True))
+            os.replace(tmp, Path(out) / "status.json")
+        reply.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+
+
+def module_or_raise(modules: dict, key: str):
+    module = modules[key]
+    if isinstance(module, ReferenceLoadError):
+        raise module
+    return module

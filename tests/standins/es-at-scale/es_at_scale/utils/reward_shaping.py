@@ -1,0 +1,17 @@
+"""Test stand-in for es-at-scale's reward shaping (NOT the reference code).
+
+Written from `shared/spec/REFERENCES.md` §1 alone. The real module needs
+Python 3.12 syntax; this stand-in is valid Python 3.11 on purpose (the
+3.12-only variant is a bad-input fixture built by the tests).
+"""
+import numpy
+
+
+def z_score(seeds_perf, mean_reward, std_reward):
+    """REFERENCES.md §1, z_score(seeds_perf, mean_reward, std_reward): stores
+    "norm_reward" = (avg_reward - mean_reward) / (std_reward + 1e-8) in each
+    member's dict, prints a line per member and returns the mapping."""
+    for key, perf in seeds_perf.items():
+        perf["norm_reward"] = (perf["avg_reward"] - mean_reward) / (std_reward + 1e-8)
+        print(f"member {key}: avg_reward {perf['avg_reward']:.6g} -> norm_reward {perf['norm_reward']:.6g}")
+    return seeds_perf

@@ -1,0 +1,89 @@
+"""Test stand-in for es-awd's weight update utilities (NOT the reference code).
+
+Written by the esverify authors from `shared/spec/REFERENCES.md` §2 alone.
+It uses torch's in-place scaled add (`x.add_(y, alpha=a)`), an accumulator
+in the tensor's own dtype and tensor-scalar arithmetic exactly as §2
+describes, so that a parity run measures what real torch does against the
+`es-awd` profile of ES.md. Parameters are consumed lazily, one tensor at a
+time (§2), which is what lets the runner attribute noise draws to slots.
+"""
+import torch
+
+
+def generate_noise(seed, shape, dtype, device):
+    """REFERENCES.md §2, generate_noise(seed, shape, dtype, device): a new
+    torch.Generator on `device` seeded `seed`, then torch.randn with it."""
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    return torch.randn(shape, dtype=dtype, device=device, generator=generator)
+
+
+def _noise_for(param, seed, cache):
+    """REFERENCES.md §2: with caching=True "noise is reused for tensors of equal
+    (device, dtype, shape)"; `cache` is None when caching is off."""
+    if cache is None:
+        return generate_noise(seed, param.shape, param.dtype, param.device)
+    key = (seed, str(param.device), param.dtype, tuple(param.shape))
+    if key not in cache:
+        cache[key] = generate_noise(seed, param.shape, param.dtype, param.device)
+    return cache[key]
+
+
+def apply_seeded_noise_to_parameters(parameters, seed, scale, caching=False):
+    """REFERENCES.md §2, apply_seeded_noise_to_parameters(parameters, seed, scale,
+    caching=False): for each tensor of the iterable, add_(noise, alpha=scale)
+    in place (perturb with +sigma, restore with -sigma)."""
+    cache = {} if caching else None
+    for param in parameters:
+        param.add_(_noise_for(param, seed, cache), alpha=scale)
+
+
+def update_parameters_from_seeds(parameters, seeds, coeffs, alpha, population_size, caching=False,
+                                 original_parameters=None, weight_decay_type="none",
+                                 weight_decay_lambda=0.0):
+    """REFERENCES.md §2, update_parameters_from_seeds: per tensor an accumulator
+    in the tensor's own dtype, acc.add_(noise, alpha=coeff) per (seed, coeff),
+    then param.add_(acc, alpha=alpha / population_size); then, if decay is on,
+    the anchored decay toward the matching entry of original_parameters
+    (walked pairwise). Bad lengths, a missing or short original_parameters,
+    an unknown decay type or a negative lambda raise ValueError; lambda 0
+    means no decay."""
+    seeds, coeffs = list(seeds), list(coeffs)
+    if len(seeds) != len(coeffs):
+        raise ValueError(f"{len(seeds)} seeds but {len(coeffs)} coeffs")
+    if weight_decay_type not in ("none", "l1", "l2"):
+        raise ValueError(f"unknown weight_decay_type {weight_decay_type!r}")
+    if weight_decay_lambda < 0:
+        raise ValueError(f"weight_decay_lambda must be >= 0, got {weight_decay_lambda}")
+    decay = weight_decay_type != "none" and weight_decay_lambda > 0
+    if decay and original_parameters is None:
+        raise ValueError("weight decay needs original_parameters")
+    originals = iter(original_parameters) if decay else None
+    cache = {} if caching else None
+    for param in parameters:
+        acc = torch.zeros_like(param)
+        for seed, coeff in zip(seeds, coeffs):
+            acc.add_(_noise_for(param, seed, cache), alpha=coeff)
+        param.add_(acc, alpha=alpha / population_size)
+        if decay:
+            reference = next(originals, None)
+            if reference is None:
+                raise ValueError("original_parameters is shorter than parameters")
+            apply_reference_weight_decay_(param, reference, weight_decay_type, weight_decay_lambda, alpha)
+
+
+def apply_reference_weight_decay_(parameter, reference_parameter, weight_decay_type, weight_decay_lambda,
+                                  alpha):
+    """REFERENCES.md §2, apply_reference_weight_decay_: the decay alone toward
+    `reference_parameter`, l1 or l2 with step alpha * lambda (l2 asserts the
+    step is below 1); in place on `parameter`."""
+    step = alpha * weight_decay_lambda
+    delta = parameter - reference_parameter
+    if weight_decay_type == "l2":
+        assert step < 1, f"l2 decay step {step} must be below 1"
+        delta = delta * (1 - step)
+    elif weight_decay_type == "l1":
+        delta = torch.sign(delta) * torch.clamp(delta.abs() - step, min=0)
+    else:
+        raise ValueError(f"unknown weight_decay_type {weight_decay_type!r}")
+    parameter.copy_(delta + reference_parameter)
