@@ -18,7 +18,8 @@ from test_es_helpers import assert_bitwise
     ({"alpha": math.nan}, "alpha"), ({"population": 0}, "population"),
     ({"population": 3, "antithetic": True}, "even"), ({"population": 1, "shaping": "centered_ranks"}, "population"),
     ({"scheme": "pairwise"}, "scheme"), ({"mapping": "box"}, "mapping"), ({"restore": "undo"}, "restore"),
-    ({"shaping": "rank"}, "shaping"), ({"profile": "es-fast"}, "profile"), ({"anchor_decay": "l3"}, "anchor_decay"),
+    ({"shaping": "rank"}, "shaping"), ({"profile": "es-fast"}, "profile"), ({"profile": ["es-awd"]}, "profile"),
+    ({"anchor_decay": "l3"}, "anchor_decay"),
     ({"anchor_lambda": -0.5, "anchor_decay": "l1"}, "anchor_lambda"), ({"anchor_lambda": math.nan}, "anchor_lambda"),
     ({"anchor_decay": "l2", "alpha": 0.5, "anchor_lambda": 2.0}, "alpha * anchor_lambda"),
     ({"seed": -1}, "seed"), ({"seed": 1 << 64}, "seed"), ({"chunk_elements": 0}, "chunk_elements"),
@@ -156,3 +157,66 @@ def test_anchor_decay_alone_errors():
         apply_anchor_decay_(p, q, "l0", 1.0, 0.1)
     with pytest.raises(ValueError, match=r"anchors\[0\]"):
         apply_anchor_decay_(p, [torch.zeros(4)], "l1", 1.0, 0.1)
+
+
+@pytest.mark.parametrize("rewards,shaping,cause", [
+    ([1e308, 1e308, -1e308, 0.0], "zscore", "not finite"),      # numpy's mean overflows: NaN coefficients
+    ([1e308, -1e308, 0.0, 0.0], "none", "not finite"),          # antithetic D_0 = 1e308 - (-1e308) = inf
+])
+def test_update_with_non_finite_coefficients_changes_no_byte(rewards, shaping, cause):
+    """Finite rewards whose shaped (or folded) coefficients are NaN/inf would poison theta like a
+    NaN reward (ES.md §2, §6): the update must refuse, naming the members, and change no byte."""
+    params = [torch.randn(40), torch.randn(3, dtype=torch.float16)]
+    before = [p.clone() for p in params]
+    tr = Trainer(params, Config(population=4, shaping=shaping, antithetic=shaping == "none"))
+    with pytest.raises(ValueError, match=cause):
+        tr.update(rewards)
+    assert tr.iteration == 0
+    for a, b in zip(before, params):
+        assert_bitwise(b, a, "refused update")
+
+
+def test_load_state_dict_refuses_a_missing_or_partial_config():
+    """A state without its config (or with fields missing or unknown) must be refused, naming the
+    field, not silently replaced by defaults: the config decides every later iteration's noise."""
+    tr = Trainer([torch.zeros(3)], Config(population=2, seed=7))
+    state = tr.state_dict()
+    for mutate, cause in [(lambda s: s.pop("config"), "config"),
+                          (lambda s: s["config"].pop("seed"), r"missing fields \['seed'\]"),
+                          (lambda s: s["config"].update(bogus=1), r"unknown fields \['bogus'\]")]:
+        bad = copy.deepcopy(state)
+        mutate(bad)
+        fresh = Trainer([torch.zeros(3)], Config(population=2))
+        with pytest.raises(ValueError, match=cause):
+            fresh.load_state_dict(bad)
+        assert fresh.config == Config(population=2) and fresh.iteration == 0
+
+
+def test_state_dict_is_json_with_numpy_integer_config():
+    """state_dict holds plain JSON values even when the Config was given numpy integers."""
+    import json
+    cfg = Config(population=np.int64(4), seed=np.uint64(5), chunk_elements=np.int64(16))
+    state = json.loads(json.dumps(Trainer([torch.zeros(3)], cfg).state_dict()))
+    assert state["config"]["chunk_elements"] == 16 and type(cfg.chunk_elements) is int
+
+
+def test_materialize_refuses_out_tensors_that_alias_theta():
+    """materialize writes 'without touching theta' (ES.md §6): an out tensor sharing memory with a
+    parameter (or another out) is refused before anything is written; a dict must name every slot."""
+    p, q = torch.randn(5), torch.randn(3, dtype=torch.float16)
+    before = [p.clone(), q.clone()]
+    tr = Trainer([("w", p), ("b", q)], Config(population=2))
+    shared = torch.empty(5)
+    for out, cause in [([p, torch.empty_like(q)], "share storage"), ([shared, shared.view(torch.float16)[:3]],
+                                                                    "share storage"),
+                       ({"w": torch.empty(5)}, r"no tensor for slot\(s\) \['b'\]")]:
+        with pytest.raises(ValueError, match=cause):
+            tr.materialize(1, out)
+    assert_bitwise(p, before[0], "theta w")
+    assert_bitwise(q, before[1], "theta b")
+
+
+def test_unknown_noise_backend_is_refused_at_construction():
+    """A misspelt noise backend is a registration error naming `backend`, not a failure at the first draw."""
+    with pytest.raises(ValueError, match="backend"):
+        Trainer([torch.zeros(3)], Config(population=2), backend="jax")

@@ -89,7 +89,7 @@ class Config:
         _choice("mapping", self.mapping, MAPPINGS)
         _choice("restore", self.restore, RESTORES)
         _choice("shaping", self.shaping, SHAPINGS)
-        _choice("profile", self.profile, PROFILES)
+        _choice("profile", self.profile, tuple(PROFILES))   # a tuple: an unhashable value is a ValueError too
         _choice("anchor_decay", self.anchor_decay, DECAYS)
         if self.shaping == "centered_ranks" and self.population < 2:
             raise ValueError(f"population must be >= 2 with shaping='centered_ranks', got {self.population}")
@@ -107,6 +107,8 @@ class Config:
         object.__setattr__(self, "anchor_lambda", lam)
         object.__setattr__(self, "seed", int(self.seed))
         object.__setattr__(self, "population", int(self.population))
+        if self.chunk_elements is not None:
+            object.__setattr__(self, "chunk_elements", int(self.chunk_elements))
 
     @property
     def decay_on(self) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from .numerics import DTYPES, rd32, rd_dt32, round_to, scalar32, widen
+from .numerics import DEFAULT_CHUNK, DTYPES, rd32, rd_dt32, round_to, scalar32, widen
 
 DECAYS = ("none", "l1", "l2")
 
@@ -84,7 +84,7 @@ def apply_anchor_decay_(params, anchors, decay: str, lam: float, alpha: float,
             raise ValueError(f"params[{i}] and anchors[{i}] must be contiguous")
     if decay == "none" or float(lam) == 0.0:   # the reference: lambda 0 is no decay
         return
-    chunk = chunk_elements or (1 << 18)
+    chunk = chunk_elements or DEFAULT_CHUNK
     with torch.no_grad():
         for p, q in zip(params, anchors):
             flat, qflat = p.detach().view(-1), q.detach().view(-1)

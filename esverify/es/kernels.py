@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from .numerics import DTYPES
+from .numerics import DEFAULT_CHUNK, DTYPES
 from .profiles import get_profile
 
-DEFAULT_CHUNK = 1 << 18
 
 
 def _check(theta: torch.Tensor, noises, name="noise") -> None:

@@ -20,6 +20,7 @@ from esverify import rng as _rng
 from esverify.rng import CONTRACT_VERSION
 from esverify.rng import member_seed as member_seed_u64
 from esverify.rng import stream_seed as stream_seed_u64
+from esverify.rng.backends import check_backend
 
 
 def noise_member(member: int, antithetic: bool) -> int:
@@ -46,10 +47,14 @@ class NoiseSource:
     """Draws f32 noise ranges on a device and counts the elements drawn.
 
     Parameters: mapping ("poly32" or "libm64"); backend (an esverify.rng
-    backend name, or None for the fastest available). Thread-safe.
+    backend name, or None for the fastest available; ValueError naming
+    `mapping`/`backend` when unknown). Thread-safe.
     """
 
     def __init__(self, mapping: str, backend: str | None = None):
+        _rng.get_mapping(mapping)                       # fail at construction, not at the first draw
+        if backend is not None:
+            check_backend(backend)
         self.mapping = mapping
         self.backend = backend
         self.elements = 0

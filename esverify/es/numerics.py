@@ -15,6 +15,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+#: elements per work chunk when Config.chunk_elements is None: bounds the extra
+#: memory of every kernel (about 40 MiB of temporaries at 2**20 was measured too much).
+DEFAULT_CHUNK = 1 << 18
+
 #: the parameter dtypes a profile can handle
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 DTYPE_NAMES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}

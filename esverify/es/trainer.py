@@ -25,12 +25,11 @@ import torch
 from . import noise as _noise
 from .config import Config
 from .decay import decay_chunk
-from .numerics import DTYPE_NAMES, DTYPES
+from .numerics import DEFAULT_CHUNK, DTYPE_NAMES, DTYPES
 from .profiles import get_profile
 from .shaping import check_rewards, shape_rewards
 
 STATE_FORMAT = "esverify.es.trainer/1"
-DEFAULT_CHUNK = 1 << 18
 
 
 def _slots(params) -> list[tuple[str, torch.Tensor]]:
@@ -51,18 +50,21 @@ def _slots(params) -> list[tuple[str, torch.Tensor]]:
     dup = {n for n in names if names.count(n) > 1}
     if dup:
         raise ValueError(f"params: duplicate slot names {sorted(dup)}")
-    spans = []
-    for k, (name, t) in enumerate(slots):
-        if t.numel() == 0:
-            continue
-        start = t.data_ptr()
-        spans.append((t.device, start, start + t.numel() * t.element_size(), k, name))
-    spans.sort(key=lambda s: (str(s[0]), s[1]))
+    clash = _overlap([f"params[{k}] ({name})" for k, (name, _) in enumerate(slots)], [t for _, t in slots])
+    if clash:
+        raise ValueError(f"{clash[0]} and {clash[1]} share storage (the same tensor, tied weights or views); "
+                         f"register each tensor once")
+    return slots
+
+
+def _overlap(labels: list[str], tensors: list[torch.Tensor]) -> tuple[str, str] | None:
+    """Labels of two contiguous tensors whose memory overlaps, or None (sorted spans: adjacent pairs suffice)."""
+    spans = sorted((str(t.device), t.data_ptr(), t.data_ptr() + t.numel() * t.element_size(), label)
+                   for label, t in zip(labels, tensors) if t.numel())
     for a, b in zip(spans, spans[1:]):
         if a[0] == b[0] and b[1] < a[2]:
-            raise ValueError(f"params[{a[3]}] ({a[4]}) and params[{b[3]}] ({b[4]}) share storage "
-                             f"(the same tensor, tied weights or views); register each tensor once")
-    return slots
+            return a[3], b[3]
+    return None
 
 
 class Trainer:
@@ -194,20 +196,31 @@ class Trainer:
         """Write perturb(member)'s bits into `out` without touching theta.
 
         out: a sequence (slot order) or a dict keyed by slot name of
-        contiguous tensors with each slot's shape and dtype (any device).
+        contiguous tensors with each slot's shape and dtype (any device),
+        sharing no memory with theta or each other (ValueError otherwise).
         Must not be called while a member is active (theta would not be the
         unperturbed weights). Safe to call from several threads at once.
         """
         member = self._check_member(member)
         if self._active is not None:
             raise RuntimeError(f"materialize({member}): member {self._active} is active; theta is perturbed")
-        outs = [out[n] for n, _ in self.slots] if isinstance(out, dict) else list(out)
+        if isinstance(out, dict):
+            missing = [n for n, _ in self.slots if n not in out]
+            if missing:
+                raise ValueError(f"out has no tensor for slot(s) {missing}")
+            outs = [out[n] for n, _ in self.slots]
+        else:
+            outs = list(out)
         if len(outs) != len(self.slots):
             raise ValueError(f"out has {len(outs)} tensors, the trainer has {len(self.slots)} slots")
         for k, ((name, t), o) in enumerate(zip(self.slots, outs)):
             if not isinstance(o, torch.Tensor) or o.shape != t.shape or o.dtype != t.dtype or not o.is_contiguous():
                 raise ValueError(f"out[{k}] must be a contiguous {t.dtype} tensor of shape {tuple(t.shape)} "
                                  f"(slot {name})")
+        clash = _overlap([f"out[{k}]" for k in range(len(outs))] + [f"params[{k}]" for k in range(len(outs))],
+                         outs + self.params)
+        if clash:   # writing into theta (or into another out) would break "without touching theta"
+            raise ValueError(f"{clash[0]} and {clash[1]} share storage; materialize needs separate out tensors")
         s = self._signed_sigma(member, restore=False)
         with torch.no_grad():
             for slot, ((_, t), o) in enumerate(zip(self.slots, outs)):
@@ -226,7 +239,8 @@ class Trainer:
         """theta += (alpha / N) sum_n C_n q(eps_n), per the profile; then anchored decay.
 
         rewards: N finite floats in member order. Everything is validated
-        first; on error nothing changes. Antithetic pairs fold to
+        first (non-finite coefficients, e.g. from an f64 overflow, are a
+        ValueError too); on error nothing changes. Antithetic pairs fold to
         D_k = C_2k - C_2k+1 (f64) with divisor N (ES.md §4). Returns a dict:
         mean, std, min, max, shaping, coefficients (f64 array, the shaped C_n),
         terms (the f64 coefficients applied: C_n, or D_k when antithetic),
@@ -235,12 +249,19 @@ class Trainer:
         """
         if self._active is not None:
             raise RuntimeError(f"update: member {self._active} is still active; restore it first")
-        coeffs, stats = self.coefficients(rewards)
         cfg = self.config
-        if cfg.antithetic:
-            terms = [(2 * k, float(coeffs[2 * k] - coeffs[2 * k + 1])) for k in range(cfg.population // 2)]
-        else:
-            terms = [(n, float(c)) for n, c in enumerate(coeffs)]
+        # an f64 overflow is turned into the ValueError below, not a warning
+        with np.errstate(over="ignore", invalid="ignore"):
+            coeffs, stats = self.coefficients(rewards)
+            if cfg.antithetic:
+                terms = [(2 * k, float(coeffs[2 * k] - coeffs[2 * k + 1])) for k in range(cfg.population // 2)]
+            else:
+                terms = [(n, float(c)) for n, c in enumerate(coeffs)]
+        bad = [m for m, c in terms if not np.isfinite(c)]
+        if bad:   # finite rewards can still overflow in f64 (numpy's mean, a fold): as poisonous as a NaN
+            raise ValueError(f"rewards: the coefficients of member(s) {bad} are not finite (f64 overflow "
+                             f"in shaping {cfg.shaping!r}{' or the antithetic fold' if cfg.antithetic else ''}); "
+                             f"nothing was changed")
         scale = cfg.alpha / cfg.population
         decay_step = cfg.alpha * cfg.anchor_lambda if cfg.decay_on else None
         rules = self.rules()
@@ -302,7 +323,8 @@ class Trainer:
         """Adopt a state from state_dict(): its config and iteration.
 
         Refuses (ValueError naming the field) another format, RNG contract
-        or profile version, or another slot layout; also refuses while a
+        or profile version, a config that is not exactly Config's fields, or
+        another slot layout; also refuses while a
         member is active. chunk_elements keeps this trainer's value (it
         never changes a bit). Load the checkpointed weights into the tensors
         afterwards.
@@ -315,7 +337,14 @@ class Trainer:
         if state.get("rng_contract") != _noise.CONTRACT_VERSION:
             raise ValueError(f"state rng_contract: version {state.get('rng_contract')!r}, this esverify "
                              f"implements {_noise.CONTRACT_VERSION}")
-        cfg = dict(state.get("config") or {})
+        cfg = state.get("config")
+        fields = set(Config.__dataclass_fields__)
+        if not isinstance(cfg, dict):
+            raise ValueError(f"state config: expected a dict of Config's fields, got {type(cfg).__name__}")
+        if set(cfg) != fields:   # a default would silently change every later iteration's noise
+            raise ValueError(f"state config: missing fields {sorted(fields - set(cfg))}, "
+                             f"unknown fields {sorted(set(cfg) - fields)}")
+        cfg = dict(cfg)
         try:
             profile = get_profile(cfg.get("profile", state.get("profile")))
         except ValueError as exc:

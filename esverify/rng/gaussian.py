@@ -51,6 +51,8 @@ def _torch_device(device):
             raise ValueError(f"device {device!r}: CUDA is not available on this machine")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise ValueError(f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s)")
+    elif dev.type == "meta":   # accepted by torch.empty, but it holds no values: nothing would be computed
+        raise ValueError(f"device {device!r}: a meta tensor holds no data; use cpu or cuda")
     elif dev.type != "cpu":
         try:
             torch.empty(1, device=dev)

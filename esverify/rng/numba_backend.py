@@ -210,6 +210,8 @@ def _threaded(pairs, out: np.ndarray, seed: int, j: int) -> None:
         return
     global _pool, _pool_size
     if _pool is None or _pool_size < threads:
+        if _pool is not None:
+            _pool.shutdown(wait=False)   # idle workers of the smaller pool exit instead of leaking
         _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="esverify-rng")
         _pool_size = threads
     part = -(-n // threads) + (-(-n // threads) & 1)  # even, so every part starts on a pair

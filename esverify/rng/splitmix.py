@@ -28,11 +28,6 @@ def to_signed64(x: int) -> int:
     return x - (1 << 64) if x >> 63 else x
 
 
-def to_unsigned64(x: int) -> int:
-    """The u64 holding the same 64 bits as the int64 `x`."""
-    return int(x) & MASK64
-
-
 def check_u64(value, name: str) -> int:
     """`value` as a Python int in [0, 2**64); TypeError/ValueError naming `name` otherwise."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
@@ -88,8 +83,9 @@ def at(seed, index):
     """The index-th splitmix64 output of `seed` (RNG.md §1).
 
     seed: int in [0, 2**64) (ValueError/TypeError naming `seed` otherwise).
-    index: a Python int in [0, 2**64) -> int; a numpy array (cast to uint64)
-    -> uint64 array of the same shape; a torch int64 tensor on any device ->
+    index: a Python int in [0, 2**64) -> int; a numpy integer array (cast
+    to uint64; negative entries of a signed array are a ValueError) ->
+    uint64 array of the same shape; a torch int64 tensor on any device ->
     int64 tensor on that device holding the same 64 bits as the u64 result.
     """
     seed = check_u64(seed, "seed")
@@ -98,6 +94,8 @@ def at(seed, index):
     if isinstance(index, np.ndarray):
         if index.dtype.kind not in "ui":
             raise TypeError(f"index array must have an integer dtype (uint64), got {index.dtype}")
+        if index.dtype.kind == "i" and index.size and index.min() < 0:   # would wrap silently to 2**64 - k
+            raise ValueError(f"index must be in [0, 2**64), got a negative entry {int(index.min())}")
         return at_numpy(seed, index.astype(np.uint64, copy=False))
     try:
         import torch
