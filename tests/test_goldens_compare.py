@@ -64,3 +64,20 @@ def test_shape_and_format_differences_are_mismatches():
     extra = compare.compare_vector("rng", "b", v, {**v["expected"], "more": v["expected"]["values"]})
     assert "does not have" in extra[0]["detail"]
     assert all(r["status"] == "mismatch" for r in short + fmt + missing + extra)
+
+
+def test_es_vectors_take_the_mapping_from_their_config():
+    """es vectors keep the mapping in the trainer config: a one-ulp libm64 difference
+    there is a libm-divergence too, and the same difference under poly32 a mismatch."""
+    es_doc = load(COMMITTED / "es-at-scale.json")
+    by_mapping = {}
+    for v in es_doc["vectors"]:
+        by_mapping.setdefault(v["inputs"]["config"]["mapping"], v)
+    for mapping, status in (("libm64", "libm-divergence"), ("poly32", "mismatch")):
+        vector = by_mapping[mapping]
+        field = next(k for k, f in sorted(vector["expected"].items()) if f["format"] == "f32" and f["values"])
+        got = {k: {"format": f["format"], "values": list(f["values"])} for k, f in vector["expected"].items()}
+        old = int(got[field]["values"][0], 16)
+        got[field]["values"][0] = bits.to_hex(old + 1 if old & 0x7FFFFFFF else 1, "f32")
+        (row,) = compare.compare_vector("es-at-scale", "numpy", vector, got)
+        assert (row["ulp"], row["status"]) == (1, status)

@@ -6,6 +6,7 @@ system site-packages (numpy, torch, numba come from there), and runs the
 venv's `esverify` from a folder outside any checkout: `goldens check`
 passes on the shipped data, `goldens generate` without --out exits 2.
 """
+import json
 import os
 import shutil
 import subprocess
@@ -68,3 +69,12 @@ def test_wheel_install_checks_goldens_and_refuses_generate(tmp_path):
     written = sh(esverify, "goldens", "generate", "--area", "rng", "--out", out, cwd=outside, env=env, check=False)
     assert written.returncode == 0, written.stdout + written.stderr
     assert (out / "rng.json").read_bytes() == (COMMITTED / "rng.json").read_bytes()
+
+    # the oracle drivers ship as data: parity runs from the wheel, outside any checkout
+    parity = sh(esverify, "parity", "--ref", ROOT / "tests" / "standins" / "es-at-scale", "--target", "es-at-scale",
+                "--small", "--devices", "cpu", "--case", "*/f32/iid/*", "--quiet", "--format", "json",
+                "--out", tmp_path / "parity", cwd=outside, env=env, check=False)
+    assert parity.returncode == 0, parity.stdout + parity.stderr
+    rows = json.loads((tmp_path / "parity" / "parity.json").read_text())["sections"]["cases"]
+    assert rows and {r["status"] for r in rows} == {"pass"}
+    assert all("/f32/iid/" in r["case"] for r in rows)

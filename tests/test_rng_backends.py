@@ -159,10 +159,14 @@ def test_numba_threads_survive_fork():
     """The numba backend's thread pool must not hang a forked child (multiprocessing, oracles)."""
     import multiprocessing
     from esverify.rng import numba_backend
+    before = numba_backend.threads()
     numba_backend.set_threads(2)
-    want = _child_gaussian_bits()  # starts the pool in this process
-    with multiprocessing.get_context("fork").Pool(1) as pool:
-        got = pool.apply_async(_child_gaussian_bits).get(timeout=120)
+    try:
+        want = _child_gaussian_bits()  # starts the pool in this process
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            got = pool.apply_async(_child_gaussian_bits).get(timeout=120)
+    finally:
+        numba_backend.set_threads(before)
     assert got == want
 
 

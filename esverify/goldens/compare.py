@@ -21,8 +21,15 @@ LIBM_DIVERGENCE = "libm-divergence"
 
 
 def is_libm_class(vector: dict) -> bool:
-    """True for vectors whose values come from backend f64 libm (RNG.md §2a)."""
-    return vector.get("inputs", {}).get("mapping") == "libm64"
+    """True for vectors whose values come from backend f64 libm (RNG.md §2a).
+
+    The mapping sits in ``inputs["mapping"]`` (rng vectors) or in the
+    trainer config ``inputs["config"]["mapping"]`` (es vectors).
+    """
+    inputs = vector.get("inputs", {})
+    config = inputs.get("config")
+    mapping = config.get("mapping") if isinstance(config, dict) else inputs.get("mapping")
+    return mapping == "libm64"
 
 
 def decode(array: dict) -> np.ndarray:
