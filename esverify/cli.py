@@ -13,11 +13,11 @@ import click
 
 from . import __version__
 
-#: command name -> (module, attribute); each module owns its command.
+#: command name -> (module, attribute, one-line help); each module owns its command.
 SUBCOMMANDS = {
-    "goldens": ("esverify.goldens.cli", "goldens"),
-    "parity": ("esverify.oracle.cli", "parity"),
-    "audit": ("esverify.audit.cli", "audit"),
+    "audit": ("esverify.audit.cli", "audit", "Evidence for the clean-room claim (import boundary, similarity)."),
+    "goldens": ("esverify.goldens.cli", "goldens", "Generate and check the bit-level golden vectors."),
+    "parity": ("esverify.oracle.cli", "parity", "Bit-for-bit parity against reference clones on identical noise."),
 }
 
 
@@ -28,8 +28,13 @@ class LazyGroup(click.Group):
     def get_command(self, ctx, name):
         if name not in SUBCOMMANDS:
             return None
-        module, attr = SUBCOMMANDS[name]
+        module, attr, _ = SUBCOMMANDS[name]
         return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx, formatter):
+        # the listing uses the static help, so `esverify --help` imports no subcommand
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, SUBCOMMANDS[name][2]) for name in self.list_commands(ctx)])
 
 
 @click.group(cls=LazyGroup)
