@@ -10,6 +10,9 @@ Public API:
 - `scaled_add` of es-awd (the emulated torch ``add_(alpha=)``);
 - `perturb_tensor_`, `update_tensor_`: a profile's kernels on caller-given noise.
 The straight-line reference for tests and goldens is `esverify.es.reference`.
+
+Dependencies point one way: es -> rng (noise), never back. Checks:
+``python -m pytest -q tests/test_es_*.py`` and ``esverify goldens check``.
 """
 from .config import Config
 from .decay import apply_anchor_decay_
@@ -21,4 +24,5 @@ from .shaping import shape_rewards
 from .trainer import STATE_FORMAT, Trainer
 
 __all__ = ["Config", "Trainer", "PROFILES", "Profile", "get_profile", "shape_rewards",
-           "apply_anchor_decay_", "noise_seed", "scaled_add", "perturb_tensor_", "update_tensor_", "CONTRACT_VERSION", "STATE_FORMAT"]
+           "apply_anchor_decay_", "noise_seed", "scaled_add", "perturb_tensor_", "update_tensor_",
+           "CONTRACT_VERSION", "STATE_FORMAT"]

@@ -3,14 +3,18 @@
 Defaults are the paper's (Qiu et al. 2025, Algorithm 1) except the mapping
 (`poly32`, portable). ``alpha=None`` means sigma / 2, computed in f64 and
 stored resolved. Every error is a ValueError (TypeError for a wrong type)
-whose message starts with the field's name.
+whose message starts with the field's name. Anchored decay is validated by
+`esverify.es.decay.check_decay`, shared with `apply_anchor_decay_`.
+Frozen: a config is a value, stored whole in the trainer's state.
+
+Checks: ``python -m pytest -q tests/test_es_errors.py``.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
 
-from .decay import DECAYS
+from .decay import check_decay
 from .shaping import SHAPINGS
 
 SCHEMES = ("correlated", "iid")
@@ -90,14 +94,10 @@ class Config:
         _choice("restore", self.restore, RESTORES)
         _choice("shaping", self.shaping, SHAPINGS)
         _choice("profile", self.profile, tuple(PROFILES))   # a tuple: an unhashable value is a ValueError too
-        _choice("anchor_decay", self.anchor_decay, DECAYS)
         if self.shaping == "centered_ranks" and self.population < 2:
             raise ValueError(f"population must be >= 2 with shaping='centered_ranks', got {self.population}")
         lam = _finite("anchor_lambda", self.anchor_lambda)
-        if lam < 0:
-            raise ValueError(f"anchor_lambda must be >= 0, got {lam!r}")
-        if self.anchor_decay == "l2" and not alpha * lam < 1:
-            raise ValueError(f"anchor_lambda: l2 decay needs alpha * anchor_lambda < 1, got {alpha * lam!r}")
+        check_decay(self.anchor_decay, lam, alpha)     # shared with apply_anchor_decay_: same messages
         if not _is_int(self.seed) or not 0 <= int(self.seed) <= U64_MAX:
             raise ValueError(f"seed must be an integer in [0, 2**64), got {self.seed!r}")
         if self.chunk_elements is not None and (not _is_int(self.chunk_elements) or self.chunk_elements < 1):

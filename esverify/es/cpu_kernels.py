@@ -11,6 +11,9 @@ them bitwise equal to the torch path and to the straight-line reference.
 
 Used only for contiguous CPU f32 tensors; everything else takes the torch
 path. Arguments are numpy f32 views of torch tensors (shared memory).
+
+Checks: ``python -m pytest -q tests/test_es_kernels.py``
+(test_numba_cpu_path_equals_torch_path, and the reference tests).
 """
 from __future__ import annotations
 
@@ -55,15 +58,19 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 
 def perturb(theta, eps, s32: float, out) -> None:
-    """out <- rd32(theta + rd32(eps * s32)); s32 an exact f32 value."""
+    """out <- rd32(theta + rd32(eps * s32)); s32 an exact f32 value.
+
+    theta, eps, out: contiguous CPU f32 tensors of one element count
+    (check with `usable`); out may be theta.
+    """
     _perturb(_np(theta), _np(eps), np.float32(s32), _np(out))
 
 
 def accumulate(acc, eps, c32: float) -> None:
-    """acc <- rd32(acc + rd32(eps * c32)) in place."""
+    """acc <- rd32(acc + rd32(eps * c32)) in place; acc, eps: contiguous CPU f32, one element count."""
     _accumulate(_np(acc), _np(eps), np.float32(c32))
 
 
 def apply(theta, acc, scale32: float, out) -> None:
-    """out <- rd32(theta + rd32(acc * scale32))."""
+    """out <- rd32(theta + rd32(acc * scale32)); contiguous CPU f32 tensors of one count, out may be theta."""
     _apply(_np(theta), _np(acc), np.float32(scale32), _np(out))

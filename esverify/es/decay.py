@@ -11,8 +11,15 @@ After each update, with step a = alpha * lambda (f64)::
 
 The same formula serves both profiles. Elementwise, so chunking, thread
 count and device do not change a bit. lambda = 0 means no decay.
+`check_decay` is the only validation of a decay setting: Config uses it
+too, so both entry points give the same messages.
+
+Checks: ``python -m pytest -q tests/test_es_kernels.py tests/test_es_errors.py``
+(against esverify.es.reference.anchor_decay, bitwise; error messages).
 """
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -22,7 +29,13 @@ DECAYS = ("none", "l1", "l2")
 
 
 def decay_chunk(theta: torch.Tensor, anchor: torch.Tensor, kind: str, a: float) -> torch.Tensor:
-    """New values of one chunk of theta after anchored decay `kind` with step `a`."""
+    """New values of one chunk of theta after anchored decay `kind` with step `a` (ES.md §5).
+
+    theta, anchor: 1-D chunks of one dtype (f32/f16/bf16), length and
+    device; kind: "l1" or "l2" (ValueError otherwise; "none" is the
+    caller's business); a = alpha * lambda (f64), already validated by
+    `check_decay`. Returns a new tensor of theta's dtype; theta is unchanged.
+    """
     dt, dev = theta.dtype, theta.device
     d = round_to(widen(theta) - widen(anchor), dt)
     if kind == "l2":
@@ -37,18 +50,37 @@ def decay_chunk(theta: torch.Tensor, anchor: torch.Tensor, kind: str, a: float) 
     return round_to(widen(d) + widen(anchor), dt)
 
 
+def _nonnegative(name: str, value) -> float:
+    """`value` as a finite f64 >= 0; ValueError/TypeError whose message starts with `name`."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError) as exc:   # keep the class float() chose; name the argument
+        raise type(exc)(f"{name} must be a real number, got {type(value).__name__} {value!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value!r}")
+    return value
+
+
 def check_decay(decay: str, lam: float, alpha: float) -> float:
-    """Validate and return the step a = alpha * lam (f64); ValueError naming the field."""
+    """Validate an anchored-decay setting and return its step a = alpha * lam (ES.md §5).
+
+    The one validation of anchored decay: `Config` and `apply_anchor_decay_`
+    both call it, so their messages agree. decay: one of DECAYS; lam
+    (anchor_lambda) and alpha: finite reals >= 0; with "l2", a must be < 1
+    (else 1 - a would flip or zero the distance to the anchor). Returns a
+    as a Python float (f64 product). Raises ValueError (TypeError for a
+    non-numeric lam/alpha) whose message starts with the offending field:
+    "anchor_decay", "anchor_lambda" or "alpha".
+    """
     if decay not in DECAYS:
-        raise ValueError(f"anchor_decay: unknown {decay!r}; known: {DECAYS}")
-    lam, alpha = float(lam), float(alpha)
-    if not lam == lam or lam in (float("inf"), float("-inf")) or lam < 0:
-        raise ValueError(f"anchor_lambda must be finite and >= 0, got {lam!r}")
-    if not alpha == alpha or alpha in (float("inf"), float("-inf")) or alpha < 0:
-        raise ValueError(f"alpha must be finite and >= 0, got {alpha!r}")
+        raise ValueError(f"anchor_decay: unknown value {decay!r}; known: {DECAYS}")
+    lam = _nonnegative("anchor_lambda", lam)
+    alpha = _nonnegative("alpha", alpha)
     a = alpha * lam
     if decay == "l2" and not a < 1:
-        raise ValueError(f"anchor_decay l2 needs alpha * anchor_lambda < 1, got {a!r}")
+        raise ValueError(f"anchor_lambda: l2 decay needs alpha * anchor_lambda < 1, got {a!r}")
     return a
 
 

@@ -4,6 +4,9 @@ The trainer regenerates its own noise; parity runs and invariant tests
 sometimes hold the noise already (e.g. the noise a reference was fed).
 These functions run exactly the trainer's chunked kernels (same profile
 code, same rounding) on given f32 noise, in place. Source: ES.md §3-§4.
+Results are bitwise those of the trainer for any chunk_elements.
+
+Checks: ``python -m pytest -q tests/test_es_kernels.py``.
 """
 from __future__ import annotations
 
@@ -11,7 +14,6 @@ import torch
 
 from .numerics import DEFAULT_CHUNK, DTYPES
 from .profiles import get_profile
-
 
 
 def _check(theta: torch.Tensor, noises, name="noise") -> None:
@@ -29,7 +31,9 @@ def perturb_tensor_(theta: torch.Tensor, eps: torch.Tensor, s: float, profile: s
 
     theta: contiguous f32/f16/bf16 tensor; eps: f32 tensor with theta's
     element count on its device; rule: None picks the profile's rule for
-    the device. Returns theta.
+    the device. Returns theta. ValueError for an unknown profile, an
+    unknown es-awd rule (es-at-scale has one rule and ignores it), or
+    theta/eps not as described (naming `theta` or `eps[0]`).
     """
     prof = get_profile(profile)
     _check(theta, [eps], "eps")
@@ -52,6 +56,10 @@ def update_tensor_(theta: torch.Tensor, noises, coeffs, alpha: float, population
     per noise (already folded for antithetic pairs: D_k with its pair's
     noise once); population: the divisor N (the full population). No
     anchored decay here (see apply_anchor_decay_). Returns theta.
+    theta: contiguous f32/f16/bf16 tensor; rule: None picks the profile's
+    rule for the device. ValueError for an unknown profile or es-awd rule, unequal
+    numbers of noises and coeffs, or a noise that is not f32 with theta's
+    element count on its device (naming `noise[i]`).
     """
     prof = get_profile(profile)
     noises, coeffs = list(noises), [float(c) for c in coeffs]

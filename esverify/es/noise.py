@@ -9,6 +9,10 @@ a time, on the parameter's own device: never stored.
 `NoiseSource` wraps `esverify.rng.gaussian` (any backend) and counts the
 elements it draws, so tests can prove that each antithetic pair's noise is
 regenerated once per update.
+
+Checks: ``python -m pytest -q tests/test_es_invariants.py`` (antithetic
+fold draws each pair once) and ``tests/test_es_kernels.py`` (the trainer's
+noise equals esverify.es.reference.noise, from the scalar RNG).
 """
 from __future__ import annotations
 
@@ -61,7 +65,12 @@ class NoiseSource:
         self._lock = threading.Lock()
 
     def draw(self, stream_seed: int, first: int, n: int, device: torch.device) -> torch.Tensor:
-        """Elements first .. first+n-1 of the stream, an f32 tensor of shape (n,) on `device`."""
+        """Elements first .. first+n-1 of the stream, an f32 tensor of shape (n,) on `device`.
+
+        stream_seed: u64 (RNG.md §3); first, n: ints >= 0 with first + n <=
+        2**64. A bad stream_seed or first raises what esverify.rng.gaussian_into
+        raises (ValueError/TypeError naming the argument).
+        """
         with self._lock:
             self.elements += n
         out = torch.empty(n, dtype=torch.float32, device=device)

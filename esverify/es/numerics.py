@@ -9,6 +9,9 @@ by plain f64 arithmetic, which double-rounds in rare cases.
 
 All tensor helpers are elementwise, so results do not depend on chunking,
 torch's thread count or the device; they run on the tensor's own device.
+
+Checks: ``python -m pytest -q tests/test_es_kernels.py`` (fma32 against
+exact rationals; the profiles built on these helpers against the reference).
 """
 from __future__ import annotations
 

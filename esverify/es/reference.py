@@ -8,7 +8,12 @@ f32 by hand. Noise comes from the slow scalar RNG reference
 and to pin the trainer's kernels bit for bit on small tensors.
 
 Arrays are numpy arrays of dtype float32, float16 or ml_dtypes.bfloat16;
-every function returns new arrays.
+every function returns new arrays and changes none of its arguments.
+Invariant: nothing here imports torch or esverify.es's kernels, so the
+reference cannot share a bug with the code it checks.
+
+Checks: ``python -m pytest -q tests/test_es_kernels.py tests/test_es_goldens.py``
+(the trainer against this module, bitwise; fma32 against exact rationals).
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ TAIL_BLOCK = 32
 
 
 def dtype_name(a: np.ndarray) -> str:
+    """The name of a's dtype: "f32", "f16" or "bf16"; ValueError for any other dtype."""
     for name, dt in NP_DTYPES.items():
         if a.dtype == dt:
             return name
@@ -81,6 +87,14 @@ def fma32_scalar(x: np.float32, y: np.float32, k: np.float32) -> np.float32:
 
 
 def fma32(x32: np.ndarray, y32: np.ndarray, k: np.float32) -> np.ndarray:
+    """Elementwise rd32(x + y*k) with one rounding, by exact rational arithmetic (`fma32_scalar`).
+
+    x32, y32: f32 arrays of one shape; k: an f32 scalar. Returns a new f32
+    array of that shape. Exact zeros take IEEE fma's sign; a non-finite
+    input gives the IEEE result of the f64 expression. Slow (Fractions per
+    element): keep arrays to a few thousand elements. The trainer's fast
+    equivalent is esverify.es.numerics.fma32.
+    """
     out = np.empty(x32.shape, np.float32)
     for i, (x, y) in enumerate(zip(x32.reshape(-1), y32.reshape(-1))):
         out.reshape(-1)[i] = fma32_scalar(x, y, k)
@@ -124,10 +138,25 @@ def awd_scaled_add(x: np.ndarray, y: np.ndarray, a: float, rule: str) -> np.ndar
 
 
 def awd_perturb(theta: np.ndarray, eps: np.ndarray, s: float, rule: str) -> np.ndarray:
+    """es-awd perturb: theta + s * rd_dt(eps) by `awd_scaled_add` under `rule` (ES.md §3).
+
+    theta: f32/f16/bf16 array; eps: f32 noise of theta's shape; s: f64
+    (+sigma, or -sigma for a regenerate-restore). Returns a new array of
+    theta's dtype and shape. ValueError for an unknown rule or dtype.
+    """
     return awd_scaled_add(theta, rd(eps, dtype_name(theta)), s, rule)
 
 
 def awd_update(theta: np.ndarray, eps_list, coeffs, alpha: float, population: int, rule: str) -> np.ndarray:
+    """es-awd update without decay (ES.md §3): acc in theta's dtype, then theta + (alpha/N) * acc.
+
+    acc starts at 0 and takes ``awd_scaled_add(acc, rd_dt(eps_n), C_n)`` per
+    term, in order; theta then takes ``awd_scaled_add(theta, acc, alpha /
+    population)``. eps_list: f32 arrays of theta's shape, one per entry of
+    coeffs (f64; already folded to D_k for antithetic pairs); population:
+    the divisor N. Returns a new array of theta's dtype. ValueError for an
+    unknown rule or dtype.
+    """
     name = dtype_name(theta)
     acc = np.zeros(theta.shape, NP_DTYPES[name])
     for eps, c in zip(eps_list, coeffs):
@@ -176,7 +205,12 @@ def shape(rewards, shaping: str) -> np.ndarray:
 
 
 def noise(cfg: dict, iteration: int, member: int, slot: int, numel: int) -> np.ndarray:
-    """The f32 noise of (iteration, member, slot): RNG.md §3 with the antithetic member map."""
+    """The f32 noise of (iteration, member, slot): RNG.md §3 with the antithetic member map.
+
+    cfg: a Config.to_dict() (seed, population, antithetic, scheme, mapping
+    are read). Returns an f32 array of shape (numel,), elements 0 ..
+    numel-1 of the stream, from the scalar reference (~100k elements/s).
+    """
     m = member - member % 2 if cfg["antithetic"] else member
     ms = scalar.member_seed(cfg["seed"], iteration, cfg["population"], m)
     ss = scalar.stream_seed(ms, slot, cfg["scheme"])
@@ -190,9 +224,11 @@ def _rule(cfg: dict, rule: str | None) -> str:
 
 def perturb(cfg: dict, params: list, iteration: int, member: int, restore: bool = False,
             rule: str | None = None) -> list:
-    """params after perturb(member) (or its regenerate-restore when `restore`).
+    """params after perturb(member) (or its regenerate-restore when `restore`) (ES.md §3-§4).
 
-    cfg: a Config.to_dict(); params: numpy arrays in slot order.
+    cfg: a Config.to_dict(); params: numpy arrays in slot order. The odd
+    member of an antithetic pair applies -sigma. rule: as for `update`.
+    Returns new arrays of the params' dtypes and shapes.
     """
     sign = -1.0 if cfg["antithetic"] and member % 2 else 1.0
     s = sign * cfg["sigma"] * (-1.0 if restore else 1.0)
@@ -208,7 +244,15 @@ def perturb(cfg: dict, params: list, iteration: int, member: int, restore: bool 
 
 def update(cfg: dict, params: list, iteration: int, rewards, anchor: list | None = None,
            rule: str | None = None) -> tuple[list, np.ndarray]:
-    """(params after update(rewards) at `iteration`, the shaped coefficients)."""
+    """(params after update(rewards) at `iteration`, the shaped coefficients) (ES.md §1-§5).
+
+    cfg: a Config.to_dict(); params: numpy arrays in slot order; rewards: N
+    floats in member order; anchor: theta0 arrays in slot order (needed
+    only when decay is on); rule: None for the profile's CPU rule
+    ("portable" / "cpu"), or "cuda". Antithetic pairs fold to D_k = C_2k -
+    C_2k+1 in f64 with divisor N. Returns new arrays (same dtypes) and the
+    f64 coefficients of shape (N,). No validation: feed it valid configs.
+    """
     coeffs = shape(rewards, cfg["shaping"])
     n = cfg["population"]
     if cfg["antithetic"]:

@@ -10,6 +10,9 @@
 - `none`: C_n = R_n.
 
 A NaN or infinite reward raises ValueError naming the member.
+
+Checks: ``python -m pytest -q tests/test_es_invariants.py tests/test_es_errors.py``
+(ties, monotone invariance, shift bounds, constant rewards, bad rewards).
 """
 from __future__ import annotations
 
@@ -42,12 +45,28 @@ def check_rewards(rewards, population: int | None = None) -> np.ndarray:
 
 
 def zscore(r: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """(coeffs, mean, std): ``(r - mean) / (std + 1e-8)`` in f64 (ES.md §2, z-score).
+
+    r: a validated 1-D C-contiguous f64 array of N >= 1 rewards (see
+    `check_rewards`). mean and std (ddof 0) are numpy's own, as Python
+    floats: numpy's pairwise summation decides their last bit, as in the
+    reference. coeffs: new f64 array of shape (N,). Constant rewards give
+    all-zero coefficients (std = 0, divisor 1e-8). Raises nothing itself;
+    an f64 overflow gives inf/NaN (numpy warns), which the trainer refuses.
+    """
     mean = float(np.mean(r))
     std = float(np.std(r))
     return (r - mean) / (std + ZSCORE_EPS), mean, std
 
 
 def centered_ranks(r: np.ndarray) -> np.ndarray:
+    """Centered-rank coefficients of r, an f64 array of shape (N,) holding f32 values (ES.md §2).
+
+    r: validated 1-D f64 rewards, N >= 2. Members are sorted ascending by
+    (reward, member index), so ties keep member order; rank k gets
+    rd32(rd32(k / (N - 1)) - 0.5), in [-0.5, 0.5]. Raises ValueError when
+    N < 2 (k / (N - 1) is undefined).
+    """
     n = r.shape[0]
     if n < 2:
         raise ValueError("centered_ranks shaping needs a population of at least 2")

@@ -16,6 +16,10 @@ Design record:
 - state_dict holds no tensors: format, RNG contract and profile versions,
   config, iteration and slot layout. Resume: build on the initial weights
   (capturing the anchor), load the state, copy the checkpointed weights in.
+
+Checks: ``python -m pytest -q tests/test_es_*.py`` (reference equality,
+invariants, errors, goldens; CUDA tests skip without a GPU) and
+``esverify goldens check``.
 """
 from __future__ import annotations
 
@@ -76,6 +80,11 @@ class Trainer:
     backend: optional esverify.rng backend name for the noise (None: the
     fastest for the device). Raises TypeError/ValueError naming the
     offending parameter.
+
+    Attributes: slots (list of (name, tensor) pairs; the tensors are
+    detached views sharing the caller's storage), config, profile (the
+    Profile named by config.profile), noise (a NoiseSource), iteration
+    (int, the next update's iteration).
     """
 
     def __init__(self, params, config: Config | None = None, *, backend: str | None = None):
@@ -96,10 +105,12 @@ class Trainer:
     # -- layout and seeds -------------------------------------------------
     @property
     def params(self) -> list[torch.Tensor]:
+        """theta: the registered tensors in slot order (detached, sharing the caller's storage)."""
         return [t for _, t in self.slots]
 
     @property
     def chunk(self) -> int:
+        """Elements per work chunk: config.chunk_elements or DEFAULT_CHUNK (2**18); never changes a bit."""
         return self.config.chunk_elements or DEFAULT_CHUNK
 
     @property
@@ -116,12 +127,19 @@ class Trainer:
         return [self.profile.rule_for(t.device) for _, t in self.slots]
 
     def member_seed(self, member: int, iteration: int | None = None) -> int:
-        """u64 member seed of `member` at `iteration` (default: the current one), RNG.md §3."""
+        """u64 member seed of `member` at `iteration` (default: the current one), RNG.md §3.
+
+        Antithetic members 2k and 2k+1 share member 2k's seed. TypeError /
+        ValueError naming `member` when it is not an int in [0, population).
+        """
         self._check_member(member)
         return _noise.noise_seed(self.config, self.iteration if iteration is None else iteration, member)
 
     def stream_seed(self, member: int, slot: int, iteration: int | None = None) -> int:
-        """u64 seed of the gaussian stream of (member, slot) at `iteration`."""
+        """u64 seed of the gaussian stream of (member, slot) at `iteration` (RNG.md §3, config.scheme).
+
+        Errors as member_seed; TypeError/ValueError naming `slot` unless it is an int in [0, 2**64).
+        """
         return _noise.stream_seed_u64(self.member_seed(member, iteration), slot, self.config.scheme)
 
     def _check_member(self, member) -> int:
@@ -311,6 +329,12 @@ class Trainer:
 
     @property
     def anchor(self) -> list[torch.Tensor] | None:
+        """theta0 of anchored decay (ES.md §5): clones of the slots in slot order, or None.
+
+        Captured at construction when decay is on, by `capture_anchor`, or by
+        load_state_dict when the loaded config turns decay on. Same shapes,
+        dtypes and devices as `params`; the trainer never writes to them.
+        """
         return self._anchor
 
     def state_dict(self) -> dict:

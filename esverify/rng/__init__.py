@@ -4,7 +4,14 @@ Public API (issue 2): `CONTRACT_VERSION`, `at`, `gaussian`, `member_seed`,
 `stream_seed`; plus `gaussian_into` (fill a caller's float32 buffer),
 the mapping registry `MAPPINGS`, `available_backends`, `default_backend`.
 The slow reference lives in `esverify.rng.scalar` (tests and goldens only);
-`esverify.rng.checks` counts backend differences against it.
+`esverify.rng.checks` counts backend differences against it. The poly32
+literals of the fast backends live once in `esverify.rng.constants`.
+
+Invariants: every value is a pure function of (seed, element index,
+mapping); poly32 is bitwise identical on every backend and device, libm64
+bit-exact per backend. Bumping the contract means a new CONTRACT_VERSION,
+a CHANGELOG heading ``## rng v<N>`` and regenerated goldens.
+Checks: ``python -m pytest -q tests/test_rng*.py`` and ``esverify goldens check``.
 """
 from __future__ import annotations
 

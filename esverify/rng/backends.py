@@ -5,6 +5,12 @@ CPU kernel, the fastest on CPU) and ``torch`` (int64 tensor arithmetic,
 CPU and CUDA; the CUDA path is the trainer's on GPUs). `default_backend`
 picks the fastest one available for a device; availability is probed
 lazily so that importing `esverify.rng` imports neither numba nor torch.
+The choice never changes a poly32 bit (RNG.md §2b); for libm64 it can, by
+one f32 ulp, rarely (RNG.md §2a), which is why goldens are recomputed on
+every target of `backend_targets`.
+
+Checks: ``python -m pytest -q tests/test_rng_backends.py`` and
+``esverify goldens check`` (every target listed).
 """
 from __future__ import annotations
 
@@ -27,7 +33,11 @@ def numba_available() -> bool:
 
 
 def available_backends(device="cpu") -> list[str]:
-    """Backends that can fill a buffer on `device` ("cpu", "cuda", "cuda:1", torch.device)."""
+    """Backends that can fill a buffer on `device` ("cpu", "cuda", "cuda:1", torch.device; None = cpu).
+
+    CPU: "numpy", plus "numba" and "torch" when importable; any other device
+    kind: ["torch"] (whether that device exists is checked when it is used).
+    """
     kind = "cpu" if device is None else str(device).split(":")[0]
     if kind != "cpu":
         return ["torch"]
@@ -40,7 +50,7 @@ def available_backends(device="cpu") -> list[str]:
 
 
 def default_backend(device) -> str:
-    """numba for the CPU when it is importable (else numpy); torch for any other device."""
+    """The fastest backend for `device` (None or "cpu": numba when importable, else numpy; torch otherwise)."""
     kind = "cpu" if device is None else str(device).split(":")[0]
     if kind != "cpu":
         return "torch"
@@ -48,6 +58,11 @@ def default_backend(device) -> str:
 
 
 def check_backend(backend) -> str:
+    """`backend` itself when it is one of BACKENDS; ValueError naming `backend` otherwise.
+
+    Only the name is checked: whether the backend can run here (numba
+    importable, a CUDA device) is `available_backends`' question.
+    """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {list(BACKENDS)} or None, got {backend!r}")
     return backend

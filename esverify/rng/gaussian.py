@@ -6,6 +6,10 @@ into chunks of `chunk_elements` and call the mapping's kernel for the
 backend once per chunk, so work memory is bounded whatever `n` is; since
 every kernel serves any `[first, first + n)` exactly as the same slice of
 the whole stream (RNG.md §2), the result cannot depend on the chunking.
+
+Checks: ``python -m pytest -q tests/test_rng_backends.py`` (chunking, odd
+starts and backends as hypothesis properties; caller buffers, devices)
+and ``tests/test_rng.py`` (bad input names the argument).
 """
 from __future__ import annotations
 

@@ -13,6 +13,9 @@ Kernel signature (every backend): ``kernel(out, seed, first)`` fills the
 torch) with elements ``first .. first+len(out)-1`` of the stream of the
 u64 ``seed``; ``first`` may be odd. Work memory is O(len(out)); the
 caller (`esverify.rng.gaussian`) bounds it by chunking.
+
+Checks: ``python -m pytest -q tests/test_rng.py tests/test_rng_backends.py``
+and ``esverify goldens check`` (every mapping on every backend target).
 """
 from __future__ import annotations
 
@@ -25,6 +28,17 @@ from . import scalar
 
 @dataclass(frozen=True)
 class Mapping:
+    """One gaussian mapping of the contract: a named value in `MAPPINGS` (RNG.md §2).
+
+    name: registry key ("poly32", "libm64"). spec: the defining spec
+    section. summary: one line for reports. bitwise_portable: True when
+    every backend must equal `scalar` bit for bit; False when backends may
+    differ by one f32 ulp (counted, never hidden). scalar(seed, j): element
+    j as a Python float holding an f32 (slow reference). kernels: backend
+    name -> "module:function" of a fill kernel (signature in this module's
+    docstring), imported on first use by `kernel`.
+    """
+
     name: str                          #: registry key, recorded in goldens and trainer state
     spec: str                          #: where the contract defines it
     summary: str
@@ -69,7 +83,7 @@ MAPPINGS = {
 
 
 def get_mapping(mapping: str) -> Mapping:
-    """The registered Mapping named `mapping`; ValueError naming the argument otherwise."""
+    """The registered Mapping named `mapping` (a Mapping passes through); ValueError naming `mapping` otherwise."""
     if isinstance(mapping, Mapping):
         return mapping
     if mapping not in MAPPINGS:

@@ -15,7 +15,9 @@ function of the element index, so the split never changes a bit.
 Compiled with ``@njit`` without fastmath and with ``cache=True``: LLVM then
 emits no `contract` flag and never fuses ``p * f + c`` into an FMA (the
 tests check the generated assembly for FMA instructions as well as the
-bits). Every poly32 literal is an np.float32 global and every integer an
+bits). Every poly32 literal is an np.float32 global (rounded from
+`esverify.rng.constants`; numba freezes globals at compile time, so the
+assembly is the same as with inline literals) and every integer an
 explicitly typed one: in numba, mixing uint64 with int64, or float32 with
 a Python float, silently promotes to float64.
 
@@ -26,6 +28,10 @@ log/sqrt/cos/sin, i.e. glibc's libm here (no SVML), the same functions
 Python's `math` uses; LLVM merges cos(t) and sin(t) into one glibc
 `sincos` call (seen in the assembly), whose results the tests find equal
 to `math.cos`/`math.sin` (0 differences in 48,000 values).
+
+Kernel signature: `esverify.rng.mappings`. Checks: ``python -m pytest -q
+tests/test_rng_backends.py`` (bits against the scalar reference, threads,
+fork, no FMA in the assembly) and ``esverify goldens check``.
 """
 from __future__ import annotations
 
@@ -39,27 +45,29 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from . import constants as K
 from .splitmix import GAMMA, MASK64, MUL1, MUL2
 
 U = np.uint64
 F = np.float32
+# Globals, not locals: numba freezes module-level values into the compiled code
+# as typed constants (the assembly is the same as with inline literals).
 _GAMMA, _MUL1, _MUL2 = U(GAMMA), U(MUL1), U(MUL2)
 _STEP = U((2 * GAMMA) & MASK64)
 _S30, _S27, _S31, _S11 = U(30), U(27), U(31), U(11)
 _ONE_U = U(1)
-_TWO_M53 = 2.0 ** -53
-_SQRT_HALF = F(0.7071067811865476)
-_P0, _P1, _P2, _P3, _P4, _P5, _P6, _P7, _P8 = (F(c) for c in (
-    7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
-    -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1))
-_Q1, _Q2 = F(-2.12194440e-4), F(0.693359375)
-_HALF_PI = F(1.5707963267948966)
-_S0, _S1, _S2 = F(-1.9515295891e-4), F(8.3321608736e-3), F(-1.6666654611e-1)
-_C0, _C1, _C2 = F(2.443315711809948e-5), F(-1.388731625493765e-3), F(4.166664568298827e-2)
+_TWO_M53 = K.TWO_M53
+_SQRT_HALF = F(K.SQRT_HALF)
+_P0 = F(K.LOG_P0)
+_P1, _P2, _P3, _P4, _P5, _P6, _P7, _P8 = (F(c) for c in K.LOG_COEFFS)
+_Q1, _Q2 = F(K.LOG_Q1), F(K.LOG_Q2)
+_HALF_PI = F(K.HALF_PI)
+_S0, _S1, _S2 = (F(c) for c in K.SIN_COEFFS)
+_C0, _C1, _C2 = (F(c) for c in K.COS_COEFFS)
 _F1, _FH, _FM2, _F4 = F(1.0), F(0.5), F(-2.0), F(4.0)
-_MANT, _HALF_EXP = np.uint32(0x007FFFFF), np.uint32(0x3F000000)
-_S23, _BIAS = np.uint32(23), np.int32(126)
-_TWO_PI = 2.0 * math.pi
+_MANT, _HALF_EXP = np.uint32(K.F32_MANTISSA), np.uint32(K.F32_HALF_EXPONENT)
+_S23, _BIAS = np.uint32(23), np.int32(K.EXP_OFFSET)
+_TWO_PI = K.TWO_PI
 
 
 @intrinsic
@@ -155,7 +163,11 @@ def _libm64_pair(z):
 
 @njit(nogil=True, cache=True)
 def poly32_pairs(out, z0):
-    """out[2k], out[2k+1] = the pair with first counter word mix(z0 + k*2*GAMMA); len(out) even."""
+    """out[2k], out[2k+1] = the pair with first counter word mix(z0 + k*2*GAMMA); len(out) even.
+
+    out: 1-D float32 numpy array; z0: np.uint64, seed + (P + 1) * GAMMA for
+    the first pair's even element P (mod 2**64). Releases the GIL.
+    """
     for k in range(out.shape[0] // 2):
         ev, od = _poly32_pair(z0 + U(k) * _STEP)
         out[2 * k] = ev

@@ -2,31 +2,34 @@
 
 poly32 relies on numpy's float32 ufuncs (+, -, *, sqrt, floor) being
 correctly rounded and never fused (RNG.md §5); every literal is an explicit
-np.float32 so no step is promoted to f64. Each chunk computes whole aligned
-pairs (cosine half at even j, sine half at odd j) and keeps the requested
-slice, so an odd `first` is served exactly like the middle of the stream.
+np.float32 (rounded from `esverify.rng.constants`) so no step is promoted
+to f64. Each chunk computes whole aligned pairs (cosine half at even j,
+sine half at odd j) and keeps the requested slice, so an odd `first` is
+served exactly like the middle of the stream.
 libm64 uses numpy's f64 log/sqrt/cos/sin, which may differ from glibc's in
 the last f64 bit; after the rounding to f32 that shows up only rarely, as
 a one-ulp difference (counted by `esverify.rng.checks`).
+
+Kernel signature: `esverify.rng.mappings`. Checks: ``python -m pytest -q
+tests/test_rng_backends.py`` and ``esverify goldens check``.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from . import constants as K
 from .splitmix import GAMMA, MASK64, mix_numpy
 
 F = np.float32
-TWO_M53 = 2.0 ** -53
-SQRT_HALF = F(0.7071067811865476)
-LOG_P0 = F(7.0376836292e-2)
-LOG_COEFFS = tuple(F(c) for c in (-1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
-                                  1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1,
-                                  -2.4999993993e-1, 3.3333331174e-1))
-LOG_Q1 = F(-2.12194440e-4)
-LOG_Q2 = F(0.693359375)
-HALF_PI = F(1.5707963267948966)
-SIN_C = (F(-1.9515295891e-4), F(8.3321608736e-3), F(-1.6666654611e-1))
-COS_C = (F(2.443315711809948e-5), F(-1.388731625493765e-3), F(4.166664568298827e-2))
+TWO_M53 = K.TWO_M53
+SQRT_HALF = F(K.SQRT_HALF)
+LOG_P0 = F(K.LOG_P0)
+LOG_COEFFS = tuple(F(c) for c in K.LOG_COEFFS)
+LOG_Q1 = F(K.LOG_Q1)
+LOG_Q2 = F(K.LOG_Q2)
+HALF_PI = F(K.HALF_PI)
+SIN_C = tuple(F(c) for c in K.SIN_COEFFS)
+COS_C = tuple(F(c) for c in K.COS_COEFFS)
 ONE, HALF, TWO, FOUR = F(1.0), F(0.5), F(2.0), F(4.0)
 
 
@@ -47,8 +50,8 @@ def uniforms64(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def ln32(x: np.ndarray) -> np.ndarray:
     """Cephes logf of f32 values in (0, 1], each step one f32 rounding."""
     bits = x.view(np.uint32)
-    e = ((bits >> np.uint32(23)).astype(np.int32) - np.int32(126)).astype(F)
-    m = ((bits & np.uint32(0x007FFFFF)) | np.uint32(0x3F000000)).view(F)
+    e = ((bits >> np.uint32(23)).astype(np.int32) - np.int32(K.EXP_OFFSET)).astype(F)
+    m = ((bits & np.uint32(K.F32_MANTISSA)) | np.uint32(K.F32_HALF_EXPONENT)).view(F)
     low = m < SQRT_HALF
     e = np.where(low, e - ONE, e)
     m = np.where(low, m + m, m)
@@ -116,7 +119,7 @@ def _poly32_halves(a, b):
 def _libm64_halves(a, b):
     ua, ub = uniforms64(a, b)
     r = np.sqrt(-2.0 * np.log(ua))
-    t = (2.0 * np.pi) * ub
+    t = K.TWO_PI * ub
     return (r * np.cos(t)).astype(F), (r * np.sin(t)).astype(F)
 
 

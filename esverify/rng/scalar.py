@@ -10,6 +10,12 @@ Every poly32 step is a binary32 operation emulated as "compute in f64,
 round once to f32" (`rd32`). For +, -, * and sqrt of f32 operands this is
 the correctly rounded f32 result: f64 has 53 >= 2*24 + 2 significand bits,
 so the double rounding is innocuous (Figueroa 1995).
+
+Self-contained on purpose: it repeats the constants that the fast backends
+take from `esverify.rng.constants`, so that a wrong literal there cannot
+hide in both. Checks: ``python -m pytest -q tests/test_rng.py`` (RNG.md §1
+known answers) and ``esverify goldens check`` (the goldens were generated
+from this module).
 """
 from __future__ import annotations
 
@@ -63,6 +69,7 @@ def rd32(x: float) -> float:
 
 
 def f32_bits(x: float) -> int:
+    """The u32 bit pattern of `x`, a Python float holding an f32 value (IEEE binary32)."""
     return struct.unpack("<I", struct.pack("<f", x))[0]
 
 
@@ -145,6 +152,10 @@ MAPPINGS = {"libm64": libm64, "poly32": poly32}
 
 
 def gaussian(seed: int, n: int, first: int = 0, mapping: str = "poly32") -> list[float]:
-    """Elements first .. first+n-1 of the gaussian stream, one at a time."""
+    """Elements first .. first+n-1 of the gaussian stream of `seed`, one at a time (RNG.md §2).
+
+    Python floats holding f32 values; no argument checks (KeyError for an
+    unknown mapping). Runs at ~100k elements/s: for tests and goldens only.
+    """
     fn = MAPPINGS[mapping]
     return [fn(seed, j) for j in range(first, first + n)]

@@ -7,6 +7,9 @@ run seed's "es_seeds" domain; `stream_seed` gives each parameter tensor
 member seed for every tensor under ``correlated``. Antithetic pairs are
 the caller's business: members 2k and 2k+1 both use member_seed(..., 2k).
 All counter arithmetic is u64, wrapping.
+
+Checks: ``python -m pytest -q tests/test_rng.py`` (the spec formulas, u64
+wrap, correlated vs iid) and the seed vectors of ``esverify goldens check``.
 """
 from __future__ import annotations
 

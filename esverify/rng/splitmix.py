@@ -11,6 +11,9 @@ the i-th output of Steele, Lea and Flood's sequential splitmix64 started at
   does, and a right shift is made logical by masking the sign-extended bits.
 
 The contract version of everything in `esverify.rng` is `CONTRACT_VERSION`.
+Invariant: the three forms return the same 64 bits for the same (seed,
+index). Checks: ``python -m pytest -q tests/test_rng.py`` (known answers of
+RNG.md §1; counter == sequential; numpy/torch/int agree).
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ def check_u64(value, name: str) -> int:
 
 
 def mix_int(z: int) -> int:
+    """splitmix64's output function (Steele, Lea and Flood 2014) on a u64 Python int; returns a u64 int."""
     z = ((z ^ (z >> 30)) * MUL1) & MASK64
     z = ((z ^ (z >> 27)) * MUL2) & MASK64
     return z ^ (z >> 31)

@@ -5,19 +5,26 @@ as u64 does; right shifts are masked to be logical, RNG.md §5). poly32 is a
 chain of separate elementwise ops, one f32 rounding each: no addcmul, no
 ``add(..., alpha=)`` (which fuses on CPU), no torch.compile, so nothing is
 contracted into an FMA on either device. Every constant is a Python float
-holding an exact f32 value, so however torch converts it, it is the f32
-literal of the spec. torch's CPU f32 sqrt is not correctly rounded, so
-sqrt is taken in f64 of the f32 value and rounded once to f32 (the
-correctly rounded f32 root even when the f64 root is only faithful).
+holding an exact f32 value (rounded from `esverify.rng.constants`), so
+however torch converts it, it is the f32 literal of the spec. torch's CPU
+f32 sqrt is not correctly rounded, so sqrt is taken in f64 of the f32
+value and rounded once to f32 (the correctly rounded f32 root even when
+the f64 root is only faithful).
 libm64 uses torch's f64 log/sqrt/cos/sin of the device: bit-exact per
 backend, within one f32 ulp of the glibc reference (differences counted
 by `esverify.rng.checks`, RNG.md §2a).
+
+Kernel signature: `esverify.rng.mappings`. Checks: ``python -m pytest -q
+tests/test_rng_backends.py tests/test_rng_cuda.py`` (the CUDA tests skip
+without a GPU) and ``esverify goldens check`` (targets torch-cpu and,
+with a GPU, torch-cuda).
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+from . import constants as K
 from .splitmix import GAMMA, MASK64, mix_torch, to_signed64
 
 
@@ -27,17 +34,15 @@ def _f(x: float) -> float:
 
 
 _MASK53 = (1 << 53) - 1
-_TWO_M53 = 2.0 ** -53
-_SQRT_HALF = _f(0.7071067811865476)
-_P0 = _f(7.0376836292e-2)
-_LOG_COEFFS = tuple(_f(c) for c in (-1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
-                                    1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1,
-                                    -2.4999993993e-1, 3.3333331174e-1))
-_Q1, _Q2 = _f(-2.12194440e-4), _f(0.693359375)
-_HALF_PI = _f(1.5707963267948966)
-_SIN_C = (_f(-1.9515295891e-4), _f(8.3321608736e-3), _f(-1.6666654611e-1))
-_COS_C = (_f(2.443315711809948e-5), _f(-1.388731625493765e-3), _f(4.166664568298827e-2))
-_TWO_PI = 2.0 * float(np.pi)
+_TWO_M53 = K.TWO_M53
+_SQRT_HALF = _f(K.SQRT_HALF)
+_P0 = _f(K.LOG_P0)
+_LOG_COEFFS = tuple(_f(c) for c in K.LOG_COEFFS)
+_Q1, _Q2 = _f(K.LOG_Q1), _f(K.LOG_Q2)
+_HALF_PI = _f(K.HALF_PI)
+_SIN_C = tuple(_f(c) for c in K.SIN_COEFFS)
+_COS_C = tuple(_f(c) for c in K.COS_COEFFS)
+_TWO_PI = K.TWO_PI
 
 
 def pair_words(seed: int, p0: int, npairs: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -58,8 +63,8 @@ def uniforms64(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Te
 def ln32(x: torch.Tensor) -> torch.Tensor:
     """Cephes logf of f32 values in (0, 1], each step one f32 rounding."""
     bits = x.view(torch.int32)  # sign bit is 0: shifts need no mask
-    e = ((bits >> 23) - 126).to(torch.float32)
-    m = ((bits & 0x007FFFFF) | 0x3F000000).view(torch.float32)
+    e = ((bits >> 23) - K.EXP_OFFSET).to(torch.float32)
+    m = ((bits & K.F32_MANTISSA) | K.F32_HALF_EXPONENT).view(torch.float32)
     low = m < _SQRT_HALF
     e = torch.where(low, e - 1.0, e)
     m = torch.where(low, m + m, m)

@@ -20,6 +20,10 @@ flattened parameter with `numel` elements, on the parameter's device):
 `eps` is the f32 noise chunk, `s`, `coeff`, `scale` are Python floats (f64);
 the profile rounds them itself. `numel` is there because es-awd's rule
 `cpu` defines its tail on the whole tensor, not on the chunk.
+
+Checks: ``python -m pytest -q tests/test_es_kernels.py tests/test_es_goldens.py``
+(every profile against `esverify.es.reference`, bitwise) and
+``esverify goldens check`` (the committed es-at-scale / es-awd vectors).
 """
 from __future__ import annotations
 
@@ -31,6 +35,23 @@ import torch
 
 @dataclass(frozen=True)
 class Profile:
+    """One numerics profile: a named, versioned set of chunk kernels (ES.md §3).
+
+    A frozen value, looked up by name in `PROFILES` (`get_profile`); the
+    trainer calls its kernels and never asks which profile it holds.
+    name: registry key ("es-at-scale", "es-awd"), recorded in trainer state
+    and goldens. version: int, bumped by any change of a computed bit (with
+    a CHANGELOG heading ``## <name> v<N>`` and regenerated goldens); a state
+    of another version is refused on load. rules: the rule names the
+    profile knows. rule_for(device) -> the rule for a torch.device or
+    device string (the tensor's device decides, never the caller).
+    perturb, new_acc, accumulate, apply: the chunk kernels, signatures in
+    this module's docstring; they take f32 noise and f32/f16/bf16 chunks on
+    one device and raise ValueError for an unknown rule. version_constant:
+    dotted path of the module constant holding `version`, quoted by the
+    goldens gate's messages.
+    """
+
     name: str                                       #: e.g. "es-at-scale"
     version: int                                    #: bumped by any change of its bits
     rules: tuple                                    #: named rules this profile knows

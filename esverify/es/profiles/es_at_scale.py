@@ -12,7 +12,12 @@ anywhere), so it is device-independent and has a single rule, `portable`::
 Each line is one torch op on f32 tensors with the scalar held in a 0-dim
 f32 tensor; elementwise, hence independent of chunking and thread count.
 Contiguous CPU f32 tensors take the numba loops of esverify.es.cpu_kernels
-(same lines, proven bitwise equal).
+(same lines, proven bitwise equal). `rule` is accepted and ignored: the
+profile has one rule. Kernel signatures: esverify.es.profiles.
+
+Checks: ``python -m pytest -q tests/test_es_kernels.py`` (against
+esverify.es.reference and across the numba/torch paths) and
+``esverify goldens check`` (goldens/es-at-scale.json).
 """
 from __future__ import annotations
 
@@ -32,6 +37,12 @@ def _q32(eps: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def perturb(theta, eps, s, rule, first, numel, out):
+    """out <- rd_dt(f32(theta) + f32(rd_dt(rd32(f32(q) * rd32(s))))), q = rd_dt(eps) (ES.md §3).
+
+    theta, out: 1-D chunks of one dtype (f32/f16/bf16) and length; eps: f32
+    chunk of that length; all on one device. s: f64 (+sigma, or -sigma to
+    restore), rounded here. `out` may be `theta`.
+    """
     if cpu_kernels.usable(theta, eps, out):
         return cpu_kernels.perturb(theta, eps, rd32(s), out)
     t = round_to(_q32(eps, theta.dtype) * scalar32(rd32(s), eps.device), theta.dtype)
@@ -39,12 +50,19 @@ def perturb(theta, eps, s, rule, first, numel, out):
 
 
 def new_acc(n, dtype, device):
+    """A zeroed f32 accumulator of shape (n,) on `device`, whatever the parameter `dtype`."""
     if torch.device(device).type == "cpu":      # calloc'd: no parallel fill region
         return torch.from_numpy(np.zeros(n, dtype=np.float32))
     return torch.zeros(n, dtype=torch.float32, device=device)
 
 
 def accumulate(acc, eps, coeff, dtype, rule, first, numel):
+    """acc <- rd32(acc + rd32(f32(rd_dt(eps)) * rd32(coeff))) in place; returns acc (ES.md §3).
+
+    acc: f32 chunk from new_acc; eps: f32 chunk of its length, same device;
+    coeff: the member's f64 coefficient C_n (or antithetic D_k); dtype: the
+    parameter dtype q is rounded to.
+    """
     if dtype == torch.float32 and cpu_kernels.usable(acc, eps):
         cpu_kernels.accumulate(acc, eps, rd32(coeff))
         return acc
@@ -53,6 +71,11 @@ def accumulate(acc, eps, coeff, dtype, rule, first, numel):
 
 
 def apply(theta, acc, scale, rule, first, numel, out):
+    """out <- rd_dt(f32(theta) + f32(rd_dt(rd32(acc * rd32(scale))))), scale = alpha / N (f64).
+
+    theta, out: chunks of the parameter dtype; acc: the f32 accumulator of
+    the same length and device. `out` may be `theta`.
+    """
     if cpu_kernels.usable(theta, acc, out):
         return cpu_kernels.apply(theta, acc, rd32(scale), out)
     step = round_to(acc * scalar32(rd32(scale), acc.device), theta.dtype)

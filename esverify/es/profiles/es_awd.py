@@ -22,6 +22,11 @@ Two named rules, chosen by the parameter's device:
 perturb: theta <- scaled add of q(eps) = rd_dt(eps) with a = s;
 update: acc = 0 (dtype dt); acc <- scaled add of q(eps_n) with a = C_n;
 theta <- scaled add of acc with a = alpha / N.
+Kernel signatures: esverify.es.profiles.
+
+Checks: ``python -m pytest -q tests/test_es_kernels.py`` (rules against
+esverify.es.reference and torch's own ``add_(alpha=)`` on one thread;
+the `cuda` rule only where a GPU is present) and ``esverify goldens check``.
 """
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ TAIL_BLOCK = 32
 
 
 def rule_for(device: torch.device) -> str:
+    """The rule for `device` (torch.device or string): "cuda" on CUDA, "cpu" on anything else."""
     return "cuda" if torch.device(device).type == "cuda" else "cpu"
 
 
@@ -65,18 +71,22 @@ def scaled_add(x: torch.Tensor, y: torch.Tensor, a: float, rule: str, first: int
 
 
 def perturb(theta, eps, s, rule, first, numel, out):
+    """out <- scaled_add(theta, rd_dt(eps), s) under `rule` (ES.md §3); `out` may be theta."""
     out.copy_(scaled_add(theta, round_to(eps, theta.dtype), s, rule, first, numel))
 
 
 def new_acc(n, dtype, device):
+    """A zeroed accumulator of shape (n,) in the parameter `dtype` (es-awd accumulates in dt)."""
     return torch.zeros(n, dtype=dtype, device=device)
 
 
 def accumulate(acc, eps, coeff, dtype, rule, first, numel):
+    """scaled_add(acc, rd_dt(eps), coeff) as a new tensor of acc's dtype (ES.md §3)."""
     return scaled_add(acc, round_to(eps, dtype), coeff, rule, first, numel)
 
 
 def apply(theta, acc, scale, rule, first, numel, out):
+    """out <- scaled_add(theta, acc, scale), scale = alpha / N (f64); `out` may be theta."""
     out.copy_(scaled_add(theta, acc, scale, rule, first, numel))
 
 
