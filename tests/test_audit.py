@@ -334,3 +334,34 @@ def test_project_tree_passes_without_ref(tmp_path):
     code, report, output = run_audit("--tree", str(root))
     assert code == 0, output
     assert findings(report, "imports") == []
+
+
+def test_format_accepts_comma_separated_list_like_parity(tmp_path):
+    out = tmp_path / "rep"
+    result = CliRunner().invoke(main, ["audit", "--tree", str(FIXTURES / "clean"), "--out", str(out),
+                                       "--format", "json,md"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["audit.json", "audit.md"]
+
+
+def test_unwritable_out_is_usage_error_not_a_finding(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = CliRunner().invoke(main, ["audit", "--tree", str(FIXTURES / "clean"), "--out", str(blocker / "rep"),
+                                       "--format", "json"])
+    assert result.exit_code == 2 and "cannot write the report" in result.output
+    assert "verdict: pass (0 finding(s)); no report written" in result.output
+
+
+def test_manifest_claims_only_the_sections_that_ran(tmp_path):
+    tree = make_tree(tmp_path, "a")
+    _, report, _ = run_audit("--tree", str(tree))
+    by_path = {r["path"]: r["scanned_by"] for r in report["sections"]["manifest"]}
+    assert (by_path["esverify/stats.py"], by_path["README.md"], by_path["logo.png"]) == ("imports", "none", "none")
+    note = {r["section"]: r["note"] for r in report["sections"]["summary"]}["imports"]
+    assert note.startswith("3 package files scanned")   # tests/data_tree/esverify/ is data
+    _, report, _ = run_audit("--tree", str(tree), "--ref", str(REFERENCE))
+    rows = {(r["origin"], r["path"]): r["scanned_by"] for r in report["sections"]["manifest"]}
+    assert rows[("tree", "esverify/stats.py")] == "similarity, text, identity, imports"
+    assert rows[("tree", "LICENSE")] == "identity"
+    assert rows[("ref1:reference", "lattice_tools/ring_buffer.py")] == "similarity, text, identity"

@@ -234,3 +234,58 @@ def test_unreadable_file_is_listed(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "read_bytes", deny)
     (entry,) = sources.walk_entries(tmp_path, "tree")
     assert entry.kind == "unreadable" and "Permission denied" in entry.error
+
+
+@pytest.mark.parametrize("src, expected", [
+    # A name rebound in any other way than one `=` cannot be resolved: review, never "resolved to json".
+    ("import importlib\ndef g():\n    name = 'json'\n    for name in ['es_trainer']:\n        pass\n"
+     "    return importlib.import_module(name)\n", [(6, "review", "computed import")]),
+    ("import importlib\ndef g():\n    name = 'es'\n    name += '_trainer'\n    return importlib.import_module(name)\n",
+     [(5, "review", "computed import")]),
+    ("import importlib\ndef g():\n    name = 'json'\n    (name := 'es_trainer')\n"
+     "    return importlib.import_module(name)\n", [(5, "review", "computed import")]),
+    ("import importlib\ndef g():\n    name = 'json'\n    with f() as name:\n        pass\n"
+     "    return importlib.import_module(name)\n", [(6, "review", "computed import")]),
+    # A module-level table changed in place is not a literal any more.
+    ("import importlib\nT = {'a': 'json'}\nT['b'] = 'es_trainer'\ndef g(k):\n"
+     "    return importlib.import_module(T[k])\n", [(5, "review", "computed import")]),
+    ("import importlib\nT = {'a': 'json'}\nT.update(b='es_trainer')\ndef g(k):\n"
+     "    return importlib.import_module(T[k])\n", [(5, "review", "computed import")]),
+    # exec of a literal is static code: scanned like the file.
+    ("exec('import es_trainer')\n", [(1, "bad", "reference import")]),
+    ("import sys\nsys.path += [clone]\n", [(2, "review", "sys.path edit")]),
+])
+def test_import_scanner_does_not_resolve_rebound_names(src, expected):
+    assert scan("esverify/oracle/runner.py", src) == expected
+
+
+def test_table_changed_by_another_package_module_is_not_trusted():
+    table = sources.classify("tree", "esverify/reg.py", b"import importlib\nT = {'a': 'json'}\n"
+                             b"def g(k):\n    return importlib.import_module(T[k])\n")
+    other = sources.classify("tree", "esverify/plug.py", b"from esverify import reg\nreg.T['b'] = 'es_trainer'\n")
+    assert list(imports.scan([table], set())["status"]) == ["info"]
+    frame = imports.scan([table, other], set())
+    assert list(zip(frame["file"], frame["status"], frame["kind"])) == [
+        ("esverify/reg.py", "review", "computed import")]
+
+
+def test_fingerprinting_leaves_the_root_logger_level_alone():
+    import logging
+    root = logging.getLogger()
+    before = root.level
+    root.setLevel(logging.INFO)
+    try:
+        similarity.fingerprint(sources.classify("t", "a.py", b"def f(x):\n    return x + 1\n"))
+        assert root.level == logging.INFO
+    finally:
+        root.setLevel(before)
+
+
+def test_archive_provenance_flags_a_noncommercial_licence(tmp_path):
+    entries = [sources.classify("wheel:x", "x-0.dist-info/licenses/LICENSE", APL.encode()),
+               sources.classify("wheel:x", "x-0.dist-info/METADATA", b"Name: x\nLicense: other\n")]
+    row = provenance.describe_archive(tmp_path / "x-0-py3-none-any.whl", entries)
+    assert (row["licence"], row["noncommercial"], row["declared_licence"]) == (
+        "Academic Public License (noncommercial)", True, "other")
+    apache = [sources.classify("wheel:x", "x-0.dist-info/LICENSE", APACHE.encode())]
+    assert provenance.describe_archive(tmp_path / "x.whl", apache)["noncommercial"] is False

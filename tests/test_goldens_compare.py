@@ -30,7 +30,7 @@ def test_any_flipped_bit_is_reported_once_with_its_ulp_distance(data):
     expected_ulp = bits.ulp_distance(np.array([old], np.uint64), np.array([new], np.uint64), fmt)[0]
     assert row["ulp"] == expected_ulp
     libm = vector["inputs"].get("mapping") == "libm64"
-    want_status = "libm-divergence" if libm and expected_ulp is not None and expected_ulp <= 1 else "mismatch"
+    want_status = "libm-divergence" if libm and expected_ulp == 1 else "mismatch"
     assert row["status"] == want_status
     assert compare.compare_vector("rng", "numpy", vector, vector["expected"]) == []
 
@@ -81,3 +81,11 @@ def test_es_vectors_take_the_mapping_from_their_config():
         got[field]["values"][0] = bits.to_hex(old + 1 if old & 0x7FFFFFFF else 1, "f32")
         (row,) = compare.compare_vector("es-at-scale", "numpy", vector, got)
         assert (row["ulp"], row["status"]) == (1, status)
+
+
+def test_signed_zero_in_a_libm64_vector_is_a_mismatch_not_a_divergence():
+    """ulp(+0, -0) = 0 (ES.md §7), but a flipped sign of zero is no libm rounding
+    effect (RNG.md §2a allows one f32 ulp): it must fail, not pass as libm-divergence."""
+    v = _vec("libm64", ["0x00000000"])
+    rows = compare.compare_vector("rng", "numpy", v, {"values": {"format": "f32", "values": ["0x80000000"]}})
+    assert [(r["status"], r["ulp"]) for r in rows] == [("mismatch", 0)]

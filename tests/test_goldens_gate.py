@@ -201,3 +201,11 @@ def test_gate_api_requires_every_registered_area(tmp_path):
     for name in ("es-at-scale", "es-awd"):
         assert any(f"{name}.json is missing" in err for err in result.errors)
     assert [s["area"] for s in result.summary] == ["rng"]  # the present area is still checked
+
+
+def test_unwritable_report_exits_2_not_1(goldens, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = check(goldens, "--backend", "numpy", "--json", str(blocker / "r.json"))
+    assert result.exit_code == 2
+    assert "cannot write the report" in result.output and "goldens check: PASS" in result.output

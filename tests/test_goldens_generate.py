@@ -168,3 +168,29 @@ def test_toy_area_goes_through_the_check_too(toy, checkout):
     mismatch = run("goldens", "check", "--area", "toy", "--goldens-dir", str(checkout / "goldens"))
     assert mismatch.exit_code == 2
     assert "records toy version 1" in mismatch.output and "is 2" in mismatch.output
+
+
+def _git(repo, *args):
+    import subprocess
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid",
+                    "-c", "commit.gpgsign=false", *args], check=True, capture_output=True)
+
+
+def test_baseline_is_the_committed_file_so_deleting_it_cannot_slip_a_change_through(toy, checkout):
+    """generate compares with the file committed at HEAD, not whatever the work tree holds."""
+    assert generate(checkout).exit_code == 0
+    _git(checkout, "init", "-q")
+    _git(checkout, "add", "-A")
+    _git(checkout, "commit", "-qm", "goldens")
+    path = checkout / "goldens" / "toy.json"
+    committed = path.read_bytes()
+    toy.values["one"] = [1, 2, 4]
+    path.unlink()                                   # delete, then regenerate: still refused
+    result = generate(checkout)
+    assert result.exit_code == 1 and "1 changed" in result.output and "at HEAD" in result.output
+    assert not path.exists()
+    path.write_bytes(committed.replace(b"0x00000003", b"0x00000004"))   # hand edit: also refused
+    assert generate(checkout).exit_code == 1
+    toy.values["one"] = [1, 2, 3]
+    toy.values["three"] = [3]                       # new ids stay free
+    assert generate(checkout).exit_code == 0

@@ -2,7 +2,7 @@
 
 Exit status: 0 nothing found, 1 at least one finding, 2 usage error
 (click's own convention for bad options, reused for "outside a checkout
-without --tree" and unreadable archives).
+without --tree", unreadable archives and an --out that cannot be written).
 """
 from __future__ import annotations
 
@@ -16,6 +16,15 @@ from esverify.report import FORMATS
 from . import similarity, text
 
 
+def _formats(ctx, param, values) -> tuple[str, ...]:
+    """Accept `--format json --format md` and `--format json,md` alike."""
+    chosen = [f.strip() for v in values for f in v.split(",") if f.strip()]
+    unknown = [f for f in chosen if f not in FORMATS]
+    if unknown or not chosen:
+        raise click.BadParameter(f"{unknown or values!r}: choose from {', '.join(FORMATS)}", ctx, param)
+    return tuple(dict.fromkeys(chosen))
+
+
 @click.command("audit")
 @click.option("--tree", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Folder to audit (a checkout: tracked plus untracked, not ignored files; otherwise every file). "
@@ -27,8 +36,9 @@ from . import similarity, text
               help="A reference clone (any reference). Repeatable. Without it sections 1-3 are skipped.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Report folder. Default: reports/audit-<UTC time>/ under the current directory.")
-@click.option("--format", "formats", multiple=True, type=click.Choice(FORMATS), default=FORMATS,
-              show_default=True, help="Report format(s). Repeatable.")
+@click.option("--format", "formats", multiple=True, default=FORMATS, show_default=True, callback=_formats,
+              help=f"Report format(s) among {', '.join(FORMATS)}: repeatable or comma-separated "
+                   "(as `parity --format`).")
 @click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True),
               default=similarity.DEFAULT_THRESHOLD, show_default=True,
               help="Similarity (shared / fingerprinted tokens, either way) a pair needs to be a finding.")
@@ -62,7 +72,11 @@ def audit(tree, wheels, history, refs, out, formats, threshold, min_tokens, min_
     if out is None:
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         out = Path("reports") / f"audit-{stamp}"
-    written = write(result, out, formats)
+    write_error = None
+    try:
+        written = write(result, out, formats)
+    except OSError as exc:  # not a finding: the report could not be written where asked
+        written, write_error = [], exc
 
     from esverify.report import console_table
     click.echo(console_table(result.sections["summary"]))
@@ -77,6 +91,9 @@ def audit(tree, wheels, history, refs, out, formats, threshold, min_tokens, min_
     if len(review):
         click.echo("\nlisted for review (informational):")
         click.echo(console_table(review, max_rows=20))
+    if write_error is not None:  # the verdict above is still shown; the run itself failed
+        click.echo(f"\nverdict: {result.metadata['verdict']} ({result.findings} finding(s)); no report written")
+        raise click.BadParameter(f"cannot write the report under {out}: {write_error}", param_hint="--out")
     click.echo(f"\nverdict: {result.metadata['verdict']} ({result.findings} finding(s)); report: {out} "
                f"({len(written)} files)")
     raise SystemExit(1 if result.findings else 0)

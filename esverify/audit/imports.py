@@ -7,10 +7,12 @@ must not import the oracle area (`oracles/` in a checkout,
 `esverify/oracles/` in a wheel) in-process; each of these is a finding.
 Loading that cannot be resolved statically (`importlib.import_module` or
 `__import__` of a computed name that is not a literal, a subscript of a
-module-level literal table, a `.split()` of one, or a local bound once to
-one of these; resolved names are checked like imports and listed as info), `runpy`, file loaders on a computed path,
-`exec`/`eval` of computed code, edits of `sys.path`) is listed for review
-(informational). In the oracle area every place that loads reference code
+module-level literal table that no module changes in place, a `.split()`
+of one, or a local bound exactly once, by `=`, to one of these; resolved
+names are checked like imports and listed as info), `runpy`, file loaders
+on a computed path, `exec`/`eval` of computed code, edits of `sys.path`)
+is listed for review (informational); `exec` of a literal is scanned as
+code. In the oracle area every place that loads reference code
 is listed: drivers run only in a child process. Files under `tests/` (and
 anything else outside `esverify/`) are data, not the package.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections import Counter
 from pathlib import PurePosixPath
 
 import pandas as pd
@@ -106,13 +109,16 @@ class _Scanner(ast.NodeVisitor):
     def visit_FunctionDef(self, node):
         saved = self.local
         self.local = {}
+        # Only a name bound exactly once, by a plain `=`, is resolved: any other
+        # binding (a second `=`, `+=`, `for`, `with ... as`, `:=`, an argument,
+        # `global`/`nonlocal`) could change its value, so the call is reviewed.
+        bound = _binding_counts(node)
         for sub in ast.walk(node):
             if isinstance(sub, ast.Assign):
                 for target in sub.targets:
                     for leaf in ast.walk(target):
                         if isinstance(leaf, ast.Name):
-                            # assigned twice: give up on it (over-approximating is not possible)
-                            self.local[leaf.id] = None if leaf.id in self.local else sub.value
+                            self.local[leaf.id] = sub.value if bound[leaf.id] == 1 else None
         self.generic_visit(node)
         self.local = saved
 
@@ -235,7 +241,10 @@ class _Scanner(ast.NodeVisitor):
             else:
                 self.items.append((node.lineno, "review", "load by path", f"{name}() (path not resolved)"))
         elif name in EXECS:
-            if first is not None and not isinstance(first, ast.Constant):
+            if const is not None:  # literal code is static: scan it like the file itself
+                for _, cls, kind, detail in scan_file(str(self.path), const, self.names):
+                    self.items.append((node.lineno, cls, kind, f"in {name}() of a literal: {detail}"))
+            elif first is not None and not isinstance(first, ast.Constant):
                 self.items.append((node.lineno, "review", "exec of computed code", f"{name}() of a computed value"))
         elif name in SYS_PATH_EDITS:
             self.items.append((node.lineno, "review", "sys.path edit", f"{name}()"))
@@ -245,24 +254,96 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Assign(self, node):
-        for target in node.targets:
+        for target in getattr(node, "targets", None) or [node.target]:
             base = target.value if isinstance(target, ast.Subscript) else target
             if self._resolve(base) == "sys.path" if isinstance(base, (ast.Attribute, ast.Name)) else False:
                 self.items.append((node.lineno, "review", "sys.path edit", "assignment to sys.path"))
         self.generic_visit(node)
 
+    visit_AugAssign = visit_Assign  # sys.path += [...]
 
-def scan_file(path: str, text: str, names: set[str]) -> list[tuple[int, str, str, str]]:
-    """Boundary items of one Python file; a file that does not parse yields one review item."""
+
+def scan_file(path: str, text: str, names: set[str],
+              mutated_elsewhere: frozenset[str] = frozenset()) -> list[tuple[int, str, str, str]]:
+    """Boundary items of one Python file; a file that does not parse yields one review item.
+
+    mutated_elsewhere: table names that other files mutate as attributes
+    (`area.AREA_MODULES[k] = ...`); such tables are not trusted here.
+    """
     try:
         tree = ast.parse(text, filename=path)
     except (SyntaxError, ValueError) as exc:
         return [(getattr(exc, "lineno", 0) or 0, "review", "not parsed",
                  f"cannot parse with Python {sys.version_info.major}.{sys.version_info.minor}: "
                  f"{getattr(exc, 'msg', exc)}")]
-    scanner = _Scanner(path, names, _literal_tables(tree))
+    tables = _literal_tables(tree)
+    untrusted = _mutated_names(tree)[0] | set(mutated_elsewhere)
+    scanner = _Scanner(path, names, {k: v for k, v in tables.items() if k not in untrusted})
     scanner.visit(tree)
     return scanner.items
+
+
+#: methods that change a dict, list or set in place.
+_MUTATORS = frozenset({"update", "setdefault", "__setitem__", "__delitem__", "append", "extend", "insert",
+                       "add", "pop", "popitem", "remove", "discard", "clear", "__ior__", "__iadd__"})
+
+
+def _binding_counts(scope) -> Counter:
+    """How many times each name is (re)bound anywhere inside `scope` (nested scopes included)."""
+    bound: Counter = Counter()
+    for sub in ast.walk(scope):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+            bound[sub.id] += 1
+        elif isinstance(sub, ast.arg):
+            bound[sub.arg] += 1
+        elif isinstance(sub, (ast.Global, ast.Nonlocal)):
+            bound.update({n: 2 for n in sub.names})
+        elif isinstance(sub, ast.alias):
+            bound[(sub.asname or sub.name).split(".")[0]] += 1
+        elif isinstance(sub, ast.ExceptHandler) and sub.name:
+            bound[sub.name] += 1
+        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and sub is not scope:
+            bound[sub.name] += 1
+        elif isinstance(sub, (ast.MatchAs, ast.MatchStar)) and sub.name:
+            bound[sub.name] += 1
+        elif isinstance(sub, ast.MatchMapping) and sub.rest:
+            bound[sub.rest] += 1
+    return bound
+
+
+def _mutated_names(tree) -> tuple[set[str], set[str]]:
+    """(bare, attribute) names a module may change after binding them.
+
+    bare: names bound more than once anywhere in the module, or changed in
+    place (`T[k] = v`, `del T[k]`, `T += ...`, `T.update(...)`) or handed
+    to another name (`U = T`); attribute: the same through an attribute
+    (`mod.T[k] = v`, `mod.T.update(...)`, `mod.T = ...`, `setattr(mod, "T", ...)`),
+    which can reach another module's table.
+    """
+    bare = {n for n, c in _binding_counts(tree).items() if c > 1}
+    attr: set[str] = set()
+
+    def note(node):
+        if isinstance(node, ast.Name):
+            bare.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            attr.add(node.attr)
+
+    for sub in ast.walk(tree):
+        if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+            note(sub.value)
+        elif isinstance(sub, ast.AugAssign):
+            note(sub.target)
+        elif isinstance(sub, ast.Attribute) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+            attr.add(sub.attr)
+        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in _MUTATORS:
+            note(sub.func.value)
+        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "setattr" \
+                and len(sub.args) > 1 and isinstance(sub.args[1], ast.Constant) and isinstance(sub.args[1].value, str):
+            attr.add(sub.args[1].value)
+        elif isinstance(sub, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and isinstance(sub.value, ast.Name):
+            bare.add(sub.value.id)  # an alias could be changed in place under another name
+    return bare, attr
 
 
 def _strings(value) -> list[str]:
@@ -310,11 +391,16 @@ def scan(entries, names: set[str]) -> pd.DataFrame:
     oracle area in a child process).
     """
     rows = []
-    for entry in entries:
+    scanned = [e for e in entries if area_of(e.plain_path) and e.kind == "code" and e.language == "python"]
+    mutated_elsewhere: set[str] = set()
+    for entry in scanned:  # tables another module changes (`area.AREA_MODULES[k] = ...`) are not trusted
+        try:
+            mutated_elsewhere |= _mutated_names(ast.parse(entry.text))[1]
+        except (SyntaxError, ValueError):
+            pass
+    for entry in scanned:
         area = area_of(entry.plain_path)
-        if area is None or entry.kind != "code" or entry.language != "python":
-            continue
-        for line, cls, kind, detail in scan_file(entry.path, entry.text, names):
+        for line, cls, kind, detail in scan_file(entry.path, entry.text, names, frozenset(mutated_elsewhere)):
             if area == "package":
                 status = {"bad": "finding", "review": "review", "child": "info", "resolved": "info"}[cls]
             elif kind == "oracle area in-process" or cls == "resolved":

@@ -113,12 +113,14 @@ def describe_root(role: str, root: Path) -> dict:
 
 def describe_archive(path: Path, entries) -> dict:
     """Provenance row for a wheel or sdist: its licence files and metadata licence."""
-    names, files = [], []
+    names, files, nc = [], [], []
     for e in entries:
         base = e.name.lower()
         if base.startswith(LICENCE_STEMS) and e.kind in ("prose", "data"):
             files.append(e.path)
-            names.append(recognise_licence(e.text)[0])
+            name, noncommercial = recognise_licence(e.text)
+            names.append(name)
+            nc.append(noncommercial)
     declared = None
     for e in entries:
         if e.name in ("METADATA", "PKG-INFO") and e.kind in ("prose", "data"):
@@ -128,7 +130,7 @@ def describe_archive(path: Path, entries) -> dict:
     return {"role": "wheel" if path.suffix == ".whl" else "sdist", "path": str(path.resolve()),
             "commit": None, "dirty": None, "git_toplevel": None,
             "licence_file": ", ".join(files) or None, "licence": "; ".join(names) or "no licence file found",
-            "noncommercial": None, "declared_licence": declared}
+            "noncommercial": any(nc) if any(v is not None for v in nc) else None, "declared_licence": declared}
 
 
 def _version(dist: str) -> str:

@@ -37,6 +37,9 @@ class AuditOptions:
 
 @dataclass
 class AuditResult:
+    """sections: report name -> frame (summary first); findings: count that makes exit 1;
+    review: import-boundary items listed for review (informational, exit 0)."""
+
     sections: dict[str, pd.DataFrame]
     metadata: dict
     findings: int
@@ -70,6 +73,21 @@ def collect(opts: AuditOptions):
         refs += [(label, e) for e in sources.walk_entries(ref, label)]
         prov.append(provenance.describe_root(f"reference {label}", ref))
     return targets, refs, prov
+
+
+def _scanned_by(e, target: bool, has_ref: bool, unlexed: set) -> str:
+    """Which sections actually read `e` in this run (the manifest must not claim more)."""
+    done = []
+    if has_ref:
+        if e.kind == "code" and (e.origin, e.path) not in unlexed:
+            done.append("similarity")
+        if e.kind in ("code", "prose") and not e.is_licence:
+            done.append("text")
+        if e.kind in ("code", "prose", "data", "binary"):
+            done.append("identity")
+    if target and imports.area_of(e.plain_path) and e.kind == "code" and e.language == "python":
+        done.append("imports")
+    return ", ".join(done) or "none"
 
 
 def _verdict(frame: pd.DataFrame | None, skipped: bool) -> tuple[str, int]:
@@ -122,13 +140,11 @@ def run_audit(opts: AuditOptions) -> AuditResult:
 
     # 5. provenance and manifest
     prov = pd.DataFrame(prov_rows)
+    unlexed = {(r["origin"], r["path"]) for r in skipped_rows if r["reason"].startswith("not fingerprinted")}
     manifest = pd.DataFrame(
         [{"origin": e.origin, "path": e.path, "kind": e.kind, "size": e.size, "sha256": e.sha256,
-          "scanned_by": ("similarity, text, identity" if e.kind == "code" else
-                         "text, identity" if e.kind == "prose" else
-                         "identity" if e.kind in ("data", "binary") else "none")
-          + (", imports" if imports.area_of(e.plain_path) and e.kind == "code" and e.language == "python" else "")}
-         for e in targets + [r for _, r in refs]],
+          "scanned_by": _scanned_by(e, target, has_ref, unlexed)}
+         for target, group in ((True, targets), (False, [r for _, r in refs])) for e in group],
         columns=["origin", "path", "kind", "size", "sha256", "scanned_by"])
     skipped = pd.DataFrame(skipped_rows, columns=["origin", "path", "reason"])
     tools = provenance.tool_versions()
@@ -159,8 +175,10 @@ def run_audit(opts: AuditOptions) -> AuditResult:
         elif name == "identity" and has_ref:
             note = f"{int((ident['status'] == 'trivial').sum())} trivial matches listed, not counted"
         elif name == "imports":
-            note = (f"{review} listed for review (informational); {listed} oracle-area places load reference "
-                    "code (child process only)")
+            scanned = sum(1 for e in targets if imports.area_of(e.plain_path) == "package"
+                          and e.kind == "code" and e.language == "python")
+            note = (f"{scanned} package files scanned; {review} listed for review (informational); {listed} "
+                    "oracle-area places load reference code (child process only)")
         summary_rows.append({"section": name, "verdict": verdict, "findings": n, "note": note})
     summary_rows.append({"section": "provenance", "verdict": "info", "findings": 0,
                          "note": f"{len(manifest)} files in the manifest; {len(skipped)} skipped and listed"})

@@ -86,10 +86,15 @@ def fingerprint(entry, k: int = DEFAULT_K, window: int = DEFAULT_WINDOW,
     the caller lists such files as skipped."""
     from copydetect import CodeFingerprint
     suffix = ".py" if entry.language == "python" else ".sh"
-    logging.getLogger().setLevel(max(logging.getLogger().level, logging.ERROR))
     text = entry.text
-    fp = CodeFingerprint(f"{entry.path}{suffix}", k, window, fp=io.StringIO(text),
-                         language=entry.language)
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(max(level, logging.ERROR))  # copydetect warns on the root logger; keep the caller's level
+    try:
+        fp = CodeFingerprint(f"{entry.path}{suffix}", k, window, fp=io.StringIO(text),
+                             language=entry.language)
+    finally:
+        root.setLevel(level)
     if drop_low_entropy:
         _drop_low_entropy(fp, k)
     starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]

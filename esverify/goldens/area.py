@@ -18,8 +18,8 @@ A *bit array* is ``{"format": F, "values": [hex, ...]}`` with F one of
 f64, f32, f16, bf16, u64, u32 (esverify.bits). Every expected field is a
 bit array; `recompute` returns the same fields. Vectors whose
 ``inputs["mapping"] == "libm64"`` (or ``inputs["config"]["mapping"]``, for
-trainer configs) are in the libm class: a difference of at
-most one ulp is status `libm-divergence` (RNG.md §2a), not a mismatch,
+trainer configs) are in the libm class: a difference of exactly
+one ulp is status `libm-divergence` (RNG.md §2a), not a mismatch,
 unless the gate runs with --strict.
 """
 from __future__ import annotations

@@ -67,7 +67,7 @@ def generate(areas, out, bump, changelog, goldens_dir):
               help="Only these backends (repeatable; default: every backend available here).")
 @click.option("--against", metavar="GITREF", default=None,
               help="Also fail on vectors changed or removed since GITREF without a version move.")
-@click.option("--strict", is_flag=True, help="libm-divergence (libm64, at most one ulp) fails too.")
+@click.option("--strict", is_flag=True, help="libm-divergence (libm64, exactly one ulp) fails too.")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write a JUnit XML report here (atomic).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -97,12 +97,16 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir):
     verdict = result.verdict(strict)
     metadata = {"goldens_dir": str(directory), "against": against, "strict": strict, "exit_code": code,
                 "verdict": verdict, "errors": result.errors}
-    if json_path is not None:
-        report.write_atomic(json_path, report.to_json({"summary": summary, "differences": table}, metadata))
-    if junit is not None:
-        cases = _junit_cases(result, summary, table, strict)
-        report.write_atomic(junit, report.to_junit(cases, "esverify.goldens",
-                                                   name_cols=["area", "backend", "vector", "field", "element"]))
+    try:
+        if json_path is not None:
+            report.write_atomic(json_path, report.to_json({"summary": summary, "differences": table}, metadata))
+        if junit is not None:
+            cases = _junit_cases(result, summary, table, strict)
+            report.write_atomic(junit, report.to_junit(cases, "esverify.goldens",
+                                                       name_cols=["area", "backend", "vector", "field", "element"]))
+    except OSError as exc:  # a CI job must not read an unwritten report as "mismatch" (exit 1)
+        click.echo(f"{verdict}\nerror: cannot write the report: {exc} (exit 2)", err=True)
+        sys.exit(2)
     click.echo(verdict, err=code != 0)
     sys.exit(code)
 

@@ -12,7 +12,8 @@ Outcome (exit codes are part of the CLI contract):
   2  a file missing (for a required area), unreadable, failing the schema,
      with a version different from the implementation's, an area module
      that does not import while its goldens exist, a requested backend that
-     is not available here, or an unknown --against ref.
+     is not available here, or an unknown --against ref (the CLI adds: a
+     --json/--junit report that cannot be written).
 Every registered area must have its golden file: an area without goldens
 is an unchecked contract.
 """

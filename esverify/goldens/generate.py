@@ -1,7 +1,9 @@
 """`goldens generate`: write `<area>.json` from the slow reference, guarding the contract.
 
-The new vectors are compared per id with the baseline (the file in the
-goldens folder: the committed one in a checkout). New ids are free;
+The new vectors are compared per id with the baseline: the file as
+committed at HEAD when the goldens folder is in a git checkout and HEAD
+has it (so deleting or hand-editing the work-tree file cannot slip a
+change through), else the file in the goldens folder. New ids are free;
 comments are free; a changed or removed id needs --bump, and --bump only
 checks (it edits neither) that the area's version constant is higher than
 the baseline file's version and that CHANGELOG.md has a heading
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import area as area_mod
-from . import fileformat
+from . import fileformat, history
 
 
 @dataclass
@@ -40,6 +42,30 @@ def changelog_has(changelog: Path, area: str, version: int) -> bool:
     return re.search(pattern, text, flags=re.MULTILINE) is not None
 
 
+def baseline(baseline_dir: Path, name: str) -> tuple[dict | None, str]:
+    """(document, where it came from) that `generate` compares with, or (None, path) when there is none.
+
+    HEAD's committed file when `baseline_dir` is in a git checkout whose
+    HEAD has it, else the file in `baseline_dir`. Raises GoldenFileError
+    when that file cannot be read or fails the schema.
+    """
+    path = fileformat.golden_path(baseline_dir, name)
+    try:
+        root, commit = history.resolve(baseline_dir, "HEAD")
+    except history.GitRefError:  # not a checkout, or no commit yet
+        root = None
+    if root is not None:
+        try:
+            committed = history.load_at(root, commit, path, "HEAD")
+        except ValueError as exc:  # the folder resolves outside the repository
+            raise fileformat.GoldenFileError(f"cannot locate {path} in {root}: {exc}") from exc
+        if committed is not None:
+            return committed, f"{path} at HEAD"
+    if path.exists():
+        return fileformat.load(path), str(path)
+    return None, str(path)
+
+
 def generate_area(area, baseline_dir: Path, out_dir: Path, bump: bool, changelog: Path) -> AreaOutcome:
     """Generate one area and write it under `out_dir` if the per-id rules allow."""
     name = area.name
@@ -48,13 +74,10 @@ def generate_area(area, baseline_dir: Path, out_dir: Path, bump: bool, changelog
         fileformat.validate(new, f"generated {name} vectors")
     except fileformat.GoldenFileError as exc:
         return AreaOutcome(name, "error", f"the area's generator produced an invalid document: {exc}")
-    base_path = fileformat.golden_path(baseline_dir, name)
-    old = None
-    if base_path.exists():
-        try:
-            old = fileformat.load(base_path)
-        except fileformat.GoldenFileError as exc:
-            return AreaOutcome(name, "error", f"cannot compare with the baseline: {exc}")
+    try:
+        old, base_path = baseline(baseline_dir, name)
+    except fileformat.GoldenFileError as exc:
+        return AreaOutcome(name, "error", f"cannot compare with the baseline: {exc}")
     counts = {"vectors": len(new["vectors"]), "new": len(new["vectors"]), "changed": 0, "removed": 0}
     if old is not None:
         d = fileformat.diff_ids(old, new)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import bits
 from ..rng import CONTRACT_VERSION
 from ..rng import scalar
 from .area import Area
@@ -39,11 +40,9 @@ from .compare import encode, encode_ints
 U64 = (1 << 64) - 1
 SEEDS = (0, U64, 1234567, 0x0123456789ABCDEF)
 
-#: backend name in the goldens -> (esverify.rng backend, torch device or None)
-
-
 def h64(x: int) -> str:
-    return f"0x{x & U64:016x}"
+    """A u64 input as RNG.md §4 writes it; ValueError outside [0, 2**64) (never wrapped)."""
+    return bits.to_hex(x, "u64")
 
 
 def _vector(id_, comment, inputs, expected) -> dict:
