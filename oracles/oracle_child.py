@@ -16,7 +16,9 @@ provides:
   seed, derives the stream seed of the current slot (RNG.md §3), draws
   with esverify.rng in f32 and rounds to the requested dtype, device and
   shape. A draw without a generator or with an unknown seed raises
-  `NoiseAttributionError` (torch's own noise never gets in);
+  `NoiseAttributionError`, and so does any call of torch's other gaussian
+  entry points (`randn_like`, `normal`, `Tensor.normal_`): torch's own
+  noise never gets in;
 - draw accounting: each reference call must draw exactly once per slot
   per seed (once per distinct (device, dtype, shape) with es-awd's
   caching); anything else means eager consumption and makes iid results
@@ -145,7 +147,7 @@ class NoiseHook:
         noise = self.cache.get(key)
         if noise is None:
             noise = es_rng.gaussian(stream, numel, mapping=self.mapping, device=device, backend=self.backend)
-            self.cache = {key: noise}   # one entry: the update loop redraws the same stream per slot only once
+            self.cache = {key: noise}   # one entry: correlated noise of consecutive equal-size tensors is drawn once
         result = noise.to(dtype).reshape(shape).clone()
         if out is not None:
             out.copy_(result)
@@ -155,9 +157,23 @@ class NoiseHook:
 
 HOOK = NoiseHook()
 
+#: torch's other gaussian entry points: a draw through one of them cannot be attributed, so it is
+#: refused like a draw without a generator (REFERENCES.md §3: torch's own noise never gets in)
+_OTHER_GAUSSIANS = ((torch, "randn_like"), (torch, "normal"), (torch.Tensor, "normal_"))
+
+
+def _refuse(name):
+    def refused(*args, **kwargs):
+        raise NoiseAttributionError(
+            f"{name} was called: the noise hook only attributes torch.randn(..., generator=...) draws "
+            "(REFERENCES.md §3); torch's own noise is never let in")
+    return refused
+
 
 def install_hook():
     torch.randn = HOOK
+    for owner, name in _OTHER_GAUSSIANS:
+        setattr(owner, name, _refuse(f"{getattr(owner, '__name__', 'torch')}.{name}"))
 
 
 # ----------------------------------------------------------------- draw accounting

@@ -246,3 +246,24 @@ def test_expected_draws_with_caching():
     tensors = [torch.zeros(4), torch.zeros(4), torch.zeros(2, 2), torch.zeros(4, dtype=torch.float16)]
     assert child.expected_draws(tensors, [7], caching=True) == {(7, 0): 1, (7, 2): 1, (7, 3): 1}
     assert sum(child.expected_draws(tensors, [7, 8]).values()) == 8
+
+
+@given(st.integers(2, 40), st.lists(st.sampled_from(["f32", "f16", "bf16"]), min_size=1, max_size=4),
+       st.sampled_from([0.0005, 0.001]))
+def test_case_ids_stay_unique_with_population_30_and_repeated_options(population, dtypes, alpha):
+    matrix = cases.build_matrix(["es-at-scale", "es-awd", "es-awd"], ["cpu", "cpu"], dtypes, ["iid", "iid"],
+                                population, 0.001, alpha, 1)
+    ids = [c.case_id for c in matrix]
+    assert len(ids) == len(set(ids))
+    paper = [c for c in matrix if c.op == "update" and (c.population, c.alpha) == (30, 0.0005)]
+    assert len(paper) == len(set(dtypes)) + (len(set(dtypes)) > 1)      # the paper's case is always there, once
+    if population == 30 and alpha != 0.0005:   # the user's N = 30 update with its own alpha is kept too
+        assert any(c.op == "update" and c.population == 30 and c.alpha == alpha for c in matrix)
+
+
+def test_reused_slots_follow_device_dtype_and_shape():
+    from esverify.oracle.runner import reused_slots
+    names, tensors = paramsets.build("f32", big=False)
+    assert reused_slots(names, tensors) == ["w_pair_b"]          # w_reshaped: same size, another shape
+    names, tensors = paramsets.build("mixed", big=False)
+    assert reused_slots(names, tensors) == []                     # the pair has two dtypes in the mixed set

@@ -6,8 +6,10 @@ SyntaxError in a reference module (Python 3.12 f-string syntax under the
 3.11 child: the file, the Python it needs and --python are named), an
 import of an absent package, a reference that hangs past --timeout, one
 that kills its own process, noise drawn without a generator or with an
-unknown seed (the seed-plus-slot mutant), a child interpreter without
-torch, an interpreter that does not exist, and no clone at all.
+unknown seed (the seed-plus-slot mutant) or through Tensor.normal_, a
+child interpreter without torch, an interpreter that does not exist or is
+not a Python, an --out that is a file, non-finite --sigma/--alpha, a case
+the runner itself cannot finish, and no clone at all.
 """
 from __future__ import annotations
 
@@ -158,3 +160,45 @@ def test_noise_with_an_unknown_seed_is_refused(tmp_path):
     detail = frame.loc[frame["op"] == "perturb", "detail"].iloc[0]
     assert _status(frame, "perturb") == {"error"} and "unknown seed 2001" in detail
     assert _status(frame, "update") == {"pass"}
+
+
+def test_unwritable_out_or_non_python_interpreter_is_a_usage_error(tmp_path):
+    (tmp_path / "out").write_text("a file, not a folder")
+    result = CliRunner().invoke(main, ["parity", "--ref", AT_SCALE, *QUICK, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "exists and is not a directory" in result.output
+    code, output, frame = _cli(tmp_path / "x", "--ref", AT_SCALE, "--python", "/bin/true", *QUICK)
+    assert code == 2 and "does not behave like a Python 3 interpreter" in output and frame is None
+    for option, value in (("--sigma", "inf"), ("--alpha", "nan"), ("--alpha", "inf")):
+        code, output, frame = _cli(tmp_path / option, "--ref", AT_SCALE, option, value, *QUICK)
+        assert code == 2 and f"{option} must be finite" in output and frame is None
+
+
+def test_a_case_the_runner_cannot_finish_is_an_error_row_not_the_end_of_the_run(tmp_path, monkeypatch):
+    from esverify.oracle import runner
+
+    real = runner._compare.compare
+
+    def broken_for_restore(ours, theirs, dtypes, names=None):
+        broken_for_restore.calls += 1
+        if broken_for_restore.calls == 2:         # the second case in order: restore
+            raise RuntimeError("injected")
+        return real(ours, theirs, dtypes, names)
+    broken_for_restore.calls = 0
+    monkeypatch.setattr(runner._compare, "compare", broken_for_restore)
+    code, output, frame = _cli(tmp_path, "--ref", AT_SCALE, "--target", "es-at-scale", "--case", "*/f32/iid/*",
+                               *QUICK)
+    assert code == 1
+    assert _status(frame, "restore") == {"error"}
+    assert "the runner failed on this case: RuntimeError: injected" in frame.loc[frame["op"] == "restore",
+                                                                                 "detail"].iloc[0]
+    assert set(frame.loc[frame["op"] != "restore", "status"]) == {"pass"}
+
+
+def test_noise_through_another_torch_gaussian_is_refused(tmp_path):
+    clone = make_bad(tmp_path, "normal-in-place")       # Tensor.normal_(generator=...) instead of torch.randn
+    code, output, frame = _cli(tmp_path, "--ref", str(clone), "--target", "es-at-scale", *QUICK)
+    assert code == 1
+    noisy = frame[frame["op"] != "zscore"]
+    assert set(noisy["status"]) == {"error"}
+    assert noisy["detail"].str.contains("Tensor.normal_ was called").all()
+    assert _status(frame, "zscore") == {"pass"}

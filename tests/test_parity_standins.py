@@ -174,3 +174,19 @@ def test_cuda_rows_run_on_a_gpu(tmp_path):
     at_scale = result.frame[result.frame["target"] == "es-at-scale"]
     assert set(at_scale["status"]) == {"pass"}
     assert set(result.frame["status"]) <= {"pass", "fail", "artifact"}  # es-awd rule cuda: reported, unverified
+
+
+def test_caching_artifact_only_where_the_reference_reused_noise(tmp_path):
+    """iid + caching=True: artifact when the mismatches stay in the slot that reuses noise; the mixed
+    set reuses nothing (its equal-shape pair has two dtypes), so it must pass; a numerics fault in
+    the other slots is a fail, not hidden as an artifact."""
+    quick = dict(target="es-awd", devices=("cpu",), dtypes=("f32", "bf16"), schemes=("iid",), small=True,
+                 case="*/caching/*", quiet=True)
+    good = run_parity(Options(awd_ref=AWD, out=str(tmp_path / "good"), **quick)).frame.set_index("dtype")
+    assert good.loc["f32", "status"] == good.loc["bf16", "status"] == "artifact"
+    assert good.loc["f32", "first_mismatch_index"].startswith("w_pair_b[")
+    assert good.loc["mixed", "status"] == "pass"
+    clone = make_mutant(tmp_path, "awd-acc-in-f32")        # the accumulator in f32: bf16 slots all move
+    bad = run_parity(Options(awd_ref=str(clone), out=str(tmp_path / "bad"), **quick)).frame.set_index("dtype")
+    assert bad.loc["f32", "status"] == "artifact"
+    assert bad.loc["bf16", "status"] == "fail" and "not the caching artefact" in bad.loc["bf16", "detail"]

@@ -14,7 +14,10 @@ that `--case PATTERN` matches against:
   (`caching=True`; under iid an artefact of the reference).
 
 Single-operation cases use the set with the >= 1M-element tensor (unless
-`small`); the loop uses the small set.
+`small`); the loop uses the small set. Ids are unique: repeated dtypes,
+schemes or devices count once, and with `--population 30` the update case
+that would repeat the paper's one is left out (same sigma and alpha) or the paper's
+gets the id suffix `/paper` (another sigma or alpha).
 """
 from __future__ import annotations
 
@@ -36,6 +39,8 @@ AWD_OPS = ("perturb", "restore", "update-none", "update-l1", "update-l2", "decay
 
 @dataclass
 class Case:
+    """One parity case: which reference call (`op`) on which parameter set (`dtype`, `big`), device
+    and noise scheme, with its population, sigma and alpha (Python floats, as the CLI took them)."""
     target: str
     device: str
     dtype: str           #: "f32", "f16", "bf16", "mixed", or "f64" for zscore
@@ -46,10 +51,12 @@ class Case:
     alpha: float
     big: bool = False
     extra: dict = field(default_factory=dict)
+    tag: str = ""        #: id suffix that keeps ids unique ("paper" when --population 30 has another alpha)
 
     @property
     def case_id(self) -> str:
-        return f"{self.target}/{self.device}/{self.dtype}/{self.scheme}/{self.op}/N{self.population}"
+        base = f"{self.target}/{self.device}/{self.dtype}/{self.scheme}/{self.op}/N{self.population}"
+        return f"{base}/{self.tag}" if self.tag else base
 
     @property
     def kind(self) -> str:
@@ -63,9 +70,13 @@ class Case:
 
 
 def build_matrix(targets, devices, dtypes, schemes, population, sigma, alpha, iterations, small=False):
-    """All cases, in a stable order (target, device, dtype, scheme, op)."""
+    """All cases, in a stable order (target, device, dtype, scheme, op), with unique ids."""
     cases = []
+    targets, devices, dtypes, schemes = (list(dict.fromkeys(v)) for v in (targets, devices, dtypes, schemes))
     sets = list(dtypes) + (["mixed"] if len(dtypes) > 1 else [])
+    # the paper's N = 30 update is fixed; --population 30 must not repeat its id
+    same_as_paper = population == PAPER_POPULATION and (sigma, alpha) == (PAPER_SIGMA, PAPER_ALPHA)
+    paper_tag = "paper" if population == PAPER_POPULATION and not same_as_paper else ""
     for target in targets:
         for device in devices:
             if target == "es-at-scale":
@@ -77,9 +88,11 @@ def build_matrix(targets, devices, dtypes, schemes, population, sigma, alpha, it
                                   Case(target, device, dtype, scheme, "restore", population, sigma, alpha, not small),
                                   Case(target, device, dtype, scheme, "update", population, sigma, alpha, not small),
                                   Case(target, device, dtype, scheme, "update", PAPER_POPULATION, PAPER_SIGMA,
-                                       PAPER_ALPHA, not small),
+                                       PAPER_ALPHA, not small, tag=paper_tag),
                                   Case(target, device, dtype, scheme, "loop", population, sigma, alpha, False,
                                        {"iterations": iterations})]
+                        if same_as_paper:
+                            del cases[-3]
                     else:
                         for op in AWD_OPS:
                             # mirrored pairs need an even population (ES.md §4)

@@ -20,6 +20,7 @@ _FLOAT_OF = {"f64": np.float64, "f32": np.float32, "f16": np.float16}
 
 @dataclass
 class Comparison:
+    """The bitwise verdict of one case; `fields()` gives its report columns."""
     elements: int = 0
     mismatches: int = 0
     max_abs_diff: float | None = None
@@ -46,7 +47,12 @@ def values_f64(raw: np.ndarray, fmt: str) -> np.ndarray:
 
 
 def compare(ours: list, theirs: list, theirs_dtypes: list, names: list | None = None) -> Comparison:
-    """Compare our result tensors with the child's bit arrays, slot by slot."""
+    """Compare our result tensors with the child's bit arrays, slot by slot (ES.md §7).
+
+    ours: tensors (any device; f64/f32/f16/bf16); theirs: uint bit arrays of the same shapes;
+    theirs_dtypes: their format names; names: slot names for the report. A slot count, shape or
+    format that differs is returned as `layout_error`, never raised.
+    """
     result = Comparison()
     names = names or [f"slot{k}" for k in range(len(ours))]
     if len(ours) != len(theirs):

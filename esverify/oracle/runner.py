@@ -12,7 +12,9 @@ not run the case; timeouts and child deaths included: the child is
 restarted and the run goes on), skipped (a device the child does not
 see), unverifiable (iid results of a target whose draws could not be
 attributed to slots: eager consumption, REFERENCES.md §3) and artifact
-(es-awd `caching=True` under iid, a documented artefact of the reference).
+(es-awd `caching=True` under iid, a documented artefact of the reference,
+when every mismatch lies in a slot whose noise the reference reused; a
+mismatch anywhere else is a fail).
 
 Exit code: 0 when at least one row passed and every row is pass, skipped
 or artifact; 1 on any fail, error or unverifiable row or when nothing
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import re
@@ -43,7 +46,7 @@ from . import compare as _compare
 from . import ours as _ours
 from . import paramsets
 from .child import Child, ChildDied, ChildError, ChildTimeout, package_root
-from .clones import TARGETS, CloneError, inspect_clone
+from .clones import TARGETS, CloneError, git_identity, inspect_clone
 
 COLUMNS = ["target", "device", "dtype", "scheme", "op", "population", "case", "rule", "elements", "mismatches",
            "max_abs_diff", "max_ulp_diff", "first_mismatch_index", "first_mismatch_ours",
@@ -91,6 +94,9 @@ class Options:
 
 @dataclass
 class RunResult:
+    """A finished run: the rows (`frame`, columns COLUMNS), the summary pivot, the metadata dict,
+    the exit code (0/1/2, see the module docstring), the report folder, the files written and the
+    console text."""
     frame: pd.DataFrame
     summary: pd.DataFrame
     metadata: dict
@@ -118,15 +124,22 @@ def _validate(opts: Options) -> Options:
         raise UsageError(f"--population must be >= 2 (z-scores of one member are zero), got {opts.population}")
     if opts.iterations < 1:
         raise UsageError(f"--iterations must be >= 1, got {opts.iterations}")
-    if not opts.sigma > 0:
-        raise UsageError(f"--sigma must be > 0, got {opts.sigma}")
-    if opts.alpha is not None and not opts.alpha >= 0:
-        raise UsageError(f"--alpha must be >= 0, got {opts.alpha}")
+    if not 0 < opts.sigma < math.inf:
+        raise UsageError(f"--sigma must be finite and > 0, got {opts.sigma}")
+    if opts.alpha is not None and not 0 <= opts.alpha < math.inf:
+        raise UsageError(f"--alpha must be finite and >= 0, got {opts.alpha}")
     if not opts.timeout > 0:
         raise UsageError(f"--timeout must be > 0 seconds, got {opts.timeout}")
     bad = [f for f in opts.formats if f not in FORMATS]
     if bad:
         raise UsageError(f"--format: unknown {bad}; choose from {list(FORMATS)}")
+    if not opts.formats:
+        raise UsageError(f"--format is empty; choose from {list(FORMATS)}")
+    # checked up front: a report that cannot be written must not cost a whole run
+    if opts.out and Path(opts.out).exists() and not Path(opts.out).is_dir():
+        raise UsageError(f"--out {opts.out}: exists and is not a directory")
+    if opts.junit and Path(opts.junit).is_dir():
+        raise UsageError(f"--junit {opts.junit}: is a directory, not a file")
     return opts
 
 
@@ -150,18 +163,9 @@ def _row(case, **fields) -> dict:
 
 
 def _git_commit(path: Path | None) -> str | None:
-    if path is None:
-        return None
-    try:
-        out = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=30)
-        dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain"], capture_output=True,
-                               text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode:
-        return None
-    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    """esverify's own commit, with "-dirty" when the checkout has changes; None outside a checkout."""
+    commit, dirty = git_identity(path) if path is not None else (None, None)
+    return commit + ("-dirty" if dirty else "") if commit else None
 
 
 def _probe(python: str, timeout: float) -> dict:
@@ -174,7 +178,14 @@ def _probe(python: str, timeout: float) -> dict:
         raise UsageError(f"--python {python}: cannot run it ({exc})") from None
     if out.returncode:
         raise UsageError(f"--python {python}: the interpreter failed to start: {out.stderr.strip()[-500:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    try:
+        facts = json.loads(out.stdout.strip().splitlines()[-1])
+        if not isinstance(facts, dict) or not {"python", "torch", "numpy"} <= set(facts):
+            raise ValueError(facts)
+    except (IndexError, ValueError):
+        raise UsageError(f"--python {python}: does not behave like a Python 3 interpreter (the probe printed "
+                         f"{out.stdout.strip()[-200:]!r})") from None
+    return facts
 
 
 class _Target:
@@ -204,6 +215,8 @@ class _Target:
 
 
 class Runner:
+    """Runs one parity matrix: `Runner(options).run()`; UsageError (exit 2, no report) on bad options."""
+
     def __init__(self, opts: Options):
         self.opts = _validate(opts)
         self.alpha = opts.sigma / 2 if opts.alpha is None else opts.alpha
@@ -340,7 +353,12 @@ class Runner:
             if "cuda" in opts.devices and not env.get("cuda") and opts.devices_explicit:
                 self._setup_error("setup: --devices names cuda but the child sees no CUDA device")
             for case in target_cases:
-                self.rows.append(self._run_case(t, case))
+                try:
+                    row = self._run_case(t, case)
+                except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others' rows
+                    row = _row(case, status="error", detail=f"{case.op}: the runner failed on this case: "
+                                                            f"{type(exc).__name__}: {exc}")
+                self.rows.append(row)
                 progress.update(1)
             env["restarts"] = max(0, t.child.starts - 1)
             return env
@@ -388,13 +406,11 @@ class Runner:
             clock["ours_s"] += time.perf_counter() - started
         out = self.work / "cases" / re.sub(r"[^A-Za-z0-9_.-]+", "_", case.case_id)
         out.mkdir(parents=True, exist_ok=True)
-        command = {"op": case.kind if case.kind != "update" else "update", "case_id": case.case_id,
+        command = {"op": case.kind, "case_id": case.case_id,
                    "device": case.device, "scheme": case.scheme, "mapping": opts.mapping,
                    "backend": child_backend,
                    "set": str(self.set_path(dtype, case.big, variant)), "sigma": case.sigma,
                    "alpha": case.alpha, "population": case.population, "out": str(out), "handles": {}}
-        if case.op == "restore":
-            command["op"] = "restore"
         if anchor is not None:
             command["anchor_set"] = str(self.set_path(dtype, case.big, "base"))
         command.update(ours.command)
@@ -434,13 +450,17 @@ class Runner:
                 notes.append(cmp.specials)
         if reward_note:
             notes.insert(0, f"{case.op}: {reward_note}")
-        if case.op == "caching" and case.scheme == "iid":
-            status = "artifact"
-            notes.insert(0, CACHING_ARTIFACT)
-        elif not attribution.get("ok", True) and case.scheme == "iid":
+        reused = reused_slots(names, tensors) if case.op == "caching" and case.scheme == "iid" else []
+        if not attribution.get("ok", True) and case.scheme == "iid":
             status = "unverifiable"
             notes.insert(0, f"{case.op}: {attribution.get('detail')}: iid noise could not be attributed to slots")
+        elif cmp.mismatches and reused and set(cmp.mismatched_slots) <= set(reused):
+            status = "artifact"
+            notes.insert(0, CACHING_ARTIFACT)
         elif cmp.mismatches or reward_note:
+            if case.op == "caching" and case.scheme == "iid":
+                notes.append(f"{case.op}: mismatches outside the slots where the reference reuses noise "
+                             f"({', '.join(reused) or 'none in this set'}): not the caching artefact")
             status = "fail"
         else:
             status = "pass"
@@ -481,6 +501,18 @@ class Runner:
             "note": "parity substitutes the RNG contract's noise for torch's: it certifies the algebra on "
                     "identical noise, not runs made with torch's own generator",
         }
+
+
+def reused_slots(names, tensors) -> list:
+    """Names of the slots whose (device, dtype, shape) repeats an earlier slot's: where es-awd's
+    `caching=True` reuses the earlier slot's noise (REFERENCES.md §2), so iid noise cannot agree."""
+    seen, reused = set(), []
+    for name, t in zip(names, tensors):
+        key = (str(t.device), t.dtype, tuple(t.shape))
+        if key in seen:
+            reused.append(name)
+        seen.add(key)
+    return reused
 
 
 def _post_process(frame: pd.DataFrame) -> pd.DataFrame:
@@ -536,7 +568,7 @@ def _console(frame, summary, metadata, out_dir, code) -> str:
         shown = bad[["case", "status", "detail"]].copy()
         shown["detail"] = shown["detail"].str.slice(0, 110)
         lines += ["", console_table(shown, max_rows=20)]
-    for w in metadata.get("warnings", []) + metadata.get("setup_errors", []):
-        lines.append(f"warning: {w}")
+    lines += [f"warning: {w}" for w in metadata.get("warnings", [])]
+    lines += [f"error: {e}" for e in metadata.get("setup_errors", [])]
     lines.append(f"report: {out_dir} (wall time {metadata['wall_time_s']} s; exit {code})")
     return "\n".join(lines)
