@@ -11,7 +11,7 @@ given to both sides (issue 4 item 4).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -48,8 +48,6 @@ class OursResult:
     tensors: list                     #: result tensors in slot order (f64 coefficients for zscore)
     command: dict                     #: case fields the child needs (handles, seeds, coeffs, ...)
     rewards: list | None = None       #: loop: rewards per iteration, member order
-    rule: str = ""
-    notes: list = field(default_factory=list)
 
 
 def _hex(seed: int) -> str:
@@ -72,33 +70,31 @@ def rule_for(target: str, device: str) -> str:
 
 def run(case: Case, names, tensors, anchor, seed: int, mapping: str, backend: str | None) -> OursResult:
     """Run `case` on `tensors` (modified in place) with esverify.es; see OursResult."""
-    rule = rule_for(case.target, case.device)
     named = list(zip(names, tensors))
     if case.op == "zscore":
         r = case_rewards(seed, case.population)
         coeffs, stats = shape_rewards(r, "zscore")
         return OursResult([torch.from_numpy(np.asarray(coeffs, dtype=np.float64))],
                           {"seeds": [handle(m) for m in range(case.population)], "rewards": r.tolist(),
-                           "mean": float(np.mean(r)), "std": float(np.std(r))}, rule=rule)
+                           "mean": stats["mean"], "std": stats["std"]})   # the parent's mean/std, computed once
     if case.op in ("perturb", "restore"):
         trainer = Trainer(named, _config(case, seed, mapping), backend=backend)
         m = PERTURB_MEMBER
         trainer.perturb(m)
         if case.op == "restore":
             trainer.restore(m)
-        return OursResult(tensors, {"member_handle": handle(m), "handles": {handle(m): _hex(trainer.member_seed(m))}},
-                          rule=rule)
+        return OursResult(tensors, {"member_handle": handle(m), "handles": {handle(m): _hex(trainer.member_seed(m))}})
     if case.kind == "decay":
         apply_anchor_decay_(tensors, anchor, case.decay, DECAY_LAMBDA, case.alpha, profile=case.target)
-        return OursResult(tensors, {"handles": {}, "decay": case.decay, "lambda": DECAY_LAMBDA}, rule=rule)
+        return OursResult(tensors, {"handles": {}, "decay": case.decay, "lambda": DECAY_LAMBDA})
     if case.kind == "update":
-        return _update(case, names, tensors, anchor, seed, mapping, backend, rule)
+        return _update(case, names, tensors, anchor, seed, mapping, backend)
     if case.op == "loop":
-        return _loop(case, named, seed, mapping, backend, rule)
+        return _loop(case, named, seed, mapping, backend)
     raise ValueError(f"unknown op {case.op!r}")
 
 
-def _update(case, names, tensors, anchor, seed, mapping, backend, rule) -> OursResult:
+def _update(case, names, tensors, anchor, seed, mapping, backend) -> OursResult:
     mirrored = case.op == "mirrored"
     decay = case.decay
     overrides = {"antithetic": mirrored}
@@ -129,10 +125,10 @@ def _update(case, names, tensors, anchor, seed, mapping, backend, rule) -> OursR
                "decay": decay, "lambda": DECAY_LAMBDA if decay != "none" else 0.0,
                "caching": case.op == "caching"}
     trainer.update(coeffs)
-    return OursResult(tensors, command, rule=rule)
+    return OursResult(tensors, command)
 
 
-def _loop(case, named, seed, mapping, backend, rule) -> OursResult:
+def _loop(case, named, seed, mapping, backend) -> OursResult:
     tensors = [t for _, t in named]
     trainer = Trainer(named, _config(case, seed, mapping, shaping="zscore"), backend=backend)
     iterations, rewards = [], []
@@ -149,5 +145,4 @@ def _loop(case, named, seed, mapping, backend, rule) -> OursResult:
         iterations.append({"index": index, "handles": handles, "seeds": [handle(m) for m in members],
                            "coeffs": [float(c) for c in stats["coefficients"]]})
         rewards.append(row)
-    return OursResult(tensors, {"iterations": iterations, "reward_target": REWARD_TARGET}, rewards=rewards,
-                      rule=rule)
+    return OursResult(tensors, {"iterations": iterations, "reward_target": REWARD_TARGET}, rewards=rewards)

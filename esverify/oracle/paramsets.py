@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .. import bits
+
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 MIXED = "mixed"
 SMALL_SHAPES = (("w_odd", (129, 67)), ("w_pair_a", (1001,)), ("w_pair_b", (1001,)), ("w_reshaped", (7, 143)),
@@ -59,15 +61,14 @@ def build(dtype: str, big: bool, variant: str = "base") -> tuple[list[str], list
 
 
 def bits_of(t: torch.Tensor) -> np.ndarray:
-    """Raw bit patterns of a tensor, shape kept (uint16 / uint32 / uint64)."""
-    t = t.detach().to("cpu").contiguous()
-    width = torch.finfo(t.dtype).bits
-    signed = {16: torch.int16, 32: torch.int32, 64: torch.int64}[width]
-    return t.view(signed).numpy().view({16: np.uint16, 32: np.uint32, 64: np.uint64}[width]).copy()
+    """Raw bit patterns of a tensor (any device), shape kept: uint16 / uint32 / uint64 (esverify.bits)."""
+    raw, _ = bits.array_bits(t)
+    return raw.reshape(tuple(t.shape)).copy()
 
 
 def dtype_name(t: torch.Tensor) -> str:
-    return {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64"}[t.dtype]
+    """The bit format name of a tensor's dtype: "f32", "f16", "bf16" or "f64"."""
+    return bits.array_bits(t.detach().reshape(-1)[:0])[1]
 
 
 def write(path: Path, names, tensors) -> Path:
