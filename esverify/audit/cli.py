@@ -51,16 +51,16 @@ def _formats(ctx, param, values) -> tuple[str, ...]:
 def audit(tree, wheels, history, refs, out, formats, threshold, min_tokens, min_words, ngram):
     """Evidence for the clean-room claim: similarity, text, identity, import
     boundary and provenance. Exit 0: nothing found; 1: a finding; 2: usage error."""
-    from . import sources
+    from .. import gitinfo
     from .run import AuditOptions, run_audit, write
 
     if ngram > min_words:
         raise click.BadParameter(f"--ngram {ngram} exceeds --min-words {min_words}", param_hint="--ngram")
     if tree is None and not wheels:
-        tree = sources.git_toplevel(Path.cwd())
+        tree = gitinfo.toplevel(Path.cwd())
         if tree is None:
             raise click.UsageError("not inside a git checkout: pass --tree PATH (or --wheel FILE)")
-    if history and (tree is None or sources.git_toplevel(tree) != tree.resolve()):
+    if history and (tree is None or gitinfo.toplevel(tree) != tree.resolve()):
         raise click.UsageError("--history needs the top level of a git checkout (default tree or --tree PATH)")
     opts = AuditOptions(tree=tree.resolve() if tree else None, wheels=list(wheels), history=history,
                         refs=[r.resolve() for r in refs], threshold=threshold, min_tokens=min_tokens,

@@ -16,7 +16,8 @@ import sys
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 
-from .sources import LICENCE_STEMS, git, git_toplevel
+from ..gitinfo import commit_and_dirty, toplevel
+from .sources import LICENCE_STEMS
 
 _APL_HEADING = re.compile(r"ACADEMIC\s+PUBLIC\s+LICEN[CS]E")
 _NONCOMMERCIAL = re.compile(r"non[-\s]?commercial", re.I)
@@ -67,13 +68,9 @@ def licence_files(root: Path) -> list[Path]:
 
 def git_state(root: Path) -> dict:
     """commit, dirty flag and top level of a folder's git checkout (None outside one)."""
-    top = git_toplevel(root)
-    if top is None:
-        return {"commit": None, "dirty": None, "git_toplevel": None}
-    commit = (git(root, "rev-parse", "HEAD") or "").strip() or None
-    status = git(root, "status", "--porcelain")
-    return {"commit": commit, "dirty": bool(status.strip()) if status is not None else None,
-            "git_toplevel": str(top)}
+    top = toplevel(root)
+    commit, dirty = commit_and_dirty(root)
+    return {"commit": commit, "dirty": dirty, "git_toplevel": str(top) if top else None}
 
 
 def describe_root(role: str, root: Path) -> dict:

@@ -14,11 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import tarfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+
+from ..gitinfo import git, toplevel
 
 CODE_SUFFIXES = {".py": "python", ".pyw": "python", ".pyi": "python", ".sh": "bash", ".bash": "bash"}
 PROSE_SUFFIXES = {".md", ".rst", ".txt", ".tex", ".markdown"}
@@ -154,24 +155,6 @@ def read_path(origin: str, root: Path, rel: str) -> FileEntry:
         return classify(origin, rel, None, error=f"unreadable: {exc.strerror or exc}")
 
 
-def git(root: Path, *args: str, binary: bool = False, input: bytes | None = None):
-    """Run git in `root`; returns stdout (str or bytes) or None when git fails."""
-    try:
-        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, input=input,
-                              timeout=300, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if proc.returncode != 0:
-        return None
-    return proc.stdout if binary else proc.stdout.decode("utf-8", "replace")
-
-
-def git_toplevel(path: Path) -> Path | None:
-    """The git top level containing `path`, or None outside a checkout."""
-    out = git(path, "rev-parse", "--show-toplevel")
-    return Path(out.strip()) if out else None
-
-
 def tree_entries(root: Path, origin: str = "tree") -> list[FileEntry]:
     """Files of a tree, sorted by path.
 
@@ -180,7 +163,7 @@ def tree_entries(root: Path, origin: str = "tree") -> list[FileEntry]:
     what the next commit can hold). Anywhere else: every file under `root`
     except `.git` and caches.
     """
-    at_top = git_toplevel(root) == root.resolve()
+    at_top = toplevel(root) == root.resolve()
     listing = git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--full-name",
                   binary=True) if at_top else None
     if listing is not None:

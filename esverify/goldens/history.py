@@ -9,9 +9,9 @@ through; a file absent at REF is fine; an unknown REF is an error (exit 2).
 """
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
+from ..gitinfo import git, toplevel
 from . import fileformat
 from .compare import row
 
@@ -20,31 +20,27 @@ class GitRefError(Exception):
     """The ref is unknown or the goldens folder is not inside a git work tree."""
 
 
-def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True)
-
-
 def resolve(goldens_dir: Path, ref: str) -> tuple[Path, str]:
     """(repository root, full commit hash of `ref`); GitRefError when either is missing."""
     goldens_dir = Path(goldens_dir).resolve()
     if not goldens_dir.is_dir():
         raise GitRefError(f"--against needs the goldens folder {goldens_dir}, which does not exist")
-    top = _git(goldens_dir, "rev-parse", "--show-toplevel")
-    if top.returncode:
+    top = toplevel(goldens_dir)
+    if top is None:
         raise GitRefError(f"--against needs a git checkout; {goldens_dir} is not inside one")
-    commit = _git(goldens_dir, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
-    if commit.returncode:
+    commit = git(goldens_dir, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if commit is None:
         raise GitRefError(f"unknown git ref {ref!r} (--against)")
-    return Path(top.stdout.decode().strip()), commit.stdout.decode().strip()
+    return top, commit.strip()
 
 
 def load_at(root: Path, commit: str, path: Path, ref: str) -> dict | None:
     """The validated golden document at `path` as of `commit`, or None when absent there."""
     rel = Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
-    shown = _git(root, "show", f"{commit}:{rel}")
-    if shown.returncode:
+    shown = git(root, "show", f"{commit}:{rel}", binary=True)
+    if shown is None:
         return None
-    return fileformat.parse(shown.stdout, f"{rel} at {ref}")
+    return fileformat.parse(shown, f"{rel} at {ref}")
 
 
 def against_rows(area: str, old: dict | None, new: dict | None, ref: str) -> list[dict]:

@@ -11,9 +11,10 @@ needing those files fail as rows, everything else runs.
 from __future__ import annotations
 
 import hashlib
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .. import gitinfo
 
 
 @dataclass(frozen=True)
@@ -68,22 +69,16 @@ class CloneInfo:
                 "missing_files": self.missing, "warnings": self.warnings}
 
 
-def _git(path: Path, *args) -> str | None:
-    try:
-        out = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout if out.returncode == 0 else None
-
-
 def git_identity(path: Path) -> tuple[str | None, bool | None]:
-    """(commit, dirty) when `path` is the top of a git checkout, else (None, None)."""
-    top = _git(path, "rev-parse", "--show-toplevel")
-    if top is None or Path(top.strip()).resolve() != path.resolve():
+    """(commit, dirty) when `path` is the top of a git checkout, else (None, None).
+
+    A clone copied into another repository's subfolder has no commit of its
+    own: the enclosing checkout's commit would name the wrong code.
+    """
+    top = gitinfo.toplevel(path)
+    if top is None or top.resolve() != path.resolve():
         return None, None
-    commit = _git(path, "rev-parse", "HEAD")
-    status = _git(path, "status", "--porcelain")
-    return (commit.strip() if commit else None), (bool(status.strip()) if status is not None else None)
+    return gitinfo.commit_and_dirty(path)
 
 
 def inspect_clone(target: Target, path) -> CloneInfo:
