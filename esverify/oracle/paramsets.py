@@ -22,8 +22,9 @@ import numpy as np
 import torch
 
 from .. import bits
+from ..es.numerics import NAME_DTYPES
 
-DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = NAME_DTYPES                    #: "f32"/"f16"/"bf16" -> torch dtype, in that order
 MIXED = "mixed"
 SMALL_SHAPES = (("w_odd", (129, 67)), ("w_pair_a", (1001,)), ("w_pair_b", (1001,)), ("w_reshaped", (7, 143)),
                 ("scale", ()))
