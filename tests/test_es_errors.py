@@ -23,6 +23,9 @@ from test_es_helpers import assert_bitwise
     ({"anchor_lambda": -0.5, "anchor_decay": "l1"}, "anchor_lambda"), ({"anchor_lambda": math.nan}, "anchor_lambda"),
     ({"anchor_decay": "l2", "alpha": 0.5, "anchor_lambda": 2.0}, "alpha * anchor_lambda"),
     ({"seed": -1}, "seed"), ({"seed": 1 << 64}, "seed"), ({"chunk_elements": 0}, "chunk_elements"),
+    # finite in f64 but infinite once rounded to f32, as every profile does (ES.md §3)
+    ({"sigma": 1e300}, "sigma must stay finite when rounded to f32"),
+    ({"sigma": 1.0, "alpha": 3.5e38}, "alpha must stay finite when rounded to f32"),
 ])
 def test_config_errors_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field.replace("*", r"\*")):
@@ -220,3 +223,12 @@ def test_unknown_noise_backend_is_refused_at_construction():
     """A misspelt noise backend is a registration error naming `backend`, not a failure at the first draw."""
     with pytest.raises(ValueError, match="backend"):
         Trainer([torch.zeros(3)], Config(population=2), backend="jax")
+
+
+def test_load_state_dict_refuses_an_iteration_beyond_the_u64_counter():
+    tr = Trainer([torch.zeros(3)], Config(population=2))
+    state = tr.state_dict()
+    state["iteration"] = 1 << 64
+    with pytest.raises(ValueError, match=r"state iteration must be an int in \[0, 2\*\*64\)"):
+        tr.load_state_dict(state)
+    assert tr.iteration == 0

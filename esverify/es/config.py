@@ -15,6 +15,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from .decay import check_decay
+from .numerics import rd32
 from .shaping import SHAPINGS
 
 SCHEMES = ("correlated", "iid")
@@ -81,6 +82,9 @@ class Config:
         alpha = sigma / 2 if self.alpha is None else _finite("alpha", self.alpha)
         if not alpha >= 0:
             raise ValueError(f"alpha must be >= 0, got {alpha!r}")
+        for name, value in (("sigma", sigma), ("alpha", alpha)):
+            if math.isinf(rd32(value)):   # every profile rounds the scalars to f32 (ES.md §3)
+                raise ValueError(f"{name} must stay finite when rounded to f32 (ES.md §3), got {value!r}")
         if not _is_int(self.population):
             raise TypeError(f"population must be an int, got {type(self.population).__name__} {self.population!r}")
         if self.population < 1:

@@ -29,8 +29,13 @@ NAME_DTYPES = {v: k for k, v in DTYPE_NAMES.items()}
 
 
 def rd32(a: float) -> float:
-    """rd32(a): the f64 `a` rounded to the nearest f32 (ties to even), as a Python float."""
-    return float(np.float32(a))
+    """rd32(a): the f64 `a` rounded to the nearest f32 (ties to even), as a Python float.
+
+    Beyond the f32 range the result is +-inf, as IEEE rounding says; callers
+    that must refuse that (Config) check for it, so numpy's warning is muted.
+    """
+    with np.errstate(over="ignore"):
+        return float(np.float32(a))
 
 
 def rd_dt32(a: float, dtype: torch.dtype) -> float:

@@ -380,8 +380,8 @@ class Trainer:
             raise ValueError(f"state slots: the layout {state.get('slots')!r} differs from this trainer's "
                              f"{self.layout()!r}")
         it = state.get("iteration")
-        if isinstance(it, bool) or not isinstance(it, int) or it < 0:
-            raise ValueError(f"state iteration must be an int >= 0, got {it!r}")
+        if isinstance(it, bool) or not isinstance(it, int) or not 0 <= it < 2 ** 64:
+            raise ValueError(f"state iteration must be an int in [0, 2**64) (a u64 counter, RNG.md §3), got {it!r}")
         cfg["chunk_elements"] = self.config.chunk_elements
         config = Config(**cfg)
         self.config, self.profile, self.iteration = config, profile, it
