@@ -9,12 +9,16 @@
   rounded through f64 is the correctly rounded f32 quotient (53 >= 2*24).
 - `none`: C_n = R_n.
 
-A NaN or infinite reward raises ValueError naming the member.
+Rewards are validated member by member (`check_rewards`, `ACCEPTED`): a value that
+cannot become a finite f64 raises ValueError or TypeError naming the member.
 
 Checks: ``python -m pytest -q tests/test_es_invariants.py tests/test_es_errors.py``
 (ties, monotone invariance, shift bounds, constant rewards, bad rewards).
 """
 from __future__ import annotations
+
+import math
+import sys
 
 import numpy as np
 
@@ -22,25 +26,100 @@ SHAPINGS = ("zscore", "centered_ranks", "none")
 ZSCORE_EPS = 1e-8
 
 
-def check_rewards(rewards, population: int | None = None) -> np.ndarray:
-    """Rewards as a 1-D C-contiguous f64 array, validated.
+#: Accepted reward types (each converted to one f64; anything else is a TypeError naming the member):
+#: Python int and float (not bool), numpy integer and floating scalars, and 0-d real torch tensors;
+#: as containers: a list/tuple of those, a 1-D numpy array or a 1-D torch tensor of a real dtype.
+#: Floats wider than f64 (numpy longdouble) and ints beyond 2**53 round to the nearest f64, as
+#: ``float()`` does; a value whose nearest f64 is not finite (10**400, 1e400 as longdouble, inf,
+#: NaN) is a ValueError naming the member.
+ACCEPTED = "Python int/float, numpy integer/floating scalars or 0-d real torch tensors"
 
-    Raises ValueError when the length differs from `population` (if given),
-    the array is not 1-D, or a reward is NaN or infinite (naming the member).
+
+def _torch_tensor(x) -> bool:
+    torch = sys.modules.get("torch")    # never import torch just to validate floats
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _bad_type(m: int, x) -> TypeError:
+    return TypeError(f"reward of member {m} is {type(x).__name__} {x!r:.60}: rewards must be {ACCEPTED}; "
+                     f"nothing was changed")
+
+
+def _not_finite(m: int, x, why: str) -> ValueError:
+    return ValueError(f"reward of member {m} is {x!r:.60}: {why}; a NaN or infinite reward would poison "
+                      f"every coefficient; nothing was changed")
+
+
+def reward_f64(m: int, x) -> float:
+    """One reward as a finite Python float (f64); TypeError/ValueError naming member `m`.
+
+    See ACCEPTED for the types; source: ES.md §2 (a NaN or infinite reward is an error naming the member).
     """
+    value = x
+    if _torch_tensor(x):
+        if x.ndim != 0 or x.dtype.is_complex or x.dtype == sys.modules["torch"].bool:
+            raise _bad_type(m, x)
+        value = x.item()   # exact: every real torch dtype widens exactly to a Python int or float
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise _bad_type(m, x)
     try:
-        r = np.ascontiguousarray(np.asarray(rewards, dtype=np.float64))
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"rewards must be numbers, one per member: {exc}") from None
-    if r.ndim != 1:
-        raise ValueError(f"rewards must be 1-D (one per member), got shape {r.shape}")
+        with np.errstate(over="ignore"):
+            f = float(value)
+    except OverflowError:
+        raise _not_finite(m, x, "it has no finite f64 value (too large)") from None
+    if not math.isfinite(f):
+        wide_but_finite = isinstance(value, (int, np.integer)) or bool(np.isfinite(value))
+        raise _not_finite(m, x, "it has no finite f64 value (too large)" if wide_but_finite
+                          else "it is NaN or infinite")
+    return f
+
+
+def _array_fast_path(rewards):
+    """A real numeric 1-D array as f64 (None when `rewards` is not a real numeric numpy array / tensor)."""
+    if _torch_tensor(rewards):
+        if rewards.dtype.is_complex or rewards.dtype == sys.modules["torch"].bool or rewards.ndim == 0:
+            return None
+        rewards = rewards.detach().to("cpu", sys.modules["torch"].float64).numpy()
+    if isinstance(rewards, np.ndarray) and rewards.dtype.kind in "fiu" and rewards.ndim >= 1:
+        if rewards.ndim != 1:
+            raise ValueError(f"rewards must be 1-D (one per member), got shape {rewards.shape}")
+        if rewards.dtype.kind == "f" and rewards.dtype.itemsize <= 8 or rewards.dtype.kind in "iu":
+            with np.errstate(over="ignore"):
+                return np.ascontiguousarray(rewards, dtype=np.float64)
+    return None
+
+
+def check_rewards(rewards, population: int | None = None) -> np.ndarray:
+    """Rewards as a 1-D C-contiguous f64 array, validated member by member (ES.md §2, §6).
+
+    rewards: a list/tuple of accepted scalars (see ACCEPTED), or a 1-D numpy
+    array / torch tensor of a real dtype (any device). Raises TypeError naming
+    the member for a value of another type (str, None, Decimal, Fraction,
+    complex, bool, a tensor with more than one element, ...), ValueError naming
+    the member for one without a finite f64 value (NaN, inf, 10**400), and
+    ValueError when the length differs from `population` (if given) or the
+    array is not 1-D. Validation happens before anything else uses the
+    rewards, so a refused update changes nothing.
+    """
+    if isinstance(rewards, (str, bytes, dict)) or not hasattr(rewards, "__len__"):
+        raise TypeError(f"rewards must be a sequence of numbers, one per member, got {type(rewards).__name__}")
+    fast = _array_fast_path(rewards)
+    if fast is not None:
+        r = fast
+    else:
+        if isinstance(rewards, np.ndarray) and rewards.ndim != 1:
+            raise ValueError(f"rewards must be 1-D (one per member), got shape {rewards.shape}")
+        for m, x in enumerate(rewards):
+            if isinstance(x, (list, tuple)) or (isinstance(x, np.ndarray) and x.ndim):
+                raise ValueError(f"rewards must be 1-D (one per member): member {m} is a "
+                                 f"{type(x).__name__} of length {len(x)}")
+        r = np.array([reward_f64(m, x) for m, x in enumerate(rewards)], dtype=np.float64)
     if population is not None and r.shape[0] != population:
         raise ValueError(f"rewards has {r.shape[0]} entries but the population is {population}")
     bad = np.flatnonzero(~np.isfinite(r))
     if bad.size:
         m = int(bad[0])
-        raise ValueError(f"reward of member {m} is {r[m]!r}: a NaN or infinite reward would poison "
-                         f"every coefficient; nothing was changed")
+        raise _not_finite(m, rewards[m], "it has no finite f64 value")
     return r
 
 

@@ -23,6 +23,8 @@ invariants, errors, goldens; CUDA tests skip without a GPU) and
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import torch
 
@@ -31,7 +33,7 @@ from .config import Config
 from .decay import decay_chunk
 from .numerics import DEFAULT_CHUNK, DTYPE_NAMES, DTYPES
 from .profiles import get_profile
-from .shaping import check_rewards, shape_rewards
+from .shaping import check_rewards, reward_f64, shape_rewards
 
 STATE_FORMAT = "esverify.es.trainer/1"
 
@@ -69,6 +71,24 @@ def _overlap(labels: list[str], tensors: list[torch.Tensor]) -> tuple[str, str] 
         if a[0] == b[0] and b[1] < a[2]:
             return a[3], b[3]
     return None
+
+
+def _u64_hex(value: int) -> str:
+    """A u64 as RNG.md §4 writes it: "0x" + 16 lowercase hex digits."""
+    return f"0x{int(value):016x}"
+
+
+_HEX64 = re.compile(r"0x[0-9a-fA-F]{16}")
+
+
+def _u64_from_state(value, what: str) -> int:
+    """A u64 of a state dict, written as "0x" + 16 hex digits or as a JSON int; ValueError naming `what`."""
+    if isinstance(value, str) and _HEX64.fullmatch(value):
+        return int(value, 16)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and 0 <= value < 2 ** 64:
+        return int(value)
+    raise ValueError(f"state {what} must be a u64: \"0x\" + 16 hex digits or an int in [0, 2**64) "
+                     f"(a u64 counter, RNG.md §3), got {value!r}")
 
 
 class Trainer:
@@ -313,10 +333,10 @@ class Trainer:
         for member in range(self.config.population):
             self.perturb(member)
             try:
-                reward = float(evaluate(member))
+                reward = evaluate(member)
             finally:
                 self.restore(member)
-            rewards.append(reward)
+            rewards.append(reward_f64(member, reward))   # the same TypeError/ValueError as update's
         return self.update(rewards)
 
     # -- anchor and state --------------------------------------------------
@@ -338,10 +358,18 @@ class Trainer:
         return self._anchor
 
     def state_dict(self) -> dict:
-        """JSON-able state, no tensors (ES.md §6)."""
+        """JSON-able state, no tensors (ES.md §6).
+
+        u64 values (the config's seed, the iteration counter) are written as
+        ``0x`` + 16 lowercase hex digits, as the goldens write them (RNG.md §4):
+        a JSON reader that parses numbers as f64 would round a bare
+        18446744073709551615. `load_state_dict` reads both that form and ints.
+        """
+        config = self.config.to_dict()
+        config["seed"] = _u64_hex(config["seed"])
         return {"format": STATE_FORMAT, "rng_contract": _noise.CONTRACT_VERSION,
                 "profile": self.profile.name, "profile_version": self.profile.version,
-                "config": self.config.to_dict(), "iteration": self.iteration, "slots": self.layout()}
+                "config": config, "iteration": _u64_hex(self.iteration), "slots": self.layout()}
 
     def load_state_dict(self, state: dict) -> None:
         """Adopt a state from state_dict(): its config and iteration.
@@ -379,9 +407,8 @@ class Trainer:
         if state.get("slots") != self.layout():
             raise ValueError(f"state slots: the layout {state.get('slots')!r} differs from this trainer's "
                              f"{self.layout()!r}")
-        it = state.get("iteration")
-        if isinstance(it, bool) or not isinstance(it, int) or not 0 <= it < 2 ** 64:
-            raise ValueError(f"state iteration must be an int in [0, 2**64) (a u64 counter, RNG.md §3), got {it!r}")
+        it = _u64_from_state(state.get("iteration"), "iteration")
+        cfg["seed"] = _u64_from_state(cfg["seed"], "config seed")
         cfg["chunk_elements"] = self.config.chunk_elements
         config = Config(**cfg)
         self.config, self.profile, self.iteration = config, profile, it
