@@ -37,6 +37,9 @@ class Area:
     generate: Callable[[], list]                #: () -> vectors, expected from the reference
     backends: Callable[[], list]                #: () -> backend names available here
     recompute: Callable[[dict, str], dict]      #: (vector, backend) -> {field: bit array}
+    #: vector -> problems: sizes it declares (n, shapes, population) that disagree with its expected
+    #: values; run by the gate before any backend computes (a hostile n = 2e7 must cost nothing)
+    check_sizes: Callable[[dict], list] | None = None
 
 
 #: area name -> module defining `AREA`; imported only when asked for.

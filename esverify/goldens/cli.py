@@ -87,7 +87,7 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir):
     for err in result.errors:
         click.echo(f"error: {err}", err=True)
     summary = pd.DataFrame(result.summary, columns=["area", "backend", "vectors", "mismatches",
-                                                    "libm_divergences", "seconds"])
+                                                    "libm_divergences", "libm_cap", "seconds"])
     if len(summary):
         click.echo(report.console_table(summary))
     table = result.table
@@ -96,6 +96,7 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir):
         click.echo(report.console_table(table))
     verdict = result.verdict(strict)
     metadata = {"goldens_dir": str(directory), "against": against, "strict": strict, "exit_code": code,
+                "numpy": result.environment["numpy"],
                 "verdict": verdict, "errors": result.errors}
     try:
         if json_path is not None:
@@ -113,7 +114,7 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir):
 
 def _junit_cases(result, summary: pd.DataFrame, table: pd.DataFrame, strict: bool) -> pd.DataFrame:
     """One passing case per clean (area, backend), one case per difference, one per exit-2 error."""
-    failing = {"mismatch", "error", "changed-without-bump", "removed-without-bump", "version-backwards"}
+    from .compare import FAILING as failing
     rows = []
     for r in table.to_dict(orient="records"):
         status = "fail" if (r["status"] in failing or (strict and r["status"] == "libm-divergence")) else "pass"

@@ -16,7 +16,8 @@ import pandas as pd
 from .. import bits
 
 COLUMNS = ["area", "backend", "vector", "field", "element", "expected", "got", "ulp", "status", "detail"]
-FAILING = ("mismatch", "error", "changed-without-bump", "removed-without-bump", "version-backwards")
+SYSTEMATIC = "systematic-divergence"
+FAILING = ("mismatch", "error", "changed-without-bump", "removed-without-bump", "version-backwards", SYSTEMATIC)
 LIBM_DIVERGENCE = "libm-divergence"
 
 

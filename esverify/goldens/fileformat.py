@@ -10,24 +10,80 @@ vector-id uniqueness, which JSON Schema cannot express, is checked here.
 
 Errors are `GoldenFileError` with a message naming the file: the gate
 maps them to exit code 2.
+
+Input bounds (a golden file is input the gate did not write; issue 13
+item 9): at most MAX_FILE_BYTES bytes (checked from the size before
+reading), nesting at most MAX_DEPTH brackets deep (counted without
+recursion before the JSON parser runs), no duplicate object keys (a
+tampered `expected` must not hide behind a good one: the last would win).
+Schema validation is compiled once and applied per vector *skeleton*
+(`_skeleton`): bit arrays are checked by one regex per value and every
+vector of one shape is validated by jsonschema once, so 100,000 vectors
+validate in seconds; the verdict equals full jsonschema validation
+(tests/test_goldens_hostile.py checks it property-wise).
+
+Writes are atomic through a temp file named ``.<file>.pid<PID>.<random>.tmp``
+beside the target; `clean_stale_temps` removes those whose process is gone
+(a SIGKILLed `generate`), and MANIFEST.in keeps ``*.tmp`` out of the sdist.
 """
 from __future__ import annotations
 
 import json
+import os
+import re
+import tempfile
+import time
 from functools import lru_cache
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 
 from .. import paths
-from ..report import write_atomic
 
 SCHEMA_NAME = "schema.json"
 GENERATOR_TOOL = "esverify"
 
 
+#: Largest golden file read (bytes); the committed files are well under 2 MB.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+#: Deepest bracket nesting accepted; the schema needs 6 (file, vectors, vector, inputs, record, bit array).
+MAX_DEPTH = 32
+#: Bit-array value patterns, exactly the schema's (`$defs/bitArray`; a test compares them).
+BIT_PATTERNS = {"f64": re.compile(r"0x[0-9a-f]{16}"), "u64": re.compile(r"0x[0-9a-f]{16}"),
+                "f32": re.compile(r"0x[0-9a-f]{8}"), "u32": re.compile(r"0x[0-9a-f]{8}"),
+                "f16": re.compile(r"0x[0-9a-f]{4}"), "bf16": re.compile(r"0x[0-9a-f]{4}")}
+_U64 = BIT_PATTERNS["u64"]
+_ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+
+
 class GoldenFileError(Exception):
-    """A golden file is missing, unreadable, fails the schema or has the wrong version."""
+    """A golden file is missing, unreadable, hostile (too large, too deep, duplicate keys),
+    fails the schema or has the wrong version."""
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicate_keys(pairs):
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(f"duplicate key {key!r} in one object (the last would silently win)")
+            seen.add(key)
+    return obj
+
+
+def nesting_depth(raw: bytes) -> int:
+    """Deepest [ / { nesting of JSON text, counted without recursion (brackets inside strings ignored)."""
+    stripped = np.frombuffer(_STRING.sub(b'""', raw), dtype=np.uint8)
+    step = ((stripped == ord("[")) | (stripped == ord("{"))).astype(np.int64)
+    step -= ((stripped == ord("]")) | (stripped == ord("}"))).astype(np.int64)
+    return int(np.cumsum(step).max()) if step.size else 0
 
 
 def golden_path(directory: Path, area: str) -> Path:
@@ -41,15 +97,77 @@ def schema_path() -> Path:
 
 
 @lru_cache(maxsize=1)
-def _validator() -> jsonschema.protocols.Validator:
+def _schema() -> dict:
     path = schema_path()
     try:
         schema = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise GoldenFileError(f"cannot read the golden schema {path}: {exc}") from exc
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema)
+    jsonschema.validators.validator_for(schema).check_schema(schema)
+    return schema
+
+
+@lru_cache(maxsize=1)
+def _validator() -> jsonschema.protocols.Validator:
+    schema = _schema()
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+@lru_cache(maxsize=1)
+def _vector_validator() -> jsonschema.protocols.Validator:
+    """The schema's `$defs/vector`, compiled once (resolving its $refs within the same document)."""
+    schema = _schema()
+    sub = {"$schema": schema.get("$schema"), "$defs": schema["$defs"], "$ref": "#/$defs/vector"}
+    return jsonschema.validators.validator_for(schema)(sub)
+
+
+def _skeleton(value, in_vector_top: bool = False):
+    """What the schema can see of a vector, with everything it cannot distinguish made equal.
+
+    Bit arrays whose values all match their format's pattern become
+    ``{"format": F, "values": []}``; u64 strings become one u64, other
+    strings not starting with "0x" one name; integers 0; lists the set of
+    their distinct item skeletons; a valid id and a non-empty comment one
+    each. Keys, booleans, nulls, non-integral numbers and anything the
+    schema would refuse are kept as they are, so the schema's verdict on
+    the skeleton is its verdict on the vector. Depth is bounded by
+    MAX_DEPTH before this runs.
+    """
+    if isinstance(value, dict):
+        if value.keys() == {"format", "values"} and not in_vector_top:
+            fmt, values = value["format"], value["values"]
+            pattern = BIT_PATTERNS.get(fmt) if isinstance(fmt, str) else None
+            if pattern is not None and isinstance(values, list) and all(
+                    isinstance(v, str) and pattern.fullmatch(v) for v in values):
+                return {"format": fmt, "values": []}
+        out = {k: _skeleton(v) for k, v in value.items()}
+        if in_vector_top:
+            if isinstance(value.get("id"), str) and _ID.fullmatch(value["id"]):
+                out["id"] = "a"
+            if isinstance(value.get("comment"), str) and value["comment"]:
+                out["comment"] = "c"
+        return out
+    if isinstance(value, list):
+        items = {}
+        for item in value:
+            sk = _skeleton(item)
+            items.setdefault(json.dumps(sk, sort_keys=True), sk)
+        return [items[k] for k in sorted(items)]
+    if isinstance(value, str):
+        if _U64.fullmatch(value):
+            return "0x0000000000000000"
+        return value if value.startswith("0x") else "n"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return 0
+    return value
+
+
+def _schema_error(validator, instance, source: str, prefix: str = ""):
+    error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+    if error is None:
+        return None
+    where = "/".join([prefix] * bool(prefix) + [str(p) for p in error.absolute_path]) or "(top level)"
+    return GoldenFileError(f"{source} fails the golden schema at {where}: {error.message}")
 
 
 def dumps(doc: dict) -> str:
@@ -58,22 +176,44 @@ def dumps(doc: dict) -> str:
 
 
 def make_document(area: str, version: int, vectors: list[dict]) -> dict:
-    """A golden document for `area` at `version`; the generator stamp holds no time."""
+    """A golden document for `area` at `version`; the generator stamp holds no time.
+
+    The stamp names numpy's version too: z-score coefficients take numpy's own
+    mean and std (ES.md §2), so numpy is part of what the es profiles depend on.
+    """
     from .. import __version__
     return {"contract": {"name": area, "version": int(version)},
-            "generator": {"tool": GENERATOR_TOOL, "version": __version__},
+            "generator": {"tool": GENERATOR_TOOL, "version": __version__, "numpy": np.__version__},
             "vectors": vectors}
 
 
 def validate(doc, source: str) -> dict:
     """Check `doc` against the schema and for unique vector ids; returns it.
 
-    Raises GoldenFileError naming `source` and the first offending path.
+    The document without its vectors goes through jsonschema; each vector
+    through the compiled `$defs/vector` validator once per distinct
+    `_skeleton` (the same verdict, at a fraction of the cost). Raises
+    GoldenFileError naming `source` and the first offending path.
     """
-    error = jsonschema.exceptions.best_match(_validator().iter_errors(doc))
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-        raise GoldenFileError(f"{source} fails the golden schema at {where}: {error.message}")
+    vectors = doc.get("vectors") if isinstance(doc, dict) else None
+    if not isinstance(vectors, list):
+        error = _schema_error(_validator(), doc, source)
+        if error is not None:
+            raise error
+    else:
+        error = _schema_error(_validator(), {**doc, "vectors": []}, source)
+        if error is not None:
+            raise error
+        checked: set[str] = set()
+        vector_validator = _vector_validator()
+        for k, vector in enumerate(vectors):
+            key = json.dumps(_skeleton(vector, in_vector_top=isinstance(vector, dict)), sort_keys=True)
+            if key in checked:
+                continue
+            error = _schema_error(vector_validator, vector, source, f"vectors/{k}")
+            if error is not None:
+                raise error
+            checked.add(key)
     seen = set()
     for vector in doc["vectors"]:
         if vector["id"] in seen:
@@ -83,11 +223,24 @@ def validate(doc, source: str) -> dict:
 
 
 def parse(text: str | bytes, source: str) -> dict:
-    """Parse and validate a golden document from text; GoldenFileError on failure."""
+    """Parse and validate a golden document from text; GoldenFileError on failure.
+
+    Refused before parsing: more than MAX_FILE_BYTES bytes, nesting deeper
+    than MAX_DEPTH; while parsing: a duplicate key in any object.
+    """
+    raw = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    if len(raw) > MAX_FILE_BYTES:
+        raise GoldenFileError(f"{source} is {len(raw)} bytes, over the {MAX_FILE_BYTES}-byte bound of a golden file")
+    depth = nesting_depth(raw)
+    if depth > MAX_DEPTH:
+        raise GoldenFileError(f"{source} nests {depth} brackets deep, over the bound of {MAX_DEPTH} "
+                              f"(the golden schema needs 6)")
     try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise GoldenFileError(f"{source} is not readable JSON: {exc}") from exc
+        doc = json.loads(raw, object_pairs_hook=_no_duplicate_keys)
+    except _DuplicateKey as exc:
+        raise GoldenFileError(f"{source} is refused: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise GoldenFileError(f"{source} is not readable JSON: {exc}") from None
     return validate(doc, source)
 
 
@@ -100,7 +253,11 @@ def load(path: Path) -> dict:
     if not path.is_file():
         raise GoldenFileError(f"golden file {path} is missing")
     try:
-        text = path.read_bytes()
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise GoldenFileError(f"golden file {path} is {size} bytes, over the {MAX_FILE_BYTES}-byte bound")
+        with open(path, "rb") as fh:
+            text = fh.read(MAX_FILE_BYTES + 1)     # the file may have grown since stat
     except OSError as exc:
         raise GoldenFileError(f"golden file {path} is unreadable: {exc}") from exc
     return parse(text, str(path))
@@ -115,6 +272,76 @@ def write(path: Path, doc: dict) -> bool:
         return False
     write_atomic(path, text)
     return True
+
+
+TEMP_SUFFIX = ".tmp"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` atomically: a temp file ``.<name>.pid<PID>.<random>.tmp`` beside `path`, fsync, rename.
+
+    The PID in the name lets `clean_stale_temps` tell a temp file of a
+    killed process from one being written now.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.pid{os.getpid()}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+_TEMP_NAME = re.compile(r"\.(?P<target>[^/]+\.json)\.(?:pid(?P<pid>\d+)\.)?[^/]*\.tmp")
+#: A temp file without a PID in its name (written by an older esverify) is stale after this long.
+STALE_AFTER_S = 600
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_temps(directory: Path) -> list[Path]:
+    """Remove golden temp files left by a killed writer; returns those removed (never raises).
+
+    A temp file is stale when the process named in it is gone (or, without
+    a PID, when it is older than STALE_AFTER_S seconds).
+    """
+    removed = []
+    try:
+        candidates = sorted(Path(directory).glob(f".*.json.*{TEMP_SUFFIX}"))
+    except OSError:
+        return removed
+    for tmp in candidates:
+        m = _TEMP_NAME.fullmatch(tmp.name)
+        if m is None:
+            continue
+        try:
+            stale = (not _alive(int(m["pid"])) if m["pid"] and int(m["pid"]) != os.getpid() else
+                     m["pid"] is None and time.time() - tmp.stat().st_mtime > STALE_AFTER_S)
+            if stale:
+                tmp.unlink()
+                removed.append(tmp)
+        except OSError:
+            continue
+    return removed
 
 
 def by_id(doc: dict) -> dict[str, dict]:

@@ -17,6 +17,7 @@ explicitly named area whose module does not import, unknown area).
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,7 +115,14 @@ def generate(names: list[str] | None, baseline_dir: Path, out_dir: Path, bump: b
     An area whose module does not import is `skipped` when it was not
     named explicitly and `error` when it was.
     """
+    from .. import numerics_probe
     explicit = names is not None
+    flush = numerics_probe.flush_to_zero_status()
+    if flush.flushing:   # the reference would write flushed bits into the contract
+        return [AreaOutcome(name, "error", flush.message()) for name in (names or area_mod.area_names())]
+    for stale in fileformat.clean_stale_temps(out_dir):
+        outcomes_note = f"removed stale temp file {stale} (left by a killed writer)"
+        print(outcomes_note, file=sys.stderr)
     outcomes = []
     for name in (names if explicit else area_mod.area_names()):
         if name not in area_mod.AREA_MODULES:
