@@ -150,7 +150,7 @@ def test_regeneration_is_byte_identical(tmp_path):
 
 def test_generator_stamp_has_no_timestamp():
     doc = load(COMMITTED / "rng.json")
-    assert set(doc["generator"]) == {"tool", "version"}
+    assert set(doc["generator"]) == {"tool", "version", "numpy"}   # numpy: what z-score depends on (ES.md §2)
     assert doc["generator"]["tool"] == "esverify"
 
 

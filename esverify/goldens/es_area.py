@@ -14,6 +14,20 @@ numpy and torch. `recompute` runs the real `Trainer` on each target of
 `esverify.rng.backend_targets()` (numpy, numba, torch-cpu: CPU parameters
 with that noise backend; torch-cuda, es-at-scale only since it is
 device-independent, when a GPU is present). Each area's version is its profile's version.
+
+Two more kinds pin what short runs cannot (issue 10):
+- ``shaping`` (es-at-scale file; ES.md §2 is the same for both profiles):
+  z-score coefficients, numpy's mean and std, and centered ranks of one
+  reward set, at populations on both sides of every boundary of numpy's
+  pairwise summation (2-9: the plain loop below 8; 15-17, 30-33 inside
+  the 8-accumulator block; 127-130: the 128-element block; 255-257 and
+  1000: the recursive split), each with four reward sets (wide dynamic
+  range, near-equal, negative, mixed magnitudes). A numpy whose summation
+  order changes fails the gate here.
+- subnormal ``es-run`` vectors (both files): parameters, noise products
+  sigma*eps and alpha/N*acc, and results in each dtype's subnormal range
+  (f32 and bf16 below 2**-126, f16 below 2**-14), so a process that
+  flushes subnormals to zero cannot pass.
 """
 from __future__ import annotations
 
@@ -76,17 +90,17 @@ MIXED = [("w", (5, 7), "f32"), ("b", (), "f16"), ("v", (35,), "bf16"), ("h", (33
 SAME = {d: [("w", (5, 7), d), ("b", (), d), ("v", (35,), d), ("h", (70,), d)] for d in ("f32", "f16", "bf16")}
 
 
-def _params(layout, seed: int) -> list[np.ndarray]:
+def _params(layout, seed: int, scale: float = 1.0) -> list[np.ndarray]:
     from ..es import reference as R
     rng = np.random.default_rng(seed)
-    return [np.asarray(rng.standard_normal(shape)).astype(np.float32).astype(R.NP_DTYPES[dt])
+    return [np.asarray(rng.standard_normal(shape) * scale).astype(np.float32).astype(R.NP_DTYPES[dt])
             for _, shape, dt in layout]
 
 
-def _case(profile: str, id_: str, comment: str, layout, iterations, **cfg) -> dict:
+def _case(profile: str, id_: str, comment: str, layout, iterations, scale: float = 1.0, **cfg) -> dict:
     from ..es import Config
     config = Config(profile=profile, **cfg).to_dict()
-    params = _params(layout, 7 + len(id_))
+    params = _params(layout, 7 + len(id_), scale)
     return {"id": id_, "comment": comment, "config": config, "layout": layout, "params": params,
             "iterations": iterations}
 
@@ -122,6 +136,13 @@ def _cases(profile: str) -> list[dict]:
         out.append(_case(profile, f"anchor-decay-{decay}", f"anchored weight decay {decay}, lambda {lam}, after each "
                          "of two updates, anchor = the initial parameters", MIXED, two,
                          **{**base, "alpha": 0.1, "anchor_decay": decay, "anchor_lambda": lam}))
+    # subnormal parameters, products and results: f32/bf16 below 2**-126 (~1.2e-38), f16 below 2**-14
+    for dt, tiny in (("f32", 1e-39), ("f16", 1e-5), ("bf16", 1e-39)):
+        out.append(_case(profile, f"subnormal-{dt}", f"every slot {dt} with subnormal parameters (scale {tiny:g}), "
+                         f"sigma = alpha = {tiny:g}: perturbations sigma*eps and updates alpha/N*acc are subnormal "
+                         "in this dtype; a process flushing subnormals to zero (FTZ/DAZ) fails here", SAME[dt],
+                         [(1, _rewards(4, 8)), (2, _rewards(4, 9))], scale=tiny,
+                         **{**base, "sigma": tiny, "alpha": tiny, "scheme": "iid"}))
     if profile == "es-at-scale":
         out.append(_case(profile, "snapshot-restore", "snapshot restore copies the bytes back", MIXED,
                          [(2, _rewards(4, 6))], **{**base, "restore": "snapshot"}))
@@ -160,8 +181,103 @@ def _vector(case: dict) -> dict:
     return {"id": case["id"], "comment": case["comment"], "inputs": inputs, "expected": _run_reference(case)}
 
 
+#: populations on both sides of every boundary of numpy's pairwise summation (issue 10 item 1)
+SHAPING_POPULATIONS = [*range(2, 10), 15, 16, 17, 30, 31, 32, 33, 127, 128, 129, 130, 255, 256, 257, 1000]
+
+
+def _reward_sets(n: int) -> dict[str, np.ndarray]:
+    """Four f64 reward sets of n members, deterministic per (n, set)."""
+    def rng(k):
+        return np.random.default_rng([n, k, 2026])
+    r = rng(0)
+    wide = r.choice([-1.0, 1.0], n) * 10.0 ** r.uniform(-8, 8, n)            # 16 decades, both signs
+    near = 0.1 * (1.0 + rng(1).integers(-4, 5, n) * 2.0 ** -50)             # a few ulps around 0.1
+    negative = -rng(2).uniform(1.0, 100.0, n)
+    r = rng(3)
+    mixed = r.standard_normal(n) * r.choice([1e-3, 1.0, 1e3, 1e6], n)
+    return {"wide": wide, "near-equal": near, "negative": negative, "mixed": mixed}
+
+
+def _shaping_vectors() -> list[dict]:
+    from ..es import reference as R
+    out = []
+    for n in SHAPING_POPULATIONS:
+        for name, r in _reward_sets(n).items():
+            r = np.ascontiguousarray(r, dtype=np.float64)
+            out.append({"id": f"shaping-n{n}-{name}",
+                        "comment": f"z-score (numpy's own mean and std, ES.md §2) and centered ranks of {n} "
+                                   f"{name} rewards: pins numpy's pairwise-summation order at population {n}",
+                        "inputs": {"kind": "shaping", "population": n, "rewards": _f64s(r)},
+                        "expected": {"zscore.coefficients": _f64s(R.shape(r, "zscore")),
+                                     "zscore.mean": _f64(float(np.mean(r))), "zscore.std": _f64(float(np.std(r))),
+                                     "centered_ranks.coefficients": _f64s(R.shape(r, "centered_ranks"))}})
+    return out
+
+
 def _generate(profile: str):
+    if profile == "es-at-scale":
+        return lambda: [_vector(c) for c in _cases(profile)] + _shaping_vectors()
     return lambda: [_vector(c) for c in _cases(profile)]
+
+
+def _recompute_shaping(vector: dict) -> dict:
+    """The trainer's own shaping path (Trainer.coefficients) for one reward set; backend-independent."""
+    import torch
+    from ..es import Config, Trainer
+    x = vector["inputs"]
+    rewards = _f64_from_bits(x["rewards"])
+    got = {}
+    for shaping in ("zscore", "centered_ranks"):
+        tr = Trainer([torch.zeros(1)], Config(population=x["population"], shaping=shaping))
+        coeffs, stats = tr.coefficients(rewards)
+        got[f"{shaping}.coefficients"] = _f64s(coeffs)
+        if shaping == "zscore":
+            got["zscore.mean"], got["zscore.std"] = _f64(stats["mean"]), _f64(stats["std"])
+    return got
+
+
+def _numel(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+
+
+def check_sizes(vector: dict) -> list[str]:
+    """Sizes the vector declares that disagree with its expected values (empty when consistent).
+
+    Cheap (lengths only), so a hostile vector asking for 2e7 elements costs nothing before it is refused.
+    """
+    x, exp, out = vector["inputs"], vector["expected"], []
+
+    def length(field):
+        return len(exp[field]["values"]) if field in exp else None
+
+    if x.get("kind") == "shaping":
+        n = x.get("population")
+        if not isinstance(n, int) or len(x.get("rewards", {}).get("values", [])) != n:
+            out.append(f"population {n!r} but {len(x.get('rewards', {}).get('values', []))} rewards")
+        for field in ("zscore.coefficients", "centered_ranks.coefficients"):
+            if length(field) != n:
+                out.append(f"{field} has {length(field)} values, the population is {n!r}")
+        return out
+    if x.get("kind") != "es-run":
+        return [f"unknown kind {x.get('kind')!r}"]
+    population = x["config"].get("population")
+    for p in x["params"]:
+        numel = _numel(p["shape"])
+        if len(p["bits"]["values"]) != numel:
+            out.append(f"param {p['name']!r} has shape {p['shape']} but {len(p['bits']['values'])} values")
+        for it in range(len(x["iterations"])):
+            for stage in ("perturb", "restore", "update"):
+                got = length(f"it{it}.{stage}.{p['name']}")
+                if got != numel:
+                    out.append(f"it{it}.{stage}.{p['name']} has {got} values, the shape {p['shape']} has {numel}")
+    for it, step in enumerate(x["iterations"]):
+        if len(step["rewards"]["values"]) != population:
+            out.append(f"iteration {it} has {len(step['rewards']['values'])} rewards, the population is "
+                       f"{population!r}")
+        if length(f"it{it}.coefficients") != population:
+            out.append(f"it{it}.coefficients has {length(f'it{it}.coefficients')} values, the population is "
+                       f"{population!r}")
+    return out
 
 
 def _targets(profile: str) -> dict[str, tuple[str, str]]:
@@ -184,6 +300,13 @@ def recompute(vector: dict, backend: str) -> dict:
     backend and the device of the parameters) and return the expected fields."""
     from ..es import Config, Trainer
     x = vector["inputs"]
+    problems = check_sizes(vector)
+    if problems:
+        raise ValueError(f"vector {vector['id']!r} is inconsistent: {problems[0]}")
+    if x["kind"] == "shaping":
+        if backend not in _targets("es-at-scale"):
+            raise ValueError(f"es backend {backend!r} is unknown or not available here")
+        return _recompute_shaping(vector)
     targets = _targets(x["config"]["profile"])
     if backend not in targets:
         raise ValueError(f"es backend {backend!r} is unknown or not available here; available: {sorted(targets)}")
@@ -207,7 +330,9 @@ def recompute(vector: dict, backend: str) -> dict:
 AREAS = {
     "es-at-scale": Area(name="es-at-scale", version=es_at_scale.VERSION,
                         version_constant="esverify.es.profiles.es_at_scale.VERSION",
-                        generate=_generate("es-at-scale"), backends=_backends("es-at-scale"), recompute=recompute),
+                        generate=_generate("es-at-scale"), backends=_backends("es-at-scale"), recompute=recompute,
+                        check_sizes=check_sizes),
     "es-awd": Area(name="es-awd", version=es_awd.VERSION, version_constant="esverify.es.profiles.es_awd.VERSION",
-                   generate=_generate("es-awd"), backends=_backends("es-awd"), recompute=recompute),
+                   generate=_generate("es-awd"), backends=_backends("es-awd"), recompute=recompute,
+                   check_sizes=check_sizes),
 }

@@ -171,7 +171,11 @@ def _size_problems(area, doc, path) -> list[str]:
         return []
     out = []
     for vector in doc["vectors"]:
-        for problem in area.check_sizes(vector):
+        try:
+            problems = area.check_sizes(vector)
+        except Exception as exc:  # a field the kind needs is missing or of the wrong type
+            problems = [f"malformed for its kind ({type(exc).__name__}: {exc})"]
+        for problem in problems:
             out.append(f"{path}: vector {vector['id']!r}: {problem} (refused before computing)")
             if len(out) >= 20:
                 return out + ["... (more vectors not listed)"]

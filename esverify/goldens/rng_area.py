@@ -213,11 +213,45 @@ def _gaussian(seed: int, n: int, first: int, mapping: str, backend: str, chunk) 
     return encode(values)
 
 
+#: kind -> (the input giving the count or the list whose length is the count, the expected field)
+_SIZED = {"splitmix64-sequential": ("n", "outputs"), "splitmix64-counter": ("indices", "outputs"),
+          "member-seed": ("members", "member_seeds"), "stream-seed": ("slots", "stream_seeds"),
+          "gaussian": ("n", "values")}
+
+
+def check_sizes(vector: dict) -> list[str]:
+    """Sizes the vector declares (n, index lists, slot sizes) that disagree with its expected values.
+
+    Lengths only: a hostile vector asking for n = 2e7 values where 5 are expected is refused before
+    any backend computes.
+    """
+    x, exp = vector["inputs"], vector["expected"]
+    kind = x.get("kind")
+    if kind == "noise":
+        sizes = x["slot_sizes"]
+        want = {f"slot_{k}": size for k, size in enumerate(sizes)}
+        if set(exp) != set(want):
+            return [f"expected fields {sorted(exp)}, the slot sizes need {sorted(want)}"]
+        return [f"{f} has {len(exp[f]['values'])} values, its slot size is {n}"
+                for f, n in want.items() if len(exp[f]["values"]) != n]
+    if kind not in _SIZED:
+        return [f"unknown kind {kind!r}"]
+    source, field = _SIZED[kind]
+    declared = x[source] if source == "n" else len(x[source])
+    if field not in exp:
+        return [f"no expected field {field!r}"]
+    got = len(exp[field]["values"])
+    return [] if declared == got else [f"{source} asks for {declared} values, {field} has {got}"]
+
+
 def recompute(vector: dict, backend: str) -> dict:
     """The expected fields of `vector` recomputed by `backend` (a name from `backends()`)."""
     from .. import rng
     x = vector["inputs"]
     kind = x["kind"]
+    problems = check_sizes(vector)
+    if problems:
+        raise ValueError(f"vector {vector['id']!r} is inconsistent: {problems[0]}")
     if kind == "splitmix64-sequential":
         return {"outputs": _at_many(int(x["seed"], 16), list(range(x["n"])), backend)}
     if kind == "splitmix64-counter":
@@ -244,4 +278,4 @@ def recompute(vector: dict, backend: str) -> dict:
 
 
 AREA = Area(name="rng", version=CONTRACT_VERSION, version_constant="esverify.rng.CONTRACT_VERSION",
-            generate=generate, backends=backends, recompute=recompute)
+            generate=generate, backends=backends, recompute=recompute, check_sizes=check_sizes)
