@@ -141,11 +141,11 @@ def _skeleton(value, in_vector_top: bool = False):
                     isinstance(v, str) and pattern.fullmatch(v) for v in values):
                 return {"format": fmt, "values": []}
         out = {k: _skeleton(v) for k, v in value.items()}
-        if in_vector_top:
-            if isinstance(value.get("id"), str) and _ID.fullmatch(value["id"]):
-                out["id"] = "a"
-            if isinstance(value.get("comment"), str) and value["comment"]:
-                out["comment"] = "c"
+        if in_vector_top:   # kept as they are unless valid: the schema then sees the real value
+            if "id" in value:
+                out["id"] = "a" if isinstance(value["id"], str) and _ID.fullmatch(value["id"]) else value["id"]
+            if "comment" in value:
+                out["comment"] = "c" if isinstance(value["comment"], str) and value["comment"] else value["comment"]
         return out
     if isinstance(value, list):
         items = {}
