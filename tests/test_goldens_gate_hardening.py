@@ -223,3 +223,15 @@ def test_subnormal_vectors_are_subnormal_in_their_dtype():
             exponent_bits = {"f32": 0x7F800000, "f16": 0x7C00, "bf16": 0x7F80}[dt]
             sub = ((raw & exponent_bits) == 0) & ((raw & ((1 << (width[dt] - 1)) - 1)) != 0)
             assert sub.mean() > 0.9, (dt, smallest_normal[dt])
+
+
+def test_parity_refuses_a_flushing_process_before_running(tmp_path, flushing):
+    """`esverify parity` calls numerics_probe.flush_to_zero_status() while validating its options."""
+    from click.testing import CliRunner
+    from esverify.cli import main
+    from standins.mutants import STANDINS
+    result = CliRunner().invoke(main, ["parity", "--ref", str(STANDINS / "es-at-scale"), "--devices", "cpu",
+                                       "--small", "--dtypes", "f32", "--iterations", "1", "--quiet",
+                                       "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert "flushes subnormals to zero" in result.output and not (tmp_path / "out" / "parity-cases.csv").exists()

@@ -140,6 +140,10 @@ def _validate(opts: Options) -> Options:
         raise UsageError(f"--out {opts.out}: exists and is not a directory")
     if opts.junit and Path(opts.junit).is_dir():
         raise UsageError(f"--junit {opts.junit}: is a directory, not a file")
+    from ..numerics_probe import flush_to_zero_status
+    flush = flush_to_zero_status()
+    if flush.flushing:   # before anything runs: our side's subnormal results would not be the contract's
+        raise UsageError(f"parity: {flush.message()}")
     return opts
 
 
@@ -490,7 +494,7 @@ class Runner:
             "children": environments,
             "devices": list(opts.devices), "dtypes": list(opts.dtypes), "schemes": list(opts.schemes),
             "mapping": opts.mapping, "noise_backend": {d: default_backend(d) for d in opts.devices},
-            "seed": opts.seed, "population": opts.population, "sigma": opts.sigma,
+            "seed": f"0x{int(opts.seed):016x}", "population": opts.population,   # u64 as hex (RNG.md §4) "sigma": opts.sigma,
             "alpha": self.alpha, "iterations": opts.iterations, "case_pattern": opts.case,
             "small": opts.small, "timeout_s": opts.timeout,
             "clones": {name: c.metadata() for name, c in clones.items()},
