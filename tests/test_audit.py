@@ -88,7 +88,7 @@ def test_clean_tree_passes(tmp_path):
     code, report, output = run_audit("--tree", str(make_tree(tmp_path, "a")), "--ref", str(REFERENCE))
     assert code == 0, output
     summary = {r["section"]: r["verdict"] for r in report["sections"]["summary"]}
-    assert summary == {"similarity": "pass", "text": "pass", "identity": "pass", "imports": "pass",
+    assert summary == {"similarity": "pass", "text": "pass", "identity": "pass", "imports": "pass", "readability": "pass",
                        "provenance": "info"}
     # Independent argparse boilerplate shares some tokens with the reference's
     # command line but stays under the finding criteria.
@@ -285,12 +285,16 @@ def test_binary_unreadable_and_symlinked_files_are_skipped_and_listed(tmp_path):
     (tree / "esverify" / "latin1.py").write_bytes(b"# caf\xe9\nx = 1\n")
     os.symlink(SMOOTHER, tree / "esverify" / "linked.py")
     code, report, _ = run_audit("--tree", str(tree), "--ref", str(REFERENCE))
-    assert code == 0
+    # a file the audit cannot read is a finding (issue 10 item 5): the pipe, and a .py that is not UTF-8
+    # without a PEP 263 declaration (Python itself refuses it); the symlink and the PNG are only listed
+    assert code == 1
     skipped = {r["path"]: r["reason"] for r in report["sections"]["skipped"]}
     assert "not a regular file" in skipped["esverify/pipe.py"]
-    assert skipped["esverify/latin1.py"].startswith("not UTF-8")
+    assert skipped["esverify/latin1.py"].startswith("Python source not decodable with its declared encoding")
     assert skipped["esverify/linked.py"].startswith("symlink to")
     assert "logo.png" in skipped
+    found = {r["path"]: r["kind"] for r in report["sections"]["readability"]}
+    assert found == {"esverify/pipe.py": "unreadable", "esverify/latin1.py": "unreadable"}
 
 
 def test_report_sections_and_formats(tmp_path):
@@ -302,7 +306,8 @@ def test_report_sections_and_formats(tmp_path):
     names = sorted(p.name for p in out.iterdir())
     assert {"audit.json", "audit.md", "audit.html", "audit-summary.csv", "audit-manifest.csv"} <= set(names)
     doc = json.loads((out / "audit.json").read_text())
-    order = ["summary", "similarity", "text", "identity", "imports", "provenance", "tools", "manifest", "skipped"]
+    order = ["summary", "similarity", "text", "identity", "imports", "readability", "provenance", "tools",
+             "manifest", "skipped"]
     assert set(doc["sections"]) == set(order)
     md = (out / "audit.md").read_text()
     assert [line[3:] for line in md.splitlines() if line.startswith("## ")] == ["Metadata", *order]

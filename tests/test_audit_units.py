@@ -225,13 +225,13 @@ def test_identity_trivial_rules():
 
 def test_unreadable_file_is_listed(tmp_path, monkeypatch):
     (tmp_path / "a.py").write_text("x = 1\n")
-    real = Path.read_bytes
+    real = open
 
-    def deny(self):
-        if self.name == "a.py":
+    def deny(path, *args, **kwargs):
+        if Path(path).name == "a.py":
             raise PermissionError(13, "Permission denied")
-        return real(self)
-    monkeypatch.setattr(Path, "read_bytes", deny)
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(sources, "open", deny, raising=False)    # sources reads with open(), capped
     (entry,) = sources.walk_entries(tmp_path, "tree")
     assert entry.kind == "unreadable" and "Permission denied" in entry.error
 

@@ -14,6 +14,7 @@ import click
 from esverify.report import FORMATS
 
 from . import similarity, text
+from .sources import DEFAULT_MAX_FILE_BYTES
 
 
 def _formats(ctx, param, values) -> tuple[str, ...]:
@@ -48,7 +49,10 @@ def _formats(ctx, param, values) -> tuple[str, ...]:
               help="Shared run of normalised words that makes a text finding.")
 @click.option("--ngram", type=click.IntRange(min=2), default=text.DEFAULT_NGRAM, show_default=True,
               help="Word n-gram size of the text pass (must not exceed --min-words).")
-def audit(tree, wheels, history, refs, out, formats, threshold, min_tokens, min_words, ngram):
+@click.option("--max-file-size", "max_file_bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_FILE_BYTES,
+              show_default=True, help="Largest file or archive member read, in bytes; a larger one is a finding "
+                                      "'too large to audit' (sizes are checked before reading).")
+def audit(tree, wheels, history, refs, out, formats, threshold, min_tokens, min_words, ngram, max_file_bytes):
     """Evidence for the clean-room claim: similarity, text, identity, import
     boundary and provenance. Exit 0: nothing found; 1: a finding; 2: usage error."""
     from .. import gitinfo
@@ -64,7 +68,7 @@ def audit(tree, wheels, history, refs, out, formats, threshold, min_tokens, min_
         raise click.UsageError("--history needs the top level of a git checkout (default tree or --tree PATH)")
     opts = AuditOptions(tree=tree.resolve() if tree else None, wheels=list(wheels), history=history,
                         refs=[r.resolve() for r in refs], threshold=threshold, min_tokens=min_tokens,
-                        ngram=ngram, min_words=min_words)
+                        ngram=ngram, min_words=min_words, max_file_bytes=max_file_bytes)
     try:
         result = run_audit(opts)
     except ValueError as exc:
@@ -80,7 +84,7 @@ def audit(tree, wheels, history, refs, out, formats, threshold, min_tokens, min_
 
     from esverify.report import console_table
     click.echo(console_table(result.sections["summary"]))
-    for name in ("similarity", "text", "identity", "imports"):
+    for name in ("similarity", "text", "identity", "imports", "readability"):
         frame = result.sections[name]
         hits = frame[frame["status"] == "finding"] if len(frame) else frame
         if len(hits):

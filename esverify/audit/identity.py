@@ -29,7 +29,8 @@ def compare(tree_entries, ref_entries: list[tuple[str, object]]) -> pd.DataFrame
         if not entry.sha256 or entry.kind == "symlink":
             continue
         for label, ref in by_hash.get(entry.sha256, ()):
-            rows.append({"status": "trivial" if is_trivial(entry.data) else "finding",
+            trivial = entry.data is not None and is_trivial(entry.data)   # too-large: hashed, not held
+            rows.append({"status": "trivial" if trivial else "finding",
                          "origin": entry.origin, "tree_file": entry.path, "ref": label, "ref_file": ref.path,
                          "size": entry.size, "sha256": entry.sha256})
     frame = pd.DataFrame(rows, columns=COLUMNS)

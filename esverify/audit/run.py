@@ -17,6 +17,7 @@ import pandas as pd
 from . import identity, imports, provenance, similarity, sources, text
 
 SKIP_NO_REF = "skipped: no --ref given (sections 1-3 need a reference clone)"
+READABILITY_COLUMNS = ["status", "origin", "path", "kind", "size", "reason"]
 
 
 @dataclass
@@ -33,6 +34,7 @@ class AuditOptions:
     window: int = similarity.DEFAULT_WINDOW
     ngram: int = text.DEFAULT_NGRAM
     min_words: int = text.DEFAULT_MIN_WORDS
+    max_file_bytes: int = sources.DEFAULT_MAX_FILE_BYTES
 
 
 @dataclass
@@ -53,26 +55,40 @@ def _ref_label(n: int, path: Path) -> str:
 def collect(opts: AuditOptions):
     """(targets, refs, provenance rows): every FileEntry to audit and the references'.
 
-    Raises ValueError for an unreadable archive or a --history without git.
+    Raises ValueError (a usage error, exit 2) for an unreadable archive, a
+    --history without git, and a tree, wheel or --ref holding no code file
+    (an empty reference would make every comparison pass vacuously).
     """
     targets, prov = [], []
+    bound = opts.max_file_bytes
     if opts.tree is not None:
-        tree = sources.tree_entries(opts.tree)
+        tree = sources.tree_entries(opts.tree, max_bytes=bound)
+        _require_code(tree, f"--tree {opts.tree}")
         targets += tree
         prov.append(provenance.describe_root("tree", opts.tree))
         if opts.history:
             seen = {e.sha256 for e in tree if e.sha256}
-            targets += sources.history_entries(opts.tree, seen)
+            targets += sources.history_entries(opts.tree, seen, max_bytes=bound)
     for wheel in opts.wheels:
-        entries = sources.archive_entries(wheel)
+        entries = sources.archive_entries(wheel, max_bytes=bound)
+        _require_code(entries, f"--wheel {wheel}")
         targets += entries
         prov.append(provenance.describe_archive(wheel, entries))
     refs = []
     for n, ref in enumerate(opts.refs, 1):
         label = _ref_label(n, ref)
-        refs += [(label, e) for e in sources.walk_entries(ref, label)]
+        entries = sources.walk_entries(ref, label, max_bytes=bound)
+        _require_code(entries, f"--ref {ref}")
+        refs += [(label, e) for e in entries]
         prov.append(provenance.describe_root(f"reference {label}", ref))
     return targets, refs, prov
+
+
+def _require_code(entries, what: str) -> None:
+    """ValueError naming `what` when none of `entries` is a code file by name (readable or not)."""
+    if not any(e.language is not None and e.kind != "symlink" for e in entries):
+        raise ValueError(f"{what}: no code files (.py, .sh, notebooks, scripts with a python/sh shebang) "
+                         f"among {len(entries)} files; nothing to compare")
 
 
 def _scanned_by(e, target: bool, has_ref: bool, unlexed: set) -> str:
@@ -83,7 +99,7 @@ def _scanned_by(e, target: bool, has_ref: bool, unlexed: set) -> str:
             done.append("similarity")
         if e.kind in ("code", "prose") and not e.is_licence:
             done.append("text")
-        if e.kind in ("code", "prose", "data", "binary"):
+        if e.kind in ("code", "prose", "data", "binary") or (e.kind == "too-large" and e.sha256):
             done.append("identity")
     if target and imports.area_of(e.plain_path) and e.kind == "code" and e.language == "python":
         done.append("imports")
@@ -103,8 +119,14 @@ def run_audit(opts: AuditOptions) -> AuditResult:
     t0 = time.perf_counter()
     targets, refs, prov_rows = collect(opts)
     has_ref = bool(opts.refs)
+    everything = targets + [r for _, r in refs]
     skipped_rows = [{"origin": e.origin, "path": e.path, "reason": e.error}
-                    for e in targets + [r for _, r in refs] if e.kind in ("binary", "unreadable", "symlink")]
+                    for e in everything if e.kind in ("binary", "symlink", *sources.UNREADABLE_KINDS)]
+    # a file the audit could not read is a finding, never a silent pass (issue 10 item 5, issue 13 item 8)
+    readability = pd.DataFrame(
+        [{"status": "finding", "origin": e.origin, "path": e.path, "kind": e.kind, "size": e.size,
+          "reason": e.error} for e in everything if e.kind in sources.UNREADABLE_KINDS],
+        columns=READABILITY_COLUMNS)
     stats: dict = {}
 
     # 1. similarity
@@ -150,7 +172,7 @@ def run_audit(opts: AuditOptions) -> AuditResult:
     tools = provenance.tool_versions()
     params = {"threshold": opts.threshold, "min_tokens": opts.min_tokens, "k (copydetect noise threshold)": opts.k,
               "winnowing window": opts.window, "text ngram words": opts.ngram, "text min run words": opts.min_words,
-              "trivial identity bytes": identity.TRIVIAL_BYTES,
+              "trivial identity bytes": identity.TRIVIAL_BYTES, "max file bytes": opts.max_file_bytes,
               "reference module names (built-in)": ", ".join(sorted(imports.BUILTIN_REFERENCE_MODULES)),
               "reference module names (from --ref)": ", ".join(sorted(names)) or None,
               "ref names ignored (stdlib/packaging)": ", ".join(excluded) or None}
@@ -160,7 +182,8 @@ def run_audit(opts: AuditOptions) -> AuditResult:
     summary_rows = []
     total = 0
     for name, frame, skip in (("similarity", sim, not has_ref), ("text", txt, not has_ref),
-                              ("identity", ident, not has_ref), ("imports", imp, False)):
+                              ("identity", ident, not has_ref), ("imports", imp, False),
+                              ("readability", readability, False)):
         verdict, n = _verdict(frame, skip)
         total += n
         review = int((frame["status"] == "review").sum()) if name == "imports" and len(frame) else 0
@@ -174,6 +197,9 @@ def run_audit(opts: AuditOptions) -> AuditResult:
             note = f"{stats['text']['tree_documents']} documents x {stats['text']['ref_documents']} reference documents"
         elif name == "identity" and has_ref:
             note = f"{int((ident['status'] == 'trivial').sum())} trivial matches listed, not counted"
+        elif name == "readability":
+            note = (f"{len(everything)} files read (bound {opts.max_file_bytes} bytes each); {n} could not be "
+                    f"read (unreadable or too large to audit): each is a finding")
         elif name == "imports":
             scanned = sum(1 for e in targets if imports.area_of(e.plain_path) == "package"
                           and e.kind == "code" and e.language == "python")
@@ -193,7 +219,7 @@ def run_audit(opts: AuditOptions) -> AuditResult:
         "parameters": params, "tools": tools, "statement": provenance.STATEMENT,
     }
     sections = {"summary": pd.DataFrame(summary_rows), "similarity": sim, "text": txt, "identity": ident,
-                "imports": imp, "provenance": prov, "tools": tools_frame, "manifest": manifest,
+                "imports": imp, "readability": readability, "provenance": prov, "tools": tools_frame, "manifest": manifest,
                 "skipped": skipped}
     review_total = int((imp["status"] == "review").sum()) if len(imp) else 0
     return AuditResult(sections, metadata, total, review_total)
