@@ -49,8 +49,8 @@ def libm_allowance(n_values: int) -> int:
     """How many libm-divergence values one (area, backend) may show among `n_values` libm-class values.
 
     max(1, floor(n * LIBM_RATE_CAP)): at the contract's rate (order 1e-8,
-    RNG.md §2a; 1e-7 with a tenfold margin) two or more among the ~3,500
-    libm values of the rng file happen with probability about 6e-8, while a
+    RNG.md §2a; 1e-7 with a tenfold margin) two or more among the 3,438
+    libm-class values of the rng file happen with probability about 6e-8, while a
     backend that diverges systematically (one value in a thousand or more)
     exceeds one with probability above 0.85 (docs/goldens.md).
     """
