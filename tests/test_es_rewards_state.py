@@ -41,6 +41,9 @@ BAD = [
     (torch.tensor(math.inf, dtype=torch.bfloat16), ValueError, "NaN or infinite"),
     (torch.tensor([1.0]), TypeError, "Tensor"),
     (torch.tensor(True), TypeError, "Tensor"),
+    (np.array([1.0]), ValueError, "ndarray of length 1: rewards must be 1-D"),
+    (np.array("1.0"), TypeError, "ndarray"),
+    (np.array(np.inf), ValueError, "NaN or infinite"),
 ]
 
 
@@ -69,9 +72,9 @@ def test_accepted_rewards_convert_exactly():
     """Python int/float, numpy integer/floating scalars and 0-d real tensors: each the f64 it denotes."""
     got = check_rewards([3, 2 ** 53 + 1, np.int8(-7), np.uint64(U64), np.float16(0.1), np.float32(0.1),
                          0.1, torch.tensor(0.1, dtype=torch.bfloat16), torch.tensor(5, dtype=torch.int64),
-                         np.longdouble(0.5)])
+                         np.longdouble(0.5), np.array(0.75), np.array(9, dtype=np.uint8)])
     want = [3.0, float(2 ** 53), -7.0, float(U64), float(np.float16(0.1)), float(np.float32(0.1)), 0.1,
-            torch.tensor(0.1, dtype=torch.bfloat16).item(), 5.0, 0.5]
+            torch.tensor(0.1, dtype=torch.bfloat16).item(), 5.0, 0.5, 0.75, 9.0]
     assert got.dtype == np.float64 and got.tolist() == want
     assert check_rewards(torch.tensor([1.5, -2.0], dtype=torch.float16)).tolist() == [1.5, -2.0]
     assert check_rewards(np.array([1, 2], dtype=np.int32)).tolist() == [1.0, 2.0]

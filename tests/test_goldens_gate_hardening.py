@@ -135,9 +135,12 @@ def test_a_one_way_rounding_libm_fails_as_systematic_divergence(tmp_path, monkey
     goldens = copy_goldens(tmp_path / "g")
     _one_way_libm(monkeypatch)
     result = run("goldens", "check", "--area", "rng", "--backend", "numpy", "--goldens-dir", str(goldens),
-                 "--json", str(tmp_path / "r.json"))
+                 "--json", str(tmp_path / "r.json"), "--junit", str(tmp_path / "r.xml"))
     assert result.exit_code == 1, result.output
     assert "bit-equal" not in result.output
+    import xml.etree.ElementTree as ET
+    failures = [f.get("message", "") + (f.text or "") for f in ET.parse(tmp_path / "r.xml").iter("failure")]
+    assert any("systematic-divergence" in f for f in failures)
     doc = json.loads((tmp_path / "r.json").read_text())
     rows = doc["sections"]["differences"]
     systematic = [r for r in rows if r["status"] == "systematic-divergence"]

@@ -27,12 +27,13 @@ ZSCORE_EPS = 1e-8
 
 
 #: Accepted reward types (each converted to one f64; anything else is a TypeError naming the member):
-#: Python int and float (not bool), numpy integer and floating scalars, and 0-d real torch tensors;
+#: Python int and float (not bool), numpy integer and floating scalars (or 0-d arrays of them), and
+#: 0-d real torch tensors;
 #: as containers: a list/tuple of those, a 1-D numpy array or a 1-D torch tensor of a real dtype.
 #: Floats wider than f64 (numpy longdouble) and ints beyond 2**53 round to the nearest f64, as
 #: ``float()`` does; a value whose nearest f64 is not finite (10**400, 1e400 as longdouble, inf,
 #: NaN) is a ValueError naming the member.
-ACCEPTED = "Python int/float, numpy integer/floating scalars or 0-d real torch tensors"
+ACCEPTED = "Python int/float, numpy integer/floating scalars (or 0-d arrays) or 0-d real torch tensors"
 
 
 def _torch_tensor(x) -> bool:
@@ -60,6 +61,10 @@ def reward_f64(m: int, x) -> float:
         if x.ndim != 0 or x.dtype.is_complex or x.dtype == sys.modules["torch"].bool:
             raise _bad_type(m, x)
         value = x.item()   # exact: every real torch dtype widens exactly to a Python int or float
+    elif isinstance(x, np.ndarray):
+        if x.ndim != 0 or x.dtype.kind not in "fiu":
+            raise _bad_type(m, x)
+        value = x[()]      # the numpy scalar it holds
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise _bad_type(m, x)
     try:
@@ -111,8 +116,8 @@ def check_rewards(rewards, population: int | None = None) -> np.ndarray:
             raise ValueError(f"rewards must be 1-D (one per member), got shape {rewards.shape}")
         for m, x in enumerate(rewards):
             if isinstance(x, (list, tuple)) or (isinstance(x, np.ndarray) and x.ndim):
-                raise ValueError(f"rewards must be 1-D (one per member): member {m} is a "
-                                 f"{type(x).__name__} of length {len(x)}")
+                raise ValueError(f"reward of member {m} is a {type(x).__name__} of length {len(x)}: rewards "
+                                 f"must be 1-D (one per member); nothing was changed")
         r = np.array([reward_f64(m, x) for m, x in enumerate(rewards)], dtype=np.float64)
     if population is not None and r.shape[0] != population:
         raise ValueError(f"rewards has {r.shape[0]} entries but the population is {population}")
