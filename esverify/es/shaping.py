@@ -57,6 +57,9 @@ def reward_f64(m: int, x) -> float:
     See ACCEPTED for the types; source: ES.md §2 (a NaN or infinite reward is an error naming the member).
     """
     value = x
+    if isinstance(x, (list, tuple)) or (isinstance(x, np.ndarray) and x.ndim):
+        raise ValueError(f"reward of member {m} is a {type(x).__name__} of length {len(x)}: rewards "
+                         f"must be 1-D (one per member); nothing was changed")
     if _torch_tensor(x):
         if x.ndim != 0 or x.dtype.is_complex or x.dtype == sys.modules["torch"].bool:
             raise _bad_type(m, x)
@@ -114,10 +117,6 @@ def check_rewards(rewards, population: int | None = None) -> np.ndarray:
     else:
         if isinstance(rewards, np.ndarray) and rewards.ndim != 1:
             raise ValueError(f"rewards must be 1-D (one per member), got shape {rewards.shape}")
-        for m, x in enumerate(rewards):
-            if isinstance(x, (list, tuple)) or (isinstance(x, np.ndarray) and x.ndim):
-                raise ValueError(f"reward of member {m} is a {type(x).__name__} of length {len(x)}: rewards "
-                                 f"must be 1-D (one per member); nothing was changed")
         r = np.array([reward_f64(m, x) for m, x in enumerate(rewards)], dtype=np.float64)
     if population is not None and r.shape[0] != population:
         raise ValueError(f"rewards has {r.shape[0]} entries but the population is {population}")
