@@ -224,3 +224,25 @@ def test_temp_files_stay_out_of_the_sdist(tmp_path, monkeypatch):
             files.process_template_line(line)
     assert "goldens/rng.json" in files.files
     assert not [f for f in files.files if f.endswith(".tmp")]
+
+
+def test_a_sigkilled_writer_leaves_a_temp_file_that_check_removes(tmp_path):
+    """A real SIGKILL between writing the temp file and the rename (os.replace made to block)."""
+    import signal
+    goldens = copy_goldens(tmp_path / "g")
+    script = ("import os, sys, time\n"
+              "from esverify.goldens import fileformat\n"
+              "os.replace = lambda *a: (print('written', flush=True), time.sleep(60))\n"
+              f"fileformat.write_atomic({str(goldens / 'rng.json')!r}, 'x' * 1000)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert proc.stdout.readline().strip() == b"written"
+        leftovers = list(goldens.glob(".rng.json.*.tmp"))
+        assert [p.name.startswith(f".rng.json.pid{proc.pid}.") for p in leftovers] == [True]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    result = check(goldens)
+    assert result.exit_code == 0, result.output
+    assert list(goldens.glob(".*.tmp")) == []
