@@ -120,9 +120,8 @@ def generate(names: list[str] | None, baseline_dir: Path, out_dir: Path, bump: b
     flush = numerics_probe.flush_to_zero_status()
     if flush.flushing:   # the reference would write flushed bits into the contract
         return [AreaOutcome(name, "error", flush.message()) for name in (names or area_mod.area_names())]
-    for stale in fileformat.clean_stale_temps(out_dir):
-        outcomes_note = f"removed stale temp file {stale} (left by a killed writer)"
-        print(outcomes_note, file=sys.stderr)
+    for stale in fileformat.clean_stale_temps(out_dir):   # a SIGKILLed generate's temp file
+        print(f"removed stale temp file {stale} (left by a killed writer)", file=sys.stderr)
     outcomes = []
     for name in (names if explicit else area_mod.area_names()):
         if name not in area_mod.AREA_MODULES:
