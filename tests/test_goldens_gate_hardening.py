@@ -55,17 +55,24 @@ def pairwise_sum(a, acc: int = 8, block: int = 128) -> float:
     return pairwise_sum(a[:n2], acc, block) + pairwise_sum(a[n2:], acc, block)
 
 
-def numpy_like(acc: int):
-    """A stand-in for the `np` module seen by esverify.es.shaping whose mean/std sum with `acc` accumulators."""
+def numpy_like(acc: int, first_as_initial: bool = False):
+    """A stand-in for the `np` module seen by esverify.es.shaping whose mean/std sum with `acc` accumulators
+    (and, with `first_as_initial`, start from the first value and pairwise-sum the rest, as a reduction
+    without an identity would)."""
+    def total(values):
+        if first_as_initial:
+            return values[0] + pairwise_sum(values[1:], acc)
+        return pairwise_sum(values, acc)
+
     def mean(r):
         values = [float(x) for x in np.asarray(r, dtype=np.float64)]
-        return np.float64(pairwise_sum(values, acc) / len(values))
+        return np.float64(total(values) / len(values))
 
     def std(r):
         values = [float(x) for x in np.asarray(r, dtype=np.float64)]
-        m = pairwise_sum(values, acc) / len(values)
+        m = total(values) / len(values)
         d = [(x - m) * (x - m) for x in values]
-        return np.float64(np.sqrt(pairwise_sum(d, acc) / len(values)))
+        return np.float64(np.sqrt(total(d) / len(values)))
 
     shim = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("__")})
     shim.mean, shim.std = mean, std
@@ -82,9 +89,9 @@ def test_the_emulated_reduction_is_numpys_own():
             assert shim.mean(r) == np.mean(r) and shim.std(r) == np.std(r), n
 
 
-def _shaping_check(tmp_path, monkeypatch, acc):
+def _shaping_check(tmp_path, monkeypatch, acc, first_as_initial=False):
     goldens = copy_goldens(tmp_path / f"g{acc}", areas=("es-at-scale",))
-    monkeypatch.setattr(shaping, "np", numpy_like(acc))
+    monkeypatch.setattr(shaping, "np", numpy_like(acc, first_as_initial))
     return run("goldens", "check", "--area", "es-at-scale", "--backend", "numpy", "--goldens-dir", str(goldens),
                "--json", str(tmp_path / f"r{acc}.json"))
 
@@ -101,6 +108,16 @@ def test_a_changed_numpy_reduction_order_fails_the_gate(tmp_path, monkeypatch):
     assert populations & {15, 16, 17} and populations & {30, 31, 32, 33} and populations & {127, 128, 129, 130}
     assert populations & {255, 256, 257} and 1000 in populations
     assert "numpy " + np.__version__ in changed.output
+
+
+def test_a_reduction_seeded_with_the_first_value_fails_at_small_populations(tmp_path, monkeypatch):
+    """Another order change, visible below 8 members too: populations 2-9 pin numpy's plain loop."""
+    result = _shaping_check(tmp_path, monkeypatch, 8, first_as_initial=True)
+    assert result.exit_code == 1, result.output
+    rows = json.loads((tmp_path / "r8.json").read_text())["sections"]["differences"]
+    failing = {r["vector"] for r in rows if r["status"] == "mismatch"}
+    populations = {int(v.split("-")[1][1:]) for v in failing if v.startswith("shaping-")}
+    assert populations & set(range(3, 10)) and populations & {15, 16, 17}, sorted(populations)
 
 
 def test_shaping_vectors_cover_every_boundary_and_reward_set():
