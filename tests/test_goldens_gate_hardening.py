@@ -255,3 +255,24 @@ def test_parity_refuses_a_flushing_process_before_running(tmp_path, flushing):
                                        "--out", str(tmp_path / "out")])
     assert result.exit_code == 2, result.output
     assert "flushes subnormals to zero" in result.output and not (tmp_path / "out" / "parity-cases.csv").exists()
+
+
+def test_gate_refuses_a_process_that_loaded_a_fast_math_library(tmp_path):
+    """A shared library built with -ffast-math sets FTZ/DAZ when it is loaded (crtfastmath.o): the real case."""
+    import shutil
+    import subprocess
+    import sys
+    from test_goldens_support import ROOT
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build a -ffast-math library")
+    (tmp_path / "fm.c").write_text("double twice(double x) { return x * 2; }\n")
+    lib = tmp_path / "libfm.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-ffast-math", tmp_path / "fm.c", "-o", lib], check=True)
+    goldens = copy_goldens(tmp_path / "g")
+    script = (f"import ctypes, sys; ctypes.CDLL({str(lib)!r}); from esverify.cli import main; "
+              f"sys.argv = ['esverify', 'goldens', 'check', '--area', 'rng', '--goldens-dir', {str(goldens)!r}]; main()")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "flushes subnormals to zero (FTZ/DAZ)" in done.stderr and "(DAZ)" in done.stderr
