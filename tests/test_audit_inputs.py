@@ -189,3 +189,16 @@ def test_history_blobs_over_the_bound_are_never_read(tmp_path):
     entries = {e.plain_path: e for e in sources.history_entries(repo, max_bytes=1000)}
     assert entries["big.py"].kind == "too-large" and entries["big.py"].size == 6000
     assert entries["small.py"].kind == "code" and entries["small.py"].text == "x = 1\n"
+
+
+def test_an_archive_of_many_members_under_the_bound_stops_at_its_total_bound(tmp_path):
+    wheel = tmp_path / "many-0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("many/__init__.py", "x = 1\n")
+        for k in range(100):
+            zf.writestr(f"many/m{k:03d}.py", b"#" * 900)      # each under a 1000-byte bound
+    entries = sources.archive_entries(wheel, max_bytes=1000)    # total bound 64 x 1000 bytes
+    read = [e for e in entries if e.kind == "code"]
+    refused = [e for e in entries if e.kind == "too-large"]
+    assert len(read) == 72 and len(refused) == 29     # 6 + 71 x 900 bytes fit in 64,000; the 72nd would not
+    assert all("inflate past 64000 bytes in all" in e.error for e in refused)

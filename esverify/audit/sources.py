@@ -54,6 +54,9 @@ LICENCE_STEMS = ("license", "licence", "copying")
 DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024
 #: kinds that are findings: the audit could not read the file
 UNREADABLE_KINDS = ("unreadable", "too-large")
+#: One archive may inflate into at most this many times the per-file bound in all (a wheel of many
+#: members each just under the bound must not exhaust memory either).
+ARCHIVE_FACTOR = 64
 _HASH_CHUNK = 1 << 20
 
 
@@ -150,8 +153,8 @@ def classify(origin: str, path: str, data: bytes | None, error: str | None = Non
     entry.language, entry.notebook = language_of(entry.plain_path, (data or b"")[:256])
     if too_large is not None:
         entry.kind, entry.size, entry.sha256, entry.data = "too-large", size, sha256, None
-        entry.error = (f"too large to audit: {size} bytes, over the bound of {too_large} bytes "
-                       f"(--max-file-size){'' if sha256 else '; not read, not hashed'}")
+        entry.error = error or (f"too large to audit: {size} bytes, over the bound of {too_large} bytes "
+                                f"(--max-file-size){'' if sha256 else '; not read, not hashed'}")
         return entry
     if entry.data is None:
         entry.kind = "unreadable"
@@ -306,9 +309,19 @@ def archive_entries(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> list
     Raises ValueError when `path` is not a readable archive."""
     origin = f"wheel:{path.name}"
     members: list[tuple[str, bytes | None, str | None, int | None]] = []   # (name, data, error, too-large size)
+    budget = [ARCHIVE_FACTOR * max_bytes]      # bytes this archive may still inflate into memory
+
+    def over_budget(name, declared) -> bool:
+        if declared <= budget[0]:
+            return False
+        members.append((name, None, f"too large to audit: the archive's members inflate past "
+                                    f"{ARCHIVE_FACTOR * max_bytes} bytes in all ({ARCHIVE_FACTOR} x --max-file-size); "
+                                    f"this {declared}-byte member was not read", declared))
+        return True
 
     def capped(fh, name, declared):
         data = fh.read(max_bytes + 1)
+        budget[0] -= len(data)
         if len(data) > max_bytes:
             members.append((name, None, None, max(declared, len(data))))
         else:
@@ -322,6 +335,8 @@ def archive_entries(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> list
                         continue
                     if info.file_size > max_bytes:
                         members.append((info.filename, None, None, info.file_size))
+                        continue
+                    if over_budget(info.filename, info.file_size):
                         continue
                     try:
                         with zf.open(info) as fh:
@@ -338,6 +353,8 @@ def archive_entries(path: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> list
                         continue
                     if info.size > max_bytes:
                         members.append((info.name, None, None, info.size))
+                        continue
+                    if over_budget(info.name, info.size):
                         continue
                     try:
                         fh = tf.extractfile(info)
