@@ -125,3 +125,19 @@ def test_no_json_the_project_writes_has_a_bare_u64():
     for name in ("rng", "es-at-scale", "es-awd"):
         doc = json.loads((paths.goldens_dir() / f"{name}.json").read_text())
         assert _big_ints(doc) == [], name
+
+
+def test_parity_reports_write_the_u64_seed_as_hex(tmp_path):
+    """The parity JSON report (and its metadata file) hold no integer an f64 reader would round."""
+    from click.testing import CliRunner
+    from esverify.cli import main
+    from standins.mutants import STANDINS
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["parity", "--ref", str(STANDINS / "es-at-scale"), "--target", "es-at-scale",
+                                       "--devices", "cpu", "--small", "--dtypes", "f32", "--schemes", "iid",
+                                       "--iterations", "1", "--quiet", "--seed", str(U64), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    for name in ("parity.json", "parity-metadata.json"):
+        doc = json.loads((out / name).read_text())
+        assert _big_ints(doc) == [], name
+    assert json.loads((out / "parity.json").read_text())["metadata"]["seed"] == "0xffffffffffffffff"

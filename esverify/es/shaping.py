@@ -12,7 +12,7 @@
 Rewards are validated member by member (`check_rewards`, `ACCEPTED`): a value that
 cannot become a finite f64 raises ValueError or TypeError naming the member.
 
-Checks: ``python -m pytest -q tests/test_es_invariants.py tests/test_es_errors.py``
+Checks: ``python -m pytest -q tests/test_es_invariants.py tests/test_es_errors.py tests/test_es_rewards_state.py``
 (ties, monotone invariance, shift bounds, constant rewards, bad rewards).
 """
 from __future__ import annotations
