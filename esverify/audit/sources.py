@@ -252,6 +252,9 @@ def read_path(origin: str, root: Path, rel: str, max_bytes: int = DEFAULT_MAX_FI
         st = os.lstat(full)
         if stat.S_ISLNK(st.st_mode):
             return classify(origin, rel, None, symlink_target=os.readlink(full))
+        if stat.S_ISDIR(st.st_mode):   # git lists a submodule as one path
+            return classify(origin, rel, None, error="a folder where a file was listed (a git submodule?): "
+                                                     "not audited here; audit it with its own --tree")
         if not stat.S_ISREG(st.st_mode):
             return classify(origin, rel, None, error="not a regular file")
         if st.st_size > max_bytes:
