@@ -52,6 +52,12 @@ def run_audit(*args, cwd: Path | None = None):
     return result.exit_code, report, result.output
 
 
+@pytest.fixture(autouse=True)
+def _reports_in_tmp(tmp_path, monkeypatch):
+    """run_audit writes its report under PYTEST_TMP_OUT: keep it in pytest's tmp folder, not /tmp."""
+    monkeypatch.setenv("PYTEST_TMP_OUT", str(tmp_path))
+
+
 def findings(report, section):
     return [r for r in report["sections"][section] if r["status"] == "finding"]
 

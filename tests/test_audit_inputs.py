@@ -19,6 +19,12 @@ from esverify.audit import sources
 from test_audit import FIXTURES, REFERENCE, SMOOTHER, findings, make_tree, run_audit
 
 
+@pytest.fixture(autouse=True)
+def _reports_in_tmp(tmp_path, monkeypatch):
+    """run_audit writes its report under PYTEST_TMP_OUT: keep it in pytest's tmp folder, not /tmp."""
+    monkeypatch.setenv("PYTEST_TMP_OUT", str(tmp_path))
+
+
 def _latin1_copy() -> bytes:
     """The reference module, verbatim, declared latin-1, with one non-ASCII comment (valid Python)."""
     return (b"# -*- coding: latin-1 -*-\n# r\xe9sum\xe9 of the smoother\n" + SMOOTHER.read_bytes())
