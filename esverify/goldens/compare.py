@@ -18,6 +18,7 @@ from .. import bits
 COLUMNS = ["area", "backend", "vector", "field", "element", "expected", "got", "ulp", "status", "detail"]
 FAILING = ("mismatch", "error", "changed-without-bump", "removed-without-bump", "version-backwards")
 LIBM_DIVERGENCE = "libm-divergence"
+UNSUPPORTED = "unsupported"       #: a vector an --impl wrapper does not claim (never a pass, never a failure)
 
 
 def is_libm_class(vector: dict) -> bool:
