@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import struct
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,10 +74,7 @@ class Tensor:
     @classmethod
     def of(cls, array) -> "Tensor":
         """From a numpy array (float64/32/16, uint64/32) or a torch tensor (f64/f32/f16/bf16, int64 as u64)."""
-        try:
-            import torch
-        except ImportError:  # pragma: no cover - torch is a dependency
-            torch = None
+        torch = sys.modules.get("torch")   # a torch tensor implies torch is imported; never import it here
         if torch is not None and isinstance(array, torch.Tensor):
             t = array.detach().to("cpu").contiguous()
             name = {torch.float64: "f64", torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
