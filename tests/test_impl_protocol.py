@@ -33,15 +33,6 @@ def wrapper(mode: str) -> str:
     return f"{sys.executable} {WRAPPERS} {mode}"
 
 
-def alive(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def run_rng(mode: str, tmp_path, deadline=20.0):
     target = ImplTarget(wrapper(mode), log_path=tmp_path / "impl.log", deadline_s=deadline, env=ENV)
     try:
