@@ -36,6 +36,7 @@ from pathlib import Path
 from . import wire
 
 DEFAULT_DEADLINE_S = 60.0      #: per request, unless the call gives its own
+PIPE_BYTES = 1 << 20           #: requested pipe buffer size (Linux F_SETPIPE_SZ; capped by fs.pipe-max-size)
 START_DEADLINE_S = 60.0        #: process start + capabilities reply (importing torch takes seconds)
 
 
@@ -66,6 +67,19 @@ def validate_capabilities(result) -> None:
         e = errors[0]
         where = "/".join(str(p) for p in e.path) or "(top)"
         raise ImplFailure("protocol", f"capabilities reply fails the protocol schema at {where}: {e.message}")
+
+
+def _widen_pipe(fd: int) -> None:
+    """Ask Linux for a 1 MiB pipe buffer (default 64 KiB): a 4 MiB tensor then crosses in a few
+    wake-ups instead of 64, which dominated a 1M-element gaussian. Best effort elsewhere."""
+    import fcntl
+    setsize = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if setsize is None:
+        return
+    try:
+        fcntl.fcntl(fd, setsize, PIPE_BYTES)
+    except OSError:
+        pass
 
 
 class ImplProcess:
@@ -116,6 +130,7 @@ class ImplProcess:
             log.close()
         for f in (self._proc.stdin, self._proc.stdout):
             os.set_blocking(f.fileno(), False)
+            _widen_pipe(f.fileno())
         try:
             caps = self._exchange("capabilities", {}, self.start_deadline_s, extra={"protocol": wire.PROTOCOL_VERSION})
         except WrapperError as exc:
@@ -191,11 +206,11 @@ class ImplProcess:
         self._next_id += 1
         header = {"id": rid, "op": op, "deadline_ms": int(deadline_s * 1000), "args": args, **(extra or {})}
         try:
-            frame = wire.encode(header)
+            parts = wire.encode_parts(header)
         except (TypeError, ValueError) as exc:   # our own bug: not the wrapper's failure
             raise ValueError(f"cannot encode request {op}: {exc}") from None
         try:
-            reply = self._roundtrip(frame, time.monotonic() + deadline_s, op, deadline_s)
+            reply = self._roundtrip(parts, time.monotonic() + deadline_s, op, deadline_s)
         except ImplFailure:
             self.kill()
             raise
@@ -211,62 +226,79 @@ class ImplProcess:
         raise ImplFailure("protocol", f"reply to {op} is neither {{ok: true, result: {{...}}}} nor "
                                       f"{{ok: false, error: '...'}}: {str(reply)[:200]}")
 
-    def _roundtrip(self, frame: bytes, deadline: float, op: str, deadline_s: float) -> dict:
+    def _roundtrip(self, parts: list, deadline: float, op: str, deadline_s: float) -> dict:
+        """Write the request's parts and read one reply frame, both non-blocking, under `deadline`.
+
+        The reply is read straight into one buffer of its announced size (no
+        concatenation) and decoded from views of it (tensors are not copied).
+        """
         proc = self._proc
         out_fd, in_fd = proc.stdout.fileno(), proc.stdin.fileno()
-        pending = memoryview(frame)
-        buf = bytearray()
-        need = wire.PREFIX.size
-        lengths = None
+        pending = [memoryview(p) for p in parts if len(p)]
+        prefix = bytearray(wire.PREFIX.size)
+        buf, got, h = prefix, 0, None
         with selectors.DefaultSelector() as sel:
             sel.register(out_fd, selectors.EVENT_READ)
             sel.register(in_fd, selectors.EVENT_WRITE)
-            writing = True
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    received = got + (wire.PREFIX.size if h is not None else 0)
                     raise ImplFailure("timeout", f"no complete reply to {op} within the {deadline_s:g} s deadline "
-                                                 f"({len(buf)} bytes received)")
+                                                 f"({received} bytes received)")
                 for key, _ in sel.select(timeout=left):
                     if key.fd == in_fd:
                         try:
-                            n = os.write(in_fd, pending[:1 << 20])
+                            n = os.write(in_fd, pending[0][:PIPE_BYTES])
                         except BlockingIOError:
                             continue
                         except (BrokenPipeError, ConnectionResetError):
                             raise ImplFailure("crashed", self._died(f"while receiving {op}")) from None
-                        pending = pending[n:]
-                        if not len(pending) and writing:
+                        pending[0] = pending[0][n:]
+                        if not len(pending[0]):
+                            pending.pop(0)
+                        if not pending:
                             sel.unregister(in_fd)
-                            writing = False
                         continue
                     try:
-                        chunk = os.read(out_fd, max(need - len(buf), 1 << 16))
+                        n = proc.stdout.readinto(memoryview(buf)[got:])
                     except BlockingIOError:
                         continue
-                    if not chunk:
-                        raise ImplFailure("crashed", self._died(f"before answering {op}", len(buf)))
-                    buf += chunk
-                    if lengths is None and len(buf) >= wire.PREFIX.size:
+                    if n is None:
+                        continue
+                    if n == 0:
+                        raise ImplFailure("crashed", self._died(f"before answering {op}", got))
+                    got += n
+                    if got < len(buf):
+                        continue
+                    if h is None:   # the prefix is complete: size the frame's buffer
                         try:
-                            lengths = wire.parse_prefix(bytes(buf[:wire.PREFIX.size]))
+                            h, b = wire.parse_prefix(bytes(prefix))
                         except wire.FrameError as exc:
                             raise ImplFailure("protocol", f"reply to {op}: {exc} (stdout is reserved for "
                                                           f"frames; log to stderr)") from None
-                        need = wire.PREFIX.size + lengths[0] + lengths[1]
-                    if lengths is not None and len(buf) >= need:
-                        if writing:
-                            raise ImplFailure("protocol", f"the wrapper replied to {op} before reading the whole "
-                                                          f"request")
-                        if len(buf) > need:
-                            raise ImplFailure("protocol", f"the wrapper wrote {len(buf) - need} byte(s) after its "
-                                                          f"reply to {op} (stdout is reserved for frames)")
-                        h = lengths[0]
-                        head = bytes(buf[wire.PREFIX.size:wire.PREFIX.size + h])
-                        try:
-                            return wire.decode(head, bytes(buf[wire.PREFIX.size + h:need]))
-                        except wire.FrameError as exc:
-                            raise ImplFailure("protocol", f"reply to {op}: {exc}") from None
+                        buf, got = bytearray(h + b), 0
+                        if h + b:
+                            continue
+                    if pending:
+                        raise ImplFailure("protocol", f"the wrapper replied to {op} before reading the whole "
+                                                      f"request")
+                    stray = self._stray_bytes()
+                    if stray:
+                        raise ImplFailure("protocol", f"the wrapper wrote byte(s) {stray!r} after its reply to "
+                                                      f"{op} (stdout is reserved for frames)")
+                    view = memoryview(buf)
+                    try:
+                        return wire.decode(view[:h], view[h:])
+                    except wire.FrameError as exc:
+                        raise ImplFailure("protocol", f"reply to {op}: {exc}") from None
+
+    def _stray_bytes(self) -> bytes:
+        """Bytes already waiting on stdout after a complete reply (nothing may follow a reply)."""
+        try:
+            return os.read(self._proc.stdout.fileno(), 64) or b""
+        except BlockingIOError:
+            return b""
 
     def _died(self, when: str, received: int = 0) -> str:
         proc = self._proc

@@ -62,7 +62,8 @@ def serve(handlers: dict, capabilities: dict, stdin=None, stdout=None) -> int:
                 reply = {"id": rid, "ok": False, "error": f"unsupported operation {op!r}"}
         except Exception as exc:  # a refused case is a reply, never a crash of the wrapper
             reply = {"id": rid, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        stdout.write(wire.encode(reply))
+        for part in wire.encode_parts(reply):   # tensors are written from their own memory
+            stdout.write(part)
         stdout.flush()
 
 

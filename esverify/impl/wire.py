@@ -124,21 +124,24 @@ def parse_f64(text, what: str) -> float:
     return struct.unpack("<d", struct.pack("<Q", parse_hex(text, what)))[0]
 
 
-def encode(header: dict) -> bytes:
-    """One frame for `header`, whose Tensor values (at any depth) go to the payload."""
-    chunks: list[bytes] = []
-    size = [0]
+def encode_parts(header: dict) -> list:
+    """One frame for `header` as a list of buffers (prefix + JSON header, then each tensor's bytes
+    and padding): writing them in order writes the frame without copying the tensors."""
+    parts: list = []
+    size = 0
 
     def walk(x):
+        nonlocal size
         if isinstance(x, Tensor):
-            pad = -size[0] % 8
+            pad = -size % 8
             if pad:
-                chunks.append(b"\0" * pad)
-                size[0] += pad
-            raw = np.ascontiguousarray(x.bits).tobytes()
-            desc = {"dtype": x.dtype, "shape": list(x.shape), "offset": size[0]}
-            chunks.append(raw)
-            size[0] += len(raw)
+                parts.append(b"\0" * pad)
+                size += pad
+            flat = np.ascontiguousarray(x.bits).reshape(-1)
+            raw = memoryview(flat).cast("B") if flat.size else b""   # a view: no copy of the tensor
+            desc = {"dtype": x.dtype, "shape": list(x.shape), "offset": size}
+            parts.append(raw)
+            size += len(raw)
             return desc
         if isinstance(x, dict):
             return {k: walk(v) for k, v in x.items()}
@@ -147,7 +150,12 @@ def encode(header: dict) -> bytes:
         return x
 
     head = json.dumps(walk(header), separators=(",", ":"), allow_nan=False).encode("utf-8")
-    return b"".join([PREFIX.pack(MAGIC, len(head), size[0]), head] + chunks)
+    return [PREFIX.pack(MAGIC, len(head), size) + head] + parts
+
+
+def encode(header: dict) -> bytes:
+    """One frame for `header`, whose Tensor values (at any depth) go to the payload."""
+    return b"".join(encode_parts(header))
 
 
 def parse_prefix(prefix: bytes) -> tuple[int, int]:
