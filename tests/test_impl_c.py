@@ -111,3 +111,25 @@ def test_no_fma_contraction_under_iso_c11(tmp_path):
         return asm.read_text().count("vfmadd") + asm.read_text().count("vfmsub") + asm.read_text().count("vfnmadd")
     assert fmas("gnu11") > 0            # the probe sees contraction when the compiler does it
     assert fmas("c11") == 0
+
+
+def test_shaping_matches_numpy_summation_order(esimpl, tmp_path):
+    """The C shaping (numpy's pairwise summation written out, CONTRACT.md §7) against numpy itself.
+
+    Lengths cross numpy's 8-element blocks and its 128-element split; rewards span magnitudes so
+    that a different summation order would change last bits.
+    """
+    import numpy as np
+    from esverify.es import shape_rewards
+    from esverify.impl import client, wire
+    rng = np.random.default_rng(11)
+    with client.ImplProcess(str(esimpl), log_path=tmp_path / "log") as proc:
+        proc.start()
+        for n in (1, 2, 7, 8, 9, 15, 16, 17, 30, 127, 128, 129, 255, 300, 1000):
+            rewards = rng.standard_normal(n) * 10.0 ** rng.integers(-3, 6, n)
+            for shaping in ("zscore", "centered_ranks", "none"):
+                if shaping == "centered_ranks" and n < 2:
+                    continue
+                got = proc.call("shaping", {"shaping": shaping, "rewards": wire.Tensor.of(rewards)})
+                want = shape_rewards(rewards, shaping)[0]
+                assert got["coefficients"].bits.tolist() == want.view(np.uint64).tolist(), (n, shaping)

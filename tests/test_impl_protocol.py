@@ -72,6 +72,26 @@ def test_frame_known_bytes():
         bytes.fromhex("0000803f00000080")
 
 
+def _dumps(text: str) -> list[bytes]:
+    """The hex dumps (offset, 16 bytes, ascii) of docs/PROTOCOL.md §6, as bytes."""
+    import re
+    blocks = re.findall(r"```\n(0000 .*?)```", text, flags=re.S)
+    return [bytes.fromhex("".join(line[6:53] for line in b.splitlines())) for b in blocks]
+
+
+def test_protocol_doc_conversation_is_exact():
+    """PROTOCOL.md §6: the request is what the client encodes, the reply what the Python wrapper answers."""
+    import io
+    from esverify.impl import server
+    request, reply = _dumps((ROOT / "docs" / "PROTOCOL.md").read_text())
+    assert request == wire.encode({"id": 1, "op": "at", "deadline_ms": 60000, "args": {
+        "seed": wire.u64_hex(1234567), "indices": wire.Tensor.of(np.array([0, 1], dtype=np.uint64))}})
+    out = io.BytesIO()
+    assert server.serve(server.trainer_handlers("numpy"), {}, io.BytesIO(request), out) == 0
+    assert out.getvalue() == reply
+    assert reply[-16:] == (6457827717110365317).to_bytes(8, "little") + (3203168211198807973).to_bytes(8, "little")
+
+
 @pytest.mark.parametrize("bad, message", [
     (b"XXXX" + bytes(12), "bytes outside a frame"),
     (b"ESVF" + bytes(12), "header length 0"),
