@@ -83,7 +83,7 @@ class Tensor:
                 raise ValueError(f"torch dtype {t.dtype} has no wire dtype")
             signed = {8: torch.int64, 4: torch.int32, 2: torch.int16}[DTYPES[name][0]]
             return cls(name, t.view(signed).numpy().view(DTYPES[name][1]).copy())
-        a = np.ascontiguousarray(array)
+        a = np.ascontiguousarray(array).reshape(np.shape(array))   # ascontiguousarray makes 0-dim 1-dim
         name = {np.dtype(np.float64): "f64", np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
                 np.dtype(np.uint64): "u64", np.dtype(np.uint32): "u32"}.get(a.dtype)
         if name is None:
@@ -94,7 +94,7 @@ class Tensor:
         """A torch tensor with exactly these bits (f64/f32/f16/bf16; u64 as int64)."""
         import torch
         signed = {8: np.int64, 4: np.int32, 2: np.int16}[DTYPES[self.dtype][0]]
-        t = torch.from_numpy(np.ascontiguousarray(self.bits).view(signed).copy())
+        t = torch.from_numpy(np.array(self.bits, order="C").view(signed).reshape(self.shape))
         target = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
                   "u64": torch.int64, "u32": torch.int32}[self.dtype]
         return t.view(target).to(device)
