@@ -13,7 +13,8 @@ for the fault MODE names:
 - hangs: sleeps forever on the gaussian request with n == 33;
 - stray: prints a debug line to stdout before answering gaussian n == 33;
 - refuses: replies ok:false to gaussian n == 33;
-- partial: claims only `at` (everything else is unsupported).
+- partial: claims only `at` (everything else is unsupported);
+- crashes: answers capabilities, then exits on every request.
 """
 import os
 import subprocess
@@ -47,6 +48,8 @@ def main(mode: str) -> int:
         caps["contract_version"] = 99
     if mode == "partial":
         caps["operations"] = ["at"]
+    if mode == "crashes":
+        handlers = {op: (lambda args: os._exit(4)) for op in handlers}
     gaussian = handlers["gaussian"]
 
     def faulty(args):

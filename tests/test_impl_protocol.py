@@ -211,6 +211,15 @@ def test_a_failing_case_is_one_error_row_and_the_rest_still_run(tmp_path, mode, 
     assert target.process.pid is None                             # closed: nothing left running
 
 
+def test_a_wrapper_failing_every_case_is_given_up_after_three_in_a_row(tmp_path):
+    result, target = run_rng("crashes", tmp_path, deadline=5.0)
+    assert len(result.rows) == 47 and {r["status"] for r in result.rows} == {"error"}   # complete, all errors
+    kinds = [r["detail"].split(": ")[1] for r in result.rows]
+    assert kinds[:3] == ["crashed"] * 3 and set(kinds[3:]) == {"gave-up"}
+    assert "given up after 3 failures in a row" in result.rows[3]["detail"]
+    assert target.process.restarts == 2
+
+
 def test_unsupported_is_listed_not_passed_and_require_fails(tmp_path):
     target = ImplTarget(wrapper("partial"), log_path=tmp_path / "log", env=ENV, require=["at"])
     result = gate.check(GOLDENS, ["rng"], impl=target)

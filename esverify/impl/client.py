@@ -12,9 +12,11 @@ reply's `result`, or raises:
 - `ImplFailure` (kind ``timeout``, ``crashed``, ``protocol``): no valid reply
   before the deadline, the process died, or it wrote bytes that are not a
   frame. The process group is killed; the next call restarts the wrapper
-  and repeats the handshake (at most `max_restarts` times, then every call
-  fails at once with kind ``gave-up``, so a broken wrapper cannot make a
-  run last deadline x cases).
+  and repeats the handshake. After `max_consecutive` failures in a row
+  (no valid reply in between) or `max_restarts` restarts in all, every
+  call fails at once with kind ``gave-up``, so a broken wrapper cannot
+  make a run last deadline x cases, while one that crashes on a few
+  cases still gets every other case checked.
 
 I/O is non-blocking (selectors) in both directions at once, so neither a
 silent wrapper nor one that writes while we still write can hang the
@@ -89,10 +91,12 @@ class ImplProcess:
     log_path: file that receives the wrapper's stderr (appended; default a
     temporary file, see `.log_path`). deadline_s: per-request deadline in
     seconds. Attributes after start(): capabilities (dict), restarts (int).
+    max_consecutive: failures in a row before giving up; max_restarts: restarts in all.
     """
 
     def __init__(self, command, log_path: Path | None = None, deadline_s: float = DEFAULT_DEADLINE_S,
-                 start_deadline_s: float = START_DEADLINE_S, max_restarts: int = 3, env: dict | None = None):
+                 start_deadline_s: float = START_DEADLINE_S, max_restarts: int = 50, max_consecutive: int = 3,
+                 env: dict | None = None):
         self.argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not self.argv:
             raise ValueError("--impl: empty command")
@@ -104,6 +108,8 @@ class ImplProcess:
         self.deadline_s = deadline_s
         self.start_deadline_s = start_deadline_s
         self.max_restarts = max_restarts
+        self.max_consecutive = max_consecutive
+        self._failures_in_a_row = 0
         self.env = env
         self.capabilities: dict | None = None
         self.restarts = 0
@@ -136,7 +142,11 @@ class ImplProcess:
         except WrapperError as exc:
             self.kill()
             raise ImplFailure("protocol", f"the wrapper refused the capabilities request: {exc}") from None
-        validate_capabilities(caps)
+        try:
+            validate_capabilities(caps)
+        except ImplFailure:
+            self.kill()
+            raise
         if caps["protocol"] != wire.PROTOCOL_VERSION:
             self.kill()
             raise ImplFailure("protocol", f"the wrapper speaks protocol {caps['protocol']}, esverify speaks "
@@ -193,13 +203,27 @@ class ImplProcess:
         if self._gave_up:
             raise ImplFailure("gave-up", self._gave_up)
         if self._proc is None:
-            if self.restarts >= self.max_restarts:
-                self._gave_up = (f"the wrapper failed {self.restarts} times; not restarted again "
-                                 f"(log: {self.log_path})")
+            if self.restarts >= self.max_restarts or self._failures_in_a_row >= self.max_consecutive:
+                why = (f"{self._failures_in_a_row} failures in a row" if self._failures_in_a_row >= self.max_consecutive
+                       else f"{self.restarts} restarts")
+                self._gave_up = f"the wrapper was given up after {why}; not restarted again (log: {self.log_path})"
                 raise ImplFailure("gave-up", self._gave_up)
             self.restarts += 1
-            self.start()
-        return self._exchange(op, args, self.deadline_s if deadline_s is None else deadline_s)
+            try:
+                self.start()
+            except ImplFailure:
+                self._failures_in_a_row += 1
+                raise
+        try:
+            result = self._exchange(op, args, self.deadline_s if deadline_s is None else deadline_s)
+        except ImplFailure:
+            self._failures_in_a_row += 1
+            raise
+        except WrapperError:   # a refusal is a valid reply: the wrapper works
+            self._failures_in_a_row = 0
+            raise
+        self._failures_in_a_row = 0
+        return result
 
     def _exchange(self, op: str, args: dict, deadline_s: float, extra: dict | None = None) -> dict:
         rid = self._next_id
