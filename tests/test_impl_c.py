@@ -51,13 +51,10 @@ def check(binary, tmp_path):
 
 
 def bf16_vectors(area: str) -> dict:
-    """id -> names of the bf16 slots, for the vectors of `area` that the C implementation claims."""
+    """id -> names of the bf16 slots, for the vectors of `area` (all claimed by the C implementation)."""
     doc = json.loads((ROOT / "goldens" / f"{area}.json").read_text())
     out = {}
     for v in doc["vectors"]:
-        c = v["inputs"]["config"]
-        if c["anchor_decay"] != "none":          # esimpl claims no anchored decay
-            continue
         names = [p["name"] for p in v["inputs"]["params"] if p["dtype"] == "bf16"]
         if names:
             out[v["id"]] = names
@@ -71,12 +68,11 @@ def test_every_claimed_vector_passes(esimpl, tmp_path):
     assert failing == []
     assert result.exit_code(strict=True) == 0
     unsupported = {(r["area"], r["vector"]) for r in result.rows}
-    # what esimpl does not claim: anchored decay and the es-awd profile, nothing else
+    # what esimpl does not claim: the es-awd profile, nothing else
     awd = {v["id"] for v in json.loads((ROOT / "goldens" / "es-awd.json").read_text())["vectors"]}
-    assert unsupported == {("es-at-scale", "anchor-decay-l1"), ("es-at-scale", "anchor-decay-l2")} | \
-        {("es-awd", v) for v in awd}
+    assert unsupported == {("es-awd", v) for v in awd}
     claimed = sum(s["vectors"] - s["unsupported"] for s in result.summary)
-    assert claimed == 47 + 12                   # every rng vector, 12 of 14 es-at-scale vectors
+    assert claimed == 47 + 14                   # every rng and every es-at-scale vector
     assert target.identity()["name"] == "esimpl-c" and target.process.restarts == 0
 
 
@@ -133,3 +129,34 @@ def test_shaping_matches_numpy_summation_order(esimpl, tmp_path):
                 got = proc.call("shaping", {"shaping": shaping, "rewards": wire.Tensor.of(rewards)})
                 want = shape_rewards(rewards, shaping)[0]
                 assert got["coefficients"].bits.tolist() == want.view(np.uint64).tolist(), (n, shaping)
+
+
+@pytest.mark.parametrize("kind, lam", [("l1", 0.5), ("l1", 40.0), ("l2", 3.0)])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_decay_matches_the_clean_room_kernel(esimpl, tmp_path, kind, lam, dtype):
+    """The C `decay` op against esverify.es.apply_anchor_decay_, bitwise, on deltas that hit the edges:
+    zero deltas, |d| equal to the l1 step (u = +0), tiny and huge values."""
+    import numpy as np
+    import torch
+    from esverify.es import apply_anchor_decay_
+    from esverify.es.numerics import NAME_DTYPES
+    from esverify.impl import client, wire
+    alpha = 0.01
+    dt = NAME_DTYPES[dtype]
+    gen = np.random.default_rng(5)
+    anchor = torch.from_numpy(gen.standard_normal(257).astype(np.float32)).to(dt)
+    step = torch.tensor(alpha * lam, dtype=torch.float32).to(dt)
+    delta = torch.cat([torch.tensor([0.0, -0.0, 1e-30, -1e-30, 6e4, -6e4]).to(dt), step.reshape(1), -step.reshape(1),
+                       torch.from_numpy(gen.standard_normal(249).astype(np.float32) * 0.01).to(dt)])
+    theta = (anchor.float() + delta.float()).to(dt)
+    theta[:2] = anchor[:2]                                     # d = +0 exactly
+    config = {"profile": "es-at-scale", "mapping": "poly32", "scheme": "iid", "seed": wire.u64_hex(1),
+              "population": 2, "sigma": wire.f64_hex(0.1), "alpha": wire.f64_hex(alpha), "shaping": "none",
+              "antithetic": False, "restore": "regenerate", "anchor_decay": kind, "anchor_lambda": wire.f64_hex(lam)}
+    with client.ImplProcess(str(esimpl), log_path=tmp_path / "log") as proc:
+        proc.start()
+        got = proc.call("decay", {"config": config, "params": [wire.Tensor.of(theta)],
+                                  "anchor": [wire.Tensor.of(anchor)]})["params"][0]
+    want = theta.clone()
+    apply_anchor_decay_([want], [anchor], kind, lam, alpha)
+    assert got.bits.tolist() == wire.Tensor.of(want).bits.tolist()

@@ -191,3 +191,32 @@ void es_update(const es_config *c, slot *params, int nslots, uint64_t iteration,
         }
     }
 }
+
+/* Anchored weight decay (ES.md §5, CONTRACT.md §7), with a = alpha * lambda (f64):
+ * d = rd_dt(f32(theta) - f32(theta0)); l2: d = rd_dt(f32(d) * rd32(1 - a));
+ * l1: u = rd_dt(|f32(d)| - b), b = rd32(a) (f32) or f32(rd_dt(rd32(a))); v = u if u >= 0 else +0;
+ *     d = sign(d) * v, sign(+-0) = +0; theta = rd_dt(f32(d) + f32(theta0)). */
+void es_decay(const es_config *c, slot *params, const slot *anchor, int nslots) {
+    if (c->decay == DECAY_NONE || c->lambda == 0.0) return;
+    double a = c->alpha * c->lambda;
+    if (c->decay == DECAY_L2 && !(a < 1.0)) fail("l2 decay needs alpha * lambda < 1");
+    for (int k = 0; k < nslots; k++) {
+        slot *p = &params[k];
+        const slot *an = &anchor[k];
+        if (an->n != p->n || an->dtype != p->dtype) fail("anchor[%d] does not match params[%d]", k, k);
+        float scale = (float)(1.0 - a);
+        float b = p->dtype == DT_F32 ? (float)a : rd_dt((float)a, p->dtype);
+        for (size_t i = 0; i < p->n; i++) {
+            float d = rd_dt(p->v[i] - an->v[i], p->dtype);
+            if (c->decay == DECAY_L2) {
+                d = rd_dt(d * scale, p->dtype);
+            } else {
+                float u = rd_dt(fabsf(d) - b, p->dtype);
+                float v = u >= 0.0f ? u : 0.0f;              /* u = -0 compares >= 0: it stays -0 */
+                float s = d > 0.0f ? 1.0f : d < 0.0f ? -1.0f : 0.0f;
+                d = rd_dt(s * v, p->dtype);
+            }
+            p->v[i] = rd_dt(d + an->v[i], p->dtype);
+        }
+    }
+}

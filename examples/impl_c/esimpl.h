@@ -63,11 +63,13 @@ void gaussian(uint64_t seed, uint64_t first, uint64_t n, int mapping, float *out
 enum { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
 typedef struct {
     int mapping, iid, population, antithetic, snapshot, shaping;   /* shaping: 0 zscore, 1 ranks, 2 none */
+    int decay;                                                   /* DECAY_NONE, DECAY_L1, DECAY_L2 */
     uint64_t seed;
-    double sigma, alpha;
+    double sigma, alpha, lambda;
 } es_config;
 typedef struct { int dtype; size_t n; float *v; } slot;  /* values widened to f32 (exact) */
 enum { SH_ZSCORE = 0, SH_RANKS = 1, SH_NONE = 2 };
+enum { DECAY_NONE = 0, DECAY_L1 = 1, DECAY_L2 = 2 };
 int shaping_of(const char *name);
 float rd_dt(float x, int dtype);                          /* round an f32 to the slot dtype (kept as f32) */
 uint32_t dt_bits(float x, int dtype);                     /* bit pattern of an f32 holding a dtype value */
@@ -76,4 +78,5 @@ void es_perturb(const es_config *c, slot *params, int nslots, uint64_t iteration
 void es_shape(const double *r, int n, int shaping, double *coeffs);
 void es_update(const es_config *c, slot *params, int nslots, uint64_t iteration, const double *rewards,
                double *coeffs);
+void es_decay(const es_config *c, slot *params, const slot *anchor, int nslots);   /* anchored decay */
 #endif

@@ -162,9 +162,12 @@ static es_config get_config(const jval *args) {
     memset(&cfg, 0, sizeof cfg);
     if (strcmp(jstr(jreq(c, "profile"), "profile"), "es-at-scale"))
         fail("profile '%s' is not implemented (es-at-scale only)", jget(c, "profile")->s);
-    if (strcmp(jstr(jreq(c, "anchor_decay"), "anchor_decay"), "none") &&
-        f64_of_bits(hex64(jreq(c, "anchor_lambda"), "anchor_lambda")) != 0.0)
-        fail("anchored weight decay is not implemented");
+    const char *decay = jstr(jreq(c, "anchor_decay"), "anchor_decay");
+    cfg.decay = !strcmp(decay, "none") ? DECAY_NONE : !strcmp(decay, "l1") ? DECAY_L1
+                : !strcmp(decay, "l2") ? DECAY_L2 : -1;
+    if (cfg.decay < 0) fail("unknown anchor_decay '%s'", decay);
+    cfg.lambda = f64_of_bits(hex64(jreq(c, "anchor_lambda"), "anchor_lambda"));
+    if (!(cfg.lambda >= 0.0)) fail("anchor_lambda must be >= 0");
     cfg.mapping = mapping_of(jstr(jreq(c, "mapping"), "mapping"));
     const char *scheme = jstr(jreq(c, "scheme"), "scheme");
     if (strcmp(scheme, "iid") && strcmp(scheme, "correlated")) fail("unknown scheme '%s'", scheme);
@@ -245,9 +248,25 @@ static void op_update(const jval *args) {
     double *rewards = xalloc(r.n * sizeof *rewards + 1), *coeffs = xalloc(r.n * sizeof *coeffs + 1);
     for (size_t k = 0; k < r.n; k++) rewards[k] = f64_of_bits(le_load(r.data + 8 * k, 8));
     es_update(&cfg, params, nslots, hex64(jreq(args, "iteration"), "iteration"), rewards, coeffs);
+    if (cfg.decay != DECAY_NONE && cfg.lambda != 0.0) {      /* decay towards the anchor, after the update */
+        int nanchor;
+        slot *anchor = get_params(args, "anchor", &nanchor);
+        if (nanchor != nslots) fail("anchor has %d tensors, params %d", nanchor, nslots);
+        es_decay(&cfg, params, anchor, nslots);
+    }
     put_params(args, params, nslots);
     sb_printf(&head, ",\"coefficients\":");
     put_f64s(coeffs, r.n);
+}
+
+static void op_decay(const jval *args) {
+    es_config cfg = get_config(args);
+    int nslots, nanchor;
+    slot *params = get_params(args, "params", &nslots);
+    slot *anchor = get_params(args, "anchor", &nanchor);
+    if (nanchor != nslots) fail("anchor has %d tensors, params %d", nanchor, nslots);
+    es_decay(&cfg, params, anchor, nslots);
+    put_params(args, params, nslots);
 }
 
 static void op_shaping(const jval *args) {
@@ -315,9 +334,9 @@ static const char *CAPABILITIES =
     "\"implementation\":{\"name\":\"esimpl-c\",\"version\":\"0.1.0\",\"language\":\"C11\"},"
     "\"contract_version\":1,\"profiles\":{\"es-at-scale\":1},"
     "\"operations\":[\"at\",\"member_seed\",\"stream_seed\",\"gaussian\",\"perturb\",\"restore\",\"update\","
-    "\"shaping\"],"
+    "\"shaping\",\"decay\"],"
     "\"mappings\":[\"poly32\",\"libm64\"],\"dtypes\":[\"f32\",\"f16\",\"bf16\"],\"schemes\":[\"iid\",\"correlated\"],"
-    "\"shapings\":[\"zscore\",\"centered_ranks\",\"none\"],\"decays\":[],\"restores\":[\"regenerate\",\"snapshot\"],"
+    "\"shapings\":[\"zscore\",\"centered_ranks\",\"none\"],\"decays\":[\"l1\",\"l2\"],\"restores\":[\"regenerate\",\"snapshot\"],"
     "\"antithetic\":true,\"noise\":\"contract\"}";
 
 static void dispatch(const char *op, const jval *args) {
@@ -331,6 +350,7 @@ static void dispatch(const char *op, const jval *args) {
     else if (!strcmp(op, "restore")) op_perturb(args, 1);
     else if (!strcmp(op, "update")) op_update(args);
     else if (!strcmp(op, "shaping")) op_shaping(args);
+    else if (!strcmp(op, "decay")) op_decay(args);
     else fail("unsupported operation '%s'", op);
 }
 
