@@ -72,8 +72,18 @@ def generate(areas, out, bump, changelog, goldens_dir):
               help="Write a JUnit XML report here (atomic).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write a JSON report here (atomic).")
+@click.option("--impl", "impl_cmd", metavar="CMD", default=None,
+              help="Check another implementation: start CMD (a protocol wrapper, docs/PROTOCOL.md) and recompute "
+                   "every vector it claims through it, instead of esverify's backends.")
+@click.option("--require", "require", metavar="OP,...", default=None,
+              help="With --impl: fail (exit 1) unless the wrapper claims every operation listed.")
+@click.option("--impl-log", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="With --impl: append the wrapper's stderr here (default: a temporary file, named in the output).")
+@click.option("--impl-deadline", type=click.FloatRange(min=0.001), default=60.0, show_default=True,
+              help="With --impl: seconds per request before the wrapper is killed and the vector is an error.")
 @GOLDENS_DIR_OPTION
-def check(areas, backends, against, strict, junit, json_path, goldens_dir):
+def check(areas, backends, against, strict, junit, json_path, goldens_dir, impl_cmd, require, impl_log,
+          impl_deadline):
     """Recompute every golden vector on every available backend and compare bit patterns.
 
     Exit 0 all equal (libm-divergence allowed unless --strict); 1 any mismatch or change since
@@ -82,12 +92,18 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir):
     """
     from . import gate
     directory = goldens_dir or paths.goldens_dir()
-    result = gate.check(directory, list(areas) or None, list(backends) or None, against)
+    target = _impl_target(impl_cmd, require, impl_log, impl_deadline, backends)
+    try:
+        result = gate.check(directory, list(areas) or None, list(backends) or None, against, impl=target)
+    finally:
+        if target is not None:
+            target.close()
     code = result.exit_code(strict)
     for err in result.errors:
         click.echo(f"error: {err}", err=True)
     summary = pd.DataFrame(result.summary, columns=["area", "backend", "vectors", "mismatches",
-                                                    "libm_divergences", "libm_cap", "seconds"])
+                                                    "libm_divergences", "libm_cap"]
+                           + (["unsupported"] if target else []) + ["seconds"])
     if len(summary):
         click.echo(report.console_table(summary))
     table = result.table
@@ -98,18 +114,38 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir):
     metadata = {"goldens_dir": str(directory), "against": against, "strict": strict, "exit_code": code,
                 "numpy": result.environment["numpy"],
                 "verdict": verdict, "errors": result.errors}
+    if target is not None:
+        metadata["impl"] = target.identity()
+        click.echo(f"impl: {target.identity()}")
     try:
         if json_path is not None:
             report.write_atomic(json_path, report.to_json({"summary": summary, "differences": table}, metadata))
         if junit is not None:
             cases = _junit_cases(result, summary, table, strict)
             report.write_atomic(junit, report.to_junit(cases, "esverify.goldens",
-                                                       name_cols=["area", "backend", "vector", "field", "element"]))
+                                                       name_cols=["area", "backend", "vector", "field", "element"],
+                                                       skipping=("skipped", "unsupported")))
     except OSError as exc:  # a CI job must not read an unwritten report as "mismatch" (exit 1)
         click.echo(f"{verdict}\nerror: cannot write the report: {exc} (exit 2)", err=True)
         sys.exit(2)
     click.echo(verdict, err=code != 0)
     sys.exit(code)
+
+
+def _impl_target(impl_cmd, require, impl_log, impl_deadline, backends):
+    """The ImplTarget of --impl (not started), or None; usage errors (exit 2) for bad combinations."""
+    if impl_cmd is None:
+        if require:
+            raise click.UsageError("--require needs --impl")
+        return None
+    if backends:
+        raise click.UsageError("--impl replaces the backends: do not combine it with --backend")
+    from ..impl.target import ImplTarget
+    ops = [op.strip() for op in (require or "").split(",") if op.strip()]
+    try:
+        return ImplTarget(impl_cmd, log_path=impl_log, deadline_s=impl_deadline, require=ops)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def _junit_cases(result, summary: pd.DataFrame, table: pd.DataFrame, strict: bool) -> pd.DataFrame:
@@ -118,12 +154,14 @@ def _junit_cases(result, summary: pd.DataFrame, table: pd.DataFrame, strict: boo
     rows = []
     for r in table.to_dict(orient="records"):
         status = "fail" if (r["status"] in failing or (strict and r["status"] == "libm-divergence")) else "pass"
+        status = "unsupported" if r["status"] == "unsupported" else status
         rows.append({**r, "status": status, "detail": f"{r['status']}: {r['detail'] or ''} "
                                                        f"expected {r['expected']} got {r['got']} ulp {r['ulp']}"})
     for s in summary.to_dict(orient="records"):
         if not (s["mismatches"] or s["libm_divergences"]):
             rows.append({"area": s["area"], "backend": s["backend"], "vector": "*", "field": "*", "element": "*",
-                         "status": "pass", "detail": f"{s['vectors']} vectors bit-equal"})
+                         "status": "pass", "detail": f"{s['vectors'] - (s.get('unsupported') or 0)} vectors "
+                                                     f"bit-equal"})
     for e in result.errors:
         rows.append({"area": "*", "backend": "*", "vector": "*", "field": "*", "element": "*",
                      "status": "error", "detail": e})

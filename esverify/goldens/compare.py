@@ -19,6 +19,7 @@ COLUMNS = ["area", "backend", "vector", "field", "element", "expected", "got", "
 SYSTEMATIC = "systematic-divergence"
 FAILING = ("mismatch", "error", "changed-without-bump", "removed-without-bump", "version-backwards", SYSTEMATIC)
 LIBM_DIVERGENCE = "libm-divergence"
+UNSUPPORTED = "unsupported"       #: a vector an --impl wrapper does not claim (never a pass, never a failure)
 
 
 def is_libm_class(vector: dict) -> bool:

@@ -84,6 +84,10 @@ class CheckResult:
             return "goldens check: ERROR (exit 2): " + "; ".join(self.errors)
         numpy = f" (numpy {self.environment['numpy']})"
         tail = f"; {div} libm-divergence value(s)" + (" (fail under --strict)" if strict else "") if div else ""
+        unsupported = sum(r["status"] == compare.UNSUPPORTED for r in self.rows)
+        if unsupported:   # an --impl that does not claim a vector's needs: listed, never counted as equal
+            n_vec -= unsupported
+            numpy += f"; {unsupported} vector(s) unsupported by the implementation"
         if code == 1:
             return (f"goldens check: FAIL (exit 1): {fails} failing row(s){tail}, "
                     f"{n_vec} vector recomputations on {', '.join(backends) or 'no backend'}{numpy}")
@@ -105,13 +109,15 @@ def _load_area(name: str, result: CheckResult):
 
 
 def check(goldens_dir: Path, areas: list[str] | None = None, backends: list[str] | None = None,
-          against: str | None = None) -> CheckResult:
+          against: str | None = None, impl=None) -> CheckResult:
     """Run the gate over `areas` (default: every registered area) in `goldens_dir`.
 
     `backends` restricts the backends (names as the area lists them); one
     that is not available here is an exit-2 error (a CI job asking for
     torch-cuda must not pass on a machine without CUDA). Returns a CheckResult; never raises for a bad
     golden file (it becomes an exit-2 error) or a backend exception (an `error` row).
+    `impl`: an esverify.impl.target.ImplTarget (``--impl CMD``), recomputing every vector through
+    that wrapper instead of the backends (the caller closes it); its setup failure is exit 2.
     """
     result = CheckResult()
     flush = numerics_probe.flush_to_zero_status()
@@ -125,6 +131,12 @@ def check(goldens_dir: Path, areas: list[str] | None = None, backends: list[str]
             result.errors.append(f"unknown golden area {name!r}; known: {sorted(area_mod.AREA_MODULES)}")
     if result.errors:
         return result
+    if impl is not None:
+        setup = impl.open()
+        if setup:
+            result.errors.append(setup)
+            return result
+        result.rows += impl.requirement_rows()
     git = None
     if against is not None:
         try:
@@ -135,6 +147,8 @@ def check(goldens_dir: Path, areas: list[str] | None = None, backends: list[str]
     for name in names:
         path = fileformat.golden_path(goldens_dir, name)
         area = _load_area(name, result)
+        if impl is not None and area is not None:
+            area = impl.as_area(area)
         doc = None
         try:
             doc = fileformat.load(path)
@@ -201,8 +215,10 @@ def _recompute_area(area, doc, backends, result: CheckResult) -> None:
             try:
                 got = area.recompute(vector, backend)
             except Exception as exc:  # a crashing backend is a finding, not a crash of the gate
-                rows.append(compare.row(area.name, backend, vector["id"], status="error",
-                                        detail=f"recompute raised {type(exc).__name__}: {exc}"))
+                # impl targets raise exceptions carrying a status (error, unsupported) and a detail
+                rows.append(compare.row(area.name, backend, vector["id"], status=getattr(exc, "status", "error"),
+                                        detail=getattr(exc, "detail", None)
+                                        or f"recompute raised {type(exc).__name__}: {exc}"))
                 continue
             rows += compare.compare_vector(area.name, backend, vector, got)
         n_libm = sum(_libm_values(v) for v in doc["vectors"])
@@ -218,4 +234,5 @@ def _recompute_area(area, doc, backends, result: CheckResult) -> None:
             "area": area.name, "backend": backend, "vectors": len(doc["vectors"]),
             "mismatches": sum(r["status"] in compare.FAILING for r in rows),
             "libm_divergences": div, "libm_cap": cap,
+            "unsupported": sum(r["status"] == compare.UNSUPPORTED for r in rows),
             "seconds": round(time.perf_counter() - started, 3)})

@@ -49,8 +49,10 @@ def _csv(value: str) -> tuple:
               help="Seconds per case; on expiry the child is killed, the row is an error, the run goes on.")
 @click.option("--small", is_flag=True, help="Leave out the >= 1M-element tensor (quick runs).")
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@click.option("--impl", "impl_cmd", default=None, metavar="CMD",
+              help="Our side is this protocol wrapper (docs/PROTOCOL.md) instead of the clean-room trainer.")
 def parity(ref, awd_ref, target, python, dtypes, schemes, devices, mapping, seed, population, sigma, alpha,
-           iterations, case, keep_tensors, out, formats, junit, timeout, small, quiet):
+           iterations, case, keep_tensors, out, formats, junit, timeout, small, quiet, impl_cmd):
     """Bit-for-bit parity of the clean-room trainer against reference clones on identical noise."""
     from .runner import Options, Runner, UsageError
     opts = Options(ref=ref, awd_ref=awd_ref, target=target, python=python, dtypes=_csv(dtypes),
@@ -59,10 +61,24 @@ def parity(ref, awd_ref, target, python, dtypes, schemes, devices, mapping, seed
                    sigma=sigma, alpha=alpha, iterations=iterations, case=case, keep_tensors=keep_tensors,
                    out=out, formats=_csv(formats), junit=junit, timeout=timeout, quiet=quiet, small=small,
                    argv=["esverify"] + sys.argv[1:])
+    side = None
     try:
-        result = Runner(opts).run()
+        runner = Runner(opts)
+        if impl_cmd is not None:
+            from .impl_side import ImplSide
+            side = ImplSide(impl_cmd, deadline_s=timeout)
+            error = side.open()
+            if error:
+                click.echo(f"esverify parity: error: {error}", err=True)
+                sys.exit(2)
+            runner.impl_side = side
+            runner.notes.add(side.describe())
+        result = runner.run()
     except UsageError as exc:
         click.echo(f"esverify parity: error: {exc}", err=True)
         sys.exit(2)
+    finally:
+        if side is not None:
+            side.close()
     click.echo(result.console)
     sys.exit(result.exit_code)

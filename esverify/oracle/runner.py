@@ -51,7 +51,7 @@ from .clones import TARGETS, CloneError, git_identity, inspect_clone
 COLUMNS = ["target", "device", "dtype", "scheme", "op", "population", "case", "rule", "elements", "mismatches",
            "max_abs_diff", "max_ulp_diff", "first_mismatch_index", "first_mismatch_ours",
            "first_mismatch_theirs", "status", "detail"]
-STATUSES = ("pass", "fail", "error", "skipped", "unverifiable", "artifact")
+STATUSES = ("pass", "fail", "error", "skipped", "unverifiable", "artifact", "unsupported")   # unsupported: --impl
 CACHING_ARTIFACT = ("artefact of the reference: with caching=True it reuses the first tensor's noise for "
                     "tensors of equal (device, dtype, shape), which iid gives different noise (REFERENCES.md §2)")
 _PROBE = ("import importlib.util as u, json, platform, sys; print(json.dumps({'python': platform.python_version(), "
@@ -230,6 +230,7 @@ class Runner:
         self.kept: list = []
         self.notes: set = set()
         self.timing: dict = {}   #: target -> {"ours_s": ..., "reference_s": ...}
+        self.impl_side = None    #: esverify.oracle.impl_side.ImplSide under `parity --impl`, else ours.run
 
     def _setup_error(self, message: str):
         if message not in self.setup_errors:
@@ -338,7 +339,7 @@ class Runner:
             written.append(write_atomic(opts.junit, to_junit(frame, "esverify.parity", name_cols=["case"],
                                                              failing=("fail",),
                                                              erroring=("error", "unverifiable"),
-                                                             skipping=("skipped", "artifact"))))
+                                                             skipping=("skipped", "artifact", "unsupported"))))
         code = exit_code(frame, bool(self.setup_errors))
         return RunResult(frame, summary, metadata, code, out_dir, written,
                          _console(frame, summary, metadata, out_dir, code))
@@ -403,9 +404,10 @@ class Runner:
         clock = self.timing.setdefault(case.target, {"ours_s": 0.0, "reference_s": 0.0})
         started = time.perf_counter()
         try:
-            ours = _ours.run(case, names, tensors, anchor, opts.seed, opts.mapping, backend)
+            ours = (self.impl_side or _ours).run(case, names, tensors, anchor, opts.seed, opts.mapping, backend)
         except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
-            return _row(case, status="error", detail=f"{case.op}: our side raised {type(exc).__name__}: {exc}")
+            return _row(case, status=getattr(exc, "status", "error"),   # impl_side: unsupported
+                        detail=f"{case.op}: our side raised {type(exc).__name__}: {exc}")
         finally:
             clock["ours_s"] += time.perf_counter() - started
         out = self.work / "cases" / re.sub(r"[^A-Za-z0-9_.-]+", "_", case.case_id)

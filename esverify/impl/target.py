@@ -1,0 +1,277 @@
+"""Golden vectors through a wrapper: the implementation under test as one more gate backend.
+
+`ImplTarget(command)` starts the wrapper (`open()`), and `as_area(area)`
+gives the gate an Area whose only backend is ``impl:<name>`` and whose
+`recompute` turns one golden vector into protocol requests
+(docs/PROTOCOL.md §5):
+
+- rng ``splitmix64-*`` -> `at`; ``member-seed`` -> `member_seed`;
+  ``stream-seed`` -> `stream_seed`; ``gaussian`` -> `gaussian`; ``noise``
+  -> `member_seed`, `stream_seed` and one `gaussian` per slot;
+- es ``es-run`` -> per iteration `perturb`, `restore`, `update`, chained on
+  the implementation's own results (as a trainer would run).
+
+A vector needing an operation, mapping, dtype, scheme, shaping, decay,
+restore mode, antithetic pairs or profile the wrapper did not claim raises
+`Unsupported` (a row with status ``unsupported``, never a pass). A
+wrapper that times out, dies or breaks the framing raises `CaseError`
+(an ``error`` row); the client restarts it for the next vector.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..goldens.compare import decode, row
+from . import client
+from .wire import Tensor, u64_hex
+
+UNSUPPORTED = "unsupported"
+OPERATIONS = ("at", "member_seed", "stream_seed", "gaussian", "perturb", "restore", "update", "shaping", "decay",
+              "step")
+_UINT = {"f32": np.uint32, "f16": np.uint16, "bf16": np.uint16, "f64": np.uint64, "u64": np.uint64}
+
+
+class Unsupported(Exception):
+    """The vector needs something the implementation did not claim (status `unsupported`)."""
+    status = UNSUPPORTED
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.detail = f"unsupported: {reason}"
+
+
+class CaseError(Exception):
+    """No usable reply for this vector (status `error`); the detail says which request and why."""
+    status = "error"
+
+    def __init__(self, detail: str):
+        super().__init__(detail)
+        self.detail = detail
+
+
+def _bits(array: dict) -> Tensor:
+    """A golden bit array as a wire tensor."""
+    return Tensor(array["format"], decode(array).astype(_UINT[array["format"]]))
+
+
+def _golden(t: Tensor, what: str) -> dict:
+    """A wire tensor as a golden bit array (flattened, row-major)."""
+    if not isinstance(t, Tensor):
+        raise CaseError(f"the reply's {what} is not a tensor")
+    return {"format": t.dtype, "values": [_hex(int(v), t.dtype) for v in t.bits.reshape(-1).tolist()]}
+
+
+def _hex(v: int, fmt: str) -> str:
+    return f"0x{v:0{ {'f64': 16, 'u64': 16, 'f32': 8, 'u32': 8, 'f16': 4, 'bf16': 4}[fmt] }x}"
+
+
+def _u64_tensor(values) -> Tensor:
+    return Tensor("u64", np.array([int(v) for v in values], dtype=np.uint64))
+
+
+def _wire_config(c: dict) -> dict:
+    """A golden (es area) config as a wire config: f64 scalars as bit patterns, no chunk hint."""
+    out = {}
+    for k in ("profile", "mapping", "scheme", "population", "shaping", "antithetic", "restore", "anchor_decay"):
+        out[k] = c[k]
+    out["seed"] = c["seed"]
+    for k in ("sigma", "alpha", "anchor_lambda"):
+        out[k] = c[k]["values"][0]
+    return out
+
+
+class ImplTarget:
+    """The implementation under test behind `command`, for the goldens gate (see the module docstring)."""
+
+    def __init__(self, command, log_path=None, deadline_s: float = client.DEFAULT_DEADLINE_S,
+                 start_deadline_s: float = client.START_DEADLINE_S, env=None, require=()):
+        unknown = [op for op in require if op not in OPERATIONS]
+        if unknown:
+            raise ValueError(f"--require: unknown operation(s) {unknown}; known: {list(OPERATIONS)}")
+        self.command = command
+        self.require = list(require)
+        self.process = client.ImplProcess(command, log_path=log_path, deadline_s=deadline_s,
+                                          start_deadline_s=start_deadline_s, env=env)
+        self.caps: dict | None = None
+
+    # -- lifecycle -------------------------------------------------------------
+    def open(self) -> str | None:
+        """Start the wrapper and read its capabilities; a one-line setup error, or None."""
+        try:
+            self.caps = self.process.start()
+        except client.ImplFailure as exc:
+            self.process.kill()
+            return f"--impl {self.command!r}: {exc} (wrapper stderr: {self.process.log_path})"
+        return None
+
+    def close(self) -> None:
+        self.process.close()
+
+    @property
+    def label(self) -> str:
+        impl = (self.caps or {}).get("implementation", {})
+        return f"impl:{impl.get('name', '?')}"
+
+    def identity(self) -> dict:
+        impl = (self.caps or {}).get("implementation", {})
+        return {"command": self.command, "name": impl.get("name"), "version": impl.get("version"),
+                "contract_version": (self.caps or {}).get("contract_version"), "log": str(self.process.log_path),
+                "restarts": self.process.restarts}
+
+    def requirement_rows(self) -> list[dict]:
+        """One failing (`error`) row per operation of `require` that the wrapper does not claim."""
+        ops = set((self.caps or {}).get("operations", []))
+        return [row("*", self.label, "*", "capability", status="error",
+                    detail=f"--require {op}: the wrapper does not claim operation {op!r}")
+                for op in self.require if op not in ops]
+
+    # -- the gate's view ---------------------------------------------------------
+    def as_area(self, area):
+        """`area` with one backend (this implementation) and recompute through the protocol.
+
+        Its version is the one the wrapper claims for the area (the RNG contract
+        version for `rng`, the profile's version for es areas), so the gate's
+        file-version check compares the golden file with the implementation.
+        """
+        caps = self.caps or {}
+        if area.name == "rng":
+            version, const = caps.get("contract_version"), "capabilities.contract_version"
+        else:
+            version = caps.get("profiles", {}).get(area.name, area.version)
+            const = f"capabilities.profiles[{area.name!r}]"
+        return dataclasses.replace(area, version=version, version_constant=f"{const} of {self.label}",
+                                   backends=lambda: [self.label],
+                                   recompute=lambda vector, backend: self.recompute(vector))
+
+    def recompute(self, vector: dict) -> dict:
+        x = vector["inputs"]
+        kind = x["kind"]
+        handler = {"splitmix64-sequential": self._sequential, "splitmix64-counter": self._counter,
+                   "member-seed": self._member_seed, "stream-seed": self._stream_seed,
+                   "gaussian": self._gaussian, "noise": self._noise, "es-run": self._es_run}.get(kind)
+        if handler is None:
+            raise Unsupported(f"vector kind {kind!r} has no protocol mapping in this esverify")
+        return handler(x)
+
+    # -- claims ----------------------------------------------------------------
+    def _need(self, ops=(), **features) -> None:
+        caps = self.caps or {}
+        missing = [f"operation {op!r}" for op in ops if op not in caps.get("operations", [])]
+        for key, value in features.items():
+            if key == "antithetic":
+                if value and not caps.get("antithetic"):
+                    missing.append("antithetic pairs")
+                continue
+            if key == "profiles":
+                missing += [f"profile {v!r}" for v in value if v not in caps.get("profiles", {})]
+                continue
+            claimed = caps.get(key, [])
+            missing += [f"{key[:-1]} {v!r}" for v in value if v not in claimed]
+        if missing:
+            raise Unsupported("needs " + ", ".join(missing) + " (not in the wrapper's capabilities)")
+
+    def _call(self, op: str, args: dict) -> dict:
+        try:
+            return self.process.call(op, args)
+        except client.WrapperError as exc:
+            raise CaseError(f"{op}: the wrapper replied with an error: {exc}") from None
+        except client.ImplFailure as exc:
+            raise CaseError(f"{op}: {exc.kind}: {exc}") from None
+
+    @staticmethod
+    def _field(result: dict, key: str, op: str):
+        if key not in result:
+            raise CaseError(f"{op}: the reply has no {key!r}")
+        return result[key]
+
+    # -- rng vectors -------------------------------------------------------------
+    def _at(self, seed_hex: str, indices) -> dict:
+        self._need(["at"])
+        r = self._call("at", {"seed": seed_hex, "indices": _u64_tensor(indices)})
+        return {"outputs": _golden(self._field(r, "outputs", "at"), "outputs")}
+
+    def _sequential(self, x):
+        return self._at(x["seed"], range(x["n"]))
+
+    def _counter(self, x):
+        return self._at(x["seed"], [int(i, 16) for i in x["indices"]])
+
+    def _member_seeds(self, x, members) -> Tensor:
+        r = self._call("member_seed", {"seed": x["seed"], "iteration": u64_hex(x["iteration"]),
+                                       "population": u64_hex(x["population"]), "members": _u64_tensor(members),
+                                       "antithetic": bool(x["antithetic"])})
+        return self._field(r, "member_seeds", "member_seed")
+
+    def _member_seed(self, x):
+        self._need(["member_seed"])
+        return {"member_seeds": _golden(self._member_seeds(x, x["members"]), "member_seeds")}
+
+    def _stream_seeds(self, member_seed: str, scheme: str, slots) -> Tensor:
+        r = self._call("stream_seed", {"member_seed": member_seed, "scheme": scheme, "slots": _u64_tensor(slots)})
+        return self._field(r, "stream_seeds", "stream_seed")
+
+    def _stream_seed(self, x):
+        self._need(["stream_seed"], schemes=[x["scheme"]])
+        return {"stream_seeds": _golden(self._stream_seeds(x["member_seed"], x["scheme"], x["slots"]),
+                                        "stream_seeds")}
+
+    def _values(self, mapping: str, seed_hex: str, first: int, n: int) -> dict:
+        r = self._call("gaussian", {"mapping": mapping, "seed": seed_hex, "first": u64_hex(first), "n": u64_hex(n)})
+        return _golden(self._field(r, "values", "gaussian"), "values")
+
+    def _gaussian(self, x):
+        self._need(["gaussian"], mappings=[x["mapping"]])
+        return {"values": self._values(x["mapping"], x["seed"], x["first"], x["n"])}
+
+    def _noise(self, x):
+        self._need(["member_seed", "stream_seed", "gaussian"], mappings=[x["mapping"]], schemes=[x["scheme"]])
+        ms = self._member_seeds(x, [x["member"]])
+        ms_hex = u64_hex(int(ms.bits.reshape(-1)[0]))
+        ss = self._stream_seeds(ms_hex, x["scheme"], range(len(x["slot_sizes"]))).bits.reshape(-1)
+        return {f"slot_{k}": self._values(x["mapping"], u64_hex(int(ss[k])), 0, size)
+                for k, size in enumerate(x["slot_sizes"])}
+
+    # -- es vectors --------------------------------------------------------------
+    def _es_run(self, x):
+        c = x["config"]
+        decay_on = c["anchor_decay"] != "none" and any(v != "0x0000000000000000" for v in c["anchor_lambda"]["values"])
+        self._need(["perturb", "restore", "update"], profiles=[c["profile"]], mappings=[c["mapping"]],
+                   schemes=[c["scheme"]], dtypes=sorted({p["dtype"] for p in x["params"]}),
+                   shapings=[c["shaping"]], restores=[c["restore"]],
+                   decays=[c["anchor_decay"]] if decay_on else [], antithetic=c["antithetic"])
+        config = _wire_config(c)
+        shapes = [tuple(p["shape"]) for p in x["params"]]
+        names = [p["name"] for p in x["params"]]
+        params = [Tensor(p["dtype"], _bits(p["bits"]).bits.reshape(shape)) for p, shape in zip(x["params"], shapes)]
+        anchor = list(params)
+        got = {}
+        for it, step in enumerate(x["iterations"]):
+            base = {"config": config, "iteration": u64_hex(it)}
+            perturbed = self._params(self._call("perturb", {**base, "params": params, "member": step["member"]}),
+                                     "perturb", params)
+            restore_args = {**base, "params": perturbed, "member": step["member"]}
+            if c["restore"] == "snapshot":
+                restore_args["snapshot"] = params
+            restored = self._params(self._call("restore", restore_args), "restore", params)
+            update_args = {**base, "params": restored, "rewards": _bits(step["rewards"])}
+            if decay_on:
+                update_args["anchor"] = anchor
+            r = self._call("update", update_args)
+            params = self._params(r, "update", params)
+            for name, a, b, d in zip(names, perturbed, restored, params):
+                got[f"it{it}.perturb.{name}"] = _golden(a, "params")
+                got[f"it{it}.restore.{name}"] = _golden(b, "params")
+                got[f"it{it}.update.{name}"] = _golden(d, "params")
+            got[f"it{it}.coefficients"] = _golden(self._field(r, "coefficients", "update"), "coefficients")
+        return got
+
+    def _params(self, result: dict, op: str, like: list) -> list:
+        out = self._field(result, "params", op)
+        if not isinstance(out, list) or len(out) != len(like):
+            raise CaseError(f"{op}: the reply's params is not a list of {len(like)} tensors")
+        for k, (a, b) in enumerate(zip(out, like)):
+            if not isinstance(a, Tensor) or a.dtype != b.dtype or a.bits.size != b.bits.size:
+                raise CaseError(f"{op}: reply params[{k}] is not a {b.dtype} tensor of {b.bits.size} elements")
+        return [Tensor(a.dtype, np.ascontiguousarray(a.bits).reshape(b.shape)) for a, b in zip(out, like)]

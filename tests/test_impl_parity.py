@@ -1,0 +1,73 @@
+"""`esverify parity --impl CMD` on the stand-ins (issue 11 item 3).
+
+The clean-room trainer behind the protocol gives the same rows as
+in-process; the C implementation (examples/impl_c) passes every
+es-at-scale case, its planted fault (bf16 truncation) fails exactly the
+bf16 and mixed-dtype cases, and the es-awd cases it does not claim are
+`unsupported`, never passed.
+"""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from esverify.oracle import Options
+from esverify.oracle.impl_side import ImplSide
+from esverify.oracle.runner import Runner
+from standins.mutants import STANDINS
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+CC = shutil.which("cc")
+
+
+def parity(tmp_path, impl=None, target="es-at-scale"):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    opts = Options(ref=str(STANDINS / "es-at-scale"), awd_ref=str(STANDINS / "es-awd"), target=target,
+                   dtypes=("f32", "bf16"), schemes=("correlated",), devices=("cpu",), devices_explicit=True,
+                   iterations=2, small=True, out=str(tmp_path / "out"), quiet=True)
+    runner = Runner(opts)
+    side = None
+    if impl is not None:
+        side = ImplSide(impl, log_path=tmp_path / "impl.log", env=ENV)
+        assert side.open() is None
+        runner.impl_side = side
+        runner.notes.add(side.describe())
+    try:
+        result = runner.run()
+    finally:
+        if side is not None:
+            side.close()
+    return result.frame.set_index("case"), result.exit_code
+
+
+def test_clean_room_wrapper_gives_the_in_process_rows(tmp_path):
+    direct, code_direct = parity(tmp_path / "a", target="all")
+    via, code_via = parity(tmp_path / "b", impl=f"{sys.executable} -m esverify.impl", target="all")
+    columns = ["status", "elements", "mismatches", "max_ulp", "rule"]
+    columns = [c for c in columns if c in direct.columns]
+    assert via[columns].equals(direct[columns]), via[columns].compare(direct[columns])
+    assert code_via == code_direct == 0
+
+
+@pytest.mark.skipif(CC is None, reason="no C compiler: `cc` is not on PATH")
+@pytest.mark.parametrize("fault", [False, True])
+def test_c_implementation_parity(tmp_path, fault):
+    exe = tmp_path / "esimpl"
+    subprocess.run([CC, "-std=c11", "-O2", *(["-DPLANTED_FAULT"] if fault else []),
+                    *map(str, sorted((ROOT / "examples/impl_c").glob("*.c"))), "-lm", "-o", str(exe)], check=True)
+    frame, code = parity(tmp_path, impl=str(exe), target="all")
+    awd = frame[frame["target"] == "es-awd"]
+    assert len(awd) and (awd["status"] == "unsupported").all()          # es-awd is not claimed
+    at_scale = frame[frame["target"] == "es-at-scale"]
+    bf16 = at_scale["dtype"].isin(["bf16", "mixed"])
+    if not fault:
+        assert (at_scale["status"] == "pass").all(), at_scale[at_scale["status"] != "pass"]["detail"]
+        assert code == 0
+    else:
+        assert (at_scale.loc[bf16, "status"] == "fail").all()
+        assert (at_scale.loc[~bf16, "status"] == "pass").all()
+        assert code == 1

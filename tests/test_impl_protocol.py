@@ -1,0 +1,245 @@
+"""The module-wrapper protocol end to end (docs/PROTOCOL.md, issue 11).
+
+Frames round-trip bit for bit; the clean-room trainer behind the protocol
+(`python -m esverify.impl`) gives the gate's in-process result; and bad
+wrappers (silent, garbage, unknown contract version, dying, hanging, stray
+stdout, refusing) each end in a clear row or a one-line setup error, a
+complete report and no surviving process. The misbehaving wrappers are
+tests/impl_wrappers.py (numpy backend: they start in well under a second).
+"""
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from esverify.goldens import gate
+from esverify.goldens.cli import goldens
+from esverify.impl import client, wire
+from esverify.impl.target import ImplTarget
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDENS = ROOT / "goldens"
+WRAPPERS = Path(__file__).with_name("impl_wrappers.py")
+ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def wrapper(mode: str) -> str:
+    return f"{sys.executable} {WRAPPERS} {mode}"
+
+
+def run_rng(mode: str, tmp_path, deadline=20.0):
+    target = ImplTarget(wrapper(mode), log_path=tmp_path / "impl.log", deadline_s=deadline, env=ENV)
+    try:
+        result = gate.check(GOLDENS, ["rng"], impl=target)
+    finally:
+        target.close()
+    return result, target
+
+
+# -- frames ------------------------------------------------------------------------
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=40), st.lists(st.integers(0, 2**64 - 1), max_size=9),
+       st.lists(st.integers(0, 2**16 - 1), max_size=7))
+def test_frames_round_trip_bit_patterns(f32_bits, u64s, bf16_bits):
+    header = {"id": 7, "op": "x", "args": {
+        "a": wire.Tensor("f32", np.array(f32_bits, dtype=np.uint32)),
+        "nested": [{"u": wire.Tensor("u64", np.array(u64s, dtype=np.uint64))},
+                   wire.Tensor("bf16", np.array(bf16_bits, dtype=np.uint16).reshape(-1, 1))],
+        "seed": wire.u64_hex(2**64 - 1)}}
+    frame = wire.encode(header)
+    h, b = wire.parse_prefix(frame[:16])
+    assert 16 + h + b == len(frame)
+    got = wire.decode(frame[16:16 + h], frame[16 + h:])
+    assert got["args"]["a"].bits.tolist() == f32_bits          # NaN payloads and -0.0 survive: bits, not floats
+    assert got["args"]["nested"][0]["u"].bits.tolist() == u64s
+    assert got["args"]["nested"][1].shape == (len(bf16_bits), 1)
+    assert got["args"]["nested"][1].bits.reshape(-1).tolist() == bf16_bits
+    assert got["args"]["seed"] == "0xffffffffffffffff"
+    descriptors = json.loads(frame[16:16 + h])["args"]
+    assert descriptors["nested"][0]["u"]["offset"] % 8 == 0        # writers align every tensor to 8 bytes
+
+
+def test_frame_known_bytes():
+    """The PROTOCOL.md example: one f32 tensor [1.0, -0.0], byte for byte."""
+    frame = wire.encode({"id": 1, "ok": True, "result": {"values": wire.Tensor.of(np.array([1.0, -0.0], np.float32))}})
+    head = b'{"id":1,"ok":true,"result":{"values":{"dtype":"f32","shape":[2],"offset":0}}}'
+    assert frame == b"ESVF" + len(head).to_bytes(4, "little") + (8).to_bytes(8, "little") + head + \
+        bytes.fromhex("0000803f00000080")
+
+
+def _dumps(text: str) -> list[bytes]:
+    """The hex dumps (offset, 16 bytes, ascii) of docs/PROTOCOL.md §6, as bytes."""
+    import re
+    blocks = re.findall(r"```\n(0000 .*?)```", text, flags=re.S)
+    return [bytes.fromhex("".join(line[6:53] for line in b.splitlines())) for b in blocks]
+
+
+def test_protocol_doc_conversation_is_exact():
+    """PROTOCOL.md §6: the request is what the client encodes, the reply what the Python wrapper answers."""
+    import io
+    from esverify.impl import server
+    request, reply = _dumps((ROOT / "docs" / "PROTOCOL.md").read_text())
+    assert request == wire.encode({"id": 1, "op": "at", "deadline_ms": 60000, "args": {
+        "seed": wire.u64_hex(1234567), "indices": wire.Tensor.of(np.array([0, 1], dtype=np.uint64))}})
+    out = io.BytesIO()
+    assert server.serve(server.trainer_handlers("numpy"), {}, io.BytesIO(request), out) == 0
+    assert out.getvalue() == reply
+    assert reply[-16:] == (6457827717110365317).to_bytes(8, "little") + (3203168211198807973).to_bytes(8, "little")
+
+
+@pytest.mark.parametrize("bad, message", [
+    (b"XXXX" + bytes(12), "bytes outside a frame"),
+    (b"ESVF" + bytes(12), "header length 0"),
+])
+def test_bad_prefix_is_named(bad, message):
+    with pytest.raises(wire.FrameError, match=message):
+        wire.parse_prefix(bad)
+
+
+def test_descriptor_outside_payload_is_refused():
+    head = b'{"t":{"dtype":"f32","shape":[4],"offset":4}}'
+    with pytest.raises(wire.FrameError, match="needs bytes up to 20, the payload has 16"):
+        wire.decode(head, bytes(16))
+
+
+def test_schema_validates_the_clean_room_capabilities():
+    from esverify.impl.server import trainer_capabilities
+    client.validate_capabilities(trainer_capabilities())
+    bad = {**trainer_capabilities(), "operations": ["teleport"]}
+    with pytest.raises(client.ImplFailure, match="operations/0"):
+        client.validate_capabilities(bad)
+
+
+# -- the clean-room trainer behind the protocol ----------------------------------------
+def test_clean_room_wrapper_gives_the_in_process_result(tmp_path):
+    """Every vector of every area, through `python -m esverify.impl`: the same (empty) rows as in-process."""
+    target = ImplTarget(f"{sys.executable} -m esverify.impl --backend numpy", log_path=tmp_path / "log", env=ENV)
+    try:
+        via = gate.check(GOLDENS, impl=target)
+    finally:
+        target.close()
+    direct = gate.check(GOLDENS, backends=["numpy"])
+    assert via.errors == [] and direct.errors == []
+    assert via.rows == direct.rows == []
+    assert [(s["area"], s["vectors"]) for s in via.summary] == [(s["area"], s["vectors"]) for s in direct.summary]
+    assert via.exit_code(strict=True) == 0
+    assert target.process.restarts == 0
+
+
+def test_wrapper_ops_match_the_library(tmp_path):
+    """shaping, decay and step (not used by the goldens) answer what esverify.es computes in process."""
+    import torch
+    from esverify.es import Config, Trainer, shape_rewards
+    from esverify.impl.server import trainer_capabilities
+    proc = client.ImplProcess([sys.executable, "-m", "esverify.impl", "--backend", "numpy"],
+                              log_path=tmp_path / "log", env=ENV)
+    with proc:
+        assert proc.start() == json.loads(json.dumps(trainer_capabilities()))
+        rewards = np.array([0.5, -1.0, 2.0, 0.25, 0.25, 3.0])
+        got = proc.call("shaping", {"shaping": "centered_ranks", "rewards": wire.Tensor.of(rewards)})
+        assert got["coefficients"].values().tolist() == shape_rewards(rewards, "centered_ranks")[0].tolist()
+        cfg = Config(sigma=0.05, alpha=0.02, population=6, seed=99, scheme="iid")
+        theta = torch.linspace(-1, 1, 37, dtype=torch.bfloat16)
+        wire_cfg = {"profile": "es-at-scale", "mapping": "poly32", "scheme": "iid", "seed": wire.u64_hex(99),
+                    "population": 6, "sigma": wire.f64_hex(0.05), "alpha": wire.f64_hex(0.02), "shaping": "zscore",
+                    "antithetic": False, "restore": "regenerate", "anchor_decay": "none",
+                    "anchor_lambda": wire.f64_hex(0.0)}
+        got = proc.call("step", {"config": wire_cfg, "params": [wire.Tensor.of(theta)], "iteration": wire.u64_hex(3),
+                                 "rewards": wire.Tensor.of(rewards)})
+        tr = Trainer([theta], cfg)
+        tr.iteration = 3
+        tr.step(lambda m: float(rewards[m]))
+        assert got["params"][0].bits.tolist() == wire.Tensor.of(theta).bits.tolist()
+        with pytest.raises(client.WrapperError, match="unknown value 'sideways'"):
+            proc.call("step", {"config": {**wire_cfg, "scheme": "sideways"}, "params": [wire.Tensor.of(theta)],
+                               "iteration": wire.u64_hex(0), "rewards": wire.Tensor.of(rewards)})
+        assert proc.call("at", {"seed": wire.u64_hex(1234567), "indices": wire.Tensor.of(np.arange(2, dtype=np.uint64))}
+                         )["outputs"].bits.tolist() == [6457827717110365317, 3203168211198807973]
+
+
+# -- bad wrappers ------------------------------------------------------------------------------
+def test_silent_wrapper_is_a_one_line_setup_error_and_leaves_no_process(tmp_path):
+    target = ImplTarget(wrapper("silent"), log_path=tmp_path / "log", env=ENV, start_deadline_s=1.5)
+    result = gate.check(GOLDENS, ["rng"], impl=target)
+    target.close()
+    assert result.exit_code(False) == 2
+    assert len(result.errors) == 1 and "\n" not in result.errors[0]
+    assert "no complete reply to capabilities within the 1.5 s deadline" in result.errors[0]
+    children = [int(p) for p in os.listdir("/proc") if p.isdigit() and _cmdline(int(p)).endswith("time.sleep(600)")]
+    assert children == [], "the wrapper's grandchild survived"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def test_garbage_is_a_setup_error_naming_the_bytes(tmp_path):
+    result, _ = run_rng("garbage", tmp_path)
+    assert result.exit_code(False) == 2
+    assert "bytes outside a frame" in result.errors[0] and "hell" in result.errors[0]
+
+
+def test_unknown_contract_version_is_a_setup_error(tmp_path):
+    result, _ = run_rng("version", tmp_path)
+    assert result.exit_code(False) == 2
+    assert result.errors == [f"{GOLDENS / 'rng.json'} records rng version 1 but the implementation's "
+                             "capabilities.contract_version of impl:test-version is 99 (file version vs constant)"]
+
+
+@pytest.mark.parametrize("mode, kind", [("dies", "crashed: the wrapper exited with status 3"),
+                                        ("hangs", "timeout: no complete reply to gaussian within the 2 s deadline"),
+                                        ("stray", "protocol: reply to gaussian: bytes outside a frame"),
+                                        ("refuses", "the wrapper replied with an error: ValueError: n = 33 is "
+                                                    "refused on purpose")])
+def test_a_failing_case_is_one_error_row_and_the_rest_still_run(tmp_path, mode, kind):
+    result, target = run_rng(mode, tmp_path, deadline=2.0)
+    n33 = ["gaussian-poly32-seed-1234567-first-1-n-33", "gaussian-libm64-seed-1234567-first-1-n-33"]
+    assert [r["vector"] for r in result.rows] == n33
+    assert all(r["status"] == "error" and kind in r["detail"] for r in result.rows), result.rows
+    assert result.summary[0]["vectors"] == 47                      # a complete report: every vector ran
+    assert result.exit_code(False) == 1
+    assert target.process.restarts == (0 if mode == "refuses" else 2)   # restarted after each broken case
+    assert target.process.pid is None                             # closed: nothing left running
+
+
+def test_a_wrapper_failing_every_case_is_given_up_after_three_in_a_row(tmp_path):
+    result, target = run_rng("crashes", tmp_path, deadline=5.0)
+    assert len(result.rows) == 47 and {r["status"] for r in result.rows} == {"error"}   # complete, all errors
+    kinds = [r["detail"].split(": ")[1] for r in result.rows]
+    assert kinds[:3] == ["crashed"] * 3 and set(kinds[3:]) == {"gave-up"}
+    assert "given up after 3 failures in a row" in result.rows[3]["detail"]
+    assert target.process.restarts == 2
+
+
+def test_unsupported_is_listed_not_passed_and_require_fails(tmp_path):
+    target = ImplTarget(wrapper("partial"), log_path=tmp_path / "log", env=ENV, require=["at"])
+    result = gate.check(GOLDENS, ["rng"], impl=target)
+    target.close()
+    statuses = {r["status"] for r in result.rows}
+    assert statuses == {"unsupported"}
+    assert len(result.rows) == 47 - 7                   # the 7 splitmix64 vectors need only `at`
+    assert result.exit_code(False) == 0
+    assert "40 vector(s) unsupported" in result.verdict(False) and "7 vector recomputations" in result.verdict(False)
+    out = CliRunner().invoke(goldens, ["check", "--area", "rng", "--impl", wrapper("partial"), "--require",
+                                       "at,gaussian", "--impl-log", str(tmp_path / "log2"),
+                                       "--junit", str(tmp_path / "j.xml")], env={"PYTHONPATH": ENV["PYTHONPATH"]})
+    assert out.exit_code == 1, out.output
+    assert "--require gaussian: the wrapper does not claim operation 'gaussian'" in out.output
+    junit = (tmp_path / "j.xml").read_text()
+    assert junit.count("<skipped") == 40
+
+
+def test_cli_refuses_backend_with_impl():
+    out = CliRunner().invoke(goldens, ["check", "--impl", "x", "--backend", "numpy"])
+    assert out.exit_code == 2 and "do not combine it with --backend" in out.output
+    out = CliRunner().invoke(goldens, ["check", "--impl", "x", "--require", "fly"])
+    assert out.exit_code == 2 and "unknown operation(s) ['fly']" in out.output
