@@ -183,8 +183,12 @@ def _step(args, backend=None):
 
 def _shaping(args):
     from ..es import shape_rewards
-    coeffs, _ = shape_rewards(args["rewards"].values().reshape(-1).astype(np.float64), args["shaping"])
-    return {"coefficients": Tensor.of(np.asarray(coeffs, dtype=np.float64))}
+    coeffs, stats = shape_rewards(args["rewards"].values().reshape(-1).astype(np.float64), args["shaping"])
+    out = {"coefficients": Tensor.of(np.asarray(coeffs, dtype=np.float64))}
+    if args["shaping"] == "zscore":   # numpy's mean and std (ddof 0), pinned by the shaping goldens
+        out.update(mean=Tensor.of(np.array([stats["mean"]], dtype=np.float64)),
+                   std=Tensor.of(np.array([stats["std"]], dtype=np.float64)))
+    return out
 
 
 def _decay(args):

@@ -150,7 +150,8 @@ class ImplTarget:
         kind = x["kind"]
         handler = {"splitmix64-sequential": self._sequential, "splitmix64-counter": self._counter,
                    "member-seed": self._member_seed, "stream-seed": self._stream_seed,
-                   "gaussian": self._gaussian, "noise": self._noise, "es-run": self._es_run}.get(kind)
+                   "gaussian": self._gaussian, "noise": self._noise, "es-run": self._es_run,
+                   "shaping": self._shaping}.get(kind)
         if handler is None:
             raise Unsupported(f"vector kind {kind!r} has no protocol mapping in this esverify")
         return handler(x)
@@ -234,6 +235,15 @@ class ImplTarget:
                 for k, size in enumerate(x["slot_sizes"])}
 
     # -- es vectors --------------------------------------------------------------
+    def _shaping(self, x):
+        self._need(["shaping"], shapings=["zscore", "centered_ranks"])
+        z = self._call("shaping", {"shaping": "zscore", "rewards": _bits(x["rewards"])})
+        ranks = self._call("shaping", {"shaping": "centered_ranks", "rewards": _bits(x["rewards"])})
+        return {"zscore.coefficients": _golden(self._field(z, "coefficients", "shaping"), "coefficients"),
+                "zscore.mean": _golden(self._field(z, "mean", "shaping"), "mean"),
+                "zscore.std": _golden(self._field(z, "std", "shaping"), "std"),
+                "centered_ranks.coefficients": _golden(self._field(ranks, "coefficients", "shaping"), "coefficients")}
+
     def _es_run(self, x):
         c = x["config"]
         decay_on = c["anchor_decay"] != "none" and any(v != "0x0000000000000000" for v in c["anchor_lambda"]["values"])

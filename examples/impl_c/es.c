@@ -134,7 +134,7 @@ static int by_reward_then_index(const void *x, const void *y) {
     return (i > j) - (i < j);
 }
 
-void es_shape(const double *r, int n, int shaping, double *coeffs) {
+void es_shape(const double *r, int n, int shaping, double *coeffs, double *mean_out, double *std_out) {
     if (n < 1) fail("rewards is empty: a population has at least one member");
     for (int k = 0; k < n; k++)
         if (!isfinite(r[k])) fail("reward of member %d is not finite", k);
@@ -146,6 +146,8 @@ void es_shape(const double *r, int n, int shaping, double *coeffs) {
         for (int k = 0; k < n; k++) { double d = r[k] - mean; sq[k] = d * d; }
         double std = sqrt(np_sum(sq, n) / n);                  /* numpy.std, ddof 0 */
         for (int k = 0; k < n; k++) coeffs[k] = (r[k] - mean) / (std + 1e-8);
+        if (mean_out) *mean_out = mean;
+        if (std_out) *std_out = std;
     } else {
         if (n < 2) fail("centered_ranks shaping needs a population of at least 2");
         int *order = xalloc((size_t)n * sizeof *order);
@@ -165,7 +167,7 @@ void es_shape(const double *r, int n, int shaping, double *coeffs) {
 void es_update(const es_config *c, slot *params, int nslots, uint64_t iteration, const double *rewards,
                double *coeffs) {
     int n = c->population;
-    es_shape(rewards, n, c->shaping, coeffs);
+    es_shape(rewards, n, c->shaping, coeffs, NULL, NULL);
     int terms = c->antithetic ? n / 2 : n;
     double *term = xalloc((size_t)terms * sizeof *term);
     for (int k = 0; k < terms; k++) {

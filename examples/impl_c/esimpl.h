@@ -75,7 +75,8 @@ float rd_dt(float x, int dtype);                          /* round an f32 to the
 uint32_t dt_bits(float x, int dtype);                     /* bit pattern of an f32 holding a dtype value */
 float dt_from_bits(uint32_t b, int dtype);
 void es_perturb(const es_config *c, slot *params, int nslots, uint64_t iteration, int member, int restore);
-void es_shape(const double *r, int n, int shaping, double *coeffs);
+/* mean_out/std_out (may be NULL): numpy's mean and std (ddof 0), set for zscore shaping only */
+void es_shape(const double *r, int n, int shaping, double *coeffs, double *mean_out, double *std_out);
 void es_update(const es_config *c, slot *params, int nslots, uint64_t iteration, const double *rewards,
                double *coeffs);
 void es_decay(const es_config *c, slot *params, const slot *anchor, int nslots);   /* anchored decay */

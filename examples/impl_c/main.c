@@ -273,9 +273,17 @@ static void op_shaping(const jval *args) {
     tensor r = get_typed(jreq(args, "rewards"), "rewards", "f64");
     double *rewards = xalloc(r.n * sizeof *rewards + 1), *coeffs = xalloc(r.n * sizeof *coeffs + 1);
     for (size_t k = 0; k < r.n; k++) rewards[k] = f64_of_bits(le_load(r.data + 8 * k, 8));
-    es_shape(rewards, (int)r.n, shaping_of(jstr(jreq(args, "shaping"), "shaping")), coeffs);
+    int shaping = shaping_of(jstr(jreq(args, "shaping"), "shaping"));
+    double mean = 0, std = 0;
+    es_shape(rewards, (int)r.n, shaping, coeffs, &mean, &std);
     sb_printf(&head, "\"coefficients\":");
     put_f64s(coeffs, r.n);
+    if (shaping == SH_ZSCORE) {   /* the shaping goldens pin numpy's mean and std too */
+        sb_printf(&head, ",\"mean\":");
+        put_f64s(&mean, 1);
+        sb_printf(&head, ",\"std\":");
+        put_f64s(&std, 1);
+    }
 }
 
 /* ---- RNG requests ---- */
