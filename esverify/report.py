@@ -52,6 +52,30 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
     return path
 
 
+def copy_atomic(src: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """Copy the file `src` to `path` atomically, streaming (never holding the file in memory)."""
+    import shutil
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
+        with os.fdopen(fd, "wb") as fh, open(src, "rb") as source:
+            shutil.copyfileobj(source, fh, 1 << 20)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
 def _jsonable(value):
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)
