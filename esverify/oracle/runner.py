@@ -40,7 +40,8 @@ import pandas as pd
 
 from .. import __version__
 from ..paths import checkout_root, oracles_dir
-from ..report import FORMATS, console_table, copy_atomic, to_junit, write_atomic, write_report
+from ..report import (FORMATS, console_table, copy_atomic, terminal_text, to_junit, write_atomic,
+                      write_report)
 from . import cases as _cases
 from . import compare as _compare
 from . import ours as _ours
@@ -591,7 +592,7 @@ def _console(frame, summary, metadata, out_dir, code) -> str:
         shown = bad[["case", "status", "detail"]].copy()
         shown["detail"] = shown["detail"].str.slice(0, 110)
         lines += ["", console_table(shown, max_rows=20)]
-    lines += [f"warning: {w}" for w in metadata.get("warnings", [])]
-    lines += [f"error: {e}" for e in metadata.get("setup_errors", [])]
-    lines.append(f"report: {out_dir} (wall time {metadata['wall_time_s']} s; exit {code})")
+    lines += [f"warning: {terminal_text(str(w))}" for w in metadata.get("warnings", [])]
+    lines += [f"error: {terminal_text(str(e))}" for e in metadata.get("setup_errors", [])]
+    lines.append(f"report: {terminal_text(str(out_dir))} (wall time {metadata['wall_time_s']} s; exit {code})")
     return "\n".join(lines)
