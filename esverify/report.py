@@ -29,7 +29,7 @@ FORMATS = ("csv", "json", "md", "html")
 # name in an audited tree): every writer escapes it for its own format (issue 13 item 7). Controls are
 # shown as visible escapes ("\x1b"), never dropped, so nothing of the evidence is lost.
 
-_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")     #: all but \t \n \r
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")  #: but \t \n \r; lone surrogates
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")  #: outside XML 1.0 Char
 _NEWLINES = re.compile(r"\r\n|[\r\n\u2028\u2029]")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -41,7 +41,8 @@ def _visible(match) -> str:
 
 
 def visible_controls(text: str) -> str:
-    """Control characters (C0 but tab and newlines, DEL, C1) as visible escapes such as "\\x1b"."""
+    """Control characters (C0 but tab and newlines, DEL, C1) and lone surrogates (undecodable file
+    names) as visible escapes such as "\\x1b"."""
     return _CONTROLS.sub(_visible, text)
 
 
@@ -65,8 +66,10 @@ def terminal_text(text: str) -> str:
 
 def csv_cell(text: str) -> str:
     """A CSV cell a spreadsheet will not run: text starting with = + - @ tab or CR gets a leading
-    apostrophe (the OWASP CSV-injection rule); everything else is unchanged."""
-    return "'" + text if text.startswith(_FORMULA_START) else text
+    apostrophe (the OWASP CSV-injection rule); controls and carriage returns (which pandas leaves
+    unquoted, splitting the row) are shown as escapes; everything else is unchanged."""
+    text = "'" + text if text.startswith(_FORMULA_START) else text
+    return visible_controls(text).replace("\r", "\\r")
 
 
 def escape_frame(frame: pd.DataFrame, escape) -> pd.DataFrame:
@@ -87,7 +90,8 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
+    # lone surrogates (a file name that is not UTF-8) are written as visible escapes, never refused
+    raw = data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         # mkstemp creates 0600; a report is an ordinary file, so honour the umask

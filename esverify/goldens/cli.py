@@ -85,7 +85,7 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir):
     result = gate.check(directory, list(areas) or None, list(backends) or None, against)
     code = result.exit_code(strict)
     for err in result.errors:
-        click.echo(f"error: {err}", err=True)
+        click.echo(f"error: {report.terminal_text(str(err))}", err=True)   # err may quote a hostile file
     summary = pd.DataFrame(result.summary, columns=["area", "backend", "vectors", "mismatches",
                                                     "libm_divergences", "seconds"])
     if len(summary):

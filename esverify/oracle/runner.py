@@ -466,10 +466,8 @@ class Runner:
         reward_note = _compare.compare_rewards(ours.rewards, reply.get("rewards", [])) if case.op == "loop" else ""
         attribution = reply.get("attribution", {"ok": True})
         if cmp.mismatches:
-            where = ", ".join(cmp.mismatched_slots)
             notes.append(f"{case.op}{' (population %d)' % case.population if case.kind == 'update' else ''}: "
-                         f"{cmp.mismatches} of {cmp.elements} elements differ (slots {where}); first at "
-                         f"{cmp.first_index}, max {cmp.max_ulp_diff} ulp")
+                         f"{cmp.summary()}")
             if cmp.specials:
                 notes.append(cmp.specials)
         if reward_note:
