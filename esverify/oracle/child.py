@@ -129,11 +129,13 @@ def _describe_exit(code) -> str:
 
 
 def child_environment(extra: dict | None, pythonpath: Path, tmp: Path) -> dict:
-    """The child's environment: ENV_NAMES and ENV_PREFIXES from ours, then `extra`, then PYTHONPATH
-    (the private copy only), TMPDIR and the Python settings. Nothing else of ours gets through."""
+    """The child's environment: ENV_NAMES and ENV_PREFIXES from ours, then `extra` (given explicitly,
+    e.g. by a test; a PYTHONPATH there comes after the private copy), then PYTHONPATH (the private
+    copy first), TMPDIR and the Python settings. Nothing else of ours gets through."""
     env = {k: v for k, v in os.environ.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
     env.update(extra or {})
-    env.update({"PYTHONPATH": str(pythonpath), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+    path = os.pathsep.join([str(pythonpath)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.update({"PYTHONPATH": path, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
                 "TMPDIR": str(tmp), "TEMP": str(tmp), "TMP": str(tmp)})
     env.setdefault("PATH", os.defpath)
     return env
@@ -341,6 +343,8 @@ def _reply_error(reply, command: dict) -> str:
     if not isinstance(attribution, dict) or not isinstance(attribution.get("ok", True), bool) \
             or not isinstance(attribution.get("detail", ""), str):
         return "the reply's 'attribution' is not {'ok': bool, 'detail': text}"
+    if command.get("op") == "loop" and "rewards" not in reply:
+        return "a loop reply without 'rewards'"
     rewards = reply.get("rewards", [])
     if not isinstance(rewards, list) or not all(
             isinstance(r, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in r)
@@ -505,12 +509,12 @@ class Child:
             remove_tree(self.root)
         self.proc, self.reply_fd, self.drainer, self.root = None, None, None, None
 
-    def close(self):
-        """Stop the child (ask it to exit, then kill its whole tree), remove its private folder and
-        write the kept log. Idempotent; safe from a signal handler (it only kills, waits with
-        deadlines and removes files)."""
+    def close(self, polite: bool = True):
+        """Stop the child (ask it to exit when `polite`, then kill its whole tree), remove its private
+        folder and write the kept log. Idempotent; safe from a signal handler (it only kills, waits
+        with deadlines and removes files); a handler passes polite=False to skip the 2 s grace."""
         try:
-            self._stop()
+            self._stop(polite)
         finally:
             if self.log is not None:
                 self.log.finish()
@@ -610,10 +614,11 @@ class Child:
                             f"the line begins {shown!r})")
 
 
-def close_all():
-    """Close every child still open (for signal handlers and test teardown)."""
+def close_all(polite: bool = False):
+    """Close every child still open: kill its tree, remove its private folder (for signal handlers
+    and teardown; not polite by default: no grace period)."""
     for child in list(_OPEN):
         try:
-            child.close()
+            child.close(polite)
         except Exception:  # noqa: BLE001 - one child failing to close must not keep the others running
             pass
