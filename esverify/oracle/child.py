@@ -372,6 +372,7 @@ class Child:
         self.workdir = Path(workdir) if workdir else None
         self.max_memory = default_max_memory() if max_memory is None else int(max_memory)
         self.max_output = int(max_output)
+        self.file_limit = max(self.max_output, MIN_FILE_LIMIT) if self.max_output else 0   #: RLIMIT_FSIZE
         self.target = target
         self.log: BoundedLog | None = None
         self.proc = None
@@ -403,7 +404,7 @@ class Child:
         env = child_environment(self.extra_env, pkg, self.root / "tmp")
         supervisor = [sys.executable, "-I", str(Path(__file__).with_name("supervise.py")),
                       f"--parent={os.getpid()}", f"--max-memory={self.max_memory or -1}",
-                      f"--max-file={max(self.max_output, MIN_FILE_LIMIT) if self.max_output else -1}", "--"]
+                      f"--max-file={self.file_limit or -1}", "--"]
         python = os.path.abspath(shutil.which(self.python) or self.python)
         try:
             self.proc = subprocess.Popen(

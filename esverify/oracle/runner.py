@@ -447,8 +447,11 @@ class Runner:
             clock["reference_s"] += time.perf_counter() - started
         if reply["status"] != "ok":
             err = reply["error"]
-            hint = (f" (the child's memory is limited to {t.child.max_memory} bytes by --max-memory)"
-                    if err.get("kind") == "MemoryError" and t.child.max_memory else "")
+            hint = ""
+            if err.get("kind") == "MemoryError" and t.child.max_memory:
+                hint = f" (the child's memory is limited to {t.child.max_memory} bytes by --max-memory)"
+            elif "[Errno 27]" in err["message"] and t.child.file_limit:     # EFBIG: over RLIMIT_FSIZE
+                hint = f" (each file the child writes is limited to {t.child.file_limit} bytes, see --max-output)"
             return _row(case, status="error", detail=f"{case.op}: the reference side raised {err['message']}"
                                                      f"{hint}")
         try:
