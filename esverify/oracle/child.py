@@ -114,6 +114,12 @@ def parse_size(text) -> int:
     return value
 
 
+def package_root(folder: Path) -> Path:
+    """Former API (a folder linking to the live package): now only `folder`; `Child` ignores it and
+    gives the child a private copy instead (issue 13 item 6)."""
+    return Path(folder)
+
+
 def _describe_exit(code) -> str:
     if code is None:
         return "still running"
@@ -356,8 +362,8 @@ def _reply_error(reply, command: dict) -> str:
 class Child:
     """One driver process under its supervisor. `start()` returns the hello dict; `request()` one reply.
 
-    python: the child's interpreter; driver: the driver script (copied before each start, with its
-    sibling oracle_child.py); clone: the clone root; log_path: where its output is kept (appended,
+    python: the child's interpreter; driver: the driver script (copied before each start, with every
+    .py file of its folder); clone: the clone root; log_path: where its output is kept (appended,
     bounded by `max_output` bytes, 0 = unbounded); env: extra environment entries; workdir: where the
     private folder is made (default the system temp folder); max_memory: RLIMIT_DATA in bytes
     (None: `default_max_memory()`, 0: none); target: the name the hello must carry (None: any).
@@ -365,7 +371,8 @@ class Child:
 
     def __init__(self, python: str, driver: Path, clone: Path, log_path: Path, env: dict | None = None,
                  workdir: Path | None = None, max_memory: int | None = None,
-                 max_output: int = DEFAULT_MAX_OUTPUT, target: str | None = None):
+                 max_output: int = DEFAULT_MAX_OUTPUT, target: str | None = None, pythonpath=None):
+        # pythonpath: accepted and ignored (callers of the former API): the child gets a private copy
         self.python, self.driver, self.clone = str(python), Path(driver).resolve(), Path(clone).resolve()
         self.log_path = Path(log_path)
         self.extra_env = dict(env or {})
@@ -395,7 +402,8 @@ class Child:
         self.root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.workdir))
         _OPEN.add(self)
         try:
-            drivers = [self.driver] + sorted(p for p in self.driver.parent.glob("oracle_*.py"))
+            # the driver's folder holds the driver and the modules it imports (oracle_child and others)
+            drivers = sorted(p for p in self.driver.parent.glob("*.py") if p.is_file())
             pkg, copied = prepare_root(self.root, drivers)
         except OSError as exc:
             raise ChildDied(f"cannot prepare the child's private folder: {exc}") from None
