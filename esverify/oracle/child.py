@@ -42,7 +42,6 @@ import os
 import select
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile

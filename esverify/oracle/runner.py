@@ -46,8 +46,7 @@ from . import cases as _cases
 from . import compare as _compare
 from . import ours as _ours
 from . import paramsets
-from .child import (DEFAULT_MAX_OUTPUT, Child, ChildDied, ChildError, ChildProtocolError, ChildTimeout,
-                    default_max_memory)
+from .child import DEFAULT_MAX_OUTPUT, Child, ChildError, ChildTimeout, default_max_memory
 from .clones import TARGETS, CloneError, git_identity, inspect_clone
 
 COLUMNS = ["target", "device", "dtype", "scheme", "op", "population", "case", "rule", "elements", "mismatches",
@@ -517,7 +516,9 @@ class Runner:
             "mapping": opts.mapping, "noise_backend": {d: default_backend(d) for d in opts.devices},
             "seed": opts.seed, "population": opts.population, "sigma": opts.sigma,
             "alpha": self.alpha, "iterations": opts.iterations, "case_pattern": opts.case,
-            "small": opts.small, "timeout_s": opts.timeout,
+            "small": opts.small, "timeout_s": opts.timeout, "startup_timeout_s": startup_timeout(opts.timeout),
+            "child_limits": {"max_memory_bytes": default_max_memory() if opts.max_memory is None
+                             else opts.max_memory, "max_output_bytes": opts.max_output},
             "clones": {name: c.metadata() for name, c in clones.items()},
             "warnings": warnings + sorted(self.notes), "setup_errors": self.setup_errors,
             "targets_not_found": skipped_targets,
