@@ -366,6 +366,8 @@ class Child:
     bounded by `max_output` bytes, 0 = unbounded); env: extra environment entries; workdir: where the
     private folder is made (default the system temp folder); max_memory: RLIMIT_DATA in bytes
     (None: `default_max_memory()`, 0: none); target: the name the hello must carry (None: any).
+    Start it from a thread that outlives it (the main thread, say): the supervisor asks for SIGTERM
+    when the thread that started it ends (PR_SET_PDEATHSIG), which stops the child.
     """
 
     def __init__(self, python: str, driver: Path, clone: Path, log_path: Path, env: dict | None = None,
