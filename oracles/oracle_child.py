@@ -326,6 +326,9 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
     parser.add_argument("--clone", required=True)
     parser.add_argument("--reply-fd", type=int, required=True)
     args = parser.parse_args()
+    # not inherited by processes the reference starts: a reply channel held open by a grandchild would
+    # hide this process's death from the parent (issue 13 item 3)
+    os.set_inheritable(args.reply_fd, False)
     reply = os.fdopen(args.reply_fd, "w", buffering=1)
     if threads:
         torch.set_num_threads(threads)

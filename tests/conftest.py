@@ -35,3 +35,110 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+# ----------------------------------------------------------------- leak check (issue 13)
+# No test may leave a process or an esverify temp folder behind. The session gets a private temp
+# folder (TMPDIR), so that only its own esverify-* folders are seen there (other sessions may share
+# the machine's /tmp), and makes pytest a child subreaper (Linux), so that an orphan a test leaves,
+# even one that left its process group with setsid(), is re-parented to pytest and counted here.
+# At the end, whatever runs or remains fails the session and is cleaned up.
+
+import shutil
+import signal
+import tempfile
+import time
+
+_LEAK = {}
+
+
+def _children_of(pid: int) -> list:
+    found = []
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid and fields[0] not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()[:200]
+    except OSError:
+        return "?"
+
+
+def _reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def pytest_configure(config):
+    private = tempfile.mkdtemp(prefix="leakcheck-")
+    _LEAK.update(tmp=private, old_tmpdir=os.environ.get("TMPDIR"), old_tempdir=tempfile.tempdir,
+                 baseline=set(_children_of(os.getpid())))
+    os.environ["TMPDIR"] = private
+    tempfile.tempdir = private
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)     # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def leftovers(baseline=frozenset(), grace: float = 5.0) -> tuple[list, list]:
+    """(processes still running that are children of this process and not in `baseline`, as
+    'pid: command line'; esverify temp folders in the session's temp folder), after up to `grace`
+    seconds for processes that are being killed to go."""
+    deadline = time.monotonic() + grace
+    while True:
+        _reap()
+        procs = [p for p in _children_of(os.getpid()) if p not in baseline]
+        if not procs or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    tmp = _LEAK.get("tmp")
+    folders = sorted(n for n in os.listdir(tmp) if n.lstrip(".").startswith("esverify")) if tmp else []
+    return [f"{p}: {_cmdline(p)}" for p in procs], folders
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not _LEAK:
+        return
+    procs, folders = leftovers(_LEAK["baseline"])
+    for entry in procs:
+        try:
+            os.kill(int(entry.split(":", 1)[0]), signal.SIGKILL)
+        except OSError:
+            pass
+    _reap()
+    tmp = _LEAK["tmp"]
+    if _LEAK["old_tmpdir"] is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = _LEAK["old_tmpdir"]
+    tempfile.tempdir = _LEAK["old_tempdir"]
+    if procs or folders:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        lines = ([f"leak check: a test left process {p} running (killed now)" for p in procs]
+                 + [f"leak check: a test left the temp folder {tmp}/{f} (removed now)" for f in folders])
+        if reporter is not None:
+            reporter.write_line("")
+            for line in lines:
+                reporter.write_line(line, red=True)
+        else:
+            print("\n".join(lines))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    shutil.rmtree(tmp, ignore_errors=True)

@@ -100,7 +100,7 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir, impl_
             target.close()
     code = result.exit_code(strict)
     for err in result.errors:
-        click.echo(f"error: {err}", err=True)
+        click.echo(f"error: {report.terminal_text(str(err))}", err=True)   # err may quote a hostile file
     summary = pd.DataFrame(result.summary, columns=["area", "backend", "vectors", "mismatches",
                                                     "libm_divergences", "libm_cap"]
                            + (["unsupported"] if target else []) + ["seconds"])

@@ -46,20 +46,35 @@ def _csv(value: str) -> tuple:
               help="Comma-separated report formats: csv, json, md, html.")
 @click.option("--junit", default=None, help="Also write JUnit XML to this file.")
 @click.option("--timeout", type=float, default=120.0, show_default=True,
-              help="Seconds per case; on expiry the child is killed, the row is an error, the run goes on.")
+              help="Seconds per case; on expiry the child is killed, the row is an error, the run goes on. "
+                   "A child gets max(--timeout, 60) s to start.")
+@click.option("--max-memory", "max_memory", default=None, metavar="SIZE",
+              help="Memory limit of each child (RLIMIT_DATA), e.g. 8G; 0: none. Default: half the RAM.")
+@click.option("--max-output", "max_output", default="20M", show_default=True, metavar="SIZE",
+              help="Child output kept per target (first and last halves, the cut marked); also the floor of "
+                   "the largest file a child may write; 0: keep all.")
 @click.option("--small", is_flag=True, help="Leave out the >= 1M-element tensor (quick runs).")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @click.option("--impl", "impl_cmd", default=None, metavar="CMD",
               help="Our side is this protocol wrapper (docs/PROTOCOL.md) instead of the clean-room trainer.")
 def parity(ref, awd_ref, target, python, dtypes, schemes, devices, mapping, seed, population, sigma, alpha,
-           iterations, case, keep_tensors, out, formats, junit, timeout, small, quiet, impl_cmd):
+           iterations, case, keep_tensors, out, formats, junit, timeout, max_memory, max_output, small, quiet,
+           impl_cmd):
     """Bit-for-bit parity of the clean-room trainer against reference clones on identical noise."""
+    from .child import parse_size
     from .runner import Options, Runner, UsageError
+    try:
+        max_memory = None if max_memory is None else parse_size(max_memory)
+        max_output = parse_size(max_output)
+    except ValueError as exc:
+        click.echo(f"esverify parity: error: --max-memory/--max-output: {exc}", err=True)
+        sys.exit(2)
     opts = Options(ref=ref, awd_ref=awd_ref, target=target, python=python, dtypes=_csv(dtypes),
                    schemes=_csv(schemes), devices=_csv(devices) if devices else ("cpu", "cuda"),
                    devices_explicit=devices is not None, mapping=mapping, seed=seed, population=population,
                    sigma=sigma, alpha=alpha, iterations=iterations, case=case, keep_tensors=keep_tensors,
                    out=out, formats=_csv(formats), junit=junit, timeout=timeout, quiet=quiet, small=small,
+                   max_memory=max_memory, max_output=max_output,
                    argv=["esverify"] + sys.argv[1:])
     side = None
     try:

@@ -28,9 +28,21 @@ class Comparison:
     first_index: str = ""
     first_ours: str = ""
     first_theirs: str = ""
-    specials: str = ""           #: NaN/inf mismatches by name
+    specials: str = ""           #: NaN/inf mismatches by name, counted over every slot
     layout_error: str = ""
     mismatched_slots: tuple = ()
+    special_count: int = 0       #: mismatches where either side is NaN or infinite (no ulp distance)
+    special_kinds: tuple = ()    #: their kinds, e.g. ("+inf", "nan")
+
+    def summary(self) -> str:
+        """'K of M elements differ (slots ...); first at X, max D ulp' (D named as absent when every
+        mismatch involves NaN or an infinity); '' when nothing differs."""
+        if not self.mismatches:
+            return ""
+        ulp = (f"max {self.max_ulp_diff} ulp" if self.max_ulp_diff is not None
+               else "no ulp distance (every mismatch involves NaN or an infinity)")
+        return (f"{self.mismatches} of {self.elements} elements differ (slots {', '.join(self.mismatched_slots)}); "
+                f"first at {self.first_index}, {ulp}")
 
     def fields(self) -> dict:
         return {"elements": self.elements, "mismatches": self.mismatches, "max_abs_diff": self.max_abs_diff,
@@ -58,7 +70,7 @@ def compare(ours: list, theirs: list, theirs_dtypes: list, names: list | None = 
     if len(ours) != len(theirs):
         result.layout_error = f"ours has {len(ours)} result tensors, theirs {len(theirs)}"
         return result
-    bad_slots = []
+    bad_slots, kinds_seen = [], set()
     for k, (o, t_raw, t_fmt) in enumerate(zip(ours, theirs, theirs_dtypes)):
         o_bits, o_fmt = bits.array_bits(o)
         o_shape = tuple(o.shape)
@@ -87,13 +99,17 @@ def compare(ours: list, theirs: list, theirs_dtypes: list, names: list | None = 
             absd = float(np.max(np.abs(values_f64(ob[finite], o_fmt) - values_f64(tb[finite], o_fmt))))
             result.max_abs_diff = absd if result.max_abs_diff is None else max(result.max_abs_diff, absd)
         if (~finite).any():
-            kinds = sorted(set(bits.classify(ob[~finite], o_fmt)) | set(bits.classify(tb[~finite], o_fmt)) - {""})
-            result.specials = f"{int((~finite).sum())} mismatches involve {', '.join(kinds)}"
+            # "" is the kind of a finite value: the other side of such a pair is the special one
+            kinds_seen |= (set(bits.classify(ob[~finite], o_fmt)) | set(bits.classify(tb[~finite], o_fmt))) - {""}
+            result.special_count += int((~finite).sum())
     if result.mismatches and result.max_abs_diff is None:
         result.max_abs_diff = float("nan")
     elif not result.mismatches:
         result.max_abs_diff, result.max_ulp_diff = 0.0, 0
     result.mismatched_slots = tuple(bad_slots)
+    if result.special_count:
+        result.special_kinds = tuple(sorted(kinds_seen))
+        result.specials = f"{result.special_count} mismatches involve {', '.join(result.special_kinds)}"
     return result
 
 

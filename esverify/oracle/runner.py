@@ -40,12 +40,13 @@ import pandas as pd
 
 from .. import __version__
 from ..paths import checkout_root, oracles_dir
-from ..report import FORMATS, console_table, to_junit, write_atomic, write_report
+from ..report import (FORMATS, console_table, copy_atomic, terminal_text, to_junit, write_atomic,
+                      write_report)
 from . import cases as _cases
 from . import compare as _compare
 from . import ours as _ours
 from . import paramsets
-from .child import Child, ChildDied, ChildError, ChildTimeout, package_root
+from .child import DEFAULT_MAX_OUTPUT, Child, ChildError, ChildTimeout, default_max_memory
 from .clones import TARGETS, CloneError, git_identity, inspect_clone
 
 COLUMNS = ["target", "device", "dtype", "scheme", "op", "population", "case", "rule", "elements", "mismatches",
@@ -86,6 +87,8 @@ class Options:
     formats: tuple = FORMATS
     junit: str | None = None
     timeout: float = 120.0
+    max_memory: int | None = None        #: RLIMIT_DATA of each child in bytes; None: half the RAM; 0: none
+    max_output: int = DEFAULT_MAX_OUTPUT  #: bytes of each child's output kept (head and tail); 0: all
     quiet: bool = False
     small: bool = False
     child_env: dict = field(default_factory=dict)   #: extra environment for the children (tests, diagnostics)
@@ -130,6 +133,9 @@ def _validate(opts: Options) -> Options:
         raise UsageError(f"--alpha must be finite and >= 0, got {opts.alpha}")
     if not opts.timeout > 0:
         raise UsageError(f"--timeout must be > 0 seconds, got {opts.timeout}")
+    for name, value in (("--max-memory", opts.max_memory), ("--max-output", opts.max_output)):
+        if value is not None and not (isinstance(value, int) and value >= 0):
+            raise UsageError(f"{name} must be a size in bytes >= 0 (0: no limit), got {value!r}")
     bad = [f for f in opts.formats if f not in FORMATS]
     if bad:
         raise UsageError(f"--format: unknown {bad}; choose from {list(FORMATS)}")
@@ -166,6 +172,12 @@ def _row(case, **fields) -> dict:
     return row
 
 
+def startup_timeout(timeout: float) -> float:
+    """Seconds a child (or the interpreter probe) gets to start and send its hello: max(--timeout, 60),
+    since importing torch and compiling the noise kernels can take longer than one case."""
+    return max(float(timeout), 60.0)
+
+
 def _git_commit(path: Path | None) -> str | None:
     """esverify's own commit, with "-dirty" when the checkout has changes; None outside a checkout."""
     commit, dirty = git_identity(path) if path is not None else (None, None)
@@ -197,9 +209,10 @@ class _Target:
 
     def __init__(self, runner, target, clone):
         self.runner, self.target, self.clone = runner, target, clone
-        self.child = Child(runner.opts.python, oracles_dir() / target.driver, clone.path,
-                           runner.work / f"child-{target.name}.log", env=runner.opts.child_env,
-                           pythonpath=package_root(runner.work))
+        opts = runner.opts
+        self.child = Child(opts.python, oracles_dir() / target.driver, clone.path,
+                           runner.work / f"child-{target.name}.log", env=opts.child_env, workdir=runner.work,
+                           max_memory=opts.max_memory, max_output=opts.max_output, target=target.name)
         self.hello = None
         self.start_error = ""
 
@@ -209,7 +222,7 @@ class _Target:
         if self.start_error and self.child.starts >= 3:
             return False
         try:
-            self.hello = self.child.start(max(self.runner.opts.timeout, 60.0))
+            self.hello = self.child.start(startup_timeout(self.runner.opts.timeout))
             self.start_error = ""
             return True
         except ChildError as exc:
@@ -286,7 +299,7 @@ class Runner:
             raise UsageError("no reference clone found: pass --ref PATH (es-at-scale) and/or --awd-ref PATH "
                              "(es-awd), or set $ESVERIFY_REF / $ESVERIFY_AWD_REF; tried: "
                              + "; ".join(skipped_targets))
-        probe = _probe(opts.python, max(opts.timeout, 60.0))
+        probe = _probe(opts.python, startup_timeout(opts.timeout))
         missing_pkgs = [p for p in ("torch", "numpy") if not probe[p]]
         all_cases = _cases.build_matrix([n for n in wanted if n in clones or n in failed], opts.devices,
                                         opts.dtypes, opts.schemes, opts.population, opts.sigma,
@@ -327,8 +340,8 @@ class Runner:
                                    opts.formats, title="esverify parity report")
             for name in environments:
                 log = self.work / f"child-{name}.log"
-                if log.is_file():
-                    written.append(write_atomic(out_dir / f"child-{name}.log", log.read_bytes()))
+                if log.is_file():   # streamed: the log is bounded by --max-output, but never read whole
+                    written.append(copy_atomic(log, out_dir / f"child-{name}.log"))
             for case_id, ours_path, theirs_path in self.kept:
                 dest = out_dir / "tensors" / re.sub(r"[^A-Za-z0-9_.-]+", "_", case_id)
                 dest.mkdir(parents=True, exist_ok=True)
@@ -429,17 +442,30 @@ class Runner:
             reply = t.child.request(command, opts.timeout)
         except ChildTimeout:
             return _row(case, status="error", detail=f"timeout: {case.op} did not finish within "
-                                                     f"{opts.timeout:g} s; the child was killed and restarted")
-        except ChildDied as exc:
+                                                     f"{opts.timeout:g} s; the child's process group was killed "
+                                                     "and the child restarted")
+        except ChildError as exc:   # died (its real exit status), or broke the protocol
             tail = " | ".join(exc.log_tail.strip().splitlines()[-2:])
             return _row(case, status="error", detail=f"{case.op}: {exc}; restarting it for the next case"
                                                      + (f"; child log: {tail}" if tail else ""))
         finally:
             clock["reference_s"] += time.perf_counter() - started
-        if reply.get("status") != "ok":
-            err = reply.get("error") or {}
-            return _row(case, status="error", detail=f"{case.op}: the reference side raised {err.get('message')}")
-        _, theirs, theirs_dtypes = paramsets.read(reply["results"])
+        if reply["status"] != "ok":
+            err = reply["error"]
+            hint = ""
+            if err.get("kind") == "MemoryError" and t.child.max_memory:
+                hint = f" (the child's memory is limited to {t.child.max_memory} bytes by --max-memory)"
+            elif "[Errno 27]" in err["message"] and t.child.file_limit:     # EFBIG: over RLIMIT_FSIZE
+                hint = f" (each file the child writes is limited to {t.child.file_limit} bytes, see --max-output)"
+            return _row(case, status="error", detail=f"{case.op}: the reference side raised {err['message']}"
+                                                     f"{hint}")
+        try:
+            _, theirs, theirs_dtypes = paramsets.read(reply["results"])
+        except Exception as exc:  # noqa: BLE001 - the child wrote the file: a bad one is its protocol error
+            t.child.kill()
+            return _row(case, status="error", detail=f"{case.op}: protocol violation by the child: its results "
+                                                     f"file cannot be read ({type(exc).__name__}: {exc}); the "
+                                                     "child was killed and restarted")
         cmp = _compare.compare(ours.tensors, theirs, theirs_dtypes, names if case.op != "zscore" else ["coeffs"])
         if cmp.layout_error:
             return _row(case, status="error", detail=f"{case.op}: result layout differs: {cmp.layout_error}")
@@ -448,10 +474,8 @@ class Runner:
         reward_note = _compare.compare_rewards(ours.rewards, reply.get("rewards", [])) if case.op == "loop" else ""
         attribution = reply.get("attribution", {"ok": True})
         if cmp.mismatches:
-            where = ", ".join(cmp.mismatched_slots)
             notes.append(f"{case.op}{' (population %d)' % case.population if case.kind == 'update' else ''}: "
-                         f"{cmp.mismatches} of {cmp.elements} elements differ (slots {where}); first at "
-                         f"{cmp.first_index}, max {cmp.max_ulp_diff} ulp")
+                         f"{cmp.summary()}")
             if cmp.specials:
                 notes.append(cmp.specials)
         if reward_note:
@@ -498,7 +522,9 @@ class Runner:
             "mapping": opts.mapping, "noise_backend": {d: default_backend(d) for d in opts.devices},
             "seed": f"0x{int(opts.seed):016x}", "population": opts.population,   # u64 as hex (RNG.md §4) "sigma": opts.sigma,
             "alpha": self.alpha, "iterations": opts.iterations, "case_pattern": opts.case,
-            "small": opts.small, "timeout_s": opts.timeout,
+            "small": opts.small, "timeout_s": opts.timeout, "startup_timeout_s": startup_timeout(opts.timeout),
+            "child_limits": {"max_memory_bytes": default_max_memory() if opts.max_memory is None
+                             else opts.max_memory, "max_output_bytes": opts.max_output},
             "clones": {name: c.metadata() for name, c in clones.items()},
             "warnings": warnings + sorted(self.notes), "setup_errors": self.setup_errors,
             "targets_not_found": skipped_targets,
@@ -574,7 +600,7 @@ def _console(frame, summary, metadata, out_dir, code) -> str:
         shown = bad[["case", "status", "detail"]].copy()
         shown["detail"] = shown["detail"].str.slice(0, 110)
         lines += ["", console_table(shown, max_rows=20)]
-    lines += [f"warning: {w}" for w in metadata.get("warnings", [])]
-    lines += [f"error: {e}" for e in metadata.get("setup_errors", [])]
-    lines.append(f"report: {out_dir} (wall time {metadata['wall_time_s']} s; exit {code})")
+    lines += [f"warning: {terminal_text(str(w))}" for w in metadata.get("warnings", [])]
+    lines += [f"error: {terminal_text(str(e))}" for e in metadata.get("setup_errors", [])]
+    lines.append(f"report: {terminal_text(str(out_dir))} (wall time {metadata['wall_time_s']} s; exit {code})")
     return "\n".join(lines)

@@ -1,0 +1,35 @@
+"""The session-end leak check of tests/conftest.py sees what a hostile test would leave: an orphan
+that left its process group, and an esverify temp folder (issue 13, "Done when")."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+import conftest
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc and a child subreaper")
+def test_the_leak_check_sees_an_orphan_and_a_temp_folder():
+    baseline = set(conftest._children_of(os.getpid()))
+    # a child that starts a setsid() grandchild and exits: the grandchild is an orphan
+    subprocess.run([sys.executable, "-c", "import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', "
+                    "'import time; time.sleep(60)'], start_new_session=True, stdout=subprocess.DEVNULL, "
+                    "stderr=subprocess.DEVNULL).pid)"], check=True,
+                   capture_output=True, text=True)
+    folder = tempfile.mkdtemp(prefix="esverify-leak-probe-")
+    try:
+        procs, folders = conftest.leftovers(baseline, grace=0.5)
+        assert len(procs) == 1 and "time.sleep(60)" in procs[0]
+        assert os.path.basename(folder) in folders
+    finally:
+        for entry in conftest.leftovers(baseline, grace=0)[0]:
+            os.kill(int(entry.split(":", 1)[0]), signal.SIGKILL)
+        os.rmdir(folder)
+    time.sleep(0.1)
+    assert conftest.leftovers(baseline, grace=2.0) == ([], [])
