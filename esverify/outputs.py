@@ -37,6 +37,8 @@ class OutputError(ValueError):
 
 
 def _reason(exc: OSError) -> str:
+    if exc.errno == errno.ENOENT:   # the folder is there, yet nothing can be made in it (e.g. /proc)
+        return "this file system does not accept new files"
     if exc.errno in (errno.EACCES, errno.EPERM):
         return "permission denied"
     if exc.errno == errno.EROFS:
@@ -90,7 +92,15 @@ def check_file(path, option: str) -> Path:
         raise OutputError(f"{option} {path}: is a directory, not a file")
     if path.exists() and not os.access(path, os.W_OK):
         raise OutputError(f"{option} {path}: the file exists and is not writable")
-    check_folder(path.parent if str(path.parent) else Path("."), option=f"{option} folder of")
+    folder = path.parent
+    existing = _nearest_existing(folder)
+    if not existing.is_dir():
+        raise OutputError(f"{option} {path}: {existing} is a file, not a directory")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _probe_write(folder)
+    except OSError as exc:
+        raise OutputError(f"{option} {path}: cannot write there: {_reason(exc)}") from None
     return path
 
 
