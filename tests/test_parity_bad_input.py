@@ -245,3 +245,16 @@ def test_noise_through_another_torch_gaussian_is_refused(tmp_path):
     assert set(noisy["status"]) == {"error"}
     assert noisy["detail"].str.contains("Tensor.normal_ was called").all()
     assert _status(frame, "zscore") == {"pass"}
+
+
+def test_a_reused_out_is_refused_unless_overwrite(tmp_path):
+    args = ("--ref", AT_SCALE, "--target", "es-at-scale", "--case", "*/f32/iid/perturb*", *QUICK)
+    code, output, first = _cli(tmp_path, *args)
+    assert code == 0, output
+    (tmp_path / "out" / "parity-stale-from-an-older-version.csv").write_text("x\n")
+    code, output, frame = _cli(tmp_path, *args)
+    assert code == 2 and "holds an earlier report" in output and "--overwrite" in output
+    code, output, frame = _cli(tmp_path, *args, "--overwrite")
+    assert code == 0, output
+    assert not (tmp_path / "out" / "parity-stale-from-an-older-version.csv").exists()
+    assert len(frame) == len(first)
