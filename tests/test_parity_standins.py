@@ -117,9 +117,9 @@ def test_eager_consumption_under_correlated_still_passes(tmp_path):
 
 
 def test_second_virtualenv_as_child_python(tmp_path):
+    from venvs import make_venv   # sees this interpreter's torch however it was installed (issue 12 item 1)
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    python = venv / "bin" / "python"
+    python = make_venv(venv)
     code, output = _cli("--ref", AT_SCALE, "--target", "es-at-scale", "--devices", "cpu", "--small",
                         "--python", str(python), "--case", "*/f32/iid/*", "--iterations", "1",
                         "--out", str(tmp_path / "out"), "--quiet")
