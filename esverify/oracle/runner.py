@@ -7,18 +7,30 @@ devices it sees, then runs each case on our side (esverify.es, through
 `ours`) and on the reference side (the child, same noise through the
 hook, same backend), and compares the results bitwise (ES.md §7).
 
-Statuses: pass, fail, error (the reference, the child or our side could
-not run the case; timeouts and child deaths included: the child is
-restarted and the run goes on), skipped (a device the child does not
-see), unverifiable (iid results of a target whose draws could not be
-attributed to slots: eager consumption, REFERENCES.md §3) and artifact
-(es-awd `caching=True` under iid, a documented artifact of the reference,
-when every mismatch lies in a slot whose noise the reference reused; a
-mismatch anywhere else is a fail).
+Statuses (STATUSES): pass, fail, error (the reference, the child or our
+side could not run the case; timeouts and child deaths included: the child
+is restarted and the run goes on), skipped (not checked here, with the
+reason and how to check it: a device the child does not see, a reference
+file that needs a newer child Python, a target whose clone was not given),
+unverifiable (iid results of a target whose draws could not be attributed
+to slots: eager consumption, REFERENCES.md §3), artifact (es-awd
+`caching=True` under iid, a documented artifact of the reference, when
+every mismatch lies in a slot whose noise the reference reused; a mismatch
+anywhere else is a fail) and not-run (a row an interrupted run did not
+reach).
+
+Order of a run: the report destinations are checked and the report folder
+claimed, then every setup fault is looked for (clones, the child Python,
+the case selection, each child's start, the devices) and reported as ONE
+line (SetupError/UsageError, exit 2, no report) before any case runs; then
+the cases; then the report, which opens with the verdict.
 
 Exit code: 0 when at least one row passed and every row is pass, skipped
-or artifact; 1 on any fail, error or unverifiable row or when nothing
-passed; 2 on a usage or setup error (the partial report is still written).
+or artifact; 1 on any fail, error or unverifiable row, when nothing passed,
+or with `require_all` when a row was skipped; 2 on a usage or setup error;
+128 + the signal number (130 SIGINT, 143 SIGTERM, 129 SIGHUP) when the run
+was interrupted: the children are killed and the partial report is written
+with the verdict `interrupted` (esverify.interrupt).
 """
 from __future__ import annotations
 
