@@ -98,3 +98,42 @@ def test_every_report_destination_is_checked_before_any_work(tmp_path, monkeypat
         lines = [line for line in result.output.splitlines() if line.strip()]
         assert len(lines) == 1, result.output
         assert f"{option} {dest}" in lines[0] and reason in lines[0], lines[0]
+
+
+def _signal_mid_work(signum):
+    def work(*args, **kwargs):
+        import signal as _signal  # noqa: F401
+        import time
+        os.kill(os.getpid(), signum)     # a real signal, delivered while the command works
+        time.sleep(30)                   # never reached in full: the handler interrupts it
+        raise AssertionError("the signal did not interrupt the work")
+    return work
+
+
+@pytest.mark.parametrize("signame, code", [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)])
+def test_goldens_and_audit_interrupted_by_a_signal_leave_a_marked_report(tmp_path, monkeypatch, signame, code):
+    import json
+    import signal
+    signum = getattr(signal, signame)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("esverify.goldens.gate.check", _signal_mid_work(signum))
+    result = CliRunner().invoke(main, ["goldens", "check", "--json", str(tmp_path / "g.json"),
+                                       "--junit", str(tmp_path / "g.xml")])
+    assert result.exit_code == code, result.output
+    doc = json.loads((tmp_path / "g.json").read_text())
+    assert doc["verdict"] == "interrupted" and doc["exit_code"] == code and signame in result.output
+    assert "interrupted by " + signame in (tmp_path / "g.xml").read_text()
+
+    monkeypatch.setattr("esverify.audit.run.run_audit", _signal_mid_work(signum))
+    result = CliRunner().invoke(main, ["audit", "--tree", str(ROOT), "--out", str(tmp_path / "a"),
+                                       "--format", "json"])
+    assert result.exit_code == code, result.output
+    doc = json.loads((tmp_path / "a" / "audit.json").read_text())
+    assert doc["verdict"] == "interrupted" and doc["exit_code"] == code
+    assert {r["verdict"] for r in doc["sections"]["summary"]} == {"not-run"}
+    assert not (tmp_path / "a" / ".esverify-run.lock").exists()
+
+    monkeypatch.setattr("esverify.goldens.generate.generate", _signal_mid_work(signum))
+    result = CliRunner().invoke(main, ["goldens", "generate", "--out", str(tmp_path / "gen")])
+    assert result.exit_code == code and "interrupted" in result.output
+    assert signal.getsignal(signum) is not None      # the previous handler is back

@@ -5,8 +5,8 @@ interpreter's packages, not the outer venv's: a suite run in a fresh venv
 (as the README's set-up does) then finds no torch or pandas in the nested one
 (issue 12 item 1). Instead the nested venv gets a `.pth` file listing every
 site-packages folder of the RUNNING interpreter (system, venv or user site:
-`site.getsitepackages()`, the user site when enabled, and sysconfig's
-purelib/platlib). Plain path lines are appended after the venv's own
+`site.getsitepackages()`, the user site when enabled, sysconfig's
+purelib/platlib, and any site-packages folder on its `sys.path`). Plain path lines are appended after the venv's own
 site-packages, so what is installed into the nested venv wins, and the
 outer folders' own `.pth` files (an editable esverify, for one) are not run.
 """
@@ -26,6 +26,8 @@ def outer_site_dirs() -> list[str]:
         dirs.append(site.getusersitepackages())
     paths = sysconfig.get_paths()
     dirs += [paths["purelib"], paths["platlib"]]
+    # folders a .pth put on the path (a venv made by make_venv, a --system-site-packages venv's base)
+    dirs += [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
     in_path = [p for p in sys.path if p in dirs]          # the order the running interpreter uses
     ordered = list(dict.fromkeys(in_path + dirs))
     return [d for d in ordered if Path(d).is_dir()]

@@ -736,7 +736,8 @@ def _console(frame, summary, metadata, out_dir, code, verdict, require_all=False
     attention = frame[frame["status"].isin([*FAILING, "artifact"])]
     if len(attention):
         lines += ["", "needs attention:"]
-        groups = list(attention.groupby(["status", "detail"], sort=False))
+        rank = {s: i for i, s in enumerate([*FAILING, "artifact"])}
+        groups = sorted(attention.groupby(["status", "detail"], sort=False), key=lambda g: rank[g[0][0]])
         for (status, detail), rows in groups[:12]:
             first = rows["case"].iloc[0]
             more = f" and {len(rows) - 1} more" if len(rows) > 1 else ""
