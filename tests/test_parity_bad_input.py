@@ -1,15 +1,17 @@
-"""Bad input to `esverify parity` (issue 4, "What must hold"): each gets a clear message
-and, where anything could run, a partial report with the rest of the rows.
+"""Bad input to `esverify parity` (issue 4, "What must hold"; issue 12 item 4): a setup fault is one
+line first (what, why, the fix), exit 2, before any row; a fault of one op is a row, and the others run.
 
-Covered: clone path missing, not a clone of the target, a file missing, a
-SyntaxError in a reference module (Python 3.12 f-string syntax under the
-3.11 child: the file, the Python it needs and --python are named), an
-import of an absent package, a reference that hangs past --timeout, one
-that kills its own process, noise drawn without a generator or with an
-unknown seed (the seed-plus-slot mutant) or through Tensor.normal_, a
-child interpreter without torch, an interpreter that does not exist or is
-not a Python, an --out that is a file, non-finite --sigma/--alpha, a case
-the runner itself cannot finish, and no clone at all.
+Covered: clone path missing, not a clone of the target, `--target` without
+its clone, a file missing, a reference file that needs Python 3.12 under
+the 3.11 child (skipped, not checked here: the file, the Python it needs
+and --python are named; --require-all makes it exit 1), an import of an
+absent package, a reference that hangs past --timeout, one that kills its
+own process, noise drawn without a generator or with an unknown seed (the
+seed-plus-slot mutant) or through Tensor.normal_, a child interpreter
+without torch, an interpreter that does not exist, is a folder, is not
+executable or is not a Python, an --out that is a file or holds an earlier
+report, non-finite --sigma/--alpha, a case the runner itself cannot
+finish, and no clone at all.
 """
 from __future__ import annotations
 
