@@ -189,7 +189,7 @@ def _remove_if_empty(folder: Path, created: bool) -> None:
 def _not_given(target: str) -> str:
     option = "--ref" if target == "es-at-scale" else "--awd-ref"
     return (f"not checked here: no {target} clone was given; to check it: pass {option} PATH "
-            "(README.md, 'The reference clones')")
+            "(docs/parity.md, 'The reference clones')")
 
 
 def _clone_path(target, explicit: str | None) -> tuple[str, bool]:
@@ -285,6 +285,7 @@ class Runner:
         self.kept: list = []
         self.notes: set = set()
         self.timing: dict = {}   #: target -> {"ours_s": ..., "reference_s": ...}
+        self.targets: dict = {}  #: target name -> _Target, whose child is started before any case
 
     def _setup_error(self, message: str):
         if message not in self.setup_errors:
@@ -361,9 +362,9 @@ class Runner:
                 if not named:   # the target was asked for by --target, and no clone was named
                     raise SetupError(f"--target {opts.target} needs the {name} clone: pass {options[name]} PATH "
                                      f"(or set ${target.env_var}); the default {path} does not exist. "
-                                     "Where to get it: README.md, 'The reference clones'") from None
+                                     "Where to get it: docs/parity.md, 'The reference clones'") from None
                 raise SetupError(f"{options[name]} {path}: {exc}; fix: pass the top folder of your {name} "
-                                 "clone (README.md, 'The reference clones')") from None
+                                 "clone (docs/parity.md, 'The reference clones')") from None
         if not clones:
             raise UsageError("no reference clone found: pass --ref PATH (es-at-scale) and/or --awd-ref PATH "
                              "(es-awd), or set $ESVERIFY_REF / $ESVERIFY_AWD_REF; tried: "
@@ -372,12 +373,13 @@ class Runner:
         missing_pkgs = [p for p in ("torch", "numpy") if not probe[p]]
         if missing_pkgs:
             what = " and ".join(missing_pkgs)
+            pins = " ".join({"torch": "torch==2.13.0", "numpy": "numpy"}[p] for p in missing_pkgs)
             fix = f"install {'them' if len(missing_pkgs) > 1 else 'it'} there ({probe['executable']} -m pip " \
-                  f"install {'torch==2.13.0' if 'torch' in missing_pkgs else ''}{' numpy' if 'numpy' in missing_pkgs else ''})"
-            if not opts.python_explicit:
+                  f"install {pins})"
+            if not opts.python_explicit:   # with --python given, naming it again would not help
                 fix += " or pass --python with an interpreter that has them"
             raise SetupError(f"the child Python {probe['executable']} ({probe['python']}) lacks {what}, which "
-                             f"the reference needs; fix: {fix.replace('  ', ' ')}")
+                             f"the reference needs; fix: {fix}")
         all_cases = _cases.build_matrix(wanted, opts.devices, opts.dtypes, opts.schemes, opts.population,
                                         opts.sigma, self.alpha, opts.iterations, opts.small)
         selected = _cases.select(all_cases, opts.case)
@@ -389,7 +391,6 @@ class Runner:
     def _start_children(self, clones, selected) -> dict:
         """One child per target with cases, all started before any case runs; SetupError if one cannot."""
         opts = self.opts
-        self.targets = {}
         for name in dict.fromkeys(c.target for c in selected):
             if name not in clones:
                 continue
@@ -397,7 +398,8 @@ class Runner:
             self.targets[name] = t
             if not t.ensure_child():
                 raise SetupError(f"the {name} child did not start under {opts.python}: {t.start_error}; "
-                                 "fix: see the child log above, or docs/parity.md 'Troubleshooting'")
+                                 f"fix: the child's own last log lines are quoted here; check that {opts.python} "
+                                 "runs `import torch, numpy`")
             env = t.hello.get("environment") or {}
             if opts.devices_explicit and "cuda" in opts.devices and not env.get("cuda"):
                 raise SetupError("--devices names cuda but the child sees no CUDA device; fix: run on a machine "
@@ -405,7 +407,7 @@ class Runner:
         return self.targets
 
     def _close_children(self):
-        for t in getattr(self, "targets", {}).values():
+        for t in self.targets.values():
             try:
                 t.child.kill()   # the whole process group, at once: an interrupted op is not waited for
             finally:
