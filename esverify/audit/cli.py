@@ -35,7 +35,9 @@ def _formats(ctx, param, values) -> tuple[str, ...]:
 @click.option("--ref", "refs", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="A reference clone (any reference). Repeatable. Without it sections 1-3 are skipped.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Report folder. Default: reports/audit-<UTC time>/ under the current directory.")
+              help="Report folder, checked before any work; one holding an earlier audit report is refused unless "
+                   "--overwrite. Default: a fresh reports/audit-<UTC time>-<pid>-<random>/ under the current "
+                   "directory.")
 @click.option("--overwrite", is_flag=True,
               help="Replace an earlier audit report in --out (its files are removed first); without it a "
                    "folder holding one is refused.")

@@ -45,7 +45,9 @@ def _csv(value: str) -> tuple:
 @click.option("--iterations", type=int, default=3, show_default=True, help="Length of the full-loop case.")
 @click.option("--case", "case", default=None, help="Run only cases whose id matches (fnmatch, or substring).")
 @click.option("--keep-tensors", is_flag=True, help="Save both sides' tensors of failing cases under --out.")
-@click.option("--out", default=None, help="Report folder (default reports/parity-<UTC time>/).")
+@click.option("--out", default=None, help="Report folder, checked before any work; one holding an earlier "
+                                           "report is refused unless --overwrite (default: a fresh "
+                                           "reports/parity-<UTC time>-<pid>-<random>/).")
 @click.option("--format", "formats", default=",".join(FORMATS), show_default=True,
               help="Comma-separated report formats: csv, json, md, html.")
 @click.option("--junit", default=None, help="Also write JUnit XML to this file.")
