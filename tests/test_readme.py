@@ -60,3 +60,11 @@ def test_quick_start_gets_a_newcomer_to_a_parity_report_without_guessing():
 def test_timings_name_the_machine_they_were_measured_on():
     setup = README[README.index("## Set-up on a fresh machine"):README.index("## Quick start")]
     assert "Measured on a 2-core, 24 GiB Linux machine" in setup and "5 min 6 s" in setup
+
+
+def test_artifact_is_spelt_one_way_in_statuses_and_prose():
+    """The status is `artifact`; prose, help and docs use the same word (issue 12 item 6)."""
+    texts = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "esverify").rglob("*.py")),
+             *sorted((ROOT / "oracles").glob("*.py"))]
+    offenders = [str(p.relative_to(ROOT)) for p in texts if "artefact" in p.read_text().lower()]
+    assert offenders == []
