@@ -260,3 +260,10 @@ def test_a_reused_out_is_refused_unless_overwrite(tmp_path):
     assert code == 0, output
     assert not (tmp_path / "out" / "parity-stale-from-an-older-version.csv").exists()
     assert len(frame) == len(first)
+
+
+def test_a_bad_clone_path_from_the_environment_names_the_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("ESVERIFY_AWD_REF", str(tmp_path / "gone"))
+    code, output, frame = _cli(tmp_path, "--ref", AT_SCALE, *QUICK)
+    assert code == 2 and frame is None
+    assert f"$ESVERIFY_AWD_REF {tmp_path / 'gone'}" in _one_line_error(output)

@@ -363,7 +363,8 @@ class Runner:
                     raise SetupError(f"--target {opts.target} needs the {name} clone: pass {options[name]} PATH "
                                      f"(or set ${target.env_var}); the default {path} does not exist. "
                                      "Where to get it: docs/parity.md, 'The reference clones'") from None
-                raise SetupError(f"{options[name]} {path}: {exc}; fix: pass the top folder of your {name} "
+                source = options[name] if explicit_paths[name] else f"${target.env_var}"   # whence the path
+                raise SetupError(f"{source} {path}: {exc}; fix: pass the top folder of your {name} "
                                  "clone (docs/parity.md, 'The reference clones')") from None
         if not clones:
             raise UsageError("no reference clone found: pass --ref PATH (es-at-scale) and/or --awd-ref PATH "
