@@ -224,6 +224,7 @@ h1{margin-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.4em 0 1.2em;font-size:.9em}
 th,td{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}
 th{background:#f2f2f2;position:sticky;top:0}
+td{white-space:nowrap}td.long{white-space:normal;min-width:30em;max-width:60em}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 .verdict{display:inline-block;font-size:1.3em;font-weight:bold;padding:.3em .8em;border-radius:.3em}
 .filter{margin:.3em 0}.filter label{margin-right:1em;cursor:pointer}
@@ -256,6 +257,8 @@ def _html_table(frame: pd.DataFrame, table_id: str, grid: bool = False) -> str:
     frame = tidy(frame)
     esc = html.escape
     status_cols = [c for c in frame.columns if str(c) in ("status", "verdict")]
+    if status_cols and not grid:   # a reader scans the status first; the wide numbers can scroll
+        frame = frame[[status_cols[0], *[c for c in frame.columns if c != status_cols[0]]]]
     parts = []
     if status_cols and len(frame):
         counts = frame[status_cols[0]].map(cell_text).value_counts()
@@ -272,7 +275,8 @@ def _html_table(frame: pd.DataFrame, table_id: str, grid: bool = False) -> str:
         for col, value in row.items():
             text = cell_text(value)
             cls = status_class(text) if (grid or col in status_cols) else ""
-            cls = " ".join(x for x in (cls, "num" if col in numeric else "") if x)
+            cls = " ".join(x for x in (cls, "num" if col in numeric else "", "long" if len(text) > 60 else "")
+                           if x)
             cells.append(f"<td class='{cls}'>{esc(text)}</td>" if cls else f"<td>{esc(text)}</td>")
         parts.append(f"<tr{attrs}>" + "".join(cells) + "</tr>")
     parts.append("</tbody></table>")
