@@ -29,8 +29,10 @@ def _hanging_clone(tmp_path: Path, flag: Path) -> Path:
                                                    "alpha, population_size):\n" + hang)])
 
 
-def _esverify(*args, cwd) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+def _esverify(*args, cwd, tmpdir: Path) -> subprocess.Popen:
+    tmpdir.mkdir(exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               TMPDIR=str(tmpdir))
     return subprocess.Popen([sys.executable, "-m", "esverify", *map(str, args)], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -64,7 +66,7 @@ def test_signal_mid_run_writes_the_partial_report(tmp_path, signum, code):
     out = tmp_path / "out"
     proc = _esverify("parity", "--ref", clone, "--target", "es-at-scale", "--devices", "cpu", "--small",
                      "--dtypes", "f32", "--schemes", "iid", "--iterations", "1", "--quiet", "--timeout", "600",
-                     "--out", out, "--junit", tmp_path / "junit.xml", cwd=tmp_path)
+                     "--out", out, "--junit", tmp_path / "junit.xml", cwd=tmp_path, tmpdir=tmp_path / "tmp")
     _wait_for(flag, proc)
     child = int(flag.read_text())
     proc.send_signal(signum)
@@ -85,3 +87,4 @@ def test_signal_mid_run_writes_the_partial_report(tmp_path, signum, code):
     assert "INTERRUPTED" in stdout and f"exit {code}" in stdout
     assert not _alive(child), "the child outlived the interrupted run"
     assert not (out / ".esverify-run.lock").exists()
+    assert list((tmp_path / "tmp").iterdir()) == [], "the run's temporary folder was left behind"
