@@ -10,6 +10,7 @@ esverify modules.
 """
 from __future__ import annotations
 
+import html
 import json
 import math
 import os
@@ -51,10 +52,10 @@ def xml_text(text: str) -> str:
     return _NOT_XML.sub(_visible, visible_controls(text))
 
 
-def md_cell(text: str) -> str:
+def md_cell(text) -> str:
     """A Markdown table cell: controls escaped, '|' escaped, newlines as <br>, and '<' as '&lt;' so
-    no raw HTML (<script>, <img onerror>) reaches a renderer."""
-    text = visible_controls(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
+    no raw HTML (<script>, <img onerror>) reaches a renderer; a non-string is `cell_text` first."""
+    text = visible_controls(text if isinstance(text, str) else cell_text(text)).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
     return _NEWLINES.sub("<br>", text).replace("\t", " ")
 
 
@@ -70,6 +71,11 @@ def csv_cell(text: str) -> str:
     unquoted, splitting the row) are shown as escapes; everything else is unchanged."""
     text = "'" + text if text.startswith(_FORMULA_START) else text
     return visible_controls(text).replace("\r", "\\r")
+
+
+def _esc(text) -> str:
+    """HTML text: XML 1.0 characters only (controls made visible), then &, <, >, quotes escaped."""
+    return html.escape(xml_text(text if isinstance(text, str) else str(text)))
 
 
 def escape_frame(frame: pd.DataFrame, escape) -> pd.DataFrame:
@@ -155,44 +161,248 @@ def _jsonable(value):
     return str(value)
 
 
+#: the facts a report opens with, in this order (issue 12 item 6)
+HEADER_KEYS = ("verdict", "exit_code", "counts", "started_utc", "finished_utc", "command_line")
+#: statuses from the most to the least alarming: the colour of a summary cell is its worst status
+SEVERITY = ("fail", "mismatch", "error", "unverifiable", "finding", "changed-without-bump", "removed-without-bump",
+            "version-backwards", "interrupted", "not-run", "libm-divergence", "artifact", "review", "skipped",
+            "info", "listed", "trivial", "below threshold", "pass", "ok")
+
+
+def tidy(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy for writing: integer-valued columns become nullable integers (no `6.0`), so that
+    missing cells stay empty instead of turning a whole integer column into floats."""
+    frame = frame.copy()
+    for col in frame.columns:
+        series = frame[col]
+        values = series.dropna()
+        if not len(values) or series.dtype == bool:
+            continue
+        if series.dtype == object:
+            if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+                frame[col] = series.astype("Int64")
+        elif pd.api.types.is_float_dtype(series) and series.isna().any():
+            if values.map(lambda v: float(v).is_integer() and abs(v) < 2 ** 53).all():
+                frame[col] = series.astype("Int64")
+    return frame
+
+
+def cell_text(value) -> str:
+    """One value as report text: empty for None/NaN/NA, integers as integers, floats round-trip exact."""
+    if value is None or value is pd.NA:
+        return ""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        return repr(value)
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        try:
+            return cell_text(value.item())
+        except (ValueError, AttributeError):
+            pass
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(_jsonable(value), sort_keys=True)
+    return str(value)
+
+
 def frame_records(frame: pd.DataFrame) -> list[dict]:
-    """Rows of a frame as JSON-ready dicts (NaN becomes null)."""
+    """Rows of a frame as JSON-ready dicts (NaN becomes null, integer columns ints)."""
+    frame = tidy(frame)
     frame = frame.astype(object).where(pd.notna(frame), None)
     return [_jsonable(r) for r in frame.to_dict(orient="records")]
 
 
-def to_json(sections: Mapping[str, pd.DataFrame], metadata: Mapping) -> str:
-    """One JSON document: {"metadata": ..., "sections": {name: [rows]}}."""
-    doc = {"metadata": _jsonable(dict(metadata)),
-           "sections": {name: frame_records(df) for name, df in sections.items()}}
-    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+def split_header(metadata: Mapping, header: Mapping | None = None) -> tuple[dict, dict]:
+    """(header, rest): the lead facts (HEADER_KEYS, from `header` or else from `metadata`) and the
+    remaining metadata."""
+    header = dict(header or {k: metadata[k] for k in HEADER_KEYS if k in metadata})
+    rest = {k: v for k, v in metadata.items() if k not in header}
+    return header, rest
 
 
-def to_markdown(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: str) -> str:
-    """A Markdown document: title, metadata table, one table per section."""
-    parts = [f"# {title}", "", "## Metadata", ""]
-    meta = pd.DataFrame([(k, json.dumps(_jsonable(v)) if isinstance(v, (dict, list)) else v)
-                         for k, v in metadata.items()], columns=["key", "value"])
-    parts += [escape_frame(meta, md_cell).to_markdown(index=False), ""]
+def counts_text(counts) -> str:
+    if isinstance(counts, Mapping):
+        return ", ".join(f"{v} {k}" for k, v in counts.items()) or "no rows"
+    return cell_text(counts)
+
+
+def _header_rows(header: Mapping) -> list[tuple[str, str]]:
+    names = {"verdict": "verdict", "exit_code": "exit code", "counts": "counts", "started_utc": "started (UTC)",
+             "finished_utc": "finished (UTC)", "command_line": "command line"}
+    rows = []
+    for key, value in header.items():
+        rows.append((names.get(key, key), counts_text(value) if key == "counts" else cell_text(value)))
+    return rows
+
+
+def to_json(sections: Mapping[str, pd.DataFrame], metadata: Mapping, header: Mapping | None = None) -> str:
+    """One JSON document opening with the verdict: {verdict, exit_code, counts, started_utc,
+    finished_utc, command_line, "sections": {name: [rows]}, "metadata": {...}}."""
+    head, _ = split_header(metadata, header)
+    doc = dict(_jsonable(head))
+    doc["sections"] = {name: frame_records(df) for name, df in sections.items()}
+    doc["metadata"] = _jsonable(dict(metadata))
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def md_table(frame: pd.DataFrame) -> str:
+    """A GitHub Markdown table whose cells are `cell_text`, never re-formatted by tabulate."""
+    frame = tidy(frame)
+    head = "| " + " | ".join(md_cell(str(c)) for c in frame.columns) + " |"
+    rule = "| " + " | ".join("---" for _ in frame.columns) + " |"
+    body = ["| " + " | ".join(md_cell(cell_text(v)) for v in row) + " |"
+            for row in frame.itertuples(index=False, name=None)]
+    return "\n".join([head, rule, *body])
+
+
+def _md_meta(metadata: Mapping, level: int = 2) -> list[str]:
+    """Scalars in one key/value table; each dict or list of dicts as its own small table."""
+    scalars, nested = [], []
+    for key, value in metadata.items():
+        if isinstance(value, Mapping) and value:
+            nested.append((key, value))
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, Mapping) for v in value):
+            nested.append((key, value))
+        elif isinstance(value, (list, tuple)):
+            scalars.append((key, "<br>".join(md_cell(cell_text(v)) for v in value)))
+        else:
+            scalars.append((key, md_cell(cell_text(value))))
+    parts = []
+    if scalars:
+        parts += ["| key | value |", "| --- | --- |"] + [f"| {md_cell(str(k))} | {v} |" for k, v in scalars] + [""]
+    for key, value in nested:
+        parts += [f"{'#' * min(level + 1, 6)} {md_cell(str(key))}", ""]
+        if isinstance(value, Mapping) and all(isinstance(v, Mapping) for v in value.values()):
+            frame = pd.DataFrame([{"name": k, **{str(a): b for a, b in v.items()}} for k, v in value.items()])
+            parts += [md_table(frame), ""]
+        elif isinstance(value, Mapping):
+            parts += _md_meta(value, level + 1)
+        else:
+            parts += [md_table(pd.DataFrame(list(value))), ""]
+    return parts
+
+
+def to_markdown(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: str,
+                header: Mapping | None = None) -> str:
+    """A Markdown document: title, the verdict block, one table per section (in the given order,
+    the summary grid first), then the metadata (nested values as small tables)."""
+    head, rest = split_header(metadata, header)
+    parts = [f"# {md_cell(title)}", ""]
+    if head:
+        verdict = head.get("verdict")
+        if verdict is not None:
+            parts += [f"**Verdict: {md_cell(cell_text(verdict))}**"
+                      + (f" (exit {cell_text(head['exit_code'])})" if "exit_code" in head else ""), ""]
+        parts += ["| | |", "| --- | --- |"] + [f"| {k} | {md_cell(v)} |" for k, v in _header_rows(head)] + [""]
     for name, df in sections.items():
-        parts += [f"## {md_cell(name)}", "", escape_frame(df, md_cell).to_markdown(index=False) if len(df)
-                  else "_no rows_", ""]
+        parts += [f"## {md_cell(name)}", "", md_table(df) if len(df) else "_no rows_", ""]
+    parts += ["## Metadata", ""] + _md_meta(rest)
     return "\n".join(parts) + "\n"
 
 
-def to_html(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: str) -> str:
-    """A standalone HTML page with the same content as the Markdown report."""
-    import html
-    meta = pd.DataFrame([(k, json.dumps(_jsonable(v)) if isinstance(v, (dict, list)) else v)
-                         for k, v in metadata.items()], columns=["key", "value"])
-    # pandas escapes &, < and >; the controls are made visible here
-    body = [f"<h1>{html.escape(title)}</h1>", "<h2>Metadata</h2>",
-            escape_frame(meta, xml_text).to_html(index=False)]
-    for name, df in sections.items():
-        body += [f"<h2>{html.escape(xml_text(name))}</h2>",
-                 escape_frame(df, xml_text).to_html(index=False) if len(df) else "<p>no rows</p>"]
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>" + html.escape(title)
-            + "</title></head><body>" + "\n".join(body) + "</body></html>\n")
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:1.5em;color:#222}
+h1{margin-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.4em 0 1.2em;font-size:.9em}
+th,td{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}
+th{background:#f2f2f2;position:sticky;top:0}
+td{white-space:nowrap}td.long{white-space:normal;min-width:30em;max-width:60em}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.verdict{display:inline-block;font-size:1.3em;font-weight:bold;padding:.3em .8em;border-radius:.3em}
+.filter{margin:.3em 0}.filter label{margin-right:1em;cursor:pointer}
+.st-pass,.st-ok{background:#d5f5d5}.st-fail,.st-mismatch,.st-finding,.st-changed-without-bump,
+.st-removed-without-bump,.st-version-backwards{background:#f7c5c5}.st-error{background:#f5b27a}
+.st-unverifiable{background:#e3d0f5}.st-interrupted,.st-not-run{background:#cfd8e3}
+.st-skipped,.st-info,.st-listed,.st-trivial,.st-below-threshold{background:#ececec}
+.st-artifact,.st-libm-divergence,.st-review{background:#fff0a8}
+"""
+
+_JS = """
+function esvFilter(box){var rows=document.querySelectorAll('#'+box.dataset.table+' tbody tr');
+for(var i=0;i<rows.length;i++){if(rows[i].dataset.status===box.dataset.status){
+rows[i].style.display=box.checked?'':'none';}}}
+"""
+
+
+def status_class(text) -> str:
+    """CSS class of the worst status named in `text` ("" when it names none)."""
+    text = cell_text(text).lower()
+    for status in SEVERITY:
+        if re.search(rf"(^|[^a-z-]){re.escape(status)}($|[^a-z-])", text):
+            return "st-" + re.sub(r"[^a-z0-9]+", "-", status)
+    return ""
+
+
+def _html_table(frame: pd.DataFrame, table_id: str, grid: bool = False) -> str:
+    """An escaped HTML table; status cells (and every cell of a summary grid) carry status classes,
+    and a table with a status column gets a filter (one checkbox per status)."""
+    frame = tidy(frame)
+    esc = _esc
+    status_cols = [c for c in frame.columns if str(c) in ("status", "verdict")]
+    if status_cols and not grid:   # a reader scans the status first; the wide numbers can scroll
+        frame = frame[[status_cols[0], *[c for c in frame.columns if c != status_cols[0]]]]
+    parts = []
+    if status_cols and len(frame):
+        counts = frame[status_cols[0]].map(cell_text).value_counts()
+        boxes = [f"<label><input type='checkbox' checked data-table='{esc(table_id)}' "
+                 f"data-status='{esc(s)}' onchange='esvFilter(this)'> <span class='{status_class(s)}'>"
+                 f"{esc(s)}</span> ({n})</label>" for s, n in counts.items()]
+        parts.append("<div class='filter'>show: " + "".join(boxes) + "</div>")
+    parts.append(f"<table id='{esc(table_id)}'><thead><tr>"
+                 + "".join(f"<th>{esc(str(c))}</th>" for c in frame.columns) + "</tr></thead><tbody>")
+    numeric = {c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and frame[c].dtype != bool}
+    for row in frame.to_dict(orient="records"):
+        attrs = f" data-status='{esc(cell_text(row[status_cols[0]]))}'" if status_cols else ""
+        cells = []
+        for col, value in row.items():
+            text = cell_text(value)
+            cls = status_class(text) if (grid or col in status_cols) else ""
+            cls = " ".join(x for x in (cls, "num" if col in numeric else "", "long" if len(text) > 60 else "")
+                           if x)
+            cells.append(f"<td class='{cls}'>{esc(text)}</td>" if cls else f"<td>{esc(text)}</td>")
+        parts.append(f"<tr{attrs}>" + "".join(cells) + "</tr>")
+    parts.append("</tbody></table>")
+    return "".join(parts)
+
+
+def _html_value(value) -> str:
+    """Metadata value: dicts as small nested tables, lists as lists, scalars escaped."""
+    esc = _esc
+    if isinstance(value, Mapping):
+        if not value:
+            return ""
+        return ("<table>" + "".join(f"<tr><th>{esc(str(k))}</th><td>{_html_value(v)}</td></tr>"
+                                    for k, v in value.items()) + "</table>")
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return ""
+        if all(isinstance(v, Mapping) for v in value):
+            return _html_table(pd.DataFrame(list(value)), f"t{id(value)}")
+        return "<ul>" + "".join(f"<li>{_html_value(v)}</li>" for v in value) + "</ul>"
+    return esc(cell_text(value))
+
+
+def to_html(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: str,
+            header: Mapping | None = None) -> str:
+    """A standalone HTML page: the verdict block, the summary grid coloured by status, rows
+    filterable by status, then the metadata as small tables; every value is escaped."""
+    esc = _esc
+    head, rest = split_header(metadata, header)
+    body = [f"<h1>{esc(title)}</h1>"]
+    if head:
+        verdict = cell_text(head.get("verdict", ""))
+        if verdict:
+            body.append(f"<p><span class='verdict {status_class(verdict)}'>{esc(verdict)}</span>"
+                        + (f" exit {esc(cell_text(head['exit_code']))}" if "exit_code" in head else "") + "</p>")
+        body.append("<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>"
+                                        for k, v in _header_rows(head)) + "</table>")
+    for i, (name, df) in enumerate(sections.items()):
+        table_id = "s%d-%s" % (i, re.sub(r"[^A-Za-z0-9_-]+", "-", str(name)))
+        body += [f"<h2>{esc(str(name))}</h2>",
+                 _html_table(df, table_id, grid=(name == "summary")) if len(df) else "<p>no rows</p>"]
+    body += ["<h2>Metadata</h2>", _html_value(dict(rest)) or "<p>none</p>"]
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>" + esc(title) + "</title><style>" + _CSS
+            + "</style><script>" + _JS + "</script></head><body>" + "\n".join(body) + "</body></html>\n")
 
 
 def to_junit(frame: pd.DataFrame, suite: str, *, name_cols: Iterable[str], status_col: str = "status",
@@ -225,12 +435,17 @@ def to_junit(frame: pd.DataFrame, suite: str, *, name_cols: Iterable[str], statu
 
 
 def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, pd.DataFrame],
-                 metadata: Mapping, formats: Iterable[str] = FORMATS, title: str | None = None) -> list[Path]:
+                 metadata: Mapping, formats: Iterable[str] = FORMATS, title: str | None = None,
+                 header: Mapping | None = None) -> list[Path]:
     """Write a report in the chosen formats under `out_dir`; returns the paths.
 
-    csv writes `<stem>-<section>.csv` per section plus `<stem>-metadata.json`;
-    json, md and html write `<stem>.<ext>`. Raises ValueError on an unknown
-    format (before anything is written).
+    Every format opens with the header (HEADER_KEYS: verdict, exit code,
+    counts, start and finish times, command line; from `header` or else from
+    `metadata`), then the sections in the given order (the summary grid
+    first), then the metadata. csv writes `<stem>-verdict.csv` (the header,
+    key,value) when there is a header, `<stem>-<section>.csv` per section
+    and `<stem>-metadata.json`; json, md and html write `<stem>.<ext>`.
+    Raises ValueError on an unknown format (before anything is written).
     """
     formats = list(dict.fromkeys(formats))
     unknown = [f for f in formats if f not in FORMATS]
@@ -238,29 +453,40 @@ def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, p
         raise ValueError(f"unknown report format(s) {unknown}; choose from {list(FORMATS)}")
     out = Path(out_dir)
     title = title or stem
+    head, _ = split_header(metadata, header)
     written = []
     for fmt in formats:
         if fmt == "csv":
+            if head:
+                verdict = pd.DataFrame(_header_rows(head), columns=["key", "value"])
+                written.append(write_atomic(out / f"{stem}-verdict.csv",
+                                            escape_frame(verdict, csv_cell).to_csv(index=False)))
             for name, df in sections.items():
                 written.append(write_atomic(out / f"{stem}-{name}.csv",
-                                            escape_frame(df, csv_cell).to_csv(index=False)))
+                                            escape_frame(tidy(df), csv_cell).to_csv(index=False)))
             written.append(write_atomic(out / f"{stem}-metadata.json",
                                         json.dumps(_jsonable(dict(metadata)), indent=2, sort_keys=True) + "\n"))
         elif fmt == "json":
-            written.append(write_atomic(out / f"{stem}.json", to_json(sections, metadata)))
+            written.append(write_atomic(out / f"{stem}.json", to_json(sections, metadata, head)))
         elif fmt == "md":
-            written.append(write_atomic(out / f"{stem}.md", to_markdown(sections, metadata, title)))
+            written.append(write_atomic(out / f"{stem}.md", to_markdown(sections, metadata, title, head)))
         elif fmt == "html":
-            written.append(write_atomic(out / f"{stem}.html", to_html(sections, metadata, title)))
+            written.append(write_atomic(out / f"{stem}.html", to_html(sections, metadata, title, head)))
     return written
 
 
+def report_patterns(stem: str) -> tuple[str, ...]:
+    """fnmatch patterns of the files `write_report(..., stem, ...)` writes (for --overwrite)."""
+    return (f"{stem}.json", f"{stem}.md", f"{stem}.html", f"{stem}-*.csv", f"{stem}-metadata.json")
+
+
 def console_table(frame: pd.DataFrame, max_rows: int = 40) -> str:
-    """A compact plain-text table for the terminal (tabulate via pandas)."""
+    """A compact plain-text table for the terminal: cells as in the reports (no `6.0`, no `nan`)."""
     if not len(frame):
         return "(no rows)"
-    shown = escape_frame(frame.head(max_rows), terminal_text)
-    text = shown.to_markdown(index=False, tablefmt="simple")
+    shown = tidy(frame.head(max_rows))
+    shown = escape_frame(shown.astype(object).apply(lambda col: col.map(cell_text)), terminal_text)
+    text = shown.to_markdown(index=False, tablefmt="simple", disable_numparse=True)
     if len(frame) > max_rows:
         text += f"\n... {len(frame) - max_rows} more rows in the written report"
     return text

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -316,7 +317,8 @@ def test_report_sections_and_formats(tmp_path):
              "manifest", "skipped"]
     assert set(doc["sections"]) == set(order)
     md = (out / "audit.md").read_text()
-    assert [line[3:] for line in md.splitlines() if line.startswith("## ")] == ["Metadata", *order]
+    assert [line[3:] for line in md.splitlines() if line.startswith("## ")] == [*order, "Metadata"]
+    assert md.splitlines()[2].startswith("**Verdict: ")       # the report opens with the verdict
     ref_row = doc["sections"]["provenance"][1]
     assert ref_row["licence"] == "Academic Public License (noncommercial)" and ref_row["noncommercial"] is True
     assert ref_row["licence_file"] == "LICENSE.txt"
@@ -336,7 +338,8 @@ def test_default_out_folder_is_timestamped_under_reports(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     (folder,) = Path("reports").glob("audit-*")
     assert (folder / "audit.md").is_file() and str(folder) in result.output
-    assert len(folder.name) == len("audit-20260101T000000Z")
+    # microseconds, pid and a random suffix: two audits started at once never share a folder
+    assert re.fullmatch(r"audit-\d{8}T\d{6}\.\d{6}Z-\d+-[0-9a-f]{4}", folder.name), folder.name
 
 
 def test_project_tree_passes_without_ref(tmp_path):
@@ -360,8 +363,9 @@ def test_unwritable_out_is_usage_error_not_a_finding(tmp_path):
     blocker.write_text("x")
     result = CliRunner().invoke(main, ["audit", "--tree", str(FIXTURES / "clean"), "--out", str(blocker / "rep"),
                                        "--format", "json"])
-    assert result.exit_code == 2 and "cannot write the report" in result.output
-    assert "verdict: pass (0 finding(s)); no report written" in result.output
+    # checked before any work (issue 12 item 2): one line naming the path and the reason
+    assert result.exit_code == 2 and f"--out {blocker / 'rep'}: {blocker} is a file, not a directory" in result.output
+    assert "verdict" not in result.output
 
 
 def test_manifest_claims_only_the_sections_that_ran(tmp_path):

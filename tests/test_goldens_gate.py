@@ -114,7 +114,11 @@ def test_version_mismatch_exits_2_and_names_both_versions(goldens):
 def test_unavailable_backend_exits_2(goldens):
     result = check(goldens, "--backend", "abacus")
     assert result.exit_code == 2
-    assert "not available" in result.output
+    assert result.output.count("unknown backend 'abacus'") == 1 and "numpy, numba, torch-cpu, torch-cuda" in result.output
+    import torch
+    if not torch.cuda.is_available():   # a known backend this machine lacks
+        result = check(goldens, "--backend", "torch-cuda")
+        assert result.exit_code == 2 and "not available" in result.output
 
 
 def test_one_ulp_libm64_difference_is_libm_divergence_unless_strict(goldens, tmp_path):
@@ -207,5 +211,7 @@ def test_unwritable_report_exits_2_not_1(goldens, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     result = check(goldens, "--backend", "numpy", "--json", str(blocker / "r.json"))
+    # checked before any work (issue 12 item 2): one line naming the path and the reason, nothing computed
     assert result.exit_code == 2
-    assert "cannot write the report" in result.output and "goldens check: PASS" in result.output
+    assert f"--json {blocker / 'r.json'}: {blocker} is a file, not a directory" in result.output
+    assert "goldens check: PASS" not in result.output

@@ -1,8 +1,9 @@
 """A non-editable wheel install runs `goldens check` from its packaged goldens (issue 2 part 1).
 
 Builds a wheel from a copy of the tree (so the shared checkout gets no
-build/ folder), installs it with --no-deps into a venv that sees the
-system site-packages (numpy, torch, numba come from there), and runs the
+build/ folder), installs it with --no-deps into a venv that sees the running
+interpreter's site-packages (numpy, torch, numba come from there, whether
+the suite runs in a venv or not: tests/venvs.py), and runs the
 venv's `esverify` from a folder outside any checkout: `goldens check`
 passes on the shipped data, `goldens generate` without --out exits 2.
 """
@@ -41,13 +42,14 @@ def test_wheel_install_checks_goldens_and_refuses_generate(tmp_path):
     sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp_path / "dist",
        src, cwd=tmp_path)
     (wheel,) = (tmp_path / "dist").glob("esverify-*.whl")
-    sh(sys.executable, "-m", "venv", "--system-site-packages", tmp_path / "venv", cwd=tmp_path)
-    py = tmp_path / "venv" / "bin" / "python"
+    from venvs import make_venv   # sees this interpreter's numpy, torch, pandas however it was installed
+    py = make_venv(tmp_path / "venv", with_pip=True)
     sh(py, "-m", "pip", "install", "--no-deps", "--no-index", "-q", wheel, cwd=tmp_path)
 
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "ESVERIFY_GOLDENS_DIR"}
+    # the installed wheel alone: no goldens override, no PYTHONPATH pointing at a checkout
+    env = {k: v for k, v in os.environ.items() if k not in ("ESVERIFY_GOLDENS_DIR", "PYTHONPATH")}
     where = sh(py, "-c", "import esverify, esverify.paths as p; print(esverify.__file__); "
                          "print(p.checkout_root()); print(p.goldens_dir())", cwd=outside, env=env).stdout.split()
     assert str(tmp_path / "venv") in where[0], where

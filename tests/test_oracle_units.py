@@ -145,6 +145,14 @@ def test_exit_codes(statuses, setup, code):
     assert exit_code(pd.DataFrame({"status": statuses}, dtype=object), setup) == code
 
 
+@pytest.mark.parametrize("statuses, code", [(["pass", "skipped"], 1), (["pass", "artifact"], 0),
+                                            (["pass", "not-run"], 1), (["pass"], 0)])
+def test_require_all_makes_any_row_not_checked_here_exit_1(statuses, code):
+    frame = pd.DataFrame({"status": statuses}, dtype=object)
+    assert exit_code(frame, False, require_all=True) == code
+    assert exit_code(frame, False) == 0      # without --require-all a skip is no failure
+
+
 def test_eager_anywhere_makes_iid_rows_of_that_target_unverifiable():
     frame = _post_process(_frame([{"status": "pass", "case": "a"},
                                   {"status": "unverifiable", "case": "b", "eager": True},
@@ -158,6 +166,9 @@ def test_summary_pivot_counts_statuses():
     pivot = summary_pivot(_frame([{"status": "pass"}, {"status": "fail"}, {"status": "pass", "dtype": "bf16"}]))
     row = pivot[(pivot["op"] == "perturb")].iloc[0]
     assert row["f32/iid"] == "1 pass, 1 fail" and row["bf16/iid"] == "1 pass"
+    # cpu and cuda are separate rows of the grid
+    pivot = summary_pivot(_frame([{"status": "pass", "device": "cpu"}, {"status": "skipped", "device": "cuda"}]))
+    assert list(pivot["device"]) == ["cpu", "cuda"] and list(pivot["f32/iid"]) == ["1 pass", "1 skipped"]
 
 
 # ------------------------------------------------------------------ parameter sets

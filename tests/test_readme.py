@@ -25,3 +25,46 @@ def test_ci_reads_the_two_setup_commands():
     install, test = out.strip().splitlines()
     assert install.startswith("python -m pip install torch==2.13.0 && ") and install.endswith("esverify goldens check")
     assert test == "python -m pytest -q"
+
+
+def test_ci_makes_a_fresh_venv_before_the_readme_commands():
+    """CI does what a newcomer does: a fresh `python3 -m venv`, entered, then the README's commands."""
+    script = (ROOT / ".ci" / "run").read_text()
+    made = script.index("-m venv")
+    entered = script.index("/bin/activate")
+    assert made < entered < script.index('bash -c "$install_cmd"') < script.index('bash -c "$test_cmd"')
+    assert 'base_python=${ESVERIFY_CI_PYTHON:-python3}' in script
+    setup = README[README.index("## Set-up on a fresh machine"):README.index("<!-- ci:install -->")]
+    assert "python3 -m venv .venv && . .venv/bin/activate" in setup
+
+
+def test_quick_start_gets_a_newcomer_to_a_parity_report_without_guessing():
+    """From nothing to a report: the clones with exact clone + checkout lines at the validated
+    commits, the parity command, where the report lands, how to check what Python 3.11 cannot."""
+    from esverify.oracle.clones import TARGETS
+    quick = README[README.index("## Quick start"):README.index("## What is where")]
+    repos = {"es-at-scale": "https://github.com/VsonicV/es-at-scale", "es-awd": "https://github.com/kschweig/es-awd"}
+    for name, url in repos.items():
+        commit = TARGETS[name].validated_commit
+        assert f"git clone {url} ~/refs/{name}\n" in quick
+        assert f"git -C ~/refs/{name} checkout {commit}\n" in quick
+    assert "esverify parity --ref ~/refs/es-at-scale --awd-ref ~/refs/es-awd\n" in quick
+    assert "parity.html" in quick and "not checked here" in quick and "--python ~/venvs/py312/bin/python" in quick
+    for code in ("130", "143", "129", "--overwrite", "--require-all"):
+        assert code in quick
+    parity_doc = (ROOT / "docs" / "parity.md").read_text()
+    for name, url in repos.items():
+        assert url in parity_doc and TARGETS[name].validated_commit in parity_doc
+
+
+def test_timings_name_the_machine_they_were_measured_on():
+    setup = README[README.index("## Set-up on a fresh machine"):README.index("## Quick start")]
+    assert "Measured on a 2-core, 24 GiB Linux machine" in setup and "5 min 6 s" in setup
+
+
+def test_artifact_is_spelt_one_way_in_statuses_and_prose():
+    """The status is `artifact`; prose, help and docs use the same word (issue 12 item 6)."""
+    texts = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "esverify").rglob("*.py")),
+             *sorted((ROOT / "oracles").glob("*.py"))]
+    offenders = [str(p.relative_to(ROOT)) for p in texts if "artefact" in p.read_text().lower()]
+    assert offenders == []

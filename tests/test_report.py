@@ -60,3 +60,142 @@ def test_junit_maps_statuses():
     assert root.attrib["tests"] == "4"
     assert (root.attrib["failures"], root.attrib["errors"], root.attrib["skipped"]) == ("1", "1", "1")
     assert root.find("testcase[@name='update']/failure").attrib["message"] == "ulp 3"
+
+
+# ------------------------------------------------------------ reports lead with the verdict (issue 12 item 6)
+import re  # noqa: E402
+import threading  # noqa: E402
+
+from esverify import outputs  # noqa: E402
+
+HEADER = {"verdict": "fail", "exit_code": 1, "counts": {"pass": 2, "fail": 1},
+          "started_utc": "2026-11-30T20:00:00+00:00", "finished_utc": "2026-11-30T20:01:00+00:00",
+          "command_line": "esverify parity --ref x"}
+
+
+def _sample():
+    rows = pd.DataFrame([
+        {"case": "a", "population": 6, "elements": 1062240, "max_abs_diff": 0.5, "status": "pass", "detail": ""},
+        {"case": "b", "population": 30, "elements": None, "max_abs_diff": None, "status": "fail",
+         "detail": "x | y\n<script>alert(1)</script>"},
+        {"case": "c", "population": 6, "elements": 7, "max_abs_diff": 1.25e-08, "status": "error", "detail": "boom"}])
+    summary = pd.DataFrame([{"target": "t", "op": "perturb", "f32/iid": "1 fail, 1 pass"},
+                            {"target": "t", "op": "update", "f32/iid": "1 pass"}])
+    metadata = {**HEADER, "seed": 42, "children": {"es-at-scale": {"python": "3.11.7", "torch": "2.13.0"}},
+                "clones": {"es-at-scale": {"path": "/x", "warnings": ["not a git checkout"]}},
+                "devices": ["cpu", "cuda"]}
+    return {"summary": summary, "cases": rows}, metadata
+
+
+def test_every_format_opens_with_the_verdict_then_the_summary(tmp_path):
+    sections, metadata = _sample()
+    report.write_report(tmp_path, "parity", sections, metadata, title="esverify parity report")
+    md = (tmp_path / "parity.md").read_text()
+    lines = md.splitlines()
+    assert lines[0] == "# esverify parity report" and lines[2] == "**Verdict: fail** (exit 1)"
+    for words in ("| counts | 2 pass, 1 fail |", "| started (UTC) | 2026-11-30T20:00:00+00:00 |",
+                  "| command line | esverify parity --ref x |"):
+        assert words in md
+    assert md.index("## summary") < md.index("## cases") < md.index("## Metadata")
+    doc = json.loads((tmp_path / "parity.json").read_text())
+    assert list(doc)[:6] == ["verdict", "exit_code", "counts", "started_utc", "finished_utc", "command_line"]
+    assert list(doc["sections"]) == ["summary", "cases"]
+    verdict = pd.read_csv(tmp_path / "parity-verdict.csv")
+    assert verdict["key"].tolist()[:3] == ["verdict", "exit code", "counts"]
+    assert verdict["value"].tolist()[:2] == ["fail", "1"]
+    page = (tmp_path / "parity.html").read_text()
+    assert page.index("class='verdict st-fail'") < page.index("<h2>summary</h2>") < page.index("<h2>cases</h2>")
+
+
+def test_integer_columns_stay_integers_and_empty_cells_stay_empty(tmp_path):
+    sections, metadata = _sample()
+    report.write_report(tmp_path, "parity", sections, metadata)
+    csv = (tmp_path / "parity-cases.csv").read_text()
+    assert "1062240" in csv and "6.0" not in csv and "30.0" not in csv and "nan" not in csv.lower()
+    assert csv.splitlines()[2].startswith("b,30,,,fail,")
+    md = (tmp_path / "parity.md").read_text()
+    assert "1062240" in md and "1.06224e+06" not in md and "nan" not in md and "6.0 " not in md
+    assert "1.25e-08" in md                                 # floats keep every digit they have
+    rows = json.loads((tmp_path / "parity.json").read_text())["sections"]["cases"]
+    assert rows[0]["population"] == 6 and isinstance(rows[0]["population"], int) and rows[1]["elements"] is None
+    table = report.console_table(sections["cases"])
+    assert "1062240" in table and "nan" not in table and "6.0" not in table
+
+
+def test_metadata_nested_values_are_small_tables_not_json_cells(tmp_path):
+    sections, metadata = _sample()
+    md = report.to_markdown(sections, metadata, "r")
+    meta = md[md.index("## Metadata"):]
+    assert "### children" in meta and "| es-at-scale | 3.11.7 | 2.13.0 |" in meta
+    assert '{"es-at-scale"' not in meta and "| devices | cpu<br>cuda |" in meta
+    page = report.to_html(sections, metadata, "r")
+    assert "<th>children</th><td><table>" in page
+
+
+def test_html_is_escaped_styled_and_filterable():
+    sections, metadata = _sample()
+    metadata = {**metadata, "note": "<b>bold</b> & co"}
+    page = report.to_html(sections, metadata, "<title>")
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&lt;b&gt;bold&lt;/b&gt; &amp; co" in page and "<title>&lt;title&gt;</title>" in page
+    assert "<td class='st-fail'>fail</td>" in page and "<td class='st-pass'>pass</td>" in page
+    assert "<td class='st-fail'>1 fail, 1 pass</td>" in page          # the grid cell takes its worst status
+    assert "data-status='error'" in page and "onchange='esvFilter(this)'" in page and "function esvFilter" in page
+    assert "<style>" in page and ".st-fail" in page
+
+
+def test_markdown_cells_cannot_break_the_table():
+    sections, metadata = _sample()
+    md = report.to_markdown(sections, metadata, "r")
+    row = next(line for line in md.splitlines() if line.startswith("| b |"))
+    assert row.count(" | ") == len(sections["cases"].columns) - 1 and "x \\| y<br>" in row
+
+
+# ------------------------------------------------ destinations and report folders (issue 12 items 2 and 7)
+def test_destinations_are_checked_with_one_line_reasons(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(outputs.OutputError, match=r"^--out .*/f/sub: .*/f is a file, not a directory$"):
+        outputs.check_folder(tmp_path / "f" / "sub")
+    with pytest.raises(outputs.OutputError, match="exists and is not a directory"):
+        outputs.check_folder(tmp_path / "f")
+    with pytest.raises(outputs.OutputError, match="is a directory, not a file"):
+        outputs.check_file(tmp_path, "--junit")
+    assert outputs.check_file(tmp_path / "new" / "r.xml", "--junit") == tmp_path / "new" / "r.xml"
+    assert (tmp_path / "new").is_dir() and not list((tmp_path / "new").iterdir())   # the probe file is gone
+
+
+def test_an_earlier_report_is_refused_unless_overwrite(tmp_path):
+    patterns = report.report_patterns("parity") + ("child-*.log",)
+    out = tmp_path / "out"
+    with outputs.claim_report_folder(out, "parity", patterns):
+        report.write_report(out, "parity", {"cases": pd.DataFrame([{"a": 1}])}, {})
+    (out / "child-x.log").write_text("log")
+    (out / "my-notes.txt").write_text("the user's own file")
+    with pytest.raises(outputs.OutputError, match="holds an earlier report .* pass --overwrite"):
+        outputs.claim_report_folder(out, "parity", patterns)
+    with outputs.claim_report_folder(out, "parity", patterns, overwrite=True):
+        assert sorted(p.name for p in out.iterdir()) == [".esverify-run.lock", "my-notes.txt"]
+    assert sorted(p.name for p in out.iterdir()) == ["my-notes.txt"]
+
+
+def test_two_runs_never_share_a_folder(tmp_path):
+    claimed, errors = [], []
+
+    def claim():
+        try:
+            claimed.append(outputs.claim_report_folder(None, "parity", ("parity*",), base=tmp_path))
+        except outputs.OutputError as exc:   # pragma: no cover - would be the bug
+            errors.append(exc)
+    threads = [threading.Thread(target=claim) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len({c.path for c in claimed}) == 16
+    assert all(re.fullmatch(r"parity-\d{8}T\d{6}\.\d{6}Z-\d+-[0-9a-f]{4}", c.path.name) for c in claimed)
+    # an explicit folder in use by a live run is refused, not shared
+    first = outputs.claim_report_folder(tmp_path / "shared", "parity", ("parity*",))
+    with pytest.raises(outputs.OutputError, match="another esverify run is writing there now"):
+        outputs.claim_report_folder(tmp_path / "shared", "parity", ("parity*",))
+    first.release()
+    outputs.claim_report_folder(tmp_path / "shared", "parity", ("parity*",)).release()

@@ -36,7 +36,12 @@ def _formats(ctx, param, values) -> tuple[str, ...]:
 @click.option("--ref", "refs", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="A reference clone (any reference). Repeatable. Without it sections 1-3 are skipped.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Report folder. Default: reports/audit-<UTC time>/ under the current directory.")
+              help="Report folder, checked before any work; one holding an earlier audit report is refused unless "
+                   "--overwrite. Default: a fresh reports/audit-<UTC time>-<pid>-<random>/ under the current "
+                   "directory.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace an earlier audit report in --out (its files are removed first); without it a "
+                   "folder holding one is refused.")
 @click.option("--format", "formats", multiple=True, default=FORMATS, show_default=True, callback=_formats,
               help=f"Report format(s) among {', '.join(FORMATS)}: repeatable or comma-separated "
                    "(as `parity --format`).")
@@ -52,9 +57,12 @@ def _formats(ctx, param, values) -> tuple[str, ...]:
 @click.option("--max-file-size", "max_file_bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_FILE_BYTES,
               show_default=True, help="Largest file or archive member read, in bytes; a larger one is a finding "
                                       "'too large to audit' (sizes are checked before reading).")
-def audit(tree, wheels, history, refs, out, formats, threshold, min_tokens, min_words, ngram, max_file_bytes):
+def audit(tree, wheels, history, refs, out, overwrite, formats, threshold, min_tokens, min_words, ngram,
+          max_file_bytes):
     """Evidence for the clean-room claim: similarity, text, identity, import
-    boundary and provenance. Exit 0: nothing found; 1: a finding; 2: usage error."""
+    boundary and provenance. Exit 0: nothing found; 1: a finding; 2: usage error (an --out that
+    cannot be written is found before any work); 130/143/129: stopped by SIGINT/SIGTERM/SIGHUP (a
+    report with the verdict `interrupted` is written)."""
     from .. import gitinfo
     from .run import AuditOptions, run_audit, write
 
@@ -69,13 +77,33 @@ def audit(tree, wheels, history, refs, out, formats, threshold, min_tokens, min_
     opts = AuditOptions(tree=tree.resolve() if tree else None, wheels=list(wheels), history=history,
                         refs=[r.resolve() for r in refs], threshold=threshold, min_tokens=min_tokens,
                         ngram=ngram, min_words=min_words, max_file_bytes=max_file_bytes)
+    from esverify.interrupt import Interrupted, catching
+    from esverify.outputs import OutputError, claim_report_folder
+    from esverify.report import report_patterns
+    try:   # before any work: a report that cannot be written must not cost the audit
+        folder = claim_report_folder(out, "audit", report_patterns("audit"), overwrite=overwrite)
+    except OutputError as exc:
+        click.echo(f"esverify audit: error: {exc}", err=True)   # one line: what, where, why
+        raise SystemExit(2) from None
+    out = folder.path
+    started = dt.datetime.now(dt.timezone.utc)
     try:
-        result = run_audit(opts)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from exc
-    if out is None:
-        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        out = Path("reports") / f"audit-{stamp}"
+        with catching():
+            try:
+                result = run_audit(opts)
+            except ValueError as exc:
+                raise click.UsageError(str(exc)) from exc
+            except Interrupted as exc:
+                _write_interrupted(out, formats, exc, started)
+                click.echo(f"verdict: interrupted by {exc.signal_name}; report: {out} (exit {exc.exit_code})")
+                raise SystemExit(exc.exit_code) from None
+    finally:
+        folder.release()
+    result.metadata = {"verdict": result.metadata["verdict"], "exit_code": 1 if result.findings else 0,
+                       "counts": {"findings": result.findings, "review": result.review},
+                       "started_utc": result.metadata.get("started_utc"),
+                       "finished_utc": result.metadata.get("finished_utc"),
+                       "command_line": " ".join(["esverify", *__import__("sys").argv[1:]]), **result.metadata}
     write_error = None
     try:
         written = write(result, out, formats)
@@ -101,3 +129,21 @@ def audit(tree, wheels, history, refs, out, formats, threshold, min_tokens, min_
     click.echo(f"\nverdict: {result.metadata['verdict']} ({result.findings} finding(s)); report: {out} "
                f"({len(written)} files)")
     raise SystemExit(1 if result.findings else 0)
+
+
+def _write_interrupted(out: Path, formats, exc, started) -> None:
+    """The partial audit report: verdict `interrupted`, exit 128 + the signal, no sections run."""
+    import sys
+
+    import pandas as pd
+
+    from esverify.report import write_report
+    finished = dt.datetime.now(dt.timezone.utc)
+    metadata = {"verdict": "interrupted", "exit_code": exc.exit_code, "counts": {},
+                "started_utc": started.isoformat(timespec="seconds"),
+                "finished_utc": finished.isoformat(timespec="seconds"),
+                "command_line": " ".join(["esverify", *sys.argv[1:]]), "interrupted_by": exc.signal_name}
+    summary = pd.DataFrame([{"section": name, "verdict": "not-run", "findings": None,
+                             "note": f"interrupted by {exc.signal_name}"}
+                            for name in ("similarity", "text", "identity", "imports", "provenance")])
+    write_report(out, "audit", {"summary": summary}, metadata, formats=formats, title="esverify clean-room audit")

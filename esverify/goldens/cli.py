@@ -13,7 +13,34 @@ import click
 import pandas as pd
 
 from .. import paths, report
+from ..interrupt import VERDICT as INTERRUPTED
+from ..interrupt import Interrupted, catching
+from ..outputs import OutputError, check_file, check_folder
 from . import area as area_mod
+
+#: every backend label an area can list (esverify.rng.backend_targets); `torch-cuda` needs a GPU
+BACKEND_LABELS = ("numpy", "numba", "torch-cpu", "torch-cuda")
+
+
+def _backends(ctx, param, values) -> tuple:
+    """Refuse a misspelt backend once, up front, naming the valid labels (issue 12 item 10)."""
+    unknown = [v for v in values if v not in BACKEND_LABELS]
+    if unknown:
+        raise click.BadParameter(f"unknown backend {', '.join(map(repr, unknown))}; valid names: "
+                                 f"{', '.join(BACKEND_LABELS)}", ctx, param)
+    return values
+
+
+def _check_outputs(pairs) -> None:
+    """Every report destination is checked before any work (exit 2, one line naming path and reason)."""
+    for option, path, kind in pairs:
+        if path is None:
+            continue
+        try:
+            check_file(path, option) if kind == "file" else check_folder(path, option)
+        except OutputError as exc:
+            click.echo(f"esverify goldens: error: {exc}", err=True)
+            sys.exit(2)
 
 GOLDENS_DIR_OPTION = click.option(
     "--goldens-dir", type=click.Path(file_okay=False, path_type=Path), envvar="ESVERIFY_GOLDENS_DIR",
@@ -43,6 +70,7 @@ def generate(areas, out, bump, changelog, goldens_dir):
     2 cannot run (wheel install without --out, unreadable baseline, area module not importable).
     """
     from . import generate as gen
+    _check_outputs([("--out", out, "dir")])
     if goldens_dir is None and out is None and paths.checkout_root() is None:
         click.echo("goldens generate: this esverify is an installed package, not a checkout; its goldens are "
                    "read-only package data. Pass --out DIR (or run from a git checkout).", err=True)
@@ -50,7 +78,13 @@ def generate(areas, out, bump, changelog, goldens_dir):
     baseline = goldens_dir or paths.goldens_dir()
     target = out or baseline
     changelog = changelog or baseline.parent / "CHANGELOG.md"
-    outcomes = gen.generate(list(areas) or None, baseline, target, bump, changelog)
+    try:
+        with catching():
+            outcomes = gen.generate(list(areas) or None, baseline, target, bump, changelog)
+    except Interrupted as exc:   # each golden file is written atomically: none is left half-written
+        click.echo(f"goldens generate: {INTERRUPTED} by {exc.signal_name}; files already written are "
+                   f"complete, the others unchanged (exit {exc.exit_code})", err=True)
+        sys.exit(exc.exit_code)
     for o in outcomes:
         stream = o.status in ("refused", "error", "skipped")
         click.echo(f"{o.area}: {o.status}: {o.message}", err=stream)
@@ -63,8 +97,9 @@ def generate(areas, out, bump, changelog, goldens_dir):
 @goldens.command()
 @click.option("--area", "areas", multiple=True, metavar="AREA",
               help="Area(s) to check (repeatable; default: every registered area).")
-@click.option("--backend", "backends", multiple=True, metavar="NAME",
-              help="Only these backends (repeatable; default: every backend available here).")
+@click.option("--backend", "backends", multiple=True, metavar="NAME", callback=_backends,
+              help=f"Only these backends (repeatable; {', '.join(BACKEND_LABELS)}; default: every backend "
+                   "available here).")
 @click.option("--against", metavar="GITREF", default=None,
               help="Also fail on vectors changed or removed since GITREF without a version move.")
 @click.option("--strict", is_flag=True, help="libm-divergence (libm64, exactly one ulp) fails too.")
@@ -91,10 +126,15 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir, impl_
     unknown --against ref.
     """
     from . import gate
+    _check_outputs([("--junit", junit, "file"), ("--json", json_path, "file")])
     directory = goldens_dir or paths.goldens_dir()
     target = _impl_target(impl_cmd, require, impl_log, impl_deadline, backends)
+    started = _utc_now()
     try:
-        result = gate.check(directory, list(areas) or None, list(backends) or None, against, impl=target)
+        with catching():
+            result = gate.check(directory, list(areas) or None, list(backends) or None, against, impl=target)
+    except Interrupted as exc:
+        _interrupted_check_report(exc, started, junit, json_path, directory, against, strict)
     finally:
         if target is not None:
             target.close()
@@ -111,15 +151,20 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir, impl_
         click.echo("")
         click.echo(report.console_table(table))
     verdict = result.verdict(strict)
-    metadata = {"goldens_dir": str(directory), "against": against, "strict": strict, "exit_code": code,
-                "numpy": result.environment["numpy"],
-                "verdict": verdict, "errors": result.errors}
+    header = {"verdict": verdict, "exit_code": code,
+              "counts": {"vectors": int(summary["vectors"].sum()) if len(summary) else 0,
+                         "mismatches": int(summary["mismatches"].sum()) if len(summary) else 0,
+                         "errors": len(result.errors)},
+              "started_utc": started, "finished_utc": _utc_now(), "command_line": _command_line()}
+    metadata = {**header, "goldens_dir": str(directory), "against": against, "strict": strict,
+                "numpy": result.environment["numpy"], "errors": result.errors}
     if target is not None:
         metadata["impl"] = target.identity()
         click.echo(f"impl: {target.identity()}")
     try:
         if json_path is not None:
-            report.write_atomic(json_path, report.to_json({"summary": summary, "differences": table}, metadata))
+            report.write_atomic(json_path, report.to_json({"summary": summary, "differences": table}, metadata,
+                                                          header))
         if junit is not None:
             cases = _junit_cases(result, summary, table, strict)
             report.write_atomic(junit, report.to_junit(cases, "esverify.goldens",
@@ -166,3 +211,32 @@ def _junit_cases(result, summary: pd.DataFrame, table: pd.DataFrame, strict: boo
         rows.append({"area": "*", "backend": "*", "vector": "*", "field": "*", "element": "*",
                      "status": "error", "detail": e})
     return pd.DataFrame(rows, columns=["area", "backend", "vector", "field", "element", "status", "detail"])
+
+
+def _utc_now() -> str:
+    import datetime as dt
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _command_line() -> str:
+    return " ".join(["esverify", *sys.argv[1:]])
+
+
+def _interrupted_check_report(exc: Interrupted, started, junit, json_path, directory, against, strict):
+    """The gate was stopped by a signal: say so, leave a marked report where one was asked, exit 128+N."""
+    code = exc.exit_code
+    verdict = f"goldens check: {INTERRUPTED.upper()} by {exc.signal_name} (exit {code})"
+    header = {"verdict": INTERRUPTED, "exit_code": code, "counts": {}, "started_utc": started,
+              "finished_utc": _utc_now(), "command_line": _command_line()}
+    metadata = {**header, "goldens_dir": str(directory), "against": against, "strict": strict,
+                "interrupted_by": exc.signal_name}
+    empty = pd.DataFrame(columns=["area", "backend", "vectors", "mismatches", "libm_divergences", "seconds"])
+    if json_path is not None:
+        report.write_atomic(json_path, report.to_json({"summary": empty}, metadata, header))
+    if junit is not None:
+        cases = pd.DataFrame([{"area": "*", "backend": "*", "vector": "*", "field": "*", "element": "*",
+                               "status": "error", "detail": f"interrupted by {exc.signal_name}"}])
+        report.write_atomic(junit, report.to_junit(cases, "esverify.goldens",
+                                                   name_cols=["area", "backend", "vector", "field", "element"]))
+    click.echo(verdict, err=True)
+    sys.exit(code)

@@ -11,7 +11,7 @@ that `--case PATTERN` matches against:
   against ours on the parent's mean/std).
 - es-awd: perturb, restore, update-none / update-l1 / update-l2, decay-l1 /
   decay-l2 (the decay alone), mirrored (ES.md §4 fold) and caching
-  (`caching=True`; under iid an artefact of the reference).
+  (`caching=True`; under iid an artifact of the reference).
 
 Single-operation cases use the set with the >= 1M-element tensor (unless
 `small`); the loop uses the small set. Ids are unique: repeated dtypes,

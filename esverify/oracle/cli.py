@@ -1,8 +1,11 @@
 """`esverify parity`: the click command over esverify.oracle.runner (issue 4 item 3).
 
 Every option of the issue, with its default; usage and setup errors exit
-2 (click's own convention for usage errors), fail/error/unverifiable rows
-exit 1, a clean run exits 0. The report goes to --out; a short table to
+2 (click's own convention for usage errors; one line, before any case
+runs), fail/error/unverifiable rows exit 1 (skipped ones too with
+--require-all), a clean run exits 0, and a run stopped by SIGINT, SIGTERM
+or SIGHUP writes its partial report (verdict `interrupted`) and exits 130,
+143 or 129. The report goes to --out; a short table to
 stdout; progress (tqdm, with ETA) to stderr unless --quiet.
 """
 from __future__ import annotations
@@ -25,8 +28,9 @@ def _csv(value: str) -> tuple:
               help="es-awd clone (default: $ESVERIFY_AWD_REF, then ./refs/es-awd).")
 @click.option("--target", type=click.Choice(["es-at-scale", "es-awd", "all"]), default=None,
               help="Which target(s) to run (default: every target whose clone is found).")
-@click.option("--python", "python", type=str, default=sys.executable, show_default=True,
-              help="Interpreter of the child that runs the reference (needs torch and numpy).")
+@click.option("--python", "python", type=str, default=None,
+              help="Interpreter of the child that runs the reference (needs torch and numpy; default: the "
+                   "Python running esverify).")
 @click.option("--dtypes", default="f32,f16,bf16", show_default=True,
               help="Comma-separated dtypes; with two or more, the mixed-dtype set runs too.")
 @click.option("--schemes", default="iid,correlated", show_default=True, help="Noise schemes (RNG.md §3).")
@@ -41,7 +45,9 @@ def _csv(value: str) -> tuple:
 @click.option("--iterations", type=int, default=3, show_default=True, help="Length of the full-loop case.")
 @click.option("--case", "case", default=None, help="Run only cases whose id matches (fnmatch, or substring).")
 @click.option("--keep-tensors", is_flag=True, help="Save both sides' tensors of failing cases under --out.")
-@click.option("--out", default=None, help="Report folder (default reports/parity-<UTC time>/).")
+@click.option("--out", default=None, help="Report folder, checked before any work; one holding an earlier "
+                                           "report is refused unless --overwrite (default: a fresh "
+                                           "reports/parity-<UTC time>-<pid>-<random>/).")
 @click.option("--format", "formats", default=",".join(FORMATS), show_default=True,
               help="Comma-separated report formats: csv, json, md, html.")
 @click.option("--junit", default=None, help="Also write JUnit XML to this file.")
@@ -54,12 +60,18 @@ def _csv(value: str) -> tuple:
               help="Child output kept per target (first and last halves, the cut marked); also the floor of "
                    "the largest file a child may write; 0: keep all.")
 @click.option("--small", is_flag=True, help="Leave out the >= 1M-element tensor (quick runs).")
+@click.option("--require-all", is_flag=True,
+              help="Exit 1 when any row was not checked here (skipped: no GPU, child Python too old for a "
+                   "file, a clone not given); for CI jobs that must cover everything.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace an earlier report in --out (its report files are removed first); without it a "
+                   "folder holding a report is refused.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @click.option("--impl", "impl_cmd", default=None, metavar="CMD",
               help="Our side is this protocol wrapper (docs/PROTOCOL.md) instead of the clean-room trainer.")
 def parity(ref, awd_ref, target, python, dtypes, schemes, devices, mapping, seed, population, sigma, alpha,
-           iterations, case, keep_tensors, out, formats, junit, timeout, max_memory, max_output, small, quiet,
-           impl_cmd):
+           iterations, case, keep_tensors, out, formats, junit, timeout, max_memory, max_output, small, require_all,
+           overwrite, quiet, impl_cmd):
     """Bit-for-bit parity of the clean-room trainer against reference clones on identical noise."""
     from .child import parse_size
     from .runner import Options, Runner, UsageError
@@ -69,12 +81,13 @@ def parity(ref, awd_ref, target, python, dtypes, schemes, devices, mapping, seed
     except ValueError as exc:
         click.echo(f"esverify parity: error: --max-memory/--max-output: {exc}", err=True)
         sys.exit(2)
-    opts = Options(ref=ref, awd_ref=awd_ref, target=target, python=python, dtypes=_csv(dtypes),
+    opts = Options(ref=ref, awd_ref=awd_ref, target=target, python=python or sys.executable,
+                   python_explicit=python is not None, dtypes=_csv(dtypes),
                    schemes=_csv(schemes), devices=_csv(devices) if devices else ("cpu", "cuda"),
                    devices_explicit=devices is not None, mapping=mapping, seed=seed, population=population,
                    sigma=sigma, alpha=alpha, iterations=iterations, case=case, keep_tensors=keep_tensors,
                    out=out, formats=_csv(formats), junit=junit, timeout=timeout, quiet=quiet, small=small,
-                   max_memory=max_memory, max_output=max_output,
+                   max_memory=max_memory, max_output=max_output, require_all=require_all, overwrite=overwrite,
                    argv=["esverify"] + sys.argv[1:])
     side = None
     try:

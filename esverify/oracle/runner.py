@@ -7,18 +7,30 @@ devices it sees, then runs each case on our side (esverify.es, through
 `ours`) and on the reference side (the child, same noise through the
 hook, same backend), and compares the results bitwise (ES.md §7).
 
-Statuses: pass, fail, error (the reference, the child or our side could
-not run the case; timeouts and child deaths included: the child is
-restarted and the run goes on), skipped (a device the child does not
-see), unverifiable (iid results of a target whose draws could not be
-attributed to slots: eager consumption, REFERENCES.md §3) and artifact
-(es-awd `caching=True` under iid, a documented artefact of the reference,
-when every mismatch lies in a slot whose noise the reference reused; a
-mismatch anywhere else is a fail).
+Statuses (STATUSES): pass, fail, error (the reference, the child or our
+side could not run the case; timeouts and child deaths included: the child
+is restarted and the run goes on), skipped (not checked here, with the
+reason and how to check it: a device the child does not see, a reference
+file that needs a newer child Python, a target whose clone was not given),
+unverifiable (iid results of a target whose draws could not be attributed
+to slots: eager consumption, REFERENCES.md §3), artifact (es-awd
+`caching=True` under iid, a documented artifact of the reference, when
+every mismatch lies in a slot whose noise the reference reused; a mismatch
+anywhere else is a fail) and not-run (a row an interrupted run did not
+reach).
+
+Order of a run: the report destinations are checked and the report folder
+claimed, then every setup fault is looked for (clones, the child Python,
+the case selection, each child's start, the devices) and reported as ONE
+line (SetupError/UsageError, exit 2, no report) before any case runs; then
+the cases; then the report, which opens with the verdict.
 
 Exit code: 0 when at least one row passed and every row is pass, skipped
-or artifact; 1 on any fail, error or unverifiable row or when nothing
-passed; 2 on a usage or setup error (the partial report is still written).
+or artifact; 1 on any fail, error or unverifiable row, when nothing passed,
+or with `require_all` when a row was skipped; 2 on a usage or setup error;
+128 + the signal number (130 SIGINT, 143 SIGTERM, 129 SIGHUP) when the run
+was interrupted: the children are killed and the partial report is written
+with the verdict `interrupted` (esverify.interrupt).
 """
 from __future__ import annotations
 
@@ -32,6 +44,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +53,10 @@ import pandas as pd
 
 from .. import __version__
 from ..paths import checkout_root, oracles_dir
-from ..report import (FORMATS, console_table, copy_atomic, terminal_text, to_junit, write_atomic,
+from ..interrupt import VERDICT as INTERRUPTED
+from ..interrupt import Interrupted, catching
+from ..outputs import OutputError, check_file, claim_report_folder
+from ..report import (FORMATS, console_table, copy_atomic, report_patterns, terminal_text, to_junit, write_atomic,
                       write_report)
 from . import cases as _cases
 from . import compare as _compare
@@ -52,8 +68,16 @@ from .clones import TARGETS, CloneError, git_identity, inspect_clone
 COLUMNS = ["target", "device", "dtype", "scheme", "op", "population", "case", "rule", "elements", "mismatches",
            "max_abs_diff", "max_ulp_diff", "first_mismatch_index", "first_mismatch_ours",
            "first_mismatch_theirs", "status", "detail"]
-STATUSES = ("pass", "fail", "error", "skipped", "unverifiable", "artifact", "unsupported")   # unsupported: --impl
-CACHING_ARTIFACT = ("artefact of the reference: with caching=True it reuses the first tensor's noise for "
+#: every row status, in report order; "not-run" marks the rows an interrupted run did not reach
+#: "unsupported": a case the --impl wrapper does not claim (never a pass)
+STATUSES = ("pass", "fail", "error", "skipped", "unverifiable", "artifact", "unsupported", "not-run")
+#: statuses that make the exit code 1 (with --require-all, "skipped" too)
+FAILING = ("fail", "error", "unverifiable")
+#: the files of one parity report in its folder (an earlier one is refused unless --overwrite)
+REPORT_PATTERNS = report_patterns("parity") + ("child-*.log", "tensors")
+NO_CUDA = ("not checked here: the child sees no CUDA device; to check it: run on a machine with a CUDA GPU "
+           "and a CUDA build of torch (--devices cuda)")
+CACHING_ARTIFACT = ("artifact of the reference: with caching=True it reuses the first tensor's noise for "
                     "tensors of equal (device, dtype, shape), which iid gives different noise (REFERENCES.md §2)")
 _PROBE = ("import importlib.util as u, json, platform, sys; print(json.dumps({'python': platform.python_version(), "
           "'executable': sys.executable, 'torch': u.find_spec('torch') is not None, "
@@ -64,6 +88,10 @@ class UsageError(ValueError):
     """Bad options or nothing to run: exit 2 without a report."""
 
 
+class SetupError(UsageError):
+    """The environment cannot run the matrix (clone, child Python, devices): exit 2, one line, no rows."""
+
+
 @dataclass
 class Options:
     """Everything `esverify parity` takes (see docs/parity.md); defaults are the CLI's."""
@@ -71,6 +99,7 @@ class Options:
     awd_ref: str | None = None
     target: str | None = None            #: "es-at-scale", "es-awd", "all" or None (every clone found)
     python: str = sys.executable
+    python_explicit: bool = False        #: --python was given (then "pass --python" is no fix to suggest)
     dtypes: tuple = ("f32", "f16", "bf16")
     schemes: tuple = ("iid", "correlated")
     devices: tuple = ("cpu", "cuda")
@@ -91,6 +120,8 @@ class Options:
     max_output: int = DEFAULT_MAX_OUTPUT  #: bytes of each child's output kept (head and tail); 0: all
     quiet: bool = False
     small: bool = False
+    require_all: bool = False            #: a skipped row (not checked here) makes the exit code 1
+    overwrite: bool = False              #: replace an earlier report in --out
     child_env: dict = field(default_factory=dict)   #: extra environment for the children (tests, diagnostics)
     argv: list = field(default_factory=lambda: list(sys.argv))
 
@@ -141,7 +172,7 @@ def _validate(opts: Options) -> Options:
         raise UsageError(f"--format: unknown {bad}; choose from {list(FORMATS)}")
     if not opts.formats:
         raise UsageError(f"--format is empty; choose from {list(FORMATS)}")
-    # checked up front: a report that cannot be written must not cost a whole run
+    # checked up front: a report that cannot be written must not cost a whole run (created in run())
     if opts.out and Path(opts.out).exists() and not Path(opts.out).is_dir():
         raise UsageError(f"--out {opts.out}: exists and is not a directory")
     if opts.junit and Path(opts.junit).is_dir():
@@ -151,6 +182,25 @@ def _validate(opts: Options) -> Options:
     if flush.flushing:   # before anything runs: our side's subnormal results would not be the contract's
         raise UsageError(f"parity: {flush.message()}")
     return opts
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _remove_if_empty(folder: Path, created: bool) -> None:
+    """A run refused before any report leaves no empty folder it made itself."""
+    if created:
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
+
+
+def _not_given(target: str) -> str:
+    option = "--ref" if target == "es-at-scale" else "--awd-ref"
+    return (f"not checked here: no {target} clone was given; to check it: pass {option} PATH "
+            "(docs/parity.md, 'The reference clones')")
 
 
 def _clone_path(target, explicit: str | None) -> tuple[str, bool]:
@@ -184,8 +234,17 @@ def _git_commit(path: Path | None) -> str | None:
     return commit + ("-dirty" if dirty else "") if commit else None
 
 
-def _probe(python: str, timeout: float) -> dict:
-    """Interpreter facts without importing torch: version, has torch, has numpy."""
+def _probe(python: str, timeout: float, explicit: bool = True) -> dict:
+    """Interpreter facts without importing torch: version, has torch, has numpy. UsageError, one line
+    each, for a folder, a file that is not executable, a missing one, a program that is not Python."""
+    where = Path(python).expanduser()
+    if where.is_dir():
+        hint = next((str(where / c) for c in ("bin/python", "bin/python3", "python") if (where / c).is_file()),
+                    None)
+        raise UsageError(f"--python {python}: is a folder, not an interpreter; pass the interpreter itself"
+                         + (f", e.g. --python {hint}" if hint else " (e.g. VENV/bin/python)"))
+    if where.is_file() and not os.access(where, os.X_OK):
+        raise UsageError(f"--python {python}: is not executable (chmod +x, or pass another interpreter)")
     try:
         out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=timeout)
     except FileNotFoundError:
@@ -199,8 +258,9 @@ def _probe(python: str, timeout: float) -> dict:
         if not isinstance(facts, dict) or not {"python", "torch", "numpy"} <= set(facts):
             raise ValueError(facts)
     except (IndexError, ValueError):
-        raise UsageError(f"--python {python}: does not behave like a Python 3 interpreter (the probe printed "
-                         f"{out.stdout.strip()[-200:]!r})") from None
+        printed = out.stdout.strip()[-200:]
+        raise UsageError(f"--python {python}: is not a Python 3 interpreter (does not behave like a Python 3 "
+                         f"interpreter: the probe printed {printed!r}); pass e.g. --python /usr/bin/python3") from None
     return facts
 
 
@@ -244,6 +304,7 @@ class Runner:
         self.notes: set = set()
         self.timing: dict = {}   #: target -> {"ours_s": ..., "reference_s": ...}
         self.impl_side = None    #: esverify.oracle.impl_side.ImplSide under `parity --impl`, else ours.run
+        self.targets: dict = {}  #: target name -> _Target, whose child is started before any case
 
     def _setup_error(self, message: str):
         if message not in self.setup_errors:
@@ -279,66 +340,155 @@ class Runner:
     def _run(self) -> RunResult:
         opts = self.opts
         started = time.monotonic()
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        out_dir = Path(opts.out) if opts.out else Path("reports") / f"parity-{stamp}"
+        self.started_utc = _utc_now()
+        # 1. where the report goes, before any work (issue 12 items 2 and 7)
+        existed = bool(opts.out) and Path(opts.out).expanduser().exists()
+        try:
+            if opts.junit:
+                check_file(opts.junit, "--junit")
+            folder = claim_report_folder(opts.out, "parity", REPORT_PATTERNS, overwrite=opts.overwrite)
+        except OutputError as exc:
+            raise UsageError(str(exc)) from None
+        out_dir = folder.path
+        try:
+            with catching():
+                try:
+                    return self._run_in(folder, started)
+                except UsageError:
+                    folder.release()
+                    _remove_if_empty(out_dir, created=not existed)
+                    raise
+        finally:
+            folder.release()
+
+    def _setup_checks(self):
+        """Clones, the child Python, the case selection: every fault is a SetupError/UsageError, one
+        line (what, why, the fix), before any case runs (issue 12 item 4)."""
+        opts = self.opts
         wanted = list(TARGETS) if opts.target in (None, "all") else [opts.target]
         explicit_paths = {"es-at-scale": opts.ref, "es-awd": opts.awd_ref}
-        clones, skipped_targets, failed = {}, [], {}
+        options = {"es-at-scale": "--ref", "es-awd": "--awd-ref"}
+        clones, not_given = {}, {}
         for name in wanted:
             target = TARGETS[name]
             path, named = _clone_path(target, explicit_paths[name])
             try:
                 clones[name] = inspect_clone(target, path)
             except CloneError as exc:
-                if opts.target is None and not named:
-                    skipped_targets.append(f"{name}: {exc}")
+                if not named and opts.target is None:
+                    not_given[name] = str(exc)
                     continue
-                self.setup_errors.append(str(exc))
-                failed[name] = str(exc)
-        if not clones and not self.setup_errors:
+                if not named:   # the target was asked for by --target, and no clone was named
+                    raise SetupError(f"--target {opts.target} needs the {name} clone: pass {options[name]} PATH "
+                                     f"(or set ${target.env_var}); the default {path} does not exist. "
+                                     "Where to get it: docs/parity.md, 'The reference clones'") from None
+                source = options[name] if explicit_paths[name] else f"${target.env_var}"   # whence the path
+                raise SetupError(f"{source} {path}: {exc}; fix: pass the top folder of your {name} "
+                                 "clone (docs/parity.md, 'The reference clones')") from None
+        if not clones:
             raise UsageError("no reference clone found: pass --ref PATH (es-at-scale) and/or --awd-ref PATH "
                              "(es-awd), or set $ESVERIFY_REF / $ESVERIFY_AWD_REF; tried: "
-                             + "; ".join(skipped_targets))
-        probe = _probe(opts.python, startup_timeout(opts.timeout))
+                             + "; ".join(not_given.values()))
+        probe = _probe(opts.python, startup_timeout(opts.timeout), opts.python_explicit)
         missing_pkgs = [p for p in ("torch", "numpy") if not probe[p]]
-        all_cases = _cases.build_matrix([n for n in wanted if n in clones or n in failed], opts.devices,
-                                        opts.dtypes, opts.schemes, opts.population, opts.sigma,
-                                        self.alpha, opts.iterations, opts.small)
+        if missing_pkgs:
+            what = " and ".join(missing_pkgs)
+            pins = " ".join({"torch": "torch==2.13.0", "numpy": "numpy"}[p] for p in missing_pkgs)
+            fix = f"install {'them' if len(missing_pkgs) > 1 else 'it'} there ({probe['executable']} -m pip " \
+                  f"install {pins})"
+            if not opts.python_explicit:   # with --python given, naming it again would not help
+                fix += " or pass --python with an interpreter that has them"
+            raise SetupError(f"the child Python {probe['executable']} ({probe['python']}) lacks {what}, which "
+                             f"the reference needs; fix: {fix}")
+        all_cases = _cases.build_matrix(wanted, opts.devices, opts.dtypes, opts.schemes, opts.population,
+                                        opts.sigma, self.alpha, opts.iterations, opts.small)
         selected = _cases.select(all_cases, opts.case)
         if opts.case and not selected:
             raise UsageError(f"--case {opts.case!r} matches no case; case ids look like "
                              f"{all_cases[0].case_id if all_cases else 'es-at-scale/cpu/f32/iid/perturb/N6'}")
-        environments = {}
+        return wanted, clones, not_given, probe, selected
+
+    def _start_children(self, clones, selected) -> dict:
+        """One child per target with cases, all started before any case runs; SetupError if one cannot."""
+        opts = self.opts
+        for name in dict.fromkeys(c.target for c in selected):
+            if name not in clones:
+                continue
+            t = _Target(self, TARGETS[name], clones[name])
+            self.targets[name] = t
+            if not t.ensure_child():
+                raise SetupError(f"the {name} child did not start under {opts.python}: {t.start_error}; "
+                                 f"fix: the child's own last log lines are quoted here; check that {opts.python} "
+                                 "runs `import torch, numpy`")
+            env = t.hello.get("environment") or {}
+            if opts.devices_explicit and "cuda" in opts.devices and not env.get("cuda"):
+                raise SetupError("--devices names cuda but the child sees no CUDA device; fix: run on a machine "
+                                 "with a CUDA GPU and a CUDA build of torch, or leave cuda out of --devices")
+        return self.targets
+
+    def _close_children(self):
+        for t in self.targets.values():
+            try:
+                t.child.kill()   # the whole process group, at once: an interrupted op is not waited for
+            finally:
+                t.child.close()
+
+    def _run_in(self, folder, started) -> RunResult:
+        opts = self.opts
+        out_dir = folder.path
+        interrupted = None
+        environments, selected, clones, not_given, probe = {}, [], {}, {}, {}
         with tempfile.TemporaryDirectory(prefix="esverify-parity-") as work:
             self.work = Path(work)
-            by_target = {}
-            for case in selected:
-                by_target.setdefault(case.target, []).append(case)
-            progress = _progress(len(selected), opts.quiet)
+            progress = None
             try:
-                for name, target_cases in by_target.items():
-                    if name not in clones:
-                        error = failed[name]
-                        self.rows += [_row(c, status="error", detail=f"setup: {error}") for c in target_cases]
-                        progress.update(len(target_cases))
-                        continue
-                    if missing_pkgs:
-                        msg = (f"setup: the child Python {probe['executable']} ({probe['python']}) lacks "
-                               f"{' and '.join(missing_pkgs)}: install it there or pass --python")
-                        self._setup_error(msg)
-                        self.rows += [_row(c, status="error", detail=msg) for c in target_cases]
-                        progress.update(len(target_cases))
-                        continue
-                    environments[name] = self._run_target(TARGETS[name], clones[name], target_cases, progress)
-            finally:
-                progress.close()
+                try:
+                    _wanted, clones, not_given, probe, selected = self._setup_checks()
+                    for case in selected:
+                        if case.target in not_given:
+                            self.rows.append(_row(case, status="skipped", detail=_not_given(case.target)))
+                    self._start_children(clones, selected)
+                    progress = _progress(len(selected), opts.quiet)
+                    progress.update(len(self.rows))
+                    by_target = {}
+                    for case in selected:
+                        if case.target in self.targets:
+                            by_target.setdefault(case.target, []).append(case)
+                    for name, target_cases in by_target.items():
+                        environments[name] = self._run_target(self.targets[name], target_cases, progress)
+                except SetupError:
+                    raise
+                except Interrupted as exc:
+                    interrupted = exc
+                finally:
+                    if progress is not None:
+                        progress.close()
+                    self._close_children()
+            except SetupError:
+                raise
+            if interrupted is not None:
+                done = {r["case"] for r in self.rows}
+                reason = f"not run: the run was interrupted by {interrupted.signal_name}"
+                self.rows += [_row(c, status="not-run", detail=reason) for c in selected if c.case_id not in done]
+                for name, t in self.targets.items():
+                    environments.setdefault(name, dict((t.hello or {}).get("environment") or {}))
+            order = {c.case_id: i for i, c in enumerate(selected)}
+            self.rows.sort(key=lambda r: order.get(r["case"], len(order)))   # matrix order, whatever ran first
             frame = _post_process(pd.DataFrame(self.rows, columns=COLUMNS + ["eager"]))
             summary = summary_pivot(frame)
+            code = interrupted.exit_code if interrupted else exit_code(frame, False, opts.require_all)
+            verdict = INTERRUPTED if interrupted else verdict_for(code)
             wall = time.monotonic() - started
-            metadata = self._metadata(clones, environments, probe, wall, skipped_targets)
-            written = write_report(out_dir, "parity", {"cases": frame, "summary": summary}, metadata,
-                                   opts.formats, title="esverify parity report")
-            for name in environments:
+            metadata = self._metadata(clones, environments, probe, wall, list(not_given.values()))
+            header = {"verdict": verdict, "exit_code": code, "counts": status_counts(frame),
+                      "started_utc": self.started_utc, "finished_utc": _utc_now(),
+                      "command_line": " ".join(opts.argv)}
+            metadata = {**header, **metadata}
+            if interrupted:
+                metadata["interrupted_by"] = interrupted.signal_name
+            written = write_report(out_dir, "parity", {"summary": summary, "cases": frame}, metadata,
+                                   opts.formats, title="esverify parity report", header=header)
+            for name in self.targets:
                 log = self.work / f"child-{name}.log"
                 if log.is_file():   # streamed: the log is bounded by --max-output, but never read whole
                     written.append(copy_atomic(log, out_dir / f"child-{name}.log"))
@@ -352,50 +502,42 @@ class Runner:
             written.append(write_atomic(opts.junit, to_junit(frame, "esverify.parity", name_cols=["case"],
                                                              failing=("fail",),
                                                              erroring=("error", "unverifiable"),
-                                                             skipping=("skipped", "artifact", "unsupported"))))
-        code = exit_code(frame, bool(self.setup_errors))
+                                                             skipping=("skipped", "artifact", "unsupported",
+                                                                       "not-run"))))
         return RunResult(frame, summary, metadata, code, out_dir, written,
-                         _console(frame, summary, metadata, out_dir, code))
+                         _console(frame, summary, metadata, out_dir, code, verdict, opts.require_all))
 
-    def _run_target(self, target, clone, target_cases, progress) -> dict:
-        t = _Target(self, target, clone)
-        opts = self.opts
-        try:
-            if not t.ensure_child():
-                msg = f"setup: the {target.name} child did not start: {t.start_error}"
-                self._setup_error(msg)
-                self.rows += [_row(c, status="error", detail=msg) for c in target_cases]
-                progress.update(len(target_cases))
-                return {"start_error": t.start_error}
-            env = dict(t.hello["environment"])
-            if "cuda" in opts.devices and not env.get("cuda") and opts.devices_explicit:
-                self._setup_error("setup: --devices names cuda but the child sees no CUDA device")
-            for case in target_cases:
-                try:
-                    row = self._run_case(t, case)
-                except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others' rows
-                    row = _row(case, status="error", detail=f"{case.op}: the runner failed on this case: "
-                                                            f"{type(exc).__name__}: {exc}")
-                self.rows.append(row)
-                progress.update(1)
-            env["restarts"] = max(0, t.child.starts - 1)
-            return env
-        finally:
-            t.child.close()
+    def _run_target(self, t, target_cases, progress) -> dict:
+        env = dict(t.hello["environment"])
+        for case in target_cases:
+            try:
+                row = self._run_case(t, case)
+            except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others' rows
+                row = _row(case, status="error", detail=f"{case.op}: the runner failed on this case: "
+                                                        f"{type(exc).__name__}: {exc}")
+            self.rows.append(row)
+            progress.update(1)
+        env["restarts"] = max(0, t.child.starts - 1)
+        return env
 
     def _run_case(self, t, case) -> dict:
         opts = self.opts
         env = t.hello["environment"] if t.hello else {}
         if case.device == "cuda" and not env.get("cuda"):
-            if opts.devices_explicit:
-                return _row(case, status="error", detail="setup: --devices names cuda but the child sees no "
-                                                         "CUDA device")
-            return _row(case, status="skipped", detail="the child sees no CUDA device")
+            return _row(case, status="skipped", detail=NO_CUDA)
         module_key = t.target.ops_need[case.kind]
         if not t.ensure_child():
             return _row(case, status="error", detail=f"the child could not be restarted: {t.start_error}")
         load_error = (t.hello.get("modules") or {}).get(module_key)
         if load_error:
+            needs = str(load_error.get("needs") or "")
+            if load_error.get("kind") == "syntax" and re.match(r"Python \d+\.\d+ or newer", needs):
+                # the clone is fine: this child's Python is too old for the file (not checked here)
+                version = needs.split(" or newer")[0]
+                return _row(case, status="skipped", detail=(
+                    f"not checked here: {load_error.get('file')} needs {needs}; the child is Python "
+                    f"{env.get('python') or t.hello.get('python') or '?'}; to check it: pass --python with a "
+                    f"{version}+ interpreter that has torch and numpy"))
             return _row(case, status="error", detail=f"{case.op}: {load_error['message']}")
         from ..rng import default_backend
         from ..rng.mappings import get_mapping
@@ -490,7 +632,7 @@ class Runner:
         elif cmp.mismatches or reward_note:
             if case.op == "caching" and case.scheme == "iid":
                 notes.append(f"{case.op}: mismatches outside the slots where the reference reuses noise "
-                             f"({', '.join(reused) or 'none in this set'}): not the caching artefact")
+                             f"({', '.join(reused) or 'none in this set'}): not the caching artifact")
             status = "fail"
         else:
             status = "pass"
@@ -526,7 +668,7 @@ class Runner:
             "child_limits": {"max_memory_bytes": default_max_memory() if opts.max_memory is None
                              else opts.max_memory, "max_output_bytes": opts.max_output},
             "clones": {name: c.metadata() for name, c in clones.items()},
-            "warnings": warnings + sorted(self.notes), "setup_errors": self.setup_errors,
+            "warnings": warnings + sorted(self.notes),
             "targets_not_found": skipped_targets,
             "command_line": " ".join(opts.argv), "wall_time_s": round(wall, 2),
             "seconds_per_side": {k: {n: round(v, 2) for n, v in d.items()} for k, d in self.timing.items()},
@@ -561,28 +703,44 @@ def _post_process(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary_pivot(frame: pd.DataFrame) -> pd.DataFrame:
-    """Status counts per (target, op) x (dtype/scheme), e.g. "3 pass" or "1 fail, 2 pass"."""
+    """Status counts per (target, device, op) x (dtype/scheme), e.g. "3 pass" or "1 fail, 2 pass"."""
     if frame.empty:
-        return pd.DataFrame(columns=["target", "op"])
+        return pd.DataFrame(columns=["target", "device", "op"])
 
     def cell(statuses):
         counts = statuses.value_counts()
         return ", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts)
 
     f = frame.assign(column=frame["dtype"] + "/" + frame["scheme"])
-    pivot = f.pivot_table(index=["target", "op"], columns="column", values="status", aggfunc=cell, fill_value="",
+    index = [c for c in ("target", "device", "op") if c in f.columns]
+    pivot = f.pivot_table(index=index, columns="column", values="status", aggfunc=cell, fill_value="",
                           sort=False)
     pivot.columns = [str(c) for c in pivot.columns]
     return pivot.reset_index()
 
 
-def exit_code(frame: pd.DataFrame, setup_error: bool) -> int:
+def exit_code(frame: pd.DataFrame, setup_error: bool, require_all: bool = False) -> int:
+    """0 when a row passed and every row is pass, skipped or artifact; 1 on any FAILING row, when
+    nothing passed, or (require_all) when a row was skipped; 2 on a setup error."""
     if setup_error:
         return 2
     statuses = set(frame["status"]) if len(frame) else set()
-    if statuses & {"fail", "error", "unverifiable"} or "pass" not in statuses:
+    if statuses & set(FAILING) or "pass" not in statuses:
+        return 1
+    if require_all and statuses & {"skipped", "not-run", "unsupported"}:
         return 1
     return 0
+
+
+def verdict_for(code: int) -> str:
+    """The report's verdict for an exit code (an interrupted run has its own, INTERRUPTED)."""
+    return {0: "pass", 1: "fail", 2: "setup error"}.get(code, INTERRUPTED)
+
+
+def status_counts(frame: pd.DataFrame) -> dict:
+    """{status: rows} in STATUSES order, statuses with no rows left out."""
+    counts = frame["status"].value_counts().to_dict() if len(frame) else {}
+    return {s: int(counts[s]) for s in STATUSES if s in counts}
 
 
 def _progress(total: int, quiet: bool):
@@ -590,17 +748,46 @@ def _progress(total: int, quiet: bool):
     return tqdm(total=total, file=sys.stderr, disable=quiet, desc="parity", unit="case", leave=False)
 
 
-def _console(frame, summary, metadata, out_dir, code) -> str:
-    counts = frame["status"].value_counts().to_dict() if len(frame) else {}
-    lines = [f"esverify parity: {len(frame)} cases: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES
-                                                                if s in counts),
-             console_table(summary, max_rows=30)]
-    bad = frame[~frame["status"].isin(["pass", "skipped"])]
-    if len(bad):
-        shown = bad[["case", "status", "detail"]].copy()
-        shown["detail"] = shown["detail"].str.slice(0, 110)
-        lines += ["", console_table(shown, max_rows=20)]
+def _counts_line(frame) -> str:
+    return ", ".join(f"{n} {s}" for s, n in status_counts(frame).items()) or "no rows"
+
+
+def _wrap(text: str, indent: str = "    ", width: int = 100) -> list[str]:
+    """A detail in full, wrapped at word boundaries (never cut mid-sentence)."""
+    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False) or [indent]
+
+
+def _console(frame, summary, metadata, out_dir, code, verdict, require_all=False) -> str:
+    """Verdict and counts (cpu and cuda apart), the summary grid, the rows that need attention grouped
+    by their detail (each detail in full, wrapped), the 'not checked here' list, warnings, the report."""
+    lines = [f"esverify parity: {verdict.upper()} (exit {code}): {len(frame)} cases: {_counts_line(frame)}"]
+    for device in ("cpu", "cuda"):
+        rows = frame[frame["device"] == device]
+        if len(rows):
+            lines.append(f"  {device}: {_counts_line(rows)}")
+    # the grid of the devices where something ran; an all-skipped device is the line above
+    ran = set(frame.loc[~frame["status"].isin(["skipped", "not-run"]), "device"])
+    grid = summary[summary["device"].isin(ran)] if len(summary) else summary
+    lines += ["", console_table(grid, max_rows=40)] if len(grid) else []
+    attention = frame[frame["status"].isin([*FAILING, "artifact"])]
+    if len(attention):
+        lines += ["", "needs attention:"]
+        rank = {s: i for i, s in enumerate([*FAILING, "artifact"])}
+        groups = sorted(attention.groupby(["status", "detail"], sort=False), key=lambda g: rank[g[0][0]])
+        for (status, detail), rows in groups[:12]:
+            first = rows["case"].iloc[0]
+            more = f" and {len(rows) - 1} more" if len(rows) > 1 else ""
+            lines.append(f"  {status}: {first}{more}")
+            lines += _wrap(terminal_text(str(detail or status)))
+        if len(groups) > 12:
+            lines.append(f"  ... {len(groups) - 12} more kinds of rows: see {out_dir / 'parity.md'}")
+    skipped = frame[frame["status"].isin(["skipped", "not-run"])]
+    if len(skipped):
+        lines += ["", "not checked here" + (" (--require-all: exit 1):" if require_all else ":")]
+        for detail, rows in skipped.groupby("detail", sort=False):
+            lines.append(f"  {len(rows)} rows ({', '.join(sorted(set(rows['device'])))}):")
+            lines += _wrap(terminal_text(str(detail).removeprefix("not checked here: ")))
     lines += [f"warning: {terminal_text(str(w))}" for w in metadata.get("warnings", [])]
-    lines += [f"error: {terminal_text(str(e))}" for e in metadata.get("setup_errors", [])]
     lines.append(f"report: {terminal_text(str(out_dir))} (wall time {metadata['wall_time_s']} s; exit {code})")
     return "\n".join(lines)
