@@ -10,11 +10,13 @@ hook, same backend), and compares the results bitwise (ES.md §7).
 Statuses: pass, fail, error (the reference, the child or our side could
 not run the case; timeouts and child deaths included: the child is
 restarted and the run goes on), skipped (a device the child does not
-see), unverifiable (iid results of a target whose draws could not be
-attributed to slots: eager consumption, REFERENCES.md §3) and artifact
-(es-awd `caching=True` under iid, a documented artefact of the reference,
-when every mismatch lies in a slot whose noise the reference reused; a
-mismatch anywhere else is a fail).
+see), unverifiable (an iid row whose own draws were all attributed to one
+slot: eager consumption, REFERENCES.md §3) and artifact (an iid row where
+the reference reused one slot's noise for another, as es-awd's
+`caching=True` does, and ours with the same reuse agrees bit for bit).
+Each row's status and named diagnoses (advanced, eager, skip, reuse,
+extra) come from its own comparison and draw accounting only
+(compare.diagnose; docs/parity.md "Diagnoses").
 
 Exit code: 0 when at least one row passed and every row is pass, skipped
 or artifact; 1 on any fail, error or unverifiable row or when nothing
@@ -36,6 +38,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .. import __version__
@@ -48,12 +51,10 @@ from . import paramsets
 from .child import Child, ChildDied, ChildError, ChildTimeout, package_root
 from .clones import TARGETS, CloneError, git_identity, inspect_clone
 
-COLUMNS = ["target", "device", "dtype", "scheme", "op", "population", "case", "rule", "elements", "mismatches",
-           "max_abs_diff", "max_ulp_diff", "first_mismatch_index", "first_mismatch_ours",
-           "first_mismatch_theirs", "status", "detail"]
+COLUMNS = ["target", "device", "dtype", "scheme", "noise", "op", "population", "case", "rule", "elements",
+           "mismatches", "max_abs_diff", "max_ulp_diff", "first_mismatch_index", "first_mismatch_ours",
+           "first_mismatch_theirs", "status", "diagnosis", "detail", "params"]
 STATUSES = ("pass", "fail", "error", "skipped", "unverifiable", "artifact")
-CACHING_ARTIFACT = ("artefact of the reference: with caching=True it reuses the first tensor's noise for "
-                    "tensors of equal (device, dtype, shape), which iid gives different noise (REFERENCES.md §2)")
 _PROBE = ("import importlib.util as u, json, platform, sys; print(json.dumps({'python': platform.python_version(), "
           "'executable': sys.executable, 'torch': u.find_spec('torch') is not None, "
           "'numpy': u.find_spec('numpy') is not None}))")
@@ -76,9 +77,13 @@ class Options:
     devices_explicit: bool = False
     mapping: str = "poly32"
     seed: int = 42
-    population: int = 6
-    sigma: float = 0.001
-    alpha: float | None = None
+    population: int | None = None        #: None: drawn from case_seed (odd, not a multiple of 3)
+    sigma: float | None = None           #: None: drawn per case from case_seed
+    alpha: float | None = None           #: None: drawn per case from case_seed
+    case_seed: int = _cases.DEFAULT_CASE_SEED
+    noises: tuple = _cases.NOISES        #: "contract" and/or "native" (native: correlated rows only)
+    case_json: str | None = None         #: run exactly this one case (cases.to_json), e.g. a shrunk fuzz case
+    fuzz: int = 0                        #: run this many random cases instead of the matrix, shrink failures
     iterations: int = 3
     case: str | None = None
     keep_tensors: bool = False
@@ -120,12 +125,24 @@ def _validate(opts: Options) -> Options:
         raise UsageError(f"--mapping must be poly32 or libm64, got {opts.mapping!r}")
     if not 0 <= int(opts.seed) < 1 << 64:
         raise UsageError(f"--seed must be in [0, 2**64), got {opts.seed}")
-    if opts.population < 2:
+    if opts.population is not None and opts.population < 2:
         raise UsageError(f"--population must be >= 2 (z-scores of one member are zero), got {opts.population}")
     if opts.iterations < 1:
         raise UsageError(f"--iterations must be >= 1, got {opts.iterations}")
-    if not 0 < opts.sigma < math.inf:
+    if opts.sigma is not None and not 0 < opts.sigma < math.inf:
         raise UsageError(f"--sigma must be finite and > 0, got {opts.sigma}")
+    bad = [n for n in opts.noises if n not in _cases.NOISES]
+    if bad or not opts.noises:
+        raise UsageError(f"--noise: unknown {bad or 'empty'}; choose from {list(_cases.NOISES)}")
+    if not 0 <= int(opts.case_seed) < 1 << 64:
+        raise UsageError(f"--case-seed must be in [0, 2**64), got {opts.case_seed}")
+    if opts.fuzz < 0:
+        raise UsageError(f"--fuzz must be >= 0, got {opts.fuzz}")
+    if opts.case_json is not None:
+        try:
+            _cases.from_json(opts.case_json)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     if opts.alpha is not None and not 0 <= opts.alpha < math.inf:
         raise UsageError(f"--alpha must be finite and >= 0, got {opts.alpha}")
     if not opts.timeout > 0:
@@ -154,10 +171,11 @@ def _clone_path(target, explicit: str | None) -> tuple[str, bool]:
 
 def _row(case, **fields) -> dict:
     row = {"target": case.target, "device": case.device, "dtype": case.dtype, "scheme": case.scheme,
-           "op": case.op, "population": case.population, "case": case.case_id,
+           "noise": case.noise, "op": case.op, "population": case.population, "case": case.case_id,
            "rule": _ours.rule_for(case.target, case.device), "elements": None, "mismatches": None,
            "max_abs_diff": None, "max_ulp_diff": None, "first_mismatch_index": "",
-           "first_mismatch_ours": "", "first_mismatch_theirs": "", "status": "error", "detail": ""}
+           "first_mismatch_ours": "", "first_mismatch_theirs": "", "status": "error", "diagnosis": "",
+           "detail": "", "params": case.params_text() if case.op != "zscore" else ""}
     row.update(fields)
     return row
 
@@ -219,7 +237,7 @@ class Runner:
 
     def __init__(self, opts: Options):
         self.opts = _validate(opts)
-        self.alpha = opts.sigma / 2 if opts.alpha is None else opts.alpha
+        self.alpha = opts.alpha
         self.rows: list[dict] = []
         self.setup_errors: list[str] = []
         self.sets: dict = {}
@@ -232,18 +250,18 @@ class Runner:
             self.setup_errors.append(message)
 
     # -- sets
-    def set_path(self, dtype: str, big: bool, variant: str) -> Path:
-        key = (dtype, big, variant)
+    def set_path(self, dtype: str, big: bool, variant: str, shapes=None) -> Path:
+        key = (dtype, big, variant, shapes)
         if key not in self.sets:
-            names, tensors = paramsets.build(dtype, big, variant)
-            path = paramsets.write(self.work / "sets" / f"{dtype}-{'big' if big else 'small'}-{variant}.npz",
-                                   names, tensors)
+            names, tensors = paramsets.build(dtype, big, variant, shapes)
+            label = f"{dtype}-{'big' if big else 'small'}-{variant}" + (f"-{len(self.sets)}" if shapes else "")
+            path = paramsets.write(self.work / "sets" / f"{label}.npz", names, tensors)
             self.sets[key] = (path, names, tensors)
         return self.sets[key][0]
 
-    def fresh(self, dtype: str, big: bool, variant: str, device: str):
-        self.set_path(dtype, big, variant)
-        _, names, tensors = self.sets[(dtype, big, variant)]
+    def fresh(self, dtype: str, big: bool, variant: str, device: str, shapes=None):
+        self.set_path(dtype, big, variant, shapes)
+        _, names, tensors = self.sets[(dtype, big, variant, shapes)]
         return names, [t.clone().to(device) for t in tensors]
 
     # -- main
@@ -283,9 +301,16 @@ class Runner:
                              + "; ".join(skipped_targets))
         probe = _probe(opts.python, max(opts.timeout, 60.0))
         missing_pkgs = [p for p in ("torch", "numpy") if not probe[p]]
-        all_cases = _cases.build_matrix([n for n in wanted if n in clones or n in failed], opts.devices,
-                                        opts.dtypes, opts.schemes, opts.population, opts.sigma,
-                                        self.alpha, opts.iterations, opts.small)
+        runnable = [n for n in wanted if n in clones or n in failed]
+        if opts.case_json is not None:
+            all_cases = [_cases.from_json(opts.case_json)]
+        elif opts.fuzz:
+            from . import fuzz as _fuzz
+            all_cases = _fuzz.draw_cases(runnable, opts)
+        else:
+            all_cases = _cases.build_matrix(runnable, opts.devices, opts.dtypes, opts.schemes, opts.population,
+                                            opts.sigma, self.alpha, opts.iterations, opts.small, opts.noises,
+                                            opts.case_seed)
         selected = _cases.select(all_cases, opts.case)
         if opts.case and not selected:
             raise UsageError(f"--case {opts.case!r} matches no case; case ids look like "
@@ -314,10 +339,16 @@ class Runner:
                     environments[name] = self._run_target(TARGETS[name], clones[name], target_cases, progress)
             finally:
                 progress.close()
-            frame = _post_process(pd.DataFrame(self.rows, columns=COLUMNS + ["eager"]))
+            frame = pd.DataFrame(self.rows, columns=COLUMNS)
+            fuzz_report = None
+            if opts.fuzz:
+                from . import fuzz as _fuzz
+                fuzz_report = _fuzz.shrink_failures(self, clones, selected, frame, time.monotonic() - started)
             summary = summary_pivot(frame)
             wall = time.monotonic() - started
             metadata = self._metadata(clones, environments, probe, wall, skipped_targets)
+            if fuzz_report is not None:
+                metadata["fuzz"] = fuzz_report
             written = write_report(out_dir, "parity", {"cases": frame, "summary": summary}, metadata,
                                    opts.formats, title="esverify parity report")
             for name in environments:
@@ -383,7 +414,7 @@ class Runner:
         from ..rng.mappings import get_mapping
         backend = child_backend = default_backend(case.device)
         seen = (env.get("noise_backends") or {}).get("cpu", []) if case.device == "cpu" else ["torch"]
-        if backend not in seen:
+        if backend not in seen and case.noise == "contract":
             if not get_mapping(opts.mapping).bitwise_portable:
                 return _row(case, status="error", detail=f"{case.op}: the child lacks the noise backend {backend!r} "
                                                          f"the parent uses, and {opts.mapping} is only bit-exact "
@@ -393,9 +424,10 @@ class Runner:
                            f"({opts.mapping} is bitwise identical on every backend)")
         variant = "offset" if case.target == "es-awd" else "base"
         dtype = case.dtype if case.dtype in paramsets.DTYPES or case.dtype == paramsets.MIXED else "f32"
-        names, tensors = self.fresh(dtype, case.big, variant, case.device)
-        anchor = self.fresh(dtype, case.big, "base", case.device)[1] if case.kind in ("update", "decay") \
-            and case.target == "es-awd" else None
+        names, tensors = self.fresh(dtype, case.big, variant, case.device, case.shapes)
+        inputs = [t.clone() for t in tensors]
+        anchor = self.fresh(dtype, case.big, "base", case.device, case.shapes)[1] \
+            if case.kind in ("update", "decay") and case.target == "es-awd" else None
         clock = self.timing.setdefault(case.target, {"ours_s": 0.0, "reference_s": 0.0})
         started = time.perf_counter()
         try:
@@ -408,11 +440,11 @@ class Runner:
         out.mkdir(parents=True, exist_ok=True)
         command = {"op": case.kind, "case_id": case.case_id,
                    "device": case.device, "scheme": case.scheme, "mapping": opts.mapping,
-                   "backend": child_backend,
-                   "set": str(self.set_path(dtype, case.big, variant)), "sigma": case.sigma,
+                   "backend": child_backend, "noise": case.noise if case.op != "zscore" else "contract",
+                   "set": str(self.set_path(dtype, case.big, variant, case.shapes)), "sigma": case.sigma,
                    "alpha": case.alpha, "population": case.population, "out": str(out), "handles": {}}
         if anchor is not None:
-            command["anchor_set"] = str(self.set_path(dtype, case.big, "base"))
+            command["anchor_set"] = str(self.set_path(dtype, case.big, "base", case.shapes))
         command.update(ours.command)
         command["handles"] = {str(k): v for k, v in command["handles"].items()}
         if case.op == "loop":
@@ -434,13 +466,22 @@ class Runner:
             err = reply.get("error") or {}
             return _row(case, status="error", detail=f"{case.op}: the reference side raised {err.get('message')}")
         _, theirs, theirs_dtypes = paramsets.read(reply["results"])
-        cmp = _compare.compare(ours.tensors, theirs, theirs_dtypes, names if case.op != "zscore" else ["coeffs"])
+        result_names = names if case.op != "zscore" else ["coeffs"]
+        cmp = _compare.compare(ours.tensors, theirs, theirs_dtypes, result_names)
         if cmp.layout_error:
             return _row(case, status="error", detail=f"{case.op}: result layout differs: {cmp.layout_error}")
-        fields = cmp.fields()
-        notes = []
         reward_note = _compare.compare_rewards(ours.rewards, reply.get("rewards", [])) if case.op == "loop" else ""
-        attribution = reply.get("attribution", {"ok": True})
+        found = _compare.findings(reply.get("attribution"))
+        untouched, sources, whatif = [], {}, None
+        if found.missing:
+            untouched = [k for k in found.missing
+                         if np.array_equal(paramsets.bits_of(inputs[k]).reshape(-1), theirs[k].reshape(-1))]
+            layout = [(paramsets.dtype_name(t), tuple(t.shape)) for t in inputs]
+            sources = _compare.reuse_sources([k for k in found.missing if k not in untouched], layout)
+            if case.scheme == "iid" and sources and (cmp.mismatches or reward_note) and not found.eager:
+                whatif = self._whatif(case, dtype, variant, sources, theirs, theirs_dtypes, result_names)
+        status, diagnoses, notes = _compare.diagnose(case.scheme, cmp, reward_note, found, untouched, sources,
+                                                     whatif)
         if cmp.mismatches:
             where = ", ".join(cmp.mismatched_slots)
             notes.append(f"{case.op}{' (population %d)' % case.population if case.kind == 'update' else ''}: "
@@ -450,29 +491,24 @@ class Runner:
                 notes.append(cmp.specials)
         if reward_note:
             notes.insert(0, f"{case.op}: {reward_note}")
-        reused = reused_slots(names, tensors) if case.op == "caching" and case.scheme == "iid" else []
-        if not attribution.get("ok", True) and case.scheme == "iid":
-            status = "unverifiable"
-            notes.insert(0, f"{case.op}: {attribution.get('detail')}: iid noise could not be attributed to slots")
-        elif cmp.mismatches and reused and set(cmp.mismatched_slots) <= set(reused):
-            status = "artifact"
-            notes.insert(0, CACHING_ARTIFACT)
-        elif cmp.mismatches or reward_note:
-            if case.op == "caching" and case.scheme == "iid":
-                notes.append(f"{case.op}: mismatches outside the slots where the reference reuses noise "
-                             f"({', '.join(reused) or 'none in this set'}): not the caching artefact")
-            status = "fail"
-        else:
-            status = "pass"
-        if not attribution.get("ok", True) and case.scheme != "iid":
-            notes.append(f"note: {attribution.get('detail')} (harmless under correlated: the noise does not "
-                         "depend on the slot)")
         if status == "fail" and self.opts.keep_tensors:
-            ours_path = paramsets.write(out / "ours.npz", names if case.op != "zscore" else ["coeffs"], ours.tensors)
+            ours_path = paramsets.write(out / "ours.npz", result_names, ours.tensors)
             self.kept.append((case.case_id, ours_path, reply["results"]))
-        row = _row(case, status=status, detail="; ".join(notes), **fields)
-        row["eager"] = not attribution.get("ok", True)
-        return row
+        return _row(case, status=status, diagnosis=",".join(diagnoses), detail="; ".join(notes), **cmp.fields())
+
+    def _whatif(self, case, dtype, variant, sources, theirs, theirs_dtypes, result_names):
+        """Ours re-run with the reference's noise reuse (slot k draws slot sources[k]'s noise),
+        compared with theirs: the `reuse` diagnosis under iid (compare.diagnose)."""
+        names, tensors = self.fresh(dtype, case.big, variant, case.device, case.shapes)
+        anchor = self.fresh(dtype, case.big, "base", case.device, case.shapes)[1] \
+            if case.kind in ("update", "decay") and case.target == "es-awd" else None
+        from ..rng import default_backend
+        try:
+            again = _ours.run(case, names, tensors, anchor, self.opts.seed, self.opts.mapping,
+                              default_backend(case.device), slot_map=sources)
+        except Exception:  # noqa: BLE001 - no what-if, no artifact: the row stays a fail
+            return None
+        return _compare.compare(again.tensors, theirs, theirs_dtypes, result_names)
 
     def _metadata(self, clones, environments, probe, wall, skipped_targets) -> dict:
         import numpy
@@ -492,40 +528,19 @@ class Runner:
             "mapping": opts.mapping, "noise_backend": {d: default_backend(d) for d in opts.devices},
             "seed": opts.seed, "population": opts.population, "sigma": opts.sigma,
             "alpha": self.alpha, "iterations": opts.iterations, "case_pattern": opts.case,
+            "case_seed": opts.case_seed, "noise": list(opts.noises), "case_json": opts.case_json,
             "small": opts.small, "timeout_s": opts.timeout,
             "clones": {name: c.metadata() for name, c in clones.items()},
             "warnings": warnings + sorted(self.notes), "setup_errors": self.setup_errors,
             "targets_not_found": skipped_targets,
             "command_line": " ".join(opts.argv), "wall_time_s": round(wall, 2),
             "seconds_per_side": {k: {n: round(v, 2) for n, v in d.items()} for k, d in self.timing.items()},
-            "note": "parity substitutes the RNG contract's noise for torch's: it certifies the algebra on "
-                    "identical noise, not runs made with torch's own generator",
+            "note": "contract rows substitute the RNG contract's noise for torch's: they certify the algebra "
+                    "on identical noise; native rows let the reference draw torch's own noise and reproduce "
+                    "it with the trainer's noise='torch': they certify runs made with torch's generator on "
+                    "that device type, bitwise only with the same torch version "
+                    f"({torch.__version__} here)",
         }
-
-
-def reused_slots(names, tensors) -> list:
-    """Names of the slots whose (device, dtype, shape) repeats an earlier slot's: where es-awd's
-    `caching=True` reuses the earlier slot's noise (REFERENCES.md §2), so iid noise cannot agree."""
-    seen, reused = set(), []
-    for name, t in zip(names, tensors):
-        key = (str(t.device), t.dtype, tuple(t.shape))
-        if key in seen:
-            reused.append(name)
-        seen.add(key)
-    return reused
-
-
-def _post_process(frame: pd.DataFrame) -> pd.DataFrame:
-    """Eager consumption seen anywhere in a target makes all its iid results unverifiable."""
-    frame = frame.copy()
-    eager = frame["eager"].eq(True)
-    for target in frame.loc[eager, "target"].unique():
-        first = frame.loc[(frame["target"] == target) & eager, "case"].iloc[0]
-        hit = (frame["target"] == target) & (frame["scheme"] == "iid") & frame["status"].isin(["pass", "fail"])
-        frame.loc[hit, "status"] = "unverifiable"
-        frame.loc[hit, "detail"] = (f"eager consumption of the parameters detected ({first}): the {target} "
-                                    "iid results cannot be attributed to slots; " + frame.loc[hit, "detail"])
-    return frame.drop(columns=["eager"])
 
 
 def summary_pivot(frame: pd.DataFrame) -> pd.DataFrame:
@@ -537,7 +552,8 @@ def summary_pivot(frame: pd.DataFrame) -> pd.DataFrame:
         counts = statuses.value_counts()
         return ", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts)
 
-    f = frame.assign(column=frame["dtype"] + "/" + frame["scheme"])
+    native = frame["noise"].eq("native") if "noise" in frame else False
+    f = frame.assign(column=frame["dtype"] + "/" + frame["scheme"] + np.where(native, "/native", ""))
     pivot = f.pivot_table(index=["target", "op"], columns="column", values="status", aggfunc=cell, fill_value="",
                           sort=False)
     pivot.columns = [str(c) for c in pivot.columns]
