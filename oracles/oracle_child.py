@@ -423,6 +423,8 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
         if command.get("op") == "exit":
             break
         answer = {"id": command.get("id")}
+        if command.get("clone") and Path(command["clone"]).resolve() != clone:
+            clone, modules = switch_clone(clone, Path(command["clone"]).resolve(), load_modules)
         try:
             answer.update(handlers[command["op"]](command, modules))
             answer.setdefault("status", "ok")
@@ -437,6 +439,19 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
             os.replace(tmp, Path(out) / "status.json")
         reply.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
+
+
+def switch_clone(old: Path, new: Path, load_modules):
+    """Serve another clone of the same target from now on (a mutant catalog runs many clones in one
+    child): the old clone leaves sys.path and sys.modules, the new one's modules are loaded."""
+    for name, module in list(sys.modules.items()):
+        origin = getattr(module, "__file__", None) or ""
+        if origin.startswith(str(old) + os.sep):
+            del sys.modules[name]
+    if str(old) in sys.path:
+        sys.path.remove(str(old))
+    sys.path.insert(0, str(new))
+    return new, load_modules(new)
 
 
 def module_or_raise(modules: dict, key: str):

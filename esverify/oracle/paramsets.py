@@ -71,7 +71,7 @@ def build(dtype: str, big: bool, variant: str = "base", shapes=None) -> tuple[li
         values = gen.normal(0.0, 0.05, n)
         values[::17] = 0.0
         if variant == "offset":
-            values = values + gen.uniform(-0.004, 0.004, n)
+            values = values + gen.uniform(-0.02, 0.02, n)
         elif variant != "base":
             raise ValueError(f"variant must be 'base' or 'offset', got {variant!r}")
         t = torch.from_numpy(values).to(torch.float32).to(DTYPES[dt]).reshape(shape)

@@ -24,6 +24,7 @@ passed; 2 on a usage or setup error (the partial report is still written).
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
@@ -408,7 +409,7 @@ class Runner:
         if not t.ensure_child():
             return _row(case, status="error", detail=f"the child could not be restarted: {t.start_error}")
         load_error = (t.hello.get("modules") or {}).get(module_key)
-        if load_error:
+        if load_error and not getattr(t, "variant_clone", None):
             return _row(case, status="error", detail=f"{case.op}: {load_error['message']}")
         from ..rng import default_backend
         from ..rng.mappings import get_mapping
@@ -443,6 +444,8 @@ class Runner:
                    "backend": child_backend, "noise": case.noise if case.op != "zscore" else "contract",
                    "set": str(self.set_path(dtype, case.big, variant, case.shapes)), "sigma": case.sigma,
                    "alpha": case.alpha, "population": case.population, "out": str(out), "handles": {}}
+        if getattr(t, "variant_clone", None):   # Runner.session: another clone of the same target
+            command["clone"] = str(t.variant_clone)
         if anchor is not None:
             command["anchor_set"] = str(self.set_path(dtype, case.big, "base", case.shapes))
         command.update(ours.command)
@@ -495,6 +498,36 @@ class Runner:
             ours_path = paramsets.write(out / "ours.npz", result_names, ours.tensors)
             self.kept.append((case.case_id, ours_path, reply["results"]))
         return _row(case, status=status, diagnosis=",".join(diagnoses), detail="; ".join(notes), **cmp.fields())
+
+    @contextlib.contextmanager
+    def session(self, target: str, clone_path):
+        """One child for `target` on the clone at `clone_path`, to run cases one at a time (fuzz
+        shrinking, mutant catalogs): yields run(case, clone=None) -> row dict (COLUMNS). `clone`, a
+        path to another clone of the same target, switches the child to it for that case (its
+        modules are loaded then; a load failure is that row's error). The child is closed at the end.
+        """
+        import torch
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        clone = inspect_clone(TARGETS[target], clone_path)
+        with tempfile.TemporaryDirectory(prefix="esverify-parity-") as work:
+            self.work = Path(work)
+            t = _Target(self, TARGETS[target], clone)
+
+            def run(case, clone=None):
+                t.variant_clone = Path(clone).resolve() if clone else None
+                try:
+                    return self._run_case(t, case)
+                except Exception as exc:  # noqa: BLE001 - as in the matrix: a row, not a crash
+                    return _row(case, status="error", detail=f"{case.op}: the runner failed on this case: "
+                                                               f"{type(exc).__name__}: {exc}")
+            try:
+                if not t.ensure_child():
+                    raise UsageError(f"the {target} child did not start: {t.start_error}")
+                yield run
+            finally:
+                t.child.close()
+                torch.set_num_threads(threads)
 
     def _whatif(self, case, dtype, variant, sources, theirs, theirs_dtypes, result_names):
         """Ours re-run with the reference's noise reuse (slot k draws slot sources[k]'s noise),
