@@ -256,8 +256,8 @@ class DrawAudit:
     """The draw accounting of one case (REFERENCES.md §3, §3a): per reference call, the draws the
     hook saw against one draw per (seed, slot).
 
-    Findings per call (the parent names the diagnoses): `eager` (every draw landed on one slot while
-    several were expected: the parameters were consumed before drawing), `missing` (slots never
+    Findings per call (the parent names the diagnoses): `eager` (every draw landed on the last slot
+    while several were expected: the parameters were consumed before drawing), `missing` (slots never
     drawn for some seed: a skip, or noise reused from another slot), `extra` (slots drawn more than
     once for a seed) and `advanced` (draws that started past position 0 of their generator's
     stream: a generator reused or not reseeded).
@@ -280,7 +280,8 @@ class DrawAudit:
         if advanced:
             finding["advanced"] = advanced[:8]
             finding["advanced_count"] = len(advanced)
-        if len(exp_slots) > 1 and len(got_slots) == 1 and draws:
+        # eager: the parameters were consumed first, so every draw sits on the LAST slot yielded
+        if len(exp_slots) > 1 and got_slots == {max(exp_slots)}:
             finding["eager"] = {"slot": next(iter(got_slots)), "name": self._name(next(iter(got_slots)))}
         else:
             missing = sorted({s for key, s in expected if got[(key, s)] < expected[(key, s)]})
