@@ -20,6 +20,9 @@ case share parameters. The paper's case (N = 30, sigma 0.001, alpha
 0.0005) stays as its own row (`/paper`); z-score and update cases also run
 at populations across numpy's pairwise-summation boundaries (POPULATIONS).
 
+Single-operation contract cases use the set with the 1M-element tensor
+(unless `small`); native cases and the loop use the small set.
+
 - es-at-scale: perturb, restore, update (main N, the paper's, N = 30, and
   POPULATIONS on one set), loop; zscore (f64, per device, at main N and
   POPULATIONS).
@@ -206,7 +209,9 @@ def build_matrix(targets, devices, dtypes, schemes, population=None, sigma=None,
             for noise in noises:
                 for dtype in sets:
                     for scheme in (schemes if noise == "contract" else ["correlated"]):
-                        big = not small
+                        # native rows use the small set: torch's draw has no 1M-element path of its own,
+                        # and the contract rows keep the big tensor (the default matrix stays fast)
+                        big = not small and noise == "contract"
                         if target == "es-at-scale":
                             add(target, device, dtype, scheme, "perturb", population, noise, big)
                             add(target, device, dtype, scheme, "restore", population, noise, big)

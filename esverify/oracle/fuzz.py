@@ -68,7 +68,7 @@ def shrink_failures(runner, clones, cases, frame, seconds: float) -> dict:
         try:
             minimal, runs = shrink(runner, t, case, row["status"])
         finally:
-            t.child.close()
+            t.close()
         report["shrunk"].append({"case": row["case"], "status": row["status"], "runs": runs,
                                  "minimal": _cases.to_json(minimal),
                                  "command": command_line(runner.opts, minimal)})

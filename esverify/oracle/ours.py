@@ -90,34 +90,50 @@ def run(case: Case, names, tensors, anchor, seed: int, mapping: str, backend: st
     """Run `case` on `tensors` (modified in place) with esverify.es; see OursResult.
 
     slot_map: {slot: noise slot} for a what-if run (the reference reused another slot's noise)."""
+    _, compute = prepare(case, names, tensors, anchor, seed, mapping, backend, slot_map)
+    return compute()
+
+
+def prepare(case: Case, names, tensors, anchor, seed: int, mapping: str, backend: str | None, slot_map=None):
+    """(command, compute): the child's command, known before our side computes (None for the loop,
+    whose coefficients come from its own rewards), and compute() -> OursResult doing the work. The
+    runner sends the command first, so the child and our side work at the same time."""
     named = list(zip(names, tensors))
     if case.op == "zscore":
         r = case_rewards(seed, case.population)
         coeffs, stats = shape_rewards(r, "zscore")
-        return OursResult([torch.from_numpy(np.asarray(coeffs, dtype=np.float64))],
-                          {"seeds": [case.handle(m) for m in range(case.population)], "rewards": r.tolist(),
-                           "mean": stats["mean"], "std": stats["std"]})   # the parent's mean/std, computed once
+        result = OursResult([torch.from_numpy(np.asarray(coeffs, dtype=np.float64))],
+                            {"seeds": [case.handle(m) for m in range(case.population)], "rewards": r.tolist(),
+                             "mean": stats["mean"], "std": stats["std"]})   # the parent's mean/std, computed once
+        return result.command, lambda: result
     if case.op in ("perturb", "restore"):
         table = {}
         trainer = _trainer(case, named, _config(case, seed, mapping), backend, table, slot_map)
         m = PERTURB_MEMBER
         table[trainer.member_seed(m)] = case.handle(m)
-        trainer.perturb(m)
-        if case.op == "restore":
-            trainer.restore(m)
-        return OursResult(tensors, {"member_handle": case.handle(m),
-                                    "handles": {case.handle(m): _hex(trainer.member_seed(m))}})
+        command = {"member_handle": case.handle(m), "handles": {case.handle(m): _hex(trainer.member_seed(m))}}
+
+        def compute():
+            trainer.perturb(m)
+            if case.op == "restore":
+                trainer.restore(m)
+            return OursResult(tensors, command)
+        return command, compute
     if case.kind == "decay":
-        apply_anchor_decay_(tensors, anchor, case.decay, case.lam, case.alpha, profile=case.target)
-        return OursResult(tensors, {"handles": {}, "decay": case.decay, "lambda": case.lam})
+        command = {"handles": {}, "decay": case.decay, "lambda": case.lam}
+
+        def compute():
+            apply_anchor_decay_(tensors, anchor, case.decay, case.lam, case.alpha, profile=case.target)
+            return OursResult(tensors, command)
+        return command, compute
     if case.kind == "update":
         return _update(case, names, tensors, anchor, seed, mapping, backend, slot_map)
     if case.op == "loop":
-        return _loop(case, named, seed, mapping, backend, slot_map)
+        return None, lambda: _loop(case, named, seed, mapping, backend, slot_map)
     raise ValueError(f"unknown op {case.op!r}")
 
 
-def _update(case, names, tensors, anchor, seed, mapping, backend, slot_map) -> OursResult:
+def _update(case, names, tensors, anchor, seed, mapping, backend, slot_map):
     mirrored = case.op == "mirrored"
     decay = case.decay
     overrides = {"antithetic": mirrored}
@@ -151,8 +167,11 @@ def _update(case, names, tensors, anchor, seed, mapping, backend, slot_map) -> O
                "handles": {case.handle(m): _hex(trainer.member_seed(m)) for m in members},
                "decay": decay, "lambda": case.lam if decay != "none" else 0.0,
                "caching": case.op == "caching"}
-    trainer.update(coeffs)
-    return OursResult(tensors, command)
+
+    def compute():
+        trainer.update(coeffs)
+        return OursResult(tensors, command)
+    return command, compute
 
 
 def _loop(case, named, seed, mapping, backend, slot_map) -> OursResult:

@@ -35,7 +35,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -217,6 +219,11 @@ class _Target:
                            pythonpath=package_root(runner.work))
         self.hello = None
         self.start_error = ""
+        self.pool = ThreadPoolExecutor(max_workers=1)   #: waits for the child's reply beside our side
+
+    def close(self):
+        self.child.close()
+        self.pool.shutdown(wait=True)
 
     def ensure_child(self) -> bool:
         if self.child.alive():
@@ -245,6 +252,7 @@ class Runner:
         self.kept: list = []
         self.notes: set = set()
         self.timing: dict = {}   #: target -> {"ours_s": ..., "reference_s": ...}
+        self._sets_lock = threading.Lock()
 
     def _setup_error(self, message: str):
         if message not in self.setup_errors:
@@ -253,6 +261,11 @@ class Runner:
     # -- sets
     def set_path(self, dtype: str, big: bool, variant: str, shapes=None) -> Path:
         key = (dtype, big, variant, shapes)
+        with self._sets_lock:   # targets run in parallel threads and share the base sets
+            return self._set_path(key)
+
+    def _set_path(self, key) -> Path:
+        dtype, big, variant, shapes = key
         if key not in self.sets:
             names, tensors = paramsets.build(dtype, big, variant, shapes)
             label = f"{dtype}-{'big' if big else 'small'}-{variant}" + (f"-{len(self.sets)}" if shapes else "")
@@ -262,7 +275,8 @@ class Runner:
 
     def fresh(self, dtype: str, big: bool, variant: str, device: str, shapes=None):
         self.set_path(dtype, big, variant, shapes)
-        _, names, tensors = self.sets[(dtype, big, variant, shapes)]
+        with self._sets_lock:
+            _, names, tensors = self.sets[(dtype, big, variant, shapes)]
         return names, [t.clone().to(device) for t in tensors]
 
     # -- main
@@ -323,6 +337,7 @@ class Runner:
             for case in selected:
                 by_target.setdefault(case.target, []).append(case)
             progress = _progress(len(selected), opts.quiet)
+            concurrent = []
             try:
                 for name, target_cases in by_target.items():
                     if name not in clones:
@@ -337,9 +352,18 @@ class Runner:
                         self.rows += [_row(c, status="error", detail=msg) for c in target_cases]
                         progress.update(len(target_cases))
                         continue
-                    environments[name] = self._run_target(TARGETS[name], clones[name], target_cases, progress)
+                    concurrent.append((name, target_cases))
+                # the targets run side by side: two children and our side busy at once (rows are
+                # put back in case order below)
+                with ThreadPoolExecutor(max_workers=max(1, len(concurrent))) as pool:
+                    futures = {name: pool.submit(self._run_target, TARGETS[name], clones[name], cs, progress)
+                               for name, cs in concurrent}
+                    for name, future in futures.items():
+                        environments[name] = future.result()
             finally:
                 progress.close()
+            order = {c.case_id: k for k, c in enumerate(selected)}
+            self.rows.sort(key=lambda r: order.get(r["case"], len(order)))
             frame = pd.DataFrame(self.rows, columns=COLUMNS)
             fuzz_report = None
             if opts.fuzz:
@@ -395,7 +419,7 @@ class Runner:
             env["restarts"] = max(0, t.child.starts - 1)
             return env
         finally:
-            t.child.close()
+            t.close()
 
     def _run_case(self, t, case) -> dict:
         opts = self.opts
@@ -432,7 +456,8 @@ class Runner:
         clock = self.timing.setdefault(case.target, {"ours_s": 0.0, "reference_s": 0.0})
         started = time.perf_counter()
         try:
-            ours = _ours.run(case, names, tensors, anchor, opts.seed, opts.mapping, backend)
+            early, compute = _ours.prepare(case, names, tensors, anchor, opts.seed, opts.mapping, backend)
+            ours = compute() if early is None else None      # the loop: its command needs our rewards
         except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
             return _row(case, status="error", detail=f"{case.op}: our side raised {type(exc).__name__}: {exc}")
         finally:
@@ -448,14 +473,24 @@ class Runner:
             command["clone"] = str(t.variant_clone)
         if anchor is not None:
             command["anchor_set"] = str(self.set_path(dtype, case.big, "base", case.shapes))
-        command.update(ours.command)
+        command.update(early if early is not None else ours.command)
         command["handles"] = {str(k): v for k, v in command["handles"].items()}
         if case.op == "loop":
             for it in command["iterations"]:
                 it["handles"] = {str(k): v for k, v in it["handles"].items()}
+        # the child works on the command while our side computes (one request in flight per child)
         started = time.perf_counter()
+        pending = t.pool.submit(t.child.request, command, opts.timeout)
+        ours_error = None
+        if ours is None:
+            mark = time.perf_counter()
+            try:
+                ours = compute()
+            except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
+                ours_error = exc
+            clock["ours_s"] += time.perf_counter() - mark
         try:
-            reply = t.child.request(command, opts.timeout)
+            reply = pending.result()
         except ChildTimeout:
             return _row(case, status="error", detail=f"timeout: {case.op} did not finish within "
                                                      f"{opts.timeout:g} s; the child was killed and restarted")
@@ -465,6 +500,9 @@ class Runner:
                                                      + (f"; child log: {tail}" if tail else ""))
         finally:
             clock["reference_s"] += time.perf_counter() - started
+        if ours_error is not None:
+            return _row(case, status="error", detail=f"{case.op}: our side raised {type(ours_error).__name__}: "
+                                                     f"{ours_error}")
         if reply.get("status") != "ok":
             err = reply.get("error") or {}
             return _row(case, status="error", detail=f"{case.op}: the reference side raised {err.get('message')}")
@@ -526,7 +564,7 @@ class Runner:
                     raise UsageError(f"the {target} child did not start: {t.start_error}")
                 yield run
             finally:
-                t.child.close()
+                t.close()
                 torch.set_num_threads(threads)
 
     def _whatif(self, case, dtype, variant, sources, theirs, theirs_dtypes, result_names):
