@@ -187,6 +187,11 @@ def test_case_json_round_trip_and_refusals():
     bad.handles = bad.handles[:1]
     with pytest.raises(ValueError, match="distinct seed handles"):
         cases.check(bad)
+    decay = next(c for c in cases.build_matrix(["es-awd"], ["cpu"], ["f32"], ["iid"], 5, iterations=1)
+                 if c.op == "decay-l1")
+    decay.lam = 0.0       # the decay alone with lambda 0 is not the trainer's "no decay"
+    with pytest.raises(ValueError, match="needs lambda > 0"):
+        cases.check(decay)
 
 
 # ------------------------------------------------------------------ diagnoses (compare.diagnose)

@@ -134,6 +134,17 @@ def test_eager_consumption_is_unverifiable_only_on_the_iid_rows_of_that_call(tmp
     assert set(clean.frame["status"]) == {"pass"}
 
 
+@pytest.mark.slow
+def test_fuzz_on_the_unchanged_standins_finds_nothing(tmp_path):
+    code, output = _cli("--ref", AT_SCALE, "--awd-ref", AWD, "--devices", "cpu", "--fuzz", "60", "--case-seed", "5",
+                        "--out", str(tmp_path / "out"), "--quiet")
+    frame = pd.read_csv(tmp_path / "out" / "parity-cases.csv")
+    assert code == 0, output
+    assert len(frame) == 60 and set(frame["status"]) <= {"pass", "artifact"}
+    assert set(frame.loc[frame["status"] == "artifact", "op"]) <= {"caching"}
+    assert "fuzz: 60 cases, 0 bad" in output
+
+
 def test_fuzz_shrinks_a_failure_to_one_command_line(tmp_path):
     clone = make_mutant(tmp_path, "skip-bias")
     code, output = _cli("--ref", str(clone), "--target", "es-at-scale", "--devices", "cpu", "--fuzz", "6",

@@ -301,6 +301,10 @@ def check(case: Case) -> Case:
         raise ValueError("case: sigma must be > 0, alpha and lambda >= 0, all finite")
     if case.decay == "l2" and case.alpha * case.lam >= 1:
         raise ValueError("case: l2 decay needs alpha * lambda < 1")
+    if case.kind == "decay" and not case.lam > 0:
+        # lambda 0 means no decay in the update (ES.md §5, REFERENCES.md §2); the decay alone with
+        # step 0 would still round-trip (theta - anchor) + anchor in the reference
+        raise ValueError("case: the decay alone needs lambda > 0")
     return case
 
 
@@ -342,7 +346,8 @@ def random_case(rng: np.random.Generator, targets, device: str = "cpu", noises=N
                 extra={"iterations": iterations} if op == "loop" else {}, tag="fuzz", noise=noise,
                 shapes=tuple(shapes))
     if case.decay != "none":
-        case.lam = 0.0 if rng.random() < 0.15 else draw_lambda(rng, case.alpha)
+        lam0 = case.kind == "update" and rng.random() < 0.15     # lambda 0 means no decay in the update
+        case.lam = 0.0 if lam0 else draw_lambda(rng, case.alpha)
     case.handles = draw_handles(rng, n * (case.iterations if op == "loop" else 1))
     return check(case)
 
