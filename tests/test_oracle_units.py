@@ -349,6 +349,31 @@ def test_a_generator_is_a_stream_that_draws_advance_and_reseeding_rewinds(hook):
     assert [(d[2], d[3]) for d in h.draws] == [(0, 4), (4, 6), (0, 4), (0, 4)]
 
 
+@given(st.lists(st.tuples(st.integers(0, 40), st.booleans()), min_size=1, max_size=8),
+       st.sampled_from(["iid", "correlated"]))
+def test_any_sequence_of_draws_and_reseeds_reads_the_stream_like_torch(steps, scheme):
+    """Property (REFERENCES.md §3a): whatever the draw sizes and reseeds, each draw returns elements
+    p .. p+n of its slot's stream, p being what the generator delivered since its last seed."""
+    h = child.NoiseHook()
+    tensors = [torch.zeros(3), torch.zeros(5)]
+    model = child.StandInModel(["a", "b"], tensors)
+    h.configure(model, {1000: 0x1234}, scheme, "poly32", None)
+    params = model.parameters()
+    next(params)
+    g, position = _gen(1000), 0
+    for k, (n, reseed) in enumerate(steps):
+        if k == len(steps) // 2:
+            next(params)                           # the second half draws for slot 1
+        if reseed:
+            g.manual_seed(1000)
+            position = 0
+        got = h((n,), generator=g)
+        stream = es_rng.stream_seed(0x1234, model.current, scheme)
+        assert np.array_equal(got.numpy(), es_rng.gaussian(stream, n, first=position, mapping="poly32"))
+        assert h.draws[-1] == (1000, model.current, position, n)
+        position += n
+
+
 def test_a_generator_of_another_device_is_refused_like_torch(hook):
     h, model, tensors = hook
     next(model.parameters())
