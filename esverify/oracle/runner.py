@@ -253,6 +253,8 @@ class Runner:
         self.notes: set = set()
         self.timing: dict = {}   #: target -> {"ours_s": ..., "reference_s": ...}
         self._sets_lock = threading.Lock()
+        self._stop = threading.Event()     #: set when the run is interrupted: the target threads stop
+        self._live: list = []              #: the targets whose child is running
 
     def _setup_error(self, message: str):
         if message not in self.setup_errors:
@@ -358,8 +360,14 @@ class Runner:
                 with ThreadPoolExecutor(max_workers=max(1, len(concurrent))) as pool:
                     futures = {name: pool.submit(self._run_target, TARGETS[name], clones[name], cs, progress)
                                for name, cs in concurrent}
-                    for name, future in futures.items():
-                        environments[name] = future.result()
+                    try:
+                        for name, future in futures.items():
+                            environments[name] = future.result()
+                    except BaseException:   # Ctrl-C or a crash: stop the other target too, do not wait
+                        self._stop.set()
+                        for live in list(self._live):
+                            live.child.kill()
+                        raise
             finally:
                 progress.close()
             order = {c.case_id: k for k, c in enumerate(selected)}
@@ -397,6 +405,7 @@ class Runner:
 
     def _run_target(self, target, clone, target_cases, progress) -> dict:
         t = _Target(self, target, clone)
+        self._live.append(t)
         opts = self.opts
         try:
             if not t.ensure_child():
@@ -409,6 +418,8 @@ class Runner:
             if "cuda" in opts.devices and not env.get("cuda") and opts.devices_explicit:
                 self._setup_error("setup: --devices names cuda but the child sees no CUDA device")
             for case in target_cases:
+                if self._stop.is_set():
+                    break
                 try:
                     row = self._run_case(t, case)
                 except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others' rows
