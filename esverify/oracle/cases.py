@@ -164,6 +164,11 @@ def draw_population(rng: np.random.Generator) -> int:
     return int(rng.choice([5, 7, 11, 13]))
 
 
+def main_population(case_seed: int) -> int:
+    """The population of the perturb/restore/update/loop cases drawn from `case_seed`."""
+    return draw_population(_stream(case_seed, "population"))
+
+
 def _finish(case: Case, case_seed: int, sigma=None, alpha=None) -> Case:
     """Fill sigma/alpha/lambda/handles from the case's own stream unless given."""
     rng = _stream(case_seed, case.case_id.replace(f"/{case.device}/", "/", 1))
@@ -191,7 +196,7 @@ def build_matrix(targets, devices, dtypes, schemes, population=None, sigma=None,
     targets, devices, dtypes, schemes, noises = (list(dict.fromkeys(v)) for v in
                                                  (targets, devices, dtypes, schemes, noises))
     if population is None:
-        population = draw_population(_stream(case_seed, "population"))
+        population = main_population(case_seed)
     sets = list(dtypes) + (["mixed"] if len(dtypes) > 1 else [])
     sweep_set = sets[-1]        # the extra populations run on one set: the mixed one when there is one
     cases = []

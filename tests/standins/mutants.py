@@ -303,8 +303,6 @@ BAD_INPUTS = {
 def make_variant(tmp: Path, target: str, edits) -> Path:
     """Copy the stand-in clone of `target` under `tmp` and apply `edits`; returns the clone root."""
     dest = Path(tmp) / f"{target}-variant"
-    if dest.exists():        # built already (a catalog builds each variant once)
-        return dest
     shutil.copytree(STANDINS / target, dest, ignore=shutil.ignore_patterns("__pycache__"))
     for rel, old, new in edits:
         path = dest / rel
@@ -317,6 +315,9 @@ def make_variant(tmp: Path, target: str, edits) -> Path:
 def make_mutant(tmp: Path, name: str) -> Path:
     """A copy of the stand-in with mutant (or equivalent) `name` applied."""
     mutant = MUTANTS.get(name) or EQUIVALENTS[name]
+    built = Path(tmp) / name / f"{mutant.target}-variant"
+    if built.exists():       # built already: the same name is the same edits
+        return built
     return make_variant(Path(tmp) / name, mutant.target, mutant.edits)
 
 
