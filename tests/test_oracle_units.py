@@ -150,7 +150,8 @@ def test_matrix_ids_are_unique_and_cover_the_issue():
         if c.device == "cpu":
             twin = twins[c.case_id]
             assert (twin.sigma, twin.alpha, twin.lam, twin.handles) == (c.sigma, c.alpha, c.lam, c.handles)
-    assert all(c.big == (c.noise == "contract") for c in matrix if c.op not in ("loop", "zscore") and c.population == main[0])
+    assert all(c.big == (c.noise == "contract") for c in matrix
+               if c.op not in ("loop", "zscore") and c.population == main[0])
     assert [c.case_id for c in cases.select(matrix, "es-awd/cpu/bf16/iid/mirrored")] == [
         f"es-awd/cpu/bf16/iid/mirrored/N{main[0] + 1}"]
 

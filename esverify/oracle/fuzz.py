@@ -15,7 +15,6 @@ line and the throughput in cases/s.
 from __future__ import annotations
 
 import shlex
-import time
 
 import numpy as np
 
