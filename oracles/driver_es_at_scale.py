@@ -39,7 +39,7 @@ def _setup(case, modules):
     ext = worker.WorkerExtension()
     ext.model_runner = StandInModelRunner(model)
     table = {int(h): int(s, 16) for h, s in case["handles"].items()}
-    HOOK.configure(model, table, case["scheme"], case["mapping"], case["backend"])
+    HOOK.configure(model, table, case["scheme"], case["mapping"], case["backend"], case.get("noise", "contract"))
     return ext, model, tensors
 
 
@@ -50,7 +50,7 @@ def _finish(case, tensors, audit, **extra):
 
 def op_perturb(case, modules):
     ext, model, tensors = _setup(case, modules)
-    audit = DrawAudit()
+    audit = DrawAudit(model.names)
     h = case["member_handle"]
     ext.perturb_self_weights(h, case["sigma"])
     audit.check("perturb_self_weights", expected_draws(tensors, [h]))
@@ -62,7 +62,7 @@ def op_perturb(case, modules):
 
 def op_update(case, modules):
     ext, model, tensors = _setup(case, modules)
-    audit = DrawAudit()
+    audit = DrawAudit(model.names)
     ext.update_weights_from_seeds(case["seeds"], case["coeffs"], case["alpha"], case["population"])
     audit.check("update_weights_from_seeds", expected_draws(tensors, case["seeds"]))
     return _finish(case, tensors, audit)
@@ -74,12 +74,12 @@ def op_zscore(case, modules):
     out = shaping.z_score(perf, case["mean"], case["std"])
     values = np.array([out[h]["norm_reward"] for h in case["seeds"]], dtype=np.float64)
     np.savez(case["out"] + "/theirs.npz", slot0=values.view(np.uint64), dtypes=np.array(["f64"]))
-    return {"results": case["out"] + "/theirs.npz", "attribution": {"ok": True, "detail": ""}}
+    return {"results": case["out"] + "/theirs.npz", "attribution": {"ok": True, "calls": []}}
 
 
 def op_loop(case, modules):
     ext, model, tensors = _setup(case, modules)
-    audit = DrawAudit()
+    audit = DrawAudit(model.names)
     rewards = []
     for it in case["iterations"]:
         HOOK.table = {int(h): int(s, 16) for h, s in it["handles"].items()}

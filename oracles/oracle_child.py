@@ -19,10 +19,14 @@ provides:
   `NoiseAttributionError`, and so does any call of torch's other gaussian
   entry points (`randn_like`, `normal`, `Tensor.normal_`): torch's own
   noise never gets in;
-- draw accounting: each reference call must draw exactly once per slot
-  per seed (once per distinct (device, dtype, shape) with es-awd's
-  caching); anything else means eager consumption and makes iid results
-  unverifiable;
+- generator semantics (REFERENCES.md §3a): a generator is a stream that
+  each draw advances and a reseed rewinds; a draw past position 0 is
+  recorded with its position; a generator of another device than the
+  requested one is refused, as torch refuses it; under `native` noise
+  torch.randn runs untouched and the hook only records the draws;
+- draw accounting: each reference call should draw exactly once per slot
+  per seed; the findings per call (eager, missing, extra, advanced) go
+  back to the parent, which names the diagnoses per row;
 - loading reference modules by path with plain-language diagnoses of
   SyntaxError (which Python the file needs), missing packages and other
   import failures;
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import importlib.util
 import json
 import math
@@ -39,6 +44,7 @@ import os
 import platform
 import sys
 import traceback
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -96,8 +102,28 @@ class StandInModelRunner:
 
 # ----------------------------------------------------------------- noise hook
 
+class GeneratorDeviceError(RuntimeError):
+    """A draw on a generator of another device than the requested one (torch refuses it too)."""
+
+
 class NoiseHook:
-    """The replacement for torch.randn (REFERENCES.md §3)."""
+    """The replacement for torch.randn (REFERENCES.md §3 and §3a).
+
+    Under `contract` noise a generator is modelled as a stream: a generator
+    seeded s starts at element 0 of the contract stream that s maps to
+    (for the slot being processed, RNG.md §3), every draw returns the next
+    elements and advances its position, and reseeding rewinds it. The
+    position is tracked per generator object: after each draw the hook
+    records a digest of the generator's state (and advances the real
+    generator by one element so that a reseed, by any path, changes the
+    digest back to a fresh one); a later draw whose generator still has
+    that digest continues from the recorded position, exactly as torch
+    would. Under `native` noise torch.randn runs untouched (torch's own
+    noise); the hook only attributes and positions the draws.
+
+    Each draw is recorded as (handle, slot, position, elements) for the
+    draw accounting.
+    """
 
     def __init__(self):
         self.original = torch.randn
@@ -106,14 +132,29 @@ class NoiseHook:
         self.scheme = "correlated"
         self.mapping = "poly32"
         self.backend = None
+        self.noise = "contract"
         self.draws = []
         self.cache = {}
+        self.positions = weakref.WeakKeyDictionary()
 
-    def configure(self, model, table, scheme, mapping, backend):
+    def configure(self, model, table, scheme, mapping, backend, noise="contract"):
         self.model, self.table = model, dict(table)
-        self.scheme, self.mapping, self.backend = scheme, mapping, backend
+        self.scheme, self.mapping, self.backend, self.noise = scheme, mapping, backend, noise
         self.draws = []
         self.cache = {}
+        self.positions = weakref.WeakKeyDictionary()
+
+    @staticmethod
+    def _digest(generator) -> bytes:
+        return hashlib.blake2b(generator.get_state().numpy().tobytes(), digest_size=16).digest()
+
+    def _position(self, generator) -> int:
+        """Elements this generator already delivered since it was (re)seeded."""
+        try:
+            digest, position = self.positions[generator]
+        except (KeyError, TypeError):
+            return 0
+        return position if self._digest(generator) == digest else 0
 
     def __call__(self, *size, generator=None, dtype=None, device=None, out=None, layout=None,
                  requires_grad=False, pin_memory=False, **kwargs):
@@ -140,19 +181,38 @@ class NoiseHook:
         slot = self.model.current
         dtype = dtype or torch.get_default_dtype()
         device = torch.device(device) if device is not None else torch.device("cpu")
-        self.draws.append((handle, slot))
-        stream = es_rng.stream_seed(self.table[handle], slot, self.scheme)
+        if generator.device.type != device.type:     # torch: "Expected a '<dev>' device type for generator"
+            raise GeneratorDeviceError(
+                f"torch.randn(device={device.type!r}) was given a generator on {generator.device.type!r}: torch "
+                f"refuses a generator of another device type (REFERENCES.md §3a); slot {slot} "
+                f"({self.model.names[slot]})")
         numel = math.prod(shape)
-        key = (stream, numel, device.type)
-        noise = self.cache.get(key)
-        if noise is None:
-            noise = es_rng.gaussian(stream, numel, mapping=self.mapping, device=device, backend=self.backend)
-            self.cache = {key: noise}   # one entry: correlated noise of consecutive equal-size tensors is drawn once
-        result = noise.to(dtype).reshape(shape).clone()
-        if out is not None:
-            out.copy_(result)
-            return out
-        return result.requires_grad_(requires_grad)
+        position = self._position(generator)
+        self.draws.append((handle, slot, position, numel))
+        if self.noise == "native":
+            result = self.original(shape, generator=generator, dtype=dtype, device=device, out=out,
+                                   requires_grad=requires_grad)
+        else:
+            stream = es_rng.stream_seed(self.table[handle], slot, self.scheme)
+            key = (stream, position, numel, device.type)
+            noise = self.cache.get(key)
+            if noise is None:
+                noise = es_rng.gaussian(stream, numel, first=position, mapping=self.mapping, device=device,
+                                        backend=self.backend)
+                self.cache = {key: noise}   # one entry: correlated noise of consecutive equal-size tensors
+            result = noise.to(dtype).reshape(shape).clone()
+            # advance the real generator too: a reseed (by any path) then shows as a fresh state
+            self.original((1,), generator=generator, device=device)
+            if out is not None:
+                out.copy_(result)
+                result = out
+            else:
+                result.requires_grad_(requires_grad)
+        try:
+            self.positions[generator] = (self._digest(generator), position + numel)
+        except TypeError:   # not weak-referenceable: every draw is taken as position 0
+            pass
+        return result
 
 
 HOOK = NoiseHook()
@@ -193,28 +253,48 @@ def expected_draws(tensors, seeds, caching=False) -> collections.Counter:
 
 
 class DrawAudit:
-    """Collects per-call mismatches between expected and actual draws."""
+    """The draw accounting of one case (REFERENCES.md §3, §3a): per reference call, the draws the
+    hook saw against one draw per (seed, slot).
 
-    def __init__(self):
-        self.problems = []
+    Findings per call (the parent names the diagnoses): `eager` (every draw landed on the last slot
+    while several were expected: the parameters were consumed before drawing), `missing` (slots never
+    drawn for some seed: a skip, or noise reused from another slot), `extra` (slots drawn more than
+    once for a seed) and `advanced` (draws that started past position 0 of their generator's
+    stream: a generator reused or not reseeded).
+    """
+
+    def __init__(self, names=None):
+        self.names = list(names or [])
+        self.calls = []
+
+    def _name(self, slot):
+        return self.names[slot] if slot < len(self.names) else f"slot{slot}"
 
     def check(self, call: str, expected: collections.Counter):
-        got = collections.Counter(HOOK.draws)
-        HOOK.draws = []
-        if got == expected:
-            return
-        per_slot_got = collections.Counter(slot for _, slot in got.elements())
-        per_slot_exp = collections.Counter(slot for _, slot in expected.elements())
-        slots = sorted(set(per_slot_got) | set(per_slot_exp))
-        shown = ", ".join(f"slot {s}: {per_slot_got.get(s, 0)} (expected {per_slot_exp.get(s, 0)})"
-                          for s in slots[:6])
-        self.problems.append(f"{call}: draws per slot {shown}")
+        draws, HOOK.draws = HOOK.draws, []
+        got = collections.Counter((h, s) for h, s, _, _ in draws)
+        exp_slots = {s for _, s in expected}
+        got_slots = {s for _, s in got}
+        finding = {"call": call, "draws": len(draws), "expected": sum(expected.values())}
+        advanced = [{"slot": s, "name": self._name(s), "position": p} for _, s, p, _ in draws if p]
+        if advanced:
+            finding["advanced"] = advanced[:8]
+            finding["advanced_count"] = len(advanced)
+        # eager: the parameters were consumed first, so every draw sits on the LAST slot yielded
+        if len(exp_slots) > 1 and got_slots == {max(exp_slots)}:
+            finding["eager"] = {"slot": next(iter(got_slots)), "name": self._name(next(iter(got_slots)))}
+        else:
+            missing = sorted({s for key, s in expected if got[(key, s)] < expected[(key, s)]})
+            if missing:
+                finding["missing"] = [{"slot": s, "name": self._name(s)} for s in missing]
+            extra = sorted({s for key, s in got if got[(key, s)] > expected.get((key, s), 0)})
+            if extra:
+                finding["extra"] = [{"slot": s, "name": self._name(s)} for s in extra]
+        if len(finding) > 3:
+            self.calls.append(finding)
 
     def result(self) -> dict:
-        if not self.problems:
-            return {"ok": True, "detail": ""}
-        return {"ok": False, "detail": "draw counts per slot do not match (eager consumption of the "
-                                       "parameters?): " + "; ".join(self.problems[:3])}
+        return {"ok": not self.calls, "calls": self.calls[:12]}
 
 
 # ----------------------------------------------------------------- tensor I/O
@@ -347,12 +427,14 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
         if command.get("op") == "exit":
             break
         answer = {"id": command.get("id")}
+        if command.get("clone") and Path(command["clone"]).resolve() != clone:
+            clone, modules = switch_clone(clone, Path(command["clone"]).resolve(), load_modules)
         try:
             answer.update(handlers[command["op"]](command, modules))
             answer.setdefault("status", "ok")
         except Exception as exc:  # noqa: BLE001 - a reference failure is a row, not a crash
             answer.update({"status": "error", "error": _error(exc)})
-        HOOK.configure(None, {}, "correlated", "poly32", None)
+        HOOK.configure(None, {}, "correlated", "poly32", None, "contract")
         out = command.get("out")
         if out:
             Path(out).mkdir(parents=True, exist_ok=True)
@@ -361,6 +443,19 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
             os.replace(tmp, Path(out) / "status.json")
         reply.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
+
+
+def switch_clone(old: Path, new: Path, load_modules):
+    """Serve another clone of the same target from now on (a mutant catalog runs many clones in one
+    child): the old clone leaves sys.path and sys.modules, the new one's modules are loaded."""
+    for name, module in list(sys.modules.items()):
+        origin = getattr(module, "__file__", None) or ""
+        if origin.startswith(str(old) + os.sep):
+            del sys.modules[name]
+    if str(old) in sys.path:
+        sys.path.remove(str(old))
+    sys.path.insert(0, str(new))
+    return new, load_modules(new)
 
 
 def module_or_raise(modules: dict, key: str):

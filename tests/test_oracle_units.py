@@ -6,6 +6,7 @@ the test imports by path from oracles/ (the esverify package never does).
 from __future__ import annotations
 
 import importlib.util
+import math
 import shutil
 import subprocess
 
@@ -20,7 +21,7 @@ from esverify import bits
 from esverify import rng as es_rng
 from esverify.oracle import cases, compare, paramsets
 from esverify.oracle.clones import TARGETS, CloneError, inspect_clone
-from esverify.oracle.runner import _post_process, exit_code, summary_pivot
+from esverify.oracle.runner import exit_code, summary_pivot
 from esverify.paths import oracles_dir
 from standins.mutants import STANDINS
 
@@ -115,15 +116,55 @@ def test_licence_hash_and_validated_commit_prefix(tmp_path):
 
 def test_matrix_ids_are_unique_and_cover_the_issue():
     matrix = cases.build_matrix(["es-at-scale", "es-awd"], ["cpu", "cuda"], ["f32", "f16", "bf16"],
-                                ["iid", "correlated"], 6, 0.001, 0.0005, 3)
+                                ["iid", "correlated"], iterations=3)
     ids = [c.case_id for c in matrix]
-    assert len(ids) == len(set(ids)) == 2 * (1 + 4 * 2 * 5 + 4 * 2 * 9)
-    paper = [c for c in matrix if c.op == "update" and c.population == 30]
-    assert {(c.sigma, c.alpha) for c in paper} == {(0.001, 0.0005)}
-    assert all(c.big for c in matrix if c.op not in ("loop", "zscore"))
-    assert cases.select(matrix, "es-awd/cpu/bf16/iid/mirrored") == [
-        c for c in matrix if c.case_id == "es-awd/cpu/bf16/iid/mirrored/N6"]
-    assert len(cases.select(matrix, "*/cuda/*/update-l?/*")) == 2 * 4 * 2
+    assert len(ids) == len(set(ids))
+    paper = [c for c in matrix if c.tag == "paper"]
+    assert paper and {(c.population, c.sigma, c.alpha) for c in paper} == {(30, 0.001, 0.0005)}
+    others = [c for c in matrix if c.tag != "paper" and c.op != "zscore"]
+    assert all(c.sigma != 0.001 and c.alpha not in (0.0005, c.sigma / 2) for c in others)
+    assert len({(c.sigma, c.alpha) for c in others if c.device == "cpu"}) > 0.9 * len(others) / 2
+    # native noise: correlated rows only, for every op of both targets
+    native = [c for c in matrix if c.noise == "native"]
+    assert native and {c.scheme for c in native} == {"correlated"}
+    assert {c.op for c in native} == set(cases.AT_SCALE_OPS) | set(cases.AWD_OPS)
+    # decay: lambda never a power of two, plus a lambda-0 row
+    lams = [c.lam for c in matrix if c.decay != "none" and c.tag != "lambda0"]
+    assert lams and all(math.frexp(lam)[0] != 0.5 for lam in lams)
+    assert {c.lam for c in matrix if c.tag == "lambda0"} == {0.0}
+    # populations across numpy's pairwise-summation boundaries, 30 included, for zscore and update
+    assert {8, 9, 16, 17, 30, 127, 128, 129} <= {c.population for c in matrix if c.op == "zscore"}
+    assert {8, 9, 16, 17, 30, 127, 128, 129} <= {c.population for c in matrix if c.op == "update"}
+    main = [c.population for c in matrix if c.op == "perturb"]
+    assert len(set(main)) == 1 and main[0] % 2 and main[0] % 3
+    # seed handles: unsorted, irregular, far apart, below 2**31; cpu and cuda rows share parameters
+    for c in matrix:
+        h = list(c.handles)
+        assert len(h) == c.population * (c.iterations if c.op == "loop" else 1)
+        gaps = np.diff(sorted(h))
+        assert (gaps >= cases.HANDLE_GAP).all() and max(h) < 2 ** 31
+        if len(h) > 2:
+            assert h != sorted(h) and len(set(gaps.tolist())) > 1
+    twins = {c.case_id.replace("/cuda/", "/cpu/"): c for c in matrix if c.device == "cuda"}
+    for c in matrix:
+        if c.device == "cpu":
+            twin = twins[c.case_id]
+            assert (twin.sigma, twin.alpha, twin.lam, twin.handles) == (c.sigma, c.alpha, c.lam, c.handles)
+    assert all(c.big == (c.noise == "contract") for c in matrix
+               if c.op not in ("loop", "zscore") and c.population == main[0])
+    assert [c.case_id for c in cases.select(matrix, "es-awd/cpu/bf16/iid/mirrored")] == [
+        f"es-awd/cpu/bf16/iid/mirrored/N{main[0] + 1}"]
+
+
+def test_case_seed_decides_every_parameter():
+    def params(seed):
+        return [(c.case_id, c.sigma, c.alpha, c.lam, c.handles) for c in
+                cases.build_matrix(["es-awd"], ["cpu"], ["f32"], ["iid"], 7, iterations=1, case_seed=seed)]
+    assert params(5) == params(5)
+    differ = [a != b for a, b in zip(params(5), params(6))]
+    assert all(differ)
+    fixed = cases.build_matrix(["es-at-scale"], ["cpu"], ["f32"], ["iid"], 9, 0.002, 0.003, 1, noises=["contract"])
+    assert {(c.sigma, c.alpha) for c in fixed if c.op != "zscore"} == {(0.002, 0.003), (0.001, 0.0005)}
 
 
 def test_mirrored_population_is_even():
@@ -131,9 +172,81 @@ def test_mirrored_population_is_even():
     assert {c.population for c in matrix if c.op == "mirrored"} == {6}
 
 
+def test_case_json_round_trip_and_refusals():
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        case = cases.random_case(rng, ["es-at-scale", "es-awd"])
+        back = cases.from_json(cases.to_json(case))
+        assert back == case
+        for smaller in cases.shrink_candidates(case):
+            assert smaller != case and cases.check(smaller) is smaller
+            assert (len(smaller.shapes or ()) <= len(case.shapes or ())
+                    and smaller.population <= case.population)
+    with pytest.raises(ValueError, match="unknown fields"):
+        cases.from_json('{"nope": 1}')
+    bad = cases.build_matrix(["es-awd"], ["cpu"], ["f32"], ["iid"], 5, iterations=1)[0]
+    bad.handles = bad.handles[:1]
+    with pytest.raises(ValueError, match="distinct seed handles"):
+        cases.check(bad)
+    decay = next(c for c in cases.build_matrix(["es-awd"], ["cpu"], ["f32"], ["iid"], 5, iterations=1)
+                 if c.op == "decay-l1")
+    decay.lam = 0.0       # the decay alone with lambda 0 is not the trainer's "no decay"
+    with pytest.raises(ValueError, match="needs lambda > 0"):
+        cases.check(decay)
+
+
+# ------------------------------------------------------------------ diagnoses (compare.diagnose)
+
+
+def _cmp(mismatches=0, slots=()):
+    return compare.Comparison(elements=100, mismatches=mismatches, mismatched_slots=tuple(slots))
+
+
+def _found(**calls):
+    return compare.findings({"ok": False, "calls": [dict(call="update", **calls)]})
+
+
+def test_skip_is_a_fail_naming_the_slot_never_harmless():
+    found = _found(missing=[{"slot": 3, "name": "model.norm.weight"}])
+    for scheme in ("iid", "correlated"):
+        status, diagnoses, notes = compare.diagnose(scheme, _cmp(5, ["model.norm.weight"]), "", found,
+                                                    untouched=[3], sources={})
+        assert status == "fail" and diagnoses == ["skip"]
+        assert "slot 3 (model.norm.weight) was never drawn" in notes[0]
+        assert not any("harmless" in n for n in notes)
+
+
+def test_reuse_is_an_artifact_under_iid_only_when_ours_with_the_reuse_agrees():
+    found = _found(missing=[{"slot": 2, "name": "k"}])
+    status, diagnoses, notes = compare.diagnose("iid", _cmp(9, ["k"]), "", found, [], {2: 1}, whatif=_cmp(0))
+    assert (status, diagnoses) == ("artifact", ["reuse"]) and "slot 2 (k) <- slot 1" in notes[0]
+    status, _, notes = compare.diagnose("iid", _cmp(9, ["k", "q"]), "", found, [], {2: 1}, whatif=_cmp(4, ["q"]))
+    assert status == "fail" and "not only the reuse" in notes[0]
+    assert compare.diagnose("correlated", _cmp(0), "", found, [], {2: 1})[0] == "pass"
+    assert compare.diagnose("correlated", _cmp(3, ["k"]), "", found, [], {2: 1})[0] == "fail"
+
+
+def test_eager_is_unverifiable_only_for_iid_rows_and_advanced_is_named():
+    found = _found(eager={"slot": 4, "name": "lm_head.weight"})
+    assert compare.diagnose("iid", _cmp(7), "", found)[:2] == ("unverifiable", ["eager"])
+    status, diagnoses, notes = compare.diagnose("correlated", _cmp(0), "", found)
+    assert (status, diagnoses) == ("pass", ["eager"]) and "verified" in notes[0]
+    found = _found(advanced=[{"slot": 1, "name": "q", "position": 8643}], advanced_count=1)
+    status, diagnoses, notes = compare.diagnose("correlated", _cmp(12, ["q"]), "", found)
+    assert status == "fail" and diagnoses == ["advanced"]
+    assert notes[0] == ("advanced: slot 1 (q) drew from position 8643 of its stream in update: generator "
+                        "reused or not reseeded")
+
+
+def test_reuse_sources_prefer_the_same_dtype_and_shape():
+    layout = [("f32", (13, 77)), ("bf16", (13, 77)), ("f32", (13, 77)), ("f32", (77, 13)), ("f32", (5,))]
+    assert compare.reuse_sources([2, 3, 4], layout) == {2: 0, 3: 0}
+    assert compare.reuse_sources([1], layout) == {1: 0}
+
+
 def _frame(rows):
-    base = {"target": "es-awd", "dtype": "f32", "scheme": "iid", "op": "perturb", "case": "c", "detail": "",
-            "eager": False}
+    base = {"target": "es-awd", "dtype": "f32", "scheme": "iid", "noise": "contract", "op": "perturb", "case": "c",
+            "detail": ""}
     return pd.DataFrame([dict(base, **r) for r in rows])
 
 
@@ -153,15 +266,6 @@ def test_require_all_makes_any_row_not_checked_here_exit_1(statuses, code):
     assert exit_code(frame, False) == 0      # without --require-all a skip is no failure
 
 
-def test_eager_anywhere_makes_iid_rows_of_that_target_unverifiable():
-    frame = _post_process(_frame([{"status": "pass", "case": "a"},
-                                  {"status": "unverifiable", "case": "b", "eager": True},
-                                  {"status": "pass", "scheme": "correlated", "case": "c"},
-                                  {"status": "pass", "target": "es-at-scale", "case": "d"}]))
-    assert list(frame["status"]) == ["unverifiable", "unverifiable", "pass", "pass"]
-    assert "eager consumption" in frame["detail"][0] and "eager" not in frame.columns
-
-
 def test_summary_pivot_counts_statuses():
     pivot = summary_pivot(_frame([{"status": "pass"}, {"status": "fail"}, {"status": "pass", "dtype": "bf16"}]))
     row = pivot[(pivot["op"] == "perturb")].iloc[0]
@@ -177,7 +281,10 @@ def test_summary_pivot_counts_statuses():
 def test_parameter_sets_shapes_and_roundtrip(tmp_path):
     names, tensors = paramsets.build("mixed", big=True)
     shapes = [tuple(t.shape) for t in tensors]
-    assert () in shapes and shapes.count((1001,)) == 2 and max(t.numel() for t in tensors) >= 1_000_000
+    assert () in shapes and shapes.count((13, 77)) == 2 and max(t.numel() for t in tensors) >= 1_000_000
+    assert {"model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
+            "model.layers.0.self_attn.q_proj.bias", "model.norm.weight", "lm_head.weight"} <= set(names)
+    assert dict(zip(names, shapes))["lm_head.weight"] == (1031, 1019)
     assert all(t.numel() % 32 for t in tensors if t.dim())
     assert {t.dtype for t in tensors} == {torch.float32, torch.float16, torch.bfloat16}
     path = paramsets.write(tmp_path / "s.npz", names, tensors)
@@ -220,7 +327,7 @@ def test_hook_draws_the_contract_stream_of_the_current_slot(hook):
         want = torch.from_numpy(es_rng.gaussian(stream, t.numel(), mapping="poly32")).to(t.dtype).reshape(t.shape)
         assert d.dtype == t.dtype and d.shape == t.shape
         assert np.array_equal(paramsets.bits_of(d), paramsets.bits_of(want))
-    assert h.draws == [(2000, 0), (2000, 1)]
+    assert h.draws == [(2000, 0, 0, 15), (2000, 1, 0, 7)]      # (handle, slot, position, elements)
 
 
 def test_hook_refuses_unattributable_draws(hook):
@@ -234,21 +341,99 @@ def test_hook_refuses_unattributable_draws(hook):
         h((3,), generator=_gen(1001))
 
 
-def test_draw_audit_detects_eager_consumption(hook):
+def test_a_generator_is_a_stream_that_draws_advance_and_reseeding_rewinds(hook):
+    """REFERENCES.md §3a: a reused generator continues its stream, exactly as torch would."""
+    h, model, tensors = hook
+    h.scheme = "correlated"
+    params = model.parameters()
+    next(params)
+    g = _gen(2000)
+    first = h((4,), generator=g)
+    second = h((6,), generator=g)                 # continues: elements 4 .. 9
+    whole = es_rng.gaussian(0x5678, 10, mapping="poly32")
+    assert np.array_equal(torch.cat([first, second]).numpy(), whole)
+    g.manual_seed(2000)                           # rewinds
+    again = h((4,), generator=g)
+    torch.manual_seed(1)                          # another generator's reseed changes nothing here
+    assert np.array_equal(again.numpy(), whole[:4])
+    fresh = h((4,), generator=_gen(2000))         # a new generator starts at 0
+    assert np.array_equal(fresh.numpy(), whole[:4])
+    assert [(d[2], d[3]) for d in h.draws] == [(0, 4), (4, 6), (0, 4), (0, 4)]
+
+
+@given(st.lists(st.tuples(st.integers(0, 40), st.booleans()), min_size=1, max_size=8),
+       st.sampled_from(["iid", "correlated"]))
+def test_any_sequence_of_draws_and_reseeds_reads_the_stream_like_torch(steps, scheme):
+    """Property (REFERENCES.md §3a): whatever the draw sizes and reseeds, each draw returns elements
+    p .. p+n of its slot's stream, p being what the generator delivered since its last seed."""
+    h = child.NoiseHook()
+    tensors = [torch.zeros(3), torch.zeros(5)]
+    model = child.StandInModel(["a", "b"], tensors)
+    h.configure(model, {1000: 0x1234}, scheme, "poly32", None)
+    params = model.parameters()
+    next(params)
+    g, position = _gen(1000), 0
+    for k, (n, reseed) in enumerate(steps):
+        if k == len(steps) // 2:
+            next(params)                           # the second half draws for slot 1
+        if reseed:
+            g.manual_seed(1000)
+            position = 0
+        got = h((n,), generator=g)
+        stream = es_rng.stream_seed(0x1234, model.current, scheme)
+        assert np.array_equal(got.numpy(), es_rng.gaussian(stream, n, first=position, mapping="poly32"))
+        assert h.draws[-1] == (1000, model.current, position, n)
+        position += n
+
+
+def test_a_generator_of_another_device_is_refused_like_torch(hook):
+    h, model, tensors = hook
+    next(model.parameters())
+    with pytest.raises(child.GeneratorDeviceError, match="generator on 'cpu'"):
+        h((3,), generator=_gen(1000), device="meta")
+    assert h.draws == []
+
+
+def test_native_noise_is_torchs_own_and_still_positioned(hook):
+    h, model, tensors = hook
+    h.noise = "native"
+    next(model.parameters())
+    g = _gen(1000)
+    a, b = h((40,), generator=g, dtype=torch.bfloat16), h((40,), generator=g, dtype=torch.bfloat16)
+    want = torch.randn((80,), dtype=torch.bfloat16, generator=_gen(1000))
+    assert torch.equal(a, torch.randn((40,), dtype=torch.bfloat16, generator=_gen(1000)))
+    assert not torch.equal(a, b) and [d[2] for d in h.draws] == [0, 40]
+    assert want.shape == (80,)
+
+
+def test_draw_audit_names_eager_missing_extra_and_advanced(hook):
     h, model, tensors = hook
     child.HOOK = h
     try:
-        audit = child.DrawAudit()
+        audit = child.DrawAudit(model.names)
         params = list(model.parameters())          # eager: every draw lands on the last slot
         for t in params:
             h(t.shape, dtype=t.dtype, generator=_gen(1000))
         audit.check("eager call", child.expected_draws(tensors, [1000]))
-        assert not audit.result()["ok"] and "slot 0: 0 (expected 1)" in audit.result()["detail"]
-        lazy = child.DrawAudit()
+        assert audit.calls[-1]["eager"] == {"slot": 1, "name": "b"}
+        g = _gen(1000)
+        for t in model.parameters():               # one generator for both tensors: slot 1 is advanced
+            h(t.shape, dtype=t.dtype, generator=g)
+        audit.check("shared generator", child.expected_draws(tensors, [1000]))
+        assert audit.calls[-1]["advanced"] == [{"slot": 1, "name": "b", "position": 15}]
+        it = model.parameters()
+        t = next(it)
+        h(t.shape, dtype=t.dtype, generator=_gen(1000))
+        h(t.shape, dtype=t.dtype, generator=_gen(1000))
+        next(it)                                   # slot 1 never drawn, slot 0 twice
+        audit.check("skip", child.expected_draws(tensors, [1000]))
+        assert audit.calls[-1]["missing"] == [{"slot": 1, "name": "b"}]
+        assert audit.calls[-1]["extra"] == [{"slot": 0, "name": "a"}]
+        lazy = child.DrawAudit(model.names)
         for t in model.parameters():
             h(t.shape, dtype=t.dtype, generator=_gen(1000))
         lazy.check("lazy call", child.expected_draws(tensors, [1000]))
-        assert lazy.result()["ok"]
+        assert lazy.result() == {"ok": True, "calls": []}
     finally:
         child.HOOK = child.NoiseHook()
 
@@ -259,22 +444,14 @@ def test_expected_draws_with_caching():
     assert sum(child.expected_draws(tensors, [7, 8]).values()) == 8
 
 
-@given(st.integers(2, 40), st.lists(st.sampled_from(["f32", "f16", "bf16"]), min_size=1, max_size=4),
-       st.sampled_from([0.0005, 0.001]))
-def test_case_ids_stay_unique_with_population_30_and_repeated_options(population, dtypes, alpha):
+@given(st.one_of(st.none(), st.integers(2, 40)), st.lists(st.sampled_from(["f32", "f16", "bf16"]), min_size=1,
+                                                            max_size=4), st.integers(0, 2 ** 32))
+def test_case_ids_stay_unique_with_population_30_and_repeated_options(population, dtypes, case_seed):
     matrix = cases.build_matrix(["es-at-scale", "es-awd", "es-awd"], ["cpu", "cpu"], dtypes, ["iid", "iid"],
-                                population, 0.001, alpha, 1)
+                                population, iterations=1, case_seed=case_seed)
     ids = [c.case_id for c in matrix]
     assert len(ids) == len(set(ids))
-    paper = [c for c in matrix if c.op == "update" and (c.population, c.alpha) == (30, 0.0005)]
-    assert len(paper) == len(set(dtypes)) + (len(set(dtypes)) > 1)      # the paper's case is always there, once
-    if population == 30 and alpha != 0.0005:   # the user's N = 30 update with its own alpha is kept too
-        assert any(c.op == "update" and c.population == 30 and c.alpha == alpha for c in matrix)
-
-
-def test_reused_slots_follow_device_dtype_and_shape():
-    from esverify.oracle.runner import reused_slots
-    names, tensors = paramsets.build("f32", big=False)
-    assert reused_slots(names, tensors) == ["w_pair_b"]          # w_reshaped: same size, another shape
-    names, tensors = paramsets.build("mixed", big=False)
-    assert reused_slots(names, tensors) == []                     # the pair has two dtypes in the mixed set
+    paper = [c for c in matrix if c.tag == "paper"]
+    sets = len(set(dtypes)) + (len(set(dtypes)) > 1)
+    assert len(paper) == 2 * sets      # contract iid and native correlated, once per set
+    assert all((c.population, c.sigma, c.alpha) == (30, 0.001, 0.0005) for c in paper)

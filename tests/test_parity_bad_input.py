@@ -16,6 +16,7 @@ finish, and no clone at all.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -203,7 +204,9 @@ def test_noise_with_an_unknown_seed_is_refused(tmp_path):
                                "--case", "*/f32/iid/[pu]*", *QUICK)
     assert code == 1
     detail = frame.loc[frame["op"] == "perturb", "detail"].iloc[0]
-    assert _status(frame, "perturb") == {"error"} and "unknown seed 2001" in detail
+    found = re.search(r"unknown seed (\d+): not a member handle of this case \(handles: \[(\d+)\]\)", detail)
+    assert _status(frame, "perturb") == {"error"} and found, detail
+    assert int(found.group(1)) == int(found.group(2)) + 1         # slot 1 drew with handle + 1
     assert _status(frame, "update") == {"pass"}
 
 

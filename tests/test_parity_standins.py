@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -50,7 +51,12 @@ def test_small_matrix_passes_on_both_standins(tmp_path):
     assert set(cpu["op"]) >= {"perturb", "restore", "zscore", "update", "loop", "update-none", "update-l1",
                               "update-l2", "decay-l1", "decay-l2", "mirrored", "caching"}
     assert set(cpu["dtype"]) == {"f32", "f16", "mixed", "f64"}
-    assert set(cpu.loc[cpu["op"] == "update", "population"]) == {6, 30}
+    assert set(cpu.loc[cpu["op"] == "update", "population"]) == {7, 8, 9, 16, 17, 30, 127, 128, 129}
+    # contract and native noise both pass every row; native rows are correlated only
+    assert set(cpu["noise"]) == {"contract", "native", "-"}
+    assert set(cpu.loc[cpu["noise"] == "native", "scheme"]) == {"correlated"}
+    assert (cpu.loc[cpu["noise"] == "native", "status"] == "pass").all()
+    assert cpu.loc[cpu["status"] == "artifact", "diagnosis"].eq("reuse").all()
     assert set(cpu.loc[cpu["target"] == "es-awd", "rule"]) == {"cpu"}
     assert result.exit_code == 0
     out = tmp_path / "out"
@@ -64,6 +70,7 @@ def test_small_matrix_passes_on_both_standins(tmp_path):
     assert meta["clones"]["es-at-scale"]["licence_file"] == "LICENSE.txt"
     assert len(meta["clones"]["es-awd"]["licence_sha256"]) == 64
     assert meta["wall_time_s"] > 0 and meta["parent_python"] and meta["child_python"]
+    assert meta["case_seed"] == 20260401 and meta["noise"] == ["contract", "native"]
     assert len(pd.read_csv(out / "parity-cases.csv")) == len(frame)
     summary = pd.read_csv(out / "parity-summary.csv")
     assert {"target", "op", "f32/iid", "mixed/correlated"} <= set(summary.columns)
@@ -83,7 +90,9 @@ def test_default_matrix_both_targets_cli(tmp_path):
     assert code == 0, output
     assert set(cpu["status"]) == {"pass", "artifact"}
     assert cpu["elements"].max() > 1_000_000
-    assert len(cpu) == 1 + 4 * 2 * 5 + 4 * 2 * 9
+    # es-at-scale: 9 zscore + 4 sets x 3 (iid, correlated, native) x 6 + 7 sweep x 2 schemes;
+    # es-awd: 4 sets x 3 x 10 + 7 sweep x 2 schemes
+    assert len(cpu) == (9 + 4 * 3 * 6 + 14) + (4 * 3 * 10 + 14)
     meta = json.loads((tmp_path / "out" / "parity-metadata.json").read_text())
     print(f"default matrix wall time: {meta['wall_time_s']} s")
     assert "report:" in output and "pass" in output
@@ -92,7 +101,8 @@ def test_default_matrix_both_targets_cli(tmp_path):
 def test_case_pattern_and_keep_tensors(tmp_path):
     clone = make_mutant(tmp_path, "restore-sign")
     code, output = _cli("--ref", str(clone), "--target", "es-at-scale", "--devices", "cpu", "--small",
-                        "--case", "*/f32/iid/re*", "--keep-tensors", "--out", str(tmp_path / "out"), "--quiet")
+                        "--case", "*/f32/iid/re*", "--noise", "contract", "--keep-tensors",
+                        "--out", str(tmp_path / "out"), "--quiet")
     frame = pd.read_csv(tmp_path / "out" / "parity-cases.csv")
     assert list(frame["op"]) == ["restore"] and list(frame["status"]) == ["fail"]
     assert code == 1, output
@@ -106,14 +116,55 @@ def test_case_pattern_matching_nothing_is_usage_error(tmp_path):
     assert code == 2 and "matches no case" in output
 
 
-def test_eager_consumption_under_correlated_still_passes(tmp_path):
+def test_eager_consumption_is_unverifiable_only_on_the_iid_rows_of_that_call(tmp_path):
+    """The update consumes its parameters eagerly: its iid rows are unverifiable, its correlated and
+    native rows are verified (and pass), and the other ops' rows are untouched by it."""
     clone = make_mutant(tmp_path, "eager-update")
     result = run_parity(Options(ref=str(clone), target="es-at-scale", devices=("cpu",), dtypes=("f32",),
-                                schemes=("correlated",), iterations=1, small=True, out=str(tmp_path / "o"),
-                                quiet=True))
-    update = result.frame[result.frame["op"] == "update"]
-    assert set(update["status"]) == {"pass"}
-    assert update["detail"].str.contains("harmless under correlated").all()
+                                iterations=1, small=True, out=str(tmp_path / "o"), quiet=True,
+                                case="*/update/N7*"))
+    rows = result.frame.set_index("case")
+    iid = rows[rows["scheme"] == "iid"]
+    assert set(iid["status"]) == {"unverifiable"} and iid["diagnosis"].eq("eager").all()
+    other = rows[rows["scheme"] != "iid"]
+    assert set(other["status"]) == {"pass"} and other["detail"].str.contains("this row is verified").all()
+    assert not rows["detail"].str.contains("harmless").any()
+    clean = run_parity(Options(ref=str(clone), target="es-at-scale", devices=("cpu",), dtypes=("f32",),
+                               iterations=1, small=True, out=str(tmp_path / "p"), quiet=True, case="*/iid/perturb*"))
+    assert set(clean.frame["status"]) == {"pass"}
+
+
+@pytest.mark.slow
+def test_fuzz_on_the_unchanged_standins_finds_nothing(tmp_path):
+    code, output = _cli("--ref", AT_SCALE, "--awd-ref", AWD, "--devices", "cpu", "--fuzz", "60", "--case-seed", "5",
+                        "--out", str(tmp_path / "out"), "--quiet")
+    frame = pd.read_csv(tmp_path / "out" / "parity-cases.csv")
+    assert code == 0, output
+    assert len(frame) == 60 and set(frame["status"]) <= {"pass", "artifact"}
+    assert set(frame.loc[frame["status"] == "artifact", "op"]) <= {"caching"}
+    assert "fuzz: 60 cases, 0 bad" in output
+
+
+def test_fuzz_shrinks_a_failure_to_one_command_line(tmp_path):
+    clone = make_mutant(tmp_path, "skip-bias")
+    code, output = _cli("--ref", str(clone), "--target", "es-at-scale", "--devices", "cpu", "--fuzz", "6",
+                        "--case-seed", "11", "--out", str(tmp_path / "out"), "--quiet")
+    meta = json.loads((tmp_path / "out" / "parity-metadata.json").read_text())
+    fuzz = meta["fuzz"]
+    assert fuzz["cases"] == 6 and fuzz["cases_per_s"] > 0 and "cases/s" in output
+    if not fuzz["failures"]:
+        assert code == 0
+        return
+    assert code == 1 and len(fuzz["shrunk"]) == 1
+    shrunk = fuzz["shrunk"][0]
+    assert "--case-json" in shrunk["command"] and shrunk["command"] in output.replace("\n  ", "\n")
+    minimal = json.loads(shrunk["minimal"])
+    if minimal["op"] in ("perturb", "restore", "loop") and minimal["shapes"]:
+        assert [n for n, _ in minimal["shapes"]] == ["model.layers.0.self_attn.q_proj.bias"]
+    argv = shlex.split(shrunk["command"])[2:]
+    again_code, again = _cli(*argv, "--out", str(tmp_path / "again"), "--quiet")
+    frame = pd.read_csv(tmp_path / "again" / "parity-cases.csv")
+    assert again_code == 1 and list(frame["status"]) == [shrunk["status"]]
 
 
 def test_second_virtualenv_as_child_python(tmp_path):
@@ -178,16 +229,17 @@ def test_cuda_rows_run_on_a_gpu(tmp_path):
 
 
 def test_caching_artifact_only_where_the_reference_reused_noise(tmp_path):
-    """iid + caching=True: artifact when the mismatches stay in the slot that reuses noise; the mixed
-    set reuses nothing (its equal-shape pair has two dtypes), so it must pass; a numerics fault in
-    the other slots is a fail, not hidden as an artifact."""
+    """iid + caching=True: artifact when ours with the same reuse agrees bit for bit (the reused slot
+    is the k_proj twin of q_proj); the mixed set reuses nothing (its equal-shape pair has two dtypes),
+    so it must pass; a numerics fault in the other slots is a fail, not hidden as an artifact."""
     quick = dict(target="es-awd", devices=("cpu",), dtypes=("f32", "bf16"), schemes=("iid",), small=True,
-                 case="*/caching/*", quiet=True)
+                 case="*/iid/caching/*", quiet=True, noises=("contract",))
     good = run_parity(Options(awd_ref=AWD, out=str(tmp_path / "good"), **quick)).frame.set_index("dtype")
     assert good.loc["f32", "status"] == good.loc["bf16", "status"] == "artifact"
-    assert good.loc["f32", "first_mismatch_index"].startswith("w_pair_b[")
+    assert good.loc["f32", "first_mismatch_index"].startswith("model.layers.0.self_attn.k_proj.weight[")
+    assert "slot 2 (model.layers.0.self_attn.k_proj.weight) <- slot 1" in good.loc["f32", "detail"]
     assert good.loc["mixed", "status"] == "pass"
     clone = make_mutant(tmp_path, "awd-acc-in-f32")        # the accumulator in f32: bf16 slots all move
     bad = run_parity(Options(awd_ref=str(clone), out=str(tmp_path / "bad"), **quick)).frame.set_index("dtype")
     assert bad.loc["f32", "status"] == "artifact"
-    assert bad.loc["bf16", "status"] == "fail" and "not the caching artifact" in bad.loc["bf16", "detail"]
+    assert bad.loc["bf16", "status"] == "fail" and "not only the reuse" in bad.loc["bf16", "detail"]

@@ -10,6 +10,16 @@ a time, on the parameter's own device: never stored.
 elements it draws, so tests can prove that each antithetic pair's noise is
 regenerated once per update.
 
+Two named noise backends (`NOISES`): ``"contract"`` (the default, above:
+bitwise portable, any device, any chunk) and ``"torch"`` (`TorchNoise`:
+torch's own generator, as the references draw it, REFERENCES.md §1-§2 and
+§3a: per (member, tensor) a new ``torch.Generator`` on the tensor's device
+seeded with the member's seed, ``torch.randn`` of the tensor's shape and
+dtype). Its limits: only the ``correlated`` scheme (every tensor restarts
+the same seed), bitwise only on the same device type and torch version
+(torch's generators are not a contract), and each draw is a whole tensor
+(the memory of one parameter tensor, as in the references).
+
 Checks: ``python -m pytest -q tests/test_es_invariants.py`` (antithetic
 fold draws each pair once) and ``tests/test_es_kernels.py`` (the trainer's
 noise equals esverify.es.reference.noise, from the scalar RNG).
@@ -47,6 +57,9 @@ def noise_seed(config, iteration: int, member: int) -> int:
                            noise_member(member, config.antithetic))
 
 
+NOISES = ("contract", "torch")
+
+
 class NoiseSource:
     """Draws f32 noise ranges on a device and counts the elements drawn.
 
@@ -54,6 +67,8 @@ class NoiseSource:
     backend name, or None for the fastest available; ValueError naming
     `mapping`/`backend` when unknown). Thread-safe.
     """
+
+    kind = "contract"
 
     def __init__(self, mapping: str, backend: str | None = None):
         _rng.get_mapping(mapping)                       # fail at construction, not at the first draw
@@ -77,3 +92,56 @@ class NoiseSource:
         if n:
             _rng.gaussian_into(out, stream_seed, first, self.mapping, backend=self.backend)
         return out
+
+
+class TorchNoise:
+    """torch's own noise, drawn the way the references draw it (REFERENCES.md §1-§2, §3a).
+
+    draw_tensor(seed, like) returns ``torch.randn(like.shape, dtype=like.dtype,
+    device=like.device, generator=g)`` flattened and widened to f32 (exact),
+    where g is a new ``torch.Generator(device=like.device)`` seeded `seed`.
+    torch_seed: callable mapping the trainer's u64 member seed to the int
+    given to ``manual_seed`` (default: the u64 itself; an oracle passes the
+    small seed the reference received). Limits: see the module docstring.
+    Counts the elements drawn (`elements`), like NoiseSource. Thread-safe.
+    """
+
+    kind = "torch"
+
+    def __init__(self, torch_seed=None):
+        if torch_seed is not None and not callable(torch_seed):
+            raise TypeError(f"torch_seed must be callable (u64 member seed -> int) or None, got {torch_seed!r}")
+        self.torch_seed = torch_seed or (lambda seed: seed)
+        self.mapping = None
+        self.backend = None
+        self.elements = 0
+        self._lock = threading.Lock()
+
+    def seed_for(self, member_seed: int) -> int:
+        """The torch seed of a member; ValueError when the mapping gives no int in [0, 2**64)."""
+        seed = self.torch_seed(member_seed)
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 1 << 64:
+            raise ValueError(f"torch_seed({member_seed:#x}) gave {seed!r}: not an int in [0, 2**64)")
+        return seed
+
+    def draw_tensor(self, seed: int, like: torch.Tensor) -> torch.Tensor:
+        """A flat f32 tensor (numel of `like`) on like.device: torch.randn in like's dtype, widened."""
+        generator = torch.Generator(device=like.device)
+        generator.manual_seed(seed)
+        with self._lock:
+            self.elements += like.numel()
+        noise = torch.randn(tuple(like.shape), dtype=like.dtype, device=like.device, generator=generator)
+        return noise.reshape(-1).to(torch.float32)
+
+
+def make_noise(noise: str, mapping: str, backend: str | None = None, torch_seed=None):
+    """The noise source named `noise` ("contract" or "torch"); ValueError naming `noise` otherwise."""
+    if noise == "contract":
+        if torch_seed is not None:
+            raise ValueError("torch_seed applies only to noise='torch'")
+        return NoiseSource(mapping, backend)
+    if noise == "torch":
+        if backend is not None:
+            raise ValueError(f"backend {backend!r} applies only to noise='contract' (torch draws its own noise)")
+        return TorchNoise(torch_seed)
+    raise ValueError(f"noise: unknown value {noise!r}; known: {NOISES}")

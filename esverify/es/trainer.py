@@ -98,7 +98,12 @@ class Trainer:
     ``module.named_parameters()``): contiguous, f32/f16/bf16, CPU or CUDA,
     no shared storage; slot index = registration order. config: a Config.
     backend: optional esverify.rng backend name for the noise (None: the
-    fastest for the device). Raises TypeError/ValueError naming the
+    fastest for the device). noise: "contract" (default, RNG.md) or "torch"
+    (torch's own generator as the references use it, esverify.es.noise.
+    TorchNoise: correlated scheme only, bitwise only on the same device
+    type and torch version, whole-tensor draws); torch_seed: with
+    noise="torch", a callable mapping the u64 member seed to the torch seed
+    (default: the u64 itself). Raises TypeError/ValueError naming the
     offending parameter.
 
     Attributes: slots (list of (name, tensor) pairs; the tensors are
@@ -107,14 +112,18 @@ class Trainer:
     (int, the next update's iteration).
     """
 
-    def __init__(self, params, config: Config | None = None, *, backend: str | None = None):
+    def __init__(self, params, config: Config | None = None, *, backend: str | None = None,
+                 noise: str = "contract", torch_seed=None):
         config = Config() if config is None else config
         if not isinstance(config, Config):
             raise TypeError(f"config must be an esverify.es.Config, got {type(config).__name__}")
         self.slots = _slots(params)
         self.config = config
         self.profile = get_profile(config.profile)
-        self.noise = _noise.NoiseSource(config.mapping, backend)
+        if noise == "torch" and config.scheme != "correlated":
+            raise ValueError(f"noise='torch' has only the correlated scheme (the references seed every tensor's "
+                             f"generator with the member's seed, REFERENCES.md §3a), got scheme {config.scheme!r}")
+        self.noise = _noise.make_noise(noise, config.mapping, backend, torch_seed)
         self.iteration = 0
         self._active = None
         self._snapshot = None
@@ -130,7 +139,11 @@ class Trainer:
 
     @property
     def chunk(self) -> int:
-        """Elements per work chunk: config.chunk_elements or DEFAULT_CHUNK (2**18); never changes a bit."""
+        """Elements per work chunk: config.chunk_elements or DEFAULT_CHUNK (2**18); never changes a bit.
+
+        Under noise="torch" a chunk is a whole tensor: torch draws a tensor's noise at once."""
+        if self.noise.kind == "torch":
+            return max([t.numel() for _, t in self.slots] + [1])
         return self.config.chunk_elements or DEFAULT_CHUNK
 
     @property
@@ -176,6 +189,9 @@ class Trainer:
             yield start, min(n, start + self.chunk)
 
     def _draw(self, member: int, slot: int, start: int, end: int, device) -> torch.Tensor:
+        if self.noise.kind == "torch":   # correlated: the member's seed for every tensor (REFERENCES.md §3a)
+            noise = self.noise.draw_tensor(self.noise.seed_for(self.member_seed(member)), self.slots[slot][1])
+            return noise[start:end]
         return self.noise.draw(self.stream_seed(member, slot), start, end - start, device)
 
     def _signed_sigma(self, member: int, restore: bool) -> float:
@@ -369,7 +385,8 @@ class Trainer:
         config["seed"] = _u64_hex(config["seed"])
         return {"format": STATE_FORMAT, "rng_contract": _noise.CONTRACT_VERSION,
                 "profile": self.profile.name, "profile_version": self.profile.version,
-                "config": config, "iteration": _u64_hex(self.iteration), "slots": self.layout()}
+                "config": config, "iteration": _u64_hex(self.iteration), "slots": self.layout(),
+                "noise": self.noise.kind}
 
     def load_state_dict(self, state: dict) -> None:
         """Adopt a state from state_dict(): its config and iteration.
@@ -407,11 +424,14 @@ class Trainer:
         if state.get("slots") != self.layout():
             raise ValueError(f"state slots: the layout {state.get('slots')!r} differs from this trainer's "
                              f"{self.layout()!r}")
+        if state.get("noise", "contract") != self.noise.kind:   # torch noise is another population
+            raise ValueError(f"state noise: {state.get('noise')!r}, this trainer draws {self.noise.kind!r} noise")
         it = _u64_from_state(state.get("iteration"), "iteration")
         cfg["seed"] = _u64_from_state(cfg["seed"], "config seed")
         cfg["chunk_elements"] = self.config.chunk_elements
         config = Config(**cfg)
         self.config, self.profile, self.iteration = config, profile, it
-        self.noise = _noise.NoiseSource(config.mapping, self.noise.backend)
+        if self.noise.kind == "contract":
+            self.noise = _noise.NoiseSource(config.mapping, self.noise.backend)
         if config.decay_on and self._anchor is None:
             self.capture_anchor()

@@ -2,10 +2,13 @@
 
 The reference code runs only in a child interpreter, driven by the scripts
 in `oracles/` (executed by path, never imported). This package builds the
-case matrix (`cases`), runs our side (`ours`, the one adapter to
-esverify.es), talks to the child (`child`), compares bits (`compare`) and
-writes the report (`runner`, through esverify.report). Entry points:
-`esverify parity` (`cli`) and `run_parity(Options)`.
+cases (`cases`: the matrix from a case seed, random cases, shrinking),
+runs our side (`ours`, the one adapter to esverify.es), talks to the
+child (`child`), compares bits and names the diagnoses (`compare`),
+fuzzes (`fuzz`) and writes the report (`runner`, through
+esverify.report). Entry points: `esverify parity` (`cli`),
+`run_parity(Options)` and `Runner(options).session(target, clone)` (one
+child, cases run one at a time: fuzz shrinking, mutant catalogs).
 """
 from .runner import Options, RunResult, Runner, UsageError
 

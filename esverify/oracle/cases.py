@@ -1,36 +1,63 @@
-"""The parity case matrix (issue 4 item 4).
+"""The parity cases: pure data, built from a case seed (issue 4 item 4, issue 8 item C).
 
-For each target x device x dtype set x scheme, the ops below, each one
-`Case` with a stable id `target/device/dtype/scheme/op[/N<population>]`
-that `--case PATTERN` matches against:
+A `Case` says which reference call (`op`) runs on which parameter set
+(`dtype`, `big`, or explicit `shapes`), device, noise scheme and noise
+source (`contract`: the RNG contract's noise through the hook; `native`:
+torch's own generator, correlated only, REFERENCES.md §3a), with its
+population, sigma, alpha, decay lambda and the seed handles the reference
+receives. Its id `target/device/dtype/scheme/op/N<population>[/native][/tag]`
+is what `--case PATTERN` matches.
 
-- es-at-scale: perturb, restore, update at population N (`--population`)
-  and at 30 with the paper's sigma 0.001 / alpha 0.0005, loop (perturb,
-  score, restore every member, update; `--iterations` times); plus one
-  zscore case per device (f64, no dtype or scheme: the reference's z_score
-  against ours on the parent's mean/std).
-- es-awd: perturb, restore, update-none / update-l1 / update-l2, decay-l1 /
-  decay-l2 (the decay alone), mirrored (ES.md §4 fold) and caching
-  (`caching=True`; under iid an artifact of the reference).
+Parameters are drawn from `--case-seed` (default DEFAULT_CASE_SEED, recorded
+in the report's metadata) so that no fixed constant masks a bug: sigma and
+alpha log-uniform and unrelated to each other or to the paper's constants,
+the decay lambda not a power of two, seed handles unsorted, irregularly
+spaced (at least HANDLE_GAP apart, so a reference deriving seed + offset
+lands on an unknown handle) and below 2**31, the population odd and not a
+multiple of 3 (nor of an engine count of 2 or 3). Each case draws from its
+own stream (case seed, id without the device), so cpu and cuda rows of a
+case share parameters. The paper's case (N = 30, sigma 0.001, alpha
+0.0005) stays as its own row (`/paper`); z-score and update cases also run
+at populations across numpy's pairwise-summation boundaries (POPULATIONS).
 
-Single-operation cases use the set with the >= 1M-element tensor (unless
-`small`); the loop uses the small set. Ids are unique: repeated dtypes,
-schemes or devices count once, and with `--population 30` the update case
-that would repeat the paper's one is left out (same sigma and alpha) or the paper's
-gets the id suffix `/paper` (another sigma or alpha).
+Single-operation contract cases use the set with the 1M-element tensor
+(unless `small`); native cases and the loop use the small set.
+
+- es-at-scale: perturb, restore, update (main N, the paper's, N = 30, and
+  POPULATIONS on one set), loop; zscore (f64, per device, at main N and
+  POPULATIONS).
+- es-awd: perturb, restore, update-none / update-l1 / update-l2 (plus
+  update-l2 with lambda 0: `/lambda0`), decay-l1 / decay-l2 (the decay
+  alone), mirrored (ES.md §4 fold) and caching (`caching=True`; under iid an artifact of the reference).
+
+`to_json`/`from_json` carry one case on a command line (`--case-json`);
+`--fuzz` draws random cases with `random_case` and shrinks a failing one
+with `shrink_candidates`.
 """
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+import json
+import math
+import zlib
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
 
 PAPER_SIGMA = 0.001
 PAPER_ALPHA = 0.0005
 PAPER_POPULATION = 30
-#: es-awd decay strength: alpha * lambda = 0.002 zeroes part of the +-0.004 deltas under l1.
-DECAY_LAMBDA = 4.0
+DEFAULT_CASE_SEED = 20260401
+#: populations across numpy's pairwise-summation block boundaries (8-way unrolled, 128-element blocks)
+POPULATIONS = (8, 9, 16, 17, 127, 128, 129)
+#: smallest distance between two seed handles: seed + any offset below it is an unknown handle
+HANDLE_GAP = 1000
+HANDLE_MAX = 1 << 31
 #: reward of the loop: -fsum((theta - REWARD_TARGET)**2)
 REWARD_TARGET = 0.01
+#: the member perturbed by the single perturb/restore cases
+PERTURB_MEMBER = 1
+NOISES = ("contract", "native")
 
 AT_SCALE_OPS = ("perturb", "restore", "update", "loop")
 AWD_OPS = ("perturb", "restore", "update-none", "update-l1", "update-l2", "decay-l1", "decay-l2",
@@ -39,8 +66,9 @@ AWD_OPS = ("perturb", "restore", "update-none", "update-l1", "update-l2", "decay
 
 @dataclass
 class Case:
-    """One parity case: which reference call (`op`) on which parameter set (`dtype`, `big`), device
-    and noise scheme, with its population, sigma and alpha (Python floats, as the CLI took them)."""
+    """One parity case (see the module docstring). sigma, alpha, lam: Python floats; handles: the seed
+    handle of each member (loop: of each iteration's members, iteration-major); shapes: None for the
+    standard set, else ((name, shape), ...) of a custom set (fuzzing)."""
     target: str
     device: str
     dtype: str           #: "f32", "f16", "bf16", "mixed", or "f64" for zscore
@@ -51,11 +79,17 @@ class Case:
     alpha: float
     big: bool = False
     extra: dict = field(default_factory=dict)
-    tag: str = ""        #: id suffix that keeps ids unique ("paper" when --population 30 has another alpha)
+    tag: str = ""        #: id suffix that keeps ids unique ("paper", "lambda0", "fuzz")
+    noise: str = "contract"   #: "contract" or "native"; "-" for zscore
+    lam: float = 0.0     #: anchored-decay lambda (es-awd decay ops)
+    handles: tuple = ()
+    shapes: tuple | None = None
 
     @property
     def case_id(self) -> str:
         base = f"{self.target}/{self.device}/{self.dtype}/{self.scheme}/{self.op}/N{self.population}"
+        if self.noise == "native":
+            base += "/native"
         return f"{base}/{self.tag}" if self.tag else base
 
     @property
@@ -68,36 +102,142 @@ class Case:
     def decay(self) -> str:
         return self.op.split("-")[1] if self.op.startswith(("update-", "decay-")) else "none"
 
+    @property
+    def iterations(self) -> int:
+        return int(self.extra.get("iterations", 1))
 
-def build_matrix(targets, devices, dtypes, schemes, population, sigma, alpha, iterations, small=False):
-    """All cases, in a stable order (target, device, dtype, scheme, op), with unique ids."""
-    cases = []
-    targets, devices, dtypes, schemes = (list(dict.fromkeys(v)) for v in (targets, devices, dtypes, schemes))
+    def handle(self, member: int, iteration: int = 0) -> int:
+        """The seed handle the reference receives for `member` (of `iteration`, for the loop)."""
+        return int(self.handles[iteration * self.population + member])
+
+    def params_text(self) -> str:
+        """sigma, alpha, lambda as one short text for the report."""
+        text = f"sigma={self.sigma!r} alpha={self.alpha!r}"
+        return text + (f" lambda={self.lam!r}" if self.decay != "none" else "")
+
+
+# ------------------------------------------------------------------ drawing parameters
+
+def _stream(case_seed: int, key: str) -> np.random.Generator:
+    return np.random.default_rng([int(case_seed), zlib.crc32(key.encode())])
+
+
+def _sig(x: float, digits: int = 4) -> float:
+    """x rounded to `digits` significant decimal digits (readable, not dyadic)."""
+    return float(f"{x:.{digits - 1}e}")
+
+
+def draw_handles(rng: np.random.Generator, n: int) -> tuple:
+    """n distinct seed handles in [HANDLE_GAP, HANDLE_MAX), unsorted, pairwise >= HANDLE_GAP apart."""
+    out: list[int] = []
+    while len(out) < n:
+        h = int(rng.integers(HANDLE_GAP, HANDLE_MAX))
+        if all(abs(h - o) >= HANDLE_GAP for o in out):
+            out.append(h)
+    if n > 2 and out == sorted(out):          # unsorted on purpose (a "seeds sorted" bug must show)
+        out[0], out[-1] = out[-1], out[0]
+    return tuple(out)
+
+
+def draw_sigma_alpha(rng: np.random.Generator) -> tuple[float, float]:
+    """sigma in [2e-4, 2e-2] and alpha in [1e-4, 1e-2], log-uniform and independent, neither a paper
+    constant nor sigma / 2."""
+    while True:
+        sigma = _sig(10 ** rng.uniform(-3.7, -1.7))
+        alpha = _sig(10 ** rng.uniform(-4.0, -2.0))
+        if sigma != PAPER_SIGMA and alpha not in (PAPER_ALPHA, sigma / 2):
+            return sigma, alpha
+
+
+def draw_lambda(rng: np.random.Generator, alpha: float) -> float:
+    """A decay lambda, never a power of two (alpha * lambda must round in f32), whose step
+    alpha * lambda is log-uniform in [2e-3, 1.5e-2]: l1 then zeroes part of the +-0.02 deltas of the
+    offset sets and l2's factor 1 - step is visible even in bf16."""
+    while True:
+        lam = _sig(10 ** rng.uniform(math.log10(2e-3), math.log10(1.5e-2)) / max(alpha, 1e-12), 3)
+        if math.frexp(lam)[0] != 0.5 and alpha * lam < 0.5:
+            return lam
+
+
+def draw_population(rng: np.random.Generator) -> int:
+    """An odd population, not a multiple of 3: not a multiple of 2 or of an engine count of 2 or 3."""
+    return int(rng.choice([5, 7, 11, 13]))
+
+
+def main_population(case_seed: int) -> int:
+    """The population of the perturb/restore/update/loop cases drawn from `case_seed`."""
+    return draw_population(_stream(case_seed, "population"))
+
+
+def _finish(case: Case, case_seed: int, sigma=None, alpha=None) -> Case:
+    """Fill sigma/alpha/lambda/handles from the case's own stream unless given."""
+    rng = _stream(case_seed, case.case_id.replace(f"/{case.device}/", "/", 1))
+    s, a = draw_sigma_alpha(rng)
+    if case.tag != "paper":
+        case.sigma = s if sigma is None else sigma
+        case.alpha = a if alpha is None else alpha
+    lam = draw_lambda(rng, case.alpha)
+    if case.decay != "none":
+        case.lam = 0.0 if case.tag == "lambda0" else lam
+    members = case.population * (case.iterations if case.op == "loop" else 1)
+    case.handles = draw_handles(rng, members)
+    return case
+
+
+# ------------------------------------------------------------------ the matrix
+
+def build_matrix(targets, devices, dtypes, schemes, population=None, sigma=None, alpha=None, iterations=3,
+                 small=False, noises=NOISES, case_seed=DEFAULT_CASE_SEED):
+    """All cases, in a stable order (target, device, noise, dtype, scheme, op), with unique ids.
+
+    population/sigma/alpha: None draws them from `case_seed` (see the module docstring); a value
+    fixes it for every case but the paper's. Native noise runs the correlated scheme only.
+    """
+    targets, devices, dtypes, schemes, noises = (list(dict.fromkeys(v)) for v in
+                                                 (targets, devices, dtypes, schemes, noises))
+    if population is None:
+        population = main_population(case_seed)
     sets = list(dtypes) + (["mixed"] if len(dtypes) > 1 else [])
-    # the paper's N = 30 update is fixed; --population 30 must not repeat its id
-    same_as_paper = population == PAPER_POPULATION and (sigma, alpha) == (PAPER_SIGMA, PAPER_ALPHA)
-    paper_tag = "paper" if population == PAPER_POPULATION and not same_as_paper else ""
+    sweep_set = sets[-1]        # the extra populations run on one set: the mixed one when there is one
+    cases = []
+
+    def add(target, device, dtype, scheme, op, n, noise, big=False, tag="", extra=None):
+        case = Case(target, device, dtype, scheme, op, n, PAPER_SIGMA, PAPER_ALPHA, big, dict(extra or {}),
+                    tag, noise)
+        cases.append(_finish(case, case_seed, sigma, alpha))
+
     for target in targets:
         for device in devices:
             if target == "es-at-scale":
-                cases.append(Case(target, device, "f64", "-", "zscore", population, sigma, alpha))
-            for dtype in sets:
-                for scheme in schemes:
-                    if target == "es-at-scale":
-                        cases += [Case(target, device, dtype, scheme, "perturb", population, sigma, alpha, not small),
-                                  Case(target, device, dtype, scheme, "restore", population, sigma, alpha, not small),
-                                  Case(target, device, dtype, scheme, "update", population, sigma, alpha, not small),
-                                  Case(target, device, dtype, scheme, "update", PAPER_POPULATION, PAPER_SIGMA,
-                                       PAPER_ALPHA, not small, tag=paper_tag),
-                                  Case(target, device, dtype, scheme, "loop", population, sigma, alpha, False,
-                                       {"iterations": iterations})]
-                        if same_as_paper:
-                            del cases[-3]
-                    else:
-                        for op in AWD_OPS:
-                            # mirrored pairs need an even population (ES.md §4)
-                            n = population + population % 2 if op == "mirrored" else population
-                            cases.append(Case(target, device, dtype, scheme, op, n, sigma, alpha, not small))
+                for n in dict.fromkeys([population, *POPULATIONS, PAPER_POPULATION]):
+                    add(target, device, "f64", "-", "zscore", n, "-")
+            for noise in noises:
+                for dtype in sets:
+                    for scheme in (schemes if noise == "contract" else ["correlated"]):
+                        # native rows use the small set: torch's draw has no 1M-element path of its own,
+                        # and the contract rows keep the big tensor (the default matrix stays fast)
+                        big = not small and noise == "contract"
+                        if target == "es-at-scale":
+                            add(target, device, dtype, scheme, "perturb", population, noise, big)
+                            add(target, device, dtype, scheme, "restore", population, noise, big)
+                            add(target, device, dtype, scheme, "update", population, noise, big)
+                            add(target, device, dtype, scheme, "update", PAPER_POPULATION, noise, big, "paper")
+                            if population != PAPER_POPULATION:
+                                add(target, device, dtype, scheme, "update", PAPER_POPULATION, noise, big)
+                            add(target, device, dtype, scheme, "loop", population, noise, False,
+                                extra={"iterations": iterations})
+                            sweep_op = "update"
+                        else:
+                            for op in AWD_OPS:
+                                # mirrored pairs need an even population (ES.md §4)
+                                n = population + population % 2 if op == "mirrored" else population
+                                add(target, device, dtype, scheme, op, n, noise, big)
+                            add(target, device, dtype, scheme, "update-l2", population, noise, big, "lambda0")
+                            sweep_op = "update-none"
+                        if dtype == sweep_set and noise == "contract":
+                            for n in POPULATIONS:
+                                if n != population:
+                                    add(target, device, dtype, scheme, sweep_op, n, noise, False)
     return cases
 
 
@@ -108,3 +248,149 @@ def select(cases, pattern: str | None):
     if not any(ch in pattern for ch in "*?["):
         return [c for c in cases if pattern in c.case_id]
     return [c for c in cases if fnmatch.fnmatchcase(c.case_id, pattern)]
+
+
+# ------------------------------------------------------------------ one case as text (--case-json)
+
+def to_json(case: Case) -> str:
+    """One line of JSON holding every field of `case` (compact; see from_json)."""
+    data = asdict(case)
+    data["handles"] = list(case.handles)
+    data["shapes"] = [[n, list(s)] for n, s in case.shapes] if case.shapes is not None else None
+    return json.dumps(data, separators=(",", ":"), sort_keys=True)
+
+
+def from_json(text: str) -> Case:
+    """The case `to_json` wrote; ValueError naming what is wrong."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--case-json is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError("--case-json must be a JSON object of Case fields")
+    known = set(Case.__dataclass_fields__)
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"--case-json: unknown fields {unknown}")
+    try:
+        case = Case(**data)
+    except TypeError as exc:
+        raise ValueError(f"--case-json: {exc}") from None
+    case.handles = tuple(int(h) for h in case.handles)
+    if case.shapes is not None:
+        case.shapes = tuple((str(n), tuple(int(d) for d in s)) for n, s in case.shapes)
+    check(case)
+    return case
+
+
+def check(case: Case) -> Case:
+    """ValueError when a case cannot run: unknown op for its target, bad scheme/noise pair, too few
+    handles, population or parameters out of range."""
+    ops = AT_SCALE_OPS + ("zscore",) if case.target == "es-at-scale" else AWD_OPS
+    if case.target not in ("es-at-scale", "es-awd") or case.op not in ops:
+        raise ValueError(f"case: op {case.op!r} is not an op of target {case.target!r}")
+    if case.op != "zscore":
+        if case.noise not in NOISES:
+            raise ValueError(f"case: noise must be one of {NOISES}, got {case.noise!r}")
+        if case.scheme not in ("iid", "correlated") or (case.noise == "native" and case.scheme != "correlated"):
+            raise ValueError(f"case: scheme {case.scheme!r} with noise {case.noise!r} (native noise is "
+                             "correlated only)")
+    if case.population < 2 or (case.op == "mirrored" and case.population % 2):
+        raise ValueError(f"case: population {case.population} (>= 2; even for mirrored)")
+    need = case.population * (case.iterations if case.op == "loop" else 1)
+    if len(case.handles) < need or len(set(case.handles)) != len(case.handles):
+        raise ValueError(f"case: needs {need} distinct seed handles, got {len(case.handles)}")
+    if not all(0 <= h < HANDLE_MAX for h in case.handles):
+        raise ValueError(f"case: seed handles must be in [0, 2**31)")
+    if not (0 < case.sigma < math.inf and 0 <= case.alpha < math.inf and 0 <= case.lam < math.inf):
+        raise ValueError("case: sigma must be > 0, alpha and lambda >= 0, all finite")
+    if case.decay == "l2" and case.alpha * case.lam >= 1:
+        raise ValueError("case: l2 decay needs alpha * lambda < 1")
+    if case.kind == "decay" and not case.lam > 0:
+        # lambda 0 means no decay in the update (ES.md §5, REFERENCES.md §2); the decay alone with
+        # step 0 would still round-trip (theta - anchor) + anchor in the reference
+        raise ValueError("case: the decay alone needs lambda > 0")
+    return case
+
+
+# ------------------------------------------------------------------ fuzzing
+
+FUZZ_DTYPES = ("f32", "f16", "bf16", "mixed")
+_NAMES = ("model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
+          "model.layers.0.self_attn.k_proj.weight", "model.layers.0.self_attn.q_proj.bias",
+          "model.layers.0.mlp.up_proj.weight", "model.norm.weight", "lm_head.weight")
+
+
+def random_case(rng: np.random.Generator, targets, device: str = "cpu", noises=NOISES, iterations=2) -> Case:
+    """One random case: op, dtype set, scheme, noise, shapes (1-4 tensors, 0-dim to a few thousand
+    elements, equal shapes sometimes), population, sigma, alpha, lambda and handles."""
+    target = str(rng.choice(list(targets)))
+    ops = ("perturb", "restore", "update", "update", "loop", "zscore") if target == "es-at-scale" else AWD_OPS
+    op = str(rng.choice(ops))
+    if op == "zscore":
+        n = int(rng.integers(2, 140))
+        case = Case(target, device, "f64", "-", op, n, 1.0, 1.0, noise="-", tag="fuzz")
+        case.handles = draw_handles(rng, n)
+        return case
+    noise = str(rng.choice(list(noises)))
+    scheme = "correlated" if noise == "native" else str(rng.choice(["iid", "correlated"]))
+    count = int(rng.integers(1, 5))
+    shapes = []
+    for k in range(count):
+        if shapes and rng.random() < 0.25:
+            shape = shapes[-1][1]                                  # equal shapes: caching and reuse
+        else:
+            rank = int(rng.integers(0, 3))
+            shape = tuple(int(d) for d in rng.integers(1, 70, rank))
+        shapes.append((_NAMES[k % len(_NAMES)] if k < len(_NAMES) else f"extra.{k}.weight", shape))
+    n = int(rng.integers(2, 20))
+    if op == "mirrored":
+        n += n % 2
+    sigma, alpha = draw_sigma_alpha(rng)
+    case = Case(target, device, str(rng.choice(FUZZ_DTYPES)), scheme, op, n, sigma, alpha,
+                extra={"iterations": iterations} if op == "loop" else {}, tag="fuzz", noise=noise,
+                shapes=tuple(shapes))
+    if case.decay != "none":
+        lam0 = case.kind == "update" and rng.random() < 0.15     # lambda 0 means no decay in the update
+        case.lam = 0.0 if lam0 else draw_lambda(rng, case.alpha)
+    case.handles = draw_handles(rng, n * (case.iterations if op == "loop" else 1))
+    return check(case)
+
+
+def shrink_candidates(case: Case):
+    """Simpler variants of `case`, simplest first: fewer tensors, smaller tensors, a smaller
+    population, fewer loop iterations, f32, the correlated scheme, round parameters."""
+    out = []
+    shapes = list(case.shapes) if case.shapes is not None else None
+    if shapes and len(shapes) > 1:
+        for k in range(len(shapes)):
+            out.append(replace(case, shapes=tuple(shapes[:k] + shapes[k + 1:])))
+    if shapes:
+        for k, (name, shape) in enumerate(shapes):
+            if math.prod(shape) > 1:
+                smaller = tuple(max(1, d // 2) for d in shape)
+                out.append(replace(case, shapes=tuple(shapes[:k] + [(name, smaller)] + shapes[k + 1:])))
+    per = case.iterations if case.op == "loop" else 1
+    step = 2 if case.op == "mirrored" else 1
+    for n in sorted({2, case.population // 2 + (case.population // 2) % step, case.population - step}):
+        if 2 <= n < case.population and not (case.op == "mirrored" and n % 2):
+            handles = tuple(case.handles[i * case.population + m] for i in range(per) for m in range(n))
+            out.append(replace(case, population=n, handles=handles))
+    if case.op == "loop" and case.iterations > 1:
+        out.append(replace(case, extra=dict(case.extra, iterations=1), handles=case.handles[:case.population]))
+    if case.op != "zscore":
+        if case.dtype != "f32":
+            out.append(replace(case, dtype="f32"))
+        if case.scheme != "correlated":
+            out.append(replace(case, scheme="correlated"))
+        for field_, simple in (("sigma", 0.01), ("alpha", 0.01), ("lam", 2.5)):
+            value = getattr(case, field_)
+            if value and value != simple and not (field_ == "lam" and case.decay == "none"):
+                out.append(replace(case, **{field_: simple}))
+    valid = []
+    for c in out:
+        try:
+            valid.append(check(c))
+        except ValueError:
+            continue
+    return valid

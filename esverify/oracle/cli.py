@@ -38,10 +38,22 @@ def _csv(value: str) -> tuple:
                                                "a device named here and not seen is a setup error.")
 @click.option("--mapping", type=click.Choice(["poly32", "libm64"]), default="poly32", show_default=True)
 @click.option("--seed", type=int, default=42, show_default=True, help="ES seed (u64) of the member seeds.")
-@click.option("--population", type=int, default=6, show_default=True,
-              help="Population of the update and loop cases (the paper's N=30 case is fixed).")
-@click.option("--sigma", type=float, default=0.001, show_default=True)
-@click.option("--alpha", type=float, default=None, help="Step size (default sigma / 2).")
+@click.option("--population", type=int, default=None,
+              help="Population of the update and loop cases (default: drawn from --case-seed; the paper's "
+                   "N=30 case and the population sweep are fixed).")
+@click.option("--sigma", type=float, default=None, help="Fix sigma for every case but the paper's "
+                                                        "(default: drawn per case from --case-seed).")
+@click.option("--alpha", type=float, default=None, help="Fix alpha for every case but the paper's "
+                                                        "(default: drawn per case, unrelated to sigma).")
+@click.option("--case-seed", "case_seed", type=int, default=None,
+              help="Seed of the case parameters (sigma, alpha, lambda, seed handles, population); "
+                   "recorded in the report [default: fixed].")
+@click.option("--noise", "noise", default="contract,native", show_default=True,
+              help="contract (the RNG contract's noise through the hook) and/or native (torch's own "
+                   "generator; correlated rows only).")
+@click.option("--fuzz", type=int, default=0, help="Run N random cases instead of the matrix; a failure is shrunk "
+                                                  "to a minimal case printed as one command line.")
+@click.option("--case-json", "case_json", default=None, help="Run exactly this case (JSON, as --fuzz prints it).")
 @click.option("--iterations", type=int, default=3, show_default=True, help="Length of the full-loop case.")
 @click.option("--case", "case", default=None, help="Run only cases whose id matches (fnmatch, or substring).")
 @click.option("--keep-tensors", is_flag=True, help="Save both sides' tensors of failing cases under --out.")
@@ -70,8 +82,8 @@ def _csv(value: str) -> tuple:
 @click.option("--impl", "impl_cmd", default=None, metavar="CMD",
               help="Our side is this protocol wrapper (docs/PROTOCOL.md) instead of the clean-room trainer.")
 def parity(ref, awd_ref, target, python, dtypes, schemes, devices, mapping, seed, population, sigma, alpha,
-           iterations, case, keep_tensors, out, formats, junit, timeout, max_memory, max_output, small, require_all,
-           overwrite, quiet, impl_cmd):
+           case_seed, noise, fuzz, case_json, iterations, case, keep_tensors, out, formats, junit, timeout,
+           max_memory, max_output, small, require_all, overwrite, quiet, impl_cmd):
     """Bit-for-bit parity of the clean-room trainer against reference clones on identical noise."""
     from .child import parse_size
     from .runner import Options, Runner, UsageError
@@ -81,14 +93,16 @@ def parity(ref, awd_ref, target, python, dtypes, schemes, devices, mapping, seed
     except ValueError as exc:
         click.echo(f"esverify parity: error: --max-memory/--max-output: {exc}", err=True)
         sys.exit(2)
+    extra = {"case_seed": case_seed} if case_seed is not None else {}
     opts = Options(ref=ref, awd_ref=awd_ref, target=target, python=python or sys.executable,
                    python_explicit=python is not None, dtypes=_csv(dtypes),
                    schemes=_csv(schemes), devices=_csv(devices) if devices else ("cpu", "cuda"),
                    devices_explicit=devices is not None, mapping=mapping, seed=seed, population=population,
-                   sigma=sigma, alpha=alpha, iterations=iterations, case=case, keep_tensors=keep_tensors,
+                   sigma=sigma, alpha=alpha, noises=_csv(noise), fuzz=fuzz, case_json=case_json,
+                   iterations=iterations, case=case, keep_tensors=keep_tensors,
                    out=out, formats=_csv(formats), junit=junit, timeout=timeout, quiet=quiet, small=small,
                    max_memory=max_memory, max_output=max_output, require_all=require_all, overwrite=overwrite,
-                   argv=["esverify"] + sys.argv[1:])
+                   argv=["esverify"] + sys.argv[1:], **extra)
     side = None
     try:
         runner = Runner(opts)
@@ -109,4 +123,11 @@ def parity(ref, awd_ref, target, python, dtypes, schemes, devices, mapping, seed
         if side is not None:
             side.close()
     click.echo(result.console)
+    fuzz_report = result.metadata.get("fuzz")
+    if fuzz_report:
+        click.echo(f"fuzz: {fuzz_report['cases']} cases, {fuzz_report['failures']} bad, "
+                   f"{fuzz_report['cases_per_s']} cases/s")
+        for item in fuzz_report["shrunk"]:
+            click.echo(f"fuzz: {item['case']} ({item['status']}) shrinks in {item['runs']} runs to:\n  "
+                       f"{item['command']}")
     sys.exit(result.exit_code)

@@ -6,10 +6,14 @@ finite values only), the largest ulp distance (esverify.bits; NaN and
 infinities named, never given a distance) and the first mismatch (slot,
 index, both values as hex plus decimal). The slot layout must agree
 first: a differing shape or dtype is reported as such, not compared.
+
+`diagnose` turns a comparison and the row's own draw accounting into a
+status with named diagnoses (issue 8 item E): advanced, eager, skip,
+reuse, extra (docs/parity.md, "Diagnoses").
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -123,3 +127,133 @@ def compare_rewards(ours: list, theirs: list) -> str:
                 return (f"rewards first differ at iteration {i} member {m} (ours {a!r}, theirs {b!r}): "
                         "the perturbed parameters already differ there")
     return ""
+
+
+# ------------------------------------------------------------------ diagnoses from the draw accounting
+
+DIAGNOSES = ("advanced", "eager", "skip", "reuse", "extra")
+
+
+@dataclass
+class Findings:
+    """The draw accounting of one row (the child's per-call findings, REFERENCES.md §3, §3a), merged.
+
+    eager: [(call, slot, name)]; missing: {slot: (name, [calls])}; extra: {slot: (name, [calls])};
+    advanced: [(call, slot, name, position)] (at most a few shown; `advanced_count` in all).
+    """
+    eager: list = field(default_factory=list)
+    missing: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+    advanced: list = field(default_factory=list)
+    advanced_count: int = 0
+
+
+def findings(attribution: dict | None) -> Findings:
+    """Merge the child's `attribution` reply ({"ok", "calls": [...]}) into Findings."""
+    out = Findings()
+    for call in (attribution or {}).get("calls", []) or []:
+        name = call.get("call", "?")
+        if call.get("eager"):
+            e = call["eager"]
+            out.eager.append((name, e["slot"], e["name"]))
+        for key, target in (("missing", out.missing), ("extra", out.extra)):
+            for s in call.get(key, []):
+                target.setdefault(s["slot"], (s["name"], []))[1].append(name)
+        for a in call.get("advanced", []):
+            out.advanced.append((name, a["slot"], a["name"], a["position"]))
+        out.advanced_count += int(call.get("advanced_count", len(call.get("advanced", []))))
+    return out
+
+
+def reuse_sources(missing, layout) -> dict:
+    """{slot k: slot j} for each missing slot k that could have reused an earlier slot j's noise:
+    same (dtype, shape) first, then same shape, then same element count; earliest first.
+    layout: [(dtype, shape)] per slot."""
+    sources = {}
+    for k in sorted(missing):
+        dt, shape = layout[k]
+        numel = int(np.prod(shape, dtype=np.int64))
+        for rank in (lambda j: layout[j] == (dt, shape), lambda j: layout[j][1] == shape,
+                     lambda j: int(np.prod(layout[j][1], dtype=np.int64)) == numel):
+            hits = [j for j in range(k) if j not in missing and rank(j)]
+            if hits:
+                sources[k] = hits[0]
+                break
+    return sources
+
+
+def _calls(calls) -> str:
+    calls = list(dict.fromkeys(calls))
+    return ", ".join(calls[:2]) + (f" (+{len(calls) - 2} more)" if len(calls) > 2 else "")
+
+
+def diagnose(scheme: str, cmp: Comparison, reward_note: str, found: Findings, untouched=(), sources=None,
+             whatif: Comparison | None = None) -> tuple[str, list, list]:
+    """(status, diagnoses, notes) of one row from its comparison and its own draw accounting.
+
+    scheme: the row's scheme ("iid"/"correlated"); cmp: ours vs theirs; reward_note: the loop's
+    first differing reward ('' when none); untouched: missing slots whose result still equals the
+    input bits; sources: {missing slot: slot whose noise it may have reused}; whatif: ours re-run
+    with that reuse vs theirs (iid rows only). The rules (docs/parity.md "Diagnoses"):
+    - eager: iid -> unverifiable; correlated: verified as usual (the noise does not depend on the slot);
+    - skip (a slot never drawn and untouched, or with nothing to reuse) -> fail, naming the slot;
+    - reuse: iid -> artifact when ours with the reuse agrees bit for bit, else fail; correlated: the
+      comparison decides (it must agree);
+    - advanced, extra: named in the detail; the comparison decides.
+    """
+    sources = dict(sources or {})
+    diagnoses, notes = [], []
+    status = "fail" if (cmp.mismatches or reward_note) else "pass"
+    for call, slot, name, position in found.advanced[:3]:
+        notes.append(f"advanced: slot {slot} ({name}) drew from position {position} of its stream in {call}: "
+                     "generator reused or not reseeded")
+    if found.advanced:
+        diagnoses.append("advanced")
+        if found.advanced_count > 3:
+            notes.append(f"advanced: {found.advanced_count} draws in all started past position 0")
+    if found.eager:
+        diagnoses.append("eager")
+        call, slot, name = found.eager[0]
+        text = (f"eager: every draw of {call} was attributed to slot {slot} ({name}): the parameters were "
+                "consumed before drawing")
+        if scheme == "iid":
+            status = "unverifiable"
+            notes.insert(0, text + ", so iid noise cannot be attributed to slots")
+        else:
+            notes.append(text + "; correlated noise does not depend on the slot, so this row is verified")
+    skipped = [k for k in sorted(found.missing) if k in untouched or k not in sources]
+    reused = [k for k in sorted(found.missing) if k not in skipped]
+    for k in skipped:
+        name, calls = found.missing[k]
+        notes.insert(0, f"skip: slot {k} ({name}) was never drawn in {_calls(calls)} while the case expected "
+                        "draws" + (" and is left unchanged" if k in untouched else ""))
+    if skipped:
+        diagnoses.append("skip")
+        if status != "unverifiable":
+            status = "fail"
+    if reused:
+        diagnoses.append("reuse")
+        pairs = ", ".join(f"slot {k} ({found.missing[k][0]}) <- slot {sources[k]}" for k in reused)
+        if status == "unverifiable" or skipped:
+            notes.append(f"reuse: {pairs}")
+        elif scheme == "iid" and cmp.mismatches:
+            if whatif is not None and not whatif.layout_error and not whatif.mismatches and not reward_note:
+                status = "artifact"
+                notes.insert(0, f"reuse: the reference reused noise ({pairs}; never drawn there): under iid an "
+                                "artifact of the reference (each slot has its own noise), and ours with the same "
+                                "reuse agrees bit for bit; the correlated rows must agree")
+            else:
+                left = whatif.mismatches if whatif is not None else cmp.mismatches
+                notes.insert(0, f"reuse: the reference reused noise ({pairs}), and {left} element(s) still differ "
+                                "from ours with the same reuse: not only the reuse")
+        elif scheme != "iid":
+            notes.append(f"reuse: the reference reused noise ({pairs}; never drawn there): under correlated "
+                         "noise it must agree" + (", and it does" if not cmp.mismatches else ", and it does not"))
+        else:
+            notes.append(f"reuse: {pairs}")
+    extra = sorted(found.extra)
+    if extra:
+        diagnoses.append("extra")
+        notes.append("extra: " + ", ".join(f"slot {k} ({found.extra[k][0]}) drawn more than once per seed in "
+                                           f"{_calls(found.extra[k][1])}" for k in extra[:3]))
+    return status, diagnoses, notes

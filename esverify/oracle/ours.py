@@ -4,9 +4,15 @@ This is the ONE adapter between the oracle and the trainer (issue 3 API):
 `Config`, `Trainer` (perturb / restore / update / step, `member_seed`),
 `shape_rewards` and `apply_anchor_decay_`. It also produces what the child
 needs to replay the case on the reference: the handle table (REFERENCES.md
-§3: handle 1000 * (member + 1) -> the trainer's u64 member seed), the
-seed handles and coefficients of each update, all computed once here and
-given to both sides (issue 4 item 4).
+§3: the case's seed handle of each member -> the trainer's u64 member
+seed), the seed handles and coefficients of each update, all computed once
+here and given to both sides (issue 4 item 4).
+
+Native-noise cases (REFERENCES.md §3a) run the trainer's `noise="torch"`
+backend with `torch_seed` mapping each member's u64 seed to the handle the
+reference received: both sides then draw torch's own noise. `slot_map`
+(a what-if run for the `reuse` diagnosis) makes slot k draw slot j's
+noise, as a reference that reuses noise would.
 """
 from __future__ import annotations
 
@@ -17,17 +23,7 @@ import numpy as np
 import torch
 
 from ..es import Config, Trainer, apply_anchor_decay_, get_profile, shape_rewards
-from .cases import DECAY_LAMBDA, REWARD_TARGET, Case
-
-HANDLE_SPACING = 1000
-#: the member perturbed by the single perturb/restore cases
-PERTURB_MEMBER = 1
-
-
-def handle(member: int) -> int:
-    """The small seed handle the reference sees for `member` (spaced so seed + offset is unknown)."""
-    return HANDLE_SPACING * (member + 1)
-
+from .cases import PERTURB_MEMBER, REWARD_TARGET, Case
 
 def case_rewards(seed: int, n: int) -> np.ndarray:
     """Fixed pseudo-random rewards of a population of n (f64), for the update and zscore cases."""
@@ -54,6 +50,27 @@ def _hex(seed: int) -> str:
     return f"0x{seed:016x}"
 
 
+class _Trainer(Trainer):
+    """The trainer with an optional slot -> noise-slot map (the `reuse` what-if; identity otherwise)."""
+    slot_map: dict = {}
+
+    def stream_seed(self, member, slot, iteration=None):
+        return super().stream_seed(member, self.slot_map.get(slot, slot), iteration)
+
+
+def _trainer(case: Case, named, config: Config, backend, table: dict, slot_map=None) -> _Trainer:
+    """A trainer for `case`: contract noise, or torch noise seeded with the handles of `table`
+    (u64 member seed -> handle, filled by the caller before any draw)."""
+    if case.noise == "native":
+        def torch_seed(member_seed, table=table):
+            return table[member_seed]
+        trainer = _Trainer(named, config, noise="torch", torch_seed=torch_seed)
+    else:
+        trainer = _Trainer(named, config, backend=backend)
+    trainer.slot_map = dict(slot_map or {})
+    return trainer
+
+
 def _config(case: Case, seed: int, mapping: str, **overrides) -> Config:
     fields = dict(sigma=case.sigma, alpha=case.alpha, population=case.population, scheme=case.scheme,
                   mapping=mapping, profile=case.target, seed=seed, shaping="none")
@@ -68,51 +85,75 @@ def rule_for(target: str, device: str) -> str:
     return get_profile(target).rule_for(torch.device(device))
 
 
-def run(case: Case, names, tensors, anchor, seed: int, mapping: str, backend: str | None) -> OursResult:
-    """Run `case` on `tensors` (modified in place) with esverify.es; see OursResult."""
+def run(case: Case, names, tensors, anchor, seed: int, mapping: str, backend: str | None,
+        slot_map=None) -> OursResult:
+    """Run `case` on `tensors` (modified in place) with esverify.es; see OursResult.
+
+    slot_map: {slot: noise slot} for a what-if run (the reference reused another slot's noise)."""
+    _, compute = prepare(case, names, tensors, anchor, seed, mapping, backend, slot_map)
+    return compute()
+
+
+def prepare(case: Case, names, tensors, anchor, seed: int, mapping: str, backend: str | None, slot_map=None):
+    """(command, compute): the child's command, known before our side computes (None for the loop,
+    whose coefficients come from its own rewards), and compute() -> OursResult doing the work. The
+    runner sends the command first, so the child and our side work at the same time."""
     named = list(zip(names, tensors))
     if case.op == "zscore":
         r = case_rewards(seed, case.population)
         coeffs, stats = shape_rewards(r, "zscore")
-        return OursResult([torch.from_numpy(np.asarray(coeffs, dtype=np.float64))],
-                          {"seeds": [handle(m) for m in range(case.population)], "rewards": r.tolist(),
-                           "mean": stats["mean"], "std": stats["std"]})   # the parent's mean/std, computed once
+        result = OursResult([torch.from_numpy(np.asarray(coeffs, dtype=np.float64))],
+                            {"seeds": [case.handle(m) for m in range(case.population)], "rewards": r.tolist(),
+                             "mean": stats["mean"], "std": stats["std"]})   # the parent's mean/std, computed once
+        return result.command, lambda: result
     if case.op in ("perturb", "restore"):
-        trainer = Trainer(named, _config(case, seed, mapping), backend=backend)
+        table = {}
+        trainer = _trainer(case, named, _config(case, seed, mapping), backend, table, slot_map)
         m = PERTURB_MEMBER
-        trainer.perturb(m)
-        if case.op == "restore":
-            trainer.restore(m)
-        return OursResult(tensors, {"member_handle": handle(m), "handles": {handle(m): _hex(trainer.member_seed(m))}})
+        table[trainer.member_seed(m)] = case.handle(m)
+        command = {"member_handle": case.handle(m), "handles": {case.handle(m): _hex(trainer.member_seed(m))}}
+
+        def compute():
+            trainer.perturb(m)
+            if case.op == "restore":
+                trainer.restore(m)
+            return OursResult(tensors, command)
+        return command, compute
     if case.kind == "decay":
-        apply_anchor_decay_(tensors, anchor, case.decay, DECAY_LAMBDA, case.alpha, profile=case.target)
-        return OursResult(tensors, {"handles": {}, "decay": case.decay, "lambda": DECAY_LAMBDA})
+        command = {"handles": {}, "decay": case.decay, "lambda": case.lam}
+
+        def compute():
+            apply_anchor_decay_(tensors, anchor, case.decay, case.lam, case.alpha, profile=case.target)
+            return OursResult(tensors, command)
+        return command, compute
     if case.kind == "update":
-        return _update(case, names, tensors, anchor, seed, mapping, backend)
+        return _update(case, names, tensors, anchor, seed, mapping, backend, slot_map)
     if case.op == "loop":
-        return _loop(case, named, seed, mapping, backend)
+        return None, lambda: _loop(case, named, seed, mapping, backend, slot_map)
     raise ValueError(f"unknown op {case.op!r}")
 
 
-def _update(case, names, tensors, anchor, seed, mapping, backend) -> OursResult:
+def _update(case, names, tensors, anchor, seed, mapping, backend, slot_map):
     mirrored = case.op == "mirrored"
     decay = case.decay
     overrides = {"antithetic": mirrored}
     if decay != "none":
-        overrides.update(anchor_decay=decay, anchor_lambda=DECAY_LAMBDA)
+        overrides.update(anchor_decay=decay, anchor_lambda=case.lam)
     coeffs, _ = shape_rewards(case_rewards(seed, case.population), "zscore")
-    if decay != "none":
+    table = {}
+    config = _config(case, seed, mapping, **overrides)
+    if config.decay_on:
         # the anchor is captured at construction: build on the anchor, then load theta (ES.md §6)
         current = [t.clone() for t in tensors]
         with torch.no_grad():
             for t, a in zip(tensors, anchor):
                 t.copy_(a)
-        trainer = Trainer(list(zip(names, tensors)), _config(case, seed, mapping, **overrides), backend=backend)
+        trainer = _trainer(case, list(zip(names, tensors)), config, backend, table, slot_map)
         with torch.no_grad():
             for t, c in zip(tensors, current):
                 t.copy_(c)
     else:
-        trainer = Trainer(list(zip(names, tensors)), _config(case, seed, mapping, **overrides), backend=backend)
+        trainer = _trainer(case, list(zip(names, tensors)), config, backend, table, slot_map)
     if mirrored:
         members = list(range(0, case.population, 2))
         # the reference's training script folds pairs itself: D_k = C_2k - C_2k+1 in f64 (REFERENCES.md §2)
@@ -120,21 +161,30 @@ def _update(case, names, tensors, anchor, seed, mapping, backend) -> OursResult:
     else:
         members = list(range(case.population))
         sent = [float(c) for c in coeffs]
-    command = {"seeds": [handle(m) for m in members], "coeffs": sent,
-               "handles": {handle(m): _hex(trainer.member_seed(m)) for m in members},
-               "decay": decay, "lambda": DECAY_LAMBDA if decay != "none" else 0.0,
+    for m in members:
+        table[trainer.member_seed(m)] = case.handle(m)
+    command = {"seeds": [case.handle(m) for m in members], "coeffs": sent,
+               "handles": {case.handle(m): _hex(trainer.member_seed(m)) for m in members},
+               "decay": decay, "lambda": case.lam if decay != "none" else 0.0,
                "caching": case.op == "caching"}
-    trainer.update(coeffs)
-    return OursResult(tensors, command)
+
+    def compute():
+        trainer.update(coeffs)
+        return OursResult(tensors, command)
+    return command, compute
 
 
-def _loop(case, named, seed, mapping, backend) -> OursResult:
+def _loop(case, named, seed, mapping, backend, slot_map) -> OursResult:
     tensors = [t for _, t in named]
-    trainer = Trainer(named, _config(case, seed, mapping, shaping="zscore"), backend=backend)
+    table = {}
+    trainer = _trainer(case, named, _config(case, seed, mapping, shaping="zscore"), backend, table, slot_map)
     iterations, rewards = [], []
-    for index in range(case.extra.get("iterations", 3)):
+    for index in range(case.iterations):
         members = list(range(case.population))
-        handles = {handle(m): _hex(trainer.member_seed(m)) for m in members}
+        handles = {}
+        for m in members:
+            table[trainer.member_seed(m)] = case.handle(m, index)
+            handles[case.handle(m, index)] = _hex(trainer.member_seed(m))
         row = []
 
         def evaluate(member, row=row):
@@ -142,7 +192,7 @@ def _loop(case, named, seed, mapping, backend) -> OursResult:
             return row[-1]
 
         stats = trainer.step(evaluate)
-        iterations.append({"index": index, "handles": handles, "seeds": [handle(m) for m in members],
+        iterations.append({"index": index, "handles": handles, "seeds": [case.handle(m, index) for m in members],
                            "coeffs": [float(c) for c in stats["coefficients"]]})
         rewards.append(row)
     return OursResult(tensors, {"iterations": iterations, "reward_target": REWARD_TARGET}, rewards=rewards)

@@ -1,11 +1,15 @@
 """Parameter sets the parity cases run on (issue 4 item 4).
 
 Each set is a fixed list of named tensors of one dtype (or the `mixed`
-set, dtypes cycling f32, f16, bf16): odd sizes whose element counts are
+set, dtypes cycling f32, f16, bf16), named like a real transformer's
+(`model.embed_tokens.weight`, `...q_proj.weight`, `...q_proj.bias`,
+`model.norm.weight`, `lm_head.weight`: a reference that treats names
+specially must show it): odd sizes whose element counts are
 not multiples of 32 (so es-awd's rule `cpu` tail is exercised), two tensors
 of equal shape (es-awd's `caching=True` reuses noise between them), a
 tensor of equal size but another shape, a 0-dim tensor, and, for
-single-operation cases, one tensor of >= 1M elements. Values come from a
+single-operation cases, an `lm_head.weight` of >= 1M elements. A fuzzed
+case gives its own (name, shape) list instead. Values come from a
 fixed numpy generator (f64, rounded through f32 into the dtype, as torch
 does), with a few exact zeros; the `offset` variant adds a small
 deterministic delta so that anchored decay (ES.md §5) has work to do
@@ -26,9 +30,15 @@ from ..es.numerics import NAME_DTYPES
 
 DTYPES = NAME_DTYPES                    #: "f32"/"f16"/"bf16" -> torch dtype, in that order
 MIXED = "mixed"
-SMALL_SHAPES = (("w_odd", (129, 67)), ("w_pair_a", (1001,)), ("w_pair_b", (1001,)), ("w_reshaped", (7, 143)),
-                ("scale", ()))
-BIG_SHAPE = ("w_big", (1031, 1019))     # 1,050,589 elements, not a multiple of 32
+SMALL_SHAPES = (("model.embed_tokens.weight", (129, 67)),
+                ("model.layers.0.self_attn.q_proj.weight", (13, 77)),
+                ("model.layers.0.self_attn.k_proj.weight", (13, 77)),     # equal shape: caching reuses
+                ("model.layers.0.self_attn.v_proj.weight", (77, 13)),     # equal size, another shape
+                ("model.layers.0.self_attn.q_proj.bias", (13,)),
+                ("model.layers.0.self_attn.scale", ()),
+                ("model.norm.weight", (67,)),
+                ("lm_head.weight", (67, 129)))                          # the embedding's size, transposed
+BIG_SHAPE = (1031, 1019)     # lm_head.weight in the big set: 1,050,589 elements, not a multiple of 32
 SEED = 20250929
 
 
@@ -42,9 +52,17 @@ def slot_dtypes(dtype: str, count: int) -> list[str]:
     return [dtype] * count
 
 
-def build(dtype: str, big: bool, variant: str = "base") -> tuple[list[str], list[torch.Tensor]]:
-    """(names, CPU tensors) of a set; variant "base" or "offset" (base plus a small delta)."""
-    shapes = list(SMALL_SHAPES) + ([BIG_SHAPE] if big else [])
+def shapes_of(big: bool, shapes=None) -> list:
+    """The (name, shape) list of a set: `shapes` when given, else the standard small or big one."""
+    if shapes is not None:
+        return [(str(n), tuple(s)) for n, s in shapes]
+    return [(n, BIG_SHAPE if big and n == "lm_head.weight" else s) for n, s in SMALL_SHAPES]
+
+
+def build(dtype: str, big: bool, variant: str = "base", shapes=None) -> tuple[list[str], list[torch.Tensor]]:
+    """(names, CPU tensors) of a set; variant "base" or "offset" (base plus a small delta);
+    shapes: None (standard) or a (name, shape) list."""
+    shapes = shapes_of(big, shapes)
     names = [n for n, _ in shapes]
     tensors = []
     for k, ((name, shape), dt) in enumerate(zip(shapes, slot_dtypes(dtype, len(shapes)))):
@@ -53,7 +71,7 @@ def build(dtype: str, big: bool, variant: str = "base") -> tuple[list[str], list
         values = gen.normal(0.0, 0.05, n)
         values[::17] = 0.0
         if variant == "offset":
-            values = values + gen.uniform(-0.004, 0.004, n)
+            values = values + gen.uniform(-0.02, 0.02, n)
         elif variant != "base":
             raise ValueError(f"variant must be 'base' or 'offset', got {variant!r}")
         t = torch.from_numpy(values).to(torch.float32).to(DTYPES[dt]).reshape(shape)

@@ -12,18 +12,21 @@ side could not run the case; timeouts and child deaths included: the child
 is restarted and the run goes on), skipped (not checked here, with the
 reason and how to check it: a device the child does not see, a reference
 file that needs a newer child Python, a target whose clone was not given),
-unverifiable (iid results of a target whose draws could not be attributed
-to slots: eager consumption, REFERENCES.md §3), artifact (es-awd
-`caching=True` under iid, a documented artifact of the reference, when
-every mismatch lies in a slot whose noise the reference reused; a mismatch
-anywhere else is a fail) and not-run (a row an interrupted run did not
-reach).
+unverifiable (an iid row whose own draws were all attributed to one slot:
+eager consumption, REFERENCES.md §3), artifact (an iid row where the
+reference reused one slot's noise for another, as es-awd's `caching=True`
+does, and ours with the same reuse agrees bit for bit), unsupported (a case
+the `--impl` wrapper does not claim) and not-run (a row an interrupted run
+did not reach). Each row's status and named diagnoses (advanced, eager,
+skip, reuse, extra) come from its own comparison and draw accounting only
+(compare.diagnose; docs/parity.md "Diagnoses").
 
 Order of a run: the report destinations are checked and the report folder
 claimed, then every setup fault is looked for (clones, the child Python,
 the case selection, each child's start, the devices) and reported as ONE
-line (SetupError/UsageError, exit 2, no report) before any case runs; then
-the cases; then the report, which opens with the verdict.
+line (SetupError/UsageError, exit 2) before any case runs (a child that
+fails to start also leaves a report of error rows); then the cases, the two
+targets side by side; then the report, which opens with the verdict.
 
 Exit code: 0 when at least one row passed and every row is pass, skipped
 or artifact; 1 on any fail, error or unverifiable row, when nothing passed,
@@ -34,6 +37,7 @@ with the verdict `interrupted` (esverify.interrupt).
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
@@ -45,10 +49,13 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .. import __version__
@@ -65,9 +72,9 @@ from . import paramsets
 from .child import DEFAULT_MAX_OUTPUT, Child, ChildError, ChildTimeout, default_max_memory
 from .clones import TARGETS, CloneError, git_identity, inspect_clone
 
-COLUMNS = ["target", "device", "dtype", "scheme", "op", "population", "case", "rule", "elements", "mismatches",
-           "max_abs_diff", "max_ulp_diff", "first_mismatch_index", "first_mismatch_ours",
-           "first_mismatch_theirs", "status", "detail"]
+COLUMNS = ["target", "device", "dtype", "scheme", "noise", "op", "population", "case", "rule", "elements",
+           "mismatches", "max_abs_diff", "max_ulp_diff", "first_mismatch_index", "first_mismatch_ours",
+           "first_mismatch_theirs", "status", "diagnosis", "detail", "params"]
 #: every row status, in report order; "not-run" marks the rows an interrupted run did not reach
 #: "unsupported": a case the --impl wrapper does not claim (never a pass)
 STATUSES = ("pass", "fail", "error", "skipped", "unverifiable", "artifact", "unsupported", "not-run")
@@ -77,8 +84,6 @@ FAILING = ("fail", "error", "unverifiable")
 REPORT_PATTERNS = report_patterns("parity") + ("child-*.log", "tensors")
 NO_CUDA = ("not checked here: the child sees no CUDA device; to check it: run on a machine with a CUDA GPU "
            "and a CUDA build of torch (--devices cuda)")
-CACHING_ARTIFACT = ("artifact of the reference: with caching=True it reuses the first tensor's noise for "
-                    "tensors of equal (device, dtype, shape), which iid gives different noise (REFERENCES.md §2)")
 _PROBE = ("import importlib.util as u, json, platform, sys; print(json.dumps({'python': platform.python_version(), "
           "'executable': sys.executable, 'torch': u.find_spec('torch') is not None, "
           "'numpy': u.find_spec('numpy') is not None}))")
@@ -106,9 +111,13 @@ class Options:
     devices_explicit: bool = False
     mapping: str = "poly32"
     seed: int = 42
-    population: int = 6
-    sigma: float = 0.001
-    alpha: float | None = None
+    population: int | None = None        #: None: drawn from case_seed (odd, not a multiple of 3)
+    sigma: float | None = None           #: None: drawn per case from case_seed
+    alpha: float | None = None           #: None: drawn per case from case_seed
+    case_seed: int = _cases.DEFAULT_CASE_SEED
+    noises: tuple = _cases.NOISES        #: "contract" and/or "native" (native: correlated rows only)
+    case_json: str | None = None         #: run exactly this one case (cases.to_json), e.g. a shrunk fuzz case
+    fuzz: int = 0                        #: run this many random cases instead of the matrix, shrink failures
     iterations: int = 3
     case: str | None = None
     keep_tensors: bool = False
@@ -154,12 +163,24 @@ def _validate(opts: Options) -> Options:
         raise UsageError(f"--mapping must be poly32 or libm64, got {opts.mapping!r}")
     if not 0 <= int(opts.seed) < 1 << 64:
         raise UsageError(f"--seed must be in [0, 2**64), got {opts.seed}")
-    if opts.population < 2:
+    if opts.population is not None and opts.population < 2:
         raise UsageError(f"--population must be >= 2 (z-scores of one member are zero), got {opts.population}")
     if opts.iterations < 1:
         raise UsageError(f"--iterations must be >= 1, got {opts.iterations}")
-    if not 0 < opts.sigma < math.inf:
+    if opts.sigma is not None and not 0 < opts.sigma < math.inf:
         raise UsageError(f"--sigma must be finite and > 0, got {opts.sigma}")
+    bad = [n for n in opts.noises if n not in _cases.NOISES]
+    if bad or not opts.noises:
+        raise UsageError(f"--noise: unknown {bad or 'empty'}; choose from {list(_cases.NOISES)}")
+    if not 0 <= int(opts.case_seed) < 1 << 64:
+        raise UsageError(f"--case-seed must be in [0, 2**64), got {opts.case_seed}")
+    if opts.fuzz < 0:
+        raise UsageError(f"--fuzz must be >= 0, got {opts.fuzz}")
+    if opts.case_json is not None:
+        try:
+            _cases.from_json(opts.case_json)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     if opts.alpha is not None and not 0 <= opts.alpha < math.inf:
         raise UsageError(f"--alpha must be finite and >= 0, got {opts.alpha}")
     if not opts.timeout > 0:
@@ -214,10 +235,11 @@ def _clone_path(target, explicit: str | None) -> tuple[str, bool]:
 
 def _row(case, **fields) -> dict:
     row = {"target": case.target, "device": case.device, "dtype": case.dtype, "scheme": case.scheme,
-           "op": case.op, "population": case.population, "case": case.case_id,
+           "noise": case.noise, "op": case.op, "population": case.population, "case": case.case_id,
            "rule": _ours.rule_for(case.target, case.device), "elements": None, "mismatches": None,
            "max_abs_diff": None, "max_ulp_diff": None, "first_mismatch_index": "",
-           "first_mismatch_ours": "", "first_mismatch_theirs": "", "status": "error", "detail": ""}
+           "first_mismatch_ours": "", "first_mismatch_theirs": "", "status": "error", "diagnosis": "",
+           "detail": "", "params": case.params_text() if case.op != "zscore" else ""}
     row.update(fields)
     return row
 
@@ -275,6 +297,11 @@ class _Target:
                            max_memory=opts.max_memory, max_output=opts.max_output, target=target.name)
         self.hello = None
         self.start_error = ""
+        self.pool = ThreadPoolExecutor(max_workers=1)   #: waits for the child's reply beside our side
+
+    def close(self):
+        self.child.close()
+        self.pool.shutdown(wait=True)
 
     def ensure_child(self) -> bool:
         if self.child.alive():
@@ -296,7 +323,7 @@ class Runner:
 
     def __init__(self, opts: Options):
         self.opts = _validate(opts)
-        self.alpha = opts.sigma / 2 if opts.alpha is None else opts.alpha
+        self.alpha = opts.alpha
         self.rows: list[dict] = []
         self.setup_errors: list[str] = []
         self.sets: dict = {}
@@ -305,24 +332,33 @@ class Runner:
         self.timing: dict = {}   #: target -> {"ours_s": ..., "reference_s": ...}
         self.impl_side = None    #: esverify.oracle.impl_side.ImplSide under `parity --impl`, else ours.run
         self.targets: dict = {}  #: target name -> _Target, whose child is started before any case
+        self._sets_lock = threading.Lock()
+        self._stop = threading.Event()     #: set when the run is interrupted: the target threads stop
+        self._live: list = []              #: the targets whose child is running
 
     def _setup_error(self, message: str):
         if message not in self.setup_errors:
             self.setup_errors.append(message)
 
     # -- sets
-    def set_path(self, dtype: str, big: bool, variant: str) -> Path:
-        key = (dtype, big, variant)
+    def set_path(self, dtype: str, big: bool, variant: str, shapes=None) -> Path:
+        key = (dtype, big, variant, shapes)
+        with self._sets_lock:   # targets run in parallel threads and share the base sets
+            return self._set_path(key)
+
+    def _set_path(self, key) -> Path:
+        dtype, big, variant, shapes = key
         if key not in self.sets:
-            names, tensors = paramsets.build(dtype, big, variant)
-            path = paramsets.write(self.work / "sets" / f"{dtype}-{'big' if big else 'small'}-{variant}.npz",
-                                   names, tensors)
+            names, tensors = paramsets.build(dtype, big, variant, shapes)
+            label = f"{dtype}-{'big' if big else 'small'}-{variant}" + (f"-{len(self.sets)}" if shapes else "")
+            path = paramsets.write(self.work / "sets" / f"{label}.npz", names, tensors)
             self.sets[key] = (path, names, tensors)
         return self.sets[key][0]
 
-    def fresh(self, dtype: str, big: bool, variant: str, device: str):
-        self.set_path(dtype, big, variant)
-        _, names, tensors = self.sets[(dtype, big, variant)]
+    def fresh(self, dtype: str, big: bool, variant: str, device: str, shapes=None):
+        self.set_path(dtype, big, variant, shapes)
+        with self._sets_lock:
+            _, names, tensors = self.sets[(dtype, big, variant, shapes)]
         return names, [t.clone().to(device) for t in tensors]
 
     # -- main
@@ -400,8 +436,15 @@ class Runner:
                 fix += " or pass --python with an interpreter that has them"
             raise SetupError(f"the child Python {probe['executable']} ({probe['python']}) lacks {what}, which "
                              f"the reference needs; fix: {fix}")
-        all_cases = _cases.build_matrix(wanted, opts.devices, opts.dtypes, opts.schemes, opts.population,
-                                        opts.sigma, self.alpha, opts.iterations, opts.small)
+        if opts.case_json is not None:
+            all_cases = [_cases.from_json(opts.case_json)]
+        elif opts.fuzz:
+            from . import fuzz as _fuzz
+            all_cases = _fuzz.draw_cases(wanted, opts)
+        else:
+            all_cases = _cases.build_matrix(wanted, opts.devices, opts.dtypes, opts.schemes, opts.population,
+                                            opts.sigma, self.alpha, opts.iterations, opts.small, opts.noises,
+                                            opts.case_seed)
         selected = _cases.select(all_cases, opts.case)
         if opts.case and not selected:
             raise UsageError(f"--case {opts.case!r} matches no case; case ids look like "
@@ -426,12 +469,14 @@ class Runner:
                                  "with a CUDA GPU and a CUDA build of torch, or leave cuda out of --devices")
         return self.targets
 
-    def _close_children(self):
+    def _close_children(self, kill: bool = False):
+        """Close every child (politely, or at once with `kill`: an interrupted op is not waited for)."""
         for t in self.targets.values():
             try:
-                t.child.kill()   # the whole process group, at once: an interrupted op is not waited for
+                if kill:
+                    t.child.kill()   # the whole process group
             finally:
-                t.child.close()
+                t.close()
 
     def _run_in(self, folder, started) -> RunResult:
         opts = self.opts
@@ -441,42 +486,60 @@ class Runner:
         with tempfile.TemporaryDirectory(prefix="esverify-parity-") as work:
             self.work = Path(work)
             progress = None
+            start_error = None
             try:
+                _wanted, clones, not_given, probe, selected = self._setup_checks()
+                for case in selected:
+                    if case.target in not_given:
+                        self.rows.append(_row(case, status="skipped", detail=_not_given(case.target)))
                 try:
-                    _wanted, clones, not_given, probe, selected = self._setup_checks()
-                    for case in selected:
-                        if case.target in not_given:
-                            self.rows.append(_row(case, status="skipped", detail=_not_given(case.target)))
                     self._start_children(clones, selected)
+                except SetupError as exc:   # a child that cannot start: one line, exit 2, and a report
+                    start_error = exc
+                    self.rows += [_row(c, status="error", detail=f"setup: {exc}") for c in selected
+                                  if c.target not in not_given]
+                if start_error is None:
                     progress = _progress(len(selected), opts.quiet)
                     progress.update(len(self.rows))
                     by_target = {}
                     for case in selected:
                         if case.target in self.targets:
                             by_target.setdefault(case.target, []).append(case)
-                    for name, target_cases in by_target.items():
-                        environments[name] = self._run_target(self.targets[name], target_cases, progress)
-                except SetupError:
-                    raise
-                except Interrupted as exc:
-                    interrupted = exc
-                finally:
-                    if progress is not None:
-                        progress.close()
-                    self._close_children()
-            except SetupError:
-                raise
+                    # the targets run side by side: two children and our side busy at once (rows are
+                    # put back in case order below)
+                    with ThreadPoolExecutor(max_workers=max(1, len(by_target))) as pool:
+                        futures = {name: pool.submit(self._run_target, self.targets[name], cs, progress)
+                                   for name, cs in by_target.items()}
+                        try:
+                            for name, future in futures.items():
+                                environments[name] = future.result()
+                        except BaseException:   # Ctrl-C or a crash: stop the other target too, do not wait
+                            self._stop.set()
+                            for t in list(self.targets.values()):
+                                t.child.kill()
+                            raise
+            except Interrupted as exc:
+                interrupted = exc
+            finally:
+                if progress is not None:
+                    progress.close()
+                self._close_children(kill=interrupted is not None or start_error is not None)
             if interrupted is not None:
                 done = {r["case"] for r in self.rows}
                 reason = f"not run: the run was interrupted by {interrupted.signal_name}"
                 self.rows += [_row(c, status="not-run", detail=reason) for c in selected if c.case_id not in done]
-                for name, t in self.targets.items():
-                    environments.setdefault(name, dict((t.hello or {}).get("environment") or {}))
+            for name, t in self.targets.items():
+                environments.setdefault(name, dict((t.hello or {}).get("environment") or {}))
             order = {c.case_id: i for i, c in enumerate(selected)}
             self.rows.sort(key=lambda r: order.get(r["case"], len(order)))   # matrix order, whatever ran first
-            frame = _post_process(pd.DataFrame(self.rows, columns=COLUMNS + ["eager"]))
+            frame = pd.DataFrame(self.rows, columns=COLUMNS)
+            fuzz_report = None
+            if opts.fuzz and interrupted is None and start_error is None:
+                from . import fuzz as _fuzz
+                fuzz_report = _fuzz.shrink_failures(self, clones, selected, frame, time.monotonic() - started)
             summary = summary_pivot(frame)
-            code = interrupted.exit_code if interrupted else exit_code(frame, False, opts.require_all)
+            code = interrupted.exit_code if interrupted else exit_code(frame, start_error is not None,
+                                                                       opts.require_all)
             verdict = INTERRUPTED if interrupted else verdict_for(code)
             wall = time.monotonic() - started
             metadata = self._metadata(clones, environments, probe, wall, list(not_given.values()))
@@ -486,6 +549,8 @@ class Runner:
             metadata = {**header, **metadata}
             if interrupted:
                 metadata["interrupted_by"] = interrupted.signal_name
+            if fuzz_report is not None:
+                metadata["fuzz"] = fuzz_report
             written = write_report(out_dir, "parity", {"summary": summary, "cases": frame}, metadata,
                                    opts.formats, title="esverify parity report", header=header)
             for name in self.targets:
@@ -504,12 +569,17 @@ class Runner:
                                                              erroring=("error", "unverifiable"),
                                                              skipping=("skipped", "artifact", "unsupported",
                                                                        "not-run"))))
+        if start_error is not None:   # one line for the console; the rows are in the report
+            raise SetupError(f"{start_error}; report: {out_dir}")
         return RunResult(frame, summary, metadata, code, out_dir, written,
                          _console(frame, summary, metadata, out_dir, code, verdict, opts.require_all))
 
     def _run_target(self, t, target_cases, progress) -> dict:
+        """Run `target_cases` on the started target `t` (in a thread of its own: see _run_in)."""
         env = dict(t.hello["environment"])
         for case in target_cases:
+            if self._stop.is_set():
+                break
             try:
                 row = self._run_case(t, case)
             except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others' rows
@@ -529,7 +599,7 @@ class Runner:
         if not t.ensure_child():
             return _row(case, status="error", detail=f"the child could not be restarted: {t.start_error}")
         load_error = (t.hello.get("modules") or {}).get(module_key)
-        if load_error:
+        if load_error and not getattr(t, "variant_clone", None):
             needs = str(load_error.get("needs") or "")
             if load_error.get("kind") == "syntax" and re.match(r"Python \d+\.\d+ or newer", needs):
                 # the clone is fine: this child's Python is too old for the file (not checked here)
@@ -543,7 +613,7 @@ class Runner:
         from ..rng.mappings import get_mapping
         backend = child_backend = default_backend(case.device)
         seen = (env.get("noise_backends") or {}).get("cpu", []) if case.device == "cpu" else ["torch"]
-        if backend not in seen:
+        if backend not in seen and case.noise == "contract":
             if not get_mapping(opts.mapping).bitwise_portable:
                 return _row(case, status="error", detail=f"{case.op}: the child lacks the noise backend {backend!r} "
                                                          f"the parent uses, and {opts.mapping} is only bit-exact "
@@ -553,13 +623,19 @@ class Runner:
                            f"({opts.mapping} is bitwise identical on every backend)")
         variant = "offset" if case.target == "es-awd" else "base"
         dtype = case.dtype if case.dtype in paramsets.DTYPES or case.dtype == paramsets.MIXED else "f32"
-        names, tensors = self.fresh(dtype, case.big, variant, case.device)
-        anchor = self.fresh(dtype, case.big, "base", case.device)[1] if case.kind in ("update", "decay") \
-            and case.target == "es-awd" else None
+        names, tensors = self.fresh(dtype, case.big, variant, case.device, case.shapes)
+        inputs = [t.clone() for t in tensors]
+        anchor = self.fresh(dtype, case.big, "base", case.device, case.shapes)[1] \
+            if case.kind in ("update", "decay") and case.target == "es-awd" else None
         clock = self.timing.setdefault(case.target, {"ours_s": 0.0, "reference_s": 0.0})
         started = time.perf_counter()
         try:
-            ours = (self.impl_side or _ours).run(case, names, tensors, anchor, opts.seed, opts.mapping, backend)
+            if self.impl_side is not None:   # parity --impl: the wrapper is our side
+                early, compute = None, None
+                ours = self.impl_side.run(case, names, tensors, anchor, opts.seed, opts.mapping, backend)
+            else:
+                early, compute = _ours.prepare(case, names, tensors, anchor, opts.seed, opts.mapping, backend)
+                ours = compute() if early is None else None      # the loop: its command needs our rewards
         except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
             return _row(case, status=getattr(exc, "status", "error"),   # impl_side: unsupported
                         detail=f"{case.op}: our side raised {type(exc).__name__}: {exc}")
@@ -569,19 +645,31 @@ class Runner:
         out.mkdir(parents=True, exist_ok=True)
         command = {"op": case.kind, "case_id": case.case_id,
                    "device": case.device, "scheme": case.scheme, "mapping": opts.mapping,
-                   "backend": child_backend,
-                   "set": str(self.set_path(dtype, case.big, variant)), "sigma": case.sigma,
+                   "backend": child_backend, "noise": case.noise if case.op != "zscore" else "contract",
+                   "set": str(self.set_path(dtype, case.big, variant, case.shapes)), "sigma": case.sigma,
                    "alpha": case.alpha, "population": case.population, "out": str(out), "handles": {}}
+        if getattr(t, "variant_clone", None):   # Runner.session: another clone of the same target
+            command["clone"] = str(t.variant_clone)
         if anchor is not None:
-            command["anchor_set"] = str(self.set_path(dtype, case.big, "base"))
-        command.update(ours.command)
+            command["anchor_set"] = str(self.set_path(dtype, case.big, "base", case.shapes))
+        command.update(early if early is not None else ours.command)
         command["handles"] = {str(k): v for k, v in command["handles"].items()}
         if case.op == "loop":
             for it in command["iterations"]:
                 it["handles"] = {str(k): v for k, v in it["handles"].items()}
+        # the child works on the command while our side computes (one request in flight per child)
         started = time.perf_counter()
+        pending = t.pool.submit(t.child.request, command, opts.timeout)
+        ours_error = None
+        if ours is None:
+            mark = time.perf_counter()
+            try:
+                ours = compute()
+            except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
+                ours_error = exc
+            clock["ours_s"] += time.perf_counter() - mark
         try:
-            reply = t.child.request(command, opts.timeout)
+            reply = pending.result()
         except ChildTimeout:
             return _row(case, status="error", detail=f"timeout: {case.op} did not finish within "
                                                      f"{opts.timeout:g} s; the child's process group was killed "
@@ -592,6 +680,9 @@ class Runner:
                                                      + (f"; child log: {tail}" if tail else ""))
         finally:
             clock["reference_s"] += time.perf_counter() - started
+        if ours_error is not None:
+            return _row(case, status="error", detail=f"{case.op}: our side raised {type(ours_error).__name__}: "
+                                                     f"{ours_error}")
         if reply["status"] != "ok":
             err = reply["error"]
             hint = ""
@@ -608,13 +699,22 @@ class Runner:
             return _row(case, status="error", detail=f"{case.op}: protocol violation by the child: its results "
                                                      f"file cannot be read ({type(exc).__name__}: {exc}); the "
                                                      "child was killed and restarted")
-        cmp = _compare.compare(ours.tensors, theirs, theirs_dtypes, names if case.op != "zscore" else ["coeffs"])
+        result_names = names if case.op != "zscore" else ["coeffs"]
+        cmp = _compare.compare(ours.tensors, theirs, theirs_dtypes, result_names)
         if cmp.layout_error:
             return _row(case, status="error", detail=f"{case.op}: result layout differs: {cmp.layout_error}")
-        fields = cmp.fields()
-        notes = []
         reward_note = _compare.compare_rewards(ours.rewards, reply.get("rewards", [])) if case.op == "loop" else ""
-        attribution = reply.get("attribution", {"ok": True})
+        found = _compare.findings(reply.get("attribution"))
+        untouched, sources, whatif = [], {}, None
+        if found.missing:
+            untouched = [k for k in found.missing
+                         if np.array_equal(paramsets.bits_of(inputs[k]).reshape(-1), theirs[k].reshape(-1))]
+            layout = [(paramsets.dtype_name(t), tuple(t.shape)) for t in inputs]
+            sources = _compare.reuse_sources([k for k in found.missing if k not in untouched], layout)
+            if case.scheme == "iid" and sources and (cmp.mismatches or reward_note) and not found.eager:
+                whatif = self._whatif(case, dtype, variant, sources, theirs, theirs_dtypes, result_names)
+        status, diagnoses, notes = _compare.diagnose(case.scheme, cmp, reward_note, found, untouched, sources,
+                                                     whatif)
         if cmp.mismatches:
             notes.append(f"{case.op}{' (population %d)' % case.population if case.kind == 'update' else ''}: "
                          f"{cmp.summary()}")
@@ -622,29 +722,54 @@ class Runner:
                 notes.append(cmp.specials)
         if reward_note:
             notes.insert(0, f"{case.op}: {reward_note}")
-        reused = reused_slots(names, tensors) if case.op == "caching" and case.scheme == "iid" else []
-        if not attribution.get("ok", True) and case.scheme == "iid":
-            status = "unverifiable"
-            notes.insert(0, f"{case.op}: {attribution.get('detail')}: iid noise could not be attributed to slots")
-        elif cmp.mismatches and reused and set(cmp.mismatched_slots) <= set(reused):
-            status = "artifact"
-            notes.insert(0, CACHING_ARTIFACT)
-        elif cmp.mismatches or reward_note:
-            if case.op == "caching" and case.scheme == "iid":
-                notes.append(f"{case.op}: mismatches outside the slots where the reference reuses noise "
-                             f"({', '.join(reused) or 'none in this set'}): not the caching artifact")
-            status = "fail"
-        else:
-            status = "pass"
-        if not attribution.get("ok", True) and case.scheme != "iid":
-            notes.append(f"note: {attribution.get('detail')} (harmless under correlated: the noise does not "
-                         "depend on the slot)")
         if status == "fail" and self.opts.keep_tensors:
-            ours_path = paramsets.write(out / "ours.npz", names if case.op != "zscore" else ["coeffs"], ours.tensors)
+            ours_path = paramsets.write(out / "ours.npz", result_names, ours.tensors)
             self.kept.append((case.case_id, ours_path, reply["results"]))
-        row = _row(case, status=status, detail="; ".join(notes), **fields)
-        row["eager"] = not attribution.get("ok", True)
-        return row
+        return _row(case, status=status, diagnosis=",".join(diagnoses), detail="; ".join(notes), **cmp.fields())
+
+    @contextlib.contextmanager
+    def session(self, target: str, clone_path):
+        """One child for `target` on the clone at `clone_path`, to run cases one at a time (fuzz
+        shrinking, mutant catalogs): yields run(case, clone=None) -> row dict (COLUMNS). `clone`, a
+        path to another clone of the same target, switches the child to it for that case (its
+        modules are loaded then; a load failure is that row's error). The child is closed at the end.
+        """
+        import torch
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        clone = inspect_clone(TARGETS[target], clone_path)
+        with tempfile.TemporaryDirectory(prefix="esverify-parity-") as work:
+            self.work = Path(work)
+            t = _Target(self, TARGETS[target], clone)
+
+            def run(case, clone=None):
+                t.variant_clone = Path(clone).resolve() if clone else None
+                try:
+                    return self._run_case(t, case)
+                except Exception as exc:  # noqa: BLE001 - as in the matrix: a row, not a crash
+                    return _row(case, status="error", detail=f"{case.op}: the runner failed on this case: "
+                                                               f"{type(exc).__name__}: {exc}")
+            try:
+                if not t.ensure_child():
+                    raise UsageError(f"the {target} child did not start: {t.start_error}")
+                yield run
+            finally:
+                t.close()
+                torch.set_num_threads(threads)
+
+    def _whatif(self, case, dtype, variant, sources, theirs, theirs_dtypes, result_names):
+        """Ours re-run with the reference's noise reuse (slot k draws slot sources[k]'s noise),
+        compared with theirs: the `reuse` diagnosis under iid (compare.diagnose)."""
+        names, tensors = self.fresh(dtype, case.big, variant, case.device, case.shapes)
+        anchor = self.fresh(dtype, case.big, "base", case.device, case.shapes)[1] \
+            if case.kind in ("update", "decay") and case.target == "es-awd" else None
+        from ..rng import default_backend
+        try:
+            again = _ours.run(case, names, tensors, anchor, self.opts.seed, self.opts.mapping,
+                              default_backend(case.device), slot_map=sources)
+        except Exception:  # noqa: BLE001 - no what-if, no artifact: the row stays a fail
+            return None
+        return _compare.compare(again.tensors, theirs, theirs_dtypes, result_names)
 
     def _metadata(self, clones, environments, probe, wall, skipped_targets) -> dict:
         import numpy
@@ -662,8 +787,11 @@ class Runner:
             "children": environments,
             "devices": list(opts.devices), "dtypes": list(opts.dtypes), "schemes": list(opts.schemes),
             "mapping": opts.mapping, "noise_backend": {d: default_backend(d) for d in opts.devices},
-            "seed": f"0x{int(opts.seed):016x}", "population": opts.population,   # u64 as hex (RNG.md §4) "sigma": opts.sigma,
+            "seed": f"0x{int(opts.seed):016x}",   # u64 as hex (RNG.md §4)
+            "population": opts.population if opts.population is not None else _cases.main_population(opts.case_seed),
+            "sigma": opts.sigma,
             "alpha": self.alpha, "iterations": opts.iterations, "case_pattern": opts.case,
+            "case_seed": opts.case_seed, "noise": list(opts.noises), "case_json": opts.case_json,
             "small": opts.small, "timeout_s": opts.timeout, "startup_timeout_s": startup_timeout(opts.timeout),
             "child_limits": {"max_memory_bytes": default_max_memory() if opts.max_memory is None
                              else opts.max_memory, "max_output_bytes": opts.max_output},
@@ -672,34 +800,12 @@ class Runner:
             "targets_not_found": skipped_targets,
             "command_line": " ".join(opts.argv), "wall_time_s": round(wall, 2),
             "seconds_per_side": {k: {n: round(v, 2) for n, v in d.items()} for k, d in self.timing.items()},
-            "note": "parity substitutes the RNG contract's noise for torch's: it certifies the algebra on "
-                    "identical noise, not runs made with torch's own generator",
+            "note": "contract rows substitute the RNG contract's noise for torch's: they certify the algebra "
+                    "on identical noise; native rows let the reference draw torch's own noise and reproduce "
+                    "it with the trainer's noise='torch': they certify runs made with torch's generator on "
+                    "that device type, bitwise only with the same torch version "
+                    f"({torch.__version__} here)",
         }
-
-
-def reused_slots(names, tensors) -> list:
-    """Names of the slots whose (device, dtype, shape) repeats an earlier slot's: where es-awd's
-    `caching=True` reuses the earlier slot's noise (REFERENCES.md §2), so iid noise cannot agree."""
-    seen, reused = set(), []
-    for name, t in zip(names, tensors):
-        key = (str(t.device), t.dtype, tuple(t.shape))
-        if key in seen:
-            reused.append(name)
-        seen.add(key)
-    return reused
-
-
-def _post_process(frame: pd.DataFrame) -> pd.DataFrame:
-    """Eager consumption seen anywhere in a target makes all its iid results unverifiable."""
-    frame = frame.copy()
-    eager = frame["eager"].eq(True)
-    for target in frame.loc[eager, "target"].unique():
-        first = frame.loc[(frame["target"] == target) & eager, "case"].iloc[0]
-        hit = (frame["target"] == target) & (frame["scheme"] == "iid") & frame["status"].isin(["pass", "fail"])
-        frame.loc[hit, "status"] = "unverifiable"
-        frame.loc[hit, "detail"] = (f"eager consumption of the parameters detected ({first}): the {target} "
-                                    "iid results cannot be attributed to slots; " + frame.loc[hit, "detail"])
-    return frame.drop(columns=["eager"])
 
 
 def summary_pivot(frame: pd.DataFrame) -> pd.DataFrame:
@@ -711,7 +817,8 @@ def summary_pivot(frame: pd.DataFrame) -> pd.DataFrame:
         counts = statuses.value_counts()
         return ", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts)
 
-    f = frame.assign(column=frame["dtype"] + "/" + frame["scheme"])
+    native = frame["noise"].eq("native") if "noise" in frame else False
+    f = frame.assign(column=frame["dtype"] + "/" + frame["scheme"] + np.where(native, "/native", ""))
     index = [c for c in ("target", "device", "op") if c in f.columns]
     pivot = f.pivot_table(index=index, columns="column", values="status", aggfunc=cell, fill_value="",
                           sort=False)

@@ -6,65 +6,273 @@ text replacements, each `old` occurring exactly once. Building them at
 test time keeps every file in the tree valid Python 3.11 (the 3.12-only
 f-string fixture exists only in a temporary folder).
 
-MUTANTS are numerics or protocol faults a parity run must flag (issue 4,
-"Mutation check"); BAD_INPUTS are broken clones it must report clearly.
+MUTANTS is the mutation catalog (issue 8 item F): single-detail edits of
+four kinds (hook: generator use; masking: bugs a fixed case parameter
+would hide; numerics; accounting: what a row's draws show), each with the
+rows it runs on and the status each must get. EQUIVALENTS compute the same
+bits by other means and must pass. BAD_INPUTS are broken clones a parity
+run must report clearly. (Loop mutants live in loop_mutants.py.)
 """
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+import numpy
+
 STANDINS = Path(__file__).resolve().parent
 WORKER = "es_at_scale/utils/worker_extension.py"
 SHAPING = "es_at_scale/utils/reward_shaping.py"
 AWD = "weight_update_utils.py"
 
+from typing import NamedTuple
+
+
+class Mutant(NamedTuple):
+    """One single-detail edit of a stand-in clone and what parity must say about it.
+
+    run: Options overrides that pick the rows it needs (dtypes, schemes, noises, case pattern);
+    expect: [(fnmatch pattern on the case id, status)], first match wins, every other row passes;
+    or a rule case -> status on the case's own parameters (esverify.oracle.cases.Case);
+    diagnosis: a diagnosis name every non-pass row must carry ('' for none);
+    kind: hook (generator use), masking (fixed case parameters), numerics, accounting (draws)."""
+    target: str
+    edits: list
+    what: str
+    kind: str
+    run: dict
+    expect: list
+    diagnosis: str = ""
+
+
+_NOISE_BODY = """        generator = torch.Generator(device=param.device)
+        generator.manual_seed(seed)
+        return torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=generator)"""
 _UPDATE_LOOP = """        for name, param in self.model_runner.model.named_parameters():
             update = torch.zeros(param.shape, dtype=torch.float32, device=param.device)"""
 _UPDATE_ADD = "update.add_(noise.to(torch.float32) * coeff)"
 _UPDATE_SCALE = "update.mul_(alpha / population_size)"
+_UPDATE_NOISE = """                noise = self._noise(param, seed)
+                update.add_"""
+_UPDATE_SEEDS = "            for seed, coeff in zip(seeds, coeffs):"
 _PERTURB_LOOP = """        for name, param in self.model_runner.model.named_parameters():
             noise = self._noise(param, seed)
             param.data.add_(scale * noise)"""
+_PERTURB_FOR = _PERTURB_LOOP.splitlines()[0]
+_ZSCORE = "perf[\"norm_reward\"] = (perf[\"avg_reward\"] - mean_reward) / (std_reward + 1e-8)"
+_AWD_GEN = """    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    return torch.randn(shape, dtype=dtype, device=device, generator=generator)"""
+_AWD_KEY = "key = (seed, str(param.device), param.dtype, tuple(param.shape))"
+_AWD_APPLY = "        param.add_(acc, alpha=alpha / population_size)\n"
+_AWD_PERTURB = "param.add_(_noise_for(param, seed, cache), alpha=scale)"
+_AWD_L1 = "delta = torch.sign(delta) * torch.clamp(delta.abs() - step, min=0)"
+_AWD_STEP = "step = alpha * weight_decay_lambda"
 
-#: name -> (target, [(file, old, new)], what it changes)
+A, W = "es-at-scale", "es-awd"
+
+
+def _f32(x) -> float:
+    return float(numpy.float32(x))
+
+
+def _lambda_f32_shows(case) -> str:
+    """alpha * lambda rounded through f32 moves l1's f32 threshold by an ulp where it rounds otherwise."""
+    step = _f32(_f32(case.alpha) * _f32(case.lam))
+    return "fail" if case.lam and step != _f32(case.alpha * case.lam) else "pass"
+
+
+def _alpha_over_n_f32_shows(case) -> str:
+    """rd32(rd32(alpha) / N) differs from rd32(alpha / N) for some alphas; bf16 rounding hides one ulp."""
+    differs = _f32(_f32(case.alpha) / case.population) != _f32(case.alpha / case.population)
+    return "fail" if differs and case.dtype != "bf16" else "pass"
+
+ALL = [("*", "fail")]
+#: an f32 accumulator change of a few ulps: the final bf16 rounding hides it in the small sets
+BF16_HIDES = [("*/bf16/*", "pass"), ("*", "fail")]
+#: a change that is the identity on f32 tensors (a cast to f32, an f32 accumulator)
+F32_SAME = [("*/f32/*", "pass"), ("*", "fail")]
+PERTURB = {"dtypes": ("f32",), "case": "*/perturb/*"}
+RESTORE = {"dtypes": ("f32",), "case": "*/restore/*"}
+UPDATE = {"dtypes": ("f32", "bf16"), "case": "*/update/N7*"}
+PAPER = {"dtypes": ("f32",), "case": "*/update/N30*"}
+AWD_UPDATE = {"dtypes": ("f32", "bf16"), "case": "*/update-none/N7*"}
+ZSCORE = {"case": "*/zscore/*", "noises": ("contract",)}
+
 MUTANTS = {
-    "fma-update": ("es-at-scale", [(WORKER, _UPDATE_ADD, "update.add_(noise.to(torch.float32), alpha=coeff)")],
-                   "fused multiply-add in the update accumulation"),
-    "acc-in-param-dtype": ("es-at-scale", [(WORKER, _UPDATE_LOOP, _UPDATE_LOOP.replace(
-        "dtype=torch.float32, device", "dtype=param.dtype, device"))],
-        "update accumulator in the parameter dtype instead of f32"),
-    "divide-by-sigma": ("es-at-scale", [(WORKER, _UPDATE_SCALE, "update.mul_(alpha / population_size / 0.001)")],
-                        "update divided by sigma (0.001)"),
-    "alpha-over-n-in-f32": ("es-at-scale", [(WORKER, _UPDATE_SCALE, "update.mul_(torch.tensor(alpha, "
-                                             "dtype=torch.float32) / population_size)")],
-                            "alpha / N divided in f32 after rounding alpha"),
-    "per-term-scaling": ("es-at-scale", [(WORKER, _UPDATE_ADD,
-                                          "update.add_(noise.to(torch.float32) * (coeff * alpha / population_size))"),
-                                         (WORKER, _UPDATE_SCALE, "pass")],
-                         "alpha / N applied to each term instead of once"),
-    "noise-in-f32": ("es-at-scale", [(WORKER, """                noise = self._noise(param, seed)
-                update.add_""", """                noise = self._noise(param.float(), seed)
-                update.add_""")], "update noise drawn in f32 instead of the parameter dtype"),
-    "zscore-eps-in-variance": ("es-at-scale", [(SHAPING, "mean_reward) / (std_reward + 1e-8)\n",
-                                                "mean_reward) / (std_reward ** 2 + 1e-8) ** 0.5\n")],
-                               "epsilon added to the variance inside z_score"),
-    "restore-sign": ("es-at-scale", [(WORKER, "param.data.add_(-sigma * noise)", "param.data.add_(sigma * noise)")],
-                     "restore adds +sigma * noise"),
-    "seed-plus-slot": ("es-at-scale", [(WORKER, _PERTURB_LOOP, _PERTURB_LOOP.replace(
-        "for name, param in self.model_runner.model.named_parameters():",
-        "for index, (name, param) in enumerate(self.model_runner.model.named_parameters()):").replace(
+    # ---- hook: how the reference uses its generators (REFERENCES.md §3a)
+    "generator-cached-not-reseeded": Mutant(A, [(WORKER, _NOISE_BODY, """        cache = self.__dict__.setdefault("_generators", {})
+        if seed not in cache:
+            cache[seed] = torch.Generator(device=param.device)
+            cache[seed].manual_seed(seed)
+        return torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=cache[seed])""")],
+        "one generator per seed, cached across tensors and calls, never reseeded", "hook", PERTURB, ALL, "advanced"),
+    "generator-shared-in-update": Mutant(A, [(WORKER, _UPDATE_NOISE, """                noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=gens.setdefault(seed, torch.Generator(device=param.device).manual_seed(seed)))
+                update.add_"""), (WORKER, _UPDATE_LOOP, "        gens = {}\n" + _UPDATE_LOOP)],
+        "update seeds one generator per seed and reuses it for every tensor", "hook", PAPER, ALL, "advanced"),
+    "generator-module-cache": Mutant(A, [(WORKER, "class WorkerExtension:", "_GENERATORS = {}\n\n\nclass WorkerExtension:"),
+                                         (WORKER, _NOISE_BODY, """        key = (str(param.device), seed)
+        if key not in _GENERATORS:
+            _GENERATORS[key] = torch.Generator(device=param.device).manual_seed(seed)
+        return torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=_GENERATORS[key])""")],
+        "a module-level generator cache keyed by (device, seed), never reseeded", "hook", RESTORE, ALL, "advanced"),
+    "default-generator": Mutant(A, [(WORKER, _NOISE_BODY, """        return torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=torch.default_generator)""")],
+        "draws on torch's default generator (seeded once per call by torch.manual_seed)", "hook", PERTURB, ALL,
+        "advanced"),
+    "generator-other-device": Mutant(A, [(WORKER, "generator = torch.Generator(device=param.device)",
+                                          "generator = torch.Generator(device='cuda' if param.device.type == 'cpu' else 'cpu')")],
+        "the generator is made on another device than the tensor's", "hook", PERTURB, [("*", "error")]),
+    "noise-f32-then-cast": Mutant(A, [(WORKER, "return torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=generator)",
+                                       "return torch.randn(param.shape, dtype=torch.float32, device=param.device, generator=generator).to(param.dtype)")],
+        "noise drawn in f32 and cast, instead of drawn in the parameter dtype (native noise shows it)", "hook",
+        {"dtypes": ("f32", "bf16"), "case": "*/perturb/*"}, [("*/bf16/*/native", "fail"), ("*/mixed/*/native", "fail")]),
+    "no-generator": Mutant(A, [(WORKER, "device=param.device, generator=generator)", "device=param.device)")],
+        "noise drawn from torch's global generator (no generator passed)", "hook", PERTURB, [("*", "error")]),
+    "normal-in-place": Mutant(A, [(WORKER, "return torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=generator)",
+                                   "return torch.empty(param.shape, dtype=param.dtype, device=param.device).normal_(generator=generator)")],
+        "noise drawn with Tensor.normal_ instead of torch.randn", "hook", PERTURB, [("*", "error")]),
+    "seed-plus-slot": Mutant(A, [(WORKER, _PERTURB_LOOP, _PERTURB_LOOP.replace(
+        _PERTURB_FOR, "        for index, (name, param) in enumerate(self.model_runner.model.named_parameters()):").replace(
         "self._noise(param, seed)", "self._noise(param, seed + index)"))],
-        "perturb seeds each tensor with seed + slot index"),
-    "eager-update": ("es-at-scale", [(WORKER, _UPDATE_LOOP, _UPDATE_LOOP.replace(
+        "perturb seeds each tensor with seed + slot index", "hook", PERTURB, [("*", "error")]),
+    "awd-generator-cached": Mutant(W, [(AWD, _AWD_GEN, """    key = (str(device), seed)
+    if key not in _GENERATORS:
+        _GENERATORS[key] = torch.Generator(device=device).manual_seed(seed)
+    return torch.randn(shape, dtype=dtype, device=device, generator=_GENERATORS[key])"""),
+                                       (AWD, "def generate_noise(", "_GENERATORS = {}\n\n\ndef generate_noise(")],
+        "es-awd caches one generator per (device, seed) and never reseeds it", "hook",
+        {"dtypes": ("f32",), "case": "*/perturb/*"}, ALL, "advanced"),
+    "awd-no-generator": Mutant(W, [(AWD, "device=device, generator=generator)", "device=device)")],
+        "es-awd draws from torch's global generator", "hook", {"dtypes": ("f32",), "case": "*/perturb/*"},
+        [("*", "error")]),
+    # ---- masking: bugs a fixed case parameter would hide
+    "sigma-constant": Mutant(A, [(WORKER, "scale = -noise_scale if negate else noise_scale",
+                                  "scale = -0.001 if negate else 0.001")],
+        "perturb uses the paper's sigma instead of its argument", "masking", PERTURB, ALL),
+    "alpha-constant": Mutant(A, [(WORKER, _UPDATE_SCALE, "update.mul_(0.0005 / population_size)")],
+        "update uses the paper's alpha instead of its argument (the paper's row cannot see it)", "masking",
+        PAPER, [("*/paper", "pass"), ("*", "fail")]),
+    "seeds-sorted": Mutant(A, [(WORKER, _UPDATE_SEEDS, "            for seed, coeff in zip(sorted(seeds), coeffs):")],
+        "seeds sorted, coefficients left in order", "masking", UPDATE, ALL),
+    "skip-bias": Mutant(A, [(WORKER, _PERTURB_LOOP, _PERTURB_LOOP.replace(
+        "            noise = self._noise(param, seed)",
+        "            if name.endswith(\"bias\"):\n                continue\n            noise = self._noise(param, seed)"))],
+        "perturb skips parameters whose name ends in bias", "masking", PERTURB, ALL, "skip"),
+    "skip-lm-head-update": Mutant(A, [(WORKER, _UPDATE_LOOP, _UPDATE_LOOP.replace(
+        "            update = torch.zeros", "            if name.startswith(\"lm_head\"):\n                continue\n            update = torch.zeros"))],
+        "update skips lm_head.weight (tied to the embedding in many models)", "masking", UPDATE, ALL, "skip"),
+    "zscore-reciprocal": Mutant(A, [(SHAPING, _ZSCORE, _ZSCORE.replace("/ (std_reward + 1e-8)", "* (1 / (std_reward + 1e-8))"))],
+        "z-score multiplies by 1/(std+eps) instead of dividing", "masking", ZSCORE, ALL),
+    "awd-lambda-f32": Mutant(W, [(AWD, _AWD_STEP, "step = float(torch.tensor(alpha, dtype=torch.float32) * weight_decay_lambda)")],
+        "decay step alpha * lambda computed in f32 (exact when lambda is a power of two)", "masking",
+        {"dtypes": ("f32",), "case": "*-l1/*"}, _lambda_f32_shows),
+    "awd-divide-by-len-seeds": Mutant(W, [(AWD, _AWD_APPLY, "        param.add_(acc, alpha=alpha / len(seeds))\n")],
+        "es-awd divides by len(seeds): N/2 with mirrored pairs", "masking",
+        {"dtypes": ("f32",), "case": "*/f32/*/*/N*", "schemes": ("correlated",), "noises": ("contract",)},
+        [("*/mirrored/*", "fail")]),
+    "awd-skip-0dim": Mutant(W, [(AWD, "    for param in parameters:\n        param.add_(_noise_for",
+                                 "    for param in parameters:\n        if param.dim() == 0:\n            continue\n        param.add_(_noise_for")],
+        "es-awd perturb skips 0-dim tensors", "masking", {"dtypes": ("f32",), "case": "*/perturb/*"}, ALL, "skip"),
+    # ---- numerics: where a rounding happens
+    "fma-update": Mutant(A, [(WORKER, _UPDATE_ADD, "update.add_(noise.to(torch.float32), alpha=coeff)")],
+        "fused multiply-add in the update accumulation", "numerics", UPDATE, BF16_HIDES),
+    "acc-in-param-dtype": Mutant(A, [(WORKER, _UPDATE_LOOP, _UPDATE_LOOP.replace("dtype=torch.float32, device", "dtype=param.dtype, device"))],
+        "update accumulator in the parameter dtype instead of f32", "numerics", UPDATE, F32_SAME),
+    "divide-by-sigma": Mutant(A, [(WORKER, _UPDATE_SCALE, "update.mul_(alpha / population_size / 0.001)")],
+        "update divided by sigma (0.001)", "numerics", UPDATE, ALL),
+    "alpha-over-n-in-f32": Mutant(A, [(WORKER, _UPDATE_SCALE, "update.mul_(torch.tensor(alpha, dtype=torch.float32) / population_size)")],
+        "alpha / N divided in f32 after rounding alpha", "numerics",
+        {"dtypes": ("f32", "bf16"), "case": "*/update/N*", "noises": ("contract",)}, _alpha_over_n_f32_shows),
+    "per-term-scaling": Mutant(A, [(WORKER, _UPDATE_ADD, "update.add_(noise.to(torch.float32) * (coeff * alpha / population_size))"),
+                                   (WORKER, _UPDATE_SCALE, "pass")],
+        "alpha / N applied to each term instead of once", "numerics", UPDATE, BF16_HIDES),
+    "noise-in-f32": Mutant(A, [(WORKER, _UPDATE_NOISE, _UPDATE_NOISE.replace("self._noise(param, seed)", "self._noise(param.float(), seed)"))],
+        "update noise drawn in f32 instead of the parameter dtype", "numerics", UPDATE, F32_SAME),
+    "zscore-eps-in-variance": Mutant(A, [(SHAPING, "mean_reward) / (std_reward + 1e-8)\n", "mean_reward) / (std_reward ** 2 + 1e-8) ** 0.5\n")],
+        "epsilon added to the variance inside z_score", "numerics", ZSCORE, ALL),
+    "zscore-eps-1e-6": Mutant(A, [(SHAPING, "mean_reward) / (std_reward + 1e-8)\n", "mean_reward) / (std_reward + 1e-6)\n")],
+        "z-score epsilon 1e-6 instead of 1e-8", "numerics", ZSCORE, ALL),
+    "restore-sign": Mutant(A, [(WORKER, "param.data.add_(-sigma * noise)", "param.data.add_(sigma * noise)")],
+        "restore adds +sigma * noise", "numerics", RESTORE, ALL),
+    "perturb-fused": Mutant(A, [(WORKER, "param.data.add_(scale * noise)", "param.data.add_(noise, alpha=scale)")],
+        "perturb with a fused scaled add instead of a rounded product", "numerics",
+        {"dtypes": ("f32", "bf16"), "case": "*/perturb/*"}, ALL),
+    "update-add-in-f32": Mutant(A, [(WORKER, "param.data.add_(update.to(param.dtype))",
+                                     "param.data.copy_((param.data.float() + update).to(param.dtype))")],
+        "update added to the parameter in f32 (one rounding instead of two)", "numerics", UPDATE, F32_SAME),
+    "awd-acc-in-f32": Mutant(W, [(AWD, "acc = torch.zeros_like(param)", "acc = torch.zeros_like(param, dtype=torch.float32)")],
+        "es-awd accumulator in f32 instead of the tensor dtype", "numerics", AWD_UPDATE, F32_SAME),
+    "awd-l2-factor-in-dtype": Mutant(W, [(AWD, "delta = delta * (1 - step)", "delta = delta * torch.tensor(1 - step, dtype=delta.dtype)")],
+        "es-awd l2 factor rounded to the tensor dtype", "numerics", {"dtypes": ("bf16",), "case": "*/decay-l2/*"}, ALL),
+    "awd-scale-unfused": Mutant(W, [(AWD, _AWD_APPLY, "        param.add_(acc * (alpha / population_size))\n")],
+        "es-awd update scale applied as a rounded product, not a fused scaled add", "numerics",
+        {"dtypes": ("f32",), "case": "*/update-none/N7*"}, ALL),
+    "awd-l1-no-clamp": Mutant(W, [(AWD, _AWD_L1, "delta = delta - torch.sign(delta) * step")],
+        "es-awd l1 decay without the clamp at zero", "numerics", {"dtypes": ("f32",), "case": "*/decay-l1/*"}, ALL),
+    "awd-restore-abs-scale": Mutant(W, [(AWD, _AWD_PERTURB, "param.add_(_noise_for(param, seed, cache), alpha=abs(scale))")],
+        "es-awd adds +|scale|: restore perturbs again", "numerics", {"dtypes": ("f32",), "case": "*/restore/*"}, ALL),
+    "awd-decay-toward-zero": Mutant(W, [(AWD, "parameter.copy_(delta + reference_parameter)", "parameter.copy_(delta)")],
+        "es-awd decays toward zero instead of the anchor", "numerics", {"dtypes": ("f32",), "case": "*/decay-l2/*"}, ALL),
+    # ---- draw accounting: what the draws of a row say
+    "eager-update": Mutant(A, [(WORKER, _UPDATE_LOOP, _UPDATE_LOOP.replace(
         "in self.model_runner.model.named_parameters():", "in list(self.model_runner.model.named_parameters()):"))],
-        "update materialises the parameter list before drawing"),
-    "awd-acc-in-f32": ("es-awd", [(AWD, "acc = torch.zeros_like(param)",
-                                   "acc = torch.zeros_like(param, dtype=torch.float32)")],
-                       "es-awd accumulator in f32 instead of the tensor dtype"),
-    "awd-l2-factor-in-dtype": ("es-awd", [(AWD, "delta = delta * (1 - step)",
-                                           "delta = delta * torch.tensor(1 - step, dtype=delta.dtype)")],
-                               "es-awd l2 factor rounded to the tensor dtype"),
+        "update materialises the parameter list before drawing", "accounting", UPDATE,
+        [("*/iid/*", "unverifiable")], "eager"),
+    "eager-perturb": Mutant(A, [(WORKER, _PERTURB_LOOP, _PERTURB_LOOP.replace(
+        "in self.model_runner.model.named_parameters():", "in list(self.model_runner.model.named_parameters()):"))],
+        "perturb materialises the parameter list before drawing", "accounting", PERTURB,
+        [("*/iid/*", "unverifiable")], "eager"),
+    "reuse-equal-size": Mutant(A, [(WORKER, _PERTURB_LOOP, """        reused = {}
+        for name, param in self.model_runner.model.named_parameters():
+            key = (param.numel(), param.dtype)
+            if key not in reused:
+                reused[key] = self._noise(param, seed)
+            noise = reused[key].reshape(param.shape)
+            param.data.add_(scale * noise)""")],
+        "perturb reuses one draw for tensors of equal size and dtype", "accounting",
+        {"dtypes": ("f32", "bf16"), "case": "*/perturb/*"}, [("*/f32/iid/*", "artifact"), ("*/bf16/iid/*", "artifact")],
+        "reuse"),
+    "skip-first-seed": Mutant(A, [(WORKER, _UPDATE_SEEDS, "            for seed, coeff in list(zip(seeds, coeffs))[1:]:")],
+        "update leaves out the first member", "accounting", UPDATE, ALL, "skip"),
+    "awd-cache-key-no-dtype": Mutant(W, [(AWD, _AWD_KEY, "key = (seed, str(param.device), tuple(param.shape))")],
+        "es-awd's noise cache key drops the dtype", "accounting",
+        {"dtypes": ("f32", "bf16"), "case": "*/caching/*"},
+        [("*/f32/iid/*", "artifact"), ("*/bf16/iid/*", "artifact"), ("*/mixed/*", "fail")], "reuse"),
+    "awd-skip-last-pair": Mutant(W, [(AWD, "    for param in parameters:\n        acc = torch.zeros_like(param)\n        for seed, coeff in zip(seeds, coeffs):",
+                                      "    for param in parameters:\n        acc = torch.zeros_like(param)\n        for seed, coeff in list(zip(seeds, coeffs))[:-1]:")],
+        "es-awd's update leaves out the last (seed, coeff)", "accounting",
+        {"dtypes": ("f32",), "case": "*/mirrored/*"}, ALL, "skip"),
+}
+
+#: equivalent edits: the same bits, so parity must pass every row they run on
+EQUIVALENTS = {
+    "sub-for-add-neg": Mutant(A, [(WORKER, "param.data.add_(-sigma * noise)", "param.data.sub_(sigma * noise)")],
+        "restore with sub_(sigma * noise) instead of add_(-sigma * noise)", "numerics", RESTORE, []),
+    "noise-times-scale": Mutant(A, [(WORKER, "param.data.add_(scale * noise)", "param.data.add_(noise * scale)")],
+        "noise * scale instead of scale * noise", "numerics", PERTURB, []),
+    "len-seeds-for-population": Mutant(A, [(WORKER, _UPDATE_SCALE, "update.mul_(alpha / len(seeds))")],
+        "divides by len(seeds), which equals N here", "masking", UPDATE, []),
+    "zeros-like": Mutant(A, [(WORKER, "update = torch.zeros(param.shape, dtype=torch.float32, device=param.device)",
+                              "update = torch.zeros_like(param, dtype=torch.float32)")],
+        "zeros_like(param, dtype=f32) for the accumulator", "numerics", UPDATE, []),
+    "generator-chained-seed": Mutant(A, [(WORKER, _NOISE_BODY, """        generator = torch.Generator(device=param.device).manual_seed(seed)
+        return torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=generator)""")],
+        "manual_seed chained on the constructor", "hook", PERTURB, []),
+    "module-generator-reseeded": Mutant(A, [(WORKER, "class WorkerExtension:", "_GENERATORS = {}\n\n\nclass WorkerExtension:"),
+                                            (WORKER, _NOISE_BODY, """        generator = _GENERATORS.setdefault(str(param.device), torch.Generator(device=param.device))
+        generator.manual_seed(seed)
+        return torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=generator)""")],
+        "one module-level generator per device, reseeded before every draw", "hook", RESTORE, []),
+    "draw-twice": Mutant(A, [(WORKER, _UPDATE_NOISE, """                self._noise(param, seed)
+                noise = self._noise(param, seed)
+                update.add_""")],
+        "update draws every noise twice with fresh generators and keeps the second", "accounting", PAPER, []),
+    "relu-for-clamp": Mutant(W, [(AWD, _AWD_L1, "delta = torch.sign(delta) * torch.relu(delta.abs() - step)")],
+        "relu instead of clamp(min=0) in l1 decay", "numerics", {"dtypes": ("f32", "bf16"), "case": "*/decay-l1/*"}, []),
+    "awd-l2-commuted": Mutant(W, [(AWD, "delta = delta * (1 - step)", "delta = (1 - step) * delta")],
+        "(1 - step) * delta instead of delta * (1 - step)", "numerics", {"dtypes": ("f32", "bf16"), "case": "*/decay-l2/*"}, []),
+    "zscore-keys-loop": Mutant(A, [(SHAPING, "    for key, perf in seeds_perf.items():", "    for key in list(seeds_perf):\n        perf = seeds_perf[key]")],
+        "z_score walks the keys and indexes", "numerics", ZSCORE, []),
 }
 
 #: name -> (target, [(file, old, new)], what is broken)
@@ -105,10 +313,14 @@ def make_variant(tmp: Path, target: str, edits) -> Path:
 
 
 def make_mutant(tmp: Path, name: str) -> Path:
-    target, edits, _ = MUTANTS[name]
-    return make_variant(tmp, target, edits)
+    """A copy of the stand-in with mutant (or equivalent) `name` applied."""
+    mutant = MUTANTS.get(name) or EQUIVALENTS[name]
+    built = Path(tmp) / name / f"{mutant.target}-variant"
+    if built.exists():       # built already: the same name is the same edits
+        return built
+    return make_variant(Path(tmp) / name, mutant.target, mutant.edits)
 
 
 def make_bad(tmp: Path, name: str) -> Path:
     target, edits, _ = BAD_INPUTS[name]
-    return make_variant(tmp, target, edits)
+    return make_variant(Path(tmp) / f"bad-{name}", target, edits)
