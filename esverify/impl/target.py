@@ -103,7 +103,8 @@ class ImplTarget:
             self.caps = self.process.start()
         except client.ImplFailure as exc:
             self.process.kill()
-            return f"--impl {self.command!r}: {exc} (wrapper stderr: {self.process.log_path})"
+            tail = "" if str(self.process.log_path) in str(exc) else f" (wrapper stderr: {self.process.log_path})"
+            return f"--impl {self.command!r}: {exc}{tail}"
         return None
 
     def close(self) -> None:
