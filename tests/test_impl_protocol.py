@@ -116,9 +116,43 @@ def test_schema_validates_the_clean_room_capabilities():
 
 
 # -- the clean-room trainer behind the protocol ----------------------------------------
+class SchemaCheckingProcess(client.ImplProcess):
+    """Validates every request header, its args and the reply's result against protocol.schema.json."""
+
+    seen: set = set()
+
+    def _exchange(self, op, args, deadline_s, extra=None):
+        import jsonschema
+        doc = client.schema()
+
+        def check(instance, name):
+            sub = {"$schema": doc["$schema"], "$defs": doc["$defs"], "$ref": f"#/$defs/{name}"}
+            jsonschema.Draft202012Validator(sub).validate(instance)
+
+        def header_of(obj):
+            frame = wire.encode(obj)
+            h, _ = wire.parse_prefix(frame[:16])
+            return json.loads(frame[16:16 + h])
+
+        request = header_of({"id": 1, "op": op, "deadline_ms": int(deadline_s * 1000), "args": args, **(extra or {})})
+        check(request, "request")
+        if op != "capabilities":
+            check(request["args"], f"args_{op}")
+        result = super()._exchange(op, args, deadline_s, extra)
+        reply = header_of({"id": 1, "ok": True, "result": result})
+        check(reply, "reply")
+        check(reply["result"], "capabilities" if op == "capabilities" else f"result_{op}")
+        SchemaCheckingProcess.seen.add(op)
+        return result
+
+
 def test_clean_room_wrapper_gives_the_in_process_result(tmp_path):
-    """Every vector of every area, through `python -m esverify.impl`: the same (empty) rows as in-process."""
+    """Every vector of every area, through `python -m esverify.impl`: the same (empty) rows as in-process.
+
+    Every request and reply of the run is also validated against the protocol's JSON Schema.
+    """
     target = ImplTarget(f"{sys.executable} -m esverify.impl --backend numpy", log_path=tmp_path / "log", env=ENV)
+    target.process = SchemaCheckingProcess(target.process.argv, log_path=tmp_path / "log", env=ENV)
     try:
         via = gate.check(GOLDENS, impl=target)
     finally:
@@ -129,6 +163,8 @@ def test_clean_room_wrapper_gives_the_in_process_result(tmp_path):
     assert [(s["area"], s["vectors"]) for s in via.summary] == [(s["area"], s["vectors"]) for s in direct.summary]
     assert via.exit_code(strict=True) == 0
     assert target.process.restarts == 0
+    assert SchemaCheckingProcess.seen == {"capabilities", "at", "member_seed", "stream_seed", "gaussian", "perturb",
+                                          "restore", "update"}
 
 
 def test_wrapper_ops_match_the_library(tmp_path):
