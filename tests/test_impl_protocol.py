@@ -245,6 +245,7 @@ def test_a_failing_case_is_one_error_row_and_the_rest_still_run(tmp_path, mode, 
     assert result.exit_code(False) == 1
     assert target.process.restarts == (0 if mode == "refuses" else 2)   # restarted after each broken case
     assert target.process.pid is None                             # closed: nothing left running
+    assert [p for p in os.listdir("/proc") if p.isdigit() and f"{WRAPPERS} {mode}" in _cmdline(int(p))] == []
 
 
 def test_a_wrapper_failing_every_case_is_given_up_after_three_in_a_row(tmp_path):
