@@ -235,7 +235,9 @@ def test_unknown_contract_version_is_a_setup_error(tmp_path):
                                         ("hangs", "timeout: no complete reply to gaussian within the 2 s deadline"),
                                         ("stray", "protocol: reply to gaussian: bytes outside a frame"),
                                         ("refuses", "the wrapper replied with an error: ValueError: n = 33 is "
-                                                    "refused on purpose")])
+                                                    "refused on purpose"),
+                                        ("bigclaim", "crashed: the wrapper exited with status 5 before answering "
+                                                     "gaussian after 146 byte(s) of a reply")])   # 16 + 30 + 100
 def test_a_failing_case_is_one_error_row_and_the_rest_still_run(tmp_path, mode, kind):
     result, target = run_rng(mode, tmp_path, deadline=2.0)
     n33 = ["gaussian-poly32-seed-1234567-first-1-n-33", "gaussian-libm64-seed-1234567-first-1-n-33"]
@@ -246,6 +248,17 @@ def test_a_failing_case_is_one_error_row_and_the_rest_still_run(tmp_path, mode, 
     assert target.process.restarts == (0 if mode == "refuses" else 2)   # restarted after each broken case
     assert target.process.pid is None                             # closed: nothing left running
     assert [p for p in os.listdir("/proc") if p.isdigit() and f"{WRAPPERS} {mode}" in _cmdline(int(p))] == []
+
+
+def test_replies_larger_than_the_first_buffer_arrive_whole(tmp_path, monkeypatch):
+    """The reply buffer grows with the bytes received (an announced size allocates nothing up front)."""
+    from esverify import rng
+    monkeypatch.setattr(client, "FIRST_READ_BYTES", 1000)
+    with client.ImplProcess(wrapper("ok"), log_path=tmp_path / "log", env=ENV) as proc:
+        proc.start()
+        args = {"mapping": "poly32", "seed": wire.u64_hex(99), "first": wire.u64_hex(3), "n": wire.u64_hex(20001)}
+        got = proc.call("gaussian", args)["values"].bits
+    assert got.tolist() == rng.gaussian(99, 20001, 3, "poly32", backend="numpy").view(np.uint32).tolist()
 
 
 def test_a_wrapper_failing_every_case_is_given_up_after_three_in_a_row(tmp_path):
