@@ -14,7 +14,8 @@ for the fault MODE names:
 - stray: prints a debug line to stdout before answering gaussian n == 33;
 - refuses: replies ok:false to gaussian n == 33;
 - partial: claims only `at` (everything else is unsupported);
-- crashes: answers capabilities, then exits on every request.
+- crashes: answers capabilities, then exits on every request;
+- bigclaim: on gaussian n == 33, announces an 8 GiB reply, writes 100 bytes of it and exits.
 """
 import os
 import subprocess
@@ -61,6 +62,12 @@ def main(mode: str) -> int:
             if mode == "stray":
                 sys.stdout.write("debug: computing gaussian\n")
                 sys.stdout.flush()
+            if mode == "bigclaim":
+                head = b'{"id":0,"ok":true,"result":{}}'
+                sys.stdout.buffer.write(b"ESVF" + len(head).to_bytes(4, "little") + (8 << 30).to_bytes(8, "little")
+                                        + head + bytes(100))
+                sys.stdout.flush()
+                os._exit(5)
             if mode == "refuses":
                 raise ValueError("n = 33 is refused on purpose")
         return gaussian(args)

@@ -162,3 +162,40 @@ def test_decay_matches_the_clean_room_kernel(esimpl, tmp_path, kind, lam, dtype)
     want = theta.clone()
     apply_anchor_decay_([want], [anchor], kind, lam, alpha)
     assert got.bits.tolist() == wire.Tensor.of(want).bits.tolist()
+
+
+def test_bad_requests_are_error_replies_and_the_wrapper_lives_on(esimpl, tmp_path):
+    """The C wrapper answers every malformed request with ok:false and a message; it never dies or hangs."""
+    import numpy as np
+    from esverify.impl import client, wire
+    u64s = wire.Tensor.of(np.arange(3, dtype=np.uint64))
+    config = {"profile": "es-at-scale", "mapping": "poly32", "scheme": "iid", "seed": wire.u64_hex(1),
+              "population": 2, "sigma": wire.f64_hex(0.1), "alpha": wire.f64_hex(0.01), "shaping": "none",
+              "antithetic": False, "restore": "regenerate", "anchor_decay": "none", "anchor_lambda": wire.f64_hex(0)}
+    theta = [wire.Tensor.of(np.ones(3, dtype=np.float32))]
+    cases = [
+        ("fly", {}, "unsupported operation 'fly'"),
+        ("at", {"seed": wire.u64_hex(1)}, "missing field 'indices'"),
+        ("at", {"seed": wire.u64_hex(1), "indices": {"dtype": "u64", "shape": [5], "offset": 1000}},
+         "outside the payload"),
+        ("at", {"seed": "0x12", "indices": u64s}, "seed must be '0x' plus 16 hex digits"),
+        ("at", {"seed": wire.u64_hex(1), "indices": wire.Tensor.of(np.ones(2, np.float32))}, "must be a u64 tensor"),
+        ("gaussian", {"mapping": "cubic", "seed": wire.u64_hex(1), "first": wire.u64_hex(0), "n": wire.u64_hex(3)},
+         "unknown mapping 'cubic'"),
+        ("perturb", {"config": config, "params": theta, "iteration": wire.u64_hex(0), "member": 99},
+         "member 99 is outside the population"),
+        ("update", {"config": config, "params": theta, "iteration": wire.u64_hex(0),
+                    "rewards": wire.Tensor.of(np.ones(3))}, "rewards has 3 entries, the population is 2"),
+        ("update", {"config": {**config, "profile": "es-awd"}, "params": theta, "iteration": wire.u64_hex(0),
+                    "rewards": wire.Tensor.of(np.ones(2))}, "profile 'es-awd' is not implemented"),
+        ("shaping", {"shaping": "zscore", "rewards": wire.Tensor.of(np.array([1.0, np.nan]))},
+         "reward of member 1 is not finite"),
+    ]
+    with client.ImplProcess(str(esimpl), log_path=tmp_path / "log", deadline_s=10) as proc:
+        proc.start()
+        for op, args, message in cases:
+            with pytest.raises(client.WrapperError, match=message):
+                proc.call(op, args)
+        got = proc.call("at", {"seed": wire.u64_hex(1234567), "indices": u64s})["outputs"].bits.tolist()
+        assert got[:2] == [6457827717110365317, 3203168211198807973]
+        assert proc.restarts == 0

@@ -116,9 +116,43 @@ def test_schema_validates_the_clean_room_capabilities():
 
 
 # -- the clean-room trainer behind the protocol ----------------------------------------
+class SchemaCheckingProcess(client.ImplProcess):
+    """Validates every request header, its args and the reply's result against protocol.schema.json."""
+
+    seen: set = set()
+
+    def _exchange(self, op, args, deadline_s, extra=None):
+        import jsonschema
+        doc = client.schema()
+
+        def check(instance, name):
+            sub = {"$schema": doc["$schema"], "$defs": doc["$defs"], "$ref": f"#/$defs/{name}"}
+            jsonschema.Draft202012Validator(sub).validate(instance)
+
+        def header_of(obj):
+            frame = wire.encode(obj)
+            h, _ = wire.parse_prefix(frame[:16])
+            return json.loads(frame[16:16 + h])
+
+        request = header_of({"id": 1, "op": op, "deadline_ms": int(deadline_s * 1000), "args": args, **(extra or {})})
+        check(request, "request")
+        if op != "capabilities":
+            check(request["args"], f"args_{op}")
+        result = super()._exchange(op, args, deadline_s, extra)
+        reply = header_of({"id": 1, "ok": True, "result": result})
+        check(reply, "reply")
+        check(reply["result"], "capabilities" if op == "capabilities" else f"result_{op}")
+        SchemaCheckingProcess.seen.add(op)
+        return result
+
+
 def test_clean_room_wrapper_gives_the_in_process_result(tmp_path):
-    """Every vector of every area, through `python -m esverify.impl`: the same (empty) rows as in-process."""
+    """Every vector of every area, through `python -m esverify.impl`: the same (empty) rows as in-process.
+
+    Every request and reply of the run is also validated against the protocol's JSON Schema.
+    """
     target = ImplTarget(f"{sys.executable} -m esverify.impl --backend numpy", log_path=tmp_path / "log", env=ENV)
+    target.process = SchemaCheckingProcess(target.process.argv, log_path=tmp_path / "log", env=ENV)
     try:
         via = gate.check(GOLDENS, impl=target)
     finally:
@@ -129,6 +163,8 @@ def test_clean_room_wrapper_gives_the_in_process_result(tmp_path):
     assert [(s["area"], s["vectors"]) for s in via.summary] == [(s["area"], s["vectors"]) for s in direct.summary]
     assert via.exit_code(strict=True) == 0
     assert target.process.restarts == 0
+    assert SchemaCheckingProcess.seen == {"capabilities", "at", "member_seed", "stream_seed", "gaussian", "perturb",
+                                          "restore", "update"}
 
 
 def test_wrapper_ops_match_the_library(tmp_path):
@@ -199,7 +235,9 @@ def test_unknown_contract_version_is_a_setup_error(tmp_path):
                                         ("hangs", "timeout: no complete reply to gaussian within the 2 s deadline"),
                                         ("stray", "protocol: reply to gaussian: bytes outside a frame"),
                                         ("refuses", "the wrapper replied with an error: ValueError: n = 33 is "
-                                                    "refused on purpose")])
+                                                    "refused on purpose"),
+                                        ("bigclaim", "crashed: the wrapper exited with status 5 before answering "
+                                                     "gaussian after 146 byte(s) of a reply")])   # 16 + 30 + 100
 def test_a_failing_case_is_one_error_row_and_the_rest_still_run(tmp_path, mode, kind):
     result, target = run_rng(mode, tmp_path, deadline=2.0)
     n33 = ["gaussian-poly32-seed-1234567-first-1-n-33", "gaussian-libm64-seed-1234567-first-1-n-33"]
@@ -209,6 +247,18 @@ def test_a_failing_case_is_one_error_row_and_the_rest_still_run(tmp_path, mode, 
     assert result.exit_code(False) == 1
     assert target.process.restarts == (0 if mode == "refuses" else 2)   # restarted after each broken case
     assert target.process.pid is None                             # closed: nothing left running
+    assert [p for p in os.listdir("/proc") if p.isdigit() and f"{WRAPPERS} {mode}" in _cmdline(int(p))] == []
+
+
+def test_replies_larger_than_the_first_buffer_arrive_whole(tmp_path, monkeypatch):
+    """The reply buffer grows with the bytes received (an announced size allocates nothing up front)."""
+    from esverify import rng
+    monkeypatch.setattr(client, "FIRST_READ_BYTES", 1000)
+    with client.ImplProcess(wrapper("ok"), log_path=tmp_path / "log", env=ENV) as proc:
+        proc.start()
+        args = {"mapping": "poly32", "seed": wire.u64_hex(99), "first": wire.u64_hex(3), "n": wire.u64_hex(20001)}
+        got = proc.call("gaussian", args)["values"].bits
+    assert got.tolist() == rng.gaussian(99, 20001, 3, "poly32", backend="numpy").view(np.uint32).tolist()
 
 
 def test_a_wrapper_failing_every_case_is_given_up_after_three_in_a_row(tmp_path):

@@ -115,7 +115,8 @@ def generate(areas, out, bump, changelog, goldens_dir):
 @click.option("--impl-log", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="With --impl: append the wrapper's stderr here (default: a temporary file, named in the output).")
 @click.option("--impl-deadline", type=click.FloatRange(min=0.001), default=60.0, show_default=True,
-              help="With --impl: seconds per request before the wrapper is killed and the vector is an error.")
+              help="With --impl: seconds per request before the wrapper is killed and the vector is an error "
+                   "(the start and capabilities reply have their own 60 s).")
 @GOLDENS_DIR_OPTION
 def check(areas, backends, against, strict, junit, json_path, goldens_dir, impl_cmd, require, impl_log,
           impl_deadline):
@@ -189,8 +190,8 @@ def _impl_target(impl_cmd, require, impl_log, impl_deadline, backends):
     ops = [op.strip() for op in (require or "").split(",") if op.strip()]
     try:
         return ImplTarget(impl_cmd, log_path=impl_log, deadline_s=impl_deadline, require=ops)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
+    except ValueError as exc:   # an empty or unparsable command line, an unknown --require operation
+        raise click.UsageError(str(exc) if str(exc).startswith("--") else f"--impl {impl_cmd!r}: {exc}") from None
 
 
 def _junit_cases(result, summary: pd.DataFrame, table: pd.DataFrame, strict: bool) -> pd.DataFrame:

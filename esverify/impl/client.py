@@ -38,6 +38,7 @@ from pathlib import Path
 from . import wire
 
 DEFAULT_DEADLINE_S = 60.0      #: per request, unless the call gives its own
+FIRST_READ_BYTES = 64 << 20    #: a reply buffer starts at most this large and doubles as bytes arrive
 PIPE_BYTES = 1 << 20           #: requested pipe buffer size (Linux F_SETPIPE_SZ; capped by fs.pipe-max-size)
 START_DEADLINE_S = 60.0        #: process start + capabilities reply (importing torch takes seconds)
 
@@ -260,7 +261,7 @@ class ImplProcess:
         out_fd, in_fd = proc.stdout.fileno(), proc.stdin.fileno()
         pending = [memoryview(p) for p in parts if len(p)]
         prefix = bytearray(wire.PREFIX.size)
-        buf, got, h = prefix, 0, None
+        buf, got, h, total = prefix, 0, None, wire.PREFIX.size
         with selectors.DefaultSelector() as sel:
             sel.register(out_fd, selectors.EVENT_READ)
             sel.register(in_fd, selectors.EVENT_WRITE)
@@ -291,9 +292,17 @@ class ImplProcess:
                     if n is None:
                         continue
                     if n == 0:
-                        raise ImplFailure("crashed", self._died(f"before answering {op}", got))
+                        received = got + (wire.PREFIX.size if h is not None else 0)
+                        raise ImplFailure("crashed", self._died(f"before answering {op}", received))
                     got += n
                     if got < len(buf):
+                        continue
+                    if got < total:   # grow with the data actually received, never to a merely announced size
+                        try:
+                            buf += bytearray(min(total - got, len(buf)))
+                        except MemoryError:
+                            raise ImplFailure("protocol", f"reply to {op} announces {total} bytes: more than "
+                                                          f"this machine can hold") from None
                         continue
                     if h is None:   # the prefix is complete: size the frame's buffer
                         try:
@@ -301,8 +310,9 @@ class ImplProcess:
                         except wire.FrameError as exc:
                             raise ImplFailure("protocol", f"reply to {op}: {exc} (stdout is reserved for "
                                                           f"frames; log to stderr)") from None
-                        buf, got = bytearray(h + b), 0
-                        if h + b:
+                        total = h + b
+                        buf, got = bytearray(min(total, FIRST_READ_BYTES)), 0
+                        if total:
                             continue
                     if pending:
                         raise ImplFailure("protocol", f"the wrapper replied to {op} before reading the whole "

@@ -23,6 +23,7 @@ import dataclasses
 
 import numpy as np
 
+from .. import bits
 from ..goldens.compare import decode, row
 from . import client
 from .wire import Tensor, u64_hex
@@ -60,11 +61,7 @@ def _golden(t: Tensor, what: str) -> dict:
     """A wire tensor as a golden bit array (flattened, row-major)."""
     if not isinstance(t, Tensor):
         raise CaseError(f"the reply's {what} is not a tensor")
-    return {"format": t.dtype, "values": [_hex(int(v), t.dtype) for v in t.bits.reshape(-1).tolist()]}
-
-
-def _hex(v: int, fmt: str) -> str:
-    return f"0x{v:0{ {'f64': 16, 'u64': 16, 'f32': 8, 'u32': 8, 'f16': 4, 'bf16': 4}[fmt] }x}"
+    return {"format": t.dtype, "values": [bits.to_hex(v, t.dtype) for v in t.bits.reshape(-1).tolist()]}
 
 
 def _u64_tensor(values) -> Tensor:
@@ -103,7 +100,8 @@ class ImplTarget:
             self.caps = self.process.start()
         except client.ImplFailure as exc:
             self.process.kill()
-            return f"--impl {self.command!r}: {exc} (wrapper stderr: {self.process.log_path})"
+            tail = "" if str(self.process.log_path) in str(exc) else f" (wrapper stderr: {self.process.log_path})"
+            return f"--impl {self.command!r}: {exc}{tail}"
         return None
 
     def close(self) -> None:

@@ -165,6 +165,7 @@ jval *jreq(const jval *obj, const char *key) {
 }
 
 void sb_put(sbuf *b, const void *data, size_t n) {
+    if (n == 0) return;                  /* memcpy from/to NULL is undefined even for 0 bytes */
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->len + n) cap *= 2;
