@@ -24,10 +24,11 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTH
 CC = shutil.which("cc")
 
 
-def parity(tmp_path, impl=None, target="es-at-scale"):
+def parity(tmp_path, impl=None, target="es-at-scale", noises=("contract",)):
     tmp_path.mkdir(parents=True, exist_ok=True)
     opts = Options(ref=str(STANDINS / "es-at-scale"), awd_ref=str(STANDINS / "es-awd"), target=target,
                    dtypes=("f32", "bf16"), schemes=("correlated",), devices=("cpu",), devices_explicit=True,
+                   noises=noises,
                    iterations=2, small=True, out=str(tmp_path / "out"), quiet=True)
     runner = Runner(opts)
     side = None
@@ -71,3 +72,10 @@ def test_c_implementation_parity(tmp_path, fault):
         assert (at_scale.loc[bf16, "status"] == "fail").all()
         assert (at_scale.loc[~bf16, "status"] == "pass").all()
         assert code == 1
+
+
+def test_native_noise_cases_are_unsupported_under_impl(tmp_path):
+    """Protocol v1 carries contract noise only: a native row is `unsupported`, never a pass."""
+    frame, _ = parity(tmp_path, impl=f"{sys.executable} -m esverify.impl", noises=("native",))
+    native = frame[frame["noise"] == "native"]
+    assert len(native) and (native["status"] == "unsupported").all(), native["status"].value_counts()

@@ -23,12 +23,13 @@ wrapper is restarted for the next case (esverify.impl.client).
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ..impl import client
 from ..impl.wire import Tensor, f64_hex, u64_hex
 from . import ours as _ours
-from .cases import DECAY_LAMBDA
 
 
 class Unsupported(Exception):
@@ -43,6 +44,8 @@ class ImplSide:
         self.command = command
         self.process = client.ImplProcess(command, log_path=log_path, deadline_s=deadline_s, env=env)
         self.caps: dict = {}
+        # the runner works on both targets at once (one thread each), and the wrapper has one channel
+        self._lock = threading.Lock()
 
     def open(self) -> str | None:
         """Start the wrapper; a one-line setup error or None."""
@@ -63,7 +66,15 @@ class ImplSide:
 
     # -- the runner's hook ---------------------------------------------------------
     def run(self, case, names, tensors, anchor, seed: int, mapping: str, backend) -> "_ours.OursResult":
-        """Like ours.run: the reference's command from ours.run, the result tensors from the wrapper."""
+        """Like ours.run: the reference's command from ours.run, the result tensors from the wrapper.
+        Thread-safe: one case at a time goes through the wrapper's single channel."""
+        with self._lock:
+            return self._run(case, names, tensors, anchor, seed, mapping, backend)
+
+    def _run(self, case, names, tensors, anchor, seed: int, mapping: str, backend) -> "_ours.OursResult":
+        if getattr(case, "noise", "contract") == "native":   # torch's generator is not in protocol v1
+            raise Unsupported("unsupported by --impl: native noise (torch's own generator); protocol v1 "
+                              "carries contract noise only")
         initial = [t.detach().to("cpu").clone() for t in tensors]
         copies = [t.clone() for t in tensors]
         reference_inputs = _ours.run(case, names, copies, anchor, seed, mapping, backend)
@@ -87,7 +98,7 @@ class ImplSide:
                 if case.op == "restore":
                     result = self._params(self._call("restore", {**base, "params": result}))
             elif case.kind == "decay":
-                config.update(anchor_decay=case.decay, anchor_lambda=f64_hex(DECAY_LAMBDA))
+                config.update(anchor_decay=case.decay, anchor_lambda=f64_hex(case.lam))
                 self._need(["decay"], config, dtypes, decays=[case.decay])
                 result = self._params(self._call("decay", {"config": config, "params": params,
                                                            "anchor": [Tensor.of(a) for a in anchor]}))
@@ -106,7 +117,7 @@ class ImplSide:
         config["antithetic"] = case.op == "mirrored"
         args = {"config": config, "params": params, "iteration": u64_hex(0), "rewards": Tensor.of(np.asarray(coeffs))}
         if case.decay != "none":
-            config.update(anchor_decay=case.decay, anchor_lambda=f64_hex(DECAY_LAMBDA))
+            config.update(anchor_decay=case.decay, anchor_lambda=f64_hex(case.lam))
             args["anchor"] = [Tensor.of(a) for a in anchor]
         self._need(["update"], config, dtypes, decays=[] if case.decay == "none" else [case.decay])
         return self._params(self._call("update", args))
