@@ -447,11 +447,14 @@ def test_expected_draws_with_caching():
 @given(st.one_of(st.none(), st.integers(2, 40)), st.lists(st.sampled_from(["f32", "f16", "bf16"]), min_size=1,
                                                             max_size=4), st.integers(0, 2 ** 32))
 def test_case_ids_stay_unique_with_population_30_and_repeated_options(population, dtypes, case_seed):
-    matrix = cases.build_matrix(["es-at-scale", "es-awd", "es-awd"], ["cpu", "cpu"], dtypes, ["iid", "iid"],
-                                population, iterations=1, case_seed=case_seed)
+    matrix = cases.build_matrix(["es-at-scale", "es-awd", "es-awd"], ["cpu", "cpu"], dtypes,
+                                ["iid", "correlated", "iid"], population, iterations=1, case_seed=case_seed)
     ids = [c.case_id for c in matrix]
     assert len(ids) == len(set(ids))
     paper = [c for c in matrix if c.tag == "paper"]
     sets = len(set(dtypes)) + (len(set(dtypes)) > 1)
-    assert len(paper) == 2 * sets      # contract iid and native correlated, once per set
+    assert len(paper) == 3 * sets      # contract iid and correlated, native correlated, once per set
+    iid_only = cases.build_matrix(["es-at-scale"], ["cpu"], dtypes, ["iid"], population, iterations=1,
+                                  case_seed=case_seed)
+    assert not [c for c in iid_only if c.noise == "native"]   # native noise is correlated only
     assert all((c.population, c.sigma, c.alpha) == (30, 0.001, 0.0005) for c in paper)

@@ -213,7 +213,8 @@ def build_matrix(targets, devices, dtypes, schemes, population=None, sigma=None,
                     add(target, device, "f64", "-", "zscore", n, "-")
             for noise in noises:
                 for dtype in sets:
-                    for scheme in (schemes if noise == "contract" else ["correlated"]):
+                    # native noise has the correlated scheme only: no native rows when --schemes leaves it out
+                    for scheme in (schemes if noise == "contract" else [s for s in schemes if s == "correlated"]):
                         # native rows use the small set: torch's draw has no 1M-element path of its own,
                         # and the contract rows keep the big tensor (the default matrix stays fast)
                         big = not small and noise == "contract"

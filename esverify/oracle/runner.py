@@ -97,6 +97,11 @@ class SetupError(UsageError):
     """The environment cannot run the matrix (clone, child Python, devices): exit 2, one line, no rows."""
 
 
+class ChildStartError(SetupError):
+    """A reference child that did not start (import failure, a broken hello): exit 2 after a report
+    of error rows is written, so what the child said is kept (issue 13 item 2)."""
+
+
 @dataclass
 class Options:
     """Everything `esverify parity` takes (see docs/parity.md); defaults are the CLI's."""
@@ -460,7 +465,7 @@ class Runner:
             t = _Target(self, TARGETS[name], clones[name])
             self.targets[name] = t
             if not t.ensure_child():
-                raise SetupError(f"the {name} child did not start under {opts.python}: {t.start_error}; "
+                raise ChildStartError(f"the {name} child did not start under {opts.python}: {t.start_error}; "
                                  f"fix: the child's own last log lines are quoted here; check that {opts.python} "
                                  "runs `import torch, numpy`")
             env = t.hello.get("environment") or {}
@@ -494,7 +499,7 @@ class Runner:
                         self.rows.append(_row(case, status="skipped", detail=_not_given(case.target)))
                 try:
                     self._start_children(clones, selected)
-                except SetupError as exc:   # a child that cannot start: one line, exit 2, and a report
+                except ChildStartError as exc:   # a child that cannot start: one line, exit 2, and a report
                     start_error = exc
                     self.rows += [_row(c, status="error", detail=f"setup: {exc}") for c in selected
                                   if c.target not in not_given]
