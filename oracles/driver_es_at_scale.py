@@ -18,11 +18,14 @@ from oracle_child import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, Sta
 
 import numpy as np
 
+import loops
+
 WORKER = "es_at_scale/utils/worker_extension.py"
 SHAPING = "es_at_scale/utils/reward_shaping.py"
 
 
 def load_modules(clone):
+    loops.start(clone, "es-at-scale")   # coverage and the stand-in modules first (REFERENCES.md §5)
     modules = {}
     for key, rel in (("worker_extension", WORKER), ("reward_shaping", SHAPING)):
         try:
@@ -97,5 +100,6 @@ def op_loop(case, modules):
 
 
 if __name__ == "__main__":
-    serve("es-at-scale", load_modules, {"perturb": op_perturb, "restore": op_perturb, "update": op_update,
-                                        "zscore": op_zscore, "loop": op_loop}, threads=1)
+    serve("es-at-scale", load_modules, loops.with_coverage(
+        {"perturb": op_perturb, "restore": op_perturb, "update": op_update, "zscore": op_zscore, "loop": op_loop,
+         "fit": loops.op_fit}), threads=1)

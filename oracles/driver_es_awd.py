@@ -14,10 +14,13 @@ from __future__ import annotations
 from oracle_child import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, expected_draws, load_module,
                           load_set, module_or_raise, save_results, serve)
 
+import loops
+
 UTILS = "weight_update_utils.py"
 
 
 def load_modules(clone):
+    loops.start(clone, "es-awd")   # coverage and the stand-in modules first (REFERENCES.md §5)
     try:
         return {"weight_update_utils": load_module(clone, UTILS, "esverify_oracle_ref_weight_update_utils")}
     except ReferenceLoadError as exc:
@@ -73,5 +76,6 @@ def op_decay(case, modules):
 
 
 if __name__ == "__main__":
-    serve("es-awd", load_modules, {"perturb": op_perturb, "restore": op_perturb, "update": op_update,
-                                   "decay": op_decay}, threads=1)
+    serve("es-awd", load_modules, loops.with_coverage(
+        {"perturb": op_perturb, "restore": op_perturb, "update": op_update, "decay": op_decay,
+         "main": loops.op_main}), threads=1)

@@ -12,6 +12,9 @@ that `--case PATTERN` matches against:
 - es-awd: perturb, restore, update-none / update-l1 / update-l2, decay-l1 /
   decay-l2 (the decay alone), mirrored (ES.md §4 fold) and caching
   (`caching=True`; under iid an artefact of the reference).
+- the training loops (issue 9, esverify.oracle.loops): es-at-scale `fit`,
+  es-awd `main`, `main-mirror`, `main-caching`, `main-l1`, `main-l2`,
+  `main-l1-lambda0`, `main-l2-lambda0`, always on the small set.
 
 Single-operation cases use the set with the >= 1M-element tensor (unless
 `small`); the loop uses the small set. Ids are unique: repeated dtypes,
@@ -69,8 +72,10 @@ class Case:
         return self.op.split("-")[1] if self.op.startswith(("update-", "decay-")) else "none"
 
 
-def build_matrix(targets, devices, dtypes, schemes, population, sigma, alpha, iterations, small=False):
-    """All cases, in a stable order (target, device, dtype, scheme, op), with unique ids."""
+def build_matrix(targets, devices, dtypes, schemes, population, sigma, alpha, iterations, small=False, loops=True):
+    """All cases, in a stable order (target, device, dtype, scheme, op), with unique ids; `loops` adds
+    the training-loop rows fit / main-* (esverify.oracle.loops)."""
+    from .loops import loop_cases
     cases = []
     targets, devices, dtypes, schemes = (list(dict.fromkeys(v)) for v in (targets, devices, dtypes, schemes))
     sets = list(dtypes) + (["mixed"] if len(dtypes) > 1 else [])
@@ -98,6 +103,8 @@ def build_matrix(targets, devices, dtypes, schemes, population, sigma, alpha, it
                             # mirrored pairs need an even population (ES.md §4)
                             n = population + population % 2 if op == "mirrored" else population
                             cases.append(Case(target, device, dtype, scheme, op, n, sigma, alpha, not small))
+                    if loops:
+                        cases += loop_cases(target, device, dtype, scheme, population, sigma, alpha, iterations)
     return cases
 
 

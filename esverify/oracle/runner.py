@@ -43,6 +43,7 @@ from ..paths import checkout_root, oracles_dir
 from ..report import FORMATS, console_table, to_junit, write_atomic, write_report
 from . import cases as _cases
 from . import compare as _compare
+from . import loops as _loops
 from . import ours as _ours
 from . import paramsets
 from .child import Child, ChildDied, ChildError, ChildTimeout, package_root
@@ -88,6 +89,7 @@ class Options:
     timeout: float = 120.0
     quiet: bool = False
     small: bool = False
+    loops: bool = True                   #: the training-loop rows fit / main-* (esverify.oracle.loops)
     child_env: dict = field(default_factory=dict)   #: extra environment for the children (tests, diagnostics)
     argv: list = field(default_factory=lambda: list(sys.argv))
 
@@ -285,7 +287,7 @@ class Runner:
         missing_pkgs = [p for p in ("torch", "numpy") if not probe[p]]
         all_cases = _cases.build_matrix([n for n in wanted if n in clones or n in failed], opts.devices,
                                         opts.dtypes, opts.schemes, opts.population, opts.sigma,
-                                        self.alpha, opts.iterations, opts.small)
+                                        self.alpha, opts.iterations, opts.small, opts.loops)
         selected = _cases.select(all_cases, opts.case)
         if opts.case and not selected:
             raise UsageError(f"--case {opts.case!r} matches no case; case ids look like "
@@ -318,7 +320,8 @@ class Runner:
             summary = summary_pivot(frame)
             wall = time.monotonic() - started
             metadata = self._metadata(clones, environments, probe, wall, skipped_targets)
-            written = write_report(out_dir, "parity", {"cases": frame, "summary": summary}, metadata,
+            extra = _loops.report_sections(self, wanted, clones, skipped_targets, failed, frame, metadata)
+            written = write_report(out_dir, "parity", {"cases": frame, "summary": summary, **extra}, metadata,
                                    opts.formats, title="esverify parity report")
             for name in environments:
                 log = self.work / f"child-{name}.log"
@@ -336,8 +339,9 @@ class Runner:
                                                              erroring=("error", "unverifiable"),
                                                              skipping=("skipped", "artifact"))))
         code = exit_code(frame, bool(self.setup_errors))
+        console = _console(frame, summary, metadata, out_dir, code)
         return RunResult(frame, summary, metadata, code, out_dir, written,
-                         _console(frame, summary, metadata, out_dir, code))
+                         _loops.console_lines(extra, console))
 
     def _run_target(self, target, clone, target_cases, progress) -> dict:
         t = _Target(self, target, clone)
@@ -361,6 +365,7 @@ class Runner:
                 self.rows.append(row)
                 progress.update(1)
             env["restarts"] = max(0, t.child.starts - 1)
+            env["coverage"] = _loops.read_coverage(self.work, target.name)
             return env
         finally:
             t.child.close()
@@ -373,6 +378,8 @@ class Runner:
                 return _row(case, status="error", detail="setup: --devices names cuda but the child sees no "
                                                          "CUDA device")
             return _row(case, status="skipped", detail="the child sees no CUDA device")
+        if case.op in _loops.LOOP_OPS:
+            return _loops.run_case(self, t, case)
         module_key = t.target.ops_need[case.kind]
         if not t.ensure_child():
             return _row(case, status="error", detail=f"the child could not be restarted: {t.start_error}")
