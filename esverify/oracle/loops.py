@@ -43,7 +43,7 @@ import torch
 
 from .. import bits
 from ..es import Config, Trainer, shape_rewards
-from ..es.schedule import batch_weighted_mean, mean_reward
+from ..es.schedule import DEFAULT_GLOBAL_SEED, FIRST_ITERATION, SEED_BOUND, batch_weighted_mean, mean_reward
 from . import compare as _compare
 from . import paramsets
 from .cases import Case
@@ -186,6 +186,7 @@ def run_ours(case: Case, names, tensors, seed: int, mapping: str, backend) -> di
             update_seeds = seeds
         else:
             order = list(range(0, n, 2)) + list(range(1, n, 2)) if mirror else list(range(n))
+            update_seeds = [lead.member_seed(m) for m in (range(0, n, 2) if mirror else range(n))]
             evaluations = _evaluate(replicas, order, MAIN_DATA, engines)
             member_rewards = np.array([mean_reward(rec["rewards"]) for rec in evaluations])
             coeffs_eval, _ = shape_rewards(member_rewards, "zscore")   # numpy mean/std in evaluation order
@@ -193,7 +194,6 @@ def run_ours(case: Case, names, tensors, seed: int, mapping: str, backend) -> di
             coeffs[order] = coeffs_eval
             stats = lead.update(coeffs)                                 # shaping "none": C_n as computed
             zscore = None
-            update_seeds = [lead.member_seed(m) for m in (range(0, n, 2) if mirror else range(n))]
         replicas.broadcast()
         members = [{"seed": lead.member_seed(rec["member"], stats["iteration"]), "negate": bool(mirror and rec["member"] % 2),
                     "engine": rec["engine"], "rewards": rec["rewards"]} for rec in evaluations]
@@ -211,8 +211,16 @@ def run_ours(case: Case, names, tensors, seed: int, mapping: str, backend) -> di
 
 
 def loop_command(case: Case, tape: dict, seed: int) -> dict:
-    """The case fields the child needs: loop settings and the hook table (every drawn seed maps to itself)."""
+    """The case fields the child needs: loop settings and the hook table (every drawn seed maps to itself:
+    under a numpy seed schedule the 30-bit seed IS the member seed, esverify.es.schedule)."""
     seeds = {s for it in tape["iterations"] for s in it["update"]["seeds"]}
+    # the schedule's draws of the neighbouring iterations too, with N and N/2 seeds: an off-by-one schedule
+    # or a wrong count is then named as a seed difference instead of stopping at an unknown seed
+    base = (int(seed) or DEFAULT_GLOBAL_SEED) + FIRST_ITERATION["es-at-scale" if case.op == "fit" else "es-awd"]
+    for b in range(base - 1, base + tape["updates"] + 2):
+        for count in {case.population, case.population // 2}:
+            seeds.update(int(v) for v in np.random.default_rng(seed=b).integers(0, SEED_BOUND, size=count,
+                                                                                    dtype=np.int64))
     command = {"handles": {str(s): _hexs(s) for s in sorted(seeds)}, "iterations": int(case.extra["iterations"]),
                "global_seed": seed, "noise": case.extra.get("noise", "contract"),
                "data": [{"input": f"prompt {k}", "target": t}
