@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from esverify.oracle import Options, run_parity
+from esverify.oracle.loops import LOOP_OPS
 
 STANDINS = Path(__file__).resolve().parents[1] / "tests" / "standins"
 
@@ -34,7 +35,8 @@ def main():
     ours = sum(s["ours_s"] for s in sides.values())
     theirs = sum(s["reference_s"] for s in sides.values())
     counts = result.frame["status"].value_counts().to_dict()
-    print(f"default matrix: {len(result.frame)} rows {counts}; exit {result.exit_code}")
+    loops = int(result.frame["op"].isin(LOOP_OPS).sum())
+    print(f"default matrix: {len(result.frame)} rows ({loops} training-loop rows) {counts}; exit {result.exit_code}")
     print(f"wall {wall:.2f} s (report's own figure {result.metadata['wall_time_s']} s)")
     for target, s in sides.items():
         print(f"  {target}: ours {s['ours_s']:.2f} s, reference child {s['reference_s']:.2f} s")

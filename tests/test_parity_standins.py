@@ -83,7 +83,7 @@ def test_default_matrix_both_targets_cli(tmp_path):
     assert code == 0, output
     assert set(cpu["status"]) == {"pass", "artifact"}
     assert cpu["elements"].max() > 1_000_000
-    assert len(cpu) == 1 + 4 * 2 * 5 + 4 * 2 * 9
+    assert len(cpu) == 1 + 4 * 2 * 5 + 4 * 2 * 9 + 4 * 2 * (1 + 7)   # + the loop rows fit and main-*
     meta = json.loads((tmp_path / "out" / "parity-metadata.json").read_text())
     print(f"default matrix wall time: {meta['wall_time_s']} s")
     assert "report:" in output and "pass" in output
