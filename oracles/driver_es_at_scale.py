@@ -6,8 +6,9 @@ elementwise ops do not depend on the thread count, and worker threads
 spinning beside the parent's only slow both down. Loads `es_at_scale/utils/worker_extension.py` and
 `es_at_scale/utils/reward_shaping.py` by path (a load failure of one only
 fails the ops that need it), builds a `WorkerExtension` on the stand-in
-model runner and answers the ops perturb, restore, update, zscore and
-loop. Every reference call is followed by the draw accounting of
+model runner and answers the ops perturb, restore, update, zscore,
+loop and fit (the reference's own training loop, oracles/loops.py, which
+also measures coverage of the clone). Every reference call is followed by the draw accounting of
 oracle_child (one draw per slot per seed). Never imported by esverify.
 """
 from __future__ import annotations

@@ -5,7 +5,8 @@ Usage (by the runner only): `python driver_es_awd.py --clone PATH
 reference's bits depend on the thread count). Loads `weight_update_utils.py`
 by path and answers perturb, restore, update (decay none/l1/l2, caching,
 mirrored: all the same reference call with different arguments) and decay
-(the decay alone). Parameters are passed as the stand-in model's lazy
+(the decay alone), and main (`es.main`, the reference's own training loop:
+oracles/loops.py, which also measures coverage of the clone). Parameters are passed as the stand-in model's lazy
 `parameters()` generator; the anchor as a plain generator that does not
 move the slot. Never imported by esverify.
 """

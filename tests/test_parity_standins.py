@@ -43,7 +43,7 @@ def test_small_matrix_passes_on_both_standins(tmp_path):
     assert list(frame.columns) == COLUMNS
     cpu = frame[frame["device"] == "cpu"]
     artifacts = cpu[cpu["status"] == "artifact"]
-    assert set(artifacts["op"]) == {"caching"} and set(artifacts["scheme"]) == {"iid"}
+    assert set(artifacts["op"]) == {"caching", "main-caching"} and set(artifacts["scheme"]) == {"iid"}
     assert (cpu.loc[cpu["status"] != "artifact", "status"] == "pass").all(), cpu[cpu["status"] != "pass"]
     assert (frame.loc[frame["device"] == "cuda", "status"] == "skipped").all()
     assert (cpu.loc[cpu["status"] == "pass", "mismatches"] == 0).all()

@@ -550,6 +550,9 @@ def report_sections(runner, wanted, clones, skipped_targets, failed, frame, meta
     findings_frame = pd.DataFrame([{**f, "observed": "; ".join(f["observed"])} for f in findings],
                                   columns=["target", "finding", "description", "observed", "rows"])
     coverage_frame, coverage = _coverage_frame(metadata.get("children", {}))
+    for env in metadata.get("children", {}).values():
+        if isinstance(env, dict):
+            env.pop("coverage", None)      # the table is its own section; metadata keeps the summary
     not_checked = _not_checked(runner, wanted, clones, skipped_targets, failed)
     metadata["findings"] = findings_frame.to_dict(orient="records")
     metadata["coverage"] = coverage
