@@ -165,8 +165,9 @@ def import_reference(dotted: str, relpath: str):
     except ModuleNotFoundError as exc:
         raise ReferenceLoadError({
             "kind": "import", "file": relpath, "package": exc.name,
-            "message": (f"{relpath} imports {exc.name!r}, which is neither in the clone nor installed for the "
-                        f"child {py} (ray, vllm, transformers and wandb are stand-ins: REFERENCES.md §5)")}) from None
+            "message": (f"{relpath} imports {exc.name!r}, which is not installed for the child {py}: install it "
+                        "there or pass --python with an interpreter that has it (ray, vllm, transformers and wandb "
+                        "need not be: the child serves stand-ins for them, REFERENCES.md §5)")}) from None
     except Exception as exc:  # noqa: BLE001 - any import-time failure is reported, not raised
         raise ReferenceLoadError({"kind": "import-error", "file": relpath,
                                   "message": f"importing {relpath} raised {type(exc).__name__}: {exc}"}) from None
