@@ -117,10 +117,13 @@ def test_matrix_ids_are_unique_and_cover_the_issue():
     matrix = cases.build_matrix(["es-at-scale", "es-awd"], ["cpu", "cuda"], ["f32", "f16", "bf16"],
                                 ["iid", "correlated"], 6, 0.001, 0.0005, 3)
     ids = [c.case_id for c in matrix]
-    assert len(ids) == len(set(ids)) == 2 * (1 + 4 * 2 * 5 + 4 * 2 * 9)
+    assert len(ids) == len(set(ids)) == 2 * (1 + 4 * 2 * 5 + 4 * 2 * 9 + 4 * 2 * (1 + 7))   # + fit, main-*
     paper = [c for c in matrix if c.op == "update" and c.population == 30]
     assert {(c.sigma, c.alpha) for c in paper} == {(0.001, 0.0005)}
-    assert all(c.big for c in matrix if c.op not in ("loop", "zscore"))
+    loops = ("loop", "zscore", "fit") + tuple(op for op in {c.op for c in matrix} if op.startswith("main"))
+    assert all(c.big for c in matrix if c.op not in loops)
+    assert not any(c.big for c in matrix if c.op in loops[2:])              # the loop rows use the small set
+    assert {c.population for c in matrix if c.op == "fit"} == {7}           # not a multiple of the 2 engines
     assert cases.select(matrix, "es-awd/cpu/bf16/iid/mirrored") == [
         c for c in matrix if c.case_id == "es-awd/cpu/bf16/iid/mirrored/N6"]
     assert len(cases.select(matrix, "*/cuda/*/update-l?/*")) == 2 * 4 * 2
