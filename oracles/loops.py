@@ -192,6 +192,7 @@ class Tape:
 
     def __init__(self, out: Path, case: dict):
         self.out, self.case = Path(out), case
+        self.out.mkdir(parents=True, exist_ok=True)
         self.audit = DrawAudit()
         self.iterations: list = []
         self.current = self._new()
@@ -199,6 +200,12 @@ class Tape:
         self.events: list = []
         self.saved: list = []
         self.updates = 0
+        # under native noise torch draws itself: there is nothing for the hook to count
+        self.native = case.get("noise", "contract") == "native"
+
+    def _check(self, label, expected):
+        if not self.native:
+            self.audit.check(label, expected)
 
     @staticmethod
     def _new():
@@ -225,7 +232,7 @@ class Tape:
         caching = bool(call.get("caching", False))
         if method in ("perturb_self_weights", "restore_self_weights"):
             seed = int(values[0])
-            self.audit.check(label, expected_draws(tensors, [seed], caching))
+            self._check(label, expected_draws(tensors, [seed], caching))
             if method == "perturb_self_weights":
                 record = {"seed": seed, "negate": bool(call.get("negate", False)), "engine": engine.index,
                           "rewards": []}
@@ -235,7 +242,7 @@ class Tape:
                 self.active.pop(engine.index, None)
         elif method == "update_weights_from_seeds":
             seeds = [int(s) for s in values[0]]
-            self.audit.check(label, expected_draws(tensors, seeds, caching))
+            self._check(label, expected_draws(tensors, seeds, caching))
             self.updates += 1
             path = self.out / f"theirs-update-{self.updates:03d}.npz"
             save_results(path, tensors)
@@ -333,10 +340,27 @@ class _Task:
     compute_reward = __call__
 
 
-def _check_native(case):
-    if case.get("noise", "contract") != "contract":
-        raise NotImplementedError(f"noise {case.get('noise')!r}: the loop driver feeds contract noise only on "
-                                  "this build (REFERENCES.md §3a native noise is not wired into the loops yet)")
+class _Noise:
+    """Context of one loop: contract noise keeps the hook; native noise (REFERENCES.md §3a) lets the
+    reference draw torch's own noise, with the 30-bit seeds its loop drew going straight to torch."""
+
+    def __init__(self, case):
+        self.noise = case.get("noise", "contract")
+        if self.noise not in ("contract", "native"):
+            raise ValueError(f"noise must be 'contract' or 'native', got {self.noise!r}")
+
+    def __enter__(self):
+        if self.noise == "native":
+            original = getattr(HOOK, "original", None)
+            if original is None:
+                raise RuntimeError("native noise: the noise hook does not keep torch's own randn")
+            torch.randn = original
+        return self
+
+    def __exit__(self, *exc):
+        if self.noise == "native":
+            torch.randn = HOOK
+        return False
 
 
 # ----------------------------------------------------------------- es-at-scale: fit
@@ -346,7 +370,6 @@ WORKER = "es_at_scale/utils/worker_extension.py"
 
 
 def op_fit(case, modules):
-    _check_native(case)
     trainer_mod = load_lazily(modules, "es_trainer", "es_at_scale.trainer.es_trainer", TRAINER)
     worker_mod = load_lazily(modules, "loop_worker", "es_at_scale.utils.worker_extension", WORKER)
     out = Path(case["out"])
@@ -371,7 +394,8 @@ def op_fit(case, modules):
     try:
         for owner, name, original in patched:
             setattr(owner, name, tape.wrap_zscore(original))
-        trainer.fit()
+        with _Noise(case):
+            trainer.fit()
     finally:
         torch.save = _TORCH_SAVE
         for owner, name, original in patched:
@@ -385,7 +409,6 @@ ES = "es.py"
 
 
 def op_main(case, modules):
-    _check_native(case)
     es = load_lazily(modules, "es_main", "es", ES)
     worker_mod = sys.modules.get("distributed_utils") or load_lazily(modules, "distributed_utils",
                                                                       "distributed_utils", "distributed_utils.py")
@@ -413,7 +436,8 @@ def op_main(case, modules):
     try:
         for key, value in replaced.items():
             setattr(es, key, value)
-        es.main(args)
+        with _Noise(case):
+            es.main(args)
     finally:
         torch.save = _TORCH_SAVE
         for key in replaced:

@@ -466,6 +466,9 @@ def run_case(runner, t, case: Case) -> dict:
     if not attribution.get("ok", True) and case.scheme != "iid":
         notes.append(f"note: {attribution.get('detail')} (harmless under correlated: the noise does not "
                      "depend on the slot)")
+    if status == "fail" and opts.keep_tensors:
+        ours_path = paramsets.write(out / "ours.npz", names, ours["final"])
+        runner.kept.append((case.case_id, ours_path, reply["results"]))   # engine 0's final parameters
     row = _runner._row(case, status=status, detail="; ".join(notes), **fields)
     row["eager"] = not attribution.get("ok", True)
     return row
