@@ -43,7 +43,8 @@ import torch
 
 from .. import bits
 from ..es import Config, Trainer, shape_rewards
-from ..es.schedule import DEFAULT_GLOBAL_SEED, FIRST_ITERATION, SEED_BOUND, batch_weighted_mean, mean_reward
+from ..es.schedule import (DEFAULT_GLOBAL_SEED, FIRST_ITERATION, SEED_BOUND, batch_weighted_mean, duplicate_seeds,
+                           mean_reward)
 from . import compare as _compare
 from . import paramsets
 from .cases import Case
@@ -466,6 +467,11 @@ def run_case(runner, t, case: Case) -> dict:
     if not attribution.get("ok", True) and case.scheme != "iid":
         notes.append(f"note: {attribution.get('detail')} (harmless under correlated: the noise does not "
                      "depend on the slot)")
+    for i, it in enumerate(ours["iterations"]):
+        repeated = duplicate_seeds(it["update"]["seeds"])
+        if repeated and case.op == "fit":   # es-at-scale keys members by seed value (REFERENCES.md §5)
+            notes.append(f"note: iteration {i} drew equal seeds {sorted(repeated)}: es-at-scale's loop merges "
+                         "them into one member (a quirk of the reference)")
     if status == "fail" and opts.keep_tensors:
         ours_path = paramsets.write(out / "ours.npz", names, ours["final"])
         runner.kept.append((case.case_id, ours_path, reply["results"]))   # engine 0's final parameters
