@@ -115,11 +115,6 @@ def _hexs(seed: int) -> str:
     return f"0x{seed:016x}"
 
 
-def _groups(count: int, engines: int):
-    """(position, engine) of `count` evaluations in groups of `engines`: member j of a group on engine j."""
-    return [(p, p % engines) for p in range(count)]
-
-
 class _Replicas:
     """One trainer per engine, each on its own copy of theta (ES.md §1: member-parallel replicas)."""
 
@@ -196,8 +191,9 @@ def run_ours(case: Case, names, tensors, seed: int, mapping: str, backend) -> di
             stats = lead.update(coeffs)                                 # shaping "none": C_n as computed
             zscore = None
         replicas.broadcast()
-        members = [{"seed": lead.member_seed(rec["member"], stats["iteration"]), "negate": bool(mirror and rec["member"] % 2),
-                    "engine": rec["engine"], "rewards": rec["rewards"]} for rec in evaluations]
+        members = [{"seed": lead.member_seed(rec["member"], stats["iteration"]),
+                    "negate": bool(mirror and rec["member"] % 2), "engine": rec["engine"], "rewards": rec["rewards"]}
+                   for rec in evaluations]
         tape["iterations"].append({
             "members": members, "zscore": zscore,
             "update": {"seeds": update_seeds, "coeffs": [float(c) for c in stats["terms"]], "alpha": case.alpha,

@@ -15,7 +15,10 @@ ES = "es.py"
 DIST = "distributed_utils.py"
 AWD = "weight_update_utils.py"
 
-_RESTORE_AT = """                ray.get(self.engines[j].collective_rpc.remote("restore_self_weights", args=(seed, self.sigma)))"""
+_RESTORE_AT = ("                ray.get(self.engines[j].collective_rpc.remote(\"restore_self_weights\", "
+               "args=(seed, self.sigma)))")
+_BATCH_SUM = """                total["sum"] += entry["avg_reward"] * entry["count"]
+                total["count"] += entry["count"]"""
 
 #: name -> (target, [(file, old, new)], what it changes)
 LOOP_MUTANTS = {
@@ -27,8 +30,7 @@ LOOP_MUTANTS = {
                              "fit: the seed schedule loses its + iteration (every iteration reuses the same seeds)"),
     "last-engine-not-restored": ("es-at-scale", [(TRAINER, _RESTORE_AT, """                if j < len(group) - 1:
     """ + _RESTORE_AT)], "fit: the last engine of each group is never restored"),
-    "unweighted-batches": ("es-at-scale", [(TRAINER, """                total["sum"] += entry["avg_reward"] * entry["count"]
-                total["count"] += entry["count"]""", """                total["sum"] += entry["avg_reward"]
+    "unweighted-batches": ("es-at-scale", [(TRAINER, _BATCH_SUM, """                total["sum"] += entry["avg_reward"]
                 total["count"] += 1""")], "fit: mini-batch rewards averaged without their batch sizes"),
     "no-extra-update": ("es-at-scale", [(TRAINER, "if iteration > self.num_iterations:",
                                          "if iteration >= self.num_iterations:")],
