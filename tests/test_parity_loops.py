@@ -181,3 +181,25 @@ def test_loop_mutant_fails_exactly_its_rows(tmp_path, name):
         if status != "pass":
             assert row[0] in detail and words in detail, f"{name} {row}: {detail}"
     assert result.exit_code == 1
+
+
+def test_functions_of_names_methods_and_keeps_nested_bodies_apart(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(oracles_dir()))
+    import loops as child_loops   # oracles/loops.py: imported here only to test its pure helper
+    source = tmp_path / "m.py"
+    source.write_text(textwrap.dedent('''
+        def top():
+            """doc"""
+            def inner():
+                return 1
+            return inner
+
+        class K:
+            def method(self):
+                return 2
+    '''))
+    found = {name: (first, last, nested) for name, first, last, nested in child_loops.functions_of(source)}
+    assert set(found) == {"top", "top.inner", "K.method"}
+    first, last, nested = found["top"]
+    assert (first, last) == (3, 6) and nested == [(4, 5)]
+    assert found["K.method"][:2] == (10, 10)
