@@ -23,7 +23,7 @@ followed by the broadcast. es-at-scale's `fit` performs num_iterations + 1
 updates (REFERENCES.md §5): ours does the same under that loop and the
 report states it as a finding (`FINDINGS`).
 
-`compare_tapes` walks both tapes in time order and names the first
+`loop_compare.compare_tapes` walks both tapes in time order and names the first
 quantity that differs ("iteration 2: coefficient of member 4: ours ...,
 theirs ..."): per iteration the members evaluated (seed and sign), every
 reward (f64 bits), es-at-scale's aggregated rewards and the mean/std
@@ -31,7 +31,8 @@ handed to z_score, the seeds, coefficients (f64 bits), alpha and divisor
 handed to the update, the parameters after it (bit patterns, every slot),
 es-awd's own iteration_updates/iteration_NNNNNN.json records; then the
 number of updates, the final parameters and the state_dict saved with
-torch.save.
+torch.save. The report sections (findings, coverage, not checked) are
+built by `loop_report`.
 """
 from __future__ import annotations
 
@@ -41,13 +42,12 @@ import time
 import numpy as np
 import torch
 
-from .. import bits
 from ..es import Config, Trainer, shape_rewards
 from ..es.schedule import (DEFAULT_GLOBAL_SEED, FIRST_ITERATION, SEED_BOUND, batch_weighted_mean, duplicate_seeds,
                            mean_reward)
-from . import compare as _compare
 from . import paramsets
 from .cases import Case
+from .loop_compare import compare_tapes
 from .ours import reward
 
 FIT_ENGINES = 2
@@ -231,168 +231,6 @@ def loop_command(case: Case, tape: dict, seed: int) -> dict:
     return command
 
 
-# ----------------------------------------------------------------- comparison
-
-def _f64(value) -> str:
-    return bits.describe(int(np.float64(value).view(np.uint64)), "f64")
-
-
-def _same(a, b) -> bool:
-    return np.float64(a).view(np.uint64) == np.float64(b).view(np.uint64)
-
-
-class Difference(Exception):
-    """The first differing quantity; `kind` says which family it belongs to (for the caching artefact)."""
-
-    def __init__(self, message: str, kind: str, cmp=None):
-        super().__init__(message)
-        self.kind, self.cmp = kind, cmp
-
-
-def _sign(negate: bool) -> str:
-    return "-sigma" if negate else "+sigma"
-
-
-def _compare_members(label, ours, theirs, member_of):
-    # the common prefix first: a missing or extra evaluation is named after what precedes it
-    for p, (o, t) in enumerate(zip(ours, theirs)):
-        k = member_of(o)
-        if (o["seed"], o["negate"]) != (t["seed"], t["negate"]):
-            raise Difference(f"{label}: seed of member {k} (evaluation {p}): ours {o['seed']} ({_sign(o['negate'])}), "
-                             f"theirs {t['seed']} ({_sign(t['negate'])})", "seeds")
-        if o["engine"] != t["engine"]:
-            raise Difference(f"{label}: member {k} (evaluation {p}) ran on engine {t['engine']} in theirs, "
-                             f"{o['engine']} in ours", "seeds")
-        if len(o["rewards"]) != len(t["rewards"]):
-            raise Difference(f"{label}: member {k} (evaluation {p}) was scored on {len(t['rewards'])} prompts "
-                             f"by theirs, {len(o['rewards'])} by ours", "seeds")
-        for q, (a, b) in enumerate(zip(o["rewards"], t["rewards"])):
-            if not _same(a, b):
-                raise Difference(f"{label}: reward of member {k} (seed {o['seed']}, {_sign(o['negate'])}, "
-                                 f"evaluation {p}, prompt {q}): ours {_f64(a)}, theirs {_f64(b)}", "values")
-    if len(ours) != len(theirs):
-        raise Difference(f"{label}: ours evaluated {len(ours)} members, theirs {len(theirs)}", "seeds")
-
-
-def _compare_update(label, o, t, index):
-    if o["seeds"] != t["seeds"]:
-        if len(o["seeds"]) != len(t["seeds"]):
-            raise Difference(f"{label}: the update got {len(t['seeds'])} seeds from theirs, {len(o['seeds'])} "
-                             "from ours", "seeds")
-        k = next(k for k, (a, b) in enumerate(zip(o["seeds"], t["seeds"])) if a != b)
-        raise Difference(f"{label}: seed of member {k} handed to the update: ours {o['seeds'][k]}, "
-                         f"theirs {t['seeds'][k]}", "seeds")
-    if len(o["coeffs"]) != len(t["coeffs"]):
-        raise Difference(f"{label}: the update got {len(t['coeffs'])} coefficients from theirs, "
-                         f"{len(o['coeffs'])} from ours", "seeds")
-    for k, (a, b) in enumerate(zip(o["coeffs"], t["coeffs"])):
-        if not _same(a, b):
-            raise Difference(f"{label}: coefficient of member {k}: ours {_f64(a)}, theirs {_f64(b)}", "values")
-    if not _same(o["alpha"], t["alpha"]):
-        raise Difference(f"{label}: alpha handed to the update: ours {o['alpha']!r}, theirs {t['alpha']!r}", "args")
-    if o["population_size"] != t["population_size"]:
-        raise Difference(f"{label}: divisor (population_size) handed to the update: ours {o['population_size']}, "
-                         f"theirs {t['population_size']}", "args")
-    for key, value in o["extra"].items():
-        if key in t["extra"] and t["extra"][key] != value:
-            raise Difference(f"{label}: {key} handed to the update: ours {value!r}, theirs {t['extra'][key]!r}",
-                             "args")
-
-
-def _compare_params(label, ours_tensors, theirs_path, names):
-    _, theirs, dtypes = paramsets.read(theirs_path)
-    cmp = _compare.compare(ours_tensors, theirs, dtypes, names)
-    if cmp.layout_error:
-        raise Difference(f"{label}: layout differs: {cmp.layout_error}", "layout", cmp)
-    if cmp.mismatches:
-        raise Difference(f"{label}: {cmp.mismatches} of {cmp.elements} elements differ (slots "
-                         f"{', '.join(cmp.mismatched_slots)}), first at {cmp.first_index}: ours {cmp.first_ours}, "
-                         f"theirs {cmp.first_theirs}, max {cmp.max_ulp_diff} ulp", "values", cmp)
-    return cmp
-
-
-def _compare_record(label, number, update, record):
-    if "error" in record:
-        raise Difference(f"{label}: its record {record['file']} is unreadable: {record['error']}", "records")
-    rec = record["record"]
-    if rec.get("iteration") != number:
-        raise Difference(f"{label}: its record {record['file']} names iteration {rec.get('iteration')!r}",
-                         "records")
-    if [int(s) for s in rec.get("seeds", [])] != update["seeds"]:
-        raise Difference(f"{label}: seeds in its record {record['file']}: ours {update['seeds']}, "
-                         f"theirs {rec.get('seeds')}", "seeds")
-    coeffs = rec.get("update_coefficients", [])
-    if len(coeffs) != len(update["coeffs"]):
-        raise Difference(f"{label}: its record {record['file']} holds {len(coeffs)} coefficients, ours "
-                         f"{len(update['coeffs'])}", "records")
-    for k, (a, b) in enumerate(zip(update["coeffs"], coeffs)):
-        if not _same(a, b):
-            raise Difference(f"{label}: coefficient of member {k} in its record {record['file']}: ours {_f64(a)}, "
-                             f"theirs {_f64(b)}", "values")
-
-
-def compare_tapes(case: Case, ours: dict, theirs: dict, final_path: str):
-    """(Comparison of the final parameters, first Difference or None) for one loop case."""
-    names = ours["names"]
-    first_number = 0 if case.op == "fit" else 1
-    records = theirs.get("records")
-    theirs_iterations = [it for it in theirs["iterations"] if it.get("update")]
-    try:
-        for i, (o, t) in enumerate(zip(ours["iterations"], theirs_iterations)):
-            number = first_number + i
-            label = f"iteration {number}"
-            member_of = _member_index(o)
-            _compare_members(label, o["members"], t["members"], member_of)
-            if o["zscore"] is not None:
-                z = t.get("zscore")
-                if z is None:
-                    raise Difference(f"{label}: theirs never called z_score", "args")
-                for k, (a, b) in enumerate(zip(o["zscore"]["avg_rewards"], z["avg_rewards"])):
-                    if not _same(a, b):
-                        raise Difference(f"{label}: aggregated reward of member {k} (seed {o['update']['seeds'][k]}): "
-                                         f"ours {_f64(a)}, theirs {_f64(b)}", "values")
-                if len(z["avg_rewards"]) != len(o["zscore"]["avg_rewards"]):
-                    raise Difference(f"{label}: z_score got {len(z['avg_rewards'])} members from theirs, "
-                                     f"{len(o['zscore']['avg_rewards'])} from ours", "seeds")
-                for key in ("mean", "std"):
-                    if not _same(o["zscore"][key], z[key]):
-                        raise Difference(f"{label}: {key}_reward handed to z_score: ours {_f64(o['zscore'][key])}, "
-                                         f"theirs {_f64(z[key])}", "values")
-            _compare_update(label, o["update"], t["update"], i)
-            if records is not None:   # written before the update; compared after it, so a wrong
-                if i >= len(records):  # coefficient is named as what the update got
-                    raise Difference(f"{label}: theirs wrote no iteration_updates/iteration_{number:06d}.json "
-                                     "before its update", "records")
-                _compare_record(label, number, o["update"], records[i])
-            _compare_params(f"{label}: parameters after the update", o["params"], t["update"]["params"], names)
-        if ours["updates"] != theirs["updates"]:
-            raise Difference(f"number of updates: ours {ours['updates']}, theirs {theirs['updates']} "
-                             f"(num_iterations {case.extra['iterations']})", "count")
-        if records is not None and len(records) != ours["updates"]:
-            raise Difference(f"iteration records: theirs wrote {len(records)} iteration_updates files, "
-                             f"ours {ours['updates']}", "records")
-        cmp = _compare_params("final parameters of engine 0", ours["final"], final_path, names)
-        saved = theirs.get("saved", [])
-        if case.op != "fit" and not saved:
-            raise Difference("final state_dict: theirs saved none with torch.save", "records")
-        for entry in saved:
-            label = f"final state_dict {entry['path'].rsplit('/', 1)[-1]}"
-            if "error" in entry:
-                raise Difference(f"{label}: unreadable with torch.load: {entry['error']}", "records")
-            if entry["names"] != names:
-                raise Difference(f"{label}: names {entry['names']}, ours {names}", "layout")
-            _compare_params(label, ours["final"], entry["results"], names)
-        return cmp, None
-    except Difference as diff:
-        return diff.cmp, diff
-
-
-def _member_index(iteration: dict):
-    seeds = iteration["update"]["seeds"]
-    where = {s: k for k, s in reversed(list(enumerate(seeds)))}
-    return lambda rec: where.get(rec["seed"], "?")
-
-
 # ----------------------------------------------------------------- the runner's row
 
 def run_case(runner, t, case: Case) -> dict:
@@ -485,105 +323,3 @@ def record_finding(runner, key: str, case: Case, theirs_updates: int, iterations
     seen = f"{theirs_updates} updates for num_iterations {iterations}"
     if seen not in entry["observed"]:
         entry["observed"].append(seen)
-
-
-# ----------------------------------------------------------------- report sections
-
-def read_coverage(work, target: str) -> dict:
-    """The child's cumulative coverage of the clone ({"files": ..., "error": ...}; see oracles/loops.py)."""
-    import json
-    from pathlib import Path
-    path = Path(work) / f"coverage-{target}.json"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {"files": {}, "error": "no coverage data: the child saved none"}
-    return {"files": data.get("files", {}), "error": data.get("error", "")}
-
-
-def _coverage_frame(environments: dict):
-    import pandas as pd
-    rows, summary = [], {}
-    for target, env in environments.items():
-        cov = (env or {}).get("coverage") or {"files": {}, "error": "no coverage data: the child did not start"}
-        reached = REACHED.get(target, {})
-        total = ran = 0
-        for rel, info in sorted(cov.get("files", {}).items()):
-            for name, did in info["functions"].items():
-                rows.append({"target": target, "file": rel, "function": name, "ran": bool(did),
-                             "reached_by_loop": name in reached.get(rel, [])})
-                total += 1
-                ran += bool(did)
-        missing = [f"{rel}: {name}" for rel, names in reached.items() for name in names
-                   if not cov.get("files", {}).get(rel, {}).get("functions", {}).get(name, False)]
-        summary[target] = {"files": sorted(cov.get("files", {})), "functions": total, "functions_ran": ran,
-                           "percent": round(100.0 * ran / total, 1) if total else None,
-                           "reached_not_run": missing, "error": cov.get("error", "")}
-    frame = pd.DataFrame(rows, columns=["target", "file", "function", "ran", "reached_by_loop"])
-    return frame, summary
-
-
-def _not_checked(runner, wanted, clones, skipped_targets, failed):
-    import pandas as pd
-
-    from .cases import AT_SCALE_OPS, AWD_OPS
-    from .clones import TARGETS
-    ops = {"es-at-scale": ["zscore", *AT_SCALE_OPS, "fit"], "es-awd": [*AWD_OPS, *MAIN_VARIANTS]}
-    flags = {"es-at-scale": "--ref PATH (or $ESVERIFY_REF)", "es-awd": "--awd-ref PATH (or $ESVERIFY_AWD_REF)"}
-    rows = []
-    for name in TARGETS:
-        if name in clones:
-            if not runner.opts.loops:
-                rows.append({"target": name, "not_checked": ", ".join(LOOP_OPS if name == "es-awd" else ["fit"]),
-                             "why": "the training-loop rows were left out (--no-loops)"})
-            continue
-        if name not in wanted:
-            why = f"not selected (--target {runner.opts.target})"
-        elif name in failed:
-            why = f"its clone is unusable: {failed[name]}"
-        else:
-            found = next((s.split(": ", 1)[1] for s in skipped_targets if s.startswith(f"{name}: ")), "")
-            why = f"no clone given: pass {flags[name]}" + (f" ({found})" if found else "")
-        rows.append({"target": name, "not_checked": ", ".join(ops[name]), "why": why})
-    return pd.DataFrame(rows, columns=["target", "not_checked", "why"])
-
-
-def report_sections(runner, wanted, clones, skipped_targets, failed, frame, metadata) -> dict:
-    """Extra report sections (findings, coverage, not_checked); also fills `metadata` and its warnings."""
-    import pandas as pd
-    findings = list(runner.__dict__.get("loop_findings", {}).values())
-    findings_frame = pd.DataFrame([{**f, "observed": "; ".join(f["observed"])} for f in findings],
-                                  columns=["target", "finding", "description", "observed", "rows"])
-    coverage_frame, coverage = _coverage_frame(metadata.get("children", {}))
-    for env in metadata.get("children", {}).values():
-        if isinstance(env, dict):
-            env.pop("coverage", None)      # the table is its own section; metadata keeps the summary
-    not_checked = _not_checked(runner, wanted, clones, skipped_targets, failed)
-    metadata["findings"] = findings_frame.to_dict(orient="records")
-    metadata["coverage"] = coverage
-    metadata["not_checked"] = not_checked.to_dict(orient="records")
-    for target, info in coverage.items():
-        if info["error"]:
-            metadata["warnings"].append(f"{target}: coverage: {info['error']}")
-        for item in info["reached_not_run"]:
-            metadata["warnings"].append(f"{target}: coverage: {item} did not run, although REFERENCES.md §5 says "
-                                        "a training loop reaches it: a pass does not cover it")
-    for row in not_checked.itertuples():
-        metadata["warnings"].append(f"{row.target}: not checked ({row.why}): {row.not_checked}")
-    return {"findings": findings_frame, "coverage": coverage_frame, "not_checked": not_checked}
-
-
-def console_lines(extra: dict, console: str) -> str:
-    """The runner's console text with findings and coverage lines before its last ("report:") line."""
-    lines = console.split("\n")
-    added = []
-    for f in extra["findings"].itertuples():
-        added.append(f"finding ({f.target}): {f.description}; observed: {f.observed}")
-    cov = extra["coverage"]
-    for target in dict.fromkeys(cov["target"]):
-        part = cov[cov["target"] == target]
-        loop = part[part["reached_by_loop"]]
-        added.append(f"coverage ({target}): {int(part['ran'].sum())} of {len(part)} functions ran "
-                     f"({100.0 * part['ran'].mean():.0f}%) in {part['file'].nunique()} files; loop interface: "
-                     f"{int(loop['ran'].sum())} of {len(loop)} ran")
-    return "\n".join(lines[:-1] + added + lines[-1:])

@@ -43,6 +43,7 @@ from ..paths import checkout_root, oracles_dir
 from ..report import FORMATS, console_table, to_junit, write_atomic, write_report
 from . import cases as _cases
 from . import compare as _compare
+from . import loop_report as _loop_report
 from . import loops as _loops
 from . import ours as _ours
 from . import paramsets
@@ -320,7 +321,7 @@ class Runner:
             summary = summary_pivot(frame)
             wall = time.monotonic() - started
             metadata = self._metadata(clones, environments, probe, wall, skipped_targets)
-            extra = _loops.report_sections(self, wanted, clones, skipped_targets, failed, frame, metadata)
+            extra = _loop_report.report_sections(self, wanted, clones, skipped_targets, failed, frame, metadata)
             written = write_report(out_dir, "parity", {"cases": frame, "summary": summary, **extra}, metadata,
                                    opts.formats, title="esverify parity report")
             for name in environments:
@@ -341,7 +342,7 @@ class Runner:
         code = exit_code(frame, bool(self.setup_errors))
         console = _console(frame, summary, metadata, out_dir, code)
         return RunResult(frame, summary, metadata, code, out_dir, written,
-                         _loops.console_lines(extra, console))
+                         _loop_report.console_lines(extra, console))
 
     def _run_target(self, target, clone, target_cases, progress) -> dict:
         t = _Target(self, target, clone)
@@ -365,7 +366,7 @@ class Runner:
                 self.rows.append(row)
                 progress.update(1)
             env["restarts"] = max(0, t.child.starts - 1)
-            env["coverage"] = _loops.read_coverage(self.work, target.name)
+            env["coverage"] = _loop_report.read_coverage(self.work, target.name)
             return env
         finally:
             t.child.close()
