@@ -203,3 +203,19 @@ def test_functions_of_names_methods_and_keeps_nested_bodies_apart(tmp_path, monk
     first, last, nested = found["top"]
     assert (first, last) == (3, 6) and nested == [(4, 5)]
     assert found["K.method"][:2] == (10, 10)
+
+
+def test_child_without_coverage_says_so_and_still_compares(tmp_path):
+    fake = tmp_path / "nocov" / "coverage"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('coverage.py is not installed here')\n")
+    import os
+    env = {"PYTHONPATH": os.pathsep.join([str(fake.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+    result = run_parity(Options(ref=AT_SCALE, target="es-at-scale", devices=("cpu",), dtypes=("f32",),
+                                schemes=("iid",), iterations=1, small=True, case="*/fit/*", child_env=env,
+                                out=str(tmp_path / "out"), quiet=True))
+    assert list(result.frame["status"]) == ["pass"] and result.exit_code == 0
+    warnings = result.metadata["warnings"]
+    assert any("coverage.py is not installed for the child" in w for w in warnings), warnings
+    assert any("unknown whether 7 functions a loop reaches ran" in w for w in warnings), warnings
+    assert not any("did not run" in w for w in warnings)          # unknown is not claimed as "did not run"

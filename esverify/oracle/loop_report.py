@@ -89,6 +89,10 @@ def report_sections(runner, wanted, clones, skipped_targets, failed, frame, meta
     metadata["coverage"] = coverage
     metadata["not_checked"] = not_checked.to_dict(orient="records")
     for target, info in coverage.items():
+        if info["error"] and not info["files"]:   # nothing measured: whether they ran is unknown, not "no"
+            metadata["warnings"].append(f"{target}: coverage: {info['error']}; unknown whether "
+                                        f"{len(info['reached_not_run'])} functions a loop reaches ran")
+            continue
         if info["error"]:
             metadata["warnings"].append(f"{target}: coverage: {info['error']}")
         for item in info["reached_not_run"]:
