@@ -103,3 +103,51 @@ def test_mean_reward_is_numpys_mean_and_refuses_bad_input():
         batch_weighted_mean([[1.0], []])
     with pytest.raises(ValueError, match="no mini-batches"):
         batch_weighted_mean([])
+
+
+# ---------------------------------------------------------------- evaluation order of the statistics
+
+def _rewards_where_order_matters():
+    # numpy's mean of these 6 values differs in its last bit between two summation orders
+    rng = np.random.default_rng(3)
+    while True:
+        r = rng.normal(0.5, 0.2, 6)
+        order = [0, 2, 4, 1, 3, 5]
+        if np.mean(r) != np.mean(r[order]) or np.std(r) != np.std(r[order]):
+            return r, order
+
+
+def test_update_order_shapes_over_the_collection_order():
+    r, order = _rewards_where_order_matters()
+    names = [torch.linspace(-1, 1, 37)]
+    base = Trainer([names[0].clone()], Config(population=6, antithetic=True, seed=5))
+    ordered = Trainer([names[0].clone()], Config(population=6, antithetic=True, seed=5))
+    manual = Trainer([names[0].clone()], Config(population=6, antithetic=True, seed=5, shaping="none"))
+    coeffs_eval = (r[order] - np.mean(r[order])) / (np.std(r[order]) + 1e-8)     # ES.md §2 in that order
+    coeffs = np.empty(6)
+    coeffs[order] = coeffs_eval
+    got = ordered.update(r, order=order)
+    want = manual.update(coeffs)
+    assert np.array_equal(got["coefficients"].view(np.uint64), coeffs.view(np.uint64))
+    assert np.array_equal(got["terms"].view(np.uint64), want["terms"].view(np.uint64))
+    assert torch.equal(ordered.params[0].view(torch.int32), manual.params[0].view(torch.int32))
+    plain = base.update(r)
+    assert not np.array_equal(plain["coefficients"].view(np.uint64), got["coefficients"].view(np.uint64))
+
+
+def test_identity_order_changes_nothing():
+    r, _ = _rewards_where_order_matters()
+    a = Trainer([torch.ones(9)], Config(population=6, seed=1))
+    b = Trainer([torch.ones(9)], Config(population=6, seed=1))
+    sa, sb = a.update(r), b.update(r, order=range(6))
+    assert np.array_equal(sa["coefficients"].view(np.uint64), sb["coefficients"].view(np.uint64))
+    assert torch.equal(a.params[0], b.params[0])
+
+
+@pytest.mark.parametrize("order", [[0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 4], [0.0, 1, 2, 3, 4, 5], [[0, 1, 2, 3, 4, 5]]])
+def test_bad_order_is_refused_and_changes_nothing(order):
+    t = torch.ones(9)
+    trainer = Trainer([t], Config(population=6, seed=1))
+    with pytest.raises(ValueError, match="permutation of range"):
+        trainer.update([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], order=order)
+    assert torch.equal(t, torch.ones(9)) and trainer.iteration == 0

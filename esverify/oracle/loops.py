@@ -42,7 +42,7 @@ import time
 import numpy as np
 import torch
 
-from ..es import Config, Trainer, shape_rewards
+from ..es import Config, Trainer
 from ..es.schedule import (DEFAULT_GLOBAL_SEED, FIRST_ITERATION, SEED_BOUND, batch_weighted_mean, duplicate_seeds,
                            mean_reward)
 from . import paramsets
@@ -158,7 +158,7 @@ def run_ours(case: Case, names, tensors, seed: int, mapping: str, backend) -> di
     else:
         mirror, caching, decay, lam = MAIN_VARIANTS[case.op]
         engines, schedule, updates = MAIN_ENGINES, "es-awd", iterations
-        shaping = "none"   # es-awd's loop shapes over the evaluation order itself (below)
+        shaping = "zscore"
     config = Config(sigma=case.sigma, alpha=case.alpha, population=case.population, antithetic=mirror,
                     scheme=case.scheme, mapping=mapping, profile=case.target, seed=seed, shaping=shaping,
                     anchor_decay=decay, anchor_lambda=lam, seed_schedule=schedule)
@@ -184,11 +184,9 @@ def run_ours(case: Case, names, tensors, seed: int, mapping: str, backend) -> di
             order = list(range(0, n, 2)) + list(range(1, n, 2)) if mirror else list(range(n))
             update_seeds = [lead.member_seed(m) for m in (range(0, n, 2) if mirror else range(n))]
             evaluations = _evaluate(replicas, order, MAIN_DATA, engines)
-            member_rewards = np.array([mean_reward(rec["rewards"]) for rec in evaluations])
-            coeffs_eval, _ = shape_rewards(member_rewards, "zscore")   # numpy mean/std in evaluation order
-            coeffs = np.empty(n)
-            coeffs[order] = coeffs_eval
-            stats = lead.update(coeffs)                                 # shaping "none": C_n as computed
+            rewards = np.empty(n)
+            rewards[order] = [mean_reward(rec["rewards"]) for rec in evaluations]
+            stats = lead.update(rewards, order=order)   # numpy mean/std over the evaluation order
             zscore = None
         replicas.broadcast()
         members = [{"seed": lead.member_seed(rec["member"], stats["iteration"]),
