@@ -15,6 +15,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import xml.etree.ElementTree as ET
 
 import pandas as pd
 import pytest
@@ -112,8 +113,10 @@ def test_only_ref_explains_what_was_not_checked(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)   # no ./refs/es-awd here
     monkeypatch.delenv("ESVERIFY_AWD_REF", raising=False)
     out = tmp_path / "out"
+    junit = tmp_path / "parity.xml"
     result = CliRunner().invoke(main, ["parity", "--ref", AT_SCALE, "--devices", "cpu", "--small", "--quiet",
-                                       "--case", "*/f32/iid/fit*", "--iterations", "1", "--out", str(out)])
+                                       "--case", "*/f32/iid/fit*", "--iterations", "1", "--out", str(out),
+                                       "--junit", str(junit)])
     assert result.exit_code == 0, result.output
     assert "es-awd: not checked (no clone given: pass --awd-ref PATH" in result.output
     assert "main-mirror" in result.output
@@ -124,6 +127,10 @@ def test_only_ref_explains_what_was_not_checked(tmp_path, monkeypatch):
     for name in ("parity.md", "parity.html"):
         text = (out / name).read_text()
         assert "not_checked" in text and "--awd-ref" in text, name
+    suite = ET.parse(junit).getroot()
+    skipped = [c for c in suite if c.get("name") == "es-awd/not-checked"]
+    assert len(skipped) == 1 and "--awd-ref" in skipped[0].find("skipped").get("message")
+    assert suite.get("failures") == "0" and suite.get("errors") == "0"
 
 
 def _rows(ops, dtypes):

@@ -117,3 +117,11 @@ def console_lines(extra: dict, console: str) -> str:
                      f"({100.0 * part['ran'].mean():.0f}%) in {part['file'].nunique()} files; loop interface: "
                      f"{int(loop['ran'].sum())} of {len(loop)} ran")
     return "\n".join(lines[:-1] + added + lines[-1:])
+
+
+def junit_frame(frame, extra: dict):
+    """The rows for JUnit: the cases, plus one skipped testcase per target that was not checked."""
+    rows = [{"case": f"{r.target}/not-checked", "status": "skipped",
+             "detail": f"not checked ({r.why}): {r.not_checked}"} for r in extra["not_checked"].itertuples()]
+    return pd.concat([frame, pd.DataFrame(rows, columns=["case", "status", "detail"])], ignore_index=True) \
+        if rows else frame

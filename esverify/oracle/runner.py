@@ -335,7 +335,8 @@ class Runner:
                 if theirs_path and Path(theirs_path).is_file():
                     shutil.copy2(theirs_path, dest / "theirs.npz")
         if opts.junit:
-            written.append(write_atomic(opts.junit, to_junit(frame, "esverify.parity", name_cols=["case"],
+            written.append(write_atomic(opts.junit, to_junit(_loop_report.junit_frame(frame, extra),
+                                                             "esverify.parity", name_cols=["case"],
                                                              failing=("fail",),
                                                              erroring=("error", "unverifiable"),
                                                              skipping=("skipped", "artifact"))))
