@@ -7,8 +7,8 @@ a driver:
   any reference file is imported, so module-level lines count too) and the
   stand-in modules of loop_stubs; `with_coverage(handlers)` saves the
   cumulative executed lines and the per-function table after every command
-  to `coverage-<target>.json` in the child's working folder (a restarted
-  child merges what its predecessor saved);
+  to `coverage-<target>.json` in the run's work folder (`coverage_store`;
+  a restarted child merges what its predecessor saved);
 - `op_fit` (es-at-scale): `EvolutionStrategiesTrainer` built without its
   `__init__`, the attributes §5 lists set, then `fit()`;
 - `op_main` (es-awd): `es.main(args)` with `launch_engines`/`cleanup`,
@@ -47,13 +47,7 @@ _TORCH_SAVE = torch.save
 def start(clone: Path, target: str):
     """Start coverage of the clone (when coverage.py is importable) and install the stand-in modules."""
     loop_stubs.install()
-    _STATE.update(clone=Path(clone).resolve(), target=target)
-    store = Path.cwd() / f"coverage-{target}.json"
-    if store.is_file():   # a restarted child keeps what the previous one measured
-        try:
-            _STATE["lines"] = {k: set(v) for k, v in json.loads(store.read_text()).get("lines", {}).items()}
-        except (OSError, ValueError):
-            _STATE["lines"] = {}
+    _STATE.update(clone=Path(clone).resolve(), target=target, merged=False)
     try:
         import coverage
     except ImportError:
@@ -112,15 +106,31 @@ def coverage_table() -> dict:
     return {"files": files, "error": _STATE.get("cov_error", "")}
 
 
-def save_coverage():
+def coverage_store(command: dict) -> Path:
+    """Where the cumulative coverage goes: the run's work folder (two levels above a case's `out`
+    folder, work/cases/<case>), else the working folder; the parent reads it there."""
+    out = command.get("out")
+    folder = Path(out).resolve().parents[1] if out else Path.cwd()
+    return folder / f"coverage-{_STATE['target']}.json"
+
+
+def save_coverage(command: dict):
     target = _STATE["target"]
     if target is None:
         return
+    store = coverage_store(command)
+    if not _STATE["merged"]:   # a restarted child keeps what the previous one measured
+        _STATE["merged"] = True
+        try:
+            for path, lines in json.loads(store.read_text()).get("lines", {}).items():
+                _STATE["lines"].setdefault(path, set()).update(lines)
+        except (OSError, ValueError):
+            pass
     table = coverage_table()
     payload = {"lines": {k: sorted(v) for k, v in _STATE["lines"].items()}, **table}
-    tmp = Path.cwd() / f"coverage-{target}.json.tmp"
+    tmp = store.with_name(store.name + ".tmp")
     tmp.write_text(json.dumps(payload))
-    os.replace(tmp, Path.cwd() / f"coverage-{target}.json")
+    os.replace(tmp, store)
 
 
 def with_coverage(handlers: dict) -> dict:
@@ -131,7 +141,7 @@ def with_coverage(handlers: dict) -> dict:
                 return fn(command, modules)
             finally:
                 try:
-                    save_coverage()
+                    save_coverage(command)
                 except Exception as exc:  # noqa: BLE001 - coverage is a report section, not a verdict
                     _STATE["cov_error"] = f"saving coverage failed: {type(exc).__name__}: {exc}"
         return run
