@@ -226,3 +226,17 @@ def test_child_without_coverage_says_so_and_still_compares(tmp_path):
     assert any("coverage.py is not installed for the child" in w for w in warnings), warnings
     assert any("unknown whether 7 functions a loop reaches ran" in w for w in warnings), warnings
     assert not any("did not run" in w for w in warnings)          # unknown is not claimed as "did not run"
+
+
+def test_worker_numerics_fault_is_named_at_the_parameters_after_the_update(tmp_path):
+    """A fault that changes no seed, reward or coefficient (the update fused, single-op mutant) shows in
+    the loop as the parameters after the first update, with the slot and both bit patterns."""
+    from standins.mutants import make_mutant
+    clone = make_mutant(tmp_path, "fma-update")
+    result = run_parity(Options(ref=str(clone), target="es-at-scale", devices=("cpu",), dtypes=("f32",),
+                                schemes=("iid",), iterations=1, small=True, case="*/fit/*",
+                                out=str(tmp_path / "out"), quiet=True))
+    row = result.frame.iloc[0]
+    assert row["status"] == "fail" and row["mismatches"] > 0
+    assert "fit: iteration 0: parameters after the update:" in row["detail"]
+    assert row["first_mismatch_index"].startswith("w_") and row["first_mismatch_ours"].startswith("0x")
