@@ -56,7 +56,7 @@ def _not_checked(runner, wanted, clones, skipped_targets, failed):
     from .cases import AT_SCALE_OPS, AWD_OPS
     from .clones import TARGETS
     ops = {"es-at-scale": ["zscore", *AT_SCALE_OPS, "fit"], "es-awd": [*AWD_OPS, *MAIN_VARIANTS]}
-    flags = {"es-at-scale": "--ref PATH (or $ESVERIFY_REF)", "es-awd": "--awd-ref PATH (or $ESVERIFY_AWD_REF)"}
+    flags = {"es-at-scale": "--ref PATH or set $ESVERIFY_REF", "es-awd": "--awd-ref PATH or set $ESVERIFY_AWD_REF"}
     rows = []
     for name in TARGETS:
         if name in clones:
@@ -70,7 +70,7 @@ def _not_checked(runner, wanted, clones, skipped_targets, failed):
             why = f"its clone is unusable: {failed[name]}"
         else:
             found = next((s.split(": ", 1)[1] for s in skipped_targets if s.startswith(f"{name}: ")), "")
-            why = f"no clone given: pass {flags[name]}" + (f" ({found})" if found else "")
+            why = f"no clone given: pass {flags[name]}" + (f"; {found}" if found else "")
         rows.append({"target": name, "not_checked": ", ".join(ops[name]), "why": why})
     return pd.DataFrame(rows, columns=["target", "not_checked", "why"])
 
