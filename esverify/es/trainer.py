@@ -394,7 +394,7 @@ class Trainer:
         fields = set(Config.__dataclass_fields__)
         if not isinstance(cfg, dict):
             raise ValueError(f"state config: expected a dict of Config's fields, got {type(cfg).__name__}")
-        if isinstance(cfg, dict) and "seed_schedule" not in cfg:
+        if "seed_schedule" not in cfg:
             cfg = dict(cfg, seed_schedule="contract")   # to_dict leaves the default out (Config.to_dict)
         if set(cfg) != fields:   # a default would silently change every later iteration's noise
             raise ValueError(f"state config: missing fields {sorted(fields - set(cfg))}, "
