@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from esverify.oracle import Options, run_parity
+from esverify.oracle.loops import LOOP_OPS
 
 STANDINS = Path(__file__).resolve().parents[1] / "tests" / "standins"
 
@@ -38,7 +39,8 @@ def main():
     theirs = sum(s["reference_s"] for s in sides.values())
     counts = result.frame["status"].value_counts().to_dict()
     ran = int((result.frame["status"] != "skipped").sum())
-    print(f"default matrix: {len(result.frame)} rows {counts}; exit {result.exit_code}")
+    loops = int(result.frame["op"].isin(LOOP_OPS).sum())
+    print(f"default matrix: {len(result.frame)} rows ({loops} training-loop rows) {counts}; exit {result.exit_code}")
     print(f"wall {wall:.2f} s (report's own figure {result.metadata['wall_time_s']} s); "
           f"{ran / wall:.1f} rows/s over the {ran} rows that ran")
     for target, s in sides.items():

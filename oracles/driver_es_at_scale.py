@@ -6,8 +6,9 @@ elementwise ops do not depend on the thread count, and worker threads
 spinning beside the parent's only slow both down. Loads `es_at_scale/utils/worker_extension.py` and
 `es_at_scale/utils/reward_shaping.py` by path (a load failure of one only
 fails the ops that need it), builds a `WorkerExtension` on the stand-in
-model runner and answers the ops perturb, restore, update, zscore and
-loop. Every reference call is followed by the draw accounting of
+model runner and answers the ops perturb, restore, update, zscore,
+loop and fit (the reference's own training loop, oracles/loops.py, which
+also measures coverage of the clone). Every reference call is followed by the draw accounting of
 oracle_child (one draw per slot per seed). Never imported by esverify.
 """
 from __future__ import annotations
@@ -18,11 +19,14 @@ from oracle_child import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, Sta
 
 import numpy as np
 
+import loops
+
 WORKER = "es_at_scale/utils/worker_extension.py"
 SHAPING = "es_at_scale/utils/reward_shaping.py"
 
 
 def load_modules(clone):
+    loops.start(clone, "es-at-scale")   # coverage and the stand-in modules first (REFERENCES.md §5)
     modules = {}
     for key, rel in (("worker_extension", WORKER), ("reward_shaping", SHAPING)):
         try:
@@ -97,5 +101,6 @@ def op_loop(case, modules):
 
 
 if __name__ == "__main__":
-    serve("es-at-scale", load_modules, {"perturb": op_perturb, "restore": op_perturb, "update": op_update,
-                                        "zscore": op_zscore, "loop": op_loop}, threads=1)
+    serve("es-at-scale", load_modules, loops.with_coverage(
+        {"perturb": op_perturb, "restore": op_perturb, "update": op_update, "zscore": op_zscore, "loop": op_loop,
+         "fit": loops.op_fit}), threads=1)

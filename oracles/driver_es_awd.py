@@ -5,7 +5,8 @@ Usage (by the runner only): `python driver_es_awd.py --clone PATH
 reference's bits depend on the thread count). Loads `weight_update_utils.py`
 by path and answers perturb, restore, update (decay none/l1/l2, caching,
 mirrored: all the same reference call with different arguments) and decay
-(the decay alone). Parameters are passed as the stand-in model's lazy
+(the decay alone), and main (`es.main`, the reference's own training loop:
+oracles/loops.py, which also measures coverage of the clone). Parameters are passed as the stand-in model's lazy
 `parameters()` generator; the anchor as a plain generator that does not
 move the slot. Never imported by esverify.
 """
@@ -14,10 +15,13 @@ from __future__ import annotations
 from oracle_child import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, expected_draws, load_module,
                           load_set, module_or_raise, save_results, serve)
 
+import loops
+
 UTILS = "weight_update_utils.py"
 
 
 def load_modules(clone):
+    loops.start(clone, "es-awd")   # coverage and the stand-in modules first (REFERENCES.md §5)
     try:
         return {"weight_update_utils": load_module(clone, UTILS, "esverify_oracle_ref_weight_update_utils")}
     except ReferenceLoadError as exc:
@@ -73,5 +77,6 @@ def op_decay(case, modules):
 
 
 if __name__ == "__main__":
-    serve("es-awd", load_modules, {"perturb": op_perturb, "restore": op_perturb, "update": op_update,
-                                   "decay": op_decay}, threads=1)
+    serve("es-awd", load_modules, loops.with_coverage(
+        {"perturb": op_perturb, "restore": op_perturb, "update": op_update, "decay": op_decay,
+         "main": loops.op_main}), threads=1)

@@ -151,7 +151,11 @@ def test_matrix_ids_are_unique_and_cover_the_issue():
             twin = twins[c.case_id]
             assert (twin.sigma, twin.alpha, twin.lam, twin.handles) == (c.sigma, c.alpha, c.lam, c.handles)
     assert all(c.big == (c.noise == "contract") for c in matrix
-               if c.op not in ("loop", "zscore") and c.population == main[0])
+               if c.op not in ("loop", "zscore", *LOOP_OPS) and c.population == main[0])
+    # the training-loop rows: small set, contract noise, fit's population not a multiple of its 2 engines
+    loop_rows = [c for c in matrix if c.op in LOOP_OPS]
+    assert loop_rows and not any(c.big for c in loop_rows) and {c.noise for c in loop_rows} == {"contract"}
+    assert all(c.population % 2 for c in loop_rows if c.op == "fit")
     assert [c.case_id for c in cases.select(matrix, "es-awd/cpu/bf16/iid/mirrored")] == [
         f"es-awd/cpu/bf16/iid/mirrored/N{main[0] + 1}"]
 

@@ -44,7 +44,7 @@ def test_small_matrix_passes_on_both_standins(tmp_path):
     assert list(frame.columns) == COLUMNS
     cpu = frame[frame["device"] == "cpu"]
     artifacts = cpu[cpu["status"] == "artifact"]
-    assert set(artifacts["op"]) == {"caching"} and set(artifacts["scheme"]) == {"iid"}
+    assert set(artifacts["op"]) == {"caching", "main-caching"} and set(artifacts["scheme"]) == {"iid"}
     assert (cpu.loc[cpu["status"] != "artifact", "status"] == "pass").all(), cpu[cpu["status"] != "pass"]
     assert (frame.loc[frame["device"] == "cuda", "status"] == "skipped").all()
     assert (cpu.loc[cpu["status"] == "pass", "mismatches"] == 0).all()
@@ -90,9 +90,10 @@ def test_default_matrix_both_targets_cli(tmp_path):
     assert code == 0, output
     assert set(cpu["status"]) == {"pass", "artifact"}
     assert cpu["elements"].max() > 1_000_000
-    # es-at-scale: 9 zscore + 4 sets x 3 (iid, correlated, native) x 6 + 7 sweep x 2 schemes;
-    # es-awd: 4 sets x 3 x 10 + 7 sweep x 2 schemes
-    assert len(cpu) == (9 + 4 * 3 * 6 + 14) + (4 * 3 * 10 + 14)
+    # es-at-scale: 9 zscore + 4 sets x 3 (iid, correlated, native) x 6 + 7 sweep x 2 schemes
+    #   + the loop rows: fit per set x 2 contract schemes;
+    # es-awd: 4 sets x 3 x 10 + 7 sweep x 2 schemes + main-* (7 variants) per set x 2 contract schemes
+    assert len(cpu) == (9 + 4 * 3 * 6 + 14 + 4 * 2 * 1) + (4 * 3 * 10 + 14 + 4 * 2 * 7)
     meta = json.loads((tmp_path / "out" / "parity-metadata.json").read_text())
     print(f"default matrix wall time: {meta['wall_time_s']} s")
     assert "report:" in output and "pass" in output

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 
 from .decay import check_decay
 from .numerics import rd32
+from .schedule import check_schedule
 from .shaping import SHAPINGS
 
 SCHEMES = ("correlated", "iid")
@@ -57,7 +58,8 @@ class Config:
     "es-awd" (§3). anchor_decay: "none" | "l1" | "l2" with anchor_lambda >= 0
     (l2 needs alpha * anchor_lambda < 1) (§5). seed: u64. chunk_elements:
     None (default 262144) or >= 1 elements per work chunk; it never changes
-    a bit.
+    a bit. seed_schedule: "contract" (RNG.md §3) | "es-at-scale" | "es-awd"
+    (the 30-bit seeds those references' loops draw; esverify.es.schedule).
     """
 
     sigma: float = 0.001
@@ -73,6 +75,7 @@ class Config:
     anchor_lambda: float = 0.0
     seed: int = 42
     chunk_elements: int | None = None
+    seed_schedule: str = "contract"
 
     def __post_init__(self):
         from .profiles import PROFILES
@@ -97,7 +100,8 @@ class Config:
         _choice("mapping", self.mapping, MAPPINGS)
         _choice("restore", self.restore, RESTORES)
         _choice("shaping", self.shaping, SHAPINGS)
-        _choice("profile", self.profile, tuple(PROFILES))   # a tuple: an unhashable value is a ValueError too
+        _choice("profile", self.profile, tuple(PROFILES))
+        check_schedule(self.seed_schedule)   # a tuple: an unhashable value is a ValueError too
         if self.shaping == "centered_ranks" and self.population < 2:
             raise ValueError(f"population must be >= 2 with shaping='centered_ranks', got {self.population}")
         lam = _finite("anchor_lambda", self.anchor_lambda)
@@ -120,5 +124,13 @@ class Config:
         return self.anchor_decay != "none" and self.anchor_lambda > 0
 
     def to_dict(self) -> dict:
-        """Plain JSON-able dict of every field (alpha resolved)."""
-        return asdict(self)
+        """Plain JSON-able dict of every field (alpha resolved).
+
+        `seed_schedule` is left out while it is "contract", the schedule of
+        every state and golden written before the field existed, so those stay
+        valid byte for byte.
+        """
+        fields = asdict(self)
+        if fields["seed_schedule"] == "contract":
+            del fields["seed_schedule"]
+        return fields

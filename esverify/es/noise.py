@@ -36,6 +36,8 @@ from esverify.rng import member_seed as member_seed_u64
 from esverify.rng import stream_seed as stream_seed_u64
 from esverify.rng.backends import check_backend
 
+from .schedule import schedule_seed
+
 
 def noise_member(member: int, antithetic: bool) -> int:
     """The member whose counter seeds `member`'s noise: 2k for both halves of pair k."""
@@ -52,7 +54,12 @@ def noise_seed(config, iteration: int, member: int) -> int:
 
     Antithetic members 2k and 2k+1 both get ``member_seed(..., member=2k)``.
     This is the map an oracle needs from a reference's seed handles to ours.
+    Under a numpy seed schedule ("es-at-scale", "es-awd") it is the 30-bit
+    seed that reference's loop draws (esverify.es.schedule).
     """
+    schedule = getattr(config, "seed_schedule", "contract")
+    if schedule != "contract":
+        return schedule_seed(schedule, config.seed, iteration, config.population, config.antithetic, member)
     return member_seed_u64(config.seed, iteration, config.population,
                            noise_member(member, config.antithetic))
 

@@ -63,6 +63,18 @@ def _slots(params) -> list[tuple[str, torch.Tensor]]:
     return slots
 
 
+def _permutation(order, n: int) -> np.ndarray:
+    """`order` as an int64 array if it is a permutation of range(n), else ValueError naming it."""
+    try:
+        perm = np.asarray(order)
+    except (TypeError, ValueError):
+        perm = None
+    if perm is None or perm.ndim != 1 or perm.dtype.kind not in "iu" or perm.shape[0] != n \
+            or not np.array_equal(np.sort(perm), np.arange(n)):
+        raise ValueError(f"order must be a permutation of range({n}) (each member once), got {order!r}")
+    return perm.astype(np.int64)
+
+
 def _overlap(labels: list[str], tensors: list[torch.Tensor]) -> tuple[str, str] | None:
     """Labels of two contiguous tensors whose memory overlaps, or None (sorted spans: adjacent pairs suffice)."""
     spans = sorted((str(t.device), t.data_ptr(), t.data_ptr() + t.numel() * t.element_size(), label)
@@ -284,15 +296,32 @@ class Trainer:
                     self.profile.perturb(flat[start:end], eps, s, rule, start, n, oflat[start:end])
 
     # -- update ------------------------------------------------------------
-    def coefficients(self, rewards) -> tuple[np.ndarray, dict]:
-        """Validate `rewards` (N finite values) and shape them; see esverify.es.shape_rewards."""
-        r = check_rewards(rewards, self.config.population)
-        return shape_rewards(r, self.config.shaping)
+    def coefficients(self, rewards, order=None) -> tuple[np.ndarray, dict]:
+        """Validate `rewards` (N finite values, member order) and shape them; see esverify.es.shape_rewards.
 
-    def update(self, rewards) -> dict:
+        order: None, or a permutation of range(N) naming the order in which
+        the rewards were collected (es-awd's mirrored loop: every +sigma
+        member, then every -sigma one). The statistics and the shaping then
+        run over the rewards in that order: numpy's summation order decides
+        the last bit of the mean and std (ES.md §2), and centered ranks break
+        ties by that order. The coefficients come back in member order.
+        ValueError when `order` is not a permutation of range(N).
+        """
+        r = check_rewards(rewards, self.config.population)
+        if order is None:
+            return shape_rewards(r, self.config.shaping)
+        perm = _permutation(order, r.shape[0])
+        coeffs, stats = shape_rewards(np.ascontiguousarray(r[perm]), self.config.shaping)
+        back = np.empty_like(coeffs)
+        back[perm] = coeffs
+        stats["coefficients"] = back
+        return back, stats
+
+    def update(self, rewards, *, order=None) -> dict:
         """theta += (alpha / N) sum_n C_n q(eps_n), per the profile; then anchored decay.
 
-        rewards: N finite floats in member order. Everything is validated
+        rewards: N finite floats in member order; order: None or the order in
+        which they were collected (see `coefficients`). Everything is validated
         first (non-finite coefficients, e.g. from an f64 overflow, are a
         ValueError too); on error nothing changes. Antithetic pairs fold to
         D_k = C_2k - C_2k+1 (f64) with divisor N (ES.md §4). Returns a dict:
@@ -306,7 +335,7 @@ class Trainer:
         cfg = self.config
         # an f64 overflow is turned into the ValueError below, not a warning
         with np.errstate(over="ignore", invalid="ignore"):
-            coeffs, stats = self.coefficients(rewards)
+            coeffs, stats = self.coefficients(rewards, order)
             if cfg.antithetic:
                 terms = [(2 * k, float(coeffs[2 * k] - coeffs[2 * k + 1])) for k in range(cfg.population // 2)]
             else:
@@ -410,6 +439,8 @@ class Trainer:
         fields = set(Config.__dataclass_fields__)
         if not isinstance(cfg, dict):
             raise ValueError(f"state config: expected a dict of Config's fields, got {type(cfg).__name__}")
+        if "seed_schedule" not in cfg:
+            cfg = dict(cfg, seed_schedule="contract")   # to_dict leaves the default out (Config.to_dict)
         if set(cfg) != fields:   # a default would silently change every later iteration's noise
             raise ValueError(f"state config: missing fields {sorted(fields - set(cfg))}, "
                              f"unknown fields {sorted(set(cfg) - fields)}")

@@ -20,6 +20,11 @@ case share parameters. The paper's case (N = 30, sigma 0.001, alpha
 0.0005) stays as its own row (`/paper`); z-score and update cases also run
 at populations across numpy's pairwise-summation boundaries (POPULATIONS).
 
+The training loops (issue 9, esverify.oracle.loops) add es-at-scale `fit`
+and es-awd `main`, `main-mirror`, `main-caching`, `main-l1`, `main-l2`,
+`main-l1-lambda0`, `main-l2-lambda0`, always on the small set and with
+contract noise (native noise for the loops is not wired yet).
+
 Single-operation contract cases use the set with the 1M-element tensor
 (unless `small`); native cases and the loop use the small set.
 
@@ -187,12 +192,14 @@ def _finish(case: Case, case_seed: int, sigma=None, alpha=None) -> Case:
 # ------------------------------------------------------------------ the matrix
 
 def build_matrix(targets, devices, dtypes, schemes, population=None, sigma=None, alpha=None, iterations=3,
-                 small=False, noises=NOISES, case_seed=DEFAULT_CASE_SEED):
+                 small=False, noises=NOISES, case_seed=DEFAULT_CASE_SEED, loops=True):
     """All cases, in a stable order (target, device, noise, dtype, scheme, op), with unique ids.
 
     population/sigma/alpha: None draws them from `case_seed` (see the module docstring); a value
-    fixes it for every case but the paper's. Native noise runs the correlated scheme only.
+    fixes it for every case but the paper's. Native noise runs the correlated scheme only. `loops`
+    adds the training-loop rows fit / main-* (esverify.oracle.loops; contract noise).
     """
+    from .loops import loop_cases
     targets, devices, dtypes, schemes, noises = (list(dict.fromkeys(v)) for v in
                                                  (targets, devices, dtypes, schemes, noises))
     if population is None:
@@ -239,6 +246,10 @@ def build_matrix(targets, devices, dtypes, schemes, population=None, sigma=None,
                             for n in POPULATIONS:
                                 if n != population:
                                     add(target, device, dtype, scheme, sweep_op, n, noise, False)
+                        if loops and noise == "contract":
+                            for case in loop_cases(target, device, dtype, scheme, population, PAPER_SIGMA,
+                                                   PAPER_ALPHA, iterations, noise):
+                                cases.append(_finish(case, case_seed, sigma, alpha))
     return cases
 
 

@@ -33,16 +33,18 @@ TARGETS = {
     "es-at-scale": Target(
         name="es-at-scale",
         files={"worker_extension": "es_at_scale/utils/worker_extension.py",
-               "reward_shaping": "es_at_scale/utils/reward_shaping.py"},
+               "reward_shaping": "es_at_scale/utils/reward_shaping.py",
+               "es_trainer": "es_at_scale/trainer/es_trainer.py"},
         ops_need={"perturb": "worker_extension", "restore": "worker_extension", "update": "worker_extension",
-                  "loop": "worker_extension", "zscore": "reward_shaping"},
+                  "loop": "worker_extension", "zscore": "reward_shaping", "fit": "es_trainer"},
         licence="LICENSE.txt", validated_commit="574a9d1", driver="driver_es_at_scale.py",
         env_var="ESVERIFY_REF", default_path="refs/es-at-scale"),
     "es-awd": Target(
         name="es-awd",
-        files={"weight_update_utils": "weight_update_utils.py"},
+        files={"weight_update_utils": "weight_update_utils.py", "es_main": "es.py",
+               "distributed_utils": "distributed_utils.py"},
         ops_need={"perturb": "weight_update_utils", "restore": "weight_update_utils",
-                  "update": "weight_update_utils", "decay": "weight_update_utils"},
+                  "update": "weight_update_utils", "decay": "weight_update_utils", "main": "es_main"},
         licence="LICENCE", validated_commit="f432ff8", driver="driver_es_awd.py",
         env_var="ESVERIFY_AWD_REF", default_path="refs/es-awd"),
 }

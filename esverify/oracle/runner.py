@@ -67,6 +67,8 @@ from ..report import (FORMATS, console_table, copy_atomic, report_patterns, term
                       write_report)
 from . import cases as _cases
 from . import compare as _compare
+from . import loop_report as _loop_report
+from . import loops as _loops
 from . import ours as _ours
 from . import paramsets
 from .child import DEFAULT_MAX_OUTPUT, Child, ChildError, ChildTimeout, default_max_memory
@@ -136,6 +138,7 @@ class Options:
     small: bool = False
     require_all: bool = False            #: a skipped row (not checked here) makes the exit code 1
     overwrite: bool = False              #: replace an earlier report in --out
+    loops: bool = True                   #: the training-loop rows fit / main-* (esverify.oracle.loops)
     child_env: dict = field(default_factory=dict)   #: extra environment for the children (tests, diagnostics)
     argv: list = field(default_factory=lambda: list(sys.argv))
 
@@ -449,7 +452,7 @@ class Runner:
         else:
             all_cases = _cases.build_matrix(wanted, opts.devices, opts.dtypes, opts.schemes, opts.population,
                                             opts.sigma, self.alpha, opts.iterations, opts.small, opts.noises,
-                                            opts.case_seed)
+                                            opts.case_seed, opts.loops)
         selected = _cases.select(all_cases, opts.case)
         if opts.case and not selected:
             raise UsageError(f"--case {opts.case!r} matches no case; case ids look like "
@@ -487,13 +490,13 @@ class Runner:
         opts = self.opts
         out_dir = folder.path
         interrupted = None
-        environments, selected, clones, not_given, probe = {}, [], {}, {}, {}
+        environments, selected, clones, not_given, probe, wanted = {}, [], {}, {}, {}, []
         with tempfile.TemporaryDirectory(prefix="esverify-parity-") as work:
             self.work = Path(work)
             progress = None
             start_error = None
             try:
-                _wanted, clones, not_given, probe, selected = self._setup_checks()
+                wanted, clones, not_given, probe, selected = self._setup_checks()
                 for case in selected:
                     if case.target in not_given:
                         self.rows.append(_row(case, status="skipped", detail=_not_given(case.target)))
@@ -556,7 +559,9 @@ class Runner:
                 metadata["interrupted_by"] = interrupted.signal_name
             if fuzz_report is not None:
                 metadata["fuzz"] = fuzz_report
-            written = write_report(out_dir, "parity", {"summary": summary, "cases": frame}, metadata,
+            extra = _loop_report.report_sections(self, wanted, clones, [f"{n}: {m}" for n, m in not_given.items()],
+                                                 {}, frame, metadata)
+            written = write_report(out_dir, "parity", {"summary": summary, "cases": frame, **extra}, metadata,
                                    opts.formats, title="esverify parity report", header=header)
             for name in self.targets:
                 log = self.work / f"child-{name}.log"
@@ -569,15 +574,16 @@ class Runner:
                 if theirs_path and Path(theirs_path).is_file():
                     shutil.copy2(theirs_path, dest / "theirs.npz")
         if opts.junit:
-            written.append(write_atomic(opts.junit, to_junit(frame, "esverify.parity", name_cols=["case"],
+            written.append(write_atomic(opts.junit, to_junit(_loop_report.junit_frame(frame, extra),
+                                                             "esverify.parity", name_cols=["case"],
                                                              failing=("fail",),
                                                              erroring=("error", "unverifiable"),
                                                              skipping=("skipped", "artifact", "unsupported",
                                                                        "not-run"))))
         if start_error is not None:   # one line for the console; the rows are in the report
             raise SetupError(f"{start_error}; report: {out_dir}")
-        return RunResult(frame, summary, metadata, code, out_dir, written,
-                         _console(frame, summary, metadata, out_dir, code, verdict, opts.require_all))
+        console = _console(frame, summary, metadata, out_dir, code, verdict, opts.require_all)
+        return RunResult(frame, summary, metadata, code, out_dir, written, _loop_report.console_lines(extra, console))
 
     def _run_target(self, t, target_cases, progress) -> dict:
         """Run `target_cases` on the started target `t` (in a thread of its own: see _run_in)."""
@@ -593,6 +599,7 @@ class Runner:
             self.rows.append(row)
             progress.update(1)
         env["restarts"] = max(0, t.child.starts - 1)
+        env["coverage"] = _loop_report.read_coverage(self.work, t.target.name)
         return env
 
     def _run_case(self, t, case) -> dict:
@@ -600,7 +607,7 @@ class Runner:
         env = t.hello["environment"] if t.hello else {}
         if case.device == "cuda" and not env.get("cuda"):
             return _row(case, status="skipped", detail=NO_CUDA)
-        module_key = t.target.ops_need[case.kind]
+        module_key = t.target.ops_need.get(case.kind) or t.target.ops_need[case.op.split("-")[0]]
         if not t.ensure_child():
             return _row(case, status="error", detail=f"the child could not be restarted: {t.start_error}")
         load_error = (t.hello.get("modules") or {}).get(module_key)
@@ -614,6 +621,8 @@ class Runner:
                     f"{env.get('python') or t.hello.get('python') or '?'}; to check it: pass --python with a "
                     f"{version}+ interpreter that has torch and numpy"))
             return _row(case, status="error", detail=f"{case.op}: {load_error['message']}")
+        if case.op in _loops.LOOP_OPS:   # the references' own training loops (issue 9)
+            return _loops.run_case(self, t, case)
         from ..rng import default_backend
         from ..rng.mappings import get_mapping
         backend = child_backend = default_backend(case.device)

@@ -89,3 +89,11 @@ class WorkerExtension:
             del update
         self._settle()
         return True
+
+    def save_self_weights_to_disk(self, path):
+        """REFERENCES.md §5, fit: "It saves engine 0's weights at the end" (with torch.save of the
+        model's state_dict; the folder is created when missing)."""
+        import os
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        torch.save(self.model_runner.model.state_dict(), path)
+        return True

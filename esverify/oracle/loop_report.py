@@ -1,0 +1,127 @@
+"""Report sections of the loop rows (issue 9): findings, coverage, not checked.
+
+- `findings`: documented reference quirks a loop row observed
+  (esverify.oracle.loops.FINDINGS), with what was observed;
+- `coverage`: per target, every function of the clone files the child
+  loaded, whether it ran (coverage.py in the child, oracles/loops.py) and
+  whether REFERENCES.md says a loop reaches it; the metadata keeps the
+  percentage per target, and every reached function that did not run is
+  a warning;
+- `not_checked`: every target that did not run and why (no clone given,
+  not selected, an unusable clone), and loop rows left out.
+Each is a pandas frame, so every report format carries it.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from .loops import LOOP_OPS, MAIN_VARIANTS, REACHED
+
+
+def read_coverage(work, target: str) -> dict:
+    """The child's cumulative coverage of the clone ({"files": ..., "error": ...}; see oracles/loops.py)."""
+    path = Path(work) / f"coverage-{target}.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {"files": {}, "error": "no coverage data: the child saved none"}
+    return {"files": data.get("files", {}), "error": data.get("error", "")}
+
+
+def _coverage_frame(environments: dict):
+    rows, summary = [], {}
+    for target, env in environments.items():
+        cov = (env or {}).get("coverage") or {"files": {}, "error": "no coverage data: the child did not start"}
+        reached = REACHED.get(target, {})
+        total = ran = 0
+        for rel, info in sorted(cov.get("files", {}).items()):
+            for name, did in info["functions"].items():
+                rows.append({"target": target, "file": rel, "function": name, "ran": bool(did),
+                             "reached_by_loop": name in reached.get(rel, [])})
+                total += 1
+                ran += bool(did)
+        missing = [f"{rel}: {name}" for rel, names in reached.items() for name in names
+                   if not cov.get("files", {}).get(rel, {}).get("functions", {}).get(name, False)]
+        summary[target] = {"files": sorted(cov.get("files", {})), "functions": total, "functions_ran": ran,
+                           "percent": round(100.0 * ran / total, 1) if total else None,
+                           "reached_not_run": missing, "error": cov.get("error", "")}
+    frame = pd.DataFrame(rows, columns=["target", "file", "function", "ran", "reached_by_loop"])
+    return frame, summary
+
+
+def _not_checked(runner, wanted, clones, skipped_targets, failed):
+    from .cases import AT_SCALE_OPS, AWD_OPS
+    from .clones import TARGETS
+    ops = {"es-at-scale": ["zscore", *AT_SCALE_OPS, "fit"], "es-awd": [*AWD_OPS, *MAIN_VARIANTS]}
+    flags = {"es-at-scale": "--ref PATH or set $ESVERIFY_REF", "es-awd": "--awd-ref PATH or set $ESVERIFY_AWD_REF"}
+    rows = []
+    for name in TARGETS:
+        if name in clones:
+            if not runner.opts.loops:
+                rows.append({"target": name, "not_checked": ", ".join(LOOP_OPS if name == "es-awd" else ["fit"]),
+                             "why": "the training-loop rows were left out (--no-loops)"})
+            continue
+        if name not in wanted:
+            why = f"not selected (--target {runner.opts.target})"
+        elif name in failed:
+            why = f"its clone is unusable: {failed[name]}"
+        else:
+            found = next((s.split(": ", 1)[1] for s in skipped_targets if s.startswith(f"{name}: ")), "")
+            why = f"no clone given: pass {flags[name]}" + (f"; {found}" if found else "")
+        rows.append({"target": name, "not_checked": ", ".join(ops[name]), "why": why})
+    return pd.DataFrame(rows, columns=["target", "not_checked", "why"])
+
+
+def report_sections(runner, wanted, clones, skipped_targets, failed, frame, metadata) -> dict:
+    """Extra report sections (findings, coverage, not_checked); also fills `metadata` and its warnings."""
+    findings = list(runner.__dict__.get("loop_findings", {}).values())
+    findings_frame = pd.DataFrame([{**f, "observed": "; ".join(f["observed"])} for f in findings],
+                                  columns=["target", "finding", "description", "observed", "rows"])
+    coverage_frame, coverage = _coverage_frame(metadata.get("children", {}))
+    for env in metadata.get("children", {}).values():
+        if isinstance(env, dict):
+            env.pop("coverage", None)      # the table is its own section; metadata keeps the summary
+    not_checked = _not_checked(runner, wanted, clones, skipped_targets, failed)
+    metadata["findings"] = findings_frame.to_dict(orient="records")
+    metadata["coverage"] = coverage
+    metadata["not_checked"] = not_checked.to_dict(orient="records")
+    for target, info in coverage.items():
+        if info["error"] and not info["files"]:   # nothing measured: whether they ran is unknown, not "no"
+            metadata["warnings"].append(f"{target}: coverage: {info['error']}; unknown whether "
+                                        f"{len(info['reached_not_run'])} functions a loop reaches ran")
+            continue
+        if info["error"]:
+            metadata["warnings"].append(f"{target}: coverage: {info['error']}")
+        for item in info["reached_not_run"]:
+            metadata["warnings"].append(f"{target}: coverage: {item} did not run, although REFERENCES.md §5 says "
+                                        "a training loop reaches it: a pass does not cover it")
+    for row in not_checked.itertuples():
+        metadata["warnings"].append(f"{row.target}: not checked ({row.why}): {row.not_checked}")
+    return {"findings": findings_frame, "coverage": coverage_frame, "not_checked": not_checked}
+
+
+def console_lines(extra: dict, console: str) -> str:
+    """The runner's console text with findings and coverage lines before its last ("report:") line."""
+    lines = console.split("\n")
+    added = []
+    for f in extra["findings"].itertuples():
+        added.append(f"finding ({f.target}): {f.description}; observed: {f.observed}")
+    cov = extra["coverage"]
+    for target in dict.fromkeys(cov["target"]):
+        part = cov[cov["target"] == target]
+        loop = part[part["reached_by_loop"]]
+        added.append(f"coverage ({target}): {int(part['ran'].sum())} of {len(part)} functions ran "
+                     f"({100.0 * part['ran'].mean():.0f}%) in {part['file'].nunique()} files; loop interface: "
+                     f"{int(loop['ran'].sum())} of {len(loop)} ran")
+    return "\n".join(lines[:-1] + added + lines[-1:])
+
+
+def junit_frame(frame, extra: dict):
+    """The rows for JUnit: the cases, plus one skipped testcase per target that was not checked."""
+    rows = [{"case": f"{r.target}/not-checked", "status": "skipped",
+             "detail": f"not checked ({r.why}): {r.not_checked}"} for r in extra["not_checked"].itertuples()]
+    return pd.concat([frame, pd.DataFrame(rows, columns=["case", "status", "detail"])], ignore_index=True) \
+        if rows else frame

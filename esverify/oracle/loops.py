@@ -1,0 +1,322 @@
+"""Parity through the references' own training loops (REFERENCES.md §5; issue 9).
+
+Two ops join the matrix, for every dtype set and scheme:
+
+- `fit` (es-at-scale): `EvolutionStrategiesTrainer.fit` for `--iterations`
+  K with FIT_ENGINES engines and a population that is not a multiple of
+  them (N, or N + 1 when N is), on FIT_DATA in mini-batches of
+  FIT_MINI_BATCH;
+- `main` (es-awd): `es.main` plain, `main-mirror` (mirror_sampling),
+  `main-caching`, `main-l1` / `main-l2` (anchored decay at LOOP_LAMBDA, not
+  a power of two) and `main-l1-lambda0` / `main-l2-lambda0` (lambda 0).
+
+The child (oracles/loops.py) runs the reference's loop on stand-in
+engines and records a tape; our side (`run_ours`) runs the same loop with
+esverify.es: the reference's seed schedule (`Config.seed_schedule`, the
+30-bit seeds of numpy's default_rng; under contract noise each seed IS the
+member seed, so the hook's table maps every drawn seed to itself), one
+replica of theta per engine with the members assigned to engines exactly
+as the reference groups them (a regenerate-restore is exact only up to
+`(x + t) - t`, so which engine a member ran on shows in the bits), the
+reward aggregation of esverify.es.schedule, and the update on replica 0
+followed by the broadcast. es-at-scale's `fit` performs num_iterations + 1
+updates (REFERENCES.md §5): ours does the same under that loop and the
+report states it as a finding (`FINDINGS`).
+
+`loop_compare.compare_tapes` walks both tapes in time order and names the first
+quantity that differs ("iteration 2: coefficient of member 4: ours ...,
+theirs ..."): per iteration the members evaluated (seed and sign), every
+reward (f64 bits), es-at-scale's aggregated rewards and the mean/std
+handed to z_score, the seeds, coefficients (f64 bits), alpha and divisor
+handed to the update, the parameters after it (bit patterns, every slot),
+es-awd's own iteration_updates/iteration_NNNNNN.json records; then the
+number of updates, the final parameters and the state_dict saved with
+torch.save. The report sections (findings, coverage, not checked) are
+built by `loop_report`.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+import numpy as np
+import torch
+
+from ..es import Config, Trainer
+from ..es.schedule import (DEFAULT_GLOBAL_SEED, FIRST_ITERATION, SEED_BOUND, batch_weighted_mean, duplicate_seeds,
+                           mean_reward)
+from . import paramsets
+from .cases import Case
+from .loop_compare import compare_tapes
+from .ours import reward
+
+FIT_ENGINES = 2
+MAIN_ENGINES = 4
+#: es-at-scale data: one dataloader batch of 5 prompts per iteration, mini-batches of 2, 2 and 1
+FIT_DATA = (0.01, -0.02, 0.03, 0.0, -0.005)
+FIT_MINI_BATCH = 2
+MAIN_DATA = (0.01, -0.01, 0.02)
+#: es-awd decay strength of the loop rows: alpha * lambda = 1.5e-4 at the default alpha, the size of a
+#: loop update, so l1 zeroes part of the deltas; 0.3 is not a power of two
+LOOP_LAMBDA = 0.3
+MAIN_VARIANTS = {   # op -> (mirror_sampling, caching, decay type, lambda)
+    "main": (False, False, "none", 0.0),
+    "main-mirror": (True, False, "none", 0.0),
+    "main-caching": (False, True, "none", 0.0),
+    "main-l1": (False, False, "l1", LOOP_LAMBDA),
+    "main-l2": (False, False, "l2", LOOP_LAMBDA),
+    "main-l1-lambda0": (False, False, "l1", 0.0),
+    "main-l2-lambda0": (False, False, "l2", 0.0),
+}
+LOOP_OPS = ("fit", *MAIN_VARIANTS)
+#: what REFERENCES.md §5 (and §1, §2) say a loop reaches, per target and file
+REACHED = {
+    "es-at-scale": {"es_at_scale/trainer/es_trainer.py": ["EvolutionStrategiesTrainer.fit",
+                                                          "EvolutionStrategiesTrainer.train_step",
+                                                          "EvolutionStrategiesTrainer.evaluate_population_on_batch"],
+                    "es_at_scale/utils/worker_extension.py": ["WorkerExtension.perturb_self_weights",
+                                                              "WorkerExtension.restore_self_weights",
+                                                              "WorkerExtension.update_weights_from_seeds"],
+                    "es_at_scale/utils/reward_shaping.py": ["z_score"]},
+    "es-awd": {"es.py": ["main"],
+               "distributed_utils.py": ["WorkerExtension.update_weights_from_seeds",
+                                        "WorkerExtension.snapshot_weights_to_cpu",
+                                        "WorkerExtension.write_weights_to_disk"],
+               "weight_update_utils.py": ["generate_noise", "apply_seeded_noise_to_parameters",
+                                          "update_parameters_from_seeds", "apply_reference_weight_decay_"]},
+}
+FINDINGS = {
+    "fit-extra-update": ("es-at-scale", "EvolutionStrategiesTrainer.fit performs num_iterations + 1 updates "
+                                        "(REFERENCES.md §5): its counter is tested after the increment; our side "
+                                        "reproduces it under the es-at-scale loop so that the rows compare like "
+                                        "with like"),
+}
+
+
+# ----------------------------------------------------------------- cases
+
+def loop_cases(target, device, dtype, scheme, population, sigma, alpha, iterations, noise="contract") -> list:
+    """The loop rows of one (target, device, dtype set, scheme); small parameter sets only."""
+    extra = {"iterations": iterations, "noise": noise}
+    if target == "es-at-scale":
+        n = population if population % FIT_ENGINES else population + 1   # not a multiple of the engines
+        return [Case(target, device, dtype, scheme, "fit", n, sigma, alpha, False, dict(extra), noise=noise)]
+    cases = []
+    for op, (mirror, _, _, _) in MAIN_VARIANTS.items():
+        n = population + population % 2 if mirror else population
+        cases.append(Case(target, device, dtype, scheme, op, n, sigma, alpha, False, dict(extra), noise=noise))
+    return cases
+
+
+# ----------------------------------------------------------------- our side
+
+def _hexs(seed: int) -> str:
+    return f"0x{seed:016x}"
+
+
+class _Replicas:
+    """One trainer per engine, each on its own copy of theta (ES.md §1: member-parallel replicas)."""
+
+    def __init__(self, names, tensors, config, backend, engines):
+        self.tensors = [[t.clone() for t in tensors] for _ in range(engines)]
+        # replica 0 is built on the initial weights: with decay on, that is the anchor (ES.md §6)
+        self.trainers = [Trainer(list(zip(names, ts)), config, backend=backend) for ts in self.tensors]
+
+    def sync_iteration(self):
+        for trainer in self.trainers[1:]:
+            trainer.iteration = self.trainers[0].iteration
+
+    def broadcast(self):
+        with torch.no_grad():
+            for replica in self.tensors[1:]:
+                for mine, source in zip(replica, self.tensors[0]):
+                    mine.copy_(source)
+
+
+def _evaluate(replicas, members, targets, engines):
+    """Perturb each member on its engine, score every target, restore; members: trainer member ids."""
+    records = []
+    for start in range(0, len(members), engines):
+        group = members[start:start + engines]
+        for j, m in enumerate(group):
+            replicas.trainers[j].perturb(m)
+        for j, m in enumerate(group):
+            records.append({"member": m, "engine": j, "rewards": [reward(replicas.tensors[j], t) for t in targets]})
+        for j, m in enumerate(group):
+            replicas.trainers[j].restore(m)
+    return records
+
+
+def run_ours(case: Case, names, tensors, seed: int, mapping: str, backend) -> dict:
+    """Run the loop of `case` with esverify.es on copies of `tensors`; returns our tape (see compare_tapes)."""
+    iterations = int(case.extra.get("iterations", 3))
+    if case.op == "fit":
+        mirror, caching, decay, lam = False, False, "none", 0.0
+        engines, schedule, updates = FIT_ENGINES, "es-at-scale", iterations + 1   # the fit quirk, reproduced
+        shaping = "zscore"
+    else:
+        mirror, caching, decay, lam = MAIN_VARIANTS[case.op]
+        engines, schedule, updates = MAIN_ENGINES, "es-awd", iterations
+        shaping = "zscore"
+    config = Config(sigma=case.sigma, alpha=case.alpha, population=case.population, antithetic=mirror,
+                    scheme=case.scheme, mapping=mapping, profile=case.target, seed=seed, shaping=shaping,
+                    anchor_decay=decay, anchor_lambda=lam, seed_schedule=schedule)
+    replicas = _Replicas(names, tensors, config, backend, engines)
+    lead = replicas.trainers[0]
+    n = case.population
+    tape = {"iterations": [], "updates": 0}
+    for _ in range(updates):
+        replicas.sync_iteration()
+        if case.op == "fit":
+            seeds = [lead.member_seed(m) for m in range(n)]
+            evaluations, per_member = [], {m: [] for m in range(n)}
+            for start in range(0, len(FIT_DATA), FIT_MINI_BATCH):
+                batch = FIT_DATA[start:start + FIT_MINI_BATCH]
+                for rec in _evaluate(replicas, list(range(n)), batch, engines):
+                    evaluations.append(rec)
+                    per_member[rec["member"]].append(rec["rewards"])
+            rewards = [batch_weighted_mean(per_member[m]) for m in range(n)]
+            stats = lead.update(rewards)
+            zscore = {"avg_rewards": rewards, "mean": stats["mean"], "std": stats["std"]}
+            update_seeds = seeds
+        else:
+            order = list(range(0, n, 2)) + list(range(1, n, 2)) if mirror else list(range(n))
+            update_seeds = [lead.member_seed(m) for m in (range(0, n, 2) if mirror else range(n))]
+            evaluations = _evaluate(replicas, order, MAIN_DATA, engines)
+            rewards = np.empty(n)
+            rewards[order] = [mean_reward(rec["rewards"]) for rec in evaluations]
+            stats = lead.update(rewards, order=order)   # numpy mean/std over the evaluation order
+            zscore = None
+        replicas.broadcast()
+        members = [{"seed": lead.member_seed(rec["member"], stats["iteration"]),
+                    "negate": bool(mirror and rec["member"] % 2), "engine": rec["engine"], "rewards": rec["rewards"]}
+                   for rec in evaluations]
+        tape["iterations"].append({
+            "members": members, "zscore": zscore,
+            "update": {"seeds": update_seeds, "coeffs": [float(c) for c in stats["terms"]], "alpha": case.alpha,
+                       "population_size": n,
+                       "extra": {} if case.op == "fit" else {"caching": caching, "weight_decay_type": decay,
+                                                               "weight_decay_lambda": lam}},
+            "params": [t.clone() for t in replicas.tensors[0]]})
+        tape["updates"] += 1
+    tape["final"] = replicas.tensors[0]
+    tape["names"] = list(names)
+    return tape
+
+
+def loop_command(case: Case, tape: dict, seed: int) -> dict:
+    """The case fields the child needs: loop settings and the hook table (every drawn seed maps to itself:
+    under a numpy seed schedule the 30-bit seed IS the member seed, esverify.es.schedule)."""
+    seeds = {s for it in tape["iterations"] for s in it["update"]["seeds"]}
+    # the schedule's draws of the neighbouring iterations too, with N and N/2 seeds: an off-by-one schedule
+    # or a wrong count is then named as a seed difference instead of stopping at an unknown seed
+    base = (int(seed) or DEFAULT_GLOBAL_SEED) + FIRST_ITERATION["es-at-scale" if case.op == "fit" else "es-awd"]
+    for b in range(base - 1, base + tape["updates"] + 2):
+        for count in {case.population, case.population // 2}:
+            seeds.update(int(v) for v in np.random.default_rng(seed=b).integers(0, SEED_BOUND, size=count,
+                                                                                    dtype=np.int64))
+    command = {"handles": {str(s): _hexs(s) for s in sorted(seeds)}, "iterations": int(case.extra["iterations"]),
+               "global_seed": seed, "noise": case.extra.get("noise", "contract"),
+               "data": [{"input": f"prompt {k}", "target": t}
+                        for k, t in enumerate(FIT_DATA if case.op == "fit" else MAIN_DATA)]}
+    if case.op == "fit":
+        command.update(op="fit", engines=FIT_ENGINES, batch_size=len(FIT_DATA), mini_batch_size=FIT_MINI_BATCH)
+    else:
+        mirror, caching, decay, lam = MAIN_VARIANTS[case.op]
+        command.update(op="main", engines=MAIN_ENGINES, mirror=mirror, caching=caching, decay=decay,
+                       **{"lambda": lam})
+    return command
+
+
+# ----------------------------------------------------------------- the runner's row
+
+def run_case(runner, t, case: Case) -> dict:
+    """One loop row: our loop, the reference's loop in the child, the comparison (runner._run_case's job)."""
+    from . import runner as _runner   # the runner imports this module: import back at call time
+    from .child import ChildDied, ChildTimeout
+    opts = runner.opts
+    if not t.ensure_child():
+        return _runner._row(case, status="error", detail=f"the child could not be restarted: {t.start_error}")
+    if case.extra.get("noise", "contract") != "contract":
+        return _runner._row(case, status="error", detail=f"{case.op}: noise {case.extra['noise']!r} is not wired "
+                                                           "into the loop rows yet (contract noise only)")
+    from ..rng import default_backend
+    env = t.hello["environment"] if t.hello else {}
+    backend = child_backend = default_backend(case.device)
+    if case.device == "cpu" and backend not in (env.get("noise_backends") or {}).get("cpu", []):
+        child_backend = None
+    dtype = case.dtype
+    names, tensors = runner.fresh(dtype, False, "base", case.device)
+    clock = runner.timing.setdefault(case.target, {"ours_s": 0.0, "reference_s": 0.0})
+    started = time.perf_counter()
+    try:
+        ours = run_ours(case, names, tensors, opts.seed, opts.mapping, backend)
+    except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
+        return _runner._row(case, status="error", detail=f"{case.op}: our side raised {type(exc).__name__}: {exc}")
+    finally:
+        clock["ours_s"] += time.perf_counter() - started
+    out = runner.work / "cases" / re.sub(r"[^A-Za-z0-9_.-]+", "_", case.case_id)
+    out.mkdir(parents=True, exist_ok=True)
+    command = {"case_id": case.case_id, "device": case.device, "scheme": case.scheme, "mapping": opts.mapping,
+               "backend": child_backend, "set": str(runner.set_path(dtype, False, "base")), "sigma": case.sigma,
+               "alpha": case.alpha, "population": case.population, "out": str(out)}
+    command.update(loop_command(case, ours, opts.seed))
+    started = time.perf_counter()
+    try:
+        reply = t.child.request(command, opts.timeout)
+    except ChildTimeout:
+        return _runner._row(case, status="error", detail=f"timeout: {case.op} did not finish within "
+                                                          f"{opts.timeout:g} s; the child was killed and restarted")
+    except ChildDied as exc:
+        tail = " | ".join(exc.log_tail.strip().splitlines()[-2:])
+        return _runner._row(case, status="error", detail=f"{case.op}: {exc}; restarting it for the next case"
+                                                          + (f"; child log: {tail}" if tail else ""))
+    finally:
+        clock["reference_s"] += time.perf_counter() - started
+    if reply.get("status") != "ok":
+        err = reply.get("error") or {}
+        return _runner._row(case, status="error", detail=f"{case.op}: the reference side raised {err.get('message')}")
+    theirs = reply["tape"]
+    cmp, diff = compare_tapes(case, ours, theirs, reply["results"])
+    fields = cmp.fields() if cmp is not None else {}
+    attribution = reply.get("attribution", {"ok": True})
+    notes = []
+    reused = _runner.reused_slots(names, tensors) if case.op == "main-caching" and case.scheme == "iid" else []
+    if case.op == "fit":
+        record_finding(runner, "fit-extra-update", case, theirs["updates"], int(case.extra["iterations"]))
+    if not attribution.get("ok", True) and case.scheme == "iid":
+        status = "unverifiable"
+        notes.append(f"{case.op}: {attribution.get('detail')}: iid noise could not be attributed to slots")
+    elif diff is not None and reused and diff.kind in ("values", "records"):
+        status = "artifact"
+        notes += [_runner.CACHING_ARTIFACT + f"; slots reusing noise: {', '.join(reused)}", f"{case.op}: {diff}"]
+    elif diff is not None:
+        status = "fail"
+        notes.append(f"{case.op}: {diff}")
+    else:
+        status = "pass"
+    if not attribution.get("ok", True) and case.scheme != "iid":
+        notes.append(f"note: {attribution.get('detail')} (harmless under correlated: the noise does not "
+                     "depend on the slot)")
+    for i, it in enumerate(ours["iterations"]):
+        repeated = duplicate_seeds(it["update"]["seeds"])
+        if repeated and case.op == "fit":   # es-at-scale keys members by seed value (REFERENCES.md §5)
+            notes.append(f"note: iteration {i} drew equal seeds {sorted(repeated)}: es-at-scale's loop merges "
+                         "them into one member (a quirk of the reference)")
+    if status == "fail" and opts.keep_tensors:
+        ours_path = paramsets.write(out / "ours.npz", names, ours["final"])
+        runner.kept.append((case.case_id, ours_path, reply["results"]))   # engine 0's final parameters
+    row = _runner._row(case, status=status, detail="; ".join(notes), **fields)
+    row["eager"] = not attribution.get("ok", True)
+    return row
+
+
+def record_finding(runner, key: str, case: Case, theirs_updates: int, iterations: int):
+    """Note what a loop row showed about a documented reference quirk (kept on the runner)."""
+    findings = runner.__dict__.setdefault("loop_findings", {})
+    entry = findings.setdefault(key, {"target": FINDINGS[key][0], "finding": key, "description": FINDINGS[key][1],
+                                      "observed": [], "rows": 0})
+    entry["rows"] += 1
+    seen = f"{theirs_updates} updates for num_iterations {iterations}"
+    if seen not in entry["observed"]:
+        entry["observed"].append(seen)

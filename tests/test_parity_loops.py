@@ -1,0 +1,242 @@
+"""Parity through the references' training loops (issue 9; REFERENCES.md §5).
+
+- the stand-in modules: the real ray/vllm/transformers/wandb are never
+  imported, even when a package of that name is on the path;
+- the unchanged stand-ins pass every fit/main row; es-at-scale's extra
+  update is a finding; the coverage section shows the loop functions ran;
+- a run with only --ref says, in the console and in every report format,
+  that es-awd was not checked;
+- each loop mutant (tests/standins/loop_mutants.py) fails exactly the rows
+  the table below names, with the first differing quantity in the detail.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from esverify.cli import main
+from esverify.oracle import Options, run_parity
+from esverify.oracle.loops import LOOP_OPS, MAIN_VARIANTS, REACHED
+from esverify.paths import oracles_dir
+from standins.loop_mutants import LOOP_MUTANTS, make_loop_mutant
+from standins.mutants import STANDINS
+
+AT_SCALE = str(STANDINS / "es-at-scale")
+AWD = str(STANDINS / "es-awd")
+LOOPS_ONLY = "*/cpu/*/*/[fm][ia][ti]*"        # fit and main-* (fnmatch has no alternation)
+
+
+def test_stand_in_modules_shadow_installed_packages(tmp_path):
+    fake = tmp_path / "site"
+    for name in ("ray", "vllm", "transformers", "wandb"):
+        (fake / name).mkdir(parents=True)
+        (fake / name / "__init__.py").write_text("raise RuntimeError('the real package was imported')\n")
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path[:0] = [{str(fake)!r}, {str(oracles_dir())!r}]
+        import torch
+        import loop_stubs
+        loop_stubs.install()
+        import ray, wandb
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+        from vllm import LLM, SamplingParams
+        from vllm.distributed.parallel_state import get_world_group
+        from transformers import AutoTokenizer
+        assert ray.get([1, 2]) == [1, 2] and ray.get(3) == 3
+        class Base(LLM):
+            pass
+        Base(model="x").anything.at_all(1)
+        @ray.remote(num_gpus=1)
+        class Actor:
+            def ping(self, x):
+                return x + 1
+        assert Actor.remote().ping.remote(1) == 2
+        assert SamplingParams(n=2, temperature=0.5).temperature == 0.5
+        wandb.init(project="p").log({{"a": 1}})
+        tok = AutoTokenizer.from_pretrained("m")
+        assert tok.apply_chat_template([{{"role": "user", "content": "hi"}}], tokenize=False) == "hi"
+        placement_group([{{"GPU": 1}}])
+        torch.cuda.synchronize()   # a no-op without CUDA
+        mods = [m for m in sys.modules if m.split(".")[0] in ("ray", "vllm", "transformers", "wandb")]
+        assert all(getattr(sys.modules[m], "__esverify_stub__", False) for m in mods), mods
+        print("ok", len(mods))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ok")
+
+
+def test_unchanged_standins_pass_every_loop_row(tmp_path):
+    result = run_parity(Options(ref=AT_SCALE, awd_ref=AWD, devices=("cpu",), dtypes=("f32", "bf16"),
+                                schemes=("iid", "correlated"), iterations=2, small=True, case=LOOPS_ONLY,
+                                out=str(tmp_path / "out"), quiet=True))
+    frame = result.frame
+    assert set(frame["op"]) == set(LOOP_OPS)
+    assert len(frame) == 3 * 2 * (1 + len(MAIN_VARIANTS))
+    caching_iid = (frame["op"] == "main-caching") & (frame["scheme"] == "iid") & (frame["dtype"] != "mixed")
+    assert set(frame.loc[caching_iid, "status"]) == {"artifact"}      # equal shapes reuse noise under iid
+    assert (frame.loc[~caching_iid, "status"] == "pass").all(), frame.loc[frame["status"] != "pass",
+                                                                          ["case", "detail"]].to_string()
+    assert (frame.loc[frame["status"] == "pass", "mismatches"] == 0).all()
+    assert result.exit_code == 0
+    fit = frame[frame["op"] == "fit"]
+    assert set(fit["population"]) == {7}                               # not a multiple of the 2 engines
+    meta = json.loads((tmp_path / "out" / "parity-metadata.json").read_text())
+    finding = {f["finding"]: f for f in meta["findings"]}["fit-extra-update"]
+    assert finding["observed"] == "3 updates for num_iterations 2" and finding["rows"] == len(fit)
+    assert "finding (es-at-scale)" in result.console and "num_iterations + 1" in result.console
+    for target, files in REACHED.items():
+        cov = meta["coverage"][target]
+        assert cov["reached_not_run"] == [] and not cov["error"], cov
+        assert set(files) <= set(cov["files"])
+        assert cov["functions_ran"] <= cov["functions"] and cov["percent"] > 50
+    table = pd.read_csv(tmp_path / "out" / "parity-coverage.csv")
+    loop = table[table["reached_by_loop"]]
+    assert len(loop) == sum(len(names) for files in REACHED.values() for names in files.values())
+    assert loop["ran"].all()
+    # the es-at-scale save helper ran; the es-awd restore-from-snapshot did not (no loop reaches it)
+    ran = {(r.file, r.function): r.ran for r in table.itertuples()}
+    assert ran[("es_at_scale/utils/worker_extension.py", "WorkerExtension.save_self_weights_to_disk")]
+    assert not ran[("distributed_utils.py", "WorkerExtension.restore_weights_from_snapshot")]
+    assert "coverage (es-awd)" in result.console
+
+
+def test_only_ref_explains_what_was_not_checked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # no ./refs/es-awd here
+    monkeypatch.delenv("ESVERIFY_AWD_REF", raising=False)
+    out = tmp_path / "out"
+    junit = tmp_path / "parity.xml"
+    result = CliRunner().invoke(main, ["parity", "--ref", AT_SCALE, "--devices", "cpu", "--small", "--quiet",
+                                       "--case", "*/f32/iid/fit*", "--iterations", "1", "--out", str(out),
+                                       "--junit", str(junit)])
+    assert result.exit_code == 0, result.output
+    assert "es-awd: not checked (no clone given: pass --awd-ref PATH" in result.output
+    assert "main-mirror" in result.output
+    not_checked = pd.read_csv(out / "parity-not_checked.csv")
+    assert list(not_checked["target"]) == ["es-awd"] and "main-l2-lambda0" in not_checked["not_checked"][0]
+    doc = json.loads((out / "parity.json").read_text())
+    assert doc["sections"]["not_checked"][0]["target"] == "es-awd"
+    for name in ("parity.md", "parity.html"):
+        text = (out / name).read_text()
+        assert "not_checked" in text and "--awd-ref" in text, name
+    suite = ET.parse(junit).getroot()
+    skipped = [c for c in suite if c.get("name") == "es-awd/not-checked"]
+    assert len(skipped) == 1 and "--awd-ref" in skipped[0].find("skipped").get("message")
+    assert suite.get("failures") == "0" and suite.get("errors") == "0"
+
+
+def _rows(ops, dtypes):
+    return {(op, dt) for op in ops for dt in dtypes}
+
+
+F, B, M = "f32", "bf16", "mixed"
+ALL_MAIN = list(MAIN_VARIANTS)
+#: mutant -> ({status: rows (op, dtype)}, words the detail of every non-pass row must contain); every other
+#: row of the target's matrix (single-operation rows included) must pass
+EXPECTED = {
+    "zscore-ddof1": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: std_reward handed to z_score"),
+    "seeds-lose-iteration": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 1: seed of member 0"),
+    "last-engine-not-restored": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: reward of member 3"),
+    "unweighted-batches": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: aggregated reward of member 0"),
+    "no-extra-update": ({"fail": _rows(["fit"], [F, B, M])}, "number of updates: ours 2, theirs 1"),
+    "broadcast-engine-0-only": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 1: reward of member 1"),
+    "mirror-sign-flipped": ({"fail": _rows(["main-mirror"], [F, B, M])}, "iteration 1: coefficient of member 0"),
+    "mirror-divisor-half": ({"fail": _rows(["main-mirror"], [F, B, M])},
+                            "divisor (population_size) handed to the update: ours 6, theirs 3"),
+    "restore-negate-swapped": ({"fail": _rows(ALL_MAIN, [F, B, M])}, "iteration 1: reward of member"),
+    "caching-key-without-dtype": ({"fail": _rows(["caching", "main-caching"], [M])}, "caching"),
+    "lambda0-no-shortcut": ({"error": _rows(["main-l1-lambda0", "main-l2-lambda0"], [F, B, M])},
+                            "weight decay needs original_parameters"),
+    "seeds-from-iteration-0": ({"fail": _rows(ALL_MAIN, [F, B, M])}, "iteration 1: seed of member 0"),
+    "record-uncentred": ({"fail": _rows(ALL_MAIN, [F, B, M])}, "in its record iteration_000001.json"),
+}
+
+
+def test_loop_catalog_has_ten_mutants_with_expectations():
+    assert len(LOOP_MUTANTS) >= 10 and set(EXPECTED) == set(LOOP_MUTANTS)
+    for name, (target, edits, what) in LOOP_MUTANTS.items():
+        assert what and target in ("es-at-scale", "es-awd") and len(edits) == 1, name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(LOOP_MUTANTS))
+def test_loop_mutant_fails_exactly_its_rows(tmp_path, name):
+    target = LOOP_MUTANTS[name][0]
+    clone = make_loop_mutant(tmp_path, name)
+    refs = {"ref": str(clone)} if target == "es-at-scale" else {"awd_ref": str(clone)}
+    # es-awd under correlated: iid caching rows are the reference's documented artefact, which would
+    # hide what a caching mutant changes
+    scheme = "iid" if target == "es-at-scale" else "correlated"
+    result = run_parity(Options(target=target, devices=("cpu",), dtypes=("f32", "bf16"), schemes=(scheme,),
+                                iterations=1, small=True, out=str(tmp_path / "out"), quiet=True, **refs))
+    statuses, words = EXPECTED[name]
+    expected = {row: status for status, rows in statuses.items() for row in rows}
+    got = {(r["op"], r["dtype"]): (r["status"], r["detail"]) for _, r in result.frame.iterrows()}
+    assert set(expected) <= set(got), f"rows missing: {set(expected) - set(got)}"
+    wrong = {row: (status, expected.get(row, "pass"), detail[:200]) for row, (status, detail) in got.items()
+             if status != expected.get(row, "pass")}
+    assert not wrong, f"{name}: rows with another status than the table's (got, want, detail): {wrong}"
+    for row, (status, detail) in got.items():
+        if status != "pass":
+            assert row[0] in detail and words in detail, f"{name} {row}: {detail}"
+    assert result.exit_code == 1
+
+
+def test_functions_of_names_methods_and_keeps_nested_bodies_apart(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(oracles_dir()))
+    import loops as child_loops   # oracles/loops.py: imported here only to test its pure helper
+    source = tmp_path / "m.py"
+    source.write_text(textwrap.dedent('''
+        def top():
+            """doc"""
+            def inner():
+                return 1
+            return inner
+
+        class K:
+            def method(self):
+                return 2
+    '''))
+    found = {name: (first, last, nested) for name, first, last, nested in child_loops.functions_of(source)}
+    assert set(found) == {"top", "top.inner", "K.method"}
+    first, last, nested = found["top"]
+    assert (first, last) == (3, 6) and nested == [(4, 5)]
+    assert found["K.method"][:2] == (10, 10)
+
+
+def test_child_without_coverage_says_so_and_still_compares(tmp_path):
+    fake = tmp_path / "nocov" / "coverage"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('coverage.py is not installed here')\n")
+    import os
+    env = {"PYTHONPATH": os.pathsep.join([str(fake.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+    result = run_parity(Options(ref=AT_SCALE, target="es-at-scale", devices=("cpu",), dtypes=("f32",),
+                                schemes=("iid",), iterations=1, small=True, case="*/fit/*", child_env=env,
+                                out=str(tmp_path / "out"), quiet=True))
+    assert list(result.frame["status"]) == ["pass"] and result.exit_code == 0
+    warnings = result.metadata["warnings"]
+    assert any("coverage.py is not installed for the child" in w for w in warnings), warnings
+    assert any("unknown whether 7 functions a loop reaches ran" in w for w in warnings), warnings
+    assert not any("did not run" in w for w in warnings)          # unknown is not claimed as "did not run"
+
+
+def test_worker_numerics_fault_is_named_at_the_parameters_after_the_update(tmp_path):
+    """A fault that changes no seed, reward or coefficient (the update fused, single-op mutant) shows in
+    the loop as the parameters after the first update, with the slot and both bit patterns."""
+    from standins.mutants import make_mutant
+    clone = make_mutant(tmp_path, "fma-update")
+    result = run_parity(Options(ref=str(clone), target="es-at-scale", devices=("cpu",), dtypes=("f32",),
+                                schemes=("iid",), iterations=1, small=True, case="*/fit/*",
+                                out=str(tmp_path / "out"), quiet=True))
+    row = result.frame.iloc[0]
+    assert row["status"] == "fail" and row["mismatches"] > 0
+    assert "fit: iteration 0: parameters after the update:" in row["detail"]
+    assert row["first_mismatch_index"].startswith("w_") and row["first_mismatch_ours"].startswith("0x")
