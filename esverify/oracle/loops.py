@@ -46,6 +46,7 @@ from ..es import Config, Trainer
 from ..es.schedule import (DEFAULT_GLOBAL_SEED, FIRST_ITERATION, SEED_BOUND, batch_weighted_mean, duplicate_seeds,
                            mean_reward)
 from . import paramsets
+from . import compare as _compare
 from .cases import Case
 from .loop_compare import compare_tapes
 from .ours import reward
@@ -230,10 +231,43 @@ def loop_command(case: Case, tape: dict, seed: int) -> dict:
 
 # ----------------------------------------------------------------- the runner's row
 
+CACHING_ARTIFACT = ("artifact of the reference: with caching=True it reuses the first tensor's noise for "
+                    "tensors of equal (device, dtype, shape), which iid gives different noise (REFERENCES.md §2)")
+
+
+def reused_slots(names, tensors) -> list:
+    """Names of the slots whose (device, dtype, shape) repeats an earlier slot's: where es-awd's
+    `caching=True` reuses the earlier slot's noise (REFERENCES.md §2), so iid noise cannot agree."""
+    seen, reused = set(), []
+    for name, t in zip(names, tensors):
+        key = (str(t.device), t.dtype, tuple(t.shape))
+        if key in seen:
+            reused.append(name)
+        seen.add(key)
+    return reused
+
+
+def draw_notes(found) -> str:
+    """The loop's draw accounting in words ('' when every call drew once per seed and slot)."""
+    parts = []
+    if found.eager:
+        call, slot, name = found.eager[0]
+        parts.append(f"eager: every draw of {call} landed on slot {slot} ({name})")
+    for label, slots in (("skip or reuse: never drawn", found.missing), ("extra draws", found.extra)):
+        if slots:
+            parts.append(f"{label}: " + ", ".join(f"slot {k} ({n}) in {calls[0]}" for k, (n, calls) in
+                                                   sorted(slots.items())[:4]))
+    if found.advanced:
+        call, slot, name, pos = found.advanced[0]
+        parts.append(f"advanced: slot {slot} ({name}) drew from position {pos} of its stream in {call}: "
+                     f"generator reused or not reseeded ({found.advanced_count} such draws)")
+    return "; ".join(parts)
+
+
 def run_case(runner, t, case: Case) -> dict:
     """One loop row: our loop, the reference's loop in the child, the comparison (runner._run_case's job)."""
     from . import runner as _runner   # the runner imports this module: import back at call time
-    from .child import ChildDied, ChildTimeout
+    from .child import ChildError, ChildTimeout
     opts = runner.opts
     if not t.ensure_child():
         return _runner._row(case, status="error", detail=f"the child could not be restarted: {t.start_error}")
@@ -267,7 +301,7 @@ def run_case(runner, t, case: Case) -> dict:
     except ChildTimeout:
         return _runner._row(case, status="error", detail=f"timeout: {case.op} did not finish within "
                                                           f"{opts.timeout:g} s; the child was killed and restarted")
-    except ChildDied as exc:
+    except ChildError as exc:   # died (its real exit status), or broke the protocol
         tail = " | ".join(exc.log_tail.strip().splitlines()[-2:])
         return _runner._row(case, status="error", detail=f"{case.op}: {exc}; restarting it for the next case"
                                                           + (f"; child log: {tail}" if tail else ""))
@@ -279,25 +313,25 @@ def run_case(runner, t, case: Case) -> dict:
     theirs = reply["tape"]
     cmp, diff = compare_tapes(case, ours, theirs, reply["results"])
     fields = cmp.fields() if cmp is not None else {}
-    attribution = reply.get("attribution", {"ok": True})
+    found = _compare.findings(reply.get("attribution"))
     notes = []
-    reused = _runner.reused_slots(names, tensors) if case.op == "main-caching" and case.scheme == "iid" else []
+    reused = reused_slots(names, tensors) if case.op == "main-caching" and case.scheme == "iid" else []
     if case.op == "fit":
         record_finding(runner, "fit-extra-update", case, theirs["updates"], int(case.extra["iterations"]))
-    if not attribution.get("ok", True) and case.scheme == "iid":
+    accounting = draw_notes(found)
+    if found.eager and case.scheme == "iid":
         status = "unverifiable"
-        notes.append(f"{case.op}: {attribution.get('detail')}: iid noise could not be attributed to slots")
+        notes.append(f"{case.op}: {accounting}: iid noise could not be attributed to slots")
     elif diff is not None and reused and diff.kind in ("values", "records"):
         status = "artifact"
-        notes += [_runner.CACHING_ARTIFACT + f"; slots reusing noise: {', '.join(reused)}", f"{case.op}: {diff}"]
+        notes += [CACHING_ARTIFACT + f"; slots reusing noise: {', '.join(reused)}", f"{case.op}: {diff}"]
     elif diff is not None:
         status = "fail"
         notes.append(f"{case.op}: {diff}")
     else:
         status = "pass"
-    if not attribution.get("ok", True) and case.scheme != "iid":
-        notes.append(f"note: {attribution.get('detail')} (harmless under correlated: the noise does not "
-                     "depend on the slot)")
+    if accounting and not (found.eager and case.scheme == "iid"):
+        notes.append(f"{case.op}: {accounting}")
     for i, it in enumerate(ours["iterations"]):
         repeated = duplicate_seeds(it["update"]["seeds"])
         if repeated and case.op == "fit":   # es-at-scale keys members by seed value (REFERENCES.md §5)
@@ -306,9 +340,7 @@ def run_case(runner, t, case: Case) -> dict:
     if status == "fail" and opts.keep_tensors:
         ours_path = paramsets.write(out / "ours.npz", names, ours["final"])
         runner.kept.append((case.case_id, ours_path, reply["results"]))   # engine 0's final parameters
-    row = _runner._row(case, status=status, detail="; ".join(notes), **fields)
-    row["eager"] = not attribution.get("ok", True)
-    return row
+    return _runner._row(case, status=status, detail="; ".join(notes), **fields)
 
 
 def record_finding(runner, key: str, case: Case, theirs_updates: int, iterations: int):
