@@ -391,9 +391,12 @@ def environment() -> dict:
 
 def _error(exc: BaseException) -> dict:
     info = getattr(exc, "info", None)
-    return {"kind": info["kind"] if info else type(exc).__name__,
-            "message": str(exc) if info else f"{type(exc).__name__}: {exc}",
-            "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]}
+    out = {"kind": info["kind"] if info else type(exc).__name__,
+           "message": str(exc) if info else f"{type(exc).__name__}: {exc}",
+           "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]}
+    if info:   # a load failure found at call time: which file, and which Python it needs
+        out.update({k: info[k] for k in ("file", "needs") if k in info})
+    return out
 
 
 def serve(target: str, load_modules, handlers: dict, threads: int | None = None):

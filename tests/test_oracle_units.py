@@ -21,6 +21,7 @@ from esverify import bits
 from esverify import rng as es_rng
 from esverify.oracle import cases, compare, paramsets
 from esverify.oracle.clones import TARGETS, CloneError, inspect_clone
+from esverify.oracle.loops import LOOP_OPS
 from esverify.oracle.runner import exit_code, summary_pivot
 from esverify.paths import oracles_dir
 from standins.mutants import STANDINS

@@ -309,7 +309,9 @@ def run_case(runner, t, case: Case) -> dict:
         clock["reference_s"] += time.perf_counter() - started
     if reply.get("status") != "ok":
         err = reply.get("error") or {}
-        return _runner._row(case, status="error", detail=f"{case.op}: the reference side raised {err.get('message')}")
+        env = t.hello["environment"] if t.hello else {}
+        return _runner.too_old_python(case, err, env) or _runner._row(
+            case, status="error", detail=f"{case.op}: the reference side raised {err.get('message')}")
     theirs = reply["tape"]
     cmp, diff = compare_tapes(case, ours, theirs, reply["results"])
     fields = cmp.fields() if cmp is not None else {}

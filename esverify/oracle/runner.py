@@ -612,15 +612,8 @@ class Runner:
             return _row(case, status="error", detail=f"the child could not be restarted: {t.start_error}")
         load_error = (t.hello.get("modules") or {}).get(module_key)
         if load_error and not getattr(t, "variant_clone", None):
-            needs = str(load_error.get("needs") or "")
-            if load_error.get("kind") == "syntax" and re.match(r"Python \d+\.\d+ or newer", needs):
-                # the clone is fine: this child's Python is too old for the file (not checked here)
-                version = needs.split(" or newer")[0]
-                return _row(case, status="skipped", detail=(
-                    f"not checked here: {load_error.get('file')} needs {needs}; the child is Python "
-                    f"{env.get('python') or t.hello.get('python') or '?'}; to check it: pass --python with a "
-                    f"{version}+ interpreter that has torch and numpy"))
-            return _row(case, status="error", detail=f"{case.op}: {load_error['message']}")
+            return too_old_python(case, load_error, env) or _row(case, status="error",
+                                                                 detail=f"{case.op}: {load_error['message']}")
         if case.op in _loops.LOOP_OPS:   # the references' own training loops (issue 9)
             return _loops.run_case(self, t, case)
         from ..rng import default_backend
@@ -851,6 +844,19 @@ def exit_code(frame: pd.DataFrame, setup_error: bool, require_all: bool = False)
     if require_all and statuses & {"skipped", "not-run", "unsupported"}:
         return 1
     return 0
+
+
+def too_old_python(case, load_error: dict, env: dict) -> dict | None:
+    """A `skipped` row when `load_error` (the child's diagnosis of a reference file) says the file
+    needs a newer Python than the child's: the clone is fine, the row is not checked here. Else None."""
+    needs = str(load_error.get("needs") or "")
+    if load_error.get("kind") != "syntax" or not re.match(r"Python \d+\.\d+ or newer", needs):
+        return None
+    version = needs.split(" or newer")[0]
+    return _row(case, status="skipped", detail=(
+        f"not checked here: {load_error.get('file')} needs {needs}; the child is Python "
+        f"{env.get('python') or '?'}; to check it: pass --python with a {version}+ interpreter that has "
+        "torch and numpy"))
 
 
 def verdict_for(code: int) -> str:
