@@ -342,7 +342,11 @@ def run_case(runner, t, case: Case) -> dict:
     if status == "fail" and opts.keep_tensors:
         ours_path = paramsets.write(out / "ours.npz", names, ours["final"])
         runner.kept.append((case.case_id, ours_path, reply["results"]))   # engine 0's final parameters
-    return _runner._row(case, status=status, detail="; ".join(notes), **fields)
+    # the named diagnoses of the single-op rows (compare.diagnose), from this row's own draws
+    diagnoses = (["eager"] if found.eager else []) + (["reuse"] if status == "artifact" else []) + \
+        (["skip"] if found.missing and status != "artifact" else []) + (["extra"] if found.extra else []) + \
+        (["advanced"] if found.advanced else [])
+    return _runner._row(case, status=status, diagnosis=",".join(diagnoses), detail="; ".join(notes), **fields)
 
 
 def record_finding(runner, key: str, case: Case, theirs_updates: int, iterations: int):
