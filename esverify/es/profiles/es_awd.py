@@ -12,10 +12,11 @@ Two named rules, chosen by the parameter's device:
       f16/bf16 body:   rd_dt(fma32(f32(x), f32(y), k))
       f16/bf16 tail:   rd_dt(f32(x) + f32(rd_dt(f32(y) * k)))       i >= 32 * floor(numel / 32)
 
-  Note: ES.md writes the body as one rounding, rd_dt(x + y*k). Measured
-  on torch 2.13 (f16, a = 0.6015625, 2**20 random elements) the body is
-  fma32 followed by rd_dt: 247 elements differ from the single rounding
-  and none from fma-then-round. This module implements the measurement.
+  Note: the rule was first written with the body as one rounding,
+  rd_dt(x + y*k). Measured on torch 2.13 (f16, a = 0.6015625, 2**20 random
+  elements) the body is fma32 followed by rd_dt: 247 elements differ from
+  the single rounding and none from fma-then-round. This module implements
+  the measurement, which is what ES.md §3 states.
 - `cuda` (unverified until a GPU run): rd_dt(fma32(f32(x), f32(y), rd32(a)))
   for every element, scale kept in f32, no tail.
 
