@@ -19,8 +19,8 @@ def generate_noise(seed, shape, dtype, device):
 
 
 def _noise_for(param, seed, cache):
-    """REFERENCES.md §2: with caching=True "noise is reused for tensors of equal
-    (device, dtype, shape)"; `cache` is None when caching is off."""
+    """REFERENCES.md §2: with caching=True noise is reused for tensors of equal
+    (device, dtype, shape); `cache` is None when caching is off."""
     if cache is None:
         return generate_noise(seed, param.shape, param.dtype, param.device)
     key = (seed, str(param.device), param.dtype, tuple(param.shape))

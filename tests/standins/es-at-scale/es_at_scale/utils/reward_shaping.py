@@ -9,7 +9,7 @@ import numpy
 
 def z_score(seeds_perf, mean_reward, std_reward):
     """REFERENCES.md §1, z_score(seeds_perf, mean_reward, std_reward): stores
-    "norm_reward" = (avg_reward - mean_reward) / (std_reward + 1e-8) in each
+    `"norm_reward"` = (avg_reward - mean_reward) / (std_reward + 1e-8) in each
     member's dict, prints a line per member and returns the mapping."""
     for key, perf in seeds_perf.items():
         perf["norm_reward"] = (perf["avg_reward"] - mean_reward) / (std_reward + 1e-8)

@@ -18,32 +18,32 @@ import torch
 
 
 class WorkerExtension:
-    """REFERENCES.md §1, "defines class WorkerExtension, built with no arguments".
+    """REFERENCES.md §1, defines class WorkerExtension, built with no arguments.
 
     Works on `self.model_runner.model`, whose `named_parameters()` yields
     (name, tensor) pairs; the oracle driver sets `model_runner`.
     """
 
     def _seed_everything(self, seed):
-        """REFERENCES.md §1, perturb_self_weights: "seeds Python's random, numpy's
+        """REFERENCES.md §1, perturb_self_weights: seeds Python's random, numpy's
         legacy global generator (so seed must be below 2**32, else ValueError),
-        torch's CPU generator and every CUDA device"."""
+        torch's CPU generator and every CUDA device."""
         random.seed(seed)
         numpy.random.seed(seed)
         torch.manual_seed(seed)
         torch.cuda.manual_seed_all(seed)
 
     def _noise(self, param, seed):
-        """REFERENCES.md §1: noise "of the parameter's shape, dtype and device from
+        """REFERENCES.md §1: noise of the parameter's shape, dtype and device from
         torch.randn with a new torch.Generator seeded seed (the same seed for
-        every tensor)"."""
+        every tensor)."""
         generator = torch.Generator(device=param.device)
         generator.manual_seed(seed)
         return torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=generator)
 
     def _settle(self):
-        """REFERENCES.md §1: "torch.cuda.synchronize() only when CUDA is available
-        and torch.cuda.empty_cache() always"."""
+        """REFERENCES.md §1: torch.cuda.synchronize() only when CUDA is available
+        and torch.cuda.empty_cache() always."""
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         torch.cuda.empty_cache()
@@ -62,8 +62,8 @@ class WorkerExtension:
         print(f"perturbed weights with seed {seed} scale {scale} in {time.time() - started:.3f}s")
 
     def restore_self_weights(self, seed, sigma):
-        """REFERENCES.md §1, restore_self_weights(seed, sigma): "the same draw, adds
-        (-sigma) * noise. Returns True"."""
+        """REFERENCES.md §1, restore_self_weights(seed, sigma): the same draw, adds
+        (-sigma) * noise. Returns True."""
         self._seed_everything(seed)
         for name, param in self.model_runner.model.named_parameters():
             noise = self._noise(param, seed)
