@@ -1,4 +1,4 @@
-"""Oracle driver for an es-at-scale clone (REFERENCES.md §1), run by path in the child.
+"""Oracle driver for an es-at-scale clone (docs/references.md §1), run by path in the child.
 
 Usage (by the runner only): `python driver_es_at_scale.py --clone PATH
 --reply-fd N`. torch runs on one thread: this profile's separately rounded

@@ -1,7 +1,7 @@
 """The child side of the oracle protocol, shared by the per-target drivers.
 
 Runs ONLY in the child interpreter that executes reference code
-(REFERENCES.md §3); the esverify package never imports this file. It
+(docs/references.md §3); the esverify package never imports this file. It
 provides:
 
 - the channel: commands arrive as JSON lines on stdin; replies leave as
@@ -13,7 +13,7 @@ provides:
   yield, which is how a draw is attributed to a slot;
 - the noise hook: `torch.randn` replaced by a function that maps the
   generator's `initial_seed()` (a small handle) to an esverify member
-  seed, derives the stream seed of the current slot (RNG.md §3), draws
+  seed, derives the stream seed of the current slot (docs/CONTRACT.md §4), draws
   with esverify.rng in f32 and rounds to the requested dtype, device and
   shape. A draw without a generator or with an unknown seed raises
   `NoiseAttributionError`, and so does any call of torch's other gaussian
@@ -97,7 +97,7 @@ class StandInModelRunner:
 # ----------------------------------------------------------------- noise hook
 
 class NoiseHook:
-    """The replacement for torch.randn (REFERENCES.md §3)."""
+    """The replacement for torch.randn (docs/references.md §3)."""
 
     def __init__(self):
         self.original = torch.randn
@@ -127,7 +127,7 @@ class NoiseHook:
         if generator is None:
             raise NoiseAttributionError(
                 "torch.randn was called without a generator: the draw cannot be attributed to a "
-                "member, and torch's own noise is never let in (REFERENCES.md §3)")
+                "member, and torch's own noise is never let in (docs/references.md §3)")
         handle = int(generator.initial_seed())
         if handle not in self.table:
             raise NoiseAttributionError(
@@ -158,7 +158,7 @@ class NoiseHook:
 HOOK = NoiseHook()
 
 #: torch's other gaussian entry points: a draw through one of them cannot be attributed, so it is
-#: refused like a draw without a generator (REFERENCES.md §3: torch's own noise never gets in)
+#: refused like a draw without a generator (docs/references.md §3: torch's own noise never gets in)
 _OTHER_GAUSSIANS = ((torch, "randn_like"), (torch, "normal"), (torch.Tensor, "normal_"))
 
 
@@ -166,7 +166,7 @@ def _refuse(name):
     def refused(*args, **kwargs):
         raise NoiseAttributionError(
             f"{name} was called: the noise hook only attributes torch.randn(..., generator=...) draws "
-            "(REFERENCES.md §3); torch's own noise is never let in")
+            "(docs/references.md §3); torch's own noise is never let in")
     return refused
 
 

@@ -1,6 +1,6 @@
-"""Unit tests of the oracle pieces that need no child: comparison (ES.md §7), clone
-inspection (REFERENCES.md §4), the case matrix, statuses and exit codes, parameter
-sets, and the child-side noise hook and draw accounting (REFERENCES.md §3), which
+"""Unit tests of the oracle pieces that need no child: comparison (docs/numerics.md §7), clone
+inspection (docs/references.md §4), the case matrix, statuses and exit codes, parameter
+sets, and the child-side noise hook and draw accounting (docs/references.md §3), which
 the test imports by path from oracles/ (the esverify package never does).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Where a member's noise comes from (RNG.md §3, ES.md §1 and §4).
+"""Where a member's noise comes from (docs/CONTRACT.md §4, docs/numerics.md §1 and §4).
 
 The noise of (iteration, member, slot) is the contract's gaussian stream of
 ``stream_seed(member_seed(seed, iteration, population, member'), slot,
@@ -33,12 +33,12 @@ def noise_member(member: int, antithetic: bool) -> int:
 
 
 def sign_of(member: int, antithetic: bool) -> int:
-    """+1, or -1 for the odd (mirrored) half of an antithetic pair (ES.md §4)."""
+    """+1, or -1 for the odd (mirrored) half of an antithetic pair (docs/numerics.md §4)."""
     return -1 if antithetic and member % 2 else 1
 
 
 def noise_seed(config, iteration: int, member: int) -> int:
-    """The u64 member seed the trainer uses for `member` at `iteration` (RNG.md §3).
+    """The u64 member seed the trainer uses for `member` at `iteration` (docs/CONTRACT.md §4).
 
     Antithetic members 2k and 2k+1 both get ``member_seed(..., member=2k)``.
     This is the map an oracle needs from a reference's seed handles to ours.
@@ -67,7 +67,7 @@ class NoiseSource:
     def draw(self, stream_seed: int, first: int, n: int, device: torch.device) -> torch.Tensor:
         """Elements first .. first+n-1 of the stream, an f32 tensor of shape (n,) on `device`.
 
-        stream_seed: u64 (RNG.md §3); first, n: ints >= 0 with first + n <=
+        stream_seed: u64 (docs/CONTRACT.md §4); first, n: ints >= 0 with first + n <=
         2**64. A bad stream_seed or first raises what esverify.rng.gaussian_into
         raises (ValueError/TypeError naming the argument).
         """

@@ -1,4 +1,4 @@
-"""The clean-room ES trainer (ES.md §1-§6; Qiu et al. 2025, Algorithm 1).
+"""The clean-room ES trainer (docs/numerics.md §1-§6; Qiu et al. 2025, Algorithm 1).
 
 Design record:
 - theta is the caller's tensors, changed in place; noise is regenerated
@@ -72,7 +72,7 @@ def _overlap(labels: list[str], tensors: list[torch.Tensor]) -> tuple[str, str] 
 
 
 class Trainer:
-    """ES on a fixed list of parameter tensors, in place (ES.md §6).
+    """ES on a fixed list of parameter tensors, in place (docs/numerics.md §6).
 
     params: iterable of torch tensors or (name, tensor) pairs (e.g.
     ``module.named_parameters()``): contiguous, f32/f16/bf16, CPU or CUDA,
@@ -127,7 +127,7 @@ class Trainer:
         return [self.profile.rule_for(t.device) for _, t in self.slots]
 
     def member_seed(self, member: int, iteration: int | None = None) -> int:
-        """u64 member seed of `member` at `iteration` (default: the current one), RNG.md §3.
+        """u64 member seed of `member` at `iteration` (default: the current one), docs/CONTRACT.md §4.
 
         Antithetic members 2k and 2k+1 share member 2k's seed. TypeError /
         ValueError naming `member` when it is not an int in [0, population).
@@ -136,7 +136,7 @@ class Trainer:
         return _noise.noise_seed(self.config, self.iteration if iteration is None else iteration, member)
 
     def stream_seed(self, member: int, slot: int, iteration: int | None = None) -> int:
-        """u64 seed of the gaussian stream of (member, slot) at `iteration` (RNG.md §3, config.scheme).
+        """u64 seed of the gaussian stream of (member, slot) at `iteration` (docs/CONTRACT.md §4, config.scheme).
 
         Errors as member_seed; TypeError/ValueError naming `slot` unless it is an int in [0, 2**64).
         """
@@ -164,7 +164,7 @@ class Trainer:
 
     # -- perturb / restore / materialize ---------------------------------
     def perturb(self, member: int) -> None:
-        """theta <- theta + sigma * q(eps_member) in place, per the profile (ES.md §3).
+        """theta <- theta + sigma * q(eps_member) in place, per the profile (docs/numerics.md §3).
 
         Odd members of antithetic pairs apply -sigma. Raises RuntimeError when
         a member is already active.
@@ -259,7 +259,7 @@ class Trainer:
         rewards: N finite floats in member order. Everything is validated
         first (non-finite coefficients, e.g. from an f64 overflow, are a
         ValueError too); on error nothing changes. Antithetic pairs fold to
-        D_k = C_2k - C_2k+1 (f64) with divisor N (ES.md §4). Returns a dict:
+        D_k = C_2k - C_2k+1 (f64) with divisor N (docs/numerics.md §4). Returns a dict:
         mean, std, min, max, shaping, coefficients (f64 array, the shaped C_n),
         terms (the f64 coefficients applied: C_n, or D_k when antithetic),
         iteration (the one just used), profile, profile_version, rule (one
@@ -329,7 +329,7 @@ class Trainer:
 
     @property
     def anchor(self) -> list[torch.Tensor] | None:
-        """theta0 of anchored decay (ES.md §5): clones of the slots in slot order, or None.
+        """theta0 of anchored decay (docs/numerics.md §5): clones of the slots in slot order, or None.
 
         Captured at construction when decay is on, by `capture_anchor`, or by
         load_state_dict when the loaded config turns decay on. Same shapes,
@@ -338,7 +338,7 @@ class Trainer:
         return self._anchor
 
     def state_dict(self) -> dict:
-        """JSON-able state, no tensors (ES.md §6)."""
+        """JSON-able state, no tensors (docs/numerics.md §6)."""
         return {"format": STATE_FORMAT, "rng_contract": _noise.CONTRACT_VERSION,
                 "profile": self.profile.name, "profile_version": self.profile.version,
                 "config": self.config.to_dict(), "iteration": self.iteration, "slots": self.layout()}
@@ -381,7 +381,7 @@ class Trainer:
                              f"{self.layout()!r}")
         it = state.get("iteration")
         if isinstance(it, bool) or not isinstance(it, int) or not 0 <= it < 2 ** 64:
-            raise ValueError(f"state iteration must be an int in [0, 2**64) (a u64 counter, RNG.md §3), got {it!r}")
+            raise ValueError(f"state iteration must be an int in [0, 2**64) (a u64 counter, docs/CONTRACT.md §4), got {it!r}")
         cfg["chunk_elements"] = self.config.chunk_elements
         config = Config(**cfg)
         self.config, self.profile, self.iteration = config, profile, it

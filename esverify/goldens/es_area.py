@@ -1,4 +1,4 @@
-"""The `es-at-scale` and `es-awd` golden areas: update goldens (issue 3 part 3; ES.md §2-§5).
+"""The `es-at-scale` and `es-awd` golden areas: update goldens (issue 3 part 3; docs/numerics.md §2-§5).
 
 Each vector is a short training run: a config, initial parameters of
 several dtypes (as bit arrays), and per iteration the member to perturb
@@ -168,7 +168,7 @@ def _targets(profile: str) -> dict[str, tuple[str, str]]:
     """label -> (noise backend, device), labels as `esverify.rng.backend_targets()`.
 
     es-awd goldens hold rule `cpu` values, so that area is recomputed on
-    CPU targets only; es-at-scale is device-independent (ES.md §3).
+    CPU targets only; es-at-scale is device-independent (docs/numerics.md §3).
     """
     from ..rng import backend_targets
     return {label: (name, device or "cpu") for label, name, device in backend_targets()

@@ -1,4 +1,4 @@
-"""The golden file format: canonical bytes, loading and schema validation (RNG.md §4).
+"""The golden file format: canonical bytes, loading and schema validation (docs/CONTRACT.md §5).
 
 A golden file is ``{"contract": {"name", "version"}, "generator": {"tool",
 "version"}, "vectors": [...]}``; the vector layout is described in

@@ -10,7 +10,7 @@ that `--case PATTERN` matches against:
   zscore case per device (f64, no dtype or scheme: the reference's z_score
   against ours on the parent's mean/std).
 - es-awd: perturb, restore, update-none / update-l1 / update-l2, decay-l1 /
-  decay-l2 (the decay alone), mirrored (ES.md §4 fold) and caching
+  decay-l2 (the decay alone), mirrored (docs/numerics.md §4 fold) and caching
   (`caching=True`; under iid an artefact of the reference).
 
 Single-operation cases use the set with the >= 1M-element tensor (unless
@@ -95,7 +95,7 @@ def build_matrix(targets, devices, dtypes, schemes, population, sigma, alpha, it
                             del cases[-3]
                     else:
                         for op in AWD_OPS:
-                            # mirrored pairs need an even population (ES.md §4)
+                            # mirrored pairs need an even population (docs/numerics.md §4)
                             n = population + population % 2 if op == "mirrored" else population
                             cases.append(Case(target, device, dtype, scheme, op, n, sigma, alpha, not small))
     return cases

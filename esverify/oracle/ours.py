@@ -3,7 +3,7 @@
 This is the ONE adapter between the oracle and the trainer (issue 3 API):
 `Config`, `Trainer` (perturb / restore / update / step, `member_seed`),
 `shape_rewards` and `apply_anchor_decay_`. It also produces what the child
-needs to replay the case on the reference: the handle table (REFERENCES.md
+needs to replay the case on the reference: the handle table (docs/references.md
 §3: handle 1000 * (member + 1) -> the trainer's u64 member seed), the
 seed handles and coefficients of each update, all computed once here and
 given to both sides (issue 4 item 4).
@@ -102,7 +102,7 @@ def _update(case, names, tensors, anchor, seed, mapping, backend) -> OursResult:
         overrides.update(anchor_decay=decay, anchor_lambda=DECAY_LAMBDA)
     coeffs, _ = shape_rewards(case_rewards(seed, case.population), "zscore")
     if decay != "none":
-        # the anchor is captured at construction: build on the anchor, then load theta (ES.md §6)
+        # the anchor is captured at construction: build on the anchor, then load theta (docs/numerics.md §6)
         current = [t.clone() for t in tensors]
         with torch.no_grad():
             for t, a in zip(tensors, anchor):
@@ -115,7 +115,7 @@ def _update(case, names, tensors, anchor, seed, mapping, backend) -> OursResult:
         trainer = Trainer(list(zip(names, tensors)), _config(case, seed, mapping, **overrides), backend=backend)
     if mirrored:
         members = list(range(0, case.population, 2))
-        # the reference's training script folds pairs itself: D_k = C_2k - C_2k+1 in f64 (REFERENCES.md §2)
+        # the reference's training script folds pairs itself: D_k = C_2k - C_2k+1 in f64 (docs/references.md §2)
         sent = [float(coeffs[2 * k] - coeffs[2 * k + 1]) for k in range(case.population // 2)]
     else:
         members = list(range(case.population))

@@ -5,13 +5,13 @@ target's driver (oracles/driver_*.py, by path) under `--python`; the
 runner checks up front that the child has torch and numpy and which
 devices it sees, then runs each case on our side (esverify.es, through
 `ours`) and on the reference side (the child, same noise through the
-hook, same backend), and compares the results bitwise (ES.md §7).
+hook, same backend), and compares the results bitwise (docs/numerics.md §7).
 
 Statuses: pass, fail, error (the reference, the child or our side could
 not run the case; timeouts and child deaths included: the child is
 restarted and the run goes on), skipped (a device the child does not
 see), unverifiable (iid results of a target whose draws could not be
-attributed to slots: eager consumption, REFERENCES.md §3) and artifact
+attributed to slots: eager consumption, docs/references.md §3) and artifact
 (es-awd `caching=True` under iid, a documented artefact of the reference,
 when every mismatch lies in a slot whose noise the reference reused; a
 mismatch anywhere else is a fail).
@@ -53,7 +53,7 @@ COLUMNS = ["target", "device", "dtype", "scheme", "op", "population", "case", "r
            "first_mismatch_theirs", "status", "detail"]
 STATUSES = ("pass", "fail", "error", "skipped", "unverifiable", "artifact")
 CACHING_ARTIFACT = ("artefact of the reference: with caching=True it reuses the first tensor's noise for "
-                    "tensors of equal (device, dtype, shape), which iid gives different noise (REFERENCES.md §2)")
+                    "tensors of equal (device, dtype, shape), which iid gives different noise (docs/references.md §2)")
 _PROBE = ("import importlib.util as u, json, platform, sys; print(json.dumps({'python': platform.python_version(), "
           "'executable': sys.executable, 'torch': u.find_spec('torch') is not None, "
           "'numpy': u.find_spec('numpy') is not None}))")
@@ -249,7 +249,7 @@ class Runner:
     # -- main
     def run(self) -> RunResult:
         import torch
-        # Our side on one torch thread: the profiles are thread-count independent (ES.md §6), and
+        # Our side on one torch thread: the profiles are thread-count independent (docs/numerics.md §6), and
         # idle-spinning worker threads would compete with the child for the same cores.
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
@@ -387,8 +387,8 @@ class Runner:
             if not get_mapping(opts.mapping).bitwise_portable:
                 return _row(case, status="error", detail=f"{case.op}: the child lacks the noise backend {backend!r} "
                                                          f"the parent uses, and {opts.mapping} is only bit-exact "
-                                                         "within one backend (RNG.md §2a); install numba there")
-            child_backend = None   # poly32 is bitwise identical on every backend (RNG.md §2b)
+                                                         "within one backend (docs/CONTRACT.md §3a); install numba there")
+            child_backend = None   # poly32 is bitwise identical on every backend (docs/CONTRACT.md §3b)
             self.notes.add(f"the child lacks noise backend {backend!r}; it used its own default "
                            f"({opts.mapping} is bitwise identical on every backend)")
         variant = "offset" if case.target == "es-awd" else "base"
@@ -505,7 +505,7 @@ class Runner:
 
 def reused_slots(names, tensors) -> list:
     """Names of the slots whose (device, dtype, shape) repeats an earlier slot's: where es-awd's
-    `caching=True` reuses the earlier slot's noise (REFERENCES.md §2), so iid noise cannot agree."""
+    `caching=True` reuses the earlier slot's noise (docs/references.md §2), so iid noise cannot agree."""
     seen, reused = set(), []
     for name, t in zip(names, tensors):
         key = (str(t.device), t.dtype, tuple(t.shape))
