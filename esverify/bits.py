@@ -1,4 +1,4 @@
-"""Bit patterns, hex encoding and ulp distances (ES.md §7, RNG.md §4).
+"""Bit patterns, hex encoding and ulp distances (docs/numerics.md §7, docs/CONTRACT.md §5).
 
 A mismatch is any difference in bits, the sign of zero included. The ulp
 distance of two values of one format is |ord(a) - ord(b)| where `ord` maps

@@ -1,4 +1,4 @@
-"""Is this process flushing subnormals to zero? (issue 10 item 3; ES.md §3, RNG.md §2b)
+"""Is this process flushing subnormals to zero? (issue 10 item 3; docs/numerics.md §3, docs/CONTRACT.md §3b)
 
 Every contract result is an IEEE-754 result, subnormals included. A process
 can silently leave IEEE arithmetic: `torch.set_flush_denormal(True)` sets

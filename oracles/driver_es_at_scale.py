@@ -1,4 +1,4 @@
-"""Oracle driver for an es-at-scale clone (REFERENCES.md §1), run by path in the child.
+"""Oracle driver for an es-at-scale clone (docs/references.md §1), run by path in the child.
 
 Usage (by the runner only): `python driver_es_at_scale.py --clone PATH
 --reply-fd N`. torch runs on one thread: this profile's separately rounded
@@ -26,7 +26,7 @@ SHAPING = "es_at_scale/utils/reward_shaping.py"
 
 
 def load_modules(clone):
-    loops.start(clone, "es-at-scale")   # coverage and the stand-in modules first (REFERENCES.md §5)
+    loops.start(clone, "es-at-scale")   # coverage and the stand-in modules first (docs/references.md §5)
     modules = {}
     for key, rel in (("worker_extension", WORKER), ("reward_shaping", SHAPING)):
         try:

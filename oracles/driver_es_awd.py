@@ -1,7 +1,7 @@
-"""Oracle driver for an es-awd clone (REFERENCES.md §2), run by path in the child.
+"""Oracle driver for an es-awd clone (docs/references.md §2), run by path in the child.
 
 Usage (by the runner only): `python driver_es_awd.py --clone PATH
---reply-fd N`. torch runs on ONE thread (ES.md §3, rule `cpu`: the
+--reply-fd N`. torch runs on ONE thread (docs/numerics.md §3, rule `cpu`: the
 reference's bits depend on the thread count). Loads `weight_update_utils.py`
 by path and answers perturb, restore, update (decay none/l1/l2, caching,
 mirrored: all the same reference call with different arguments) and decay
@@ -21,7 +21,7 @@ UTILS = "weight_update_utils.py"
 
 
 def load_modules(clone):
-    loops.start(clone, "es-awd")   # coverage and the stand-in modules first (REFERENCES.md §5)
+    loops.start(clone, "es-awd")   # coverage and the stand-in modules first (docs/references.md §5)
     try:
         return {"weight_update_utils": load_module(clone, UTILS, "esverify_oracle_ref_weight_update_utils")}
     except ReferenceLoadError as exc:

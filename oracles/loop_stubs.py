@@ -1,4 +1,4 @@
-"""Inert stand-ins for the packages the reference training loops import (REFERENCES.md §5).
+"""Inert stand-ins for the packages the reference training loops import (docs/references.md §5).
 
 Runs ONLY in the parity child; the esverify package never imports it.
 

@@ -1,4 +1,4 @@
-"""The reference training loops, driven in the parity child (REFERENCES.md §5; issue 9).
+"""The reference training loops, driven in the parity child (docs/references.md §5; issue 9).
 
 Runs ONLY in the child; the esverify package never imports it. It adds to
 a driver:
@@ -177,7 +177,7 @@ def import_reference(dotted: str, relpath: str):
             "kind": "import", "file": relpath, "package": exc.name,
             "message": (f"{relpath} imports {exc.name!r}, which is not installed for the child {py}: install it "
                         "there or pass --python with an interpreter that has it (ray, vllm, transformers and wandb "
-                        "need not be: the child serves stand-ins for them, REFERENCES.md §5)")}) from None
+                        "need not be: the child serves stand-ins for them, docs/references.md §5)")}) from None
     except Exception as exc:  # noqa: BLE001 - any import-time failure is reported, not raised
         raise ReferenceLoadError({"kind": "import-error", "file": relpath,
                                   "message": f"importing {relpath} raised {type(exc).__name__}: {exc}"}) from None
@@ -316,7 +316,7 @@ class Tape:
 
 class LoopModel(StandInModel):
     """The stand-in model of a loop engine: also `state_dict()` (name -> tensor, slot order), which the
-    references save with torch.save (REFERENCES.md §5)."""
+    references save with torch.save (docs/references.md §5)."""
 
     def state_dict(self):
         return dict(zip(self.names, self.tensors))
@@ -351,7 +351,7 @@ class _Task:
 
 
 class _Noise:
-    """Context of one loop: contract noise keeps the hook; native noise (REFERENCES.md §3a) lets the
+    """Context of one loop: contract noise keeps the hook; native noise (docs/references.md §3a) lets the
     reference draw torch's own noise, with the 30-bit seeds its loop drew going straight to torch."""
 
     def __init__(self, case):

@@ -1,7 +1,7 @@
 """The child side of the oracle protocol, shared by the per-target drivers.
 
 Runs ONLY in the child interpreter that executes reference code
-(REFERENCES.md §3); the esverify package never imports this file. It
+(docs/references.md §3); the esverify package never imports this file. It
 provides:
 
 - the channel: commands arrive as JSON lines on stdin; replies leave as
@@ -13,13 +13,13 @@ provides:
   yield, which is how a draw is attributed to a slot;
 - the noise hook: `torch.randn` replaced by a function that maps the
   generator's `initial_seed()` (a small handle) to an esverify member
-  seed, derives the stream seed of the current slot (RNG.md §3), draws
+  seed, derives the stream seed of the current slot (docs/CONTRACT.md §4), draws
   with esverify.rng in f32 and rounds to the requested dtype, device and
   shape. A draw without a generator or with an unknown seed raises
   `NoiseAttributionError`, and so does any call of torch's other gaussian
   entry points (`randn_like`, `normal`, `Tensor.normal_`): torch's own
   noise never gets in;
-- generator semantics (REFERENCES.md §3a): a generator is a stream that
+- generator semantics (docs/references.md §3a): a generator is a stream that
   each draw advances and a reseed rewinds; a draw past position 0 is
   recorded with its position; a generator of another device than the
   requested one is refused, as torch refuses it; under `native` noise
@@ -107,11 +107,11 @@ class GeneratorDeviceError(RuntimeError):
 
 
 class NoiseHook:
-    """The replacement for torch.randn (REFERENCES.md §3 and §3a).
+    """The replacement for torch.randn (docs/references.md §3 and §3a).
 
     Under `contract` noise a generator is modelled as a stream: a generator
     seeded s starts at element 0 of the contract stream that s maps to
-    (for the slot being processed, RNG.md §3), every draw returns the next
+    (for the slot being processed, docs/CONTRACT.md §4), every draw returns the next
     elements and advances its position, and reseeding rewinds it. The
     position is tracked per generator object: after each draw the hook
     records a digest of the generator's state (and advances the real
@@ -168,7 +168,7 @@ class NoiseHook:
         if generator is None:
             raise NoiseAttributionError(
                 "torch.randn was called without a generator: the draw cannot be attributed to a "
-                "member, and torch's own noise is never let in (REFERENCES.md §3)")
+                "member, and torch's own noise is never let in (docs/references.md §3)")
         handle = int(generator.initial_seed())
         if handle not in self.table:
             raise NoiseAttributionError(
@@ -184,7 +184,7 @@ class NoiseHook:
         if generator.device.type != device.type:     # torch: "Expected a '<dev>' device type for generator"
             raise GeneratorDeviceError(
                 f"torch.randn(device={device.type!r}) was given a generator on {generator.device.type!r}: torch "
-                f"refuses a generator of another device type (REFERENCES.md §3a); slot {slot} "
+                f"refuses a generator of another device type (docs/references.md §3a); slot {slot} "
                 f"({self.model.names[slot]})")
         numel = math.prod(shape)
         position = self._position(generator)
@@ -218,7 +218,7 @@ class NoiseHook:
 HOOK = NoiseHook()
 
 #: torch's other gaussian entry points: a draw through one of them cannot be attributed, so it is
-#: refused like a draw without a generator (REFERENCES.md §3: torch's own noise never gets in)
+#: refused like a draw without a generator (docs/references.md §3: torch's own noise never gets in)
 _OTHER_GAUSSIANS = ((torch, "randn_like"), (torch, "normal"), (torch.Tensor, "normal_"))
 
 
@@ -226,7 +226,7 @@ def _refuse(name):
     def refused(*args, **kwargs):
         raise NoiseAttributionError(
             f"{name} was called: the noise hook only attributes torch.randn(..., generator=...) draws "
-            "(REFERENCES.md §3); torch's own noise is never let in")
+            "(docs/references.md §3); torch's own noise is never let in")
     return refused
 
 
@@ -253,7 +253,7 @@ def expected_draws(tensors, seeds, caching=False) -> collections.Counter:
 
 
 class DrawAudit:
-    """The draw accounting of one case (REFERENCES.md §3, §3a): per reference call, the draws the
+    """The draw accounting of one case (docs/references.md §3, §3a): per reference call, the draws the
     hook saw against one draw per (seed, slot).
 
     Findings per call (the parent names the diagnoses): `eager` (every draw landed on the last slot

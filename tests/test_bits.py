@@ -1,4 +1,4 @@
-"""esverify.bits: hex round trips, ordinals and ulp distances (ES.md §7)."""
+"""esverify.bits: hex round trips, ordinals and ulp distances (docs/numerics.md §7)."""
 import struct
 
 import ml_dtypes

@@ -1,4 +1,4 @@
-"""Every error of ES.md §6, with a message naming its cause; a failed update changes no byte."""
+"""Every error of docs/numerics.md §6, with a message naming its cause; a failed update changes no byte."""
 from __future__ import annotations
 
 import copy
@@ -23,7 +23,7 @@ from test_es_helpers import assert_bitwise
     ({"anchor_lambda": -0.5, "anchor_decay": "l1"}, "anchor_lambda"), ({"anchor_lambda": math.nan}, "anchor_lambda"),
     ({"anchor_decay": "l2", "alpha": 0.5, "anchor_lambda": 2.0}, "alpha * anchor_lambda"),
     ({"seed": -1}, "seed"), ({"seed": 1 << 64}, "seed"), ({"chunk_elements": 0}, "chunk_elements"),
-    # finite in f64 but infinite once rounded to f32, as every profile does (ES.md §3)
+    # finite in f64 but infinite once rounded to f32, as every profile does (docs/numerics.md §3)
     ({"sigma": 1e300}, "sigma must stay finite when rounded to f32"),
     ({"sigma": 1.0, "alpha": 3.5e38}, "alpha must stay finite when rounded to f32"),
 ])
@@ -168,7 +168,7 @@ def test_anchor_decay_alone_errors():
 ])
 def test_update_with_non_finite_coefficients_changes_no_byte(rewards, shaping, cause):
     """Finite rewards whose shaped (or folded) coefficients are NaN/inf would poison theta like a
-    NaN reward (ES.md §2, §6): the update must refuse, naming the members, and change no byte."""
+    NaN reward (docs/numerics.md §2, §6): the update must refuse, naming the members, and change no byte."""
     params = [torch.randn(40), torch.randn(3, dtype=torch.float16)]
     before = [p.clone() for p in params]
     tr = Trainer(params, Config(population=4, shaping=shaping, antithetic=shaping == "none"))
@@ -204,7 +204,7 @@ def test_state_dict_is_json_with_numpy_integer_config():
 
 
 def test_materialize_refuses_out_tensors_that_alias_theta():
-    """materialize writes 'without touching theta' (ES.md §6): an out tensor sharing memory with a
+    """materialize writes 'without touching theta' (docs/numerics.md §6): an out tensor sharing memory with a
     parameter (or another out) is refused before anything is written; a dict must name every slot."""
     p, q = torch.randn(5), torch.randn(3, dtype=torch.float16)
     before = [p.clone(), q.clone()]

@@ -54,7 +54,7 @@ def test_constant_rewards_zero_coefficients_change_nothing(n, profile):
 
 
 def test_constant_rewards_coefficients_as_described():
-    """Claim (ES.md §2): at N = 30, R = 0.1 numpy's mean is inexact, so every coefficient is the
+    """Claim (docs/numerics.md §2): at N = 30, R = 0.1 numpy's mean is inexact, so every coefficient is the
     same tiny value, (0.1 - mean) / (0 + 1e-8) with mean = numpy.mean, about -2.8e-9, not 0;
     centered ranks of equal rewards give the full spread by member index."""
     coeffs, stats = shape_rewards([0.1] * 30, "zscore")
@@ -190,7 +190,7 @@ def test_antithetic_fold_regenerates_each_pair_once():
 
 
 def test_antithetic_fold_is_the_difference_of_coefficients():
-    """Claim (ES.md §4): the applied term of pair k is D_k = C_2k - C_2k+1 in f64, divisor N."""
+    """Claim (docs/numerics.md §4): the applied term of pair k is D_k = C_2k - C_2k+1 in f64, divisor N."""
     tr = Trainer([torch.zeros(5)], Config(population=6, antithetic=True))
     stats = tr.update([1.0, 4.0, 2.0, 2.0, -1.0, 7.5])
     c = stats["coefficients"]

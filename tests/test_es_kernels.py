@@ -3,7 +3,7 @@
 For random shapes (0-dim and odd sizes), dtypes, seeds, schemes, mappings,
 profiles, shapings, antithetic pairs, anchored decay, chunk sizes and torch
 thread counts, the trainer's perturb, restore and update give exactly the
-bits of esverify.es.reference, which spells one rounding per ES.md line.
+bits of esverify.es.reference, which spells one rounding per docs/numerics.md line.
 """
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def test_fma32_equals_exact_rationals(data_seed, shift):
 
 @pytest.mark.parametrize("dt", ["f16", "bf16", "f32"])
 def test_awd_cpu_rule_matches_torch_add_single_thread(dt):
-    """Differential against torch's own add_(alpha=) on one CPU thread (the rule's source, ES.md §3).
+    """Differential against torch's own add_(alpha=) on one CPU thread (the rule's source, docs/numerics.md §3).
 
     The rule was measured on AVX2 and re-measured here under AVX-512 (both
     agree); under another capability the body/tail split may differ, so only
@@ -181,7 +181,7 @@ def test_numba_cpu_path_equals_torch_path(n, data_seed, coeff, chunk):
 @given(dtypes, st.sampled_from(["l1", "l2"]), st.sampled_from([0.0, 0.01, 0.5, 0.9]), st.integers(0, 2**32 - 1),
        st.integers(0, 80))
 def test_anchor_decay_alone_equals_reference(dt, kind, a_step, data_seed, n):
-    """apply_anchor_decay_ (the public decay-only entry point) equals ES.md §5 line by line,
+    """apply_anchor_decay_ (the public decay-only entry point) equals docs/numerics.md §5 line by line,
     including the l1 zeros of small deltas and signed zeros."""
     from esverify.es import apply_anchor_decay_
     rng = np.random.default_rng(data_seed)

@@ -1,8 +1,8 @@
 """Rewards that cannot become a finite f64 and u64 values in the trainer's JSON state (issue 10, items 4, 7).
 
 Every reward that cannot become a finite f64 gets a TypeError or ValueError naming the member, and
-the refused update changes no byte of theta and not the iteration counter (ES.md §2, §6). The state
-writes u64 values as "0x" + 16 hex digits (RNG.md §4) and reads both forms.
+the refused update changes no byte of theta and not the iteration counter (docs/numerics.md §2, §6). The state
+writes u64 values as "0x" + 16 hex digits (docs/CONTRACT.md §5) and reads both forms.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed schedules and reward aggregation of esverify.es.schedule (issue 9; REFERENCES.md §5).
+"""Seed schedules and reward aggregation of esverify.es.schedule (issue 9; docs/references.md §5).
 
 Known answers come from numpy's own generator (differential: the schedule
 must equal `default_rng((seed or 42) + i + first).integers(0, 2**30, n)`),
@@ -123,7 +123,7 @@ def test_update_order_shapes_over_the_collection_order():
     base = Trainer([names[0].clone()], Config(population=6, antithetic=True, seed=5))
     ordered = Trainer([names[0].clone()], Config(population=6, antithetic=True, seed=5))
     manual = Trainer([names[0].clone()], Config(population=6, antithetic=True, seed=5, shaping="none"))
-    coeffs_eval = (r[order] - np.mean(r[order])) / (np.std(r[order]) + 1e-8)     # ES.md §2 in that order
+    coeffs_eval = (r[order] - np.mean(r[order])) / (np.std(r[order]) + 1e-8)     # docs/numerics.md §2 in that order
     coeffs = np.empty(6)
     coeffs[order] = coeffs_eval
     got = ordered.update(r, order=order)

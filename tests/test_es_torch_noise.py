@@ -1,10 +1,10 @@
-"""The trainer's `noise="torch"` backend (esverify.es.noise.TorchNoise; REFERENCES.md §1-§2, §3a).
+"""The trainer's `noise="torch"` backend (esverify.es.noise.TorchNoise; docs/references.md §1-§2, §3a).
 
 Known answers: the trainer with torch's own noise computes, bit for bit,
 what the references' published interface computes with it (a new
 torch.Generator on the tensor's device seeded with the member's seed,
 torch.randn in the tensor's shape and dtype, the same seed for every
-tensor), written out here in plain torch as REFERENCES.md §1 describes
+tensor), written out here in plain torch as docs/references.md §1 describes
 es-at-scale. Plus its limits: correlated only, no contract backend, a
 state that records the noise.
 """
@@ -47,7 +47,7 @@ def test_perturb_and_restore_draw_torchs_noise_like_the_reference(member):
     table.update({trainer.member_seed(m): 1000 + 7919 * m for m in range(5)})
     handle = 1000 + 7919 * member
     trainer.perturb(member)
-    for t in theirs:                       # REFERENCES.md §1: param.data.add_(sigma * noise)
+    for t in theirs:                       # docs/references.md §1: param.data.add_(sigma * noise)
         t.add_(0.00731 * _randn(t, handle))
     for (_, ours), t in zip(params, theirs):
         assert torch.equal(ours.view(-1).view(torch.int16 if ours.element_size() == 2 else torch.int32),
@@ -67,7 +67,7 @@ def test_update_accumulates_torchs_noise_like_the_reference():
     seeds = [trainer.member_seed(m) for m in range(7)]     # default torch_seed: the u64 member seed itself
     coeffs, _ = shape_rewards(np.array(rewards), "zscore")
     trainer.update(rewards)
-    for t in theirs:                       # REFERENCES.md §1, update_weights_from_seeds
+    for t in theirs:                       # docs/references.md §1, update_weights_from_seeds
         acc = torch.zeros(t.shape, dtype=torch.float32)
         for seed, c in zip(seeds, coeffs):
             acc.add_(_randn(t, seed).to(torch.float32) * float(c))

@@ -1,4 +1,4 @@
-"""compare.compare_vector: every flipped bit is found, with the ulp distance of ES.md §7."""
+"""compare.compare_vector: every flipped bit is found, with the ulp distance of docs/numerics.md §7."""
 import numpy as np
 from hypothesis import given, strategies as st
 
@@ -85,8 +85,8 @@ def test_es_vectors_take_the_mapping_from_their_config():
 
 
 def test_signed_zero_in_a_libm64_vector_is_a_mismatch_not_a_divergence():
-    """ulp(+0, -0) = 0 (ES.md §7), but a flipped sign of zero is no libm rounding
-    effect (RNG.md §2a allows one f32 ulp): it must fail, not pass as libm-divergence."""
+    """ulp(+0, -0) = 0 (docs/numerics.md §7), but a flipped sign of zero is no libm rounding
+    effect (docs/CONTRACT.md §3a allows one f32 ulp): it must fail, not pass as libm-divergence."""
     v = _vec("libm64", ["0x00000000"])
     rows = compare.compare_vector("rng", "numpy", v, {"values": {"format": "f32", "values": ["0x80000000"]}})
     assert [(r["status"], r["ulp"]) for r in rows] == [("mismatch", 0)]

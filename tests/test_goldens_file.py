@@ -1,7 +1,7 @@
 """The committed golden files: language-neutral, schema-valid, byte-identical on regeneration.
 
 `test_rng_golden_read_with_stdlib_only` deliberately uses nothing but the
-standard library (json, int(..., 16), struct, math) and RNG.md's text: it
+standard library (json, int(..., 16), struct, math) and docs/CONTRACT.md's text: it
 is what a consumer in any other language would do.
 """
 import json
@@ -14,7 +14,7 @@ import pytest
 from esverify.goldens import fileformat
 from test_goldens_support import COMMITTED, load, run, vector
 
-# ---- a consumer's own splitmix64, written from RNG.md §1 and §3 only -------------
+# ---- a consumer's own splitmix64, written from docs/CONTRACT.md §2 and §4 only -------------
 M64 = (1 << 64) - 1
 
 
@@ -51,7 +51,7 @@ def test_rng_golden_read_with_stdlib_only():
     assert int(known["inputs"]["seed"], 16) == 1234567
     outputs = [int(h, 16) for h in known["expected"]["outputs"]["values"]]
     assert outputs == [6457827717110365317, 3203168211198807973, 9817491932198370423,
-                       4593380528125082431, 16408922859458223821]   # RNG.md §1
+                       4593380528125082431, 16408922859458223821]   # docs/CONTRACT.md §2
 
     counter = vectors["splitmix64-counter-seed-0"]
     indices = [int(h, 16) for h in counter["inputs"]["indices"]]
@@ -150,7 +150,7 @@ def test_regeneration_is_byte_identical(tmp_path):
 
 def test_generator_stamp_has_no_timestamp():
     doc = load(COMMITTED / "rng.json")
-    assert set(doc["generator"]) == {"tool", "version", "numpy"}   # numpy: what z-score depends on (ES.md §2)
+    assert set(doc["generator"]) == {"tool", "version", "numpy"}   # numpy: what z-score depends on (docs/numerics.md §2)
     assert doc["generator"]["tool"] == "esverify"
 
 

@@ -112,7 +112,7 @@ def test_no_fma_contraction_under_iso_c11(tmp_path):
 
 
 def test_shaping_matches_numpy_summation_order(esimpl, tmp_path):
-    """The C shaping (numpy's pairwise summation written out, CONTRACT.md §7) against numpy itself.
+    """The C shaping (numpy's pairwise summation written out, docs/CONTRACT.md §7) against numpy itself.
 
     Lengths cross numpy's 8-element blocks and its 128-element split; rewards span magnitudes so
     that a different summation order would change last bits.

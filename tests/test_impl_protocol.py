@@ -80,7 +80,7 @@ def _dumps(text: str) -> list[bytes]:
 
 
 def test_protocol_doc_conversation_is_exact():
-    """PROTOCOL.md §6: the request is what the client encodes, the reply what the Python wrapper answers."""
+    """docs/PROTOCOL.md §6: the request is what the client encodes, the reply what the Python wrapper answers."""
     import io
     from esverify.impl import server
     request, reply = _dumps((ROOT / "docs" / "PROTOCOL.md").read_text())

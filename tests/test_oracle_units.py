@@ -1,6 +1,6 @@
-"""Unit tests of the oracle pieces that need no child: comparison (ES.md §7), clone
-inspection (REFERENCES.md §4), the case matrix, statuses and exit codes, parameter
-sets, and the child-side noise hook and draw accounting (REFERENCES.md §3), which
+"""Unit tests of the oracle pieces that need no child: comparison (docs/numerics.md §7), clone
+inspection (docs/references.md §4), the case matrix, statuses and exit codes, parameter
+sets, and the child-side noise hook and draw accounting (docs/references.md §3), which
 the test imports by path from oracles/ (the esverify package never does).
 """
 from __future__ import annotations
@@ -347,7 +347,7 @@ def test_hook_refuses_unattributable_draws(hook):
 
 
 def test_a_generator_is_a_stream_that_draws_advance_and_reseeding_rewinds(hook):
-    """REFERENCES.md §3a: a reused generator continues its stream, exactly as torch would."""
+    """docs/references.md §3a: a reused generator continues its stream, exactly as torch would."""
     h, model, tensors = hook
     h.scheme = "correlated"
     params = model.parameters()
@@ -369,7 +369,7 @@ def test_a_generator_is_a_stream_that_draws_advance_and_reseeding_rewinds(hook):
 @given(st.lists(st.tuples(st.integers(0, 40), st.booleans()), min_size=1, max_size=8),
        st.sampled_from(["iid", "correlated"]))
 def test_any_sequence_of_draws_and_reseeds_reads_the_stream_like_torch(steps, scheme):
-    """Property (REFERENCES.md §3a): whatever the draw sizes and reseeds, each draw returns elements
+    """Property (docs/references.md §3a): whatever the draw sizes and reseeds, each draw returns elements
     p .. p+n of its slot's stream, p being what the generator delivered since its last seed."""
     h = child.NoiseHook()
     tensors = [torch.zeros(3), torch.zeros(5)]

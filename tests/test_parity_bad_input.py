@@ -92,7 +92,7 @@ def test_file_missing_fails_only_its_ops(tmp_path):
     assert _status(frame, "zscore") == {"error"}
     assert "file missing in the clone: es_at_scale/utils/reward_shaping.py" in frame.loc[
         frame["op"] == "zscore", "detail"].iloc[0]
-    # the training loop imports z_score too (REFERENCES.md §5): its fit row fails with the same cause
+    # the training loop imports z_score too (docs/references.md §5): its fit row fails with the same cause
     assert _status(frame, "fit") == {"error"}
     assert "es_at_scale.utils.reward_shaping" in frame.loc[frame["op"] == "fit", "detail"].iloc[0]
     assert set(frame.loc[~frame["op"].isin(["zscore", "fit"]), "status"]) == {"pass"}

@@ -1,4 +1,4 @@
-"""Parity through the references' training loops (issue 9; REFERENCES.md §5).
+"""Parity through the references' training loops (issue 9; docs/references.md §5).
 
 - the stand-in modules: the real ray/vllm/transformers/wandb are never
   imported, even when a package of that name is on the path;

@@ -1,7 +1,7 @@
 """The mutation catalog of the parity runner (issue 8 item F; tests/standins/mutants.py).
 
 Each mutant is a stand-in clone with ONE detail edited, of four kinds:
-hook (how the reference uses its generators, REFERENCES.md §3a), masking
+hook (how the reference uses its generators, docs/references.md §3a), masking
 (bugs a fixed sigma, alpha, lambda, sorted seeds or plain tensor names
 would hide), numerics (where a rounding happens) and accounting (what a
 row's own draws show: eager, skip, reuse). Each runs only on the rows it

@@ -1,6 +1,6 @@
 """End-to-end parity runs against the stand-in clones (issue 4, "What must hold").
 
-The stand-ins (tests/standins/) were written from REFERENCES.md alone.
+The stand-ins (tests/standins/) were written from docs/references.md alone.
 Every row must pass on them (CPU, Python 3.11); CUDA rows are skipped
 without a GPU; `caching=True` under iid is an artifact. Also: the report
 (columns, summary, metadata, formats, JUnit), `--python` with a second
@@ -197,7 +197,7 @@ def test_git_clone_commit_is_named_and_warned_about(tmp_path):
     meta = json.loads((tmp_path / "out" / "parity-metadata.json").read_text())
     info = meta["clones"]["es-awd"]
     assert info["git_commit"] == commit and info["dirty"] is True
-    assert any("not the one REFERENCES.md was validated against (f432ff8)" in w for w in meta["warnings"])
+    assert any("not the one docs/references.md was validated against (f432ff8)" in w for w in meta["warnings"])
     assert "validated against" in output
 
 

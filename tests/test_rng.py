@@ -1,4 +1,4 @@
-"""esverify.rng: splitmix64 known answers, counter access, seeds, argument errors (RNG.md §1, §3)."""
+"""esverify.rng: splitmix64 known answers, counter access, seeds, argument errors (docs/CONTRACT.md §2, §4)."""
 import numpy as np
 import pytest
 import torch
@@ -10,7 +10,7 @@ from esverify.rng import scalar
 
 U64 = st.integers(0, 2**64 - 1)
 
-# RNG.md §1: the sequential generator seeded with 1234567.
+# docs/CONTRACT.md §2: the sequential generator seeded with 1234567.
 KNOWN_1234567 = [6457827717110365317, 3203168211198807973, 9817491932198370423,
                  4593380528125082431, 16408922859458223821]
 

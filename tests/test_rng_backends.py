@@ -1,4 +1,4 @@
-"""Backends of the gaussian stream against the scalar reference (RNG.md §2; issue 2 "What must hold").
+"""Backends of the gaussian stream against the scalar reference (docs/CONTRACT.md §3; issue 2 "What must hold").
 
 poly32: bitwise equal to `esverify.rng.scalar` on every CPU backend, for
 any seed, first (odd or even), length and chunking. libm64: each backend
@@ -92,7 +92,7 @@ def test_libm64_within_one_ulp_of_scalar_and_count_reported(backend, record_prop
     if total:
         warnings.warn(f"libm64 {backend}: {total} of {n} elements differ from the scalar "
                       f"reference by one ulp: {rows}")
-    assert total <= n // 1000  # RNG.md §2a: order 1e-8 per value; 1e-3 is a loud alarm
+    assert total <= n // 1000  # docs/CONTRACT.md §3a: order 1e-8 per value; 1e-3 is a loud alarm
 
 
 def test_compare_to_scalar_reports_each_difference():

@@ -1,6 +1,6 @@
 """The CUDA path of the torch backend (the trainer's on GPUs); skipped without a CUDA device.
 
-poly32 on CUDA must equal the scalar reference bit for bit (RNG.md §2b);
+poly32 on CUDA must equal the scalar reference bit for bit (docs/CONTRACT.md §3b);
 libm64 on CUDA is chunking-invariant and within one ulp, differences counted.
 """
 import warnings

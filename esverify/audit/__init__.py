@@ -14,7 +14,7 @@ sections over them and writes one pandas report (`esverify.report`):
    loads by path and in-process use of the oracle area, plus the places
    in the oracle area that load reference code (child process only);
 5. `provenance`: commits, dirty flags, licences (the Academic Public
-   License of REFERENCES.md §4 is recognised and kept apart from the
+   License of docs/references.md §4 is recognised and kept apart from the
    Academic Free License), a SHA-256 manifest, tools and parameters.
 
 Sections 1-3 need `--ref`; without it they are skipped and say so.

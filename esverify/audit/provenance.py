@@ -1,7 +1,7 @@
 """Section 5: provenance, licences, tools and what the audit can establish.
 
 Licence recognition is by text markers, most specific first. The
-Academic Public License (REFERENCES.md §4) is recognised by its upper-case
+Academic Public License (docs/references.md §4) is recognised by its upper-case
 heading "ACADEMIC PUBLIC LICENSE" near the top plus noncommercial terms;
 a heading without those terms is reported as unverified rather than
 guessed. The Academic Free License (AFL), a permissive licence with a

@@ -1,11 +1,11 @@
-"""esverify.es: the clean-room evolution-strategies trainer (ES.md; issue 3).
+"""esverify.es: the clean-room evolution-strategies trainer (docs/numerics.md; issue 3).
 
 Public API:
 - `Config`, `Trainer` (perturb / restore / materialize / update / step /
   capture_anchor / state_dict / load_state_dict / iteration);
 - `PROFILES`, `get_profile` (`es-at-scale`, `es-awd` with rules cpu/cuda);
-- `shape_rewards(rewards, shaping) -> (coeffs, stats)` (ES.md §2);
-- `apply_anchor_decay_(params, anchors, decay, lam, alpha, ...)` (ES.md §5);
+- `shape_rewards(rewards, shaping) -> (coeffs, stats)` (docs/numerics.md §2);
+- `apply_anchor_decay_(params, anchors, decay, lam, alpha, ...)` (docs/numerics.md §5);
 - `noise_seed(config, iteration, member)`: the member seed the trainer uses;
 - `scaled_add` of es-awd (the emulated torch ``add_(alpha=)``);
 - `perturb_tensor_`, `update_tensor_`: a profile's kernels on caller-given noise.

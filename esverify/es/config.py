@@ -1,4 +1,4 @@
-"""The trainer's configuration and its validation (ES.md §1, §6).
+"""The trainer's configuration and its validation (docs/numerics.md §1, §6).
 
 Defaults are the paper's (Qiu et al. 2025, Algorithm 1) except the mapping
 (`poly32`, portable). ``alpha=None`` means sigma / 2, computed in f64 and
@@ -47,18 +47,18 @@ def _choice(name: str, value, known) -> str:
 
 @dataclass(frozen=True)
 class Config:
-    """ES hyperparameters; validated at construction (ES.md §6).
+    """ES hyperparameters; validated at construction (docs/numerics.md §6).
 
     sigma (> 0, finite): perturbation scale. alpha (>= 0, finite; None ->
     sigma/2 in f64): step size, with 1/sigma folded in. population (N >= 1;
     even with antithetic; >= 2 with centered ranks). antithetic: mirrored
-    pairs (§4). scheme: "correlated" | "iid" (RNG.md §3). mapping: "poly32"
-    | "libm64" (RNG.md §2). restore: "regenerate" | "snapshot". shaping:
+    pairs (§4). scheme: "correlated" | "iid" (docs/CONTRACT.md §4). mapping: "poly32"
+    | "libm64" (docs/CONTRACT.md §3). restore: "regenerate" | "snapshot". shaping:
     "zscore" | "centered_ranks" | "none" (§2). profile: "es-at-scale" |
     "es-awd" (§3). anchor_decay: "none" | "l1" | "l2" with anchor_lambda >= 0
     (l2 needs alpha * anchor_lambda < 1) (§5). seed: u64. chunk_elements:
     None (default 262144) or >= 1 elements per work chunk; it never changes
-    a bit. seed_schedule: "contract" (RNG.md §3) | "es-at-scale" | "es-awd"
+    a bit. seed_schedule: "contract" (docs/CONTRACT.md §4) | "es-at-scale" | "es-awd"
     (the 30-bit seeds those references' loops draw; esverify.es.schedule).
     """
 
@@ -86,8 +86,8 @@ class Config:
         if not alpha >= 0:
             raise ValueError(f"alpha must be >= 0, got {alpha!r}")
         for name, value in (("sigma", sigma), ("alpha", alpha)):
-            if math.isinf(rd32(value)):   # every profile rounds the scalars to f32 (ES.md §3)
-                raise ValueError(f"{name} must stay finite when rounded to f32 (ES.md §3), got {value!r}")
+            if math.isinf(rd32(value)):   # every profile rounds the scalars to f32 (docs/numerics.md §3)
+                raise ValueError(f"{name} must stay finite when rounded to f32 (docs/numerics.md §3), got {value!r}")
         if not _is_int(self.population):
             raise TypeError(f"population must be an int, got {type(self.population).__name__} {self.population!r}")
         if self.population < 1:

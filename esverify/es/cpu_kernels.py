@@ -1,4 +1,4 @@
-"""numba CPU kernels for es-at-scale on f32 parameters (the hot path; ES.md §3).
+"""numba CPU kernels for es-at-scale on f32 parameters (the hot path; docs/numerics.md §3).
 
 Why: torch's elementwise ops each open an OpenMP parallel region; the
 update calls several per member and chunk, and on a loaded 2-core machine

@@ -1,4 +1,4 @@
-"""Anchored weight decay toward the anchor theta0 (ES.md §5; arXiv:2605.30148).
+"""Anchored weight decay toward the anchor theta0 (docs/numerics.md §5; arXiv:2605.30148).
 
 After each update, with step a = alpha * lambda (f64)::
 
@@ -29,7 +29,7 @@ DECAYS = ("none", "l1", "l2")
 
 
 def decay_chunk(theta: torch.Tensor, anchor: torch.Tensor, kind: str, a: float) -> torch.Tensor:
-    """New values of one chunk of theta after anchored decay `kind` with step `a` (ES.md §5).
+    """New values of one chunk of theta after anchored decay `kind` with step `a` (docs/numerics.md §5).
 
     theta, anchor: 1-D chunks of one dtype (f32/f16/bf16), length and
     device; kind: "l1" or "l2" (ValueError otherwise; "none" is the
@@ -64,7 +64,7 @@ def _nonnegative(name: str, value) -> float:
 
 
 def check_decay(decay: str, lam: float, alpha: float) -> float:
-    """Validate an anchored-decay setting and return its step a = alpha * lam (ES.md §5).
+    """Validate an anchored-decay setting and return its step a = alpha * lam (docs/numerics.md §5).
 
     The one validation of anchored decay: `Config` and `apply_anchor_decay_`
     both call it, so their messages agree. decay: one of DECAYS; lam
@@ -87,7 +87,7 @@ def check_decay(decay: str, lam: float, alpha: float) -> float:
 def apply_anchor_decay_(params, anchors, decay: str, lam: float, alpha: float,
                         profile: str | None = None, rule: str | None = None,
                         chunk_elements: int | None = None) -> None:
-    """Anchored weight decay alone, in place, on a list of tensors (ES.md §5).
+    """Anchored weight decay alone, in place, on a list of tensors (docs/numerics.md §5).
 
     params, anchors: equal-length sequences of contiguous f32/f16/bf16
     tensors, pairwise of equal shape, dtype and device. decay: "none", "l1"

@@ -3,7 +3,7 @@
 The trainer regenerates its own noise; parity runs and invariant tests
 sometimes hold the noise already (e.g. the noise a reference was fed).
 These functions run exactly the trainer's chunked kernels (same profile
-code, same rounding) on given f32 noise, in place. Source: ES.md §3-§4.
+code, same rounding) on given f32 noise, in place. Source: docs/numerics.md §3-§4.
 Results are bitwise those of the trainer for any chunk_elements.
 
 Checks: ``python -m pytest -q tests/test_es_kernels.py``.

@@ -1,4 +1,4 @@
-"""Where a member's noise comes from (RNG.md §3, ES.md §1 and §4).
+"""Where a member's noise comes from (docs/CONTRACT.md §4, docs/numerics.md §1 and §4).
 
 The noise of (iteration, member, slot) is the contract's gaussian stream of
 ``stream_seed(member_seed(seed, iteration, population, member'), slot,
@@ -12,7 +12,7 @@ regenerated once per update.
 
 Two named noise backends (`NOISES`): ``"contract"`` (the default, above:
 bitwise portable, any device, any chunk) and ``"torch"`` (`TorchNoise`:
-torch's own generator, as the references draw it, REFERENCES.md §1-§2 and
+torch's own generator, as the references draw it, docs/references.md §1-§2 and
 §3a: per (member, tensor) a new ``torch.Generator`` on the tensor's device
 seeded with the member's seed, ``torch.randn`` of the tensor's shape and
 dtype). Its limits: only the ``correlated`` scheme (every tensor restarts
@@ -45,12 +45,12 @@ def noise_member(member: int, antithetic: bool) -> int:
 
 
 def sign_of(member: int, antithetic: bool) -> int:
-    """+1, or -1 for the odd (mirrored) half of an antithetic pair (ES.md §4)."""
+    """+1, or -1 for the odd (mirrored) half of an antithetic pair (docs/numerics.md §4)."""
     return -1 if antithetic and member % 2 else 1
 
 
 def noise_seed(config, iteration: int, member: int) -> int:
-    """The u64 member seed the trainer uses for `member` at `iteration` (RNG.md §3).
+    """The u64 member seed the trainer uses for `member` at `iteration` (docs/CONTRACT.md §4).
 
     Antithetic members 2k and 2k+1 both get ``member_seed(..., member=2k)``.
     This is the map an oracle needs from a reference's seed handles to ours.
@@ -89,7 +89,7 @@ class NoiseSource:
     def draw(self, stream_seed: int, first: int, n: int, device: torch.device) -> torch.Tensor:
         """Elements first .. first+n-1 of the stream, an f32 tensor of shape (n,) on `device`.
 
-        stream_seed: u64 (RNG.md §3); first, n: ints >= 0 with first + n <=
+        stream_seed: u64 (docs/CONTRACT.md §4); first, n: ints >= 0 with first + n <=
         2**64. A bad stream_seed or first raises what esverify.rng.gaussian_into
         raises (ValueError/TypeError naming the argument).
         """
@@ -102,7 +102,7 @@ class NoiseSource:
 
 
 class TorchNoise:
-    """torch's own noise, drawn the way the references draw it (REFERENCES.md §1-§2, §3a).
+    """torch's own noise, drawn the way the references draw it (docs/references.md §1-§2, §3a).
 
     draw_tensor(seed, like) returns ``torch.randn(like.shape, dtype=like.dtype,
     device=like.device, generator=g)`` flattened and widened to f32 (exact),

@@ -1,4 +1,4 @@
-"""Explicit roundings for the numerics profiles (ES.md §3, RNG.md §5).
+"""Explicit roundings for the numerics profiles (docs/numerics.md §3, docs/CONTRACT.md §9).
 
 Every kernel spells its roundings with these helpers instead of trusting a
 torch op's semantics: Python scalars enter as exact f32 (or f16/bf16)
@@ -39,7 +39,7 @@ def rd32(a: float) -> float:
 
 
 def rd_dt32(a: float, dtype: torch.dtype) -> float:
-    """rd_dt(rd32(a)) as a Python float: torch's scalar-to-dtype conversion (ES.md §3)."""
+    """rd_dt(rd32(a)) as a Python float: torch's scalar-to-dtype conversion (docs/numerics.md §3)."""
     x = rd32(a)
     if dtype == torch.float32:
         return x

@@ -1,10 +1,10 @@
-"""Straight-line algebra reference of the trainer, for tests and goldens (ES.md §2-§5).
+"""Straight-line algebra reference of the trainer, for tests and goldens (docs/numerics.md §2-§5).
 
 numpy (with ml_dtypes for bfloat16), one rounding per spec line, no
 chunking, no torch; the one fused operation of es-awd (`fma32`) is
 computed in exact rational arithmetic (`fractions`) and rounded once to
 f32 by hand. Noise comes from the slow scalar RNG reference
-(esverify.rng.scalar). Slow on purpose: it exists to be read beside ES.md
+(esverify.rng.scalar). Slow on purpose: it exists to be read beside docs/numerics.md
 and to pin the trainer's kernels bit for bit on small tensors.
 
 Arrays are numpy arrays of dtype float32, float16 or ml_dtypes.bfloat16;
@@ -122,7 +122,7 @@ def at_scale_update(theta: np.ndarray, eps_list, coeffs, alpha: float, populatio
 
 
 def awd_scaled_add(x: np.ndarray, y: np.ndarray, a: float, rule: str) -> np.ndarray:
-    """es-awd x + a*y, rule "cpu" (tail of 32 on the whole tensor) or "cuda" (ES.md §3)."""
+    """es-awd x + a*y, rule "cpu" (tail of 32 on the whole tensor) or "cuda" (docs/numerics.md §3)."""
     name = dtype_name(x)
     xf, yf = f32(x).reshape(-1), f32(y).reshape(-1)
     n = xf.size
@@ -138,7 +138,7 @@ def awd_scaled_add(x: np.ndarray, y: np.ndarray, a: float, rule: str) -> np.ndar
 
 
 def awd_perturb(theta: np.ndarray, eps: np.ndarray, s: float, rule: str) -> np.ndarray:
-    """es-awd perturb: theta + s * rd_dt(eps) by `awd_scaled_add` under `rule` (ES.md §3).
+    """es-awd perturb: theta + s * rd_dt(eps) by `awd_scaled_add` under `rule` (docs/numerics.md §3).
 
     theta: f32/f16/bf16 array; eps: f32 noise of theta's shape; s: f64
     (+sigma, or -sigma for a regenerate-restore). Returns a new array of
@@ -148,7 +148,7 @@ def awd_perturb(theta: np.ndarray, eps: np.ndarray, s: float, rule: str) -> np.n
 
 
 def awd_update(theta: np.ndarray, eps_list, coeffs, alpha: float, population: int, rule: str) -> np.ndarray:
-    """es-awd update without decay (ES.md §3): acc in theta's dtype, then theta + (alpha/N) * acc.
+    """es-awd update without decay (docs/numerics.md §3): acc in theta's dtype, then theta + (alpha/N) * acc.
 
     acc starts at 0 and takes ``awd_scaled_add(acc, rd_dt(eps_n), C_n)`` per
     term, in order; theta then takes ``awd_scaled_add(theta, acc, alpha /
@@ -169,7 +169,7 @@ def _sign(d32: np.ndarray) -> np.ndarray:
 
 
 def anchor_decay(theta: np.ndarray, anchor: np.ndarray, kind: str, a: float) -> np.ndarray:
-    """ES.md §5, line by line; a = alpha * lambda (f64)."""
+    """docs/numerics.md §5, line by line; a = alpha * lambda (f64)."""
     name = dtype_name(theta)
     d = rd(f32(theta) - f32(anchor), name)
     if kind == "l2":
@@ -186,7 +186,7 @@ def anchor_decay(theta: np.ndarray, anchor: np.ndarray, kind: str, a: float) -> 
 
 # -- shaping and noise -------------------------------------------------------
 def shape(rewards, shaping: str) -> np.ndarray:
-    """ES.md §2, per member in Python floats (numpy's mean/std for z-score)."""
+    """docs/numerics.md §2, per member in Python floats (numpy's mean/std for z-score)."""
     r = np.ascontiguousarray(rewards, dtype=np.float64)
     n = len(r)
     if shaping == "zscore":
@@ -205,7 +205,7 @@ def shape(rewards, shaping: str) -> np.ndarray:
 
 
 def noise(cfg: dict, iteration: int, member: int, slot: int, numel: int) -> np.ndarray:
-    """The f32 noise of (iteration, member, slot): RNG.md §3 with the antithetic member map.
+    """The f32 noise of (iteration, member, slot): docs/CONTRACT.md §4 with the antithetic member map.
 
     cfg: a Config.to_dict() (seed, population, antithetic, scheme, mapping
     are read). Returns an f32 array of shape (numel,), elements 0 ..
@@ -224,7 +224,7 @@ def _rule(cfg: dict, rule: str | None) -> str:
 
 def perturb(cfg: dict, params: list, iteration: int, member: int, restore: bool = False,
             rule: str | None = None) -> list:
-    """params after perturb(member) (or its regenerate-restore when `restore`) (ES.md §3-§4).
+    """params after perturb(member) (or its regenerate-restore when `restore`) (docs/numerics.md §3-§4).
 
     cfg: a Config.to_dict(); params: numpy arrays in slot order. The odd
     member of an antithetic pair applies -sigma. rule: as for `update`.
@@ -244,7 +244,7 @@ def perturb(cfg: dict, params: list, iteration: int, member: int, restore: bool 
 
 def update(cfg: dict, params: list, iteration: int, rewards, anchor: list | None = None,
            rule: str | None = None) -> tuple[list, np.ndarray]:
-    """(params after update(rewards) at `iteration`, the shaped coefficients) (ES.md §1-§5).
+    """(params after update(rewards) at `iteration`, the shaped coefficients) (docs/numerics.md §1-§5).
 
     cfg: a Config.to_dict(); params: numpy arrays in slot order; rewards: N
     floats in member order; anchor: theta0 arrays in slot order (needed

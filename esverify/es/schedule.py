@@ -1,9 +1,9 @@
-"""Member seed schedules and per-member reward aggregation (REFERENCES.md §5; issue 9).
+"""Member seed schedules and per-member reward aggregation (docs/references.md §5; issue 9).
 
 Design record:
 - A *seed schedule* decides the u64 member seed of (iteration, member),
-  from which RNG.md §3 derives every stream seed. Three named schedules:
-  - ``contract`` (default): RNG.md §3's ``member_seed(seed, iteration,
+  from which docs/CONTRACT.md §4 derives every stream seed. Three named schedules:
+  - ``contract`` (default): docs/CONTRACT.md §4's ``member_seed(seed, iteration,
     population, member)``: 64-bit, counter-based, portable;
   - ``es-at-scale``: the published seeds of the es-at-scale training loop:
     iteration i (the trainer's counter) draws
@@ -12,7 +12,7 @@ Design record:
   - ``es-awd``: the same draw with the reference's first iteration 1:
     ``default_rng((seed or 42) + i + 1)``.
   ``count`` is N, or N/2 under antithetic pairs (one seed per pair,
-  ES.md §4; both halves of pair k use draw k). The drawn 30-bit integer
+  docs/numerics.md §4; both halves of pair k use draw k). The drawn 30-bit integer
   IS the member seed: under contract noise its streams are the contract
   streams of that u64 value, under torch's own noise it is the value given
   to ``torch.Generator.manual_seed``, as in the references. So a run can be
@@ -26,7 +26,7 @@ Design record:
   numpy mean of its rewards, weighted by the batch size, summed in batch
   order as Python floats, divided by the total count) and ``mean_reward``
   (es-awd: one numpy mean of all per-prompt rewards). Both are f64; the
-  exact expressions are our reading of REFERENCES.md §5, which a parity
+  exact expressions are our reading of docs/references.md §5, which a parity
   run against a real clone confirms or refutes bit for bit.
 
 Checks: ``python -m pytest -q tests/test_es_schedule.py``.
@@ -106,7 +106,7 @@ def mean_reward(values) -> float:
 
 
 def batch_weighted_mean(batches) -> float:
-    """es-at-scale's member reward over mini-batches (REFERENCES.md §5, train_step).
+    """es-at-scale's member reward over mini-batches (docs/references.md §5, train_step).
 
     batches: a sequence of per-prompt reward sequences, one per mini-batch,
     in evaluation order. Per batch ``m_b = float(numpy.mean(batch))``; then,

@@ -1,4 +1,4 @@
-"""Reward shaping: rewards in member order -> coefficients C_n (ES.md §2).
+"""Reward shaping: rewards in member order -> coefficients C_n (docs/numerics.md §2).
 
 - `zscore` (default): numpy's own mean and std (ddof 0) of a C-contiguous
   f64 array, then ``(R_n - mean) / (std + 1e-8)`` in f64, exactly as the
@@ -54,7 +54,7 @@ def _not_finite(m: int, x, why: str) -> ValueError:
 def reward_f64(m: int, x) -> float:
     """One reward as a finite Python float (f64); TypeError/ValueError naming member `m`.
 
-    See ACCEPTED for the types; source: ES.md §2 (a NaN or infinite reward is an error naming the member).
+    See ACCEPTED for the types; source: docs/numerics.md §2 (a NaN or infinite reward is an error naming the member).
     """
     value = x
     if isinstance(x, (list, tuple)) or (isinstance(x, np.ndarray) and x.ndim):
@@ -98,7 +98,7 @@ def _array_fast_path(rewards):
 
 
 def check_rewards(rewards, population: int | None = None) -> np.ndarray:
-    """Rewards as a 1-D C-contiguous f64 array, validated member by member (ES.md §2, §6).
+    """Rewards as a 1-D C-contiguous f64 array, validated member by member (docs/numerics.md §2, §6).
 
     rewards: a list/tuple of accepted scalars (see ACCEPTED), or a 1-D numpy
     array / torch tensor of a real dtype (any device). Raises TypeError naming
@@ -128,7 +128,7 @@ def check_rewards(rewards, population: int | None = None) -> np.ndarray:
 
 
 def zscore(r: np.ndarray) -> tuple[np.ndarray, float, float]:
-    """(coeffs, mean, std): ``(r - mean) / (std + 1e-8)`` in f64 (ES.md §2, z-score).
+    """(coeffs, mean, std): ``(r - mean) / (std + 1e-8)`` in f64 (docs/numerics.md §2, z-score).
 
     r: a validated 1-D C-contiguous f64 array of N >= 1 rewards (see
     `check_rewards`). mean and std (ddof 0) are numpy's own, as Python
@@ -143,7 +143,7 @@ def zscore(r: np.ndarray) -> tuple[np.ndarray, float, float]:
 
 
 def centered_ranks(r: np.ndarray) -> np.ndarray:
-    """Centered-rank coefficients of r, an f64 array of shape (N,) holding f32 values (ES.md §2).
+    """Centered-rank coefficients of r, an f64 array of shape (N,) holding f32 values (docs/numerics.md §2).
 
     r: validated 1-D f64 rewards, N >= 2. Members are sorted ascending by
     (reward, member index), so ties keep member order; rank k gets
@@ -168,7 +168,7 @@ def shape_rewards(rewards, shaping: str = "zscore") -> tuple[np.ndarray, dict]:
     values widened for centered ranks); stats a dict with mean, std (ddof
     0), min, max (Python floats), shaping and coefficients. Raises
     ValueError for an unknown shaping, a NaN/inf reward (naming the member)
-    or N < 2 with centered ranks. Source: ES.md §2.
+    or N < 2 with centered ranks. Source: docs/numerics.md §2.
     """
     if shaping not in SHAPINGS:
         raise ValueError(f"unknown shaping {shaping!r}; known: {SHAPINGS}")

@@ -1,4 +1,4 @@
-"""The clean-room ES trainer (ES.md §1-§6; Qiu et al. 2025, Algorithm 1).
+"""The clean-room ES trainer (docs/numerics.md §1-§6; Qiu et al. 2025, Algorithm 1).
 
 Design record:
 - theta is the caller's tensors, changed in place; noise is regenerated
@@ -86,7 +86,7 @@ def _overlap(labels: list[str], tensors: list[torch.Tensor]) -> tuple[str, str] 
 
 
 def _u64_hex(value: int) -> str:
-    """A u64 as RNG.md §4 writes it: "0x" + 16 lowercase hex digits."""
+    """A u64 as docs/CONTRACT.md §5 writes it: "0x" + 16 lowercase hex digits."""
     return f"0x{int(value):016x}"
 
 
@@ -100,17 +100,17 @@ def _u64_from_state(value, what: str) -> int:
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and 0 <= value < 2 ** 64:
         return int(value)
     raise ValueError(f"state {what} must be a u64: \"0x\" + 16 hex digits or an int in [0, 2**64) "
-                     f"(a u64 counter, RNG.md §3), got {value!r}")
+                     f"(a u64 counter, docs/CONTRACT.md §4), got {value!r}")
 
 
 class Trainer:
-    """ES on a fixed list of parameter tensors, in place (ES.md §6).
+    """ES on a fixed list of parameter tensors, in place (docs/numerics.md §6).
 
     params: iterable of torch tensors or (name, tensor) pairs (e.g.
     ``module.named_parameters()``): contiguous, f32/f16/bf16, CPU or CUDA,
     no shared storage; slot index = registration order. config: a Config.
     backend: optional esverify.rng backend name for the noise (None: the
-    fastest for the device). noise: "contract" (default, RNG.md) or "torch"
+    fastest for the device). noise: "contract" (default, docs/CONTRACT.md) or "torch"
     (torch's own generator as the references use it, esverify.es.noise.
     TorchNoise: correlated scheme only, bitwise only on the same device
     type and torch version, whole-tensor draws); torch_seed: with
@@ -134,7 +134,7 @@ class Trainer:
         self.profile = get_profile(config.profile)
         if noise == "torch" and config.scheme != "correlated":
             raise ValueError(f"noise='torch' has only the correlated scheme (the references seed every tensor's "
-                             f"generator with the member's seed, REFERENCES.md §3a), got scheme {config.scheme!r}")
+                             f"generator with the member's seed, docs/references.md §3a), got scheme {config.scheme!r}")
         self.noise = _noise.make_noise(noise, config.mapping, backend, torch_seed)
         self.iteration = 0
         self._active = None
@@ -172,7 +172,7 @@ class Trainer:
         return [self.profile.rule_for(t.device) for _, t in self.slots]
 
     def member_seed(self, member: int, iteration: int | None = None) -> int:
-        """u64 member seed of `member` at `iteration` (default: the current one), RNG.md §3.
+        """u64 member seed of `member` at `iteration` (default: the current one), docs/CONTRACT.md §4.
 
         Antithetic members 2k and 2k+1 share member 2k's seed. TypeError /
         ValueError naming `member` when it is not an int in [0, population).
@@ -181,7 +181,7 @@ class Trainer:
         return _noise.noise_seed(self.config, self.iteration if iteration is None else iteration, member)
 
     def stream_seed(self, member: int, slot: int, iteration: int | None = None) -> int:
-        """u64 seed of the gaussian stream of (member, slot) at `iteration` (RNG.md §3, config.scheme).
+        """u64 seed of the gaussian stream of (member, slot) at `iteration` (docs/CONTRACT.md §4, config.scheme).
 
         Errors as member_seed; TypeError/ValueError naming `slot` unless it is an int in [0, 2**64).
         """
@@ -201,7 +201,7 @@ class Trainer:
             yield start, min(n, start + self.chunk)
 
     def _draw(self, member: int, slot: int, start: int, end: int, device) -> torch.Tensor:
-        if self.noise.kind == "torch":   # correlated: the member's seed for every tensor (REFERENCES.md §3a)
+        if self.noise.kind == "torch":   # correlated: the member's seed for every tensor (docs/references.md §3a)
             noise = self.noise.draw_tensor(self.noise.seed_for(self.member_seed(member)), self.slots[slot][1])
             return noise[start:end]
         return self.noise.draw(self.stream_seed(member, slot), start, end - start, device)
@@ -212,7 +212,7 @@ class Trainer:
 
     # -- perturb / restore / materialize ---------------------------------
     def perturb(self, member: int) -> None:
-        """theta <- theta + sigma * q(eps_member) in place, per the profile (ES.md §3).
+        """theta <- theta + sigma * q(eps_member) in place, per the profile (docs/numerics.md §3).
 
         Odd members of antithetic pairs apply -sigma. Raises RuntimeError when
         a member is already active.
@@ -303,7 +303,7 @@ class Trainer:
         the rewards were collected (es-awd's mirrored loop: every +sigma
         member, then every -sigma one). The statistics and the shaping then
         run over the rewards in that order: numpy's summation order decides
-        the last bit of the mean and std (ES.md §2), and centered ranks break
+        the last bit of the mean and std (docs/numerics.md §2), and centered ranks break
         ties by that order. The coefficients come back in member order.
         ValueError when `order` is not a permutation of range(N).
         """
@@ -324,7 +324,7 @@ class Trainer:
         which they were collected (see `coefficients`). Everything is validated
         first (non-finite coefficients, e.g. from an f64 overflow, are a
         ValueError too); on error nothing changes. Antithetic pairs fold to
-        D_k = C_2k - C_2k+1 (f64) with divisor N (ES.md §4). Returns a dict:
+        D_k = C_2k - C_2k+1 (f64) with divisor N (docs/numerics.md §4). Returns a dict:
         mean, std, min, max, shaping, coefficients (f64 array, the shaped C_n),
         terms (the f64 coefficients applied: C_n, or D_k when antithetic),
         iteration (the one just used), profile, profile_version, rule (one
@@ -394,7 +394,7 @@ class Trainer:
 
     @property
     def anchor(self) -> list[torch.Tensor] | None:
-        """theta0 of anchored decay (ES.md §5): clones of the slots in slot order, or None.
+        """theta0 of anchored decay (docs/numerics.md §5): clones of the slots in slot order, or None.
 
         Captured at construction when decay is on, by `capture_anchor`, or by
         load_state_dict when the loaded config turns decay on. Same shapes,
@@ -403,10 +403,10 @@ class Trainer:
         return self._anchor
 
     def state_dict(self) -> dict:
-        """JSON-able state, no tensors (ES.md §6).
+        """JSON-able state, no tensors (docs/numerics.md §6).
 
         u64 values (the config's seed, the iteration counter) are written as
-        ``0x`` + 16 lowercase hex digits, as the goldens write them (RNG.md §4):
+        ``0x`` + 16 lowercase hex digits, as the goldens write them (docs/CONTRACT.md §5):
         a JSON reader that parses numbers as f64 would round a bare
         18446744073709551615. `load_state_dict` reads both that form and ints.
         """

@@ -1,4 +1,4 @@
-"""The plug-in point of a golden area (RNG.md §4; STYLE.md, numpy's bit generators).
+"""The plug-in point of a golden area (docs/CONTRACT.md §5; CONTRIBUTING.md, numpy's bit generators).
 
 An area is one named value: its version, how to generate its vectors from
 the slow reference implementation, which backends can recompute them on
@@ -19,7 +19,7 @@ f64, f32, f16, bf16, u64, u32 (esverify.bits). Every expected field is a
 bit array; `recompute` returns the same fields. Vectors whose
 ``inputs["mapping"] == "libm64"`` (or ``inputs["config"]["mapping"]``, for
 trainer configs) are in the libm class: a difference of exactly
-one ulp is status `libm-divergence` (RNG.md §2a), not a mismatch,
+one ulp is status `libm-divergence` (docs/CONTRACT.md §3a), not a mismatch,
 unless the gate runs with --strict.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bitwise comparison of one recomputed vector with its golden (ES.md §7, RNG.md §2a).
+"""Bitwise comparison of one recomputed vector with its golden (docs/numerics.md §7, docs/CONTRACT.md §3a).
 
 A field matches when every bit pattern is equal (the sign of zero
 included). Every difference becomes one row: area, backend, vector id,
@@ -23,7 +23,7 @@ UNSUPPORTED = "unsupported"       #: a vector an --impl wrapper does not claim (
 
 
 def is_libm_class(vector: dict) -> bool:
-    """True for vectors whose values come from backend f64 libm (RNG.md §2a).
+    """True for vectors whose values come from backend f64 libm (docs/CONTRACT.md §3a).
 
     The mapping sits in ``inputs["mapping"]`` (rng vectors) or in the
     trainer config ``inputs["config"]["mapping"]`` (es vectors).

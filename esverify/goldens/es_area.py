@@ -1,4 +1,4 @@
-"""The `es-at-scale` and `es-awd` golden areas: update goldens (issue 3 part 3; ES.md §2-§5).
+"""The `es-at-scale` and `es-awd` golden areas: update goldens (issue 3 part 3; docs/numerics.md §2-§5).
 
 Each vector is a short training run: a config, initial parameters of
 several dtypes (as bit arrays), and per iteration the member to perturb
@@ -16,7 +16,7 @@ with that noise backend; torch-cuda, es-at-scale only since it is
 device-independent, when a GPU is present). Each area's version is its profile's version.
 
 Two more kinds pin what short runs cannot (issue 10):
-- ``shaping`` (es-at-scale file; ES.md §2 is the same for both profiles):
+- ``shaping`` (es-at-scale file; docs/numerics.md §2 is the same for both profiles):
   z-score coefficients, numpy's mean and std, and centered ranks of one
   reward set, at populations on both sides of every boundary of numpy's
   pairwise summation (2-9: the plain loop below 8; 15-17, 30-33 inside
@@ -205,7 +205,7 @@ def _shaping_vectors() -> list[dict]:
         for name, r in _reward_sets(n).items():
             r = np.ascontiguousarray(r, dtype=np.float64)
             out.append({"id": f"shaping-n{n}-{name}",
-                        "comment": f"z-score (numpy's own mean and std, ES.md §2) and centered ranks of {n} "
+                        "comment": f"z-score (numpy's own mean and std, docs/numerics.md §2) and centered ranks of {n} "
                                    f"{name} rewards: pins numpy's pairwise-summation order at population {n}",
                         "inputs": {"kind": "shaping", "population": n, "rewards": _f64s(r)},
                         "expected": {"zscore.coefficients": _f64s(R.shape(r, "zscore")),
@@ -284,7 +284,7 @@ def _targets(profile: str) -> dict[str, tuple[str, str]]:
     """label -> (noise backend, device), labels as `esverify.rng.backend_targets()`.
 
     es-awd goldens hold rule `cpu` values, so that area is recomputed on
-    CPU targets only; es-at-scale is device-independent (ES.md §3).
+    CPU targets only; es-at-scale is device-independent (docs/numerics.md §3).
     """
     from ..rng import backend_targets
     return {label: (name, device or "cpu") for label, name, device in backend_targets()

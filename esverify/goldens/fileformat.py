@@ -1,4 +1,4 @@
-"""The golden file format: canonical bytes, loading and schema validation (RNG.md §4).
+"""The golden file format: canonical bytes, loading and schema validation (docs/CONTRACT.md §5).
 
 A golden file is ``{"contract": {"name", "version"}, "generator": {"tool",
 "version"}, "vectors": [...]}``; the vector layout is described in
@@ -179,7 +179,7 @@ def make_document(area: str, version: int, vectors: list[dict]) -> dict:
     """A golden document for `area` at `version`; the generator stamp holds no time.
 
     The stamp names numpy's version too: z-score coefficients take numpy's own
-    mean and std (ES.md §2), so numpy is part of what the es profiles depend on.
+    mean and std (docs/numerics.md §2), so numpy is part of what the es profiles depend on.
     """
     from .. import __version__
     return {"contract": {"name": area, "version": int(version)},

@@ -24,7 +24,7 @@ populations) are checked against its expected values before any backend
 computes (exit 2 on a disagreement). libm-divergence rows are allowed only
 up to `libm_allowance(n)` per (area, backend); above it the gate fails with a
 `systematic-divergence` row (docs/goldens.md says how the cap was chosen).
-The numpy version is part of what the profiles depend on (ES.md §2: z-score
+The numpy version is part of what the profiles depend on (docs/numerics.md §2: z-score
 takes numpy's own mean and std): the result records it.
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ from .. import numerics_probe
 from . import area as area_mod
 from . import compare, fileformat, history
 
-#: Allowed one-ulp libm differences per libm-class value compared (RNG.md §2a expects about 1e-8).
+#: Allowed one-ulp libm differences per libm-class value compared (docs/CONTRACT.md §3a expects about 1e-8).
 LIBM_RATE_CAP = 1e-5
 
 
@@ -49,7 +49,7 @@ def libm_allowance(n_values: int) -> int:
     """How many libm-divergence values one (area, backend) may show among `n_values` libm-class values.
 
     max(1, floor(n * LIBM_RATE_CAP)): at the contract's rate (order 1e-8,
-    RNG.md §2a; 1e-7 with a tenfold margin) two or more among the 3,438
+    docs/CONTRACT.md §3a; 1e-7 with a tenfold margin) two or more among the 3,438
     libm-class values of the rng file happen with probability about 6e-8, while a
     backend that diverges systematically (one value in a thousand or more)
     exceeds one with probability above 0.85 (docs/goldens.md).

@@ -1,4 +1,4 @@
-"""The `rng` golden area: vectors pinning the RNG contract (RNG.md §1-§3, issue 2 part 3).
+"""The `rng` golden area: vectors pinning the RNG contract (docs/CONTRACT.md §2-§4, issue 2 part 3).
 
 Expected values always come from the slow scalar reference
 (`esverify.rng.scalar`, libm64 from Python's `math`); `recompute` asks one
@@ -6,11 +6,11 @@ backend of `esverify.rng` for the same fields. Vector kinds (inputs.kind):
 
 - ``splitmix64-sequential``: the first n outputs of the sequential
   generator (expected) against the counter form `at(seed, 0..n-1)`
-  (recomputed): the sequential/counter equivalence, with RNG.md §1's known
+  (recomputed): the sequential/counter equivalence, with docs/CONTRACT.md §2's known
   answer as one vector.
 - ``splitmix64-counter``: `at(seed, i)` at chosen u64 counters (wrap-around
   at 2**64-1, the 2**32 and 2**53 boundaries).
-- ``member-seed``: RNG.md §3 member seeds; with ``antithetic`` true,
+- ``member-seed``: docs/CONTRACT.md §4 member seeds; with ``antithetic`` true,
   members 2k and 2k+1 both get member_seed(..., 2k).
 - ``stream-seed``: per-slot stream seeds under ``iid`` and ``correlated``.
 - ``gaussian``: elements first .. first+n-1 of a stream, for both mappings;
@@ -41,7 +41,7 @@ U64 = (1 << 64) - 1
 SEEDS = (0, U64, 1234567, 0x0123456789ABCDEF)
 
 def h64(x: int) -> str:
-    """A u64 input as RNG.md §4 writes it; ValueError outside [0, 2**64) (never wrapped)."""
+    """A u64 input as docs/CONTRACT.md §5 writes it; ValueError outside [0, 2**64) (never wrapped)."""
     return bits.to_hex(x, "u64")
 
 
@@ -54,7 +54,7 @@ def _seed_name(seed: int) -> str:
 
 
 def _splitmix_vectors() -> list[dict]:
-    out = [_vector("splitmix64-sequential-known-answer", "RNG.md §1 known answer: the sequential generator "
+    out = [_vector("splitmix64-sequential-known-answer", "docs/CONTRACT.md §2 known answer: the sequential generator "
                    "seeded with 1234567; recomputed by counter, at(seed, i) for i = 0..4",
                    {"kind": "splitmix64-sequential", "seed": h64(1234567), "n": 5},
                    {"outputs": encode_ints(scalar.sequential(1234567, 5), "u64")})]

@@ -119,7 +119,7 @@ def _trainer(args, backend=None, needs_anchor=False):
     """(trainer, tensors): a Trainer on the request's parameters at its iteration.
 
     With anchored decay on, the trainer is built on `anchor` (capturing it) and the
-    parameters are then copied in: the trainer's documented resume path (ES.md §6).
+    parameters are then copied in: the trainer's documented resume path (docs/numerics.md §6).
     """
     from ..es import Trainer
     cfg = config_from_wire(args["config"])

@@ -3,7 +3,7 @@
 A `Case` says which reference call (`op`) runs on which parameter set
 (`dtype`, `big`, or explicit `shapes`), device, noise scheme and noise
 source (`contract`: the RNG contract's noise through the hook; `native`:
-torch's own generator, correlated only, REFERENCES.md §3a), with its
+torch's own generator, correlated only, docs/references.md §3a), with its
 population, sigma, alpha, decay lambda and the seed handles the reference
 receives. Its id `target/device/dtype/scheme/op/N<population>[/native][/tag]`
 is what `--case PATTERN` matches.
@@ -33,7 +33,7 @@ Single-operation contract cases use the set with the 1M-element tensor
   POPULATIONS).
 - es-awd: perturb, restore, update-none / update-l1 / update-l2 (plus
   update-l2 with lambda 0: `/lambda0`), decay-l1 / decay-l2 (the decay
-  alone), mirrored (ES.md §4 fold) and caching (`caching=True`; under iid an artifact of the reference).
+  alone), mirrored (docs/numerics.md §4 fold) and caching (`caching=True`; under iid an artifact of the reference).
 
 `to_json`/`from_json` carry one case on a command line (`--case-json`);
 `--fuzz` draws random cases with `random_case` and shrinks a failing one
@@ -237,7 +237,7 @@ def build_matrix(targets, devices, dtypes, schemes, population=None, sigma=None,
                             sweep_op = "update"
                         else:
                             for op in AWD_OPS:
-                                # mirrored pairs need an even population (ES.md §4)
+                                # mirrored pairs need an even population (docs/numerics.md §4)
                                 n = population + population % 2 if op == "mirrored" else population
                                 add(target, device, dtype, scheme, op, n, noise, big)
                             add(target, device, dtype, scheme, "update-l2", population, noise, big, "lambda0")
@@ -319,7 +319,7 @@ def check(case: Case) -> Case:
     if case.decay == "l2" and case.alpha * case.lam >= 1:
         raise ValueError("case: l2 decay needs alpha * lambda < 1")
     if case.kind == "decay" and not case.lam > 0:
-        # lambda 0 means no decay in the update (ES.md §5, REFERENCES.md §2); the decay alone with
+        # lambda 0 means no decay in the update (docs/numerics.md §5, docs/references.md §2); the decay alone with
         # step 0 would still round-trip (theta - anchor) + anchor in the reference
         raise ValueError("case: the decay alone needs lambda > 0")
     return case

@@ -1,7 +1,7 @@
 """The parent side of the oracle channel: one long-lived child per target.
 
 The child is a driver script from `oracles/` run BY PATH under the chosen
-interpreter (REFERENCES.md §3); this package never imports it. Commands go
+interpreter (docs/references.md §3); this package never imports it. Commands go
 as JSON lines on the child's stdin; replies come back as JSON lines on a
 dedicated pipe (fd passed with `--reply-fd`), while the child's stdout and
 stderr go through a pipe into a bounded log, so reference chatter can

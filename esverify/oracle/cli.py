@@ -33,7 +33,7 @@ def _csv(value: str) -> tuple:
                    "Python running esverify).")
 @click.option("--dtypes", default="f32,f16,bf16", show_default=True,
               help="Comma-separated dtypes; with two or more, the mixed-dtype set runs too.")
-@click.option("--schemes", default="iid,correlated", show_default=True, help="Noise schemes (RNG.md §3).")
+@click.option("--schemes", default="iid,correlated", show_default=True, help="Noise schemes (docs/CONTRACT.md §4).")
 @click.option("--devices", default=None, help="cpu,cuda by default (cuda rows skipped without a GPU); "
                                                "a device named here and not seen is a setup error.")
 @click.option("--mapping", type=click.Choice(["poly32", "libm64"]), default="poly32", show_default=True)

@@ -1,7 +1,7 @@
-"""The targets and their clones: layout checks, git identity, licence (REFERENCES.md §1, §2, §4).
+"""The targets and their clones: layout checks, git identity, licence (docs/references.md §1, §2, §4).
 
 A `Target` is one named value: the files its clone must have, which ops
-need which file, its licence file name, the commit prefix REFERENCES.md
+need which file, its licence file name, the commit prefix docs/references.md
 was validated against and the driver script that runs it. `inspect_clone`
 turns a user's path into either a `CloneInfo` (with warnings) or a
 `CloneError` whose message says plainly what is wrong (path missing, not
@@ -22,8 +22,8 @@ class Target:
     name: str
     files: dict            #: module key -> path relative to the clone root
     ops_need: dict         #: op -> module key it needs
-    licence: str           #: licence file name (REFERENCES.md §4)
-    validated_commit: str  #: commit prefix REFERENCES.md was validated against
+    licence: str           #: licence file name (docs/references.md §4)
+    validated_commit: str  #: commit prefix docs/references.md was validated against
     driver: str            #: driver script under oracles/
     env_var: str           #: environment variable naming the default clone path
     default_path: str      #: fallback clone path, relative to the working directory
@@ -102,7 +102,7 @@ def inspect_clone(target: Target, path) -> CloneInfo:
     if info.commit is None:
         info.warnings.append("not a git checkout: the commit cannot be named")
     elif not info.commit.startswith(target.validated_commit):
-        info.warnings.append(f"commit {info.commit[:12]} is not the one REFERENCES.md was validated "
+        info.warnings.append(f"commit {info.commit[:12]} is not the one docs/references.md was validated "
                              f"against ({target.validated_commit}): results describe this commit only")
     if info.dirty:
         info.warnings.append("the clone has uncommitted changes (dirty)")

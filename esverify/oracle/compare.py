@@ -1,4 +1,4 @@
-"""Bitwise comparison of one case's results (ES.md §7).
+"""Bitwise comparison of one case's results (docs/numerics.md §7).
 
 A mismatch is any difference in bits, the sign of zero included. For each
 case: element count, mismatches, the largest absolute difference (f64,
@@ -63,7 +63,7 @@ def values_f64(raw: np.ndarray, fmt: str) -> np.ndarray:
 
 
 def compare(ours: list, theirs: list, theirs_dtypes: list, names: list | None = None) -> Comparison:
-    """Compare our result tensors with the child's bit arrays, slot by slot (ES.md §7).
+    """Compare our result tensors with the child's bit arrays, slot by slot (docs/numerics.md §7).
 
     ours: tensors (any device; f64/f32/f16/bf16); theirs: uint bit arrays of the same shapes;
     theirs_dtypes: their format names; names: slot names for the report. A slot count, shape or
@@ -136,7 +136,7 @@ DIAGNOSES = ("advanced", "eager", "skip", "reuse", "extra")
 
 @dataclass
 class Findings:
-    """The draw accounting of one row (the child's per-call findings, REFERENCES.md §3, §3a), merged.
+    """The draw accounting of one row (the child's per-call findings, docs/references.md §3, §3a), merged.
 
     eager: [(call, slot, name)]; missing: {slot: (name, [calls])}; extra: {slot: (name, [calls])};
     advanced: [(call, slot, name, position)] (at most a few shown; `advanced_count` in all).

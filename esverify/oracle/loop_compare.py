@@ -8,11 +8,11 @@ per iteration the members evaluated (seed, sign, engine), every reward
 (f64 bits), es-at-scale's aggregated rewards and the mean/std handed to
 z_score, the seeds, coefficients (f64 bits), alpha, divisor and decay
 arguments handed to the update, es-awd's own iteration record, the
-parameters after the update (bit patterns, every slot; ES.md §7); then
+parameters after the update (bit patterns, every slot; docs/numerics.md §7); then
 the number of updates, engine 0's final parameters and every state_dict
 saved with torch.save. A `Difference` carries a `kind` (seeds, values,
 args, records, layout, count) so that the caller can tell a value
-difference (the caching artefact) from a structural one.
+difference (the caching artifact) from a structural one.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def _same(a, b) -> bool:
 
 
 class Difference(Exception):
-    """The first differing quantity; `kind` says which family it belongs to (for the caching artefact)."""
+    """The first differing quantity; `kind` says which family it belongs to (for the caching artifact)."""
 
     def __init__(self, message: str, kind: str, cmp=None):
         super().__init__(message)

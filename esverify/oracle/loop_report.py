@@ -4,7 +4,7 @@
   (esverify.oracle.loops.FINDINGS), with what was observed;
 - `coverage`: per target, every function of the clone files the child
   loaded, whether it ran (coverage.py in the child, oracles/loops.py) and
-  whether REFERENCES.md says a loop reaches it; the metadata keeps the
+  whether docs/references.md says a loop reaches it; the metadata keeps the
   percentage per target, and every reached function that did not run is
   a warning;
 - `not_checked`: every target that did not run and why (no clone given,
@@ -96,7 +96,7 @@ def report_sections(runner, wanted, clones, skipped_targets, failed, frame, meta
         if info["error"]:
             metadata["warnings"].append(f"{target}: coverage: {info['error']}")
         for item in info["reached_not_run"]:
-            metadata["warnings"].append(f"{target}: coverage: {item} did not run, although REFERENCES.md §5 says "
+            metadata["warnings"].append(f"{target}: coverage: {item} did not run, although docs/references.md §5 says "
                                         "a training loop reaches it: a pass does not cover it")
     for row in not_checked.itertuples():
         metadata["warnings"].append(f"{row.target}: not checked ({row.why}): {row.not_checked}")

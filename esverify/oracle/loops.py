@@ -1,4 +1,4 @@
-"""Parity through the references' own training loops (REFERENCES.md §5; issue 9).
+"""Parity through the references' own training loops (docs/references.md §5; issue 9).
 
 Two ops join the matrix, for every dtype set and scheme:
 
@@ -20,7 +20,7 @@ as the reference groups them (a regenerate-restore is exact only up to
 `(x + t) - t`, so which engine a member ran on shows in the bits), the
 reward aggregation of esverify.es.schedule, and the update on replica 0
 followed by the broadcast. es-at-scale's `fit` performs num_iterations + 1
-updates (REFERENCES.md §5): ours does the same under that loop and the
+updates (docs/references.md §5): ours does the same under that loop and the
 report states it as a finding (`FINDINGS`).
 
 `loop_compare.compare_tapes` walks both tapes in time order and names the first
@@ -70,7 +70,7 @@ MAIN_VARIANTS = {   # op -> (mirror_sampling, caching, decay type, lambda)
     "main-l2-lambda0": (False, False, "l2", 0.0),
 }
 LOOP_OPS = ("fit", *MAIN_VARIANTS)
-#: what REFERENCES.md §5 (and §1, §2) say a loop reaches, per target and file
+#: what docs/references.md §5 (and §1, §2) say a loop reaches, per target and file
 REACHED = {
     "es-at-scale": {"es_at_scale/trainer/es_trainer.py": ["EvolutionStrategiesTrainer.fit",
                                                           "EvolutionStrategiesTrainer.train_step",
@@ -88,7 +88,7 @@ REACHED = {
 }
 FINDINGS = {
     "fit-extra-update": ("es-at-scale", "EvolutionStrategiesTrainer.fit performs num_iterations + 1 updates "
-                                        "(REFERENCES.md §5): its counter is tested after the increment; our side "
+                                        "(docs/references.md §5): its counter is tested after the increment; our side "
                                         "reproduces it under the es-at-scale loop so that the rows compare like "
                                         "with like"),
 }
@@ -116,11 +116,11 @@ def _hexs(seed: int) -> str:
 
 
 class _Replicas:
-    """One trainer per engine, each on its own copy of theta (ES.md §1: member-parallel replicas)."""
+    """One trainer per engine, each on its own copy of theta (docs/numerics.md §1: member-parallel replicas)."""
 
     def __init__(self, names, tensors, config, backend, engines):
         self.tensors = [[t.clone() for t in tensors] for _ in range(engines)]
-        # replica 0 is built on the initial weights: with decay on, that is the anchor (ES.md §6)
+        # replica 0 is built on the initial weights: with decay on, that is the anchor (docs/numerics.md §6)
         self.trainers = [Trainer(list(zip(names, ts)), config, backend=backend) for ts in self.tensors]
 
     def sync_iteration(self):
@@ -232,12 +232,12 @@ def loop_command(case: Case, tape: dict, seed: int) -> dict:
 # ----------------------------------------------------------------- the runner's row
 
 CACHING_ARTIFACT = ("artifact of the reference: with caching=True it reuses the first tensor's noise for "
-                    "tensors of equal (device, dtype, shape), which iid gives different noise (REFERENCES.md §2)")
+                    "tensors of equal (device, dtype, shape), which iid gives different noise (docs/references.md §2)")
 
 
 def reused_slots(names, tensors) -> list:
     """Names of the slots whose (device, dtype, shape) repeats an earlier slot's: where es-awd's
-    `caching=True` reuses the earlier slot's noise (REFERENCES.md §2), so iid noise cannot agree."""
+    `caching=True` reuses the earlier slot's noise (docs/references.md §2), so iid noise cannot agree."""
     seen, reused = set(), []
     for name, t in zip(names, tensors):
         key = (str(t.device), t.dtype, tuple(t.shape))
@@ -336,7 +336,7 @@ def run_case(runner, t, case: Case) -> dict:
         notes.append(f"{case.op}: {accounting}")
     for i, it in enumerate(ours["iterations"]):
         repeated = duplicate_seeds(it["update"]["seeds"])
-        if repeated and case.op == "fit":   # es-at-scale keys members by seed value (REFERENCES.md §5)
+        if repeated and case.op == "fit":   # es-at-scale keys members by seed value (docs/references.md §5)
             notes.append(f"note: iteration {i} drew equal seeds {sorted(repeated)}: es-at-scale's loop merges "
                          "them into one member (a quirk of the reference)")
     if status == "fail" and opts.keep_tensors:

@@ -3,12 +3,12 @@
 This is the ONE adapter between the oracle and the trainer (issue 3 API):
 `Config`, `Trainer` (perturb / restore / update / step, `member_seed`),
 `shape_rewards` and `apply_anchor_decay_`. It also produces what the child
-needs to replay the case on the reference: the handle table (REFERENCES.md
+needs to replay the case on the reference: the handle table (docs/references.md
 §3: the case's seed handle of each member -> the trainer's u64 member
 seed), the seed handles and coefficients of each update, all computed once
 here and given to both sides (issue 4 item 4).
 
-Native-noise cases (REFERENCES.md §3a) run the trainer's `noise="torch"`
+Native-noise cases (docs/references.md §3a) run the trainer's `noise="torch"`
 backend with `torch_seed` mapping each member's u64 seed to the handle the
 reference received: both sides then draw torch's own noise. `slot_map`
 (a what-if run for the `reuse` diagnosis) makes slot k draw slot j's
@@ -143,7 +143,7 @@ def _update(case, names, tensors, anchor, seed, mapping, backend, slot_map):
     table = {}
     config = _config(case, seed, mapping, **overrides)
     if config.decay_on:
-        # the anchor is captured at construction: build on the anchor, then load theta (ES.md §6)
+        # the anchor is captured at construction: build on the anchor, then load theta (docs/numerics.md §6)
         current = [t.clone() for t in tensors]
         with torch.no_grad():
             for t, a in zip(tensors, anchor):
@@ -156,7 +156,7 @@ def _update(case, names, tensors, anchor, seed, mapping, backend, slot_map):
         trainer = _trainer(case, list(zip(names, tensors)), config, backend, table, slot_map)
     if mirrored:
         members = list(range(0, case.population, 2))
-        # the reference's training script folds pairs itself: D_k = C_2k - C_2k+1 in f64 (REFERENCES.md §2)
+        # the reference's training script folds pairs itself: D_k = C_2k - C_2k+1 in f64 (docs/references.md §2)
         sent = [float(coeffs[2 * k] - coeffs[2 * k + 1]) for k in range(case.population // 2)]
     else:
         members = list(range(case.population))

@@ -12,7 +12,7 @@ single-operation cases, an `lm_head.weight` of >= 1M elements. A fuzzed
 case gives its own (name, shape) list instead. Values come from a
 fixed numpy generator (f64, rounded through f32 into the dtype, as torch
 does), with a few exact zeros; the `offset` variant adds a small
-deterministic delta so that anchored decay (ES.md §5) has work to do
+deterministic delta so that anchored decay (docs/numerics.md §5) has work to do
 (and zeroes some deltas under l1).
 
 Sets travel to the child as raw bit patterns (.npz), so both sides start

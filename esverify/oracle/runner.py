@@ -5,7 +5,7 @@ target's driver (oracles/driver_*.py, by path) under `--python`; the
 runner checks up front that the child has torch and numpy and which
 devices it sees, then runs each case on our side (esverify.es, through
 `ours`) and on the reference side (the child, same noise through the
-hook, same backend), and compares the results bitwise (ES.md §7).
+hook, same backend), and compares the results bitwise (docs/numerics.md §7).
 
 Statuses (STATUSES): pass, fail, error (the reference, the child or our
 side could not run the case; timeouts and child deaths included: the child
@@ -13,7 +13,7 @@ is restarted and the run goes on), skipped (not checked here, with the
 reason and how to check it: a device the child does not see, a reference
 file that needs a newer child Python, a target whose clone was not given),
 unverifiable (an iid row whose own draws were all attributed to one slot:
-eager consumption, REFERENCES.md §3), artifact (an iid row where the
+eager consumption, docs/references.md §3), artifact (an iid row where the
 reference reused one slot's noise for another, as es-awd's `caching=True`
 does, and ours with the same reuse agrees bit for bit), unsupported (a case
 the `--impl` wrapper does not claim) and not-run (a row an interrupted run
@@ -372,7 +372,7 @@ class Runner:
     # -- main
     def run(self) -> RunResult:
         import torch
-        # Our side on one torch thread: the profiles are thread-count independent (ES.md §6), and
+        # Our side on one torch thread: the profiles are thread-count independent (docs/numerics.md §6), and
         # idle-spinning worker threads would compete with the child for the same cores.
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
@@ -624,8 +624,8 @@ class Runner:
             if not get_mapping(opts.mapping).bitwise_portable:
                 return _row(case, status="error", detail=f"{case.op}: the child lacks the noise backend {backend!r} "
                                                          f"the parent uses, and {opts.mapping} is only bit-exact "
-                                                         "within one backend (RNG.md §2a); install numba there")
-            child_backend = None   # poly32 is bitwise identical on every backend (RNG.md §2b)
+                                                         "within one backend (docs/CONTRACT.md §3a); install numba there")
+            child_backend = None   # poly32 is bitwise identical on every backend (docs/CONTRACT.md §3b)
             self.notes.add(f"the child lacks noise backend {backend!r}; it used its own default "
                            f"({opts.mapping} is bitwise identical on every backend)")
         variant = "offset" if case.target == "es-awd" else "base"
@@ -794,7 +794,7 @@ class Runner:
             "children": environments,
             "devices": list(opts.devices), "dtypes": list(opts.dtypes), "schemes": list(opts.schemes),
             "mapping": opts.mapping, "noise_backend": {d: default_backend(d) for d in opts.devices},
-            "seed": f"0x{int(opts.seed):016x}",   # u64 as hex (RNG.md §4)
+            "seed": f"0x{int(opts.seed):016x}",   # u64 as hex (docs/CONTRACT.md §5)
             "population": opts.population if opts.population is not None else _cases.main_population(opts.case_seed),
             "sigma": opts.sigma,
             "alpha": self.alpha, "iterations": opts.iterations, "case_pattern": opts.case,

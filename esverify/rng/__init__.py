@@ -1,4 +1,4 @@
-"""esverify.rng: the RNG contract v1 (docs/CONTRACT.md, RNG.md) in numpy, numba and torch.
+"""esverify.rng: the RNG contract v1 (docs/CONTRACT.md) in numpy, numba and torch.
 
 Public API (issue 2): `CONTRACT_VERSION`, `at`, `gaussian`, `member_seed`,
 `stream_seed`; plus `gaussian_into` (fill a caller's float32 buffer),

@@ -5,8 +5,8 @@ CPU kernel, the fastest on CPU) and ``torch`` (int64 tensor arithmetic,
 CPU and CUDA; the CUDA path is the trainer's on GPUs). `default_backend`
 picks the fastest one available for a device; availability is probed
 lazily so that importing `esverify.rng` imports neither numba nor torch.
-The choice never changes a poly32 bit (RNG.md §2b); for libm64 it can, by
-one f32 ulp, rarely (RNG.md §2a), which is why goldens are recomputed on
+The choice never changes a poly32 bit (docs/CONTRACT.md §3b); for libm64 it can, by
+one f32 ulp, rarely (docs/CONTRACT.md §3a), which is why goldens are recomputed on
 every target of `backend_targets`.
 
 Checks: ``python -m pytest -q tests/test_rng_backends.py`` and

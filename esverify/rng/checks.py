@@ -1,10 +1,10 @@
-"""Counting a backend's differences from the scalar reference (RNG.md §2a; issue 2).
+"""Counting a backend's differences from the scalar reference (docs/CONTRACT.md §3a; issue 2).
 
 poly32 must match `esverify.rng.scalar` bit for bit on every backend;
 libm64 may differ by one f32 ulp, rarely, because each backend brings its
 own f64 libm. Such differences are counted and reported, never hidden:
 `compare_to_scalar` returns every differing element with both bit
-patterns and the ulp distance (ES.md §7, `esverify.bits`). The scalar
+patterns and the ulp distance (docs/numerics.md §7, `esverify.bits`). The scalar
 reference runs at ~100k elements/s, so keep `n` in the thousands.
 
 Checks: ``python -m pytest -q tests/test_rng_backends.py`` (poly32: zero

@@ -1,8 +1,8 @@
-"""The literals of the gaussian mappings, written once for every fast backend (RNG.md §2).
+"""The literals of the gaussian mappings, written once for every fast backend (docs/CONTRACT.md §3).
 
-What: the decimal constants of poly32 (RNG.md §2b: Cephes logf, sinf and
+What: the decimal constants of poly32 (docs/CONTRACT.md §3b: Cephes logf, sinf and
 cosf kernels, the sqrt(1/2) threshold, the f32 bit-field masks) and the
-shared f64 constants of the uniforms and of libm64 (RNG.md §2, §2a), as
+shared f64 constants of the uniforms and of libm64 (docs/CONTRACT.md §3, §3a), as
 plain Python numbers exactly as the spec writes them.
 
 Invariants: each backend rounds these f64 decimals to f32 itself
@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import math
 
-#: 2**-53: the u64 -> (0, 1] / [0, 1) uniform scale of RNG.md §2 (exact in f64)
+#: 2**-53: the u64 -> (0, 1] / [0, 1) uniform scale of docs/CONTRACT.md §3 (exact in f64)
 TWO_M53 = 2.0 ** -53
-#: 2*pi in f64, the libm64 angle factor (RNG.md §2a)
+#: 2*pi in f64, the libm64 angle factor (docs/CONTRACT.md §3a)
 TWO_PI = 2.0 * math.pi
 
-# -- poly32 (RNG.md §2b); each is rounded to f32 by the backend --------------
+# -- poly32 (docs/CONTRACT.md §3b); each is rounded to f32 by the backend --------------
 #: threshold m is compared against (sqrt(1/2)): below it, m doubles and e drops by one
 SQRT_HALF = 0.7071067811865476
 #: leading coefficient of the logf polynomial in f
@@ -44,7 +44,7 @@ SIN_COEFFS = (-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1)
 #: cosf kernel coefficients, Horner order in z = x*x
 COS_COEFFS = (2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2)
 
-# -- f32 bit fields of the logf argument reduction (RNG.md §2b) ---------------
+# -- f32 bit fields of the logf argument reduction (docs/CONTRACT.md §3b) ---------------
 #: mantissa bits of an f32
 F32_MANTISSA = 0x007FFFFF
 #: exponent field of 0.5: OR-ed into the mantissa to give m in [0.5, 1)

@@ -5,7 +5,7 @@ float32 buffer (the trainer's allocation-free path). Both split the range
 into chunks of `chunk_elements` and call the mapping's kernel for the
 backend once per chunk, so work memory is bounded whatever `n` is; since
 every kernel serves any `[first, first + n)` exactly as the same slice of
-the whole stream (RNG.md §2), the result cannot depend on the chunking.
+the whole stream (docs/CONTRACT.md §3), the result cannot depend on the chunking.
 
 Checks: ``python -m pytest -q tests/test_rng_backends.py`` (chunking, odd
 starts and backends as hypothesis properties; caller buffers, devices)
@@ -99,7 +99,7 @@ def _fill(out, seed: int, first: int, mapping, backend, chunk_elements) -> None:
 
 
 def gaussian(seed, n, first=0, mapping="poly32", device=None, *, backend=None, chunk_elements=None):
-    """Elements first .. first+n-1 of the gaussian stream of `seed` (RNG.md §2).
+    """Elements first .. first+n-1 of the gaussian stream of `seed` (docs/CONTRACT.md §3).
 
     seed: int in [0, 2**64). n, first: non-negative ints, first + n <= 2**64.
     mapping: "poly32" (bitwise portable) or "libm64" (esverify.rng.MAPPINGS).

@@ -1,4 +1,4 @@
-"""The gaussian mappings, one named value each, in a registry (RNG.md §2; STYLE.md, JAX PRNGImpl).
+"""The gaussian mappings, one named value each, in a registry (docs/CONTRACT.md §3; CONTRIBUTING.md, JAX PRNGImpl).
 
 A `Mapping` names a way of turning the splitmix64 counter stream into
 float32 normals: its spec section, whether it is bitwise identical on every
@@ -28,7 +28,7 @@ from . import scalar
 
 @dataclass(frozen=True)
 class Mapping:
-    """One gaussian mapping of the contract: a named value in `MAPPINGS` (RNG.md §2).
+    """One gaussian mapping of the contract: a named value in `MAPPINGS` (docs/CONTRACT.md §3).
 
     name: registry key ("poly32", "libm64"). spec: the defining spec
     section. summary: one line for reports. bitwise_portable: True when
@@ -70,12 +70,12 @@ def _kernels(name: str) -> dict:
 
 MAPPINGS = {
     "poly32": Mapping(
-        name="poly32", spec="RNG.md §2b",
+        name="poly32", spec="docs/CONTRACT.md §3b",
         summary="Box-Muller with Cephes logf/sinf/cosf kernels, every step one f32 rounding; "
                 "bitwise identical on every IEEE backend",
         bitwise_portable=True, scalar=scalar.poly32, kernels=_kernels("poly32")),
     "libm64": Mapping(
-        name="libm64", spec="RNG.md §2a",
+        name="libm64", spec="docs/CONTRACT.md §3a",
         summary="Box-Muller in f64 with the backend's log/sqrt/cos/sin, one rounding to f32; "
                 "bit-exact per backend, may differ by one f32 ulp (rarely) across backends",
         bitwise_portable=False, scalar=scalar.libm64, kernels=_kernels("libm64")),

@@ -1,4 +1,4 @@
-"""numba CPU kernels of the gaussian mappings (RNG.md §2), the fastest CPU backend.
+"""numba CPU kernels of the gaussian mappings (docs/CONTRACT.md §3), the fastest CPU backend.
 
 One compiled serial loop over aligned pairs computes both Box-Muller halves
 of each pair straight into the output, so the kernels need no work memory.
@@ -23,7 +23,7 @@ a Python float, silently promotes to float64.
 
 poly32 reads the f32 bit pattern of ua32 through an LLVM bitcast
 intrinsic; sqrt is taken in f64 of the f32 value and rounded once (the
-correctly rounded f32 square root, RNG.md §5). libm64 calls LLVM's f64
+correctly rounded f32 square root, docs/CONTRACT.md §9). libm64 calls LLVM's f64
 log/sqrt/cos/sin, i.e. glibc's libm here (no SVML), the same functions
 Python's `math` uses; LLVM merges cos(t) and sin(t) into one glibc
 `sincos` call (seen in the assembly), whose results the tests find equal

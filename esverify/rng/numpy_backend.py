@@ -1,7 +1,7 @@
-"""numpy kernels of the gaussian mappings (RNG.md §2), whole-array per chunk.
+"""numpy kernels of the gaussian mappings (docs/CONTRACT.md §3), whole-array per chunk.
 
 poly32 relies on numpy's float32 ufuncs (+, -, *, sqrt, floor) being
-correctly rounded and never fused (RNG.md §5); every literal is an explicit
+correctly rounded and never fused (docs/CONTRACT.md §9); every literal is an explicit
 np.float32 (rounded from `esverify.rng.constants`) so no step is promoted
 to f64. Each chunk computes whole aligned pairs (cosine half at even j,
 sine half at odd j) and keeps the requested slice, so an odd `first` is

@@ -1,7 +1,7 @@
-"""The slow, obviously-correct scalar reference of the RNG contract (RNG.md §1-§3).
+"""The slow, obviously-correct scalar reference of the RNG contract (docs/CONTRACT.md §2-§4).
 
 Plain Python ints (masked to 64 bits) and `math`, one element at a time.
-It exists to be read next to RNG.md and to pin the fast backends: tests
+It exists to be read next to docs/CONTRACT.md and to pin the fast backends: tests
 and the golden generator use it, the trainer never does. libm64 values
 here come from Python's `math` (glibc's libm), which is what the golden
 files record.
@@ -13,7 +13,7 @@ so the double rounding is innocuous (Figueroa 1995).
 
 Self-contained on purpose: it repeats the constants that the fast backends
 take from `esverify.rng.constants`, so that a wrong literal there cannot
-hide in both. Checks: ``python -m pytest -q tests/test_rng.py`` (RNG.md §1
+hide in both. Checks: ``python -m pytest -q tests/test_rng.py`` (docs/CONTRACT.md §2
 known answers) and ``esverify goldens check`` (the goldens were generated
 from this module).
 """
@@ -29,7 +29,7 @@ NOISE_DOMAIN = 0x65735F6E6F697365  # ASCII "es_noise"
 
 
 def mix(z: int) -> int:
-    """splitmix64's output function on a u64 (RNG.md §1)."""
+    """splitmix64's output function on a u64 (docs/CONTRACT.md §2)."""
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
     return z ^ (z >> 31)
@@ -50,12 +50,12 @@ def sequential(seed: int, n: int) -> list[int]:
 
 
 def member_seed(seed: int, iteration: int, population: int, member: int) -> int:
-    """RNG.md §3: at(seed ^ SEED_DOMAIN, iteration * population + member)."""
+    """docs/CONTRACT.md §4: at(seed ^ SEED_DOMAIN, iteration * population + member)."""
     return at(seed ^ SEED_DOMAIN, (iteration * population + member) & MASK64)
 
 
 def stream_seed(member_seed_: int, slot: int, scheme: str) -> int:
-    """RNG.md §3: iid derives a per-slot seed; correlated reuses the member seed."""
+    """docs/CONTRACT.md §4: iid derives a per-slot seed; correlated reuses the member seed."""
     if scheme == "iid":
         return at(member_seed_ ^ NOISE_DOMAIN, slot)
     if scheme == "correlated":
@@ -85,7 +85,7 @@ def uniforms(seed: int, j: int) -> tuple[float, float]:
 
 
 def libm64(seed: int, j: int) -> float:
-    """Element j of the libm64 gaussian stream (RNG.md §2a), as a Python float holding an f32."""
+    """Element j of the libm64 gaussian stream (docs/CONTRACT.md §3a), as a Python float holding an f32."""
     ua, ub = uniforms(seed, j)
     r = math.sqrt(-2.0 * math.log(ua))
     t = 2.0 * math.pi * ub
@@ -97,7 +97,7 @@ _LOG_COEFFS = (-1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787
 
 
 def _ln32(x: float) -> float:
-    """Cephes logf of an f32 in (0, 1], every step one f32 rounding (RNG.md §2b)."""
+    """Cephes logf of an f32 in (0, 1], every step one f32 rounding (docs/CONTRACT.md §3b)."""
     bits = f32_bits(x)
     e = rd32(float((bits >> 23) - 126))
     m = _f32_from_bits((bits & 0x007FFFFF) | 0x3F000000)
@@ -139,7 +139,7 @@ def _sincos_turn32(u: float) -> tuple[float, float]:
 
 
 def poly32(seed: int, j: int) -> float:
-    """Element j of the poly32 gaussian stream (RNG.md §2b), as a Python float holding an f32."""
+    """Element j of the poly32 gaussian stream (docs/CONTRACT.md §3b), as a Python float holding an f32."""
     ua, ub = uniforms(seed, j)
     ua32, ub32 = rd32(ua), rd32(ub)
     ln = _ln32(ua32)
@@ -152,7 +152,7 @@ MAPPINGS = {"libm64": libm64, "poly32": poly32}
 
 
 def gaussian(seed: int, n: int, first: int = 0, mapping: str = "poly32") -> list[float]:
-    """Elements first .. first+n-1 of the gaussian stream of `seed`, one at a time (RNG.md §2).
+    """Elements first .. first+n-1 of the gaussian stream of `seed`, one at a time (docs/CONTRACT.md §3).
 
     Python floats holding f32 values; no argument checks (KeyError for an
     unknown mapping). Runs at ~100k elements/s: for tests and goldens only.

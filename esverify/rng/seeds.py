@@ -1,4 +1,4 @@
-"""Member and stream seeds for evolution strategies (RNG.md §3).
+"""Member and stream seeds for evolution strategies (docs/CONTRACT.md §4).
 
 A member's perturbation is a pure function of (seed, iteration, population,
 member, slot, scheme): `member_seed` draws the member's counter from the
@@ -21,7 +21,7 @@ SCHEMES = ("iid", "correlated")
 
 
 def member_seed(seed, iteration, population, member) -> int:
-    """at(seed ^ SEED_DOMAIN, iteration * population + member) as a u64 int (RNG.md §3).
+    """at(seed ^ SEED_DOMAIN, iteration * population + member) as a u64 int (docs/CONTRACT.md §4).
 
     Every argument is an int in [0, 2**64) (ValueError/TypeError naming it);
     the counter wraps mod 2**64.
@@ -34,7 +34,7 @@ def member_seed(seed, iteration, population, member) -> int:
 
 
 def stream_seed(member_seed, slot, scheme) -> int:
-    """The seed of the gaussian stream of (member, slot) (RNG.md §3).
+    """The seed of the gaussian stream of (member, slot) (docs/CONTRACT.md §4).
 
     scheme "iid": at(member_seed ^ NOISE_DOMAIN, slot); "correlated":
     member_seed itself for every slot. Raises ValueError naming `scheme`

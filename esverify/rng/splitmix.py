@@ -1,4 +1,4 @@
-"""splitmix64 as a counter-based generator (RNG.md §1).
+"""splitmix64 as a counter-based generator (docs/CONTRACT.md §2).
 
 ``at(seed, i) = mix(seed + (i + 1) * GAMMA)`` in wrapping u64 arithmetic is
 the i-th output of Steele, Lea and Flood's sequential splitmix64 started at
@@ -7,13 +7,13 @@ the i-th output of Steele, Lea and Flood's sequential splitmix64 started at
 - Python ints (masked to 64 bits), for seeds and single counters;
 - numpy uint64 arrays (numpy array arithmetic wraps silently);
 - torch int64 tensors on any device: torch has no u64 arithmetic on CPU
-  (RNG.md §5), but two's-complement add and multiply wrap exactly as u64
+  (docs/CONTRACT.md §9), but two's-complement add and multiply wrap exactly as u64
   does, and a right shift is made logical by masking the sign-extended bits.
 
 The contract version of everything in `esverify.rng` is `CONTRACT_VERSION`.
 Invariant: the three forms return the same 64 bits for the same (seed,
 index). Checks: ``python -m pytest -q tests/test_rng.py`` (known answers of
-RNG.md §1; counter == sequential; numpy/torch/int agree).
+docs/CONTRACT.md §2; counter == sequential; numpy/torch/int agree).
 """
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def at_torch(seed: int, index):
 
 
 def at(seed, index):
-    """The index-th splitmix64 output of `seed` (RNG.md §1).
+    """The index-th splitmix64 output of `seed` (docs/CONTRACT.md §2).
 
     seed: int in [0, 2**64) (ValueError/TypeError naming `seed` otherwise).
     index: a Python int in [0, 2**64) -> int; a numpy integer array (cast

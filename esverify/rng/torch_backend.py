@@ -1,7 +1,7 @@
-"""torch kernels of the gaussian mappings (RNG.md §2), CPU and CUDA; the trainer's GPU path.
+"""torch kernels of the gaussian mappings (docs/CONTRACT.md §3), CPU and CUDA; the trainer's GPU path.
 
 splitmix64 runs on int64 tensors (two's-complement add and multiply wrap
-as u64 does; right shifts are masked to be logical, RNG.md §5). poly32 is a
+as u64 does; right shifts are masked to be logical, docs/CONTRACT.md §9). poly32 is a
 chain of separate elementwise ops, one f32 rounding each: no addcmul, no
 ``add(..., alpha=)`` (which fuses on CPU), no torch.compile, so nothing is
 contracted into an FMA on either device. Every constant is a Python float
@@ -12,7 +12,7 @@ value and rounded once to f32 (the correctly rounded f32 root even when
 the f64 root is only faithful).
 libm64 uses torch's f64 log/sqrt/cos/sin of the device: bit-exact per
 backend, within one f32 ulp of the glibc reference (differences counted
-by `esverify.rng.checks`, RNG.md §2a).
+by `esverify.rng.checks`, docs/CONTRACT.md §3a).
 
 Kernel signature: `esverify.rng.mappings`. Checks: ``python -m pytest -q
 tests/test_rng_backends.py tests/test_rng_cuda.py`` (the CUDA tests skip
@@ -82,7 +82,7 @@ def ln32(x: torch.Tensor) -> torch.Tensor:
 
 
 def sqrt32(x: torch.Tensor) -> torch.Tensor:
-    """Correctly rounded f32 sqrt: f64 sqrt of the f32 value, rounded once (RNG.md §5)."""
+    """Correctly rounded f32 sqrt: f64 sqrt of the f32 value, rounded once (docs/CONTRACT.md §9)."""
     return torch.sqrt(x.to(torch.float64)).to(torch.float32)
 
 

@@ -194,7 +194,7 @@ void es_update(const es_config *c, slot *params, int nslots, uint64_t iteration,
     }
 }
 
-/* Anchored weight decay (ES.md §5, CONTRACT.md §7), with a = alpha * lambda (f64):
+/* Anchored weight decay (docs/numerics.md §5, docs/CONTRACT.md §7), with a = alpha * lambda (f64):
  * d = rd_dt(f32(theta) - f32(theta0)); l2: d = rd_dt(f32(d) * rd32(1 - a));
  * l1: u = rd_dt(|f32(d)| - b), b = rd32(a) (f32) or f32(rd_dt(rd32(a))); v = u if u >= 0 else +0;
  *     d = sign(d) * v, sign(+-0) = +0; theta = rd_dt(f32(d) + f32(theta0)). */

@@ -59,7 +59,7 @@ enum { MAP_POLY32 = 0, MAP_LIBM64 = 1 };
 int mapping_of(const char *name);                         /* fail()s on an unknown name */
 void gaussian(uint64_t seed, uint64_t first, uint64_t n, int mapping, float *out);
 
-/* ---- es-at-scale (es.c; ES.md §2-§4 as summarized in docs/CONTRACT.md §7) ---- */
+/* ---- es-at-scale (es.c; docs/numerics.md §2-§4 as summarized in docs/CONTRACT.md §7) ---- */
 enum { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
 typedef struct {
     int mapping, iid, population, antithetic, snapshot, shaping;   /* shaping: 0 zscore, 1 ranks, 2 none */

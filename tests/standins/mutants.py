@@ -100,7 +100,7 @@ AWD_UPDATE = {"dtypes": ("f32", "bf16"), "case": "*/update-none/N7*"}
 ZSCORE = {"case": "*/zscore/*", "noises": ("contract",)}
 
 MUTANTS = {
-    # ---- hook: how the reference uses its generators (REFERENCES.md §3a)
+    # ---- hook: how the reference uses its generators (docs/references.md §3a)
     "generator-cached-not-reseeded": Mutant(A, [(WORKER, _NOISE_BODY, """        cache = self.__dict__.setdefault("_generators", {})
         if seed not in cache:
             cache[seed] = torch.Generator(device=param.device)

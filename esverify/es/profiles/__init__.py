@@ -1,4 +1,4 @@
-"""Numerics profiles: one named, versioned object per file (ES.md §3; STYLE.md).
+"""Numerics profiles: one named, versioned object per file (docs/numerics.md §3; CONTRIBUTING.md).
 
 A profile pins where every rounding of perturb, restore and update happens,
 so that the clean-room trainer reproduces a reference bit for bit on
@@ -35,7 +35,7 @@ import torch
 
 @dataclass(frozen=True)
 class Profile:
-    """One numerics profile: a named, versioned set of chunk kernels (ES.md §3).
+    """One numerics profile: a named, versioned set of chunk kernels (docs/numerics.md §3).
 
     A frozen value, looked up by name in `PROFILES` (`get_profile`); the
     trainer calls its kernels and never asks which profile it holds.

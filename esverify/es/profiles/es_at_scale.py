@@ -1,4 +1,4 @@
-"""The `es-at-scale` numerics profile, version 1 (ES.md §3; REFERENCES.md §1).
+"""The `es-at-scale` numerics profile, version 1 (docs/numerics.md §3; docs/references.md §1).
 
 Matches the primary reference on CPU: noise rounded to the parameter
 dtype, then only separately rounded f32 operations (no fused multiply-add
@@ -37,7 +37,7 @@ def _q32(eps: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def perturb(theta, eps, s, rule, first, numel, out):
-    """out <- rd_dt(f32(theta) + f32(rd_dt(rd32(f32(q) * rd32(s))))), q = rd_dt(eps) (ES.md §3).
+    """out <- rd_dt(f32(theta) + f32(rd_dt(rd32(f32(q) * rd32(s))))), q = rd_dt(eps) (docs/numerics.md §3).
 
     theta, out: 1-D chunks of one dtype (f32/f16/bf16) and length; eps: f32
     chunk of that length; all on one device. s: f64 (+sigma, or -sigma to
@@ -57,7 +57,7 @@ def new_acc(n, dtype, device):
 
 
 def accumulate(acc, eps, coeff, dtype, rule, first, numel):
-    """acc <- rd32(acc + rd32(f32(rd_dt(eps)) * rd32(coeff))) in place; returns acc (ES.md §3).
+    """acc <- rd32(acc + rd32(f32(rd_dt(eps)) * rd32(coeff))) in place; returns acc (docs/numerics.md §3).
 
     acc: f32 chunk from new_acc; eps: f32 chunk of its length, same device;
     coeff: the member's f64 coefficient C_n (or antithetic D_k); dtype: the

@@ -1,4 +1,4 @@
-"""The `es-awd` numerics profile, version 1 (ES.md §3; REFERENCES.md §2).
+"""The `es-awd` numerics profile, version 1 (docs/numerics.md §3; docs/references.md §2).
 
 The anchored-weight-decay reference adds noise with torch's in-place
 scaled add ``x.add_(y, alpha=a)``, whose rounding depends on the device.
@@ -12,10 +12,11 @@ Two named rules, chosen by the parameter's device:
       f16/bf16 body:   rd_dt(fma32(f32(x), f32(y), k))
       f16/bf16 tail:   rd_dt(f32(x) + f32(rd_dt(f32(y) * k)))       i >= 32 * floor(numel / 32)
 
-  Note: ES.md writes the body as one rounding, rd_dt(x + y*k). Measured
-  on torch 2.13 (f16, a = 0.6015625, 2**20 random elements) the body is
-  fma32 followed by rd_dt: 247 elements differ from the single rounding
-  and none from fma-then-round. This module implements the measurement.
+  Note: the rule was first written with the body as one rounding,
+  rd_dt(x + y*k). Measured on torch 2.13 (f16, a = 0.6015625, 2**20 random
+  elements) the body is fma32 followed by rd_dt: 247 elements differ from
+  the single rounding and none from fma-then-round. This module implements
+  the measurement, which is what docs/numerics.md §3 states.
 - `cuda` (unverified until a GPU run): rd_dt(fma32(f32(x), f32(y), rd32(a)))
   for every element, scale kept in f32, no tail.
 
@@ -71,7 +72,7 @@ def scaled_add(x: torch.Tensor, y: torch.Tensor, a: float, rule: str, first: int
 
 
 def perturb(theta, eps, s, rule, first, numel, out):
-    """out <- scaled_add(theta, rd_dt(eps), s) under `rule` (ES.md §3); `out` may be theta."""
+    """out <- scaled_add(theta, rd_dt(eps), s) under `rule` (docs/numerics.md §3); `out` may be theta."""
     out.copy_(scaled_add(theta, round_to(eps, theta.dtype), s, rule, first, numel))
 
 
@@ -81,7 +82,7 @@ def new_acc(n, dtype, device):
 
 
 def accumulate(acc, eps, coeff, dtype, rule, first, numel):
-    """scaled_add(acc, rd_dt(eps), coeff) as a new tensor of acc's dtype (ES.md §3)."""
+    """scaled_add(acc, rd_dt(eps), coeff) as a new tensor of acc's dtype (docs/numerics.md §3)."""
     return scaled_add(acc, round_to(eps, dtype), coeff, rule, first, numel)
 
 

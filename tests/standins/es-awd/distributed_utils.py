@@ -1,6 +1,6 @@
 """Test stand-in for es-awd's distributed helpers (NOT the reference code).
 
-Written by the esverify authors from `shared/spec/REFERENCES.md` §5 (and
+Written by the esverify authors from `docs/references.md` §5 (and
 §2 for the numerics) alone. Like the real file is described to, it imports
 Ray and vLLM internals at module level (the parity child serves inert
 stand-ins) and holds the es-awd `WorkerExtension`: perturb/restore with
@@ -19,18 +19,18 @@ from weight_update_utils import apply_seeded_noise_to_parameters, update_paramet
 
 
 class WorkerExtension:
-    """REFERENCES.md §5, distributed_utils.py: "the es-awd WorkerExtension"; works on
+    """docs/references.md §5, distributed_utils.py: "the es-awd WorkerExtension"; works on
     `self.model_runner.model` like es-at-scale's (§1)."""
 
     def perturb_self_weights(self, seed, sigma, caching=False, negate=False):
-        """REFERENCES.md §5: perturb with `caching` and `negate` (§2: "perturb with +sigma, ...
+        """docs/references.md §5: perturb with `caching` and `negate` (§2: "perturb with +sigma, ...
         mirrored members with the signs swapped")."""
         scale = -sigma if negate else sigma
         apply_seeded_noise_to_parameters(self.model_runner.model.parameters(), seed, scale, caching=caching)
         return True
 
     def restore_self_weights(self, seed, sigma, caching=False, negate=False):
-        """REFERENCES.md §5: restore with `caching` and `negate` (§2: "restore with -sigma, mirrored
+        """docs/references.md §5: restore with `caching` and `negate` (§2: "restore with -sigma, mirrored
         members with the signs swapped")."""
         scale = sigma if negate else -sigma
         apply_seeded_noise_to_parameters(self.model_runner.model.parameters(), seed, scale, caching=caching)
@@ -38,7 +38,7 @@ class WorkerExtension:
 
     def update_weights_from_seeds(self, seeds, coeffs, alpha, population_size, caching=False,
                                   weight_decay_type="none", weight_decay_lambda=0.0):
-        """REFERENCES.md §5: update_weights_from_seeds(seeds, coeffs, alpha, population_size, caching,
+        """docs/references.md §5: update_weights_from_seeds(seeds, coeffs, alpha, population_size, caching,
         weight_decay_type, weight_decay_lambda), decaying toward the snapshot when there is one."""
         snapshot = getattr(self, "_snapshot", None)
         device_anchor = None
@@ -51,30 +51,30 @@ class WorkerExtension:
         return True
 
     def snapshot_weights_to_cpu(self):
-        """REFERENCES.md §5: "a snapshot taken before the loop by snapshot_weights_to_cpu"."""
+        """docs/references.md §5: "a snapshot taken before the loop by snapshot_weights_to_cpu"."""
         self._snapshot = [param.detach().to("cpu").clone() for param in self.model_runner.model.parameters()]
         return True
 
     def restore_weights_from_snapshot(self):
-        """REFERENCES.md §5: "restore-from-snapshot"."""
+        """docs/references.md §5: "restore-from-snapshot"."""
         with torch.no_grad():
             for param, saved in zip(self.model_runner.model.parameters(), self._snapshot):
                 param.copy_(saved.to(param.device))
         return True
 
     def write_weights_to_disk(self, path):
-        """REFERENCES.md §5: "write_weights_to_disk saves engine 0's state_dict() with torch.save"."""
+        """docs/references.md §5: "write_weights_to_disk saves engine 0's state_dict() with torch.save"."""
         torch.save(self.model_runner.model.state_dict(), path)
         return True
 
     def broadcast_all_weights(self, src_rank):
-        """REFERENCES.md §5: the engines share engine `src_rank`'s weights (a collective over the
+        """docs/references.md §5: the engines share engine `src_rank`'s weights (a collective over the
         inter-engine group; the parity child's engines copy engine 0's tensors instead)."""
         raise RuntimeError("broadcast_all_weights needs the inter-engine group of a real launch")
 
 
 def launch_engines(num_engines, model_name):
-    """REFERENCES.md §5: "launch_engines/cleanup (from distributed_utils, replace them with
+    """docs/references.md §5: "launch_engines/cleanup (from distributed_utils, replace them with
     stand-ins)": one vLLM engine per placement group. Returns (engines, placement_groups)."""
     groups, engines = [], []
     for _ in range(num_engines):
@@ -87,7 +87,7 @@ def launch_engines(num_engines, model_name):
 
 
 def cleanup(engines, placement_groups):
-    """REFERENCES.md §5: cleanup of the engines and their placement groups."""
+    """docs/references.md §5: cleanup of the engines and their placement groups."""
     for engine in engines:
         ray.kill(engine)
     for group in placement_groups:

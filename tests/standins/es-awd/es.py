@@ -1,6 +1,6 @@
 """Test stand-in for es-awd's training script (NOT the reference code).
 
-Written by the esverify authors from `shared/spec/REFERENCES.md` §5 alone,
+Written by the esverify authors from `docs/references.md` §5 alone,
 so that the oracle runner's `main` op can be tested without a clone of the
 reference. Like the real file is described to, it imports Ray, vLLM,
 transformers and wandb at module level (the parity child serves inert
@@ -25,7 +25,7 @@ from distributed_utils import cleanup, launch_engines
 
 
 def _evaluate(engines, members, prompts, targets, sampling, args):
-    """REFERENCES.md §5, es-awd: "Members evaluated per group of num_engines ... perturb and restore pass
+    """docs/references.md §5, es-awd: "Members evaluated per group of num_engines ... perturb and restore pass
     caching and negate through"; "Rewards: per member the mean of the per-prompt rewards"."""
     rewards = []
     for start in range(0, len(members), args.num_engines):
@@ -43,7 +43,7 @@ def _evaluate(engines, members, prompts, targets, sampling, args):
 
 
 def main(args):
-    """REFERENCES.md §5, es-awd `main(args)`: iterations 1 .. num_iterations; seeds from
+    """docs/references.md §5, es-awd `main(args)`: iterations 1 .. num_iterations; seeds from
     default_rng((global_seed or 42) + i), N/2 of them with mirror_sampling; z-scores over all evaluated
     members; mirrored coefficient = z(+) - z(-); the iteration record written before the update; update
     on engine 0 with decay toward the pre-loop snapshot; broadcast; final state_dict with torch.save."""
@@ -84,7 +84,7 @@ def main(args):
 
 
 def parse_args(argv=None):
-    """REFERENCES.md §5: "an argparse namespace (defaults: sigma 0.001, alpha 0.0005, population 30)"."""
+    """docs/references.md §5: "an argparse namespace (defaults: sigma 0.001, alpha 0.0005, population 30)"."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--model_name", default="model")
     parser.add_argument("--sigma", type=float, default=0.001)

@@ -1,17 +1,17 @@
 """Test stand-in for es-awd's weight update utilities (NOT the reference code).
 
-Written by the esverify authors from `shared/spec/REFERENCES.md` §2 alone.
+Written by the esverify authors from `docs/references.md` §2 alone.
 It uses torch's in-place scaled add (`x.add_(y, alpha=a)`), an accumulator
 in the tensor's own dtype and tensor-scalar arithmetic exactly as §2
 describes, so that a parity run measures what real torch does against the
-`es-awd` profile of ES.md. Parameters are consumed lazily, one tensor at a
+`es-awd` profile of docs/numerics.md. Parameters are consumed lazily, one tensor at a
 time (§2), which is what lets the runner attribute noise draws to slots.
 """
 import torch
 
 
 def generate_noise(seed, shape, dtype, device):
-    """REFERENCES.md §2, generate_noise(seed, shape, dtype, device): a new
+    """docs/references.md §2, generate_noise(seed, shape, dtype, device): a new
     torch.Generator on `device` seeded `seed`, then torch.randn with it."""
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
@@ -19,8 +19,8 @@ def generate_noise(seed, shape, dtype, device):
 
 
 def _noise_for(param, seed, cache):
-    """REFERENCES.md §2: with caching=True "noise is reused for tensors of equal
-    (device, dtype, shape)"; `cache` is None when caching is off."""
+    """docs/references.md §2: with caching=True noise is reused for tensors of equal
+    (device, dtype, shape); `cache` is None when caching is off."""
     if cache is None:
         return generate_noise(seed, param.shape, param.dtype, param.device)
     key = (seed, str(param.device), param.dtype, tuple(param.shape))
@@ -30,7 +30,7 @@ def _noise_for(param, seed, cache):
 
 
 def apply_seeded_noise_to_parameters(parameters, seed, scale, caching=False):
-    """REFERENCES.md §2, apply_seeded_noise_to_parameters(parameters, seed, scale,
+    """docs/references.md §2, apply_seeded_noise_to_parameters(parameters, seed, scale,
     caching=False): for each tensor of the iterable, add_(noise, alpha=scale)
     in place (perturb with +sigma, restore with -sigma)."""
     cache = {} if caching else None
@@ -41,7 +41,7 @@ def apply_seeded_noise_to_parameters(parameters, seed, scale, caching=False):
 def update_parameters_from_seeds(parameters, seeds, coeffs, alpha, population_size, caching=False,
                                  original_parameters=None, weight_decay_type="none",
                                  weight_decay_lambda=0.0):
-    """REFERENCES.md §2, update_parameters_from_seeds: per tensor an accumulator
+    """docs/references.md §2, update_parameters_from_seeds: per tensor an accumulator
     in the tensor's own dtype, acc.add_(noise, alpha=coeff) per (seed, coeff),
     then param.add_(acc, alpha=alpha / population_size); then, if decay is on,
     the anchored decay toward the matching entry of original_parameters
@@ -74,7 +74,7 @@ def update_parameters_from_seeds(parameters, seeds, coeffs, alpha, population_si
 
 def apply_reference_weight_decay_(parameter, reference_parameter, weight_decay_type, weight_decay_lambda,
                                   alpha):
-    """REFERENCES.md §2, apply_reference_weight_decay_: the decay alone toward
+    """docs/references.md §2, apply_reference_weight_decay_: the decay alone toward
     `reference_parameter`, l1 or l2 with step alpha * lambda (l2 asserts the
     step is below 1); in place on `parameter`."""
     step = alpha * weight_decay_lambda

@@ -1,6 +1,6 @@
 """Test stand-in for es-at-scale's training loop (NOT the reference code).
 
-Written by the esverify authors from `shared/spec/REFERENCES.md` §5 alone
+Written by the esverify authors from `docs/references.md` §5 alone
 (and §1 for the worker calls and z_score), so that the oracle runner's
 `fit` op can be tested without a clone of the reference. Like the real
 file is described to, it imports Ray, vLLM and transformers at module
@@ -25,12 +25,12 @@ from es_at_scale.utils.reward_shaping import z_score
 
 
 class EvolutionStrategiesTrainer:
-    """REFERENCES.md §5, es-at-scale: class EvolutionStrategiesTrainer."""
+    """docs/references.md §5, es-at-scale: class EvolutionStrategiesTrainer."""
 
     def __init__(self, model_name, task, template, train_dataloader, sigma=0.001, alpha=0.0005,
                  population_size=30, num_iterations=100, global_seed=None, mini_batch_size=8,
                  n_vllm_engines=4, logging="wandb", logging_dir="logs"):
-        """REFERENCES.md §5: "Its __init__ launches Ray/vLLM" (never called by the parity child)."""
+        """docs/references.md §5: "Its __init__ launches Ray/vLLM" (never called by the parity child)."""
         ray.init()
         self.tokenizer = AutoTokenizer.from_pretrained(model_name)
         self.engines = []
@@ -46,17 +46,17 @@ class EvolutionStrategiesTrainer:
         self.n_vllm_engines, self.logging, self.logging_dir = n_vllm_engines, logging, logging_dir
 
     def _sampling_params(self):
-        """REFERENCES.md §5: the sampling fields n_samples, train_temperature, train_top_p, max_tokens."""
+        """docs/references.md §5: the sampling fields n_samples, train_temperature, train_top_p, max_tokens."""
         return SamplingParams(n=self.n_samples, temperature=self.train_temperature, top_p=self.train_top_p,
                               max_tokens=self.max_tokens)
 
     def _prompts(self, inputs):
-        """REFERENCES.md §5: "a template callable, a tokenizer stand-in"."""
+        """docs/references.md §5: "a template callable, a tokenizer stand-in"."""
         return [self.tokenizer.apply_chat_template([{"role": "user", "content": self.template(x)}],
                                                    tokenize=False, add_generation_prompt=True) for x in inputs]
 
     def _score(self, outputs, targets):
-        """REFERENCES.md §5: each response "scored by the reward callable on (response text, target)",
+        """docs/references.md §5: each response "scored by the reward callable on (response text, target)",
         through the process pool with reward_function_timeout; samples reduced by rollout_reduce."""
         rewards = []
         for output, target in zip(outputs, targets):
@@ -66,7 +66,7 @@ class EvolutionStrategiesTrainer:
         return rewards
 
     def evaluate_population_on_batch(self, seeds, inputs, targets):
-        """REFERENCES.md §5, evaluate_population_on_batch: seeds in order, in groups of
+        """docs/references.md §5, evaluate_population_on_batch: seeds in order, in groups of
         n_vllm_engines; member j of a group is perturbed on engine j, all of the group
         generate, then each is restored and scored."""
         prompts = self._prompts(inputs)
@@ -85,7 +85,7 @@ class EvolutionStrategiesTrainer:
         return perf
 
     def train_step(self, iteration, seeds, inputs, targets):
-        """REFERENCES.md §5, train_step: for each mini-batch evaluate_population_on_batch; per seed a
+        """docs/references.md §5, train_step: for each mini-batch evaluate_population_on_batch; per seed a
         batch-size-weighted mean reward; mean/std with numpy over the members in seed-insertion order;
         z_score (§1); coefficients in seed order; update on engine 0; broadcast on every engine."""
         seeds_perf = {}
@@ -114,13 +114,13 @@ class EvolutionStrategiesTrainer:
         return mean_reward
 
     def evaluate(self):
-        """REFERENCES.md §5, fit "evaluates once": engine 0's mean reward over the first batch."""
+        """docs/references.md §5, fit "evaluates once": engine 0's mean reward over the first batch."""
         inputs, targets = next(iter(self.train_dataloader))
         outputs = ray.get(self.engines[0].generate.remote(self._prompts(inputs), self._sampling_params()))
         return float(numpy.mean(self._score(outputs, targets)))
 
     def fit(self):
-        """REFERENCES.md §5, fit(): evaluates once, then per iteration i = 0, 1, ... draws the member seeds
+        """docs/references.md §5, fit(): evaluates once, then per iteration i = 0, 1, ... draws the member seeds
         from numpy.random.default_rng((global_seed or 42) + i) and calls train_step; stops after the step
         where the incremented counter exceeds num_iterations (num_iterations + 1 updates); saves engine 0's
         weights at the end."""
