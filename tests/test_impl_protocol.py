@@ -164,7 +164,7 @@ def test_clean_room_wrapper_gives_the_in_process_result(tmp_path):
     assert via.exit_code(strict=True) == 0
     assert target.process.restarts == 0
     assert SchemaCheckingProcess.seen == {"capabilities", "at", "member_seed", "stream_seed", "gaussian", "perturb",
-                                          "restore", "update"}
+                                          "restore", "update", "shaping"}
 
 
 def test_wrapper_ops_match_the_library(tmp_path):

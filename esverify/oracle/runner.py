@@ -615,6 +615,9 @@ class Runner:
             return too_old_python(case, load_error, env) or _row(case, status="error",
                                                                  detail=f"{case.op}: {load_error['message']}")
         if case.op in _loops.LOOP_OPS:   # the references' own training loops (issue 9)
+            if self.impl_side is not None:
+                return _row(case, status="unsupported", detail=f"{case.op}: unsupported by --impl: the "
+                                                               "training-loop rows run the clean-room trainer only")
             return _loops.run_case(self, t, case)
         from ..rng import default_backend
         from ..rng.mappings import get_mapping
