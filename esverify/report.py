@@ -88,24 +88,21 @@ def escape_frame(frame: pd.DataFrame, escape) -> pd.DataFrame:
     return out
 
 
-def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
-    """Write `data` to `path` atomically (temp file + fsync + rename).
-
-    Creates missing parent folders. Raises OSError when the folder cannot
-    be written; the previous file, if any, is then left untouched.
-    """
+def atomic_file(path: str | os.PathLike, fill, prefix: str | None = None) -> Path:
+    """Write `path` atomically: `fill(fh)` writes into a temp file (binary) in the same folder, which
+    is fsynced and renamed over `path`. Creates missing parent folders; `prefix` names the temp file
+    (default ".<name>."). Raises OSError when the folder cannot be written; the previous file, if
+    any, is then left untouched and the temp file removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    # lone surrogates (a file name that is not UTF-8) are written as visible escapes, never refused
-    raw = data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=prefix or f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         # mkstemp creates 0600; a report is an ordinary file, so honour the umask
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
+            fill(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -116,30 +113,23 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
             pass
         raise
     return path
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
+    """Write `data` to `path` atomically (temp file + fsync + rename; see atomic_file)."""
+    # lone surrogates (a file name that is not UTF-8) are written as visible escapes, never refused
+    raw = data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data
+    return atomic_file(path, lambda fh: fh.write(raw))
 
 
 def copy_atomic(src: str | os.PathLike, path: str | os.PathLike) -> Path:
     """Copy the file `src` to `path` atomically, streaming (never holding the file in memory)."""
     import shutil
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as fh, open(src, "rb") as source:
+
+    def fill(fh):
+        with open(src, "rb") as source:
             shutil.copyfileobj(source, fh, 1 << 20)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return path
+    return atomic_file(path, fill)
 
 
 def _jsonable(value):

@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -40,6 +39,7 @@ import jsonschema
 import numpy as np
 
 from .. import paths
+from ..report import atomic_file
 
 SCHEMA_NAME = "schema.json"
 GENERATOR_TOOL = "esverify"
@@ -286,23 +286,8 @@ def write_atomic(path: Path, text: str) -> None:
     killed process from one being written now.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.pid{os.getpid()}.", suffix=TEMP_SUFFIX, dir=path.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    data = text.encode("utf-8")
+    atomic_file(path, lambda fh: fh.write(data), prefix=f".{path.name}.pid{os.getpid()}.")
 
 
 _TEMP_NAME = re.compile(r"\.(?P<target>[^/]+\.json)\.(?:pid(?P<pid>\d+)\.)?[^/]*\.tmp")
