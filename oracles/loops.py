@@ -35,7 +35,7 @@ import torch
 
 import loop_stubs
 from oracle_child import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, StandInModelRunner, expected_draws,
-                          load_set, reward, save_results)
+                          load_set, reward, save_results, syntax_error)
 
 _STATE = {"cov": None, "clone": None, "target": None, "lines": {}}
 #: torch.save as the child found it (the loops' saves are recorded, then delegated to it)
@@ -165,13 +165,7 @@ def import_reference(dotted: str, relpath: str):
             where = Path(where).resolve().relative_to(clone).as_posix()
         except (ValueError, TypeError):
             pass
-        needs = ("Python 3.12 or newer (PEP 701 f-string syntax)"
-                 if "f-string" in str(exc.msg) and sys.version_info < (3, 12)
-                 else f"a Python other than {platform.python_version()}")
-        raise ReferenceLoadError({
-            "kind": "syntax", "file": where, "line": exc.lineno, "needs": needs,
-            "message": (f"SyntaxError in {where} line {exc.lineno} (imported by {relpath}) under {py}: {exc.msg}. "
-                        f"This file needs {needs}: pass --python with such an interpreter")}) from None
+        raise syntax_error(exc, where, imported_by=relpath) from None
     except ModuleNotFoundError as exc:
         raise ReferenceLoadError({
             "kind": "import", "file": relpath, "package": exc.name,

@@ -341,6 +341,21 @@ def reward(tensors, target: float) -> float:
 
 # ----------------------------------------------------------------- module loading
 
+def syntax_error(exc: SyntaxError, where: str, imported_by: str = "") -> ReferenceLoadError:
+    """The diagnosis of a reference file that does not compile under this child: which Python it needs
+    (the parent turns "Python X.Y or newer" into a row that is not checked here)."""
+    py = f"Python {platform.python_version()} ({sys.executable})"
+    needs = ("Python 3.12 or newer (PEP 701 f-string syntax)"
+             if "f-string" in str(exc.msg) and sys.version_info < (3, 12)
+             else f"a Python other than {platform.python_version()}")
+    via = f" (imported by {imported_by})" if imported_by else ""
+    return ReferenceLoadError({
+        "kind": "syntax", "file": where, "line": exc.lineno, "needs": needs,
+        "message": (f"SyntaxError in {where} line {exc.lineno}{via} under {py}: {exc.msg}. "
+                    f"This file needs {needs}: pass --python with such an interpreter"
+                    + ("" if imported_by else " (it needs torch and numpy too)"))})
+
+
 def load_module(clone: Path, relpath: str, name: str):
     """Import the reference file `relpath` of `clone` by path; ReferenceLoadError on failure."""
     path = clone / relpath
@@ -353,14 +368,7 @@ def load_module(clone: Path, relpath: str, name: str):
     try:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
-        needs = ("Python 3.12 or newer (PEP 701 f-string syntax)"
-                 if "f-string" in str(exc.msg) and sys.version_info < (3, 12)
-                 else f"a Python other than {platform.python_version()}")
-        raise ReferenceLoadError({
-            "kind": "syntax", "file": relpath, "line": exc.lineno, "needs": needs,
-            "message": (f"SyntaxError in {relpath} line {exc.lineno} under {py}: {exc.msg}. "
-                        f"This file needs {needs}: pass --python with such an interpreter "
-                        "(it needs torch and numpy too)")}) from None
+        raise syntax_error(exc, relpath) from None
     except ModuleNotFoundError as exc:
         raise ReferenceLoadError({
             "kind": "import", "file": relpath, "package": exc.name,

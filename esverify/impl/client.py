@@ -343,3 +343,19 @@ class ImplProcess:
         how = "closed its stdout" if code is None else f"exited with status {code}"
         return (f"the wrapper {how} {when}" + (f" after {received} byte(s) of a reply" if received else "")
                 + f" (log: {self.log_path})")
+
+
+def missing_claims(caps: dict | None, ops=(), **features) -> list[str]:
+    """What a case needs that the wrapper's `capabilities` reply does not claim, in words ([] when
+    nothing). ops: operation names; features: capability key -> values needed (`profiles`,
+    `mappings`, `schemes`, `dtypes`, `shapings`, `decays`, `restores`, ...), or `antithetic=True`."""
+    caps = caps or {}
+    missing = [f"operation {op!r}" for op in ops if op not in caps.get("operations", [])]
+    for key, value in features.items():
+        if key == "antithetic":
+            if value and not caps.get("antithetic"):
+                missing.append("antithetic pairs")
+            continue
+        claimed = caps.get(key, {} if key == "profiles" else [])
+        missing += [f"{key[:-1]} {v!r}" for v in value if v not in claimed]
+    return missing

@@ -156,18 +156,7 @@ class ImplTarget:
 
     # -- claims ----------------------------------------------------------------
     def _need(self, ops=(), **features) -> None:
-        caps = self.caps or {}
-        missing = [f"operation {op!r}" for op in ops if op not in caps.get("operations", [])]
-        for key, value in features.items():
-            if key == "antithetic":
-                if value and not caps.get("antithetic"):
-                    missing.append("antithetic pairs")
-                continue
-            if key == "profiles":
-                missing += [f"profile {v!r}" for v in value if v not in caps.get("profiles", {})]
-                continue
-            claimed = caps.get(key, [])
-            missing += [f"{key[:-1]} {v!r}" for v in value if v not in claimed]
+        missing = client.missing_claims(self.caps, ops, **features)
         if missing:
             raise Unsupported("needs " + ", ".join(missing) + " (not in the wrapper's capabilities)")
 

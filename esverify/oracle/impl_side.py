@@ -141,20 +141,13 @@ class ImplSide:
 
     # -- helpers -----------------------------------------------------------------------
     def _need(self, ops, config=None, dtypes=(), decays=(), shapings=()):
-        caps = self.caps
-        missing = [f"operation {op!r}" for op in ops if op not in caps.get("operations", [])]
+        features = {}
         if config is not None:
-            if config["profile"] not in caps.get("profiles", {}):
-                missing.append(f"profile {config['profile']!r}")
-            for key, value in (("mappings", config["mapping"]), ("schemes", config["scheme"]),
-                               ("shapings", config["shaping"])):
-                if value not in caps.get(key, []):
-                    missing.append(f"{key[:-1]} {value!r}")
-            if config["antithetic"] and not caps.get("antithetic"):
-                missing.append("antithetic pairs")
-        missing += [f"dtype {d!r}" for d in dtypes if d not in caps.get("dtypes", [])]
-        missing += [f"decay {d!r}" for d in decays if d not in caps.get("decays", [])]
-        missing += [f"shaping {s!r}" for s in shapings if s not in caps.get("shapings", [])]
+            features = {"profiles": [config["profile"]], "mappings": [config["mapping"]],
+                        "schemes": [config["scheme"]], "shapings": [config["shaping"]],
+                        "antithetic": config["antithetic"]}
+        missing = client.missing_claims(self.caps, ops, **features, dtypes=list(dtypes), decays=list(decays))
+        missing += client.missing_claims(self.caps, shapings=list(shapings))
         if missing:
             raise Unsupported("unsupported by --impl: needs " + ", ".join(missing))
 
