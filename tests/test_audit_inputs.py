@@ -71,7 +71,7 @@ def test_python_the_audit_cannot_read_is_a_finding_with_its_reason(tmp_path, dat
 def test_other_languages_are_read_as_they_define():
     sh = sources.classify("tree", "run.sh", b"#!/bin/sh\necho caf\xe9\n")            # bash: bytes
     assert sh.kind == "code" and sh.encoding == "latin-1" and sh.text.endswith("caf\xe9\n")
-    md = sources.classify("tree", "NOTES.md", b"r\xe9sum\xe9\n")
+    md = sources.classify("tree", "notes.md", b"r\xe9sum\xe9\n")
     assert md.kind == "prose" and md.text == "r\xe9sum\xe9\n"
     nb = sources.classify("tree", "a.ipynb", '{"cells": [{"cell_type": "code", "source": "x = 1"}]}'
                           .encode("utf-16"))                                          # JSON: UTF-16 detected
