@@ -128,7 +128,9 @@ def test_matrix_ids_are_unique_and_cover_the_issue():
     # native noise: correlated rows only, for every op of both targets
     native = [c for c in matrix if c.noise == "native"]
     assert native and {c.scheme for c in native} == {"correlated"}
-    assert {c.op for c in native} == set(cases.AT_SCALE_OPS) | set(cases.AWD_OPS)
+    from esverify.oracle.loops import LOOP_OPS
+    assert {c.op for c in native} == set(cases.AT_SCALE_OPS) | set(cases.AWD_OPS) | set(LOOP_OPS)
+    assert all(c.extra["noise"] == "native" for c in native if c.op in LOOP_OPS)   # what the child is told
     # decay: lambda never a power of two, plus a lambda-0 row
     lams = [c.lam for c in matrix if c.decay != "none" and c.tag != "lambda0"]
     assert lams and all(math.frexp(lam)[0] != 0.5 for lam in lams)
@@ -153,9 +155,12 @@ def test_matrix_ids_are_unique_and_cover_the_issue():
             assert (twin.sigma, twin.alpha, twin.lam, twin.handles) == (c.sigma, c.alpha, c.lam, c.handles)
     assert all(c.big == (c.noise == "contract") for c in matrix
                if c.op not in ("loop", "zscore", *LOOP_OPS) and c.population == main[0])
-    # the training-loop rows: small set, contract noise, fit's population not a multiple of its 2 engines
+    # the training-loop rows: small set, contract noise (both schemes) and native noise (correlated), fit's
+    # population not a multiple of its 2 engines
     loop_rows = [c for c in matrix if c.op in LOOP_OPS]
-    assert loop_rows and not any(c.big for c in loop_rows) and {c.noise for c in loop_rows} == {"contract"}
+    assert loop_rows and not any(c.big for c in loop_rows)
+    assert {(c.noise, c.scheme) for c in loop_rows} == {("contract", "iid"), ("contract", "correlated"),
+                                                        ("native", "correlated")}
     assert all(c.population % 2 for c in loop_rows if c.op == "fit")
     assert [c.case_id for c in cases.select(matrix, "es-awd/cpu/bf16/iid/mirrored")] == [
         f"es-awd/cpu/bf16/iid/mirrored/N{main[0] + 1}"]

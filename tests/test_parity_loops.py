@@ -2,7 +2,8 @@
 
 - the stand-in modules: the real ray/vllm/transformers/wandb are never
   imported, even when a package of that name is on the path;
-- the unchanged stand-ins pass every fit/main row; es-at-scale's extra
+- the unchanged stand-ins pass every fit/main row, under contract and
+  native noise (torch's own generator); es-at-scale's extra
   update is a finding; the coverage section shows the loop functions ran;
 - a run with only --ref says, in the console and in every report format,
   that es-awd was not checked;
@@ -80,7 +81,10 @@ def test_unchanged_standins_pass_every_loop_row(tmp_path):
                                 out=str(tmp_path / "out"), quiet=True))
     frame = result.frame
     assert set(frame["op"]) == set(LOOP_OPS)
-    assert len(frame) == 3 * 2 * (1 + len(MAIN_VARIANTS))
+    # 3 dtype sets x (iid and correlated contract noise, correlated native noise) x (fit + main variants)
+    assert len(frame) == 3 * 3 * (1 + len(MAIN_VARIANTS))
+    native = frame["noise"] == "native"
+    assert native.sum() == 3 * (1 + len(MAIN_VARIANTS)) and set(frame.loc[native, "scheme"]) == {"correlated"}
     caching_iid = (frame["op"] == "main-caching") & (frame["scheme"] == "iid") & (frame["dtype"] != "mixed")
     assert set(frame.loc[caching_iid, "status"]) == {"artifact"}      # equal shapes reuse noise under iid
     assert (frame.loc[~caching_iid, "status"] == "pass").all(), frame.loc[frame["status"] != "pass",
@@ -133,14 +137,24 @@ def test_only_ref_explains_what_was_not_checked(tmp_path, monkeypatch):
     assert suite.get("failures") == "0" and suite.get("errors") == "0"
 
 
-def _rows(ops, dtypes):
-    return {(op, dt) for op in ops for dt in dtypes}
+def _rows(ops, dtypes, noises=("",)):
+    """Row keys (op[/lambda0][/native], dtype) of the mutant test."""
+    return {(op + noise, dt) for op in ops for dt in dtypes for noise in noises}
+
+
+def _both(ops, dtypes):
+    """The rows under contract and native noise: a loop fault shows whatever draws the noise."""
+    return _rows(ops, dtypes, ("", "/native"))
 
 
 F, B, M = "f32", "bf16", "mixed"
 ALL_MAIN = list(MAIN_VARIANTS)
-#: mutant -> ({status: rows (op, dtype)}, words the detail of every non-pass row must contain); every other
-#: row of the target's matrix (single-operation rows included) must pass
+#: the es-awd rows that draw noise (single-op and loop) where native noise in bf16 differs from f32 cast
+AWD_DRAWING = ["perturb", "restore", "update-none", "update-l1", "update-l2", "update-l2/lambda0", "mirrored",
+               "caching", *ALL_MAIN]
+#: mutant -> ({status: rows (op[/lambda0][/native], dtype)}, words the detail of every non-pass row must
+#: contain); every other row of the target's matrix (single-operation rows included) must pass. es-at-scale
+#: mutants run under iid (no native rows), es-awd mutants under correlated (contract and native rows).
 EXPECTED = {
     "zscore-ddof1": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: std_reward handed to z_score"),
     "seeds-lose-iteration": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 1: seed of member 0"),
@@ -148,18 +162,19 @@ EXPECTED = {
     "unweighted-batches": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: aggregated reward of member 0"),
     "no-extra-update": ({"fail": _rows(["fit"], [F, B, M])}, "number of updates: ours 2, theirs 1"),
     "broadcast-engine-0-only": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 1: reward of member 1"),
-    "mirror-sign-flipped": ({"fail": _rows(["main-mirror"], [F, B, M])}, "iteration 1: coefficient of member 0"),
-    "mirror-divisor-half": ({"fail": _rows(["main-mirror"], [F, B, M])},
+    "mirror-sign-flipped": ({"fail": _both(["main-mirror"], [F, B, M])}, "iteration 1: coefficient of member 0"),
+    "mirror-divisor-half": ({"fail": _both(["main-mirror"], [F, B, M])},
                             "divisor (population_size) handed to the update"),
-    "restore-negate-swapped": ({"fail": _rows(ALL_MAIN, [F, B, M])}, "iteration 1: reward of member"),
-    "caching-key-without-dtype": ({"fail": _rows(["caching", "main-caching"], [M])}, "caching"),
+    "restore-negate-swapped": ({"fail": _both(ALL_MAIN, [F, B, M])}, "iteration 1: reward of member"),
+    "caching-key-without-dtype": ({"fail": _both(["caching", "main-caching"], [M])}, "caching"),
     # the loop rows start at the anchor, so only the missing snapshot shows there; the single-op
     # lambda-0 row (decay applied with lambda 0 is no identity: (theta - anchor) + anchor rounds) fails
-    "lambda0-no-shortcut": ({"error": _rows(["main-l1-lambda0", "main-l2-lambda0"], [F, B, M]),
-                             "fail": _rows(["update-l2/lambda0"], [F, B, M])},
+    "lambda0-no-shortcut": ({"error": _both(["main-l1-lambda0", "main-l2-lambda0"], [F, B, M]),
+                             "fail": _both(["update-l2/lambda0"], [F, B, M])},
                             "weight decay needs original_parameters"),
-    "seeds-from-iteration-0": ({"fail": _rows(ALL_MAIN, [F, B, M])}, "iteration 1: seed of member 0"),
-    "record-uncentred": ({"fail": _rows(ALL_MAIN, [F, B, M])}, "in its record iteration_000001.json"),
+    "seeds-from-iteration-0": ({"fail": _both(ALL_MAIN, [F, B, M])}, "iteration 1: seed of member 0"),
+    "record-uncentred": ({"fail": _both(ALL_MAIN, [F, B, M])}, "in its record iteration_000001.json"),
+    "noise-f32-then-cast": ({"fail": _rows(AWD_DRAWING, [B, M], ("/native",))}, "iteration 1: reward of member 0"),
 }
 
 
@@ -182,18 +197,20 @@ def test_loop_mutant_fails_exactly_its_rows(tmp_path, name):
                                 iterations=1, small=True, out=str(tmp_path / "out"), quiet=True, **refs))
     statuses, words = EXPECTED[name]
     expected = {row: status for status, rows in statuses.items() for row in rows}
-    # a tagged single-op row (e.g. update-l2/lambda0) is its own row
-    got = {(r["op"] + ("/lambda0" if r["case"].endswith("/lambda0") else ""), r["dtype"]): (r["status"], r["detail"])
-           for _, r in result.frame.iterrows()}
-    assert set(expected) <= set(got), f"rows missing: {set(expected) - set(got)}"
-    wrong = {row: (status, expected.get(row, "pass"), detail[:200]) for row, (status, detail) in got.items()
-             if status != expected.get(row, "pass")}
+    # a tagged single-op row (e.g. update-l2/lambda0) and a native row are their own keys; rows of other
+    # populations (the paper's, the summation sweep) share their op's key and must all get its status
+    got = [((r["op"] + ("/lambda0" if r["case"].endswith("/lambda0") else "") +
+             ("/native" if r["noise"] == "native" else ""), r["dtype"]), r["case"], r["status"], r["detail"])
+           for _, r in result.frame.iterrows()]
+    assert set(expected) <= {key for key, *_ in got}, f"rows missing: {set(expected) - {key for key, *_ in got}}"
+    wrong = {case: (status, expected.get(key, "pass"), detail[:200]) for key, case, status, detail in got
+             if status != expected.get(key, "pass")}
     assert not wrong, f"{name}: rows with another status than the table's (got, want, detail): {wrong}"
-    for row, (status, detail) in got.items():
+    for key, case, status, detail in got:
         if status != "pass":
-            op = row[0].split("/")[0]
+            op = key[0].split("/")[0]
             # the words name the first differing quantity of the loop rows; a single-op row names its op
-            assert op in detail and (words in detail or op not in LOOP_OPS), f"{name} {row}: {detail}"
+            assert op in detail and (words in detail or op not in LOOP_OPS), f"{name} {case}: {detail}"
     assert result.exit_code == 1
 
 
@@ -249,3 +266,21 @@ def test_worker_numerics_fault_is_named_at_the_parameters_after_the_update(tmp_p
     from esverify.oracle.paramsets import SMALL_SHAPES
     slot = row["first_mismatch_index"].split("[")[0]
     assert slot in {name for name, _ in SMALL_SHAPES} and row["first_mismatch_ours"].startswith("0x")
+
+
+@pytest.mark.parametrize("op", LOOP_OPS)
+def test_loop_command_is_built_before_our_side_and_maps_every_seed_our_loop_draws(op):
+    """The child starts on the schedule's table while our side runs: the table must already hold every seed
+    our tape hands to the update (each mapped to itself, the 30-bit seed being the member seed)."""
+    from esverify.oracle import paramsets
+    from esverify.oracle.loops import loop_cases, loop_command, loop_updates, run_ours
+    target = "es-at-scale" if op == "fit" else "es-awd"
+    case = next(c for c in loop_cases(target, "cpu", "f32", "correlated", 7, 0.001, 0.0005, 2) if c.op == op)
+    names, tensors = paramsets.build("f32", False, "base")
+    tape = run_ours(case, names, tensors, 5, "poly32", None)
+    command = loop_command(case, 5)
+    assert len(tape["iterations"]) == tape["updates"] == loop_updates(case) == (3 if op == "fit" else 2)
+    drawn = {s for it in tape["iterations"] for s in it["update"]["seeds"]}
+    assert len(drawn) >= len(tape["iterations"]) and all(0 <= s < 2 ** 30 for s in drawn)
+    assert {str(s): f"0x{s:016x}" for s in drawn}.items() <= command["handles"].items()
+    assert command["global_seed"] == 5 and command["iterations"] == 2 and command["noise"] == "contract"

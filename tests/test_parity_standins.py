@@ -24,6 +24,7 @@ from click.testing import CliRunner
 
 from esverify.cli import main
 from esverify.oracle import Options, run_parity
+from esverify.oracle.loops import LOOP_OPS
 from esverify.oracle.runner import COLUMNS
 from standins.mutants import STANDINS, make_mutant
 
@@ -91,9 +92,11 @@ def test_default_matrix_both_targets_cli(tmp_path):
     assert set(cpu["status"]) == {"pass", "artifact"}
     assert cpu["elements"].max() > 1_000_000
     # es-at-scale: 9 zscore + 4 sets x 3 (iid, correlated, native) x 6 + 7 sweep x 2 schemes
-    #   + the loop rows: fit per set x 2 contract schemes;
-    # es-awd: 4 sets x 3 x 10 + 7 sweep x 2 schemes + main-* (7 variants) per set x 2 contract schemes
-    assert len(cpu) == (9 + 4 * 3 * 6 + 14 + 4 * 2 * 1) + (4 * 3 * 10 + 14 + 4 * 2 * 7)
+    #   + the loop rows: fit per set x 3 (iid, correlated, native);
+    # es-awd: 4 sets x 3 x 10 + 7 sweep x 2 schemes + main-* (7 variants) per set x 3
+    assert len(cpu) == (9 + 4 * 3 * 6 + 14 + 4 * 3 * 1) + (4 * 3 * 10 + 14 + 4 * 3 * 7)
+    loops = cpu[cpu["op"].isin(LOOP_OPS)]
+    assert len(loops) == 4 * 3 * 8 and (loops["noise"] == "native").sum() == 4 * 8
     meta = json.loads((tmp_path / "out" / "parity-metadata.json").read_text())
     print(f"default matrix wall time: {meta['wall_time_s']} s")
     assert "report:" in output and "pass" in output

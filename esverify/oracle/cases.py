@@ -22,8 +22,8 @@ at populations across numpy's pairwise-summation boundaries (POPULATIONS).
 
 The training loops (issue 9, esverify.oracle.loops) add es-at-scale `fit`
 and es-awd `main`, `main-mirror`, `main-caching`, `main-l1`, `main-l2`,
-`main-l1-lambda0`, `main-l2-lambda0`, always on the small set and with
-contract noise (native noise for the loops is not wired yet).
+`main-l1-lambda0`, `main-l2-lambda0`, always on the small set, under
+contract noise and (correlated only) native noise, like the other rows.
 
 Single-operation contract cases use the set with the 1M-element tensor
 (unless `small`); native cases and the loop use the small set.
@@ -197,7 +197,7 @@ def build_matrix(targets, devices, dtypes, schemes, population=None, sigma=None,
 
     population/sigma/alpha: None draws them from `case_seed` (see the module docstring); a value
     fixes it for every case but the paper's. Native noise runs the correlated scheme only. `loops`
-    adds the training-loop rows fit / main-* (esverify.oracle.loops; contract noise).
+    adds the training-loop rows fit / main-* (esverify.oracle.loops; contract and native noise).
     """
     from .loops import loop_cases
     targets, devices, dtypes, schemes, noises = (list(dict.fromkeys(v)) for v in
@@ -246,7 +246,7 @@ def build_matrix(targets, devices, dtypes, schemes, population=None, sigma=None,
                             for n in POPULATIONS:
                                 if n != population:
                                     add(target, device, dtype, scheme, sweep_op, n, noise, False)
-                        if loops and noise == "contract":
+                        if loops:
                             for case in loop_cases(target, device, dtype, scheme, population, PAPER_SIGMA,
                                                    PAPER_ALPHA, iterations, noise):
                                 cases.append(_finish(case, case_seed, sigma, alpha))

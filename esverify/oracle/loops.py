@@ -1,6 +1,7 @@
 """Parity through the references' own training loops (docs/references.md §5; issue 9).
 
-Two ops join the matrix, for every dtype set and scheme:
+Two ops join the matrix, for every dtype set, scheme and noise source (native noise:
+correlated only):
 
 - `fit` (es-at-scale): `EvolutionStrategiesTrainer.fit` for `--iterations`
   K with FIT_ENGINES engines and a population that is not a multiple of
@@ -13,8 +14,10 @@ Two ops join the matrix, for every dtype set and scheme:
 The child (oracles/loops.py) runs the reference's loop on stand-in
 engines and records a tape; our side (`run_ours`) runs the same loop with
 esverify.es: the reference's seed schedule (`Config.seed_schedule`, the
-30-bit seeds of numpy's default_rng; under contract noise each seed IS the
-member seed, so the hook's table maps every drawn seed to itself), one
+30-bit seeds of numpy's default_rng; each seed IS the member seed: under
+contract noise the hook's table maps every drawn seed to itself, under
+native noise the trainer's torch backend seeds torch's generator with
+it, as the reference's loop does), one
 replica of theta per engine with the members assigned to engines exactly
 as the reference groups them (a regenerate-restore is exact only up to
 `(x + t) - t`, so which engine a member ran on shows in the bits), the
@@ -118,10 +121,13 @@ def _hexs(seed: int) -> str:
 class _Replicas:
     """One trainer per engine, each on its own copy of theta (docs/numerics.md §1: member-parallel replicas)."""
 
-    def __init__(self, names, tensors, config, backend, engines):
+    def __init__(self, names, tensors, config, backend, engines, noise="contract"):
         self.tensors = [[t.clone() for t in tensors] for _ in range(engines)]
-        # replica 0 is built on the initial weights: with decay on, that is the anchor (docs/numerics.md §6)
-        self.trainers = [Trainer(list(zip(names, ts)), config, backend=backend) for ts in self.tensors]
+        # replica 0 is built on the initial weights: with decay on, that is the anchor (docs/numerics.md §6).
+        # Native noise: torch's own generator seeded with the member seed, which under a numpy seed schedule
+        # is the 30-bit seed the reference's loop hands to torch (esverify.es.noise.TorchNoise)
+        kind = {"contract": {"backend": backend}, "native": {"noise": "torch"}}[noise]
+        self.trainers = [Trainer(list(zip(names, ts)), config, **kind) for ts in self.tensors]
 
     def sync_iteration(self):
         for trainer in self.trainers[1:]:
@@ -150,19 +156,18 @@ def _evaluate(replicas, members, targets, engines):
 
 def run_ours(case: Case, names, tensors, seed: int, mapping: str, backend) -> dict:
     """Run the loop of `case` with esverify.es on copies of `tensors`; returns our tape (see compare_tapes)."""
-    iterations = int(case.extra.get("iterations", 3))
+    updates = loop_updates(case)   # with the fit quirk, reproduced
     if case.op == "fit":
         mirror, caching, decay, lam = False, False, "none", 0.0
-        engines, schedule, updates = FIT_ENGINES, "es-at-scale", iterations + 1   # the fit quirk, reproduced
-        shaping = "zscore"
+        engines, schedule = FIT_ENGINES, "es-at-scale"
     else:
         mirror, caching, decay, lam = MAIN_VARIANTS[case.op]
-        engines, schedule, updates = MAIN_ENGINES, "es-awd", iterations
-        shaping = "zscore"
+        engines, schedule = MAIN_ENGINES, "es-awd"
+    shaping = "zscore"
     config = Config(sigma=case.sigma, alpha=case.alpha, population=case.population, antithetic=mirror,
                     scheme=case.scheme, mapping=mapping, profile=case.target, seed=seed, shaping=shaping,
                     anchor_decay=decay, anchor_lambda=lam, seed_schedule=schedule)
-    replicas = _Replicas(names, tensors, config, backend, engines)
+    replicas = _Replicas(names, tensors, config, backend, engines, case.extra.get("noise", "contract"))
     lead = replicas.trainers[0]
     n = case.population
     tape = {"iterations": [], "updates": 0}
@@ -205,14 +210,23 @@ def run_ours(case: Case, names, tensors, seed: int, mapping: str, backend) -> di
     return tape
 
 
-def loop_command(case: Case, tape: dict, seed: int) -> dict:
-    """The case fields the child needs: loop settings and the hook table (every drawn seed maps to itself:
-    under a numpy seed schedule the 30-bit seed IS the member seed, esverify.es.schedule)."""
-    seeds = {s for it in tape["iterations"] for s in it["update"]["seeds"]}
-    # the schedule's draws of the neighbouring iterations too, with N and N/2 seeds: an off-by-one schedule
-    # or a wrong count is then named as a seed difference instead of stopping at an unknown seed
+def loop_updates(case: Case) -> int:
+    """How many updates the loop of `case` performs: --iterations, plus one for es-at-scale's `fit`
+    (its counter is tested after the increment, docs/references.md §5)."""
+    iterations = int(case.extra.get("iterations", 3))
+    return iterations + 1 if case.op == "fit" else iterations
+
+
+def loop_command(case: Case, seed: int) -> dict:
+    """The case fields the child needs: loop settings and the hook table. Built from the seed schedule
+    alone, so the child starts before our side has run: every drawn seed maps to itself (under a numpy
+    seed schedule the 30-bit seed IS the member seed, esverify.es.schedule)."""
+    # the schedule's draws of the loop's iterations and their neighbours, with N and N/2 seeds: an
+    # off-by-one schedule or a wrong count is then named as a seed difference instead of stopping at an
+    # unknown seed
+    seeds = set()
     base = (int(seed) or DEFAULT_GLOBAL_SEED) + FIRST_ITERATION["es-at-scale" if case.op == "fit" else "es-awd"]
-    for b in range(base - 1, base + tape["updates"] + 2):
+    for b in range(base - 1, base + loop_updates(case) + 2):
         for count in {case.population, case.population // 2}:
             seeds.update(int(v) for v in np.random.default_rng(seed=b).integers(0, SEED_BOUND, size=count,
                                                                                     dtype=np.int64))
@@ -271,9 +285,6 @@ def run_case(runner, t, case: Case) -> dict:
     opts = runner.opts
     if not t.ensure_child():
         return _runner._row(case, status="error", detail=f"the child could not be restarted: {t.start_error}")
-    if case.extra.get("noise", "contract") != "contract":
-        return _runner._row(case, status="error", detail=f"{case.op}: noise {case.extra['noise']!r} is not wired "
-                                                           "into the loop rows yet (contract noise only)")
     from ..rng import default_backend
     env = t.hello["environment"] if t.hello else {}
     backend = child_backend = default_backend(case.device)
@@ -282,22 +293,24 @@ def run_case(runner, t, case: Case) -> dict:
     dtype = case.dtype
     names, tensors = runner.fresh(dtype, False, "base", case.device)
     clock = runner.timing.setdefault(case.target, {"ours_s": 0.0, "reference_s": 0.0})
-    started = time.perf_counter()
-    try:
-        ours = run_ours(case, names, tensors, opts.seed, opts.mapping, backend)
-    except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
-        return _runner._row(case, status="error", detail=f"{case.op}: our side raised {type(exc).__name__}: {exc}")
-    finally:
-        clock["ours_s"] += time.perf_counter() - started
     out = runner.work / "cases" / re.sub(r"[^A-Za-z0-9_.-]+", "_", case.case_id)
     out.mkdir(parents=True, exist_ok=True)
     command = {"case_id": case.case_id, "device": case.device, "scheme": case.scheme, "mapping": opts.mapping,
                "backend": child_backend, "set": str(runner.set_path(dtype, False, "base")), "sigma": case.sigma,
                "alpha": case.alpha, "population": case.population, "out": str(out)}
-    command.update(loop_command(case, ours, opts.seed))
+    command.update(loop_command(case, opts.seed))
+    # the child runs its loop while ours runs (one request in flight per child), as for the single-op rows
     started = time.perf_counter()
+    pending = t.pool.submit(t.child.request, command, opts.timeout)
+    mark = time.perf_counter()
+    ours_error = None
     try:
-        reply = t.child.request(command, opts.timeout)
+        ours = run_ours(case, names, tensors, opts.seed, opts.mapping, backend)
+    except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
+        ours_error = exc
+    clock["ours_s"] += time.perf_counter() - mark
+    try:
+        reply = pending.result()
     except ChildTimeout:
         return _runner._row(case, status="error", detail=f"timeout: {case.op} did not finish within "
                                                           f"{opts.timeout:g} s; the child was killed and restarted")
@@ -307,6 +320,9 @@ def run_case(runner, t, case: Case) -> dict:
                                                           + (f"; child log: {tail}" if tail else ""))
     finally:
         clock["reference_s"] += time.perf_counter() - started
+    if ours_error is not None:
+        return _runner._row(case, status="error", detail=f"{case.op}: our side raised "
+                                                          f"{type(ours_error).__name__}: {ours_error}")
     if reply.get("status") != "ok":
         err = reply.get("error") or {}
         env = t.hello["environment"] if t.hello else {}

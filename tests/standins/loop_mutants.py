@@ -4,7 +4,9 @@ Same edit format as tests/standins/mutants.py: a list of (file, old, new)
 text replacements applied to a copy of a stand-in clone, each `old`
 occurring exactly once. These are the kinds of loop faults that pass every
 single-operation row (the parent hands both sides the seeds, mean/std,
-coefficients and divisor) and that only the `fit` / `main` rows can see.
+coefficients and divisor) and that only the `fit` / `main` rows can see,
+plus one noise fault (f32 drawn and cast) that only native-noise rows see,
+in the loops as in the single-operation rows.
 """
 from __future__ import annotations
 
@@ -59,6 +61,11 @@ LOOP_MUTANTS = {
     "record-uncentred": ("es-awd", [(ES, """"update_coefficients": coeffs}""",
                                      """"update_coefficients": [float(r) for r in rewards[:len(seeds)]]}""")],
                          "main: the iteration record holds the raw rewards instead of the coefficients"),
+    # contract noise rounds the same gaussian to any dtype, so only torch's own generator (native rows) sees it
+    "noise-f32-then-cast": ("es-awd", [(AWD, "return torch.randn(shape, dtype=dtype, device=device, generator=generator)",
+                                        "return torch.randn(shape, dtype=torch.float32, device=device, "
+                                        "generator=generator).to(dtype)")],
+                            "generate_noise draws f32 and casts instead of drawing in the parameter dtype"),
 }
 
 
