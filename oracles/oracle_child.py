@@ -51,6 +51,7 @@ import numpy as np
 import torch
 
 from esverify import rng as es_rng
+from esverify.numerics_probe import flush_to_zero_status
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
@@ -394,6 +395,9 @@ def environment() -> dict:
         if cuda else [],
         "noise_backends": {"cpu": es_rng.available_backends("cpu")},
         "pid": os.getpid(),
+        # after the clone's modules loaded: a reference (or a -ffast-math library it loads) may have set
+        # the CPU's FTZ/DAZ flags, which the parent's own probe cannot see (docs/parity.md "Subnormals")
+        "flush_to_zero": list(flush_to_zero_status().findings),
     }
 
 
@@ -446,6 +450,9 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
         except Exception as exc:  # noqa: BLE001 - a reference failure is a row, not a crash
             answer.update({"status": "error", "error": _error(exc)})
         HOOK.configure(None, {}, "correlated", "poly32", None, "contract")
+        flush = flush_to_zero_status()   # the op may have loaded more of the clone, or set the flags itself
+        if flush.flushing:
+            answer["flush_to_zero"] = list(flush.findings)
         out = command.get("out")
         if out:
             Path(out).mkdir(parents=True, exist_ok=True)

@@ -58,7 +58,7 @@ MAX_REPLY_BYTES = 16 * 1024 * 1024         #: one reply line longer than this is
 EXIT_GRACE = 2.0                           #: seconds a child gets to exit after "exit" or a closed channel
 TEMP_PREFIX = "esverify-child-"
 #: what the child imports from esverify, relative to the package's parent folder
-CHILD_MODULES = ("esverify/__init__.py", "esverify/rng")
+CHILD_MODULES = ("esverify/__init__.py", "esverify/rng", "esverify/numerics_probe.py")
 #: environment variables passed to the child: exact names, then prefixes (docs/parity.md "Trust model")
 ENV_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "SYSTEMROOT", "LD_LIBRARY_PATH",
              "CONDA_PREFIX", "VIRTUAL_ENV")
@@ -331,6 +331,9 @@ def _reply_error(reply, command: dict) -> str:
         return ""
     if status != "ok":
         return f"the reply's status is {status!r}, not 'ok' or 'error'"
+    flush = reply.get("flush_to_zero", [])
+    if not isinstance(flush, list) or not all(isinstance(x, str) for x in flush):
+        return "the reply's 'flush_to_zero' is not a list of texts"
     if command.get("out") is not None:
         results = reply.get("results")
         if not isinstance(results, str):
@@ -543,10 +546,13 @@ class Child:
             self._send((json.dumps(command) + "\n").encode(), deadline, what)
         except OSError:
             pass  # the read below reports the death with the exit status
+        self.last_flush = []
         reply = self._read(deadline, what)
         problem = _reply_error(reply, command)
         if problem:
             self._violation(f"{problem} ({what})")
+        # what the child's float-environment probe found after this command (oracles/oracle_child.py)
+        self.last_flush = list(reply.get("flush_to_zero", [])) if reply.get("status") == "ok" else []
         return reply
 
     def log_tail(self, chars: int = 1500) -> str:

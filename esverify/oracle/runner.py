@@ -62,6 +62,7 @@ from .. import __version__
 from ..paths import checkout_root, oracles_dir
 from ..interrupt import VERDICT as INTERRUPTED
 from ..interrupt import Interrupted, catching
+from ..numerics_probe import SETTINGS_HINT
 from ..outputs import OutputError, check_file, claim_report_folder
 from ..report import (FORMATS, console_table, copy_atomic, report_patterns, terminal_text, to_junit, write_atomic,
                       write_report)
@@ -250,6 +251,25 @@ def _row(case, **fields) -> dict:
            "detail": "", "params": case.params_text() if case.op != "zscore" else ""}
     row.update(fields)
     return row
+
+
+FLUSH_STATUSES = ("pass", "fail", "artifact", "unverifiable")   #: rows a flushing child turns into fail
+
+
+def flush_row(row: dict, findings: list, target: str) -> dict:
+    """`row`, failed with diagnosis `flush` when the child reported FTZ/DAZ after its case (`findings`,
+    the probe's lines): a reference process that flushes subnormals to zero computes no IEEE results in
+    the subnormal range, whether or not this case's values reached it (docs/parity.md "Subnormals").
+    Rows that did not compare (error, skipped, unsupported, not-run) keep their status."""
+    if not findings or row["status"] not in FLUSH_STATUSES:
+        return row
+    note = (f"the {target} child flushes subnormals to zero (FTZ/DAZ) after this case: {findings[0]}"
+            + (f" (+{len(findings) - 1} more probe(s))" if len(findings) > 1 else "")
+            + f"; usual causes: {SETTINGS_HINT}; its results in the subnormal range are not IEEE results")
+    diagnosis = ",".join([d for d in row["diagnosis"].split(",") if d] + ["flush"])
+    return dict(row, status="fail", diagnosis=diagnosis,
+                detail=note + (f"; row before the probe: {row['status']}" + (f": {row['detail']}" if row["detail"]
+                                                                             else "")))
 
 
 def startup_timeout(timeout: float) -> float:
@@ -592,7 +612,7 @@ class Runner:
             if self._stop.is_set():
                 break
             try:
-                row = self._run_case(t, case)
+                row = self._checked_case(t, case)
             except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others' rows
                 row = _row(case, status="error", detail=f"{case.op}: the runner failed on this case: "
                                                         f"{type(exc).__name__}: {exc}")
@@ -601,6 +621,11 @@ class Runner:
         env["restarts"] = max(0, t.child.starts - 1)
         env["coverage"] = _loop_report.read_coverage(self.work, t.target.name)
         return env
+
+    def _checked_case(self, t, case) -> dict:
+        """_run_case, then the child's float-environment probe of that case (flush_row)."""
+        t.child.last_flush = []
+        return flush_row(self._run_case(t, case), t.child.last_flush, t.target.name)
 
     def _run_case(self, t, case) -> dict:
         opts = self.opts
@@ -755,7 +780,7 @@ class Runner:
             def run(case, clone=None):
                 t.variant_clone = Path(clone).resolve() if clone else None
                 try:
-                    return self._run_case(t, case)
+                    return self._checked_case(t, case)
                 except Exception as exc:  # noqa: BLE001 - as in the matrix: a row, not a crash
                     return _row(case, status="error", detail=f"{case.op}: the runner failed on this case: "
                                                                f"{type(exc).__name__}: {exc}")
@@ -789,6 +814,11 @@ class Runner:
         opts = self.opts
         root = checkout_root()
         warnings = [f"{name}: {w}" for name, c in clones.items() for w in c.warnings]
+        for name, env in environments.items():   # the child's probe once the clone's modules had loaded
+            flush = (env or {}).get("flush_to_zero") or []
+            if isinstance(flush, list) and flush:
+                warnings.append(f"{name}: the child flushes subnormals to zero (FTZ/DAZ) once the clone is loaded: "
+                                f"{'; '.join(map(str, flush))}; usual causes: {SETTINGS_HINT}")
         return {
             "esverify_version": __version__, "esverify_commit": _git_commit(root),
             "parent_python": platform.python_version(), "parent_torch": torch.__version__,
