@@ -1,0 +1,54 @@
+"""Every command-line option is documented in its guide, and an options table names each option once
+(a newcomer reads the table, not the source): parity -> docs/parity.md, audit -> docs/audit.md,
+goldens check/generate -> docs/goldens.md."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import pytest
+
+from esverify.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _command(*path):
+    cmd, ctx = main, click.Context(main)
+    for name in path:
+        cmd = cmd.get_command(ctx, name)
+        ctx = click.Context(cmd, parent=ctx)
+    return cmd
+
+
+def _options(cmd) -> list[str]:
+    return [o for p in cmd.params if isinstance(p, click.Option) for o in p.opts + p.secondary_opts
+            if o.startswith("--")]
+
+
+def table_options(text: str) -> list[str]:
+    """The options named in the first cell of each markdown table row (`--a`, `--b` both count)."""
+    return [o for line in text.splitlines() if line.startswith("| `--")
+            for o in re.findall(r"`(--[a-z0-9-]+)", line.split("|")[1])]
+
+
+@pytest.mark.parametrize("path, doc", [(("parity",), "parity.md"), (("audit",), "audit.md"),
+                                       (("goldens", "check"), "goldens.md"),
+                                       (("goldens", "generate"), "goldens.md")])
+def test_every_option_is_in_its_guide(path, doc):
+    text = (ROOT / "docs" / doc).read_text()
+    missing = [o for o in _options(_command(*path)) if not re.search(re.escape(o) + r"(?![a-z0-9-])", text)]
+    assert missing == [], f"{' '.join(path)}: options missing from docs/{doc}"
+
+
+def test_the_parity_options_table_names_every_option_once():
+    named = table_options((ROOT / "docs" / "parity.md").read_text())
+    assert sorted(o for o in set(named) if named.count(o) > 1) == []
+    assert sorted(set(_options(_command("parity"))) - set(named)) == []
+    assert sorted(set(named) - set(_options(_command("parity")))) == []
+
+
+def test_the_table_reader_sees_duplicates_and_shared_rows():
+    text = "| `--a`, `--b` | x | y |\n| `--a` | x | y |\nprose `--c`\n"
+    assert table_options(text) == ["--a", "--b", "--a"]
