@@ -1,0 +1,53 @@
+"""What a newcomer's first runs print stays short and true (the newcomer pass):
+
+- a run whose selection holds no training-loop row (`--case`, `--fuzz`, `--no-loops`) does not
+  warn, function by function, that the loop functions "did not run": one line per target says
+  that no loop row ran (none with --no-loops, whose not-checked line says it already); a run
+  whose loop rows ran still names every loop function that did not run;
+- a report's coverage reader counts only loop rows that ran in the child.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from esverify.oracle import Options, run_parity
+from esverify.oracle.loop_report import loop_rows_run
+from standins.mutants import STANDINS
+
+AT_SCALE = str(STANDINS / "es-at-scale")
+SMALL = dict(ref=AT_SCALE, target="es-at-scale", devices=("cpu",), dtypes=("f32",), schemes=("iid",),
+             iterations=1, small=True, quiet=True, noises=("contract",))
+
+
+def _coverage_warnings(result):
+    return [w for w in result.metadata["warnings"] if "coverage" in w]
+
+
+def test_a_selection_without_loop_rows_gets_one_coverage_line_not_one_per_function(tmp_path):
+    result = run_parity(Options(**SMALL, case="*/perturb/*", out=str(tmp_path / "out")))
+    assert set(result.frame["status"]) == {"pass"} and set(result.frame["op"]) == {"perturb"}
+    warnings = _coverage_warnings(result)
+    assert not any("a training loop reaches it" in w for w in warnings), warnings   # the per-function lines
+    # perturb ran WorkerExtension.perturb_self_weights; the other 6 of the 7 functions fit reaches did not run
+    missing = result.metadata["coverage"]["es-at-scale"]["reached_not_run"]   # the section keeps the facts
+    assert len(missing) == 6 and not any("perturb_self_weights" in m for m in missing), missing
+    assert warnings == ["es-at-scale: coverage: no training-loop row ran in this selection, so 6 functions "
+                        "a loop reaches did not run (the coverage section names them)"]
+
+
+def test_no_loops_leaves_the_saying_to_the_not_checked_line(tmp_path):
+    result = run_parity(Options(**SMALL, case="*/perturb/*", loops=False, out=str(tmp_path / "out")))
+    assert _coverage_warnings(result) == []
+    assert any("not checked" in w and "--no-loops" in w and "fit" in w for w in result.metadata["warnings"])
+
+
+def test_loop_rows_that_ran_are_the_only_ones_counted():
+    frame = pd.DataFrame([
+        {"target": "es-awd", "op": "main", "status": "skipped"},
+        {"target": "es-awd", "op": "main-l1", "status": "not-run"},
+        {"target": "es-awd", "op": "perturb", "status": "pass"},
+        {"target": "es-at-scale", "op": "fit", "status": "error"},
+    ])
+    assert loop_rows_run(frame) == {"es-at-scale"}
+    assert loop_rows_run(frame.iloc[:3]) == set()
+    assert loop_rows_run(pd.DataFrame(columns=["target", "op", "status"])) == set()
