@@ -596,6 +596,8 @@ class Runner:
             except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others' rows
                 row = _row(case, status="error", detail=f"{case.op}: the runner failed on this case: "
                                                         f"{type(exc).__name__}: {exc}")
+            if self._stop.is_set() and row["status"] == "error":
+                break   # the interrupt killed its child mid-case: the row is not-run, not a child death
             self.rows.append(row)
             progress.update(1)
         env["restarts"] = max(0, t.child.starts - 1)
