@@ -51,3 +51,32 @@ def test_loop_rows_that_ran_are_the_only_ones_counted():
     assert loop_rows_run(frame) == {"es-at-scale"}
     assert loop_rows_run(frame.iloc[:3]) == set()
     assert loop_rows_run(pd.DataFrame(columns=["target", "op", "status"])) == set()
+
+
+def test_the_console_grid_is_followed_by_what_its_columns_mean(tmp_path):
+    """A newcomer sees `f32/correlated/native` and `f64/-` columns: the console says what they are and
+    what a pass certifies under each noise source, right under the grid."""
+    from esverify.oracle.runner import _legend
+    grid = pd.DataFrame([{"target": "es-awd", "device": "cpu", "op": "main-l1", "f64/-": "",
+                          "f32/iid": "1 pass", "f32/correlated/native": "1 pass"}])
+    text = " ".join(_legend(grid))
+    assert text == ("dtype/scheme columns run on the contract's noise (a pass certifies the algebra); "
+                    ".../native on torch's own generator, as checkpoints were trained (a pass holds for this "
+                    "torch version and device type only); f64/-: z-score rows (no noise); fit, main*: the "
+                    "references' own training loops; see docs/parity.md, 'What a pass certifies'")
+    only_contract = " ".join(_legend(grid.drop(columns=["f64/-", "f32/correlated/native"]).assign(op="perturb")))
+    assert "native" not in only_contract and "f64" not in only_contract and "loops" not in only_contract
+    assert _legend(pd.DataFrame(columns=["target", "device", "op"])) == []
+    assert all(len(line) <= 100 for line in _legend(grid))
+
+
+def test_a_native_run_console_explains_the_native_loop_rows(tmp_path):
+    result = run_parity(Options(**{**SMALL, "noises": ("native",), "schemes": ("correlated",)},
+                                case="*/fit/*", out=str(tmp_path / "out")))
+    assert list(result.frame["case"]) == ["es-at-scale/cpu/f32/correlated/fit/N7/native"]
+    assert list(result.frame["status"]) == ["pass"]
+    lines = result.console.split("\n")
+    grid_end = next(i for i, line in enumerate(lines) if line.startswith("es-at-scale  cpu"))
+    legend = " ".join(lines[grid_end + 1:grid_end + 4])
+    assert legend.startswith(".../native on torch's own generator") and "fit, main*" in legend
+    assert "contract's noise" not in legend

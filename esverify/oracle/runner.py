@@ -890,6 +890,25 @@ def _wrap(text: str, indent: str = "    ", width: int = 100) -> list[str]:
                          break_long_words=False, break_on_hyphens=False) or [indent]
 
 
+def _legend(grid) -> list[str]:
+    """A few lines under the console grid saying what its columns are and what a pass certifies under
+    each noise source (the report's metadata `note` says it at length; docs/parity.md)."""
+    columns = [str(c) for c in grid.columns if "/" in str(c)]
+    if not columns:
+        return []
+    said = []
+    if any(not c.endswith(("/native", "/-")) for c in columns):
+        said.append("dtype/scheme columns run on the contract's noise (a pass certifies the algebra)")
+    if any(c.endswith("/native") for c in columns):
+        said.append(".../native on torch's own generator, as checkpoints were trained (a pass holds for this "
+                    "torch version and device type only)")
+    if any(c.endswith("/-") for c in columns):
+        said.append("f64/-: z-score rows (no noise)")
+    if "op" in grid and grid["op"].isin(_loops.LOOP_OPS).any():
+        said.append("fit, main*: the references' own training loops")
+    return _wrap("; ".join(said) + "; see docs/parity.md, 'What a pass certifies'", indent="")
+
+
 def _console(frame, summary, metadata, out_dir, code, verdict, require_all=False) -> str:
     """Verdict and counts (cpu and cuda apart), the summary grid, the rows that need attention grouped
     by their detail (each detail in full, wrapped), the 'not checked here' list, warnings, the report."""
@@ -901,7 +920,7 @@ def _console(frame, summary, metadata, out_dir, code, verdict, require_all=False
     # the grid of the devices where something ran; an all-skipped device is the line above
     ran = set(frame.loc[~frame["status"].isin(["skipped", "not-run"]), "device"])
     grid = summary[summary["device"].isin(ran)] if len(summary) else summary
-    lines += ["", console_table(grid, max_rows=40)] if len(grid) else []
+    lines += ["", console_table(grid, max_rows=40), *_legend(grid)] if len(grid) else []
     attention = frame[frame["status"].isin([*FAILING, "artifact"])]
     if len(attention):
         lines += ["", "needs attention:"]
