@@ -80,3 +80,13 @@ def test_a_native_run_console_explains_the_native_loop_rows(tmp_path):
     legend = " ".join(lines[grid_end + 1:grid_end + 4])
     assert legend.startswith(".../native on torch's own generator") and "fit, main*" in legend
     assert "contract's noise" not in legend
+
+
+def test_the_report_note_explains_native_loop_rows(tmp_path):
+    """The metadata note (every report format) covers the native loop rows, not only single operations."""
+    import torch
+    result = run_parity(Options(**SMALL, case="*/perturb/*", out=str(tmp_path / "out")))
+    note = result.metadata["note"]
+    assert f"({torch.__version__} here)" in note
+    assert "native loop rows (fit, main*)" in note and "30-bit seeds" in note
+    assert "checkpoints trained with torch's noise" in note

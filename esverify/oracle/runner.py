@@ -816,7 +816,9 @@ class Runner:
                     "on identical noise; native rows let the reference draw torch's own noise and reproduce "
                     "it with the trainer's noise='torch': they certify runs made with torch's generator on "
                     "that device type, bitwise only with the same torch version "
-                    f"({torch.__version__} here)",
+                    f"({torch.__version__} here); native loop rows (fit, main*) let the reference's own loop "
+                    "seed torch's generators with its 30-bit seeds, and our replicas seed theirs with the "
+                    "same seeds: a pass speaks for checkpoints trained with torch's noise",
         }
 
 
