@@ -90,3 +90,39 @@ def test_the_report_note_explains_native_loop_rows(tmp_path):
     assert f"({torch.__version__} here)" in note
     assert "native loop rows (fit, main*)" in note and "30-bit seeds" in note
     assert "checkpoints trained with torch's noise" in note
+
+
+def test_audit_names_a_ref_inside_the_tree_and_keeps_its_findings(tmp_path):
+    """`esverify audit --ref tests/standins/es-awd` in this checkout finds the stand-in as a copy of itself:
+    the console says why (the ref lies inside the tree) instead of leaving a newcomer with a bare FINDING."""
+    import json
+
+    from click.testing import CliRunner
+
+    from esverify.audit.run import refs_inside_tree
+    from esverify.cli import main
+    tree, outside = tmp_path / "tree", tmp_path / "elsewhere"
+    inside = tree / "vendor" / "ref"
+    code = "".join(f"def step_{i}(theta, sigma, seed):\n    return [t + sigma * (seed + {i}) for t in theta]\n"
+                   for i in range(6))
+    for folder in (tree, inside, outside):
+        folder.mkdir(parents=True, exist_ok=True)
+    (tree / "mine.py").write_text("def mine(x):\n    return x * 2 + 1  # our own code, nothing shared\n")
+    (inside / "ref.py").write_text(code)
+    (outside / "ref.py").write_text(code)
+    assert refs_inside_tree(tree, [inside, outside]) == [
+        f"--ref {inside} lies inside the audited tree {tree}: its files are audited as the tree's too, so each "
+        "is found as a copy of itself; pass a clone outside the tree to audit the tree against it"]
+    assert refs_inside_tree(tree, [outside]) == [] and refs_inside_tree(None, [inside]) == []
+    runner = CliRunner()
+    res = runner.invoke(main, ["audit", "--tree", str(tree), "--ref", str(inside), "--out", str(tmp_path / "a"),
+                               "--format", "json"], catch_exceptions=False)
+    assert res.exit_code == 1, res.output                     # the tree does hold those files: still a finding
+    assert f"warning: --ref {inside} lies inside the audited tree" in res.output
+    report = json.loads((tmp_path / "a" / "audit.json").read_text())
+    assert len(report["metadata"]["warnings"]) == 1
+    import shutil
+    shutil.rmtree(tree / "vendor")                            # the same reference, now only outside the tree
+    res = runner.invoke(main, ["audit", "--tree", str(tree), "--ref", str(outside), "--out", str(tmp_path / "b"),
+                               "--format", "json"], catch_exceptions=False)
+    assert res.exit_code == 0 and "warning" not in res.output, res.output
