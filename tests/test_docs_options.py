@@ -52,3 +52,26 @@ def test_the_parity_options_table_names_every_option_once():
 def test_the_table_reader_sees_duplicates_and_shared_rows():
     text = "| `--a`, `--b` | x | y |\n| `--a` | x | y |\nprose `--c`\n"
     assert table_options(text) == ["--a", "--b", "--a"]
+
+
+def _vectors(area: str) -> int:
+    import json
+    return len(json.loads((ROOT / "goldens" / f"{area}.json").read_text())["vectors"])
+
+
+def test_the_vector_counts_the_docs_quote_are_the_goldens_counts():
+    """The C example claims every rng and es-at-scale vector and none of es-awd (tests/test_impl_c.py
+    asserts it on a live run); the README and PROTOCOL.md quote the counts that follow from the goldens,
+    and the README's gate cost quotes the gate's recomputations (3 backends on the CPU)."""
+    claimed, unsupported = _vectors("rng") + _vectors("es-at-scale"), _vectors("es-awd")
+    total = claimed + unsupported
+    readme = (ROOT / "README.md").read_text()
+    protocol = (ROOT / "docs" / "PROTOCOL.md").read_text()
+    quoted = re.search(r"--impl \./esimpl +# (\d+) vectors bit-equal, (\d+) unsupported", readme)
+    assert quoted and (int(quoted[1]), int(quoted[2])) == (claimed, unsupported), quoted
+    quoted = re.search(r"PASS: (\d+) vector recomputations bit-equal on impl:esimpl-c.*?; (\d+) vector\(s\) "
+                       r"unsupported", protocol)
+    assert quoted and (int(quoted[1]), int(quoted[2])) == (claimed, unsupported), quoted
+    quoted = re.search(r"\((\d+)\s+recomputations\s+of\s+(\d+)\s+vectors\s+on\s+numpy,\s+numba\s+and\s+torch\s+CPU",
+                       readme)
+    assert quoted and (int(quoted[1]), int(quoted[2])) == (3 * total, total), quoted
