@@ -60,8 +60,8 @@ def test_the_console_grid_is_followed_by_what_its_columns_mean(tmp_path):
     grid = pd.DataFrame([{"target": "es-awd", "device": "cpu", "op": "main-l1", "f64/-": "",
                           "f32/iid": "1 pass", "f32/correlated/native": "1 pass"}])
     text = " ".join(_legend(grid))
-    assert text == ("dtype/scheme columns run on the contract's noise (a pass certifies the algebra); "
-                    ".../native on torch's own generator, as checkpoints were trained (a pass holds for this "
+    assert text == ("dtype/scheme: on the contract's noise (a pass certifies the algebra); "
+                    ".../native: on torch's own generator, as checkpoints were trained (a pass holds for this "
                     "torch version and device type only); f64/-: z-score rows (no noise); fit, main*: the "
                     "references' own training loops; see docs/parity.md, 'What a pass certifies'")
     only_contract = " ".join(_legend(grid.drop(columns=["f64/-", "f32/correlated/native"]).assign(op="perturb")))
@@ -78,7 +78,7 @@ def test_a_native_run_console_explains_the_native_loop_rows(tmp_path):
     lines = result.console.split("\n")
     grid_end = next(i for i, line in enumerate(lines) if line.startswith("es-at-scale  cpu"))
     legend = " ".join(lines[grid_end + 1:grid_end + 4])
-    assert legend.startswith(".../native on torch's own generator") and "fit, main*" in legend
+    assert legend.startswith(".../native: on torch's own generator") and "fit, main*" in legend
     assert "contract's noise" not in legend
 
 
@@ -126,3 +126,48 @@ def test_audit_names_a_ref_inside_the_tree_and_keeps_its_findings(tmp_path):
     res = runner.invoke(main, ["audit", "--tree", str(tree), "--ref", str(outside), "--out", str(tmp_path / "b"),
                                "--format", "json"], catch_exceptions=False)
     assert res.exit_code == 0 and "warning" not in res.output, res.output
+
+
+def _row(op, dtype, scheme, noise, status, target="es-awd", device="cpu"):
+    return {"target": target, "device": device, "op": op, "dtype": dtype, "scheme": scheme, "noise": noise,
+            "status": status}
+
+
+def test_compact_summary_counts_every_column_and_names_the_ones_not_passing():
+    from esverify.oracle.runner import compact_summary
+    frame = pd.DataFrame([
+        _row("caching", "f32", "iid", "contract", "artifact"), _row("caching", "f32", "correlated", "contract", "pass"),
+        _row("caching", "f16", "iid", "contract", "artifact"), _row("caching", "f32", "correlated", "native", "pass"),
+        _row("main", "f32", "iid", "contract", "pass"), _row("main", "f32", "correlated", "native", "fail"),
+        _row("main", "f32", "correlated", "native", "pass"),
+        _row("perturb", "f32", "iid", "contract", "error"), _row("perturb", "f32", "correlated", "native", "error"),
+        _row("zscore", "f64", "-", "-", "pass", target="es-at-scale"),
+    ])
+    got = compact_summary(frame).to_dict(orient="records")
+    assert got == [
+        {"target": "es-awd", "device": "cpu", "op": "caching", "statuses": "2 pass, 2 artifact",
+         "where not pass": "artifact: f32/iid, f16/iid"},
+        {"target": "es-awd", "device": "cpu", "op": "main", "statuses": "2 pass, 1 fail",
+         "where not pass": "fail: f32/correlated/native"},
+        # every column errs: the count says it, no list of every column
+        {"target": "es-awd", "device": "cpu", "op": "perturb", "statuses": "2 error", "where not pass": ""},
+        {"target": "es-at-scale", "device": "cpu", "op": "zscore", "statuses": "1 pass", "where not pass": ""},
+    ]
+    assert list(compact_summary(frame.iloc[:0]).columns) == ["target", "device", "op", "statuses",
+                                                             "where not pass"]
+
+
+def test_the_default_matrix_console_fits_a_terminal(tmp_path):
+    """The default matrix's grid (13 dtype/scheme columns) is about 290 characters wide: the console shows
+    the compact summary instead; a narrow grid (one dtype, one scheme) is shown as is."""
+    from esverify.oracle.runner import CONSOLE_WIDTH
+    wide = run_parity(Options(**{**SMALL, "dtypes": ("f32", "f16"), "schemes": ("iid", "correlated"),
+                                 "noises": ("contract", "native")}, case="*/perturb/*",
+                              out=str(tmp_path / "wide")))
+    assert len(set(wide.summary.columns) - {"target", "device", "op"}) == 9   # f32, f16, mixed x 2 schemes + 3 native
+    lines = wide.console.split("\n")
+    assert any(line.startswith("target") and "statuses" in line for line in lines), wide.console
+    assert max(len(line) for line in lines if not line.startswith(("warning", "report", "finding"))) <= CONSOLE_WIDTH
+    assert any(line.split()[:4] == ["es-at-scale", "cpu", "perturb", "9"] for line in lines), wide.console
+    narrow = run_parity(Options(**SMALL, case="*/perturb/*", out=str(tmp_path / "narrow")))
+    assert any(line.startswith("target") and "f32/iid" in line for line in narrow.console.split("\n"))

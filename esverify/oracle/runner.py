@@ -892,6 +892,37 @@ def _wrap(text: str, indent: str = "    ", width: int = 100) -> list[str]:
                          break_long_words=False, break_on_hyphens=False) or [indent]
 
 
+#: the widest console grid shown as is; a wider one (the default matrix: about 290 characters) is shown
+#: as compact_summary, one line per (target, device, op)
+CONSOLE_WIDTH = 120
+
+
+def compact_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per (target, device, op): the status counts over every dtype/scheme column ("12 pass", "9 pass,
+    3 artifact") and, for each status other than pass that not every column has, the columns that have
+    it ("artifact: f32/iid, f16/iid"); the console's summary when the full grid is too wide."""
+    columns = ["target", "device", "op", "statuses", "where not pass"]
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    native = frame["noise"].eq("native") if "noise" in frame else False
+    f = frame.assign(column=frame["dtype"] + "/" + frame["scheme"] + np.where(native, "/native", ""))
+    rows = []
+    for (target, device, op), group in f.groupby(["target", "device", "op"], sort=False):
+        counts = group["status"].value_counts()
+        every = set(group["column"])
+        where = []
+        for status in STATUSES:
+            if status == "pass" or status not in counts:
+                continue
+            cols = list(dict.fromkeys(group.loc[group["status"] == status, "column"]))
+            if set(cols) != every:
+                where.append(f"{status}: {', '.join(cols)}")
+        rows.append({"target": target, "device": device, "op": op,
+                     "statuses": ", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts),
+                     "where not pass": "; ".join(where)})
+    return pd.DataFrame(rows, columns=columns)
+
+
 def _legend(grid) -> list[str]:
     """A few lines under the console grid saying what its columns are and what a pass certifies under
     each noise source (the report's metadata `note` says it at length; docs/parity.md)."""
@@ -900,9 +931,9 @@ def _legend(grid) -> list[str]:
         return []
     said = []
     if any(not c.endswith(("/native", "/-")) for c in columns):
-        said.append("dtype/scheme columns run on the contract's noise (a pass certifies the algebra)")
+        said.append("dtype/scheme: on the contract's noise (a pass certifies the algebra)")
     if any(c.endswith("/native") for c in columns):
-        said.append(".../native on torch's own generator, as checkpoints were trained (a pass holds for this "
+        said.append(".../native: on torch's own generator, as checkpoints were trained (a pass holds for this "
                     "torch version and device type only)")
     if any(c.endswith("/-") for c in columns):
         said.append("f64/-: z-score rows (no noise)")
@@ -922,7 +953,13 @@ def _console(frame, summary, metadata, out_dir, code, verdict, require_all=False
     # the grid of the devices where something ran; an all-skipped device is the line above
     ran = set(frame.loc[~frame["status"].isin(["skipped", "not-run"]), "device"])
     grid = summary[summary["device"].isin(ran)] if len(summary) else summary
-    lines += ["", console_table(grid, max_rows=40), *_legend(grid)] if len(grid) else []
+    if len(grid):
+        table = console_table(grid, max_rows=40)
+        if max(map(len, table.split("\n"))) > CONSOLE_WIDTH:   # one column per dtype/scheme: too wide
+            table = (console_table(compact_summary(frame[frame["device"].isin(ran)]), max_rows=60)
+                     + "\n(the full grid, one column per dtype/scheme, is in the report's parity.md and "
+                       "parity.html)")
+        lines += ["", table, *_legend(grid)]
     attention = frame[frame["status"].isin([*FAILING, "artifact"])]
     if len(attention):
         lines += ["", "needs attention:"]
