@@ -171,3 +171,18 @@ def test_the_default_matrix_console_fits_a_terminal(tmp_path):
     assert any(line.split()[:4] == ["es-at-scale", "cpu", "perturb", "9"] for line in lines), wide.console
     narrow = run_parity(Options(**SMALL, case="*/perturb/*", out=str(tmp_path / "narrow")))
     assert any(line.startswith("target") and "f32/iid" in line for line in narrow.console.split("\n"))
+
+
+def test_an_interpreter_that_fails_to_start_is_told_in_one_line(tmp_path):
+    """A pyenv shim without that version prints several lines; the setup error stays one line."""
+    import pytest
+
+    from esverify.oracle.runner import UsageError, _probe
+    shim = tmp_path / "python3.12"
+    shim.write_text("#!/bin/sh\necho \"pyenv: python3.12: command not found\" >&2\necho >&2\n"
+                    "echo \"  3.12.1\" >&2\nexit 127\n")
+    shim.chmod(0o755)
+    with pytest.raises(UsageError) as err:
+        _probe(str(shim), timeout=30)
+    assert str(err.value) == (f"--python {shim}: the interpreter failed to start: "
+                              "pyenv: python3.12: command not found | 3.12.1")

@@ -282,7 +282,8 @@ def _probe(python: str, timeout: float, explicit: bool = True) -> dict:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"--python {python}: cannot run it ({exc})") from None
     if out.returncode:
-        raise UsageError(f"--python {python}: the interpreter failed to start: {out.stderr.strip()[-500:]}")
+        said = " | ".join(line.strip() for line in out.stderr.splitlines() if line.strip())   # one line
+        raise UsageError(f"--python {python}: the interpreter failed to start: {said[-500:]}")
     try:
         facts = json.loads(out.stdout.strip().splitlines()[-1])
         if not isinstance(facts, dict) or not {"python", "torch", "numpy"} <= set(facts):
