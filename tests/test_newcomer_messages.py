@@ -186,3 +186,31 @@ def test_an_interpreter_that_fails_to_start_is_told_in_one_line(tmp_path):
         _probe(str(shim), timeout=30)
     assert str(err.value) == (f"--python {shim}: the interpreter failed to start: "
                               "pyenv: python3.12: command not found | 3.12.1")
+
+
+def test_needs_attention_lists_one_example_per_kind_of_artifact_and_every_failure():
+    """Three `reuse` artifacts of one op differ only in their counts: one entry, "and 2 more"; failures
+    keep one entry per distinct detail (a failing row never hides behind another)."""
+    from pathlib import Path
+
+    from esverify.oracle.runner import COLUMNS, _console, summary_pivot
+
+    def row(dtype, status, diagnosis, detail, op="caching"):
+        r = {c: "" for c in COLUMNS}
+        r.update(target="es-awd", device="cpu", dtype=dtype, scheme="iid", noise="contract", op=op,
+                 population=7, case=f"es-awd/cpu/{dtype}/iid/{op}/N7", status=status, diagnosis=diagnosis,
+                 detail=detail)
+        return r
+    frame = pd.DataFrame([row("f32", "artifact", "reuse", "reuse: 1001 of 9 elements differ"),
+                          row("f16", "artifact", "reuse", "reuse: 993 of 9 elements differ"),
+                          row("bf16", "artifact", "reuse", "reuse: 952 of 9 elements differ"),
+                          row("f32", "fail", "", "update: 3 of 9 elements differ", op="update-l1"),
+                          row("f16", "fail", "", "update: 5 of 9 elements differ", op="update-l1")],
+                         columns=COLUMNS)
+    text = _console(frame, summary_pivot(frame), {"wall_time_s": 1.0, "warnings": []}, Path("out"), 1, "fail")
+    attention = text[text.index("needs attention:"):]
+    assert "  fail: es-awd/cpu/f32/iid/update-l1/N7\n" in attention
+    assert "  fail: es-awd/cpu/f16/iid/update-l1/N7\n" in attention
+    assert "  artifact: es-awd/cpu/f32/iid/caching/N7 and 2 more\n" in attention
+    assert "1001 of 9" in attention and "993 of 9" not in attention
+    assert attention.index("fail:") < attention.index("artifact:")

@@ -965,7 +965,14 @@ def _console(frame, summary, metadata, out_dir, code, verdict, require_all=False
     if len(attention):
         lines += ["", "needs attention:"]
         rank = {s: i for i, s in enumerate([*FAILING, "artifact"])}
-        groups = sorted(attention.groupby(["status", "detail"], sort=False), key=lambda g: rank[g[0][0]])
+        # failing rows group by their whole detail; artifacts (documented reference behaviour, exit 0)
+        # by target, op and diagnosis, whose details differ only in counts: one example each
+        key = attention["detail"].where(attention["status"] != "artifact",
+                                        attention["target"] + "/" + attention["op"] + "/"
+                                        + attention["diagnosis"].fillna("").astype(str))
+        grouped = attention.assign(_key=key).groupby(["status", "_key"], sort=False)
+        groups = [((status, rows["detail"].iloc[0]), rows) for (status, _), rows in grouped]
+        groups.sort(key=lambda g: rank[g[0][0]])
         for (status, detail), rows in groups[:12]:
             first = rows["case"].iloc[0]
             more = f" and {len(rows) - 1} more" if len(rows) > 1 else ""
