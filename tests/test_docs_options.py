@@ -75,3 +75,17 @@ def test_the_vector_counts_the_docs_quote_are_the_goldens_counts():
     quoted = re.search(r"\((\d+)\s+recomputations\s+of\s+(\d+)\s+vectors\s+on\s+numpy,\s+numba\s+and\s+torch\s+CPU",
                        readme)
     assert quoted and (int(quoted[1]), int(quoted[2])) == (3 * total, total), quoted
+
+
+def test_every_parity_command_in_the_docs_names_a_clone():
+    """Without --ref/--awd-ref parity looks in ./refs/ and exits 2: a command a newcomer copies from a code
+    block must name its clone (the README once showed a --case example without one)."""
+    offenders = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        blocks = re.findall(r"```[a-z]*\n(.*?)```", doc.read_text(), re.S)
+        for line in (ln for block in blocks for ln in block.replace("\\\n", " ").splitlines()):
+            command = line.split("#")[0]
+            if re.search(r"(^|\s)esverify parity(\s|$)", command) and "--help" not in command \
+                    and not re.search(r"--(awd-)?ref[ =]", command):
+                offenders.append(f"{doc.name}: {line.strip()}")
+    assert offenders == []
