@@ -214,3 +214,16 @@ def test_needs_attention_lists_one_example_per_kind_of_artifact_and_every_failur
     assert "  artifact: es-awd/cpu/f32/iid/caching/N7 and 2 more\n" in attention
     assert "1001 of 9" in attention and "993 of 9" not in attention
     assert attention.index("fail:") < attention.index("artifact:")
+
+
+def test_no_loops_names_each_targets_own_loop_rows():
+    """es-awd's loop rows are main and its variants; `fit` is es-at-scale's (it was listed for both)."""
+    from types import SimpleNamespace
+
+    from esverify.oracle.loop_report import _not_checked
+    from esverify.oracle.loops import MAIN_VARIANTS
+    runner = SimpleNamespace(opts=SimpleNamespace(loops=False, target="all"))
+    frame = _not_checked(runner, {"es-at-scale", "es-awd"}, {"es-at-scale": None, "es-awd": None}, [], {})
+    got = dict(zip(frame["target"], frame["not_checked"]))
+    assert got == {"es-at-scale": "fit", "es-awd": ", ".join(MAIN_VARIANTS)}
+    assert "fit" not in got["es-awd"].split(", ") and got["es-awd"].startswith("main, main-mirror")

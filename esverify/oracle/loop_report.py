@@ -62,7 +62,7 @@ def _not_checked(runner, wanted, clones, skipped_targets, failed):
     for name in TARGETS:
         if name in clones:
             if not runner.opts.loops:
-                rows.append({"target": name, "not_checked": ", ".join(LOOP_OPS if name == "es-awd" else ["fit"]),
+                rows.append({"target": name, "not_checked": ", ".join(MAIN_VARIANTS if name == "es-awd" else ["fit"]),
                              "why": "the training-loop rows were left out (--no-loops)"})
             continue
         if name not in wanted:
