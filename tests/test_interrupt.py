@@ -82,6 +82,11 @@ def test_signal_mid_run_writes_the_partial_report(tmp_path, signum, code):
     rows = {r["op"]: r["status"] for r in doc["sections"]["cases"]}
     assert rows["perturb"] == "pass" and rows["restore"] == "pass"
     assert rows["update"] == "not-run" and rows["loop"] == "not-run"
+    # the case in flight (the hanging update) was stopped, not broken: not-run, never an error row
+    # saying "the child process died"
+    statuses = {r["case"]: r["status"] for r in doc["sections"]["cases"]}
+    assert "error" not in statuses.values(), statuses
+    assert {s for r, s in zip(doc["sections"]["cases"], statuses.values()) if r["op"] == "update"} == {"not-run"}
     assert signal.Signals(signum).name in doc["metadata"]["interrupted_by"]
     assert (tmp_path / "junit.xml").is_file()
     assert "INTERRUPTED" in stdout and f"exit {code}" in stdout

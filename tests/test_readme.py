@@ -59,7 +59,8 @@ def test_quick_start_gets_a_newcomer_to_a_parity_report_without_guessing():
 
 def test_timings_name_the_machine_they_were_measured_on():
     setup = README[README.index("## Set-up on a fresh machine"):README.index("## Quick start")]
-    assert "Measured on a 2-core, 24 GiB Linux machine" in setup and "5 min 6 s" in setup
+    assert "Measured on a 2-core, 24 GiB Linux machine" in setup
+    assert re.search(r"test\s+suite [^()]*\(\d+ passed, \d+ CUDA tests skipped", setup), setup
 
 
 def test_artifact_is_spelt_one_way_in_statuses_and_prose():

@@ -123,6 +123,8 @@ def audit(tree, wheels, history, refs, out, overwrite, formats, threshold, min_t
     if len(review):
         click.echo("\nlisted for review (informational):")
         click.echo(console_table(review, max_rows=20))
+    for warning in result.metadata.get("warnings", []):
+        click.echo(f"warning: {warning}")
     if write_error is not None:  # the verdict above is still shown; the run itself failed
         click.echo(f"\nverdict: {result.metadata['verdict']} ({result.findings} finding(s)); no report written")
         raise click.BadParameter(f"cannot write the report under {out}: {write_error}", param_hint="--out")

@@ -52,6 +52,17 @@ def _ref_label(n: int, path: Path) -> str:
     return f"ref{n}:{path.name}"
 
 
+def refs_inside_tree(tree: Path | None, refs) -> list[str]:
+    """A warning for each --ref that lies inside the audited tree: its files are the tree's too, so
+    every one is found as a copy of itself (findings kept: the tree does hold those files)."""
+    if tree is None:
+        return []
+    root = Path(tree).resolve()
+    return [f"--ref {ref} lies inside the audited tree {tree}: its files are audited as the tree's too, so "
+            "each is found as a copy of itself; pass a clone outside the tree to audit the tree against it"
+            for ref in refs if Path(ref).resolve().is_relative_to(root)]
+
+
 def collect(opts: AuditOptions):
     """(targets, refs, provenance rows): every FileEntry to audit and the references'.
 
@@ -217,6 +228,7 @@ def run_audit(opts: AuditOptions) -> AuditResult:
         "history": opts.history, "refs": [str(r) for r in opts.refs],
         "verdict": "FINDING" if total else "pass", "findings": total,
         "parameters": params, "tools": tools, "statement": provenance.STATEMENT,
+        "warnings": refs_inside_tree(opts.tree, opts.refs),
     }
     sections = {"summary": pd.DataFrame(summary_rows), "similarity": sim, "text": txt, "identity": ident,
                 "imports": imp, "readability": readability, "provenance": prov, "tools": tools_frame, "manifest": manifest,

@@ -34,7 +34,8 @@ def read_coverage(work, target: str) -> dict:
 def _coverage_frame(environments: dict):
     rows, summary = [], {}
     for target, env in environments.items():
-        cov = (env or {}).get("coverage") or {"files": {}, "error": "no coverage data: the child did not start"}
+        cov = (env or {}).get("coverage") or {"files": {}, "error": "no coverage data: the child did not start, "
+                                                                     "or the run stopped before it reported"}
         reached = REACHED.get(target, {})
         total = ran = 0
         for rel, info in sorted(cov.get("files", {}).items()):
@@ -61,7 +62,7 @@ def _not_checked(runner, wanted, clones, skipped_targets, failed):
     for name in TARGETS:
         if name in clones:
             if not runner.opts.loops:
-                rows.append({"target": name, "not_checked": ", ".join(LOOP_OPS if name == "es-awd" else ["fit"]),
+                rows.append({"target": name, "not_checked": ", ".join(MAIN_VARIANTS if name == "es-awd" else ["fit"]),
                              "why": "the training-loop rows were left out (--no-loops)"})
             continue
         if name not in wanted:
@@ -73,6 +74,17 @@ def _not_checked(runner, wanted, clones, skipped_targets, failed):
             why = f"no clone given: pass {flags[name]}" + (f"; {found}" if found else "")
         rows.append({"target": name, "not_checked": ", ".join(ops[name]), "why": why})
     return pd.DataFrame(rows, columns=["target", "not_checked", "why"])
+
+
+#: the statuses of a row that ran (a skipped, unsupported or not-run row ran nothing in the child)
+RAN = ("pass", "fail", "error", "unverifiable", "artifact")
+
+
+def loop_rows_run(frame) -> set:
+    """The targets with at least one training-loop row (`fit`, `main*`) that ran in the child."""
+    if frame is None or frame.empty:
+        return set()
+    return set(frame.loc[frame["op"].isin(LOOP_OPS) & frame["status"].isin(RAN), "target"])
 
 
 def report_sections(runner, wanted, clones, skipped_targets, failed, frame, metadata) -> dict:
@@ -88,7 +100,14 @@ def report_sections(runner, wanted, clones, skipped_targets, failed, frame, meta
     metadata["findings"] = findings_frame.to_dict(orient="records")
     metadata["coverage"] = coverage
     metadata["not_checked"] = not_checked.to_dict(orient="records")
+    looped = loop_rows_run(frame)
     for target, info in coverage.items():
+        if target not in looped:   # no loop row ran: "did not run" per function would only repeat that
+            if info["reached_not_run"] and runner.opts.loops:   # --no-loops: the not_checked line says it
+                metadata["warnings"].append(f"{target}: coverage: no training-loop row ran in this selection, "
+                                            f"so {len(info['reached_not_run'])} functions a loop reaches did not "
+                                            "run (the coverage section names them)")
+            continue
         if info["error"] and not info["files"]:   # nothing measured: whether they ran is unknown, not "no"
             metadata["warnings"].append(f"{target}: coverage: {info['error']}; unknown whether "
                                         f"{len(info['reached_not_run'])} functions a loop reaches ran")

@@ -302,7 +302,8 @@ def _probe(python: str, timeout: float, explicit: bool = True) -> dict:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"--python {python}: cannot run it ({exc})") from None
     if out.returncode:
-        raise UsageError(f"--python {python}: the interpreter failed to start: {out.stderr.strip()[-500:]}")
+        said = " | ".join(line.strip() for line in out.stderr.splitlines() if line.strip())   # one line
+        raise UsageError(f"--python {python}: the interpreter failed to start: {said[-500:]}")
     try:
         facts = json.loads(out.stdout.strip().splitlines()[-1])
         if not isinstance(facts, dict) or not {"python", "torch", "numpy"} <= set(facts):
@@ -616,6 +617,8 @@ class Runner:
             except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others' rows
                 row = _row(case, status="error", detail=f"{case.op}: the runner failed on this case: "
                                                         f"{type(exc).__name__}: {exc}")
+            if self._stop.is_set() and row["status"] == "error":
+                break   # the interrupt killed its child mid-case: the row is not-run, not a child death
             self.rows.append(row)
             progress.update(1)
         env["restarts"] = max(0, t.child.starts - 1)
@@ -844,7 +847,9 @@ class Runner:
                     "on identical noise; native rows let the reference draw torch's own noise and reproduce "
                     "it with the trainer's noise='torch': they certify runs made with torch's generator on "
                     "that device type, bitwise only with the same torch version "
-                    f"({torch.__version__} here)",
+                    f"({torch.__version__} here); native loop rows (fit, main*) let the reference's own loop "
+                    "seed torch's generators with its 30-bit seeds, and our replicas seed theirs with the "
+                    "same seeds: a pass speaks for checkpoints trained with torch's noise",
         }
 
 
@@ -918,6 +923,56 @@ def _wrap(text: str, indent: str = "    ", width: int = 100) -> list[str]:
                          break_long_words=False, break_on_hyphens=False) or [indent]
 
 
+#: the widest console grid shown as is; a wider one (the default matrix: about 290 characters) is shown
+#: as compact_summary, one line per (target, device, op)
+CONSOLE_WIDTH = 120
+
+
+def compact_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per (target, device, op): the status counts over every dtype/scheme column ("12 pass", "9 pass,
+    3 artifact") and, for each status other than pass that not every column has, the columns that have
+    it ("artifact: f32/iid, f16/iid"); the console's summary when the full grid is too wide."""
+    columns = ["target", "device", "op", "statuses", "where not pass"]
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    native = frame["noise"].eq("native") if "noise" in frame else False
+    f = frame.assign(column=frame["dtype"] + "/" + frame["scheme"] + np.where(native, "/native", ""))
+    rows = []
+    for (target, device, op), group in f.groupby(["target", "device", "op"], sort=False):
+        counts = group["status"].value_counts()
+        every = set(group["column"])
+        where = []
+        for status in STATUSES:
+            if status == "pass" or status not in counts:
+                continue
+            cols = list(dict.fromkeys(group.loc[group["status"] == status, "column"]))
+            if set(cols) != every:
+                where.append(f"{status}: {', '.join(cols)}")
+        rows.append({"target": target, "device": device, "op": op,
+                     "statuses": ", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts),
+                     "where not pass": "; ".join(where)})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _legend(grid) -> list[str]:
+    """A few lines under the console grid saying what its columns are and what a pass certifies under
+    each noise source (the report's metadata `note` says it at length; docs/parity.md)."""
+    columns = [str(c) for c in grid.columns if "/" in str(c)]
+    if not columns:
+        return []
+    said = []
+    if any(not c.endswith(("/native", "/-")) for c in columns):
+        said.append("dtype/scheme: on the contract's noise (a pass certifies the algebra)")
+    if any(c.endswith("/native") for c in columns):
+        said.append(".../native: on torch's own generator, as checkpoints were trained (a pass holds for this "
+                    "torch version and device type only)")
+    if any(c.endswith("/-") for c in columns):
+        said.append("f64/-: z-score rows (no noise)")
+    if "op" in grid and grid["op"].isin(_loops.LOOP_OPS).any():
+        said.append("fit, main*: the references' own training loops")
+    return _wrap("; ".join(said) + "; see docs/parity.md, 'What a pass certifies'", indent="")
+
+
 def _console(frame, summary, metadata, out_dir, code, verdict, require_all=False) -> str:
     """Verdict and counts (cpu and cuda apart), the summary grid, the rows that need attention grouped
     by their detail (each detail in full, wrapped), the 'not checked here' list, warnings, the report."""
@@ -929,12 +984,25 @@ def _console(frame, summary, metadata, out_dir, code, verdict, require_all=False
     # the grid of the devices where something ran; an all-skipped device is the line above
     ran = set(frame.loc[~frame["status"].isin(["skipped", "not-run"]), "device"])
     grid = summary[summary["device"].isin(ran)] if len(summary) else summary
-    lines += ["", console_table(grid, max_rows=40)] if len(grid) else []
+    if len(grid):
+        table = console_table(grid, max_rows=40)
+        if max(map(len, table.split("\n"))) > CONSOLE_WIDTH:   # one column per dtype/scheme: too wide
+            table = (console_table(compact_summary(frame[frame["device"].isin(ran)]), max_rows=60)
+                     + "\n(the full grid, one column per dtype/scheme, is in the report's parity.md and "
+                       "parity.html)")
+        lines += ["", table, *_legend(grid)]
     attention = frame[frame["status"].isin([*FAILING, "artifact"])]
     if len(attention):
         lines += ["", "needs attention:"]
         rank = {s: i for i, s in enumerate([*FAILING, "artifact"])}
-        groups = sorted(attention.groupby(["status", "detail"], sort=False), key=lambda g: rank[g[0][0]])
+        # failing rows group by their whole detail; artifacts (documented reference behaviour, exit 0)
+        # by target, op and diagnosis, whose details differ only in counts: one example each
+        key = attention["detail"].where(attention["status"] != "artifact",
+                                        attention["target"] + "/" + attention["op"] + "/"
+                                        + attention["diagnosis"].fillna("").astype(str))
+        grouped = attention.assign(_key=key).groupby(["status", "_key"], sort=False)
+        groups = [((status, rows["detail"].iloc[0]), rows) for (status, _), rows in grouped]
+        groups.sort(key=lambda g: rank[g[0][0]])
         for (status, detail), rows in groups[:12]:
             first = rows["case"].iloc[0]
             more = f" and {len(rows) - 1} more" if len(rows) > 1 else ""

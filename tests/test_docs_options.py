@@ -1,0 +1,91 @@
+"""Every command-line option is documented in its guide, and an options table names each option once
+(a newcomer reads the table, not the source): parity -> docs/parity.md, audit -> docs/audit.md,
+goldens check/generate -> docs/goldens.md."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import pytest
+
+from esverify.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _command(*path):
+    cmd, ctx = main, click.Context(main)
+    for name in path:
+        cmd = cmd.get_command(ctx, name)
+        ctx = click.Context(cmd, parent=ctx)
+    return cmd
+
+
+def _options(cmd) -> list[str]:
+    return [o for p in cmd.params if isinstance(p, click.Option) for o in p.opts + p.secondary_opts
+            if o.startswith("--")]
+
+
+def table_options(text: str) -> list[str]:
+    """The options named in the first cell of each markdown table row (`--a`, `--b` both count)."""
+    return [o for line in text.splitlines() if line.startswith("| `--")
+            for o in re.findall(r"`(--[a-z0-9-]+)", line.split("|")[1])]
+
+
+@pytest.mark.parametrize("path, doc", [(("parity",), "parity.md"), (("audit",), "audit.md"),
+                                       (("goldens", "check"), "goldens.md"),
+                                       (("goldens", "generate"), "goldens.md")])
+def test_every_option_is_in_its_guide(path, doc):
+    text = (ROOT / "docs" / doc).read_text()
+    missing = [o for o in _options(_command(*path)) if not re.search(re.escape(o) + r"(?![a-z0-9-])", text)]
+    assert missing == [], f"{' '.join(path)}: options missing from docs/{doc}"
+
+
+def test_the_parity_options_table_names_every_option_once():
+    named = table_options((ROOT / "docs" / "parity.md").read_text())
+    assert sorted(o for o in set(named) if named.count(o) > 1) == []
+    assert sorted(set(_options(_command("parity"))) - set(named)) == []
+    assert sorted(set(named) - set(_options(_command("parity")))) == []
+
+
+def test_the_table_reader_sees_duplicates_and_shared_rows():
+    text = "| `--a`, `--b` | x | y |\n| `--a` | x | y |\nprose `--c`\n"
+    assert table_options(text) == ["--a", "--b", "--a"]
+
+
+def _vectors(area: str) -> int:
+    import json
+    return len(json.loads((ROOT / "goldens" / f"{area}.json").read_text())["vectors"])
+
+
+def test_the_vector_counts_the_docs_quote_are_the_goldens_counts():
+    """The C example claims every rng and es-at-scale vector and none of es-awd (tests/test_impl_c.py
+    asserts it on a live run); the README and PROTOCOL.md quote the counts that follow from the goldens,
+    and the README's gate cost quotes the gate's recomputations (3 backends on the CPU)."""
+    claimed, unsupported = _vectors("rng") + _vectors("es-at-scale"), _vectors("es-awd")
+    total = claimed + unsupported
+    readme = (ROOT / "README.md").read_text()
+    protocol = (ROOT / "docs" / "PROTOCOL.md").read_text()
+    quoted = re.search(r"--impl \./esimpl +# (\d+) vectors bit-equal, (\d+) unsupported", readme)
+    assert quoted and (int(quoted[1]), int(quoted[2])) == (claimed, unsupported), quoted
+    quoted = re.search(r"PASS: (\d+) vector recomputations bit-equal on impl:esimpl-c.*?; (\d+) vector\(s\) "
+                       r"unsupported", protocol)
+    assert quoted and (int(quoted[1]), int(quoted[2])) == (claimed, unsupported), quoted
+    quoted = re.search(r"\((\d+)\s+recomputations\s+of\s+(\d+)\s+vectors\s+on\s+numpy,\s+numba\s+and\s+torch\s+CPU",
+                       readme)
+    assert quoted and (int(quoted[1]), int(quoted[2])) == (3 * total, total), quoted
+
+
+def test_every_parity_command_in_the_docs_names_a_clone():
+    """Without --ref/--awd-ref parity looks in ./refs/ and exits 2: a command a newcomer copies from a code
+    block must name its clone (the README once showed a --case example without one)."""
+    offenders = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        blocks = re.findall(r"```[a-z]*\n(.*?)```", doc.read_text(), re.S)
+        for line in (ln for block in blocks for ln in block.replace("\\\n", " ").splitlines()):
+            command = line.split("#")[0]
+            if re.search(r"(^|\s)esverify parity(\s|$)", command) and "--help" not in command \
+                    and not re.search(r"--(awd-)?ref[ =]", command):
+                offenders.append(f"{doc.name}: {line.strip()}")
+    assert offenders == []
