@@ -27,7 +27,7 @@ from esverify.cli import main
 from esverify.oracle import Options, run_parity
 from esverify.oracle.loops import LOOP_OPS, MAIN_VARIANTS, REACHED
 from esverify.paths import oracles_dir
-from standins.loop_mutants import LOOP_EQUIVALENTS, LOOP_MUTANTS, make_loop_mutant
+from standins.loop_mutants import LOOP_EQUIVALENTS, LOOP_MUTANTS, LOOP_UNSEEN, make_loop_mutant
 from standins.mutants import STANDINS
 
 AT_SCALE = str(STANDINS / "es-at-scale")
@@ -159,7 +159,8 @@ AWD_DRAWING = ["perturb", "restore", "update-none", "update-l1", "update-l2", "u
 EXPECTED = {
     "zscore-ddof1": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: std_reward handed to z_score"),
     "seeds-lose-iteration": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 1: seed of member 0"),
-    "last-engine-not-restored": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: reward of member 3"),
+    "last-engine-not-restored": ({"fail": _rows(["fit"], [F, B, M])},
+                                 "iteration 0: member 1 (evaluation 1) was never restored by theirs (engine 1)"),
     "unweighted-batches": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: aggregated reward of member 0"),
     "no-extra-update": ({"fail": _rows(["fit"], [F, B, M])}, "number of updates: ours 2, theirs 1"),
     "broadcast-engine-0-only": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 1: reward of member 1"),
@@ -182,7 +183,8 @@ EXPECTED = {
     # a seed outside the schedule's table cannot be given contract noise: named, as an error
     "seeds-bound-2-31": ({"error": _rows(["fit"], [F, B, M])}, "torch.randn drew with unknown seed"),
     "group-reversed": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: seed of member 0 (evaluation 0)"),
-    "last-minibatch-dropped": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: ours evaluated 21 members, theirs 14"),
+    "last-minibatch-dropped": ({"fail": _rows(["fit"], [F, B, M])},
+                               "iteration 0: ours evaluated 21 members, theirs 14"),
     "std-eps-twice": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: std_reward handed to z_score"),
     "alpha-over-sigma": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: alpha handed to the update"),
     "zscore-no-eps": ({"fail": _both(ALL_MAIN, [F, B, M])}, "iteration 1: coefficient of member 0"),
@@ -195,12 +197,15 @@ EXPECTED = {
     "broadcast-before-update": ({"fail": _both(ALL_MAIN, [F, B, M])}, "iteration 2: reward of member 1"),
     "snapshot-every-iteration": ({"fail": _both(["main-l1", "main-l2"], [F, B, M])},
                                  "iteration 2: parameters after the update"),
-    "restore-skipped-engine-0": ({"fail": _both(ALL_MAIN, [F, B, M])}, "iteration 1: reward of member"),
+    "restore-skipped-engine-0": ({"fail": _both(ALL_MAIN, [F, B, M])},
+                                 "iteration 1: member 0 (evaluation 0) was never restored by theirs (engine 0)"),
     "perturb-sigma-half": ({"fail": _both(ALL_MAIN, [F, B, M])}, "iteration 1: reward of member 0"),
     # contract noise has no stream for seed + 1 (an error naming it); torch's generator draws one
     "restore-reseeded-plus-1": ({"error": _rows(ALL_MAIN, [F, B, M]), "fail": _rows(ALL_MAIN, [F, B, M], ("/native",))},
                                 {"error": "torch.randn drew with unknown seed",
                                  "fail": "iteration 1: reward of member"}),
+    "restore-caching-ignored": ({"fail": _both(["main-caching"], [F, B, M])},
+                                "iteration 1: caching handed to the restore of member 0"),
     "noise-f64-then-cast": ({"fail": _rows(AWD_DRAWING, [F, B, M], ("/native",))}, "iteration 1: reward of member 0"),
 }
 #: mutants whose fault changes nothing the last iteration leaves behind: run for 2 iterations
@@ -209,8 +214,9 @@ ITERATIONS = {"broadcast-before-update": 2, "snapshot-every-iteration": 2}
 
 def test_loop_catalog_has_ten_mutants_with_expectations():
     assert len(LOOP_MUTANTS) >= 10 and set(EXPECTED) == set(LOOP_MUTANTS)
-    assert not set(LOOP_MUTANTS) & set(LOOP_EQUIVALENTS) and set(ITERATIONS) <= set(LOOP_MUTANTS)
-    for name, (target, edits, what) in {**LOOP_MUTANTS, **LOOP_EQUIVALENTS}.items():
+    assert len({**LOOP_MUTANTS, **LOOP_EQUIVALENTS, **LOOP_UNSEEN}) == \
+        len(LOOP_MUTANTS) + len(LOOP_EQUIVALENTS) + len(LOOP_UNSEEN) and set(ITERATIONS) <= set(LOOP_MUTANTS)
+    for name, (target, edits, what) in {**LOOP_MUTANTS, **LOOP_EQUIVALENTS, **LOOP_UNSEEN}.items():
         assert what and target in ("es-at-scale", "es-awd") and len(edits) == 1, name
 
 
@@ -248,11 +254,11 @@ def test_loop_mutant_fails_exactly_its_rows(tmp_path, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(LOOP_EQUIVALENTS))
-def test_loop_equivalents_pass_every_row(tmp_path, name):
-    """The catalogued equivalents (each with its reason) pass every row as the mutants run them: one that
-    fails now is seen by the rows and belongs in LOOP_MUTANTS with its expected rows."""
-    target = LOOP_EQUIVALENTS[name][0]
+@pytest.mark.parametrize("name", sorted({**LOOP_EQUIVALENTS, **LOOP_UNSEEN}))
+def test_loop_equivalents_and_unseen_faults_pass_every_row(tmp_path, name):
+    """The catalogued equivalents and known false passes (each with its reason) pass every row as the mutants
+    run them: one that fails now is seen by the rows and belongs in LOOP_MUTANTS with its expected rows."""
+    target = {**LOOP_EQUIVALENTS, **LOOP_UNSEEN}[name][0]
     clone = make_loop_mutant(tmp_path, name)
     refs = {"ref": str(clone)} if target == "es-at-scale" else {"awd_ref": str(clone)}
     scheme = "iid" if target == "es-at-scale" else "correlated"

@@ -198,7 +198,9 @@ def run_ours(case: Case, names, tensors, seed, mapping: str, backend) -> dict:
             zscore = None
         replicas.broadcast()
         members = [{"seed": lead.member_seed(rec["member"], stats["iteration"]),
-                    "negate": bool(mirror and rec["member"] % 2), "engine": rec["engine"], "rewards": rec["rewards"]}
+                    "negate": bool(mirror and rec["member"] % 2), "engine": rec["engine"], "rewards": rec["rewards"],
+                    # es-awd's perturb and restore pass caching through (docs/references.md §5); fit's have none
+                    "caching": None if case.op == "fit" else caching}
                    for rec in evaluations]
         tape["iterations"].append({
             "members": members, "zscore": zscore,
