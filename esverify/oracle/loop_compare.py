@@ -58,7 +58,7 @@ def _compare_members(label, ours, theirs, member_of):
         if t.get("restored") is False:   # ours restores every member: a perturbation left in place
             raise Difference(f"{label}: member {k} (evaluation {p}) was never restored by theirs (engine "
                              f"{t['engine']})", "seeds")
-        if o.get("caching") is not None:   # es-awd: perturb and restore pass caching through (references.md §5)
+        if o.get("caching") is not None:   # es-awd: perturb and restore pass caching through (docs/references.md §5)
             # a method without a parameter of that name records None: not compared, like the update's extra
             for call, key in (("perturb", "caching"), ("restore", "restore_caching")):
                 if t.get(key) is not None and t[key] != o["caching"]:

@@ -162,7 +162,7 @@ LOOP_EQUIVALENTS = {
 LOOP_UNSEEN = {
     "fit-no-final-save": ("es-at-scale", [(TRAINER, '        ray.get(self.engines[0].collective_rpc.remote('
                                                     '"save_self_weights_to_disk", args=(path,)))', "        pass")],
-                          "references.md §5 says engine 0's weights are saved but not how, so a fit row does not "
+                          "docs/references.md §5 says engine 0's weights are saved but not how, so a fit row does not "
                           "require a torch.save (an es-awd main row does): a fit that never saves passes"),
     "samples-median": ("es-at-scale", [(TRAINER, "rewards.append(float(numpy.mean(values)) if",
                                         "rewards.append(float(numpy.median(values)) if")],
