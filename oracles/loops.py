@@ -237,13 +237,17 @@ class Tape:
         if method in ("perturb_self_weights", "restore_self_weights"):
             seed = int(values[0])
             self._check(label, expected_draws(tensors, [seed], caching))
+            # the caching flag each call got (None: the method has no such parameter, es-at-scale's)
+            flag = caching if "caching" in call else None
             if method == "perturb_self_weights":
                 record = {"seed": seed, "negate": bool(call.get("negate", False)), "engine": engine.index,
-                          "rewards": []}
+                          "rewards": [], "caching": flag, "restored": False}
                 self.current["members"].append(record)
                 self.active[engine.index] = record
             else:
-                self.active.pop(engine.index, None)
+                record = self.active.pop(engine.index, None)
+                if record is not None:
+                    record.update(restored=True, restore_caching=flag)
         elif method == "update_weights_from_seeds":
             seeds = [int(s) for s in values[0]]
             self._check(label, expected_draws(tensors, seeds, caching))

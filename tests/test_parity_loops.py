@@ -18,6 +18,7 @@ import sys
 import textwrap
 import xml.etree.ElementTree as ET
 
+import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -26,7 +27,7 @@ from esverify.cli import main
 from esverify.oracle import Options, run_parity
 from esverify.oracle.loops import LOOP_OPS, MAIN_VARIANTS, REACHED
 from esverify.paths import oracles_dir
-from standins.loop_mutants import LOOP_MUTANTS, make_loop_mutant
+from standins.loop_mutants import LOOP_EQUIVALENTS, LOOP_MUTANTS, LOOP_UNSEEN, make_loop_mutant
 from standins.mutants import STANDINS
 
 AT_SCALE = str(STANDINS / "es-at-scale")
@@ -158,7 +159,8 @@ AWD_DRAWING = ["perturb", "restore", "update-none", "update-l1", "update-l2", "u
 EXPECTED = {
     "zscore-ddof1": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: std_reward handed to z_score"),
     "seeds-lose-iteration": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 1: seed of member 0"),
-    "last-engine-not-restored": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: reward of member 3"),
+    "last-engine-not-restored": ({"fail": _rows(["fit"], [F, B, M])},
+                                 "iteration 0: member 1 (evaluation 1) was never restored by theirs (engine 1)"),
     "unweighted-batches": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: aggregated reward of member 0"),
     "no-extra-update": ({"fail": _rows(["fit"], [F, B, M])}, "number of updates: ours 2, theirs 1"),
     "broadcast-engine-0-only": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 1: reward of member 1"),
@@ -175,12 +177,46 @@ EXPECTED = {
     "seeds-from-iteration-0": ({"fail": _both(ALL_MAIN, [F, B, M])}, "iteration 1: seed of member 0"),
     "record-uncentred": ({"fail": _both(ALL_MAIN, [F, B, M])}, "in its record iteration_000001.json"),
     "noise-f32-then-cast": ({"fail": _rows(AWD_DRAWING, [B, M], ("/native",))}, "iteration 1: reward of member 0"),
+    # the f32 rows hand no global seed (the fallback runs), the others one that is not the fallback
+    "seed-fallback-changed": ({"fail": _rows(["fit"], [F])}, "iteration 0: seed of member 0"),
+    "global-seed-ignored": ({"fail": _both(ALL_MAIN, [B, M])}, "iteration 1: seed of member 0"),
+    # a seed outside the schedule's table cannot be given contract noise: named, as an error
+    "seeds-bound-2-31": ({"error": _rows(["fit"], [F, B, M])}, "torch.randn drew with unknown seed"),
+    "group-reversed": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: seed of member 0 (evaluation 0)"),
+    "last-minibatch-dropped": ({"fail": _rows(["fit"], [F, B, M])},
+                               "iteration 0: ours evaluated 21 members, theirs 14"),
+    "std-eps-twice": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: std_reward handed to z_score"),
+    "alpha-over-sigma": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: alpha handed to the update"),
+    "zscore-no-eps": ({"fail": _both(ALL_MAIN, [F, B, M])}, "iteration 1: coefficient of member 0"),
+    "mirror-z-plus-half": ({"fail": _both(["main-mirror"], [F, B, M])}, "iteration 1: coefficient of member 0"),
+    # the single-op rows see it too; l2's step lambda**2 is above 1, which the reference's assert refuses
+    "decay-step-lambda-squared": ({"fail": _both(["update-l1", "main-l1", "main-l2"], [F, B, M]),
+                                   "error": _both(["update-l2"], [F, B, M])},
+                                  "iteration 1: parameters after the update"),
+    "record-iteration-minus-1": ({"fail": _both(ALL_MAIN, [F, B, M])}, "names iteration 0"),
+    "broadcast-before-update": ({"fail": _both(ALL_MAIN, [F, B, M])}, "iteration 2: reward of member 1"),
+    "snapshot-every-iteration": ({"fail": _both(["main-l1", "main-l2"], [F, B, M])},
+                                 "iteration 2: parameters after the update"),
+    "restore-skipped-engine-0": ({"fail": _both(ALL_MAIN, [F, B, M])},
+                                 "iteration 1: member 0 (evaluation 0) was never restored by theirs (engine 0)"),
+    "perturb-sigma-half": ({"fail": _both(ALL_MAIN, [F, B, M])}, "iteration 1: reward of member 0"),
+    # contract noise has no stream for seed + 1 (an error naming it); torch's generator draws one
+    "restore-reseeded-plus-1": ({"error": _rows(ALL_MAIN, [F, B, M]), "fail": _rows(ALL_MAIN, [F, B, M], ("/native",))},
+                                {"error": "torch.randn drew with unknown seed",
+                                 "fail": "iteration 1: reward of member"}),
+    "restore-caching-ignored": ({"fail": _both(["main-caching"], [F, B, M])},
+                                "iteration 1: caching handed to the restore of member 0"),
+    "noise-f64-then-cast": ({"fail": _rows(AWD_DRAWING, [F, B, M], ("/native",))}, "iteration 1: reward of member 0"),
 }
+#: mutants whose fault changes nothing the last iteration leaves behind: run for 2 iterations
+ITERATIONS = {"broadcast-before-update": 2, "snapshot-every-iteration": 2}
 
 
 def test_loop_catalog_has_ten_mutants_with_expectations():
     assert len(LOOP_MUTANTS) >= 10 and set(EXPECTED) == set(LOOP_MUTANTS)
-    for name, (target, edits, what) in LOOP_MUTANTS.items():
+    assert len({**LOOP_MUTANTS, **LOOP_EQUIVALENTS, **LOOP_UNSEEN}) == \
+        len(LOOP_MUTANTS) + len(LOOP_EQUIVALENTS) + len(LOOP_UNSEEN) and set(ITERATIONS) <= set(LOOP_MUTANTS)
+    for name, (target, edits, what) in {**LOOP_MUTANTS, **LOOP_EQUIVALENTS, **LOOP_UNSEEN}.items():
         assert what and target in ("es-at-scale", "es-awd") and len(edits) == 1, name
 
 
@@ -194,7 +230,8 @@ def test_loop_mutant_fails_exactly_its_rows(tmp_path, name):
     # hide what a caching mutant changes
     scheme = "iid" if target == "es-at-scale" else "correlated"
     result = run_parity(Options(target=target, devices=("cpu",), dtypes=("f32", "bf16"), schemes=(scheme,),
-                                iterations=1, small=True, out=str(tmp_path / "out"), quiet=True, **refs))
+                                iterations=ITERATIONS.get(name, 1), small=True, out=str(tmp_path / "out"),
+                                quiet=True, **refs))
     statuses, words = EXPECTED[name]
     expected = {row: status for status, rows in statuses.items() for row in rows}
     # a tagged single-op row (e.g. update-l2/lambda0) and a native row are their own keys; rows of other
@@ -209,9 +246,43 @@ def test_loop_mutant_fails_exactly_its_rows(tmp_path, name):
     for key, case, status, detail in got:
         if status != "pass":
             op = key[0].split("/")[0]
-            # the words name the first differing quantity of the loop rows; a single-op row names its op
-            assert op in detail and (words in detail or op not in LOOP_OPS), f"{name} {case}: {detail}"
+            # the words (per status where given) name the first differing quantity of the loop rows; a
+            # single-op row names its op
+            said = words[status] if isinstance(words, dict) else words
+            assert op in detail and (said in detail or op not in LOOP_OPS), f"{name} {case}: {detail}"
     assert result.exit_code == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted({**LOOP_EQUIVALENTS, **LOOP_UNSEEN}))
+def test_loop_equivalents_and_unseen_faults_pass_every_row(tmp_path, name):
+    """The catalogued equivalents and known false passes (each with its reason) pass every row as the mutants
+    run them: one that fails now is seen by the rows and belongs in LOOP_MUTANTS with its expected rows."""
+    target = {**LOOP_EQUIVALENTS, **LOOP_UNSEEN}[name][0]
+    clone = make_loop_mutant(tmp_path, name)
+    refs = {"ref": str(clone)} if target == "es-at-scale" else {"awd_ref": str(clone)}
+    scheme = "iid" if target == "es-at-scale" else "correlated"
+    result = run_parity(Options(target=target, devices=("cpu",), dtypes=("f32", "bf16"), schemes=(scheme,),
+                                iterations=2, small=True, out=str(tmp_path / "out"), quiet=True, **refs))
+    frame = result.frame
+    assert (frame["status"] == "pass").all(), frame.loc[frame["status"] != "pass", ["case", "detail"]].to_string()
+    assert result.exit_code == 0
+
+
+def test_loop_global_seed_runs_the_fallback_and_a_given_seed():
+    """f32 rows hand no global seed (the reference's `or 42` runs), the others a seed that is not the fallback,
+    so a changed fallback and an ignored seed both show (loop mutants seed-fallback-changed, global-seed-ignored)."""
+    from esverify.oracle.loops import loop_cases, loop_command, loop_global_seed
+    for target, first in (("es-at-scale", 0), ("es-awd", 1)):
+        for dtype, run_seed, want in (("f32", 42, None), ("f32", 7, None), ("bf16", 42, 43), ("bf16", 0, 43),
+                                      ("bf16", 7, 7), ("mixed", 123, 123), ("mixed", 42, 43)):
+            case = loop_cases(target, "cpu", dtype, "correlated", 7, 0.001, 0.0005, 1)[0]
+            assert loop_global_seed(case, run_seed) == want, (target, dtype, run_seed)
+            command = loop_command(case, want)
+            assert command["global_seed"] == want
+            # the table holds the reference's first draw: default_rng((global_seed or 42) + first iteration)
+            drawn = np.random.default_rng((want or 42) + first).integers(0, 2 ** 30, size=case.population)
+            assert {str(int(s)) for s in drawn} <= set(command["handles"]), (target, dtype, run_seed)
 
 
 def test_functions_of_names_methods_and_keeps_nested_bodies_apart(tmp_path, monkeypatch):

@@ -4,10 +4,11 @@
 reference's (recorded in the child by oracles/loops.py) in time order
 and stops at the first difference, which the row's detail names
 ("iteration 2: coefficient of member 4: ours 0x... (...), theirs ..."):
-per iteration the members evaluated (seed, sign, engine), every reward
-(f64 bits), es-at-scale's aggregated rewards and the mean/std handed to
-z_score, the seeds, coefficients (f64 bits), alpha, divisor and decay
-arguments handed to the update, es-awd's own iteration record, the
+per iteration the members evaluated (seed, sign, engine, whether they were
+restored, es-awd's caching flag handed to their perturb and restore), every reward (f64 bits),
+es-at-scale's aggregated rewards and the mean/std handed to z_score, the
+seeds, coefficients (f64 bits), alpha, divisor and decay arguments handed
+to the update, es-awd's own iteration record, the
 parameters after the update (bit patterns, every slot; docs/numerics.md §7); then
 the number of updates, engine 0's final parameters and every state_dict
 saved with torch.save. A `Difference` carries a `kind` (seeds, values,
@@ -54,6 +55,15 @@ def _compare_members(label, ours, theirs, member_of):
         if o["engine"] != t["engine"]:
             raise Difference(f"{label}: member {k} (evaluation {p}) ran on engine {t['engine']} in theirs, "
                              f"{o['engine']} in ours", "seeds")
+        if t.get("restored") is False:   # ours restores every member: a perturbation left in place
+            raise Difference(f"{label}: member {k} (evaluation {p}) was never restored by theirs (engine "
+                             f"{t['engine']})", "seeds")
+        if o.get("caching") is not None:   # es-awd: perturb and restore pass caching through (docs/references.md §5)
+            # a method without a parameter of that name records None: not compared, like the update's extra
+            for call, key in (("perturb", "caching"), ("restore", "restore_caching")):
+                if t.get(key) is not None and t[key] != o["caching"]:
+                    raise Difference(f"{label}: caching handed to the {call} of member {k} (evaluation {p}): "
+                                     f"ours {o['caching']!r}, theirs {t.get(key)!r}", "args")
         if len(o["rewards"]) != len(t["rewards"]):
             raise Difference(f"{label}: member {k} (evaluation {p}) was scored on {len(t['rewards'])} prompts "
                              f"by theirs, {len(o['rewards'])} by ours", "seeds")

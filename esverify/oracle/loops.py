@@ -22,7 +22,9 @@ replica of theta per engine with the members assigned to engines exactly
 as the reference groups them (a regenerate-restore is exact only up to
 `(x + t) - t`, so which engine a member ran on shows in the bits), the
 reward aggregation of esverify.es.schedule, and the update on replica 0
-followed by the broadcast. es-at-scale's `fit` performs num_iterations + 1
+followed by the broadcast. The loop's global seed is `loop_global_seed`
+(none on the f32 rows, so the reference's `or 42` fallback runs; a seed
+other than the fallback on the others). es-at-scale's `fit` performs num_iterations + 1
 updates (docs/references.md §5): ours does the same under that loop and the
 report states it as a finding (`FINDINGS`).
 
@@ -154,8 +156,9 @@ def _evaluate(replicas, members, targets, engines):
     return records
 
 
-def run_ours(case: Case, names, tensors, seed: int, mapping: str, backend) -> dict:
-    """Run the loop of `case` with esverify.es on copies of `tensors`; returns our tape (see compare_tapes)."""
+def run_ours(case: Case, names, tensors, seed, mapping: str, backend) -> dict:
+    """Run the loop of `case` with esverify.es on copies of `tensors`; returns our tape (see compare_tapes).
+    seed: the loop's global seed (`loop_global_seed`; None is the reference's fallback, 0 to our schedule)."""
     updates = loop_updates(case)   # with the fit quirk, reproduced
     if case.op == "fit":
         mirror, caching, decay, lam = False, False, "none", 0.0
@@ -165,8 +168,8 @@ def run_ours(case: Case, names, tensors, seed: int, mapping: str, backend) -> di
         engines, schedule = MAIN_ENGINES, "es-awd"
     shaping = "zscore"
     config = Config(sigma=case.sigma, alpha=case.alpha, population=case.population, antithetic=mirror,
-                    scheme=case.scheme, mapping=mapping, profile=case.target, seed=seed, shaping=shaping,
-                    anchor_decay=decay, anchor_lambda=lam, seed_schedule=schedule)
+                    scheme=case.scheme, mapping=mapping, profile=case.target, seed=int(seed or 0),
+                    shaping=shaping, anchor_decay=decay, anchor_lambda=lam, seed_schedule=schedule)
     replicas = _Replicas(names, tensors, config, backend, engines, case.extra.get("noise", "contract"))
     lead = replicas.trainers[0]
     n = case.population
@@ -195,7 +198,9 @@ def run_ours(case: Case, names, tensors, seed: int, mapping: str, backend) -> di
             zscore = None
         replicas.broadcast()
         members = [{"seed": lead.member_seed(rec["member"], stats["iteration"]),
-                    "negate": bool(mirror and rec["member"] % 2), "engine": rec["engine"], "rewards": rec["rewards"]}
+                    "negate": bool(mirror and rec["member"] % 2), "engine": rec["engine"], "rewards": rec["rewards"],
+                    # es-awd's perturb and restore pass caching through (docs/references.md §5); fit's have none
+                    "caching": None if case.op == "fit" else caching}
                    for rec in evaluations]
         tape["iterations"].append({
             "members": members, "zscore": zscore,
@@ -210,6 +215,20 @@ def run_ours(case: Case, names, tensors, seed: int, mapping: str, backend) -> di
     return tape
 
 
+def loop_global_seed(case: Case, run_seed: int):
+    """The global seed the loop of `case` is handed (None or an int); our schedule reads None as 0.
+
+    The reference's schedule is `default_rng((global_seed or 42) + i)`, and the run's --seed defaults to
+    42: handing every row --seed would leave both the fallback and the use of a given seed unexercised
+    (a loop with `or 43`, or one that ignores its global seed, would pass). So the f32 rows hand none
+    (the fallback runs) and the others a seed that is not the fallback: --seed, or 43 when --seed
+    resolves to the fallback itself (42 or 0); a schedule that changes or drops the fallback, or ignores
+    the seed it is given, shows as a seed difference (docs/parity.md, "The training loops")."""
+    if case.dtype == "f32":
+        return None
+    return int(run_seed) if (int(run_seed) or DEFAULT_GLOBAL_SEED) != DEFAULT_GLOBAL_SEED else DEFAULT_GLOBAL_SEED + 1
+
+
 def loop_updates(case: Case) -> int:
     """How many updates the loop of `case` performs: --iterations, plus one for es-at-scale's `fit`
     (its counter is tested after the increment, docs/references.md §5)."""
@@ -217,7 +236,7 @@ def loop_updates(case: Case) -> int:
     return iterations + 1 if case.op == "fit" else iterations
 
 
-def loop_command(case: Case, seed: int) -> dict:
+def loop_command(case: Case, seed) -> dict:
     """The case fields the child needs: loop settings and the hook table. Built from the seed schedule
     alone, so the child starts before our side has run: every drawn seed maps to itself (under a numpy
     seed schedule the 30-bit seed IS the member seed, esverify.es.schedule)."""
@@ -225,7 +244,7 @@ def loop_command(case: Case, seed: int) -> dict:
     # off-by-one schedule or a wrong count is then named as a seed difference instead of stopping at an
     # unknown seed
     seeds = set()
-    base = (int(seed) or DEFAULT_GLOBAL_SEED) + FIRST_ITERATION["es-at-scale" if case.op == "fit" else "es-awd"]
+    base = (int(seed or 0) or DEFAULT_GLOBAL_SEED) + FIRST_ITERATION["es-at-scale" if case.op == "fit" else "es-awd"]
     for b in range(base - 1, base + loop_updates(case) + 2):
         for count in {case.population, case.population // 2}:
             seeds.update(int(v) for v in np.random.default_rng(seed=b).integers(0, SEED_BOUND, size=count,
@@ -298,14 +317,15 @@ def run_case(runner, t, case: Case) -> dict:
     command = {"case_id": case.case_id, "device": case.device, "scheme": case.scheme, "mapping": opts.mapping,
                "backend": child_backend, "set": str(runner.set_path(dtype, False, "base")), "sigma": case.sigma,
                "alpha": case.alpha, "population": case.population, "out": str(out)}
-    command.update(loop_command(case, opts.seed))
+    seed = loop_global_seed(case, opts.seed)
+    command.update(loop_command(case, seed))
     # the child runs its loop while ours runs (one request in flight per child), as for the single-op rows
     started = time.perf_counter()
     pending = t.pool.submit(t.child.request, command, opts.timeout)
     mark = time.perf_counter()
     ours_error = None
     try:
-        ours = run_ours(case, names, tensors, opts.seed, opts.mapping, backend)
+        ours = run_ours(case, names, tensors, seed, opts.mapping, backend)
     except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
         ours_error = exc
     clock["ours_s"] += time.perf_counter() - mark

@@ -6,7 +6,9 @@ occurring exactly once. These are the kinds of loop faults that pass every
 single-operation row (the parent hands both sides the seeds, mean/std,
 coefficients and divisor) and that only the `fit` / `main` rows can see,
 plus one noise fault (f32 drawn and cast) that only native-noise rows see,
-in the loops as in the single-operation rows.
+in the loops as in the single-operation rows. `LOOP_EQUIVALENTS` holds
+single-detail edits that change nothing observable and `LOOP_UNSEEN` the
+faults that still pass every row (false passes), each with the reason.
 """
 from __future__ import annotations
 
@@ -19,6 +21,13 @@ AWD = "weight_update_utils.py"
 
 _RESTORE_AT = ("                ray.get(self.engines[j].collective_rpc.remote(\"restore_self_weights\", "
                "args=(seed, self.sigma)))")
+_AWD_UPDATE = """        ray.get(engines[0].collective_rpc.remote(
+            "update_weights_from_seeds", args=(seeds, coeffs, args.alpha, n, args.caching,
+                                               args.weight_decay_type, args.weight_decay_lambda)))"""
+_AWD_BROADCAST = """        ray.get([engine.collective_rpc.remote("broadcast_all_weights", args=(0,)) for engine in engines])"""
+_AWD_RESTORE = """            ray.get(engines[j].collective_rpc.remote("restore_self_weights","""
+_AWD_LOOP_HEAD = """    for iteration in range(1, args.num_iterations + 1):
+        rng"""
 _BATCH_SUM = """                total["sum"] += entry["avg_reward"] * entry["count"]
                 total["count"] += entry["count"]"""
 
@@ -66,10 +75,112 @@ LOOP_MUTANTS = {
                                         "return torch.randn(shape, dtype=torch.float32, device=device, "
                                         "generator=generator).to(dtype)")],
                             "generate_noise draws f32 and casts instead of drawing in the parameter dtype"),
+    # ---- second round (loop-mutants-2): kinds the first fourteen do not cover
+    "seed-fallback-changed": ("es-at-scale", [(TRAINER, "default_rng(seed=(self.global_seed or 42) + iteration)",
+                                               "default_rng(seed=(self.global_seed or 43) + iteration)")],
+                              "fit: the global seed's fallback is 43 instead of 42 (seen where no seed is given)"),
+    "global-seed-ignored": ("es-awd", [(ES, "rng = np.random.default_rng((args.global_seed or 42) + iteration)",
+                                        "rng = np.random.default_rng(42 + iteration)")],
+                            "main: the global seed it is given is ignored (always the fallback 42)"),
+    "seeds-bound-2-31": ("es-at-scale", [(TRAINER, "rng.integers(0, 2 ** 30, size=self.population_size",
+                                          "rng.integers(0, 2 ** 31, size=self.population_size")],
+                         "fit: member seeds drawn below 2**31 instead of 2**30"),
+    "group-reversed": ("es-at-scale", [(TRAINER, "group = seeds[start:start + self.n_vllm_engines]",
+                                        "group = seeds[start:start + self.n_vllm_engines][::-1]")],
+                       "fit: the members of a group assigned to the engines in reverse order"),
+    "last-minibatch-dropped": ("es-at-scale", [(TRAINER, "for start in range(0, len(inputs), self.mini_batch_size):",
+                                                "for start in range(0, len(inputs) - 1, self.mini_batch_size):")],
+                               "fit: the last (short) mini-batch of the batch is never evaluated"),
+    "std-eps-twice": ("es-at-scale", [(TRAINER, "std_reward = float(numpy.std(rewards))",
+                                       "std_reward = float(numpy.std(rewards)) + 1e-8")],
+                      "fit: the std handed to z_score already holds the + 1e-8 (added twice)"),
+    "alpha-over-sigma": ("es-at-scale", [(TRAINER, "args=(update_seeds, coeffs, self.alpha, self.population_size)",
+                                          "args=(update_seeds, coeffs, self.alpha / self.sigma, "
+                                          "self.population_size)")],
+                         "fit: the update handed alpha / sigma instead of alpha"),
+    "zscore-no-eps": ("es-awd", [(ES, "z = [(r - mean) / (std + 1e-8) for r in rewards]",
+                                  "z = [(r - mean) / std for r in rewards]")],
+                      "main: z-scores without the + 1e-8"),
+    "mirror-z-plus-half": ("es-awd", [(ES, "mean, std = np.mean(rewards), np.std(rewards)",
+                                       "mean, std = np.mean(rewards[:len(seeds)]), np.std(rewards[:len(seeds)])")],
+                           "main: mean and std over the +sigma members only (changes only mirrored runs)"),
+    "decay-step-lambda-squared": ("es-awd", [(AWD, "apply_reference_weight_decay_(param, reference, weight_decay_type, "
+                                                   "weight_decay_lambda, alpha)",
+                                              "apply_reference_weight_decay_(param, reference, weight_decay_type, "
+                                              "weight_decay_lambda, weight_decay_lambda)")],
+                                  "the decay handed lambda as its alpha (step lambda**2 instead of alpha * lambda)"),
+    "record-iteration-minus-1": ("es-awd", [(ES, 'json.dump({"iteration": iteration,',
+                                             'json.dump({"iteration": iteration - 1,')],
+                                 "main: the iteration record names the iteration before"),
+    # the two faults below change nothing the last iteration leaves behind (the other engines' weights are
+    # thrown away, the anchor is taken before the first update): the test runs them for 2 iterations
+    "broadcast-before-update": ("es-awd", [(ES, _AWD_UPDATE + "\n" + _AWD_BROADCAST,
+                                            _AWD_BROADCAST + "\n" + _AWD_UPDATE)],
+                                "main: the broadcast runs before the update (engines 1.. one update behind)"),
+    "snapshot-every-iteration": ("es-awd", [(ES, _AWD_LOOP_HEAD, _AWD_LOOP_HEAD.replace("        rng", """\
+        if args.weight_decay_type != "none" and args.weight_decay_lambda > 0:
+            ray.get(engines[0].collective_rpc.remote("snapshot_weights_to_cpu"))
+        rng"""))], "main: the decay anchor re-taken every iteration instead of once before the loop"),
+    "restore-skipped-engine-0": ("es-awd", [(ES, _AWD_RESTORE, """            if j > 0:
+    """ + _AWD_RESTORE)], "main: engine 0 is never restored after its member"),
+    "perturb-sigma-half": ("es-awd", [(ES, "args=(seed, args.sigma, args.caching, negate))\n                 for j",
+                                       "args=(seed, args.sigma / 2, args.caching, negate))\n                 for j")],
+                           "main: members perturbed with sigma / 2 (restored with sigma)"),
+    "restore-reseeded-plus-1": ("es-awd", [(DIST, "        scale = sigma if negate else -sigma\n"
+                                                  "        apply_seeded_noise_to_parameters(self.model_runner.model"
+                                                  ".parameters(), seed, scale",
+                                            "        scale = sigma if negate else -sigma\n"
+                                            "        apply_seeded_noise_to_parameters(self.model_runner.model"
+                                            ".parameters(), seed + 1, scale")],
+                                "main: the restore draws with seed + 1 (contract noise: an unknown seed)"),
+    "restore-caching-ignored": ("es-awd", [(ES, "args=(seed, args.sigma, args.caching, negate)))",
+                                            "args=(seed, args.sigma, False, negate)))")],
+                                "main: the restore not handed the caching flag (a value identity under torch's "
+                                "generator and correlated noise; compared as an argument, like the update's)"),
+    # f64 drawn then cast: another stream under torch's generator in every dtype, f32 included
+    "noise-f64-then-cast": ("es-awd", [(AWD, "return torch.randn(shape, dtype=dtype, device=device, "
+                                             "generator=generator)",
+                                        "return torch.randn(shape, dtype=torch.float64, device=device, "
+                                        "generator=generator).to(dtype)")],
+                            "generate_noise draws f64 and casts instead of drawing in the parameter dtype"),
 }
 
+#: single-detail edits that change nothing a run can observe, each with why (the test checks they pass)
+LOOP_EQUIVALENTS = {
+    "snapshot-at-lambda0": ("es-awd", [(ES, 'if args.weight_decay_type != "none" and args.weight_decay_lambda > 0:',
+                                        'if args.weight_decay_type != "none":')],
+                            "a snapshot taken at lambda 0 too is never read: lambda 0 means no decay"),
+    "fit-save-engine-1": ("es-at-scale", [(TRAINER, 'ray.get(self.engines[0].collective_rpc.remote('
+                                                    '"save_self_weights_to_disk"',
+                                           'ray.get(self.engines[1].collective_rpc.remote('
+                                           '"save_self_weights_to_disk"')],
+                          "after the last broadcast every engine holds engine 0's weights"),
+}
+
+#: single-detail FAULTS that pass every row (false passes), each with what a run would need to see it; the
+#: test checks they still pass, so a change that makes one visible moves it to LOOP_MUTANTS
+LOOP_UNSEEN = {
+    "fit-no-final-save": ("es-at-scale", [(TRAINER, '        ray.get(self.engines[0].collective_rpc.remote('
+                                                    '"save_self_weights_to_disk", args=(path,)))', "        pass")],
+                          "docs/references.md §5 says engine 0's weights are saved but not how, so a fit row does not "
+                          "require a torch.save (an es-awd main row does): a fit that never saves passes"),
+    "samples-median": ("es-at-scale", [(TRAINER, "rewards.append(float(numpy.mean(values)) if",
+                                        "rewards.append(float(numpy.median(values)) if")],
+                       "the child asks for n_samples 1 and its engines answer one sample per prompt: the "
+                       "reduction over samples (rollout_reduce) is not exercised"),
+    "mirror-divisor-from-seeds": ("es-awd", [(ES, "size=n // 2 if args.mirror_sampling else n)]",
+                                              "size=n // 2 if args.mirror_sampling else n)]\n"
+                                              "        n = len(seeds) * 2 if args.mirror_sampling else n")],
+                                  "2 * (N // 2) is N for the even population the mirrored rows run; an odd N "
+                                  "with mirror_sampling (divisor N over N - 1 members) is not run: our trainer "
+                                  "pairs members"),
+    "generator-on-cpu": ("es-awd", [(AWD, "generator = torch.Generator(device=device)",
+                                     "generator = torch.Generator()")],
+                         "identical on --devices cpu; only a CUDA run (torch refuses a CPU generator for a CUDA "
+                         "draw) can show it"),
+}
 
 def make_loop_mutant(tmp, name: str):
     """Copy the stand-in clone of the mutant's target under `tmp` with its edit applied; the clone root."""
-    target, edits, _ = LOOP_MUTANTS[name]
+    target, edits, _ = {**LOOP_MUTANTS, **LOOP_EQUIVALENTS, **LOOP_UNSEEN}[name]
     return make_variant(tmp, target, edits)
