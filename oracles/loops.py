@@ -206,6 +206,17 @@ class Tape:
         self.updates = 0
         # under native noise torch draws itself: there is nothing for the hook to count
         self.native = case.get("noise", "contract") == "native"
+        # the loop's logging folder, and its files as the last update left them: what the loop wrote
+        # after its last update is evidence of the final save (docs/references.md §5), however it saves
+        self.logs = self.out / "theirs-logs"
+        self.logs_at_update: dict = self._files()
+        self.saved_at_update = 0
+
+    def _files(self) -> dict:
+        if not self.logs.is_dir():
+            return {}
+        return {str(p.relative_to(self.logs)): (p.stat().st_mtime_ns, p.stat().st_size)
+                for p in self.logs.rglob("*") if p.is_file()}
 
     def _check(self, label, expected):
         if not self.native:
@@ -261,6 +272,7 @@ class Tape:
             self.current["update"] = update
             self.iterations.append(self.current)
             self.current = self._new()
+            self.logs_at_update, self.saved_at_update = self._files(), len(self.saved)
         else:
             HOOK.draws = []
         self.events.append(f"engine {engine.index}: {method}")
@@ -307,8 +319,15 @@ class Tape:
             saved.append(entry)
         if self.current["members"] or self.current["unperturbed"]:
             self.iterations.append(self.current)   # evaluations after the last update
+        # what the loop did after its last update that saves weights: torch.save calls, worker methods
+        # named *save*, files written or rewritten under its logging folder
+        last = max((k for k, e in enumerate(self.events) if e.endswith(": update_weights_from_seeds")), default=-1)
+        after = {"torch_save": self.saved[self.saved_at_update:],
+                 "save_calls": [e for e in self.events[last + 1:] if "save" in e.rsplit(": ", 1)[-1].lower()],
+                 "files": sorted(k for k, v in self._files().items() if self.logs_at_update.get(k) != v)}
         return {"results": str(final), "tape": {"iterations": self.iterations, "updates": self.updates,
-                                                 "saved": saved, "events": self.events[-200:]},
+                                                 "saved": saved, "events": self.events[-200:],
+                                                 "after_last_update": after},
                 "attribution": self.audit.result()}
 
 

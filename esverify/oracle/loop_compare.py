@@ -176,6 +176,13 @@ def compare_tapes(case: Case, ours: dict, theirs: dict, final_path: str):
         saved = theirs.get("saved", [])
         if case.op != "fit" and not saved:
             raise Difference("final state_dict: theirs saved none with torch.save", "records")
+        after = theirs.get("after_last_update")
+        if case.op == "fit" and after is not None and not any(after.get(k) for k in ("torch_save", "save_calls",
+                                                                                     "files")):
+            # docs/references.md §5 says fit saves engine 0's weights at the end, not how: any of the three
+            raise Difference("final save: theirs saved nothing after its last update (no torch.save, no worker "
+                             "method named *save*, no file written under its logging folder); "
+                             "docs/references.md §5: fit saves engine 0's weights at the end", "records")
         for entry in saved:
             label = f"final state_dict {entry['path'].rsplit('/', 1)[-1]}"
             if "error" in entry:

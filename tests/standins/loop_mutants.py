@@ -143,6 +143,9 @@ LOOP_MUTANTS = {
                                         "return torch.randn(shape, dtype=torch.float64, device=device, "
                                         "generator=generator).to(dtype)")],
                             "generate_noise draws f64 and casts instead of drawing in the parameter dtype"),
+    "fit-no-final-save": ("es-at-scale", [(TRAINER, '        ray.get(self.engines[0].collective_rpc.remote('
+                                                    '"save_self_weights_to_disk", args=(path,)))', "        pass")],
+                          "fit never saves engine 0's weights at the end"),
 }
 
 #: single-detail edits that change nothing a run can observe, each with why (the test checks they pass)
@@ -160,10 +163,6 @@ LOOP_EQUIVALENTS = {
 #: single-detail FAULTS that pass every row (false passes), each with what a run would need to see it; the
 #: test checks they still pass, so a change that makes one visible moves it to LOOP_MUTANTS
 LOOP_UNSEEN = {
-    "fit-no-final-save": ("es-at-scale", [(TRAINER, '        ray.get(self.engines[0].collective_rpc.remote('
-                                                    '"save_self_weights_to_disk", args=(path,)))', "        pass")],
-                          "docs/references.md §5 says engine 0's weights are saved but not how, so a fit row does not "
-                          "require a torch.save (an es-awd main row does): a fit that never saves passes"),
     "samples-median": ("es-at-scale", [(TRAINER, "rewards.append(float(numpy.mean(values)) if",
                                         "rewards.append(float(numpy.median(values)) if")],
                        "the child asks for n_samples 1 and its engines answer one sample per prompt: the "
