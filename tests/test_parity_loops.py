@@ -177,7 +177,7 @@ EXPECTED = {
     "seeds-from-iteration-0": ({"fail": _both(ALL_MAIN, [F, B, M])}, "iteration 1: seed of member 0"),
     "record-uncentred": ({"fail": _both(ALL_MAIN, [F, B, M])}, "in its record iteration_000001.json"),
     "noise-f32-then-cast": ({"fail": _rows(AWD_DRAWING, [B, M], ("/native",))}, "iteration 1: reward of member 0"),
-    # the f32 rows hand no global seed (the fallback runs), the others one that is not the fallback
+    # the f32 rows hand global seed 0 (the fallback runs), the others one that is not the fallback
     "seed-fallback-changed": ({"fail": _rows(["fit"], [F])}, "iteration 0: seed of member 0"),
     # references.md §5 says fit saves engine 0's weights, not how: a torch.save, a worker method named *save*
     # or a file written under the logging folder after the last update each count; this mutant does none
@@ -273,11 +273,11 @@ def test_loop_equivalents_and_unseen_faults_pass_every_row(tmp_path, name):
 
 
 def test_loop_global_seed_runs_the_fallback_and_a_given_seed():
-    """f32 rows hand no global seed (the reference's `or 42` runs), the others a seed that is not the fallback,
+    """f32 rows hand global seed 0 (the reference's `or 42` runs), the others a seed that is not the fallback,
     so a changed fallback and an ignored seed both show (loop mutants seed-fallback-changed, global-seed-ignored)."""
     from esverify.oracle.loops import loop_cases, loop_command, loop_global_seed
     for target, first in (("es-at-scale", 0), ("es-awd", 1)):
-        for dtype, run_seed, want in (("f32", 42, None), ("f32", 7, None), ("bf16", 42, 43), ("bf16", 0, 43),
+        for dtype, run_seed, want in (("f32", 42, 0), ("f32", 7, 0), ("bf16", 42, 43), ("bf16", 0, 43),
                                       ("bf16", 7, 7), ("mixed", 123, 123), ("mixed", 42, 43)):
             case = loop_cases(target, "cpu", dtype, "correlated", 7, 0.001, 0.0005, 1)[0]
             assert loop_global_seed(case, run_seed) == want, (target, dtype, run_seed)

@@ -23,7 +23,7 @@ as the reference groups them (a regenerate-restore is exact only up to
 `(x + t) - t`, so which engine a member ran on shows in the bits), the
 reward aggregation of esverify.es.schedule, and the update on replica 0
 followed by the broadcast. The loop's global seed is `loop_global_seed`
-(none on the f32 rows, so the reference's `or 42` fallback runs; a seed
+(0 on the f32 rows, so the reference's `or 42` fallback runs; a seed
 other than the fallback on the others). es-at-scale's `fit` performs num_iterations + 1
 updates (docs/references.md §5): ours does the same under that loop and the
 report states it as a finding (`FINDINGS`).
@@ -158,7 +158,7 @@ def _evaluate(replicas, members, targets, engines):
 
 def run_ours(case: Case, names, tensors, seed, mapping: str, backend) -> dict:
     """Run the loop of `case` with esverify.es on copies of `tensors`; returns our tape (see compare_tapes).
-    seed: the loop's global seed (`loop_global_seed`; None is the reference's fallback, 0 to our schedule)."""
+    seed: the loop's global seed (`loop_global_seed`; 0 or None runs the schedule's `or 42` fallback)."""
     updates = loop_updates(case)   # with the fit quirk, reproduced
     if case.op == "fit":
         mirror, caching, decay, lam = False, False, "none", 0.0
@@ -215,17 +215,18 @@ def run_ours(case: Case, names, tensors, seed, mapping: str, backend) -> dict:
     return tape
 
 
-def loop_global_seed(case: Case, run_seed: int):
-    """The global seed the loop of `case` is handed (None or an int); our schedule reads None as 0.
+def loop_global_seed(case: Case, run_seed: int) -> int:
+    """The global seed the loop of `case` is handed (an int >= 0).
 
     The reference's schedule is `default_rng((global_seed or 42) + i)`, and the run's --seed defaults to
     42: handing every row --seed would leave both the fallback and the use of a given seed unexercised
-    (a loop with `or 43`, or one that ignores its global seed, would pass). So the f32 rows hand none
-    (the fallback runs) and the others a seed that is not the fallback: --seed, or 43 when --seed
-    resolves to the fallback itself (42 or 0); a schedule that changes or drops the fallback, or ignores
-    the seed it is given, shows as a seed difference (docs/parity.md, "The training loops")."""
+    (a loop with `or 43`, or one that ignores its global seed, would pass). So the f32 rows hand 0 (the
+    fallback runs; 0 rather than None, since a loop may also hand its global seed to an API that needs an
+    int) and the others a seed that is not the fallback: --seed, or 43 when --seed resolves to the
+    fallback itself (42 or 0); a schedule that changes or drops the fallback, or ignores the seed it is
+    given, shows as a seed difference (docs/parity.md, "The training loops")."""
     if case.dtype == "f32":
-        return None
+        return 0
     return int(run_seed) if (int(run_seed) or DEFAULT_GLOBAL_SEED) != DEFAULT_GLOBAL_SEED else DEFAULT_GLOBAL_SEED + 1
 
 
