@@ -179,7 +179,7 @@ EXPECTED = {
     "noise-f32-then-cast": ({"fail": _rows(AWD_DRAWING, [B, M], ("/native",))}, "iteration 1: reward of member 0"),
     # the f32 rows hand global seed 0 (the fallback runs), the others one that is not the fallback
     "seed-fallback-changed": ({"fail": _rows(["fit"], [F])}, "iteration 0: seed of member 0"),
-    # references.md §5 says fit saves engine 0's weights, not how: a torch.save, a worker method named *save*
+    # docs/references.md §5 says fit saves engine 0's weights, not how: a torch.save, a worker method named *save*
     # or a file written under the logging folder after the last update each count; this mutant does none
     "fit-no-final-save": ({"fail": _rows(["fit"], [F, B, M])}, "final save: theirs saved nothing after its last"),
     "global-seed-ignored": ({"fail": _both(ALL_MAIN, [B, M])}, "iteration 1: seed of member 0"),
