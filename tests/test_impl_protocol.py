@@ -293,3 +293,26 @@ def test_cli_refuses_backend_with_impl():
     assert out.exit_code == 2 and "do not combine it with --backend" in out.output
     out = CliRunner().invoke(goldens, ["check", "--impl", "x", "--require", "fly"])
     assert out.exit_code == 2 and "unknown operation(s) ['fly']" in out.output
+
+
+def test_own_temporary_log_is_removed_when_empty_and_kept_when_the_wrapper_spoke():
+    """A wrapper log esverify made for itself (no --impl-log) leaves no empty file behind in the temp folder;
+    one holding the wrapper's stderr stays, since failure messages point to it."""
+    quiet = client.ImplProcess(wrapper("ok"), env=ENV)
+    path = quiet.log_path
+    assert path.is_file() and path.name.startswith("esverify-impl-")
+    with quiet:
+        quiet.start()
+        got = quiet.call("at", {"seed": wire.u64_hex(1234567), "indices": wire.Tensor.of(np.arange(2, dtype=np.uint64))})
+        assert got["outputs"].bits.tolist() == [6457827717110365317, 3203168211198807973]   # docs/PROTOCOL.md
+    assert not path.exists()
+    loud = client.ImplProcess([sys.executable, "-c", "import sys; sys.stderr.write('boom\\n'); sys.exit(3)"], env=ENV)
+    with loud, pytest.raises(client.ImplFailure):
+        loud.start()
+    assert loud.log_path.read_text() == "boom\n"
+    loud.log_path.unlink()
+    given = client.ImplProcess(wrapper("ok"), env=ENV, log_path=Path(loud.log_path.parent) / f"given-{os.getpid()}.log")
+    with given:
+        given.start()
+    assert given.log_path.is_file() and given.log_path.stat().st_size == 0     # the caller's file is the caller's
+    given.log_path.unlink()

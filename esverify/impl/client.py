@@ -90,7 +90,8 @@ class ImplProcess:
 
     command: the wrapper's command line (str, split with shlex, or a list).
     log_path: file that receives the wrapper's stderr (appended; default a
-    temporary file, see `.log_path`). deadline_s: per-request deadline in
+    temporary file, see `.log_path`, removed by close() when it stayed
+    empty). deadline_s: per-request deadline in
     seconds. Attributes after start(): capabilities (dict), restarts (int).
     max_consecutive: failures in a row before giving up; max_restarts: restarts in all.
     """
@@ -101,6 +102,9 @@ class ImplProcess:
         self.argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not self.argv:
             raise ValueError("--impl: empty command")
+        # a log of our own making is removed at close() when the wrapper wrote nothing to it (a kept one
+        # holds what the wrapper said, which the failure messages point to)
+        self._own_log = log_path is None
         if log_path is None:
             fd, name = tempfile.mkstemp(prefix="esverify-impl-", suffix=".log")
             os.close(fd)
@@ -178,7 +182,8 @@ class ImplProcess:
             pass
 
     def close(self) -> None:
-        """Ask the wrapper to end (stdin closed, 2 s), then kill its process group in any case."""
+        """Ask the wrapper to end (stdin closed, 2 s), then kill its process group in any case; remove
+        the temporary log made for it when the wrapper wrote nothing there."""
         proc = self._proc
         if proc is not None:
             try:
@@ -187,6 +192,12 @@ class ImplProcess:
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
+        if self._own_log:
+            try:
+                if self.log_path.stat().st_size == 0:
+                    self.log_path.unlink()
+            except OSError:
+                pass
 
     def __enter__(self):
         return self
