@@ -41,10 +41,11 @@ def main():
     result = run_parity(Options(ref=args.ref, awd_ref=args.awd_ref, small=args.small, out=out, quiet=True))
     wall = time.perf_counter() - started
     # the part the loop rows take: the same matrix without them, measured in this run
-    started = time.perf_counter()
-    run_parity(Options(ref=args.ref, awd_ref=args.awd_ref, small=args.small, loops=False,
-                       out=tempfile.mkdtemp(prefix="bench-parity-noloops-"), quiet=True))
-    no_loops = time.perf_counter() - started
+    with tempfile.TemporaryDirectory(prefix="bench-parity-noloops-") as scratch:   # a baseline, not a report
+        started = time.perf_counter()
+        run_parity(Options(ref=args.ref, awd_ref=args.awd_ref, small=args.small, loops=False,
+                           out=str(Path(scratch) / "out"), quiet=True))
+        no_loops = time.perf_counter() - started
     standins = {Path(args.ref).resolve(), Path(args.awd_ref).resolve()} <= {(STANDINS / "es-at-scale").resolve(),
                                                                              (STANDINS / "es-awd").resolve()}
     sides = result.metadata["seconds_per_side"]
@@ -54,7 +55,7 @@ def main():
     ran = int((result.frame["status"] != "skipped").sum())
     loops = int(result.frame["op"].isin(LOOP_OPS).sum())
     print(f"default matrix: {len(result.frame)} rows ({loops} training-loop rows) {counts}; exit {result.exit_code}")
-    print(f"clones: {'the test stand-ins' if standins else f'{args.ref} and {args.awd_ref}'}")
+    print(f"clones: {'the test stand-ins' if standins else f'{args.ref} and {args.awd_ref}'}; report: {out}")
     print(f"wall {wall:.2f} s (report's own figure {result.metadata['wall_time_s']} s); "
           f"{ran / wall:.1f} rows/s over the {ran} rows that ran")
     print(f"budget {BUDGET_S:g} s on 2 cores: {'within' if wall <= BUDGET_S else 'OVER'} "
