@@ -358,3 +358,22 @@ def test_loop_command_is_built_before_our_side_and_maps_every_seed_our_loop_draw
     assert len(drawn) >= len(tape["iterations"]) and all(0 <= s < 2 ** 30 for s in drawn)
     assert {str(s): f"0x{s:016x}" for s in drawn}.items() <= command["handles"].items()
     assert command["global_seed"] == 5 and command["iterations"] == 2 and command["noise"] == "contract"
+
+
+def test_a_hanging_loop_is_a_timeout_row_and_the_next_row_still_runs(tmp_path):
+    """The loop rows share the single-op rows' request path (Runner._exchange): a loop that hangs is killed
+    with its process group at --timeout, named as a timeout, and the restarted child runs the next row."""
+    from standins.mutants import make_variant
+    clone = make_variant(tmp_path, "es-awd", [("es.py", "def main(args):\n", "def main(args):\n"
+                                                "    if args.mirror_sampling:\n"
+                                                "        import time\n"
+                                                "        time.sleep(600)\n")])
+    result = run_parity(Options(awd_ref=str(clone), target="es-awd", devices=("cpu",), dtypes=("f32",),
+                                schemes=("correlated",), noises=("contract",), iterations=1, small=True,
+                                case="*/main*", timeout=5.0, out=str(tmp_path / "out"), quiet=True))
+    rows = {r["op"]: (r["status"], r["detail"]) for _, r in result.frame.iterrows()}
+    assert rows["main-mirror"] == ("error", "timeout: main-mirror did not finish within 5 s; the child's process "
+                                            "group was killed and the child restarted")
+    assert {op: status for op, (status, _) in rows.items() if op != "main-mirror"} == \
+        {op: "pass" for op in MAIN_VARIANTS if op != "main-mirror"}
+    assert result.exit_code == 1

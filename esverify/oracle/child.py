@@ -396,6 +396,7 @@ class Child:
         self.starts = 0
         self.last_exit = None      #: the supervisor's return code after the last stop (the child's status)
         self._next_id = 0
+        self.last_flush: list = []   #: what the child's float-environment probe reported after the last request
 
     # -- lifecycle
     def start(self, timeout: float) -> dict:

@@ -42,7 +42,6 @@ built by `loop_report`.
 from __future__ import annotations
 
 import re
-import time
 
 import numpy as np
 import torch
@@ -301,7 +300,6 @@ def draw_notes(found) -> str:
 def run_case(runner, t, case: Case) -> dict:
     """One loop row: our loop, the reference's loop in the child, the comparison (runner._run_case's job)."""
     from . import runner as _runner   # the runner imports this module: import back at call time
-    from .child import ChildError, ChildTimeout
     opts = runner.opts
     if not t.ensure_child():
         return _runner._row(case, status="error", detail=f"the child could not be restarted: {t.start_error}")
@@ -312,7 +310,6 @@ def run_case(runner, t, case: Case) -> dict:
         child_backend = None
     dtype = case.dtype
     names, tensors = runner.fresh(dtype, False, "base", case.device)
-    clock = runner.timing.setdefault(case.target, {"ours_s": 0.0, "reference_s": 0.0})
     out = runner.work / "cases" / re.sub(r"[^A-Za-z0-9_.-]+", "_", case.case_id)
     out.mkdir(parents=True, exist_ok=True)
     command = {"case_id": case.case_id, "device": case.device, "scheme": case.scheme, "mapping": opts.mapping,
@@ -320,35 +317,14 @@ def run_case(runner, t, case: Case) -> dict:
                "alpha": case.alpha, "population": case.population, "out": str(out)}
     seed = loop_global_seed(case, opts.seed)
     command.update(loop_command(case, seed))
-    # the child runs its loop while ours runs (one request in flight per child), as for the single-op rows
-    started = time.perf_counter()
-    pending = t.pool.submit(t.child.request, command, opts.timeout)
-    mark = time.perf_counter()
-    ours_error = None
-    try:
-        ours = run_ours(case, names, tensors, seed, opts.mapping, backend)
-    except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
-        ours_error = exc
-    clock["ours_s"] += time.perf_counter() - mark
-    try:
-        reply = pending.result()
-    except ChildTimeout:
-        return _runner._row(case, status="error", detail=f"timeout: {case.op} did not finish within "
-                                                          f"{opts.timeout:g} s; the child was killed and restarted")
-    except ChildError as exc:   # died (its real exit status), or broke the protocol
-        tail = " | ".join(exc.log_tail.strip().splitlines()[-2:])
-        return _runner._row(case, status="error", detail=f"{case.op}: {exc}; restarting it for the next case"
-                                                          + (f"; child log: {tail}" if tail else ""))
-    finally:
-        clock["reference_s"] += time.perf_counter() - started
-    if ours_error is not None:
-        return _runner._row(case, status="error", detail=f"{case.op}: our side raised "
-                                                          f"{type(ours_error).__name__}: {ours_error}")
-    if reply.get("status") != "ok":
-        err = reply.get("error") or {}
-        env = t.hello["environment"] if t.hello else {}
-        return _runner.too_old_python(case, err, env) or _runner._row(
-            case, status="error", detail=f"{case.op}: the reference side raised {err.get('message')}")
+    # the child runs its loop while ours runs, as for the single-op rows
+    reply, ours, failed = runner._exchange(t, case, command,
+                                           lambda: run_ours(case, names, tensors, seed, opts.mapping, backend))
+    if failed is not None:
+        return failed
+    if reply["status"] != "ok":
+        return _runner.too_old_python(case, reply["error"], env) or runner._reference_error_row(t, case,
+                                                                                                reply["error"])
     theirs = reply["tape"]
     cmp, diff = compare_tapes(case, ours, theirs, reply["results"])
     fields = cmp.fields() if cmp is not None else {}

@@ -625,6 +625,51 @@ class Runner:
         env["coverage"] = _loop_report.read_coverage(self.work, t.target.name)
         return env
 
+    def _exchange(self, t, case, command: dict, compute=None):
+        """Send `command` to the child of `t` and run `compute()` (our side; None when it already ran)
+        while the child works: one request in flight per child. Returns (reply, computed, None), or
+        (None, None, error row) when the child timed out, died or broke the protocol, or our side raised.
+        The time of each side goes to the target's clock (metadata seconds_per_side)."""
+        opts = self.opts
+        clock = self.timing.setdefault(case.target, {"ours_s": 0.0, "reference_s": 0.0})
+        started = time.perf_counter()
+        pending = t.pool.submit(t.child.request, command, opts.timeout)
+        computed = ours_error = None
+        if compute is not None:
+            mark = time.perf_counter()
+            try:
+                computed = compute()
+            except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
+                ours_error = exc
+            clock["ours_s"] += time.perf_counter() - mark
+        try:
+            reply = pending.result()
+        except ChildTimeout:
+            return None, None, _row(case, status="error", detail=f"timeout: {case.op} did not finish within "
+                                                                 f"{opts.timeout:g} s; the child's process group "
+                                                                 "was killed and the child restarted")
+        except ChildError as exc:   # died (its real exit status), or broke the protocol
+            tail = " | ".join(exc.log_tail.strip().splitlines()[-2:])
+            return None, None, _row(case, status="error", detail=f"{case.op}: {exc}; restarting it for the next "
+                                                                 "case" + (f"; child log: {tail}" if tail else ""))
+        finally:
+            clock["reference_s"] += time.perf_counter() - started
+        if ours_error is not None:
+            return None, None, _row(case, status="error", detail=f"{case.op}: our side raised "
+                                                                 f"{type(ours_error).__name__}: {ours_error}")
+        return reply, computed, None
+
+    @staticmethod
+    def _reference_error_row(t, case, err: dict) -> dict:
+        """The error row of a reply with status 'error': the reference's message, and the child's limit
+        when it is what the reference ran into (--max-memory, --max-output)."""
+        hint = ""
+        if err.get("kind") == "MemoryError" and t.child.max_memory:
+            hint = f" (the child's memory is limited to {t.child.max_memory} bytes by --max-memory)"
+        elif "[Errno 27]" in err["message"] and t.child.file_limit:     # EFBIG: over RLIMIT_FSIZE
+            hint = f" (each file the child writes is limited to {t.child.file_limit} bytes, see --max-output)"
+        return _row(case, status="error", detail=f"{case.op}: the reference side raised {err['message']}{hint}")
+
     def _checked_case(self, t, case) -> dict:
         """_run_case, then the child's float-environment probe of that case (flush_row)."""
         t.child.last_flush = []
@@ -695,41 +740,12 @@ class Runner:
         if case.op == "loop":
             for it in command["iterations"]:
                 it["handles"] = {str(k): v for k, v in it["handles"].items()}
-        # the child works on the command while our side computes (one request in flight per child)
-        started = time.perf_counter()
-        pending = t.pool.submit(t.child.request, command, opts.timeout)
-        ours_error = None
-        if ours is None:
-            mark = time.perf_counter()
-            try:
-                ours = compute()
-            except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
-                ours_error = exc
-            clock["ours_s"] += time.perf_counter() - mark
-        try:
-            reply = pending.result()
-        except ChildTimeout:
-            return _row(case, status="error", detail=f"timeout: {case.op} did not finish within "
-                                                     f"{opts.timeout:g} s; the child's process group was killed "
-                                                     "and the child restarted")
-        except ChildError as exc:   # died (its real exit status), or broke the protocol
-            tail = " | ".join(exc.log_tail.strip().splitlines()[-2:])
-            return _row(case, status="error", detail=f"{case.op}: {exc}; restarting it for the next case"
-                                                     + (f"; child log: {tail}" if tail else ""))
-        finally:
-            clock["reference_s"] += time.perf_counter() - started
-        if ours_error is not None:
-            return _row(case, status="error", detail=f"{case.op}: our side raised {type(ours_error).__name__}: "
-                                                     f"{ours_error}")
+        reply, computed, failed = self._exchange(t, case, command, compute if ours is None else None)
+        if failed is not None:
+            return failed
+        ours = computed if ours is None else ours
         if reply["status"] != "ok":
-            err = reply["error"]
-            hint = ""
-            if err.get("kind") == "MemoryError" and t.child.max_memory:
-                hint = f" (the child's memory is limited to {t.child.max_memory} bytes by --max-memory)"
-            elif "[Errno 27]" in err["message"] and t.child.file_limit:     # EFBIG: over RLIMIT_FSIZE
-                hint = f" (each file the child writes is limited to {t.child.file_limit} bytes, see --max-output)"
-            return _row(case, status="error", detail=f"{case.op}: the reference side raised {err['message']}"
-                                                     f"{hint}")
+            return self._reference_error_row(t, case, reply["error"])
         try:
             _, theirs, theirs_dtypes = paramsets.read(reply["results"])
         except Exception as exc:  # noqa: BLE001 - the child wrote the file: a bad one is its protocol error
