@@ -24,6 +24,10 @@ Runs ONLY in the parity child; the esverify package never imports it.
   target written into the prompt (the loop reward, f64, oracle_child.reward).
   Every call is recorded on a `Tape` (members evaluated, rewards, update
   arguments, parameters after each update) and checked by the draw audit.
+  Its worker carries what a vLLM worker has and the references read
+  (`rank` 0, `world_size` 1, `local_rank` 0, `device`).
+- `Pool`: es-at-scale's module-level `multiprocessing.Pool` seam: `apply_async(fn,
+  args).get(timeout=...)` runs `fn(*args)` at once in this process.
 """
 from __future__ import annotations
 
@@ -262,6 +266,12 @@ class StandInEngine:
         self.index, self.group, self.model, self.tape, self.reward_fn = index, group, model, tape, reward_fn
         self.ext = worker_cls()
         self.ext.model_runner = runner_cls(model)
+        # what a vLLM worker carries and init_inter_engine_group reads (docs/references.md §5.1); a
+        # reference class that defines one of them itself keeps its own
+        device = model.tensors[0].device if model.tensors else torch.device("cpu")
+        for name, value in (("rank", 0), ("world_size", 1), ("local_rank", 0), ("device", device)):
+            if not hasattr(type(self.ext), name):
+                setattr(self.ext, name, value)
         self.collective_rpc = _Method(self._rpc)
         self.generate = _Method(self._generate)
 
@@ -301,7 +311,11 @@ class StandInEngine:
 
 
 class ImmediatePool:
-    """A process pool stand-in: `submit`, `apply_async` and `map` run at once in this process."""
+    """A process pool stand-in: `submit`, `apply_async` and `map` run at once in this process (the
+    reward function then runs where the tape sees it, and a pickling-free stand-in reward is fine)."""
+
+    def __init__(self, processes=None, *args, **kwargs):
+        self.processes = processes
 
     class _Done:
         def __init__(self, value):
@@ -316,11 +330,36 @@ class ImmediatePool:
     def submit(self, fn, *args, **kwargs):
         return self._Done(fn(*args, **kwargs))
 
-    def apply_async(self, fn, args=(), kwds=None):
-        return self._Done(fn(*args, **(kwds or {})))
+    def apply_async(self, fn, args=(), kwds=None, callback=None, error_callback=None):
+        value = fn(*args, **(kwds or {}))
+        if callback is not None:
+            callback(value)
+        return self._Done(value)
+
+    def apply(self, fn, args=(), kwds=None):
+        return fn(*args, **(kwds or {}))
+
+    def close(self):
+        return None
+
+    def terminate(self):
+        return None
+
+    def join(self):
+        return None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
     def map(self, fn, *iterables, **kwargs):
         return list(map(fn, *iterables))
 
     def shutdown(self, *args, **kwargs):
         return None
+
+
+#: es-at-scale's module-level `Pool` seam (docs/references.md §5.1): `Pool(8)` gives an ImmediatePool
+Pool = ImmediatePool

@@ -1,135 +1,92 @@
-"""The reference training loops, driven in the parity child (docs/references.md §5; issue 9).
+"""The reference training loops, driven in the parity child through their entry points
+(docs/references.md §5; issues 9 and 17).
 
 Runs ONLY in the child; the esverify package never imports it. It adds to
 a driver:
 
-- `start(clone, target)`: coverage.py limited to the clone (started before
-  any reference file is imported, so module-level lines count too) and the
-  stand-in modules of loop_stubs; `with_coverage(handlers)` saves the
-  cumulative executed lines and the per-function table after every command
-  to `coverage-<target>.json` in the run's work folder (`coverage_store`;
-  a restarted child merges what its predecessor saved);
-- `op_fit` (es-at-scale): `EvolutionStrategiesTrainer` built without its
-  `__init__`, the attributes §5 lists set, then `fit()`;
-- `op_main` (es-awd): `es.main(args)` with `launch_engines`/`cleanup`,
-  `get_data` and `evaluate_reward` replaced by the child's.
-Both record a tape of what the reference's own loop did (loop_stubs.Tape):
-per iteration the members evaluated (seed, negate, per-prompt rewards), the
+- `start(clone, target)`: function coverage of the clone (child_coverage:
+  sys.monitoring or a trace hook, plus coverage.py lines where installed),
+  started before any reference file is imported; the stand-in modules of
+  loop_stubs; and the clone's interface compared with the manifest
+  (interfaces.json beside this file, interface_drift) from its source,
+  without running it. `with_coverage(handlers)` saves the cumulative
+  record and the interface findings after every command to
+  `coverage-<target>.json` in the run's work folder;
+- `op_fit` (es-at-scale): the `EvolutionStrategiesTrainer` constructor with
+  every parameter by name, then `fit()`; the seams replaced for the run are
+  the module's `Pool`, `get_ip`, `get_open_port`, the class's
+  `launch_engines`, and the SIGINT/SIGTERM handlers the constructor
+  installs (restored right after construction);
+- `op_main` (es-awd): `parse_args()` on a command line set in `sys.argv`,
+  then `main(args)`, with `launch_engines`, `cleanup`, `get_data` and
+  `evaluate_reward` as module globals of ours.
+Everything replaced is restored on exit, also when the reference raises
+(loop_seams.Seams). A failure at a name the driver supplies becomes an
+`interface` error (loop_errors); any other keeps the reference's message.
+Both record a tape of what the reference's own loop did (Tape): per
+iteration the members evaluated (seed, negate, per-prompt rewards), the
 arguments of the update, the parameters after it (bit patterns, one .npz
 per update), plus the files it saved with torch.save, and for es-awd its
 iteration_updates/*.json records. The parent compares them with ours.
+Each loop also gets a small evaluation set (its outputs are not compared;
+its coverage shows).
 """
 from __future__ import annotations
 
-import argparse
-import ast
 import importlib
 import inspect
 import json
 import os
 import platform
+import shutil
 import sys
 from pathlib import Path
 
 import torch
 
+import child_coverage
+import loop_errors
 import loop_stubs
+from loop_errors import Supplied
+from loop_seams import Seams
 from oracle_child import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, StandInModelRunner, expected_draws,
                           load_set, reward, save_results, syntax_error)
 
-_STATE = {"cov": None, "clone": None, "target": None, "lines": {}}
+_STATE = {"clone": None, "target": None, "interface": [], "interface_error": ""}
 #: torch.save as the child found it (the loops' saves are recorded, then delegated to it)
 _TORCH_SAVE = torch.save
+MANIFEST = Path(__file__).resolve().with_name("interfaces.json")
 
 
-# ----------------------------------------------------------------- coverage
+# ----------------------------------------------------------------- start, coverage, interface
 
 def start(clone: Path, target: str):
-    """Start coverage of the clone (when coverage.py is importable) and install the stand-in modules."""
+    """Coverage of the clone, the stand-in modules, and the clone's interface against the manifest."""
     loop_stubs.install()
-    _STATE.update(clone=Path(clone).resolve(), target=target, merged=False)
+    _STATE.update(clone=Path(clone).resolve(), target=target)
+    child_coverage.start(clone)
+    _STATE["interface"], _STATE["interface_error"] = check_interface(Path(clone), target)
+
+
+def check_interface(clone: Path, target: str) -> tuple[list, str]:
+    """(findings, error): the clone's entry-point files compared with the manifest, from their source."""
     try:
-        import coverage
-    except ImportError:
-        _STATE["cov_error"] = (f"coverage.py is not installed for the child Python {platform.python_version()} "
-                               f"({sys.executable}): which reference functions ran is unknown")
-        return
-    cov = coverage.Coverage(data_file=None, source=[str(_STATE["clone"])], branch=False, config_file=False)
-    cov.start()
-    _STATE["cov"] = cov
-
-
-def functions_of(path: Path) -> list[tuple[str, int, int, list]]:
-    """(qualified name, first body line, last line, nested ranges) of every function in a Python file."""
-    try:
-        tree = ast.parse(path.read_text(), filename=str(path))
-    except (OSError, SyntaxError, ValueError):
-        return []
-    found = []
-
-    def walk(node, prefix):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                name = f"{prefix}{child.name}"
-                nested = [(n.lineno, n.end_lineno) for n in ast.walk(child)
-                          if n is not child and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
-                found.append((name, child.body[0].lineno, child.end_lineno, nested))
-                walk(child, f"{name}.")
-            elif isinstance(child, ast.ClassDef):
-                walk(child, f"{prefix}{child.name}.")
-            else:
-                walk(child, prefix)
-    walk(tree, "")
-    return found
-
-
-def coverage_table() -> dict:
-    """{"files": {relpath: {"functions": {qualname: ran}, "lines": n}}, "error": str}: cumulative."""
-    cov, clone = _STATE["cov"], _STATE["clone"]
-    if cov is not None:
-        data = cov.get_data()
-        for path in data.measured_files():
-            lines = data.lines(path) or []
-            _STATE["lines"].setdefault(path, set()).update(lines)
-    files = {}
-    for path, lines in sorted(_STATE["lines"].items()):
-        p = Path(path)
-        try:
-            rel = p.resolve().relative_to(clone).as_posix()
-        except ValueError:
-            continue
-        table = {}
-        for name, first, last, nested in functions_of(p):
-            own = {ln for ln in lines if first <= ln <= last and not any(a <= ln <= b for a, b in nested)}
-            table[name] = bool(own)
-        files[rel] = {"functions": table, "lines": len(lines)}
-    return {"files": files, "error": _STATE.get("cov_error", "")}
-
-
-def coverage_store(command: dict) -> Path:
-    """Where the cumulative coverage goes: the run's work folder (two levels above a case's `out`
-    folder, work/cases/<case>), else the working folder; the parent reads it there."""
-    out = command.get("out")
-    folder = Path(out).resolve().parents[1] if out else Path.cwd()
-    return folder / f"coverage-{_STATE['target']}.json"
+        import interface_drift
+        return interface_drift.check_clone(clone, target, MANIFEST), ""
+    except Exception as exc:  # noqa: BLE001 - a broken comparison is reported, never a crash of the child
+        return [], f"the interface check could not run: {type(exc).__name__}: {exc}"
 
 
 def save_coverage(command: dict):
     target = _STATE["target"]
     if target is None:
         return
-    store = coverage_store(command)
-    if not _STATE["merged"]:   # a restarted child keeps what the previous one measured
-        _STATE["merged"] = True
-        try:
-            for path, lines in json.loads(store.read_text()).get("lines", {}).items():
-                _STATE["lines"].setdefault(path, set()).update(lines)
-        except (OSError, ValueError):
-            pass
-    table = coverage_table()
-    payload = {"lines": {k: sorted(v) for k, v in _STATE["lines"].items()}, **table}
+    child_coverage.save(command, target)
+    store = child_coverage.store_path(command, target)
+    data = json.loads(store.read_text())
+    data.update(interface=_STATE["interface"], interface_error=_STATE["interface_error"])
     tmp = store.with_name(store.name + ".tmp")
-    tmp.write_text(json.dumps(payload))
+    tmp.write_text(json.dumps(data))
     os.replace(tmp, store)
 
 
@@ -143,7 +100,7 @@ def with_coverage(handlers: dict) -> dict:
                 try:
                     save_coverage(command)
                 except Exception as exc:  # noqa: BLE001 - coverage is a report section, not a verdict
-                    _STATE["cov_error"] = f"saving coverage failed: {type(exc).__name__}: {exc}"
+                    child_coverage.note_error(f"saving coverage failed: {type(exc).__name__}: {exc}")
         return run
     return {op: wrap(fn) for op, fn in handlers.items()}
 
@@ -350,21 +307,61 @@ def _engines(case, worker_cls, tape, count):
     return engines
 
 
-def _dataset(case):
-    items = case["data"]
-    inputs = [f"{item['input']} <target={item['target']!r}>" for item in items]
-    targets = [float(item["target"]) for item in items]
-    return inputs, targets
+def _prompts(items) -> tuple[list, list]:
+    """(prompts, targets) of a case's data items: each prompt carries its target as a <target=...> mark,
+    which the stand-in engine reads to score the engine's current parameters."""
+    return [f"{item['input']} <target={item['target']!r}>" for item in items], [float(item["target"]) for item in items]
 
 
-class _Task:
-    """The task stand-in: the reward callable on (response text, target) decodes the engine's reward."""
+def reward_pair(response_text, target, *args, **kwargs):
+    """es-at-scale's reward function contract (docs/references.md §5.1): (label, reward); the response
+    text is the repr of the f64 reward the engine computed, so float() recovers it exactly."""
+    return ("stand-in", float(response_text))
 
-    def __call__(self, response, target, *args, **kwargs):
-        return float(response)
 
-    reward = __call__
-    compute_reward = __call__
+def evaluate_reward(output_text, data, *args, **kwargs):
+    """es-awd's task reward (docs/references.md §5.2): (r, response) with r["reward"] a float."""
+    value = float(output_text)
+    return Supplied(reward=value, reward_info=Supplied(format_reward=1.0, answer_reward=value)), output_text
+
+
+def template(prompt):
+    """es-at-scale's template function: the prompt unchanged (its <target=...> mark must survive)."""
+    return prompt
+
+
+loop_errors.SUPPLIED_CALLABLES.update({"reward_pair", "evaluate_reward", "template", "get_data", "launch_engines",
+                                       "cleanup", "get_ip", "get_open_port", "remote", "generate", "collective_rpc",
+                                       "_rpc", "_generate", "apply_async", "get", "decode", "apply_chat_template",
+                                       "from_pretrained", "ImmediatePool", "Pool", "__init__"})
+loop_errors.SUPPLIED_CLASSES.update({"ImmediatePool", "_Method", "_RequestOutput", "_Completion", "_WandbRun",
+                                     "StubModule"})
+
+
+def _fresh_logs(out: Path) -> Path:
+    """The loop's logging folder, absent before the run: es-awd creates it with exist_ok=False, and a
+    retried case must not find its predecessor's files."""
+    logs = out / "theirs-logs"
+    if logs.exists():
+        shutil.rmtree(logs)
+    return logs
+
+
+def _run(op: str, fn):
+    """fn(), with a failure at a name the driver supplies turned into an interface error."""
+    try:
+        return fn()
+    except (AttributeError, KeyError, TypeError) as exc:
+        raised = loop_errors.interface_error(exc, _STATE["clone"], op)
+        if raised is exc:
+            raise
+        raise raised from exc
+
+
+def _settings(seams, before: dict) -> dict:
+    """What the reference process ran under (the row's reference_settings): after its entry point ran."""
+    during = seams.settings()
+    return {**during, "changed_by_reference": sorted(k for k, v in during.items() if before.get(k) != v)}
 
 
 class _Noise:
@@ -394,45 +391,81 @@ class _Noise:
 
 TRAINER = "es_at_scale/trainer/es_trainer.py"
 WORKER = "es_at_scale/utils/worker_extension.py"
+#: eval_step after an iteration only when (i + 1) % eval_freq == 0: never, within a parity row (the
+#: eval_step(0) that fit runs first still reaches the evaluation path)
+FIT_EVAL_FREQ = 10 ** 9
 
 
 def op_fit(case, modules):
     trainer_mod = load_lazily(modules, "es_trainer", "es_at_scale.trainer.es_trainer", TRAINER)
     worker_mod = load_lazily(modules, "loop_worker", "es_at_scale.utils.worker_extension", WORKER)
     out = Path(case["out"])
+    logs = _fresh_logs(out)
     tape = Tape(out, case)
     engines = _engines(case, worker_mod.WorkerExtension, tape, case["engines"])
-    inputs, targets = _dataset(case)
+    inputs, targets = _prompts(case["data"])
     size = case["batch_size"]
     loader = [(inputs[k:k + size], targets[k:k + size]) for k in range(0, len(inputs), size)]
-    trainer = object.__new__(trainer_mod.EvolutionStrategiesTrainer)
-    fields = dict(sigma=case["sigma"], alpha=case["alpha"], population_size=case["population"],
-                  num_iterations=case["iterations"], global_seed=case["global_seed"],
-                  mini_batch_size=case["mini_batch_size"], n_vllm_engines=case["engines"], engines=engines,
-                  logging="none", n_samples=1, train_temperature=0.0, train_top_p=1.0, max_tokens=16,
-                  reward_function_timeout=60, rollout_reduce="mean", task=_Task(), template=lambda x: x,
-                  tokenizer=loop_stubs.Tokenizer(), process_pool=loop_stubs.ImmediatePool(),
-                  train_dataloader=loader, logging_dir=str(out / "theirs-logs"))
-    for key, value in fields.items():
-        setattr(trainer, key, value)
+    eval_inputs, eval_targets = _prompts(case.get("eval_data") or [])
+    evals = {"stand-in": [(eval_inputs, eval_targets)]} if eval_inputs else {}
+    cls = trainer_mod.EvolutionStrategiesTrainer
+
+    def launch_engines(self, num_engines=4, n_gpu_per_vllm_engine=1, model_name=None, precision=None, **kwargs):
+        return engines[:int(num_engines)], []
+
     shaping = sys.modules.get("es_at_scale.utils.reward_shaping")
-    patched = [(m, "z_score", m.z_score) for m in (trainer_mod, shaping) if m is not None and hasattr(m, "z_score")]
-    torch.save = tape.recording_save
-    try:
-        for owner, name, original in patched:
-            setattr(owner, name, tape.wrap_zscore(original))
+    settings = {}
+    with Seams() as seams:
+        before = seams.settings()
+        seams.set(trainer_mod, "Pool", loop_stubs.Pool)
+        seams.set(trainer_mod, "get_ip", lambda *a, **k: "127.0.0.1")
+        seams.set(trainer_mod, "get_open_port", lambda *a, **k: 29500)
+        seams.set(cls, "launch_engines", launch_engines)
+        seams.set(torch, "save", tape.recording_save)
+        for owner in (trainer_mod, shaping):
+            if owner is not None and hasattr(owner, "z_score"):
+                seams.set(owner, "z_score", tape.wrap_zscore(owner.z_score))
         with _Noise(case):
-            trainer.fit()
-    finally:
-        torch.save = _TORCH_SAVE
-        for owner, name, original in patched:
-            setattr(owner, name, original)
-    return tape.finish(engines)
+            trainer = _run("fit", lambda: cls(
+                model_name="stand-in", checkpoint=None, sigma=case["sigma"], alpha=case["alpha"],
+                population_size=case["population"], reward_shaping="z-scores", num_iterations=case["iterations"],
+                max_tokens=16, batch_size=size, mini_batch_size=case["mini_batch_size"], reward_function=reward_pair,
+                template_function=template, train_dataloader=loader, eval_dataloader_dict=evals,
+                eval_freq=FIT_EVAL_FREQ, n_vllm_engines=case["engines"], n_gpu_per_vllm_engine=1, logging="none",
+                use_gpus="", global_seed=case["global_seed"], output_directory=str(out),
+                save_best_models=False, experiment_name=logs.name, wandb_project=None, reward_function_timeout=60))
+            seams.restore_signals()   # its handlers would exit the child on SIGINT/SIGTERM (docs/references.md §5.1)
+            settings = _settings(seams, before)
+            _run("fit", trainer.fit)
+    reply = tape.finish(engines)
+    reply["settings"] = settings
+    return reply
 
 
 # ----------------------------------------------------------------- es-awd: main
 
 ES = "es.py"
+PRECISION = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+
+
+def main_argv(case, experiment_dir: Path, run_name: str) -> list:
+    """The command line es-awd's parse_args reads (docs/references.md §5.2): every setting of the case
+    as a flag; the periodic evaluation off (--eval_interval 0: it still evaluates before the loop and
+    after the last iteration), wandb disabled, no GPU named."""
+    argv = ["es.py", "--model_name", "stand-in", "--task", "countdown", "--sigma", repr(float(case["sigma"])),
+            "--alpha", repr(float(case["alpha"])), "--population_size", str(case["population"]),
+            "--num_engines", str(case["engines"]), "--num_iterations", str(case["iterations"]),
+            "--experiment_dir", str(experiment_dir), "--run_name", run_name, "--cuda_devices", "",
+            "--precision", PRECISION.get(case.get("dtype", ""), "float32"),
+            "--weight_decay_type", case["decay"], "--weight_decay_lambda", repr(float(case["lambda"])),
+            "--eval_interval", "0", "--wandb_project", "esverify-parity", "--wandb_mode", "disabled"]
+    if case["mirror"]:
+        argv.append("--mirror_sampling")
+    if case["caching"]:
+        argv.append("--caching")
+    if case["global_seed"] is not None:
+        argv += ["--global_seed", str(int(case["global_seed"]))]
+    return argv
 
 
 def op_main(case, modules):
@@ -440,38 +473,34 @@ def op_main(case, modules):
     worker_mod = sys.modules.get("distributed_utils") or load_lazily(modules, "distributed_utils",
                                                                       "distributed_utils", "distributed_utils.py")
     out = Path(case["out"])
+    logs = _fresh_logs(out)
     tape = Tape(out, case)
-    inputs, targets = _dataset(case)
     launched: list = []
 
-    def launch_engines(num_engines, *args, **kwargs):
+    def launch_engines(num_engines, model_name=None, precision=None, *args, **kwargs):
         launched.extend(_engines(case, worker_mod.WorkerExtension, tape, int(num_engines)))
         return launched, [loop_stubs.Inert() for _ in launched]
 
-    replaced = {"launch_engines": launch_engines, "cleanup": lambda *a, **k: None,
-                "get_data": lambda *a, **k: (list(inputs), list(targets)),
-                "evaluate_reward": _Task()}
-    saved = {k: getattr(es, k) for k in replaced if hasattr(es, k)}
-    logs = out / "theirs-logs"
-    args = argparse.Namespace(
-        model_name="stand-in", sigma=case["sigma"], alpha=case["alpha"], population_size=case["population"],
-        num_iterations=case["iterations"], num_engines=case["engines"], global_seed=case["global_seed"],
-        mirror_sampling=case["mirror"], caching=case["caching"], weight_decay_type=case["decay"],
-        weight_decay_lambda=case["lambda"], temperature=0.0, max_tokens=16, logging_dir=str(logs),
-        wandb_project="esverify-parity")
-    torch.save = tape.recording_save
-    try:
-        for key, value in replaced.items():
-            setattr(es, key, value)
+    def get_data(tokenizer, *args, **kwargs):
+        return ([Supplied(context=p, target=t) for p, t in zip(*_prompts(case["data"]))],
+                [Supplied(context=p, target=t) for p, t in zip(*_prompts(case.get("eval_data") or []))])
+
+    settings = {}
+    with Seams() as seams:
+        before = seams.settings()
+        for name, value in (("launch_engines", launch_engines), ("cleanup", lambda *a, **k: None),
+                            ("get_data", get_data), ("evaluate_reward", evaluate_reward)):
+            seams.set(es, name, value)
+        seams.set(torch, "save", tape.recording_save)
+        sys.argv[:] = main_argv(case, out, logs.name)
+        try:
+            args = es.parse_args()
+        except SystemExit as exc:   # argparse's own refusal: an error row, not the end of the child
+            raise RuntimeError(f"es.parse_args() exited with status {exc.code} on the command line "
+                               f"{' '.join(sys.argv[1:])} (its message is in the child's log)") from None
+        settings = _settings(seams, before)
         with _Noise(case):
-            es.main(args)
-    finally:
-        torch.save = _TORCH_SAVE
-        for key in replaced:
-            if key in saved:
-                setattr(es, key, saved[key])
-            else:
-                delattr(es, key)
+            _run("main", lambda: es.main(args))
     if not launched:
         raise RuntimeError("es.main never called launch_engines: no engine ran")
     reply = tape.finish(launched)
@@ -482,4 +511,5 @@ def op_main(case, modules):
         except (OSError, ValueError) as exc:
             records.append({"file": path.name, "error": f"{type(exc).__name__}: {exc}"})
     reply["tape"]["records"] = records
+    reply["settings"] = settings
     return reply

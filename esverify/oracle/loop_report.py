@@ -28,7 +28,8 @@ def read_coverage(work, target: str) -> dict:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return {"files": {}, "error": "no coverage data: the child saved none"}
-    return {"files": data.get("files", {}), "error": data.get("error", "")}
+    return {"files": data.get("files", {}), "error": data.get("error", ""), "how": data.get("how", ""),
+            "interface": data.get("interface") or [], "interface_error": data.get("interface_error", "")}
 
 
 def _coverage_frame(environments: dict):
@@ -48,7 +49,9 @@ def _coverage_frame(environments: dict):
                    if not cov.get("files", {}).get(rel, {}).get("functions", {}).get(name, False)]
         summary[target] = {"files": sorted(cov.get("files", {})), "functions": total, "functions_ran": ran,
                            "percent": round(100.0 * ran / total, 1) if total else None,
-                           "reached_not_run": missing, "error": cov.get("error", "")}
+                           "reached_not_run": missing, "error": cov.get("error", ""), "how": cov.get("how", ""),
+                           "interface": cov.get("interface") or [],
+                           "interface_error": cov.get("interface_error", "")}
     frame = pd.DataFrame(rows, columns=["target", "file", "function", "ran", "reached_by_loop"])
     return frame, summary
 
@@ -90,9 +93,13 @@ def loop_rows_run(frame) -> set:
 def report_sections(runner, wanted, clones, skipped_targets, failed, frame, metadata) -> dict:
     """Extra report sections (findings, coverage, not_checked); also fills `metadata` and its warnings."""
     findings = list(runner.__dict__.get("loop_findings", {}).values())
+    coverage_frame, coverage = _coverage_frame(metadata.get("children", {}))
+    for target, info in coverage.items():
+        findings += interface_findings(target, info["interface"])
+        if info["interface_error"]:
+            metadata["warnings"].append(f"{target}: interface: {info['interface_error']}")
     findings_frame = pd.DataFrame([{**f, "observed": "; ".join(f["observed"])} for f in findings],
                                   columns=["target", "finding", "description", "observed", "rows"])
-    coverage_frame, coverage = _coverage_frame(metadata.get("children", {}))
     for env in metadata.get("children", {}).values():
         if isinstance(env, dict):
             env.pop("coverage", None)      # the table is its own section; metadata keeps the summary
@@ -120,6 +127,36 @@ def report_sections(runner, wanted, clones, skipped_targets, failed, frame, meta
     for row in not_checked.itertuples():
         metadata["warnings"].append(f"{row.target}: not checked ({row.why}): {row.not_checked}")
     return {"findings": findings_frame, "coverage": coverage_frame, "not_checked": not_checked}
+
+
+#: what esverify does about each kind of interface difference (docs/references.md §5, "Interface drift")
+DRIFT_ACTIONS = {
+    "missing-file": "the rows that need this file error",
+    "missing-function": "a loop that reaches it errors with diagnosis interface",
+    "missing-class": "a loop that reaches it errors with diagnosis interface",
+    "missing-method": "a loop that reaches it errors with diagnosis interface",
+    "signature": "esverify passes the documented parameters by name; a new required one makes the loop row error "
+                 "with diagnosis interface",
+    "missing-import": "a module-level name the driver replaces may be missing: its loop row may error",
+    "flag-missing": "esverify still passes the flag; argparse refuses it and the main rows error",
+    "flag-default": "esverify passes every flag it relies on explicitly: the changed default is not used",
+    "flag-new": "esverify does not pass it: the loop runs with the clone's default",
+    "constant": "esverify passes the value of every setting explicitly: the changed default is not used",
+}
+
+
+def interface_findings(target: str, items: list) -> list:
+    """One finding per interface difference between the clone and the manifest the driver was written
+    for: file, name, expected/found, and what esverify does about it."""
+    out = []
+    for item in items:
+        kind = str(item.get("kind", ""))
+        action = DRIFT_ACTIONS.get(kind, "esverify drives the documented interface regardless")
+        out.append({"target": target, "finding": f"interface: {kind}",
+                    "description": (f"{item.get('file', '')}: {item.get('name', '')}: the driver expects "
+                                    f"{item.get('expected')!s}, the clone has {item.get('found')!s}"),
+                    "observed": [action], "rows": 0})
+    return out
 
 
 def console_lines(extra: dict, console: str) -> str:

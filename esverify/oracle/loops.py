@@ -61,6 +61,9 @@ MAIN_ENGINES = 4
 FIT_DATA = (0.01, -0.02, 0.03, 0.0, -0.005)
 FIT_MINI_BATCH = 2
 MAIN_DATA = (0.01, -0.01, 0.02)
+#: the small evaluation set each loop gets, so its evaluation path runs (es-at-scale's eval_step,
+#: es-awd's evaluate_model); engine 0 generates on it unperturbed, and nothing of it is compared
+EVAL_DATA = (0.005, -0.015)
 #: es-awd decay strength of the loop rows: alpha * lambda = 1.5e-4 at the default alpha, the size of a
 #: loop update, so l1 zeroes part of the deltas; 0.3 is not a power of two
 LOOP_LAMBDA = 0.3
@@ -74,17 +77,26 @@ MAIN_VARIANTS = {   # op -> (mirror_sampling, caching, decay type, lambda)
     "main-l2-lambda0": (False, False, "l2", 0.0),
 }
 LOOP_OPS = ("fit", *MAIN_VARIANTS)
-#: what docs/references.md §5 (and §1, §2) say a loop reaches, per target and file
+#: what docs/references.md §5 (and §1, §2) say a loop reaches, per target and file, and the driver lets
+#: run: `launch_engines` is a seam of ours, and the engines copy engine 0's tensors for
+#: `broadcast_all_weights` (a collective over NCCL in a real launch), so neither is listed
 REACHED = {
-    "es-at-scale": {"es_at_scale/trainer/es_trainer.py": ["EvolutionStrategiesTrainer.fit",
+    "es-at-scale": {"es_at_scale/trainer/es_trainer.py": ["EvolutionStrategiesTrainer.__init__",
+                                                          "EvolutionStrategiesTrainer.fit",
                                                           "EvolutionStrategiesTrainer.train_step",
-                                                          "EvolutionStrategiesTrainer.evaluate_population_on_batch"],
-                    "es_at_scale/utils/worker_extension.py": ["WorkerExtension.perturb_self_weights",
+                                                          "EvolutionStrategiesTrainer.evaluate_population_on_batch",
+                                                          "EvolutionStrategiesTrainer.evaluate_handle",
+                                                          "EvolutionStrategiesTrainer.eval_step",
+                                                          "EvolutionStrategiesTrainer.cleanup"],
+                    "es_at_scale/utils/worker_extension.py": ["WorkerExtension.init_inter_engine_group",
+                                                              "WorkerExtension.perturb_self_weights",
                                                               "WorkerExtension.restore_self_weights",
-                                                              "WorkerExtension.update_weights_from_seeds"],
+                                                              "WorkerExtension.update_weights_from_seeds",
+                                                              "WorkerExtension.save_self_weights_to_disk"],
                     "es_at_scale/utils/reward_shaping.py": ["z_score"]},
-    "es-awd": {"es.py": ["main"],
-               "distributed_utils.py": ["WorkerExtension.update_weights_from_seeds",
+    "es-awd": {"es.py": ["parse_args", "main", "evaluate_model"],
+               "distributed_utils.py": ["WorkerExtension.perturb_self_weights", "WorkerExtension.restore_self_weights",
+                                        "WorkerExtension.update_weights_from_seeds",
                                         "WorkerExtension.snapshot_weights_to_cpu",
                                         "WorkerExtension.write_weights_to_disk"],
                "weight_update_utils.py": ["generate_noise", "apply_seeded_noise_to_parameters",
@@ -250,9 +262,11 @@ def loop_command(case: Case, seed) -> dict:
             seeds.update(int(v) for v in np.random.default_rng(seed=b).integers(0, SEED_BOUND, size=count,
                                                                                     dtype=np.int64))
     command = {"handles": {str(s): _hexs(s) for s in sorted(seeds)}, "iterations": int(case.extra["iterations"]),
-               "global_seed": seed, "noise": case.extra.get("noise", "contract"),
+               "global_seed": seed, "noise": case.extra.get("noise", "contract"), "dtype": case.dtype,
                "data": [{"input": f"prompt {k}", "target": t}
-                        for k, t in enumerate(FIT_DATA if case.op == "fit" else MAIN_DATA)]}
+                        for k, t in enumerate(FIT_DATA if case.op == "fit" else MAIN_DATA)],
+               # the evaluation paths run too (eval_step, evaluate_model): not compared, but covered
+               "eval_data": [{"input": f"eval {k}", "target": t} for k, t in enumerate(EVAL_DATA)]}
     if case.op == "fit":
         command.update(op="fit", engines=FIT_ENGINES, batch_size=len(FIT_DATA), mini_batch_size=FIT_MINI_BATCH)
     else:
@@ -317,15 +331,19 @@ def run_case(runner, t, case: Case) -> dict:
                "alpha": case.alpha, "population": case.population, "out": str(out)}
     seed = loop_global_seed(case, opts.seed)
     command.update(loop_command(case, seed))
-    # the child runs its loop while ours runs, as for the single-op rows
-    reply, ours, failed = runner._exchange(t, case, command,
-                                           lambda: run_ours(case, names, tensors, seed, opts.mapping, backend))
+    # the child runs its loop while ours runs, as for the single-op rows; ours under the determinism
+    # switch the reference's entry point sets (es-awd's parse_args, given a global seed), so both sides
+    # of the row run under the same setting; the reply says what the reference really ran under
+    ours_deterministic = case.op != "fit" and seed is not None
+    reply, ours, failed = runner._exchange(t, case, command, lambda: _deterministic(
+        ours_deterministic, lambda: run_ours(case, names, tensors, seed, opts.mapping, backend)))
     if failed is not None:
         return failed
     if reply["status"] != "ok":
         return _runner.too_old_python(case, reply["error"], env) or runner._reference_error_row(t, case,
                                                                                                 reply["error"])
     theirs = reply["tape"]
+    settings, settings_note = settings_text(reply.get("settings") or {}, ours_deterministic)
     cmp, diff = compare_tapes(case, ours, theirs, reply["results"])
     fields = cmp.fields() if cmp is not None else {}
     found = _compare.findings(reply.get("attribution"))
@@ -347,6 +365,8 @@ def run_case(runner, t, case: Case) -> dict:
         status = "pass"
     if accounting and not (found.eager and case.scheme == "iid"):
         notes.append(f"{case.op}: {accounting}")
+    if settings_note:
+        notes.append(settings_note)
     for i, it in enumerate(ours["iterations"]):
         repeated = duplicate_seeds(it["update"]["seeds"])
         if repeated and case.op == "fit":   # es-at-scale keys members by seed value (docs/references.md §5)
@@ -359,7 +379,35 @@ def run_case(runner, t, case: Case) -> dict:
     diagnoses = (["eager"] if found.eager else []) + (["reuse"] if status == "artifact" else []) + \
         (["skip"] if found.missing and status != "artifact" else []) + (["extra"] if found.extra else []) + \
         (["advanced"] if found.advanced else [])
-    return _runner._row(case, status=status, diagnosis=",".join(diagnoses), detail="; ".join(notes), **fields)
+    return _runner._row(case, status=status, diagnosis=",".join(diagnoses), detail="; ".join(notes),
+                        reference_settings=settings, **fields)
+
+
+def _deterministic(on: bool, fn):
+    """fn() with torch.use_deterministic_algorithms(on), the previous setting restored after."""
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    torch.use_deterministic_algorithms(on)
+    try:
+        return fn()
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+
+
+def settings_text(theirs: dict, ours_deterministic: bool) -> tuple[str, str]:
+    """(the row's reference_settings, a note when our side ran under another determinism setting)."""
+    if not theirs:
+        return "", ""
+    changed = theirs.get("changed_by_reference") or []
+    text = (f"deterministic_algorithms={theirs.get('deterministic_algorithms')} "
+            f"cudnn_deterministic={theirs.get('cudnn_deterministic')} torch_threads={theirs.get('torch_threads')}")
+    if changed:
+        text += f" (set by the reference's entry point: {', '.join(changed)})"
+    note = ""
+    if bool(theirs.get("deterministic_algorithms")) != ours_deterministic:
+        note = (f"note: the reference ran with torch.use_deterministic_algorithms({theirs.get('deterministic_algorithms')}), "
+                f"our side with {ours_deterministic}: the CPU ops of this loop have no nondeterministic kernel, "
+                "but the sides did not run under the same setting")
+    return text, note
 
 
 def record_finding(runner, key: str, case: Case, theirs_updates: int, iterations: int):

@@ -77,7 +77,7 @@ from .clones import TARGETS, CloneError, git_identity, inspect_clone
 
 COLUMNS = ["target", "device", "dtype", "scheme", "noise", "op", "population", "case", "rule", "elements",
            "mismatches", "max_abs_diff", "max_ulp_diff", "first_mismatch_index", "first_mismatch_ours",
-           "first_mismatch_theirs", "status", "diagnosis", "detail", "params"]
+           "first_mismatch_theirs", "status", "diagnosis", "detail", "params", "reference_settings"]
 #: every row status, in report order; "not-run" marks the rows an interrupted run did not reach
 #: "unsupported": a case the --impl wrapper does not claim (never a pass)
 STATUSES = ("pass", "fail", "error", "skipped", "unverifiable", "artifact", "unsupported", "not-run")
@@ -248,7 +248,7 @@ def _row(case, **fields) -> dict:
            "rule": _ours.rule_for(case.target, case.device), "elements": None, "mismatches": None,
            "max_abs_diff": None, "max_ulp_diff": None, "first_mismatch_index": "",
            "first_mismatch_ours": "", "first_mismatch_theirs": "", "status": "error", "diagnosis": "",
-           "detail": "", "params": case.params_text() if case.op != "zscore" else ""}
+           "detail": "", "params": case.params_text() if case.op != "zscore" else "", "reference_settings": ""}
     row.update(fields)
     return row
 
@@ -663,6 +663,10 @@ class Runner:
     def _reference_error_row(t, case, err: dict) -> dict:
         """The error row of a reply with status 'error': the reference's message, and the child's limit
         when it is what the reference ran into (--max-memory, --max-output)."""
+        if err.get("kind") == "interface":   # esverify could not drive the clone: ours to say, not the reference's
+            where = f" at {err['file']}:{err['line']}" if err.get("file") else ""
+            return _row(case, status="error", diagnosis="interface",
+                        detail=f"{case.op}: {err['message']}" + ("" if where in err["message"] else where))
         hint = ""
         if err.get("kind") == "MemoryError" and t.child.max_memory:
             hint = f" (the child's memory is limited to {t.child.max_memory} bytes by --max-memory)"

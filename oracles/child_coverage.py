@@ -1,0 +1,199 @@
+"""Which functions of the clone ran in the parity child (docs/references.md §5 "Coverage"; issue 17).
+
+Runs ONLY in the child; the esverify package never imports it.
+
+The interpreter that runs a reference (its own venv, often Python 3.12)
+rarely has coverage.py, and a parity pass must still say what it covered.
+So the function table never depends on coverage.py:
+
+- Python 3.12+: `sys.monitoring` PY_START events under a tool id of our
+  own; each code object reports once and is then disabled, so a function
+  costs one callback for the whole run. It coexists with coverage.py.
+- Python 3.11: without coverage.py, a global `sys.settrace` function that
+  records the code object of each new frame and returns None (no line
+  tracing); with coverage.py, its CTracer owns `sys.settrace`, so the
+  function table comes from its executed lines instead.
+
+coverage.py, where it is importable, adds line counts (`lines`). The
+record is cumulative over the child's life (and over a restarted child:
+`save` merges what the predecessor saved in the same run folder).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+_STATE = {"clone": None, "prefix": None, "cov": None, "how": "", "lines": {}, "ran": {}, "merged": False,
+          "error": ""}
+_TOOL_IDS = (3, 4, 2)   # unnamed ids first: the debugger (0), coverage (1) and optimizer (5) ids stay free
+
+
+def _qualname(code) -> str:
+    # co_qualname spells nested functions "f.<locals>.g"; functions_of spells them "f.g"
+    return getattr(code, "co_qualname", code.co_name).replace(".<locals>.", ".")
+
+
+def _record(code):
+    if code.co_filename.startswith(_STATE["prefix"]):
+        _STATE["ran"].setdefault(code.co_filename, set()).add(_qualname(code))
+
+
+def _start_monitoring() -> bool:
+    mon = getattr(sys, "monitoring", None)
+    if mon is None:
+        return False
+    for tool in _TOOL_IDS:
+        try:
+            mon.use_tool_id(tool, "esverify-parity")
+        except ValueError:   # in use by another tool
+            continue
+
+        def on_start(code, offset, _disable=mon.DISABLE):
+            _record(code)
+            return _disable
+        mon.register_callback(tool, mon.events.PY_START, on_start)
+        mon.set_events(tool, mon.events.PY_START)
+        return True
+    return False
+
+
+def _start_trace():
+    seen = set()
+
+    def on_call(frame, event, arg):
+        code = frame.f_code
+        if code not in seen:
+            seen.add(code)
+            _record(code)
+        return None   # no line tracing: one callback per frame, not per line
+    sys.settrace(on_call)
+    try:
+        import threading
+        threading.settrace(on_call)
+    except ImportError:   # pragma: no cover - threading is always there in CPython
+        pass
+
+
+def start(clone: Path):
+    """Record the clone's functions from now on (before any reference file is imported, so module-level
+    code counts too), and its lines with coverage.py when that is importable."""
+    clone = Path(clone).resolve()
+    _STATE.update(clone=clone, prefix=str(clone) + os.sep)
+    try:
+        import coverage
+    except ImportError:
+        coverage = None
+    if coverage is not None:
+        cov = coverage.Coverage(data_file=None, source=[str(clone)], branch=False, config_file=False)
+        cov.start()
+        _STATE["cov"] = cov
+    if _start_monitoring():
+        _STATE["how"] = "sys.monitoring"
+    elif coverage is None:
+        _start_trace()
+        _STATE["how"] = "sys.settrace"
+    else:
+        _STATE["how"] = "coverage.py lines"
+    if coverage is None:
+        _STATE["how"] += f" (coverage.py is not installed for the child Python {platform.python_version()}: " \
+                         "no line counts)"
+
+
+def functions_of(path: Path) -> list[tuple[str, int, int, list]]:
+    """(qualified name, first body line, last line, nested ranges) of every function in a Python file."""
+    try:
+        tree = ast.parse(Path(path).read_text(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    found = []
+
+    def walk(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = f"{prefix}{child.name}"
+                nested = [(n.lineno, n.end_lineno) for n in ast.walk(child)
+                          if n is not child and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+                found.append((name, child.body[0].lineno, child.end_lineno, nested))
+                walk(child, f"{name}.")
+            elif isinstance(child, ast.ClassDef):
+                walk(child, f"{prefix}{child.name}.")
+            else:
+                walk(child, prefix)
+    walk(tree, "")
+    return found
+
+
+def _loaded_files() -> set:
+    """The clone's Python files imported so far (a file that was never imported ran nothing)."""
+    files = set()
+    for module in list(sys.modules.values()):
+        origin = getattr(module, "__file__", None) or ""
+        if origin.startswith(_STATE["prefix"]) and origin.endswith(".py"):
+            files.add(origin)
+    return files
+
+
+def table() -> dict:
+    """{"files": {relpath: {"functions": {qualname: ran}, "lines": n or None}}, "how": str, "error": str}."""
+    clone = _STATE["clone"]
+    if clone is None:
+        return {"files": {}, "how": "", "error": "coverage was not started"}
+    cov = _STATE["cov"]
+    if cov is not None:
+        data = cov.get_data()
+        for path in data.measured_files():
+            _STATE["lines"].setdefault(path, set()).update(data.lines(path) or [])
+    files = {}
+    paths = _loaded_files() | set(_STATE["ran"]) | set(_STATE["lines"])
+    for path in sorted(paths):
+        p = Path(path)
+        try:
+            rel = p.resolve().relative_to(clone).as_posix()
+        except ValueError:
+            continue
+        ran, lines = _STATE["ran"].get(path, set()), _STATE["lines"].get(path)
+        functions = {}
+        for name, first, last, nested in functions_of(p):
+            own = bool(lines) and any(first <= ln <= last and not any(a <= ln <= b for a, b in nested)
+                                      for ln in lines)
+            functions[name] = name in ran or own
+        files[rel] = {"functions": functions, "lines": len(lines) if lines is not None else None}
+    return {"files": files, "how": _STATE["how"], "error": _STATE["error"]}
+
+
+def store_path(command: dict, target: str) -> Path:
+    """Where the cumulative record goes: the run's work folder (two levels above a case's `out` folder,
+    work/cases/<case>), else the working folder; the parent reads it there."""
+    out = command.get("out")
+    folder = Path(out).resolve().parents[1] if out else Path.cwd()
+    return folder / f"coverage-{target}.json"
+
+
+def save(command: dict, target: str):
+    """Write the cumulative record (merged once with what a predecessor child saved), atomically."""
+    if _STATE["clone"] is None:
+        return
+    store = store_path(command, target)
+    if not _STATE["merged"]:   # a restarted child keeps what the previous one measured
+        _STATE["merged"] = True
+        try:
+            saved = json.loads(store.read_text())
+            for path, lines in saved.get("lines", {}).items():
+                _STATE["lines"].setdefault(path, set()).update(lines)
+            for path, names in saved.get("ran", {}).items():
+                _STATE["ran"].setdefault(path, set()).update(names)
+        except (OSError, ValueError, AttributeError):
+            pass
+    payload = {"lines": {k: sorted(v) for k, v in _STATE["lines"].items()},
+               "ran": {k: sorted(v) for k, v in _STATE["ran"].items()}, **table()}
+    tmp = store.with_name(store.name + ".tmp")
+    tmp.write_text(json.dumps(payload))
+    os.replace(tmp, store)
+
+
+def note_error(message: str):
+    _STATE["error"] = message

@@ -1,0 +1,128 @@
+"""Tell "esverify could not drive this clone" from a failure in the reference's own logic (issue 17).
+
+Runs ONLY in the parity child; the esverify package never imports it.
+
+A loop is driven through its entry point with stand-ins for the engines,
+the data, the tokenizer, the process pool and the packages the loop
+imports (docs/references.md §5). When the reference reads something the
+driver does not provide, Python raises AttributeError, KeyError or
+TypeError at the name it read. `interface_error(exc, clone, op)` returns
+`InterfaceError` for exactly those (the missing name belongs to an object
+or function of ours), naming the reference's file and line, the name, and
+the next step; any other exception is left as it is, so a failure inside
+the reference's own logic keeps its plain wording.
+"""
+from __future__ import annotations
+
+import os
+import re
+import traceback
+from pathlib import Path
+
+#: the child's own files: an object defined there, or a TypeError raised there, is the driver's side
+_OURS = {"loop_stubs", "loops", "loop_seams", "oracle_child", "loop_errors"}
+_CALL = re.compile(r"^(?P<name>[\w.<>]+)\(\) (?:got an unexpected keyword argument '(?P<kw>\w+)'|"
+                   r"missing \d+ required (?:positional|keyword-only) arguments?: (?P<missing>.+)|"
+                   r"takes .+ but .+ given|got multiple values for argument '(?P<dup>\w+)')")
+_OBJECT = re.compile(r"'(?P<cls>\w+)' object")
+
+NEXT = ("next: run `esverify parity` on a clone at the commit docs/references.md names, or compare the clone with "
+        "the interface findings of this target in the report; esverify drives the interface docs/references.md §5 "
+        "describes, and a clone that reads more needs a driver that provides it (please report it to esverify)")
+
+
+class InterfaceError(RuntimeError):
+    """A loop failed because the reference read a name the driver does not provide; `info` is the
+    child's error record (kind "interface", file, line, name, message)."""
+
+    def __init__(self, info: dict):
+        super().__init__(info["message"])
+        self.info = info
+
+
+class SuppliedKeyError(KeyError):
+    """A key the reference read from a dict the driver supplied (a data item, an eval set)."""
+
+
+class Supplied(dict):
+    """A dict handed to the reference (a data item): a missing key raises SuppliedKeyError."""
+
+    def __missing__(self, key):
+        raise SuppliedKeyError(key)
+
+
+def _ours(obj) -> bool:
+    module = getattr(type(obj), "__module__", "") or ""
+    if module.split(".")[-1] in _OURS or module == "stub" or getattr(obj, "__esverify_stub__", False):
+        return True
+    fn = getattr(obj, "__func__", obj)
+    code = getattr(fn, "__code__", None)
+    return code is not None and Path(code.co_filename).stem in _OURS
+
+
+def _frames(exc):
+    return traceback.extract_tb(exc.__traceback__)
+
+
+def _clone_frame(exc, clone: Path):
+    prefix = str(Path(clone).resolve()) + os.sep
+    inside = [f for f in _frames(exc) if os.path.abspath(f.filename).startswith(prefix)]
+    if not inside:
+        return None, prefix
+    return inside[-1], prefix
+
+
+def _what(exc) -> tuple[str, str] | None:
+    """(name read, what it was read from) when the failure is at something the driver supplied."""
+    if isinstance(exc, SuppliedKeyError):
+        return repr(exc.args[0]), "a data item or set esverify supplied (a dict)"
+    if isinstance(exc, AttributeError):
+        obj = getattr(exc, "obj", None)
+        name = getattr(exc, "name", None)
+        if name and obj is not None and _ours(obj):
+            kind = obj.__name__ if isinstance(obj, type) else type(obj).__name__
+            return repr(name), f"esverify's stand-in {kind}"
+        return None
+    if isinstance(exc, TypeError):
+        text = str(exc)
+        last = _frames(exc)[-1] if _frames(exc) else None
+        raised_by_us = last is not None and Path(last.filename).stem in _OURS
+        call = _CALL.match(text)
+        if call:
+            name = call.group("kw") or call.group("missing") or call.group("dup") or call.group("name")
+            fn = call.group("name").rsplit(".", 1)[-1]
+            if raised_by_us or fn in SUPPLIED_CALLABLES:
+                return name, f"esverify's stand-in {call.group('name')}()"
+            return None
+        obj = _OBJECT.search(text)
+        if obj and (obj.group("cls") in SUPPLIED_CLASSES or raised_by_us):
+            return obj.group("cls"), f"esverify's stand-in {obj.group('cls')} ({text})"
+    return None
+
+
+#: names of the callables and classes the driver and the stand-in modules hand the reference (filled by
+#: loops and loop_stubs at import): a TypeError that names one is the driver's
+SUPPLIED_CALLABLES: set = set()
+SUPPLIED_CLASSES: set = {"Inert", "StandInEngine", "LoopModel", "StandInModel", "StandInModelRunner", "Tokenizer",
+                         "SamplingParams", "ImmediatePool", "Supplied"}
+
+
+def interface_error(exc: BaseException, clone, op: str, commit_note: str = "") -> BaseException:
+    """InterfaceError for a failure at a name the driver supplies, else `exc` itself."""
+    if not isinstance(exc, (AttributeError, KeyError, TypeError)):
+        return exc
+    what = _what(exc)
+    if what is None:
+        return exc
+    frame, prefix = _clone_frame(exc, clone)
+    name, source = what
+    if frame is not None:
+        rel = os.path.abspath(frame.filename)[len(prefix):].replace(os.sep, "/")
+        where = f"{rel}:{frame.lineno} (in {frame.name})"
+        info = {"file": rel, "line": frame.lineno, "function": frame.name}
+    else:
+        where = "the clone (no frame of it in the traceback)"
+        info = {"file": "", "line": None, "function": ""}
+    message = (f"esverify could not drive this clone: {where} reads {name} of {source}, which esverify's {op} "
+               f"driver does not provide ({type(exc).__name__}: {exc}){commit_note}; {NEXT}")
+    return InterfaceError({"kind": "interface", "name": name.strip("'\""), "message": message, **info})
