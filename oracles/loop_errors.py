@@ -26,9 +26,9 @@ _CALL = re.compile(r"^(?P<name>[\w.<>]+)\(\) (?:got an unexpected keyword argume
                    r"takes .+ but .+ given|got multiple values for argument '(?P<dup>\w+)')")
 _OBJECT = re.compile(r"'(?P<cls>\w+)' object")
 
-NEXT = ("next: run `esverify parity` on a clone at the commit docs/references.md names, or compare the clone with "
-        "the interface findings of this target in the report; esverify drives the interface docs/references.md §5 "
-        "describes, and a clone that reads more needs a driver that provides it (please report it to esverify)")
+NEXT = ("next: compare the clone with this target's interface findings in the report and with "
+        "docs/references.md §5 (the interface esverify drives); a clone at another commit than the one documented "
+        "there may need a driver that provides this: report it to esverify with this row")
 
 
 class InterfaceError(RuntimeError):
@@ -72,16 +72,18 @@ def _clone_frame(exc, clone: Path):
     return inside[-1], prefix
 
 
-def _what(exc) -> tuple[str, str] | None:
-    """(name read, what it was read from) when the failure is at something the driver supplied."""
+def _what(exc, to_reference: bool):
+    """(name, phrase) when the failure is at something the driver supplies, else None. The phrase
+    completes "{where} ..." in the message. to_reference: the driver called a reference entry point
+    and the call itself failed (no frame of the clone in between)."""
     if isinstance(exc, SuppliedKeyError):
-        return repr(exc.args[0]), "a data item or set esverify supplied (a dict)"
+        return str(exc.args[0]), f"reads the key {exc.args[0]!r} of a data item esverify supplied, which has no such key"
     if isinstance(exc, AttributeError):
         obj = getattr(exc, "obj", None)
         name = getattr(exc, "name", None)
         if name and obj is not None and _ours(obj):
             kind = obj.__name__ if isinstance(obj, type) else type(obj).__name__
-            return repr(name), f"esverify's stand-in {kind}"
+            return name, f"reads the attribute {name!r} of esverify's stand-in {kind}, which does not provide it"
         return None
     if isinstance(exc, TypeError):
         text = str(exc)
@@ -91,12 +93,14 @@ def _what(exc) -> tuple[str, str] | None:
         if call:
             name = call.group("kw") or call.group("missing") or call.group("dup") or call.group("name")
             fn = call.group("name").rsplit(".", 1)[-1]
-            if raised_by_us or fn in SUPPLIED_CALLABLES:
-                return name, f"esverify's stand-in {call.group('name')}()"
+            if to_reference and raised_by_us:
+                return name, f"needs {name} (its signature differs from the one esverify passes arguments to)"
+            if fn in SUPPLIED_CALLABLES or raised_by_us:
+                return name, f"calls esverify's stand-in {call.group('name')}() in a way it does not take"
             return None
         obj = _OBJECT.search(text)
         if obj and (obj.group("cls") in SUPPLIED_CLASSES or raised_by_us):
-            return obj.group("cls"), f"esverify's stand-in {obj.group('cls')} ({text})"
+            return obj.group("cls"), f"uses esverify's stand-in {obj.group('cls')} in a way it does not support"
     return None
 
 
@@ -107,22 +111,39 @@ SUPPLIED_CLASSES: set = {"Inert", "StandInEngine", "LoopModel", "StandInModel", 
                          "SamplingParams", "ImmediatePool", "Supplied"}
 
 
-def interface_error(exc: BaseException, clone, op: str, commit_note: str = "") -> BaseException:
-    """InterfaceError for a failure at a name the driver supplies, else `exc` itself."""
+def _callee_frame(callee, prefix: str):
+    """(relpath, line, name) of the reference callable the driver called, when its code is in the clone."""
+    fn = getattr(callee, "__init__", None) if isinstance(callee, type) else callee
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is None or not os.path.abspath(code.co_filename).startswith(prefix):
+        return None
+    return os.path.abspath(code.co_filename)[len(prefix):].replace(os.sep, "/"), code.co_firstlineno, \
+        getattr(code, "co_qualname", code.co_name)
+
+
+def interface_error(exc: BaseException, clone, op: str, commit_note: str = "", callee=None) -> BaseException:
+    """InterfaceError for a failure at a name the driver supplies, else `exc` itself. `callee`: the
+    reference's entry point the driver called (a class or function), named when the failure is in the
+    call itself (a new required parameter: the TypeError has no frame inside the clone)."""
     if not isinstance(exc, (AttributeError, KeyError, TypeError)):
         return exc
-    what = _what(exc)
+    frame, prefix = _clone_frame(exc, clone)
+    entry = _callee_frame(callee, prefix) if frame is None and callee is not None else None
+    what = _what(exc, entry is not None)
     if what is None:
         return exc
-    frame, prefix = _clone_frame(exc, clone)
-    name, source = what
+    name, phrase = what
     if frame is not None:
         rel = os.path.abspath(frame.filename)[len(prefix):].replace(os.sep, "/")
         where = f"{rel}:{frame.lineno} (in {frame.name})"
         info = {"file": rel, "line": frame.lineno, "function": frame.name}
+    elif entry is not None:
+        rel, line, qual = entry
+        where = f"{rel}:{line} ({qual}, called by esverify's driver)"
+        info = {"file": rel, "line": line, "function": qual}
     else:
         where = "the clone (no frame of it in the traceback)"
         info = {"file": "", "line": None, "function": ""}
-    message = (f"esverify could not drive this clone: {where} reads {name} of {source}, which esverify's {op} "
-               f"driver does not provide ({type(exc).__name__}: {exc}){commit_note}; {NEXT}")
-    return InterfaceError({"kind": "interface", "name": name.strip("'\""), "message": message, **info})
+    message = (f"esverify could not drive this clone: {where} {phrase} ({type(exc).__name__}: {exc})"
+               f"{commit_note}; {NEXT}")
+    return InterfaceError({"kind": "interface", "name": str(name).strip("'\""), "message": message, **info})

@@ -333,7 +333,7 @@ def template(prompt):
 loop_errors.SUPPLIED_CALLABLES.update({"reward_pair", "evaluate_reward", "template", "get_data", "launch_engines",
                                        "cleanup", "get_ip", "get_open_port", "remote", "generate", "collective_rpc",
                                        "_rpc", "_generate", "apply_async", "get", "decode", "apply_chat_template",
-                                       "from_pretrained", "ImmediatePool", "Pool", "__init__"})
+                                       "from_pretrained", "ImmediatePool", "Pool"})
 loop_errors.SUPPLIED_CLASSES.update({"ImmediatePool", "_Method", "_RequestOutput", "_Completion", "_WandbRun",
                                      "StubModule"})
 
@@ -347,12 +347,13 @@ def _fresh_logs(out: Path) -> Path:
     return logs
 
 
-def _run(op: str, fn):
-    """fn(), with a failure at a name the driver supplies turned into an interface error."""
+def _run(op: str, fn, callee=None):
+    """fn(), with a failure at a name the driver supplies turned into an interface error (`callee`: the
+    reference's entry point fn calls, named when the call itself fails)."""
     try:
         return fn()
     except (AttributeError, KeyError, TypeError) as exc:
-        raised = loop_errors.interface_error(exc, _STATE["clone"], op)
+        raised = loop_errors.interface_error(exc, _STATE["clone"], op, callee=callee)
         if raised is exc:
             raise
         raise raised from exc
@@ -433,10 +434,11 @@ def op_fit(case, modules):
                 template_function=template, train_dataloader=loader, eval_dataloader_dict=evals,
                 eval_freq=FIT_EVAL_FREQ, n_vllm_engines=case["engines"], n_gpu_per_vllm_engine=1, logging="none",
                 use_gpus="", global_seed=case["global_seed"], output_directory=str(out),
-                save_best_models=False, experiment_name=logs.name, wandb_project=None, reward_function_timeout=60))
+                save_best_models=False, experiment_name=logs.name, wandb_project=None, reward_function_timeout=60),
+                callee=cls)
             seams.restore_signals()   # its handlers would exit the child on SIGINT/SIGTERM (docs/references.md §5.1)
             settings = _settings(seams, before)
-            _run("fit", trainer.fit)
+            _run("fit", trainer.fit, callee=cls.fit)
     reply = tape.finish(engines)
     reply["settings"] = settings
     return reply
@@ -500,7 +502,7 @@ def op_main(case, modules):
                                f"{' '.join(sys.argv[1:])} (its message is in the child's log)") from None
         settings = _settings(seams, before)
         with _Noise(case):
-            _run("main", lambda: es.main(args))
+            _run("main", lambda: es.main(args), callee=es.main)
     if not launched:
         raise RuntimeError("es.main never called launch_engines: no engine ran")
     reply = tape.finish(launched)

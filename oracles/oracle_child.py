@@ -406,8 +406,9 @@ def _error(exc: BaseException) -> dict:
     out = {"kind": info["kind"] if info else type(exc).__name__,
            "message": str(exc) if info else f"{type(exc).__name__}: {exc}",
            "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]}
-    if info:   # a load failure found at call time: which file, and which Python it needs
-        out.update({k: info[k] for k in ("file", "needs") if k in info})
+    if info:   # a load failure found at call time: which file, and which Python it needs; an interface
+        # error of a loop driver: where the reference read the name the driver did not provide
+        out.update({k: info[k] for k in ("file", "needs", "line", "function", "name") if k in info})
     return out
 
 

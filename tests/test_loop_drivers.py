@@ -105,8 +105,8 @@ def test_a_missing_attribute_of_our_stand_in_is_an_interface_error_naming_file_a
     info = out.info
     assert (info["kind"], info["file"], info["line"], info["function"], info["name"]) == \
         ("interface", "ref.py", 4, "run", "tokenizer_config")
-    assert info["message"].startswith("esverify could not drive this clone: ref.py:4 (in run) reads "
-                                      "'tokenizer_config' of esverify's stand-in ImmediatePool")
+    assert info["message"].startswith("esverify could not drive this clone: ref.py:4 (in run) reads the "
+                                      "attribute 'tokenizer_config' of esverify's stand-in ImmediatePool")
     assert "next:" in info["message"]
 
 

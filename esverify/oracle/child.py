@@ -407,8 +407,10 @@ class Child:
         self.root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.workdir))
         _OPEN.add(self)
         try:
-            # the driver's folder holds the driver and the modules it imports (oracle_child and others)
-            drivers = sorted(p for p in self.driver.parent.glob("*.py") if p.is_file())
+            # the driver's folder holds the driver, the modules it imports (oracle_child and others) and
+            # the interface manifest the loops compare a clone with (interfaces.json)
+            drivers = sorted(p for p in self.driver.parent.iterdir()
+                             if p.is_file() and (p.suffix == ".py" or p.name == "interfaces.json"))
             pkg, copied = prepare_root(self.root, drivers)
         except OSError as exc:
             raise ChildDied(f"cannot prepare the child's private folder: {exc}") from None

@@ -145,6 +145,16 @@ DRIFT_ACTIONS = {
 }
 
 
+def _shown(value) -> str:
+    """A manifest value in words: a parameter list as a signature, anything else as text."""
+    if isinstance(value, list) and all(isinstance(v, dict) and "name" in v for v in value):
+        return "(" + ", ".join(v["name"] + (f"={v['default']}" if v.get("default") is not None else "")
+                               for v in value) + ")"
+    if value is None:
+        return "nothing"
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
 def interface_findings(target: str, items: list) -> list:
     """One finding per interface difference between the clone and the manifest the driver was written
     for: file, name, expected/found, and what esverify does about it."""
@@ -153,8 +163,8 @@ def interface_findings(target: str, items: list) -> list:
         kind = str(item.get("kind", ""))
         action = DRIFT_ACTIONS.get(kind, "esverify drives the documented interface regardless")
         out.append({"target": target, "finding": f"interface: {kind}",
-                    "description": (f"{item.get('file', '')}: {item.get('name', '')}: the driver expects "
-                                    f"{item.get('expected')!s}, the clone has {item.get('found')!s}"),
+                    "description": (f"{item.get('file', '')}: {item.get('name', '')}: esverify's driver expects "
+                                    f"{_shown(item.get('expected'))}, the clone has {_shown(item.get('found'))}"),
                     "observed": [action], "rows": 0})
     return out
 

@@ -664,9 +664,7 @@ class Runner:
         """The error row of a reply with status 'error': the reference's message, and the child's limit
         when it is what the reference ran into (--max-memory, --max-output)."""
         if err.get("kind") == "interface":   # esverify could not drive the clone: ours to say, not the reference's
-            where = f" at {err['file']}:{err['line']}" if err.get("file") else ""
-            return _row(case, status="error", diagnosis="interface",
-                        detail=f"{case.op}: {err['message']}" + ("" if where in err["message"] else where))
+            return _row(case, status="error", diagnosis="interface", detail=f"{case.op}: {err['message']}")
         hint = ""
         if err.get("kind") == "MemoryError" and t.child.max_memory:
             hint = f" (the child's memory is limited to {t.child.max_memory} bytes by --max-memory)"
