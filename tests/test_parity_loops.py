@@ -110,7 +110,7 @@ def test_unchanged_standins_pass_every_loop_row(tmp_path):
     # the es-at-scale save helper ran; the es-awd restore-from-snapshot did not (no loop reaches it)
     ran = {(r.file, r.function): r.ran for r in table.itertuples()}
     assert ran[("es_at_scale/utils/worker_extension.py", "WorkerExtension.save_self_weights_to_disk")]
-    assert not ran[("distributed_utils.py", "WorkerExtension.restore_weights_from_snapshot")]
+    assert not ran[("distributed_utils.py", "WorkerExtension.restore_self_weights_from_cpu")]
     assert "coverage (es-awd)" in result.console
 
 

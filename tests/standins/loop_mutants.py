@@ -22,29 +22,30 @@ AWD = "weight_update_utils.py"
 _RESTORE_AT = ("                ray.get(self.engines[j].collective_rpc.remote(\"restore_self_weights\", "
                "args=(seed, self.sigma)))")
 _AWD_UPDATE = """        ray.get(engines[0].collective_rpc.remote(
-            "update_weights_from_seeds", args=(seeds, coeffs, args.alpha, n, args.caching,
-                                               args.weight_decay_type, args.weight_decay_lambda)))"""
+            "update_weights_from_seeds", args=(seeds, coeffs, args.alpha),
+            kwargs={"population_size": n, "caching": args.caching, "weight_decay_type": args.weight_decay_type,
+                    "weight_decay_lambda": args.weight_decay_lambda}))"""
 _AWD_BROADCAST = """        ray.get([engine.collective_rpc.remote("broadcast_all_weights", args=(0,)) for engine in engines])"""
-_AWD_RESTORE = """            ray.get(engines[j].collective_rpc.remote("restore_self_weights","""
+_AWD_RESTORE = """                ray.get(engines[j].collective_rpc.remote("restore_self_weights","""
 _AWD_LOOP_HEAD = """    for iteration in range(1, args.num_iterations + 1):
         rng"""
-_BATCH_SUM = """                total["sum"] += entry["avg_reward"] * entry["count"]
-                total["count"] += entry["count"]"""
+_BATCH_SUM = """                total["reward_sum"] += perf["avg_reward"] * len(input_batch)
+                total["count"] += len(input_batch)"""
 
 #: name -> (target, [(file, old, new)], what it changes)
 LOOP_MUTANTS = {
-    "zscore-ddof1": ("es-at-scale", [(TRAINER, "std_reward = float(numpy.std(rewards))",
-                                      "std_reward = float(numpy.std(rewards, ddof=1))")],
+    "zscore-ddof1": ("es-at-scale", [(TRAINER, "std_reward = float(np.std(rewards))",
+                                      "std_reward = float(np.std(rewards, ddof=1))")],
                      "fit: std of the rewards with ddof=1"),
-    "seeds-lose-iteration": ("es-at-scale", [(TRAINER, "default_rng(seed=(self.global_seed or 42) + iteration)",
+    "seeds-lose-iteration": ("es-at-scale", [(TRAINER, "default_rng(seed=(self.global_seed or 42) + i)",
                                               "default_rng(seed=(self.global_seed or 42))")],
                              "fit: the seed schedule loses its + iteration (every iteration reuses the same seeds)"),
     "last-engine-not-restored": ("es-at-scale", [(TRAINER, _RESTORE_AT, """                if j < len(group) - 1:
     """ + _RESTORE_AT)], "fit: the last engine of each group is never restored"),
-    "unweighted-batches": ("es-at-scale", [(TRAINER, _BATCH_SUM, """                total["sum"] += entry["avg_reward"]
+    "unweighted-batches": ("es-at-scale", [(TRAINER, _BATCH_SUM, """                total["reward_sum"] += perf["avg_reward"]
                 total["count"] += 1""")], "fit: mini-batch rewards averaged without their batch sizes"),
-    "no-extra-update": ("es-at-scale", [(TRAINER, "if iteration > self.num_iterations:",
-                                         "if iteration >= self.num_iterations:")],
+    "no-extra-update": ("es-at-scale", [(TRAINER, "if i > self.num_iterations:",
+                                         "if i >= self.num_iterations:")],
                         "fit: num_iterations updates instead of the reference's num_iterations + 1"),
     "broadcast-engine-0-only": ("es-at-scale", [(TRAINER, """args=(0,)) for engine in self.engines])""",
                                                  """args=(0,)) for engine in self.engines[:1]])""")],
@@ -52,14 +53,16 @@ LOOP_MUTANTS = {
     "mirror-sign-flipped": ("es-awd", [(ES, "coeffs = [float(z[k] - z[k + len(seeds)]) for k in range(len(seeds))]",
                                         "coeffs = [float(z[k + len(seeds)] - z[k]) for k in range(len(seeds))]")],
                             "main: the mirrored coefficient's sign flipped (z(-) - z(+))"),
-    "mirror-divisor-half": ("es-awd", [(ES, "args=(seeds, coeffs, args.alpha, n, args.caching,",
-                                        "args=(seeds, coeffs, args.alpha, len(seeds), args.caching,")],
+    "mirror-divisor-half": ("es-awd", [(ES, '"population_size": n,',
+                                        '"population_size": len(seeds),')],
                             "main: divisor N/2 instead of N when mirroring"),
-    "restore-negate-swapped": ("es-awd", [(DIST, "scale = sigma if negate else -sigma",
-                                           "scale = -sigma if negate else sigma")],
+    "restore-negate-swapped": ("es-awd", [(DIST, "scale = noise_scale if negate else -noise_scale",
+                                           "scale = -noise_scale if negate else noise_scale")],
                                "main: the es-awd restore path with its negate logic swapped"),
-    "caching-key-without-dtype": ("es-awd", [(AWD, "key = (seed, str(param.device), param.dtype, tuple(param.shape))",
-                                              "key = (seed, str(param.device), tuple(param.shape))")],
+    "caching-key-without-dtype": ("es-awd", [(AWD, "\n" + " " * pad + "key = (seed, str(param.device), param.dtype, "
+                                                   "tuple(param.shape))",
+                                              "\n" + " " * pad + "key = (seed, str(param.device), tuple(param.shape))")
+                                             for pad in (12, 16)],   # both places that cache: apply and update
                                   "caching branch: noise reused across dtypes (key without the dtype)"),
     "lambda0-no-shortcut": ("es-awd", [(AWD, """decay = weight_decay_type != "none" and weight_decay_lambda > 0""",
                                         """decay = weight_decay_type != "none\"""")],
@@ -67,8 +70,9 @@ LOOP_MUTANTS = {
     "seeds-from-iteration-0": ("es-awd", [(ES, "rng = np.random.default_rng((args.global_seed or 42) + iteration)",
                                            "rng = np.random.default_rng((args.global_seed or 42) + iteration - 1)")],
                                "main: seeds drawn as if the first iteration were 0"),
-    "record-uncentred": ("es-awd", [(ES, """"update_coefficients": coeffs}""",
-                                     """"update_coefficients": [float(r) for r in rewards[:len(seeds)]]}""")],
+    "record-uncentred": ("es-awd", [(ES, "        write_iteration_update(logging_dir, iteration, seeds, coeffs)",
+                                     "        write_iteration_update(logging_dir, iteration, seeds, "
+                                     "[float(r) for r in rewards[:len(seeds)]])")],
                          "main: the iteration record holds the raw rewards instead of the coefficients"),
     # contract noise rounds the same gaussian to any dtype, so only torch's own generator (native rows) sees it
     "noise-f32-then-cast": ("es-awd", [(AWD, "return torch.randn(shape, dtype=dtype, device=device, generator=generator)",
@@ -76,8 +80,8 @@ LOOP_MUTANTS = {
                                         "generator=generator).to(dtype)")],
                             "generate_noise draws f32 and casts instead of drawing in the parameter dtype"),
     # ---- second round (loop-mutants-2): kinds the first fourteen do not cover
-    "seed-fallback-changed": ("es-at-scale", [(TRAINER, "default_rng(seed=(self.global_seed or 42) + iteration)",
-                                               "default_rng(seed=(self.global_seed or 43) + iteration)")],
+    "seed-fallback-changed": ("es-at-scale", [(TRAINER, "default_rng(seed=(self.global_seed or 42) + i)",
+                                               "default_rng(seed=(self.global_seed or 43) + i)")],
                               "fit: the global seed's fallback is 43 instead of 42 (seen where no seed is given)"),
     "global-seed-ignored": ("es-awd", [(ES, "rng = np.random.default_rng((args.global_seed or 42) + iteration)",
                                         "rng = np.random.default_rng(42 + iteration)")],
@@ -88,11 +92,11 @@ LOOP_MUTANTS = {
     "group-reversed": ("es-at-scale", [(TRAINER, "group = seeds[start:start + self.n_vllm_engines]",
                                         "group = seeds[start:start + self.n_vllm_engines][::-1]")],
                        "fit: the members of a group assigned to the engines in reverse order"),
-    "last-minibatch-dropped": ("es-at-scale", [(TRAINER, "for start in range(0, len(inputs), self.mini_batch_size):",
-                                                "for start in range(0, len(inputs) - 1, self.mini_batch_size):")],
+    "last-minibatch-dropped": ("es-at-scale", [(TRAINER, "for start in range(0, len(input_text), mini_batch_size):",
+                                                "for start in range(0, len(input_text) - 1, mini_batch_size):")],
                                "fit: the last (short) mini-batch of the batch is never evaluated"),
-    "std-eps-twice": ("es-at-scale", [(TRAINER, "std_reward = float(numpy.std(rewards))",
-                                       "std_reward = float(numpy.std(rewards)) + 1e-8")],
+    "std-eps-twice": ("es-at-scale", [(TRAINER, "std_reward = float(np.std(rewards))",
+                                       "std_reward = float(np.std(rewards)) + 1e-8")],
                       "fit: the std handed to z_score already holds the + 1e-8 (added twice)"),
     "alpha-over-sigma": ("es-at-scale", [(TRAINER, "args=(update_seeds, coeffs, self.alpha, self.population_size)",
                                           "args=(update_seeds, coeffs, self.alpha / self.sigma, "
@@ -121,15 +125,15 @@ LOOP_MUTANTS = {
         if args.weight_decay_type != "none" and args.weight_decay_lambda > 0:
             ray.get(engines[0].collective_rpc.remote("snapshot_weights_to_cpu"))
         rng"""))], "main: the decay anchor re-taken every iteration instead of once before the loop"),
-    "restore-skipped-engine-0": ("es-awd", [(ES, _AWD_RESTORE, """            if j > 0:
+    "restore-skipped-engine-0": ("es-awd", [(ES, _AWD_RESTORE, """                if j > 0:
     """ + _AWD_RESTORE)], "main: engine 0 is never restored after its member"),
-    "perturb-sigma-half": ("es-awd", [(ES, "args=(seed, args.sigma, args.caching, negate))\n                 for j",
-                                       "args=(seed, args.sigma / 2, args.caching, negate))\n                 for j")],
+    "perturb-sigma-half": ("es-awd", [(ES, "args=(seed, args.sigma, args.caching, negate))\n                     for j",
+                                       "args=(seed, args.sigma / 2, args.caching, negate))\n                     for j")],
                            "main: members perturbed with sigma / 2 (restored with sigma)"),
-    "restore-reseeded-plus-1": ("es-awd", [(DIST, "        scale = sigma if negate else -sigma\n"
+    "restore-reseeded-plus-1": ("es-awd", [(DIST, "        scale = noise_scale if negate else -noise_scale\n"
                                                   "        apply_seeded_noise_to_parameters(self.model_runner.model"
                                                   ".parameters(), seed, scale",
-                                            "        scale = sigma if negate else -sigma\n"
+                                            "        scale = noise_scale if negate else -noise_scale\n"
                                             "        apply_seeded_noise_to_parameters(self.model_runner.model"
                                             ".parameters(), seed + 1, scale")],
                                 "main: the restore draws with seed + 1 (contract noise: an unknown seed)"),
@@ -163,12 +167,12 @@ LOOP_EQUIVALENTS = {
 #: single-detail FAULTS that pass every row (false passes), each with what a run would need to see it; the
 #: test checks they still pass, so a change that makes one visible moves it to LOOP_MUTANTS
 LOOP_UNSEEN = {
-    "samples-median": ("es-at-scale", [(TRAINER, "rewards.append(float(numpy.mean(values)) if",
-                                        "rewards.append(float(numpy.median(values)) if")],
+    "samples-median": ("es-at-scale", [(TRAINER, "rewards.append(float(np.mean(values)) if",
+                                        "rewards.append(float(np.median(values)) if")],
                        "the child asks for n_samples 1 and its engines answer one sample per prompt: the "
                        "reduction over samples (rollout_reduce) is not exercised"),
-    "mirror-divisor-from-seeds": ("es-awd", [(ES, "size=n // 2 if args.mirror_sampling else n)]",
-                                              "size=n // 2 if args.mirror_sampling else n)]\n"
+    "mirror-divisor-from-seeds": ("es-awd", [(ES, "size=n // 2 if args.mirror_sampling else n, dtype=np.int64)]",
+                                              "size=n // 2 if args.mirror_sampling else n, dtype=np.int64)]\n"
                                               "        n = len(seeds) * 2 if args.mirror_sampling else n")],
                                   "2 * (N // 2) is N for the even population the mirrored rows run; an odd N "
                                   "with mirror_sampling (divisor N over N - 1 members) is not run: our trainer "

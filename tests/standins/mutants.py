@@ -16,6 +16,7 @@ run must report clearly. (Loop mutants live in loop_mutants.py.)
 from __future__ import annotations
 
 import shutil
+import textwrap
 from pathlib import Path
 
 import numpy
@@ -45,27 +46,48 @@ class Mutant(NamedTuple):
     diagnosis: str = ""
 
 
-_NOISE_BODY = """        generator = torch.Generator(device=param.device)
-        generator.manual_seed(seed)
-        return torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=generator)"""
+#: the worker's noise draw (unindented); perturb, restore and update each write it out (docs/references.md §1)
+_DRAW = ("generator = torch.Generator(device=param.device)\n"
+         "generator.manual_seed(seed)\n"
+         "noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=generator)")
+_RANDN = "noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=generator)"
+#: where each draw sits: its indent and the line after it (which makes the anchor unique)
+_DRAW_SITES = {"perturb": (12, "param.data.add_(scale * noise)"),
+               "restore": (12, "param.data.add_(-sigma * noise)"),
+               "update": (16, "update.add_(noise.to(torch.float32) * coeff)")}
+
+
+def _draw_at(site: str, draw: str = _DRAW) -> str:
+    """The draw of method `site` (or `draw` in its place), indented as there, with the line after it."""
+    pad, after = _DRAW_SITES[site]
+    return textwrap.indent(draw, " " * pad) + "\n" + " " * pad + after
+
+
+def _each_draw(draw: str, sites=("perturb", "restore", "update")) -> list:
+    """One edit per method that draws noise, each replacing its draw by `draw`: the same edit the former
+    shared helper took in one place."""
+    return [(WORKER, _draw_at(site), _draw_at(site, draw)) for site in sites]
+
+
 _UPDATE_LOOP = """        for name, param in self.model_runner.model.named_parameters():
             update = torch.zeros(param.shape, dtype=torch.float32, device=param.device)"""
 _UPDATE_ADD = "update.add_(noise.to(torch.float32) * coeff)"
 _UPDATE_SCALE = "update.mul_(alpha / population_size)"
-_UPDATE_NOISE = """                noise = self._noise(param, seed)
-                update.add_"""
 _UPDATE_SEEDS = "            for seed, coeff in zip(seeds, coeffs):"
-_PERTURB_LOOP = """        for name, param in self.model_runner.model.named_parameters():
-            noise = self._noise(param, seed)
-            param.data.add_(scale * noise)"""
-_PERTURB_FOR = _PERTURB_LOOP.splitlines()[0]
+_PERTURB_FOR = "        for name, param in self.model_runner.model.named_parameters():"
+_PERTURB_LOOP = _PERTURB_FOR + "\n" + _draw_at("perturb")
 _ZSCORE = "perf[\"norm_reward\"] = (perf[\"avg_reward\"] - mean_reward) / (std_reward + 1e-8)"
 _AWD_GEN = """    generator = torch.Generator(device=device)
     generator.manual_seed(seed)
     return torch.randn(shape, dtype=dtype, device=device, generator=generator)"""
 _AWD_KEY = "key = (seed, str(param.device), param.dtype, tuple(param.shape))"
 _AWD_APPLY = "        param.add_(acc, alpha=alpha / population_size)\n"
-_AWD_PERTURB = "param.add_(_noise_for(param, seed, cache), alpha=scale)"
+_AWD_PERTURB = "param.add_(noise, alpha=scale)"
+
+
+def _awd_each_key(new_key: str) -> list:
+    """The noise cache key edited in both places that cache (apply, 12 spaces in; update, 16 in)."""
+    return [(AWD, "\n" + " " * pad + _AWD_KEY, "\n" + " " * pad + new_key) for pad in (12, 16)]
 _AWD_L1 = "delta = torch.sign(delta) * torch.clamp(delta.abs() - step, min=0)"
 _AWD_STEP = "step = alpha * weight_decay_lambda"
 
@@ -101,39 +123,39 @@ ZSCORE = {"case": "*/zscore/*", "noises": ("contract",)}
 
 MUTANTS = {
     # ---- hook: how the reference uses its generators (docs/references.md §3a)
-    "generator-cached-not-reseeded": Mutant(A, [(WORKER, _NOISE_BODY, """        cache = self.__dict__.setdefault("_generators", {})
-        if seed not in cache:
-            cache[seed] = torch.Generator(device=param.device)
-            cache[seed].manual_seed(seed)
-        return torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=cache[seed])""")],
+    "generator-cached-not-reseeded": Mutant(A, _each_draw("""cache = self.__dict__.setdefault("_generators", {})
+if seed not in cache:
+    cache[seed] = torch.Generator(device=param.device)
+    cache[seed].manual_seed(seed)
+noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=cache[seed])"""),
         "one generator per seed, cached across tensors and calls, never reseeded", "hook", PERTURB, ALL, "advanced"),
-    "generator-shared-in-update": Mutant(A, [(WORKER, _UPDATE_NOISE, """                noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=gens.setdefault(seed, torch.Generator(device=param.device).manual_seed(seed)))
-                update.add_"""), (WORKER, _UPDATE_LOOP, "        gens = {}\n" + _UPDATE_LOOP)],
+    "generator-shared-in-update": Mutant(A, [(WORKER, _draw_at("update"), _draw_at("update", """noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=gens.setdefault(seed, torch.Generator(device=param.device).manual_seed(seed)))""")),
+                                             (WORKER, _UPDATE_LOOP, "        gens = {}\n" + _UPDATE_LOOP)],
         "update seeds one generator per seed and reuses it for every tensor", "hook", PAPER, ALL, "advanced"),
     "generator-module-cache": Mutant(A, [(WORKER, "class WorkerExtension:", "_GENERATORS = {}\n\n\nclass WorkerExtension:"),
-                                         (WORKER, _NOISE_BODY, """        key = (str(param.device), seed)
-        if key not in _GENERATORS:
-            _GENERATORS[key] = torch.Generator(device=param.device).manual_seed(seed)
-        return torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=_GENERATORS[key])""")],
+                                         *_each_draw("""key = (str(param.device), seed)
+if key not in _GENERATORS:
+    _GENERATORS[key] = torch.Generator(device=param.device).manual_seed(seed)
+noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=_GENERATORS[key])""")],
         "a module-level generator cache keyed by (device, seed), never reseeded", "hook", RESTORE, ALL, "advanced"),
-    "default-generator": Mutant(A, [(WORKER, _NOISE_BODY, """        return torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=torch.default_generator)""")],
+    "default-generator": Mutant(A, _each_draw("""noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=torch.default_generator)"""),
         "draws on torch's default generator (seeded once per call by torch.manual_seed)", "hook", PERTURB, ALL,
         "advanced"),
-    "generator-other-device": Mutant(A, [(WORKER, "generator = torch.Generator(device=param.device)",
-                                          "generator = torch.Generator(device='cuda' if param.device.type == 'cpu' else 'cpu')")],
+    "generator-other-device": Mutant(A, _each_draw(_DRAW.replace("generator = torch.Generator(device=param.device)",
+                                          "generator = torch.Generator(device='cuda' if param.device.type == 'cpu' else 'cpu')")),
         "the generator is made on another device than the tensor's", "hook", PERTURB, [("*", "error")]),
-    "noise-f32-then-cast": Mutant(A, [(WORKER, "return torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=generator)",
-                                       "return torch.randn(param.shape, dtype=torch.float32, device=param.device, generator=generator).to(param.dtype)")],
+    "noise-f32-then-cast": Mutant(A, _each_draw(_DRAW.replace(_RANDN,
+                                       "noise = torch.randn(param.shape, dtype=torch.float32, device=param.device, generator=generator).to(param.dtype)")),
         "noise drawn in f32 and cast, instead of drawn in the parameter dtype (native noise shows it)", "hook",
         {"dtypes": ("f32", "bf16"), "case": "*/perturb/*"}, [("*/bf16/*/native", "fail"), ("*/mixed/*/native", "fail")]),
-    "no-generator": Mutant(A, [(WORKER, "device=param.device, generator=generator)", "device=param.device)")],
+    "no-generator": Mutant(A, _each_draw(_DRAW.replace("device=param.device, generator=generator)", "device=param.device)")),
         "noise drawn from torch's global generator (no generator passed)", "hook", PERTURB, [("*", "error")]),
-    "normal-in-place": Mutant(A, [(WORKER, "return torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=generator)",
-                                   "return torch.empty(param.shape, dtype=param.dtype, device=param.device).normal_(generator=generator)")],
+    "normal-in-place": Mutant(A, _each_draw(_DRAW.replace(_RANDN,
+                                   "noise = torch.empty(param.shape, dtype=param.dtype, device=param.device).normal_(generator=generator)")),
         "noise drawn with Tensor.normal_ instead of torch.randn", "hook", PERTURB, [("*", "error")]),
     "seed-plus-slot": Mutant(A, [(WORKER, _PERTURB_LOOP, _PERTURB_LOOP.replace(
         _PERTURB_FOR, "        for index, (name, param) in enumerate(self.model_runner.model.named_parameters()):").replace(
-        "self._noise(param, seed)", "self._noise(param, seed + index)"))],
+        "generator.manual_seed(seed)", "generator.manual_seed(seed + index)"))],
         "perturb seeds each tensor with seed + slot index", "hook", PERTURB, [("*", "error")]),
     "awd-generator-cached": Mutant(W, [(AWD, _AWD_GEN, """    key = (str(device), seed)
     if key not in _GENERATORS:
@@ -155,8 +177,8 @@ MUTANTS = {
     "seeds-sorted": Mutant(A, [(WORKER, _UPDATE_SEEDS, "            for seed, coeff in zip(sorted(seeds), coeffs):")],
         "seeds sorted, coefficients left in order", "masking", UPDATE, ALL),
     "skip-bias": Mutant(A, [(WORKER, _PERTURB_LOOP, _PERTURB_LOOP.replace(
-        "            noise = self._noise(param, seed)",
-        "            if name.endswith(\"bias\"):\n                continue\n            noise = self._noise(param, seed)"))],
+        "            generator = torch.Generator",
+        "            if name.endswith(\"bias\"):\n                continue\n            generator = torch.Generator"))],
         "perturb skips parameters whose name ends in bias", "masking", PERTURB, ALL, "skip"),
     "skip-lm-head-update": Mutant(A, [(WORKER, _UPDATE_LOOP, _UPDATE_LOOP.replace(
         "            update = torch.zeros", "            if name.startswith(\"lm_head\"):\n                continue\n            update = torch.zeros"))],
@@ -170,8 +192,8 @@ MUTANTS = {
         "es-awd divides by len(seeds): N/2 with mirrored pairs", "masking",
         {"dtypes": ("f32",), "case": "*/f32/*/*/N*", "schemes": ("correlated",), "noises": ("contract",)},
         [("*/mirrored/*", "fail")]),
-    "awd-skip-0dim": Mutant(W, [(AWD, "    for param in parameters:\n        param.add_(_noise_for",
-                                 "    for param in parameters:\n        if param.dim() == 0:\n            continue\n        param.add_(_noise_for")],
+    "awd-skip-0dim": Mutant(W, [(AWD, "    for param in parameters:\n        if caching:",
+                                 "    for param in parameters:\n        if param.dim() == 0:\n            continue\n        if caching:")],
         "es-awd perturb skips 0-dim tensors", "masking", {"dtypes": ("f32",), "case": "*/perturb/*"}, ALL, "skip"),
     # ---- numerics: where a rounding happens
     "fma-update": Mutant(A, [(WORKER, _UPDATE_ADD, "update.add_(noise.to(torch.float32), alpha=coeff)")],
@@ -186,7 +208,7 @@ MUTANTS = {
     "per-term-scaling": Mutant(A, [(WORKER, _UPDATE_ADD, "update.add_(noise.to(torch.float32) * (coeff * alpha / population_size))"),
                                    (WORKER, _UPDATE_SCALE, "pass")],
         "alpha / N applied to each term instead of once", "numerics", UPDATE, BF16_HIDES),
-    "noise-in-f32": Mutant(A, [(WORKER, _UPDATE_NOISE, _UPDATE_NOISE.replace("self._noise(param, seed)", "self._noise(param.float(), seed)"))],
+    "noise-in-f32": Mutant(A, [(WORKER, _draw_at("update"), _draw_at("update", _DRAW.replace("dtype=param.dtype", "dtype=torch.float32")))],
         "update noise drawn in f32 instead of the parameter dtype", "numerics", UPDATE, F32_SAME),
     "zscore-eps-in-variance": Mutant(A, [(SHAPING, "mean_reward) / (std_reward + 1e-8)\n", "mean_reward) / (std_reward ** 2 + 1e-8) ** 0.5\n")],
         "epsilon added to the variance inside z_score", "numerics", ZSCORE, ALL),
@@ -209,7 +231,7 @@ MUTANTS = {
         {"dtypes": ("f32",), "case": "*/update-none/N7*"}, ALL),
     "awd-l1-no-clamp": Mutant(W, [(AWD, _AWD_L1, "delta = delta - torch.sign(delta) * step")],
         "es-awd l1 decay without the clamp at zero", "numerics", {"dtypes": ("f32",), "case": "*/decay-l1/*"}, ALL),
-    "awd-restore-abs-scale": Mutant(W, [(AWD, _AWD_PERTURB, "param.add_(_noise_for(param, seed, cache), alpha=abs(scale))")],
+    "awd-restore-abs-scale": Mutant(W, [(AWD, _AWD_PERTURB, "param.add_(noise, alpha=abs(scale))")],
         "es-awd adds +|scale|: restore perturbs again", "numerics", {"dtypes": ("f32",), "case": "*/restore/*"}, ALL),
     "awd-decay-toward-zero": Mutant(W, [(AWD, "parameter.copy_(delta + reference_parameter)", "parameter.copy_(delta)")],
         "es-awd decays toward zero instead of the anchor", "numerics", {"dtypes": ("f32",), "case": "*/decay-l2/*"}, ALL),
@@ -226,7 +248,8 @@ MUTANTS = {
         for name, param in self.model_runner.model.named_parameters():
             key = (param.numel(), param.dtype)
             if key not in reused:
-                reused[key] = self._noise(param, seed)
+""" + textwrap.indent(_DRAW, " " * 16) + """
+                reused[key] = noise
             noise = reused[key].reshape(param.shape)
             param.data.add_(scale * noise)""")],
         "perturb reuses one draw for tensors of equal size and dtype", "accounting",
@@ -234,12 +257,12 @@ MUTANTS = {
         "reuse"),
     "skip-first-seed": Mutant(A, [(WORKER, _UPDATE_SEEDS, "            for seed, coeff in list(zip(seeds, coeffs))[1:]:")],
         "update leaves out the first member", "accounting", UPDATE, ALL, "skip"),
-    "awd-cache-key-no-dtype": Mutant(W, [(AWD, _AWD_KEY, "key = (seed, str(param.device), tuple(param.shape))")],
+    "awd-cache-key-no-dtype": Mutant(W, _awd_each_key("key = (seed, str(param.device), tuple(param.shape))"),
         "es-awd's noise cache key drops the dtype", "accounting",
         {"dtypes": ("f32", "bf16"), "case": "*/caching/*"},
         [("*/f32/iid/*", "artifact"), ("*/bf16/iid/*", "artifact"), ("*/mixed/*", "fail")], "reuse"),
-    "awd-skip-last-pair": Mutant(W, [(AWD, "    for param in parameters:\n        acc = torch.zeros_like(param)\n        for seed, coeff in zip(seeds, coeffs):",
-                                      "    for param in parameters:\n        acc = torch.zeros_like(param)\n        for seed, coeff in list(zip(seeds, coeffs))[:-1]:")],
+    "awd-skip-last-pair": Mutant(W, [(AWD, "        acc = torch.zeros_like(param)\n        for seed, coeff in zip(seeds, coeffs):",
+                                      "        acc = torch.zeros_like(param)\n        for seed, coeff in list(zip(seeds, coeffs))[:-1]:")],
         "es-awd's update leaves out the last (seed, coeff)", "accounting",
         {"dtypes": ("f32",), "case": "*/mirrored/*"}, ALL, "skip"),
 }
@@ -255,17 +278,15 @@ EQUIVALENTS = {
     "zeros-like": Mutant(A, [(WORKER, "update = torch.zeros(param.shape, dtype=torch.float32, device=param.device)",
                               "update = torch.zeros_like(param, dtype=torch.float32)")],
         "zeros_like(param, dtype=f32) for the accumulator", "numerics", UPDATE, []),
-    "generator-chained-seed": Mutant(A, [(WORKER, _NOISE_BODY, """        generator = torch.Generator(device=param.device).manual_seed(seed)
-        return torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=generator)""")],
+    "generator-chained-seed": Mutant(A, _each_draw("""generator = torch.Generator(device=param.device).manual_seed(seed)
+""" + _RANDN),
         "manual_seed chained on the constructor", "hook", PERTURB, []),
     "module-generator-reseeded": Mutant(A, [(WORKER, "class WorkerExtension:", "_GENERATORS = {}\n\n\nclass WorkerExtension:"),
-                                            (WORKER, _NOISE_BODY, """        generator = _GENERATORS.setdefault(str(param.device), torch.Generator(device=param.device))
-        generator.manual_seed(seed)
-        return torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=generator)""")],
+                                            *_each_draw("""generator = _GENERATORS.setdefault(str(param.device), torch.Generator(device=param.device))
+generator.manual_seed(seed)
+""" + _RANDN)],
         "one module-level generator per device, reseeded before every draw", "hook", RESTORE, []),
-    "draw-twice": Mutant(A, [(WORKER, _UPDATE_NOISE, """                self._noise(param, seed)
-                noise = self._noise(param, seed)
-                update.add_""")],
+    "draw-twice": Mutant(A, [(WORKER, _draw_at("update"), _draw_at("update", _DRAW + "\n" + _DRAW))],
         "update draws every noise twice with fresh generators and keeps the second", "accounting", PAPER, []),
     "relu-for-clamp": Mutant(W, [(AWD, _AWD_L1, "delta = torch.sign(delta) * torch.relu(delta.abs() - step)")],
         "relu instead of clamp(min=0) in l1 decay", "numerics", {"dtypes": ("f32", "bf16"), "case": "*/decay-l1/*"}, []),
@@ -280,7 +301,7 @@ BAD_INPUTS = {
     "shaping-needs-3.12": ("es-at-scale", [(SHAPING, "print(f\"member {key}: avg_reward {perf['avg_reward']:.6g}",
                                             "print(f\"member {key}: avg_reward {perf[\"avg_reward\"]:.6g}")],
                            "reward_shaping.py with a nested same-quote f-string (Python 3.12 syntax)"),
-    "absent-package": ("es-at-scale", [(WORKER, "import numpy\n", "import numpy\nimport vllm_not_installed_here\n")],
+    "absent-package": ("es-at-scale", [(WORKER, "import numpy as np\n", "import numpy as np\nimport vllm_not_installed_here\n")],
                        "worker_extension.py imports a package the child lacks"),
     "hang": ("es-at-scale", [(WORKER, "        started = time.time()\n",
                               "        started = time.time()\n        time.sleep(3600)\n")],
@@ -289,13 +310,11 @@ BAD_INPUTS = {
                                    "param.data.add_(-sigma * noise)\n"
                                    "            __import__('os').kill(__import__('os').getpid(), 9)")],
                   "restore_self_weights kills its own process (SIGKILL)"),
-    "no-generator": ("es-at-scale", [(WORKER, "device=param.device, generator=generator)",
-                                      "device=param.device)")],
+    "no-generator": ("es-at-scale", _each_draw(_DRAW.replace("device=param.device, generator=generator)",
+                                                              "device=param.device)")),
                      "noise drawn from torch's global generator (no generator passed)"),
-    "normal-in-place": ("es-at-scale", [(WORKER, "return torch.randn(param.shape, dtype=param.dtype, "
-                                                 "device=param.device, generator=generator)",
-                                         "return torch.empty(param.shape, dtype=param.dtype, "
-                                         "device=param.device).normal_(generator=generator)")],
+    "normal-in-place": ("es-at-scale", _each_draw(_DRAW.replace(_RANDN, "noise = torch.empty(param.shape, dtype=param.dtype, "
+                                                                 "device=param.device).normal_(generator=generator)")),
                         "noise drawn with Tensor.normal_ instead of torch.randn"),
 }
 

@@ -1,12 +1,19 @@
 """Test stand-in for es-awd's weight update utilities (NOT the reference code).
 
-Written by the esverify authors from `docs/references.md` §2 alone.
-It uses torch's in-place scaled add (`x.add_(y, alpha=a)`), an accumulator
-in the tensor's own dtype and tensor-scalar arithmetic exactly as §2
-describes, so that a parity run measures what real torch does against the
-`es-awd` profile of docs/numerics.md. Parameters are consumed lazily, one tensor at a
-time (§2), which is what lets the runner attribute noise draws to slots.
+Written by the esverify authors from `docs/references.md` §2 alone, with
+the interface the interface manifest (oracles/interfaces.json) gives the
+real file (module-level imports Iterable, zip_longest and torch; the same
+functions and signatures). It uses torch's in-place scaled add
+(`x.add_(y, alpha=a)`), an accumulator in the tensor's own dtype and
+tensor-scalar arithmetic exactly as §2 describes, so that a parity run
+measures what real torch does against the `es-awd` profile of
+docs/numerics.md. Parameters are consumed lazily, one tensor at a time
+(§2; the update walks `parameters` and `original_parameters` pairwise),
+which is what lets the runner attribute noise draws to slots.
 """
+from collections.abc import Iterable
+from itertools import zip_longest
+
 import torch
 
 
@@ -18,29 +25,25 @@ def generate_noise(seed, shape, dtype, device):
     return torch.randn(shape, dtype=dtype, device=device, generator=generator)
 
 
-def _noise_for(param, seed, cache):
-    """docs/references.md §2: with caching=True noise is reused for tensors of equal
-    (device, dtype, shape); `cache` is None when caching is off."""
-    if cache is None:
-        return generate_noise(seed, param.shape, param.dtype, param.device)
-    key = (seed, str(param.device), param.dtype, tuple(param.shape))
-    if key not in cache:
-        cache[key] = generate_noise(seed, param.shape, param.dtype, param.device)
-    return cache[key]
-
-
-def apply_seeded_noise_to_parameters(parameters, seed, scale, caching=False):
+def apply_seeded_noise_to_parameters(parameters: Iterable, seed, scale, caching=False):
     """docs/references.md §2, apply_seeded_noise_to_parameters(parameters, seed, scale,
     caching=False): for each tensor of the iterable, add_(noise, alpha=scale)
-    in place (perturb with +sigma, restore with -sigma)."""
-    cache = {} if caching else None
+    in place (perturb with +sigma, restore with -sigma). With caching=True noise
+    is reused for tensors of equal (device, dtype, shape)."""
+    cache = {}
     for param in parameters:
-        param.add_(_noise_for(param, seed, cache), alpha=scale)
+        if caching:
+            key = (seed, str(param.device), param.dtype, tuple(param.shape))
+            if key not in cache:
+                cache[key] = generate_noise(seed, param.shape, param.dtype, param.device)
+            noise = cache[key]
+        else:
+            noise = generate_noise(seed, param.shape, param.dtype, param.device)
+        param.add_(noise, alpha=scale)
 
 
-def update_parameters_from_seeds(parameters, seeds, coeffs, alpha, population_size, caching=False,
-                                 original_parameters=None, weight_decay_type="none",
-                                 weight_decay_lambda=0.0):
+def update_parameters_from_seeds(parameters: Iterable, seeds, coeffs, alpha, population_size, caching=False,
+                                 original_parameters=None, weight_decay_type='none', weight_decay_lambda=0.0):
     """docs/references.md §2, update_parameters_from_seeds: per tensor an accumulator
     in the tensor's own dtype, acc.add_(noise, alpha=coeff) per (seed, coeff),
     then param.add_(acc, alpha=alpha / population_size); then, if decay is on,
@@ -51,24 +54,29 @@ def update_parameters_from_seeds(parameters, seeds, coeffs, alpha, population_si
     seeds, coeffs = list(seeds), list(coeffs)
     if len(seeds) != len(coeffs):
         raise ValueError(f"{len(seeds)} seeds but {len(coeffs)} coeffs")
-    if weight_decay_type not in ("none", "l1", "l2"):
-        raise ValueError(f"unknown weight_decay_type {weight_decay_type!r}")
-    if weight_decay_lambda < 0:
-        raise ValueError(f"weight_decay_lambda must be >= 0, got {weight_decay_lambda}")
+    weight_decay_type, weight_decay_lambda = normalize_weight_decay_config(weight_decay_type, weight_decay_lambda)
     decay = weight_decay_type != "none" and weight_decay_lambda > 0
     if decay and original_parameters is None:
         raise ValueError("weight decay needs original_parameters")
-    originals = iter(original_parameters) if decay else None
-    cache = {} if caching else None
-    for param in parameters:
+    cache = {}
+    for param, reference in zip_longest(parameters, original_parameters if decay else ()):
+        if param is None:
+            break   # anchors beyond the last parameter are not used
         acc = torch.zeros_like(param)
         for seed, coeff in zip(seeds, coeffs):
-            acc.add_(_noise_for(param, seed, cache), alpha=coeff)
+            if caching:
+                key = (seed, str(param.device), param.dtype, tuple(param.shape))
+                if key not in cache:
+                    cache[key] = generate_noise(seed, param.shape, param.dtype, param.device)
+                noise = cache[key]
+            else:
+                noise = generate_noise(seed, param.shape, param.dtype, param.device)
+            acc.add_(noise, alpha=coeff)
         param.add_(acc, alpha=alpha / population_size)
         if decay:
-            reference = next(originals, None)
             if reference is None:
                 raise ValueError("original_parameters is shorter than parameters")
+            reference = _copy_reference_parameter_to_device(reference, param)
             apply_reference_weight_decay_(param, reference, weight_decay_type, weight_decay_lambda, alpha)
 
 
@@ -87,3 +95,21 @@ def apply_reference_weight_decay_(parameter, reference_parameter, weight_decay_t
     else:
         raise ValueError(f"unknown weight_decay_type {weight_decay_type!r}")
     parameter.copy_(delta + reference_parameter)
+
+
+def normalize_weight_decay_config(weight_decay_type, weight_decay_lambda):
+    """docs/references.md §2: the decay settings checked: (type, lambda) with type one of none, l1, l2
+    (None means none) and lambda a float >= 0; ValueError otherwise."""
+    weight_decay_type = "none" if weight_decay_type is None else str(weight_decay_type).lower()
+    if weight_decay_type not in ("none", "l1", "l2"):
+        raise ValueError(f"unknown weight_decay_type {weight_decay_type!r}")
+    weight_decay_lambda = float(weight_decay_lambda)
+    if weight_decay_lambda < 0:
+        raise ValueError(f"weight_decay_lambda must be >= 0, got {weight_decay_lambda}")
+    return weight_decay_type, weight_decay_lambda
+
+
+def _copy_reference_parameter_to_device(reference_parameter, parameter):
+    """The anchor tensor on the parameter's device (the snapshot lives on the CPU); the same tensor
+    when it is there already."""
+    return reference_parameter.to(device=parameter.device)
