@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 
 import loop_stubs
+import oracle_child
 from oracle_child import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, StandInModelRunner, expected_draws,
                           load_set, reward, save_results, syntax_error)
 
@@ -377,16 +378,13 @@ class _Noise:
             raise ValueError(f"noise must be 'contract' or 'native', got {self.noise!r}")
 
     def __enter__(self):
-        if self.noise == "native":
-            original = getattr(HOOK, "original", None)
-            if original is None:
-                raise RuntimeError("native noise: the noise hook does not keep torch's own randn")
-            torch.randn = original
+        if self.noise == "native":   # every gaussian entry point is torch's own (docs/references.md §3b)
+            oracle_child.uninstall_hook()
         return self
 
     def __exit__(self, *exc):
         if self.noise == "native":
-            torch.randn = HOOK
+            oracle_child.install_hook()
         return False
 
 

@@ -247,12 +247,14 @@ def test_a_case_the_runner_cannot_finish_is_an_error_row_not_the_end_of_the_run(
 
 
 def test_noise_through_another_torch_gaussian_is_refused(tmp_path):
-    clone = make_bad(tmp_path, "normal-in-place")       # Tensor.normal_(generator=...) instead of torch.randn
+    # Tensor.normal_(0, 2, generator=...): not the standard normals torch.randn draws (normal_(generator=...)
+    # is, and passes: the equivalent "normal-in-place" of the mutation catalog)
+    clone = make_bad(tmp_path, "normal-other-std")
     code, output, frame = _cli(tmp_path, "--ref", str(clone), "--target", "es-at-scale", *QUICK)
     assert code == 1
     noisy = frame[frame["op"] != "zscore"]
     assert set(noisy["status"]) == {"error"}
-    assert noisy["detail"].str.contains("Tensor.normal_ was called").all()
+    assert noisy["detail"].str.contains("Tensor.normal_ with mean 0 and std 2").all()
     assert _status(frame, "zscore") == {"pass"}
 
 

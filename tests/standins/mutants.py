@@ -292,11 +292,11 @@ BAD_INPUTS = {
     "no-generator": ("es-at-scale", [(WORKER, "device=param.device, generator=generator)",
                                       "device=param.device)")],
                      "noise drawn from torch's global generator (no generator passed)"),
-    "normal-in-place": ("es-at-scale", [(WORKER, "return torch.randn(param.shape, dtype=param.dtype, "
-                                                 "device=param.device, generator=generator)",
-                                         "return torch.empty(param.shape, dtype=param.dtype, "
-                                         "device=param.device).normal_(generator=generator)")],
-                        "noise drawn with Tensor.normal_ instead of torch.randn"),
+    "normal-other-std": ("es-at-scale", [(WORKER, "return torch.randn(param.shape, dtype=param.dtype, "
+                                                  "device=param.device, generator=generator)",
+                                          "return torch.empty(param.shape, dtype=param.dtype, "
+                                          "device=param.device).normal_(0, 2, generator=generator)")],
+                         "noise drawn with Tensor.normal_(0, 2): not standard normals"),
 }
 
 
