@@ -250,6 +250,8 @@ def parse_randn(*size, generator=None, dtype=None, device=None, out=None, layout
     """torch.randn(*size, generator=..., dtype=..., device=..., out=...)."""
     if "size" in kwargs:
         size = (kwargs.pop("size"),)
+    if not size:    # torch.randn() and torch.randn(*()) have no size: torch raises TypeError too
+        raise TypeError("randn() missing the size argument (as torch says for torch.randn(*()))")
     shape = _shape(size)
     dtype = dtype or (out.dtype if out is not None else torch.get_default_dtype())
     device = torch.device(device) if device is not None else (out.device if out is not None else torch.device("cpu"))
@@ -394,10 +396,7 @@ class NoiseHook:
     def _enter(self, original, parse, args, kwargs):
         if self.noise == "native":
             return self._native(original, parse, args, kwargs)
-        try:
-            draw = parse(*args, **kwargs)
-        except TypeError as exc:
-            raise NoiseAttributionError(f"a gaussian draw the noise hook cannot read: {exc}") from None
+        draw = parse(*args, **kwargs)     # a call torch would refuse raises TypeError here too
         if not draw.equivalent:
             raise NoiseAttributionError(
                 f"{draw.entry} with {draw.why} is not bit for bit torch.randn(size, generator=g), so contract "

@@ -74,7 +74,8 @@ def expectations(shape: str, rewards, coeffs) -> list[str]:
     a higher reward never gets a lower one. Then: `equal` -> every coefficient +0.0; `sparse` -> two
     values, positive for the ones and negative for the zeros; `outliers` -> the outlier's |z| > 5 and
     every other |z| < 1; `ties` -> one coefficient per distinct reward; `tiny` -> std below 1e-8
-    (the 1e-8 of the divisor dominates), so every |z| < 1e-3 and not all zero."""
+    (the 1e-8 of the divisor dominates), so every |z| < 1e-3 and not all zero, and (r - mean) / z is
+    std + 1e-8 (no floor on a degenerate std)."""
     r, c = np.asarray(rewards, dtype=np.float64), np.asarray(coeffs, dtype=np.float64)
     problems = []
     if r.shape != c.shape:
@@ -105,8 +106,14 @@ def expectations(shape: str, rewards, coeffs) -> list[str]:
         problems.append(f"ties: {len(set(r.tolist()))} distinct rewards but {len(set(c.tolist()))} distinct "
                         "coefficients")
     if shape == "tiny":
-        std = float(np.std(r))
+        std, mean = float(np.std(r)), float(np.mean(r))
         if not (std < 1e-8 and np.abs(c).max() < 1e-3 and np.abs(c).max() > 0 and math.isfinite(std)):
             problems.append(f"tiny spread: want std < 1e-8 and 0 < max |z| < 1e-3, got std {std!r} and max |z| "
                             f"{np.abs(c).max()!r}")
+        else:   # the divisor is std + 1e-8, whatever a guard would floor it to
+            nz = c != 0
+            divisor = (r[nz] - mean) / c[nz]
+            if not np.all(np.abs(divisor - (std + 1e-8)) <= 1e-6 * (std + 1e-8)):
+                problems.append(f"tiny spread: the divisor must be std + 1e-8 = {std + 1e-8!r}, got about "
+                                f"{float(np.median(divisor))!r}")
     return problems

@@ -828,7 +828,10 @@ class Runner:
         """One child for `target` on the clone at `clone_path`, to run cases one at a time (fuzz
         shrinking, mutant catalogs): yields run(case, clone=None) -> row dict (COLUMNS). `clone`, a
         path to another clone of the same target, switches the child to it for that case (its
-        modules are loaded then; a load failure is that row's error). The child is closed at the end.
+        modules are loaded then; a load failure is that row's error). `run.repeat()` runs the
+        cases run since the last repeat() or `run.forget()` again, in the reverse order (the repeat
+        check: rows whose reference result changed are failed with `state`, in place) and returns
+        its record. The child is closed at the end.
         """
         import torch
         threads = torch.get_num_threads()
@@ -861,6 +864,7 @@ class Runner:
                 count[0] += len(record)
                 return record
             run.repeat = repeat
+            run.forget = history.clear   # the next repeat() covers only the cases run after this
             try:
                 if not t.ensure_child():
                     raise UsageError(f"the {target} child did not start: {t.start_error}")
