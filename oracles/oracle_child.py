@@ -8,22 +8,26 @@ provides:
   JSON lines on a dedicated pipe fd (`--reply-fd`). The parent points the
   child's stdout and stderr at a log file, so a reference's prints can
   never corrupt a reply;
-- the stand-in model runner: `named_parameters()` / `parameters()` are
-  generators that record the slot index of the tensor they are about to
-  yield, which is how a draw is attributed to a slot;
-- the noise hook: `torch.randn` replaced by a function that maps the
-  generator's `initial_seed()` (a small handle) to an esverify member
-  seed, derives the stream seed of the current slot (docs/CONTRACT.md §4), draws
-  with esverify.rng in f32 and rounds to the requested dtype, device and
-  shape. A draw without a generator or with an unknown seed raises
-  `NoiseAttributionError`, and so does any call of torch's other gaussian
-  entry points (`randn_like`, `normal`, `Tensor.normal_`): torch's own
-  noise never gets in;
+- the stand-in model runner: the model is a real torch.nn.Module (nested
+  submodules after the dotted names, tied aliases) whose parameter
+  iterators, on the model or any submodule, record the slot index of the
+  tensor they are about to yield, which is how a draw is attributed to a slot;
+- the noise hook: torch's gaussian entry points replaced by functions that
+  map the generator's `initial_seed()` (a small handle) to an esverify
+  member seed, derive the stream seed of the current slot
+  (docs/CONTRACT.md §4), draw with esverify.rng in f32 and round to the
+  requested dtype, device and shape. Every call torch computes bit for
+  bit like `torch.randn(size, generator=g)` is accepted (docs/references.md
+  §3b); a draw without a generator, with an unknown seed, or that is
+  other numbers (another mean or std, a non-contiguous result) raises
+  `NoiseAttributionError`: torch's own noise never gets in;
 - generator semantics (docs/references.md §3a): a generator is a stream that
   each draw advances and a reseed rewinds; a draw past position 0 is
   recorded with its position; a generator of another device than the
   requested one is refused, as torch refuses it; under `native` noise
-  torch.randn runs untouched and the hook only records the draws;
+  every entry point calls torch's own function unchanged, refuses nothing,
+  and the hook only records the draws (`uninstall_hook` puts torch's
+  functions back altogether);
 - draw accounting: each reference call should draw exactly once per slot
   per seed; the findings per call (eager, missing, extra, advanced) go
   back to the parent, which names the diagnoses per row;

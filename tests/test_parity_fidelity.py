@@ -296,7 +296,8 @@ def test_installed_hook_covers_every_entry_and_uninstalls_to_torchs_own():
     try:
         child.install_hook()
         next(model.parameters())
-        for draw in (lambda: torch.randn(20, generator=_gen(1000)), lambda: torch.normal(0, 1, (20,), generator=_gen(1000)),
+        for draw in (lambda: torch.randn(20, generator=_gen(1000)),
+                     lambda: torch.normal(0, 1, (20,), generator=_gen(1000)),
                      lambda: torch.empty(20).normal_(generator=_gen(1000)),
                      lambda: torch.randn_like(torch.empty(20), generator=_gen(1000))):
             assert np.array_equal(draw().numpy(), es_rng.gaussian(0x1234, 20, mapping="poly32"))

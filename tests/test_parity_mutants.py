@@ -1,10 +1,14 @@
 """The mutation catalog of the parity runner (issue 8 item F; tests/standins/mutants.py).
 
-Each mutant is a stand-in clone with ONE detail edited, of four kinds:
+Each mutant is a stand-in clone with ONE detail edited, of seven kinds:
 hook (how the reference uses its generators, docs/references.md §3a), masking
 (bugs a fixed sigma, alpha, lambda, sorted seeds or plain tensor names
-would hide), numerics (where a rounding happens) and accounting (what a
-row's own draws show: eager, skip, reuse). Each runs only on the rows it
+would hide), numerics (where a rounding happens), accounting (what a
+row's own draws show: eager, skip, reuse), structure (rules keyed on the
+layer index or a tie: the `layers` set), rewards (code that acts on
+outliers, a degenerate std: the reward populations) and state (what a
+case leaves behind: the repeat check, run on the state mutants and on
+every equivalent). Each runs only on the rows it
 needs (a --case pattern, --small, one loop iteration) and must get the
 status its table gives on every row (every other row passes), with its
 named diagnosis in the row. Equivalent mutants compute the same bits by

@@ -260,8 +260,8 @@ def diagnose(scheme: str, cmp: Comparison, reward_note: str, found: Findings, un
         diagnoses.append("foreign")
         call, entry, seed, slot, name = found.foreign[0]
         source = f"seed {seed}, which is no member's" if seed is not None else "no generator (torch's default one)"
-        notes.append(f"foreign: {entry} in {call} drew with {source}" + (f" for slot {slot} ({name})" if slot is not None
-                                                                         else "")
+        where = f" for slot {slot} ({name})" if slot is not None else ""
+        notes.append(f"foreign: {entry} in {call} drew with {source}{where}"
                      + (f" (+{len(found.foreign) - 1} more such draws)" if len(found.foreign) > 1 else "")
                      + "; under native noise torch drew it, and the values decide")
     extra = sorted(found.extra)

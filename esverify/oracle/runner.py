@@ -612,7 +612,10 @@ class Runner:
     def _run_target(self, t, target_cases, progress) -> dict:
         """Run `target_cases` on the started target `t` (in a thread of its own: see _run_in)."""
         env = dict(t.hello["environment"])
-        again = set(_repeat.choose(target_cases, exclude_ops=_loops.LOOP_OPS)) if not self.opts.fuzz else set()
+        # the repeat check's cases, among those this child can run (no cuda rows without a GPU)
+        runnable = [k for k, c in enumerate(target_cases) if c.device != "cuda" or env.get("cuda")]
+        again = {runnable[k] for k in _repeat.choose([target_cases[k] for k in runnable],
+                                                     exclude_ops=_loops.LOOP_OPS)} if not self.opts.fuzz else set()
         history = []
         for position, case in enumerate(target_cases, 1):
             if self._stop.is_set():
