@@ -14,7 +14,7 @@ oracle_child (one draw per slot per seed). Never imported by esverify.
 from __future__ import annotations
 
 from oracle_child import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, StandInModelRunner,
-                          expected_draws, load_module, load_set, module_or_raise, reward, save_results,
+                          expected_draws, load_module, load_set, load_ties, module_or_raise, reward, save_results,
                           serve)
 
 import numpy as np
@@ -39,12 +39,12 @@ def load_modules(clone):
 def _setup(case, modules):
     worker = module_or_raise(modules, "worker_extension")
     names, tensors = load_set(case["set"], case["device"])
-    model = StandInModel(names, tensors)
+    model = StandInModel(names, tensors, load_ties(case["set"]))
     ext = worker.WorkerExtension()
     ext.model_runner = StandInModelRunner(model)
     table = {int(h): int(s, 16) for h, s in case["handles"].items()}
     HOOK.configure(model, table, case["scheme"], case["mapping"], case["backend"], case.get("noise", "contract"))
-    return ext, model, tensors
+    return ext, model, model.tensors     # the Parameters the module holds (a reference may rebind .data)
 
 
 def _finish(case, tensors, audit, **extra):

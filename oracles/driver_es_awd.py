@@ -13,7 +13,7 @@ move the slot. Never imported by esverify.
 from __future__ import annotations
 
 from oracle_child import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, expected_draws, load_module,
-                          load_set, module_or_raise, save_results, serve)
+                          load_set, load_ties, module_or_raise, save_results, serve)
 
 import loops
 
@@ -31,7 +31,8 @@ def load_modules(clone):
 def _setup(case, modules):
     utils = module_or_raise(modules, "weight_update_utils")
     names, tensors = load_set(case["set"], case["device"])
-    model = StandInModel(names, tensors)
+    model = StandInModel(names, tensors, load_ties(case["set"]))
+    tensors = model.tensors     # the Parameters the module holds
     table = {int(h): int(s, 16) for h, s in case["handles"].items()}
     HOOK.configure(model, table, case["scheme"], case["mapping"], case["backend"], case.get("noise", "contract"))
     anchor = load_set(case["anchor_set"], case["device"])[1] if case.get("anchor_set") else None

@@ -47,6 +47,7 @@ import torch
 import child_coverage
 import loop_errors
 import loop_stubs
+import oracle_child
 from loop_errors import Supplied
 from loop_seams import Seams
 from oracle_child import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, StandInModelRunner, expected_draws,
@@ -375,16 +376,13 @@ class _Noise:
             raise ValueError(f"noise must be 'contract' or 'native', got {self.noise!r}")
 
     def __enter__(self):
-        if self.noise == "native":
-            original = getattr(HOOK, "original", None)
-            if original is None:
-                raise RuntimeError("native noise: the noise hook does not keep torch's own randn")
-            torch.randn = original
+        if self.noise == "native":   # every gaussian entry point is torch's own (docs/references.md §3b)
+            oracle_child.uninstall_hook()
         return self
 
     def __exit__(self, *exc):
         if self.noise == "native":
-            torch.randn = HOOK
+            oracle_child.install_hook()
         return False
 
 

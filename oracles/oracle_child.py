@@ -8,22 +8,26 @@ provides:
   JSON lines on a dedicated pipe fd (`--reply-fd`). The parent points the
   child's stdout and stderr at a log file, so a reference's prints can
   never corrupt a reply;
-- the stand-in model runner: `named_parameters()` / `parameters()` are
-  generators that record the slot index of the tensor they are about to
-  yield, which is how a draw is attributed to a slot;
-- the noise hook: `torch.randn` replaced by a function that maps the
-  generator's `initial_seed()` (a small handle) to an esverify member
-  seed, derives the stream seed of the current slot (docs/CONTRACT.md §4), draws
-  with esverify.rng in f32 and rounds to the requested dtype, device and
-  shape. A draw without a generator or with an unknown seed raises
-  `NoiseAttributionError`, and so does any call of torch's other gaussian
-  entry points (`randn_like`, `normal`, `Tensor.normal_`): torch's own
-  noise never gets in;
+- the stand-in model runner: the model is a real torch.nn.Module (nested
+  submodules after the dotted names, tied aliases) whose parameter
+  iterators, on the model or any submodule, record the slot index of the
+  tensor they are about to yield, which is how a draw is attributed to a slot;
+- the noise hook: torch's gaussian entry points replaced by functions that
+  map the generator's `initial_seed()` (a small handle) to an esverify
+  member seed, derive the stream seed of the current slot
+  (docs/CONTRACT.md §4), draw with esverify.rng in f32 and round to the
+  requested dtype, device and shape. Every call torch computes bit for
+  bit like `torch.randn(size, generator=g)` is accepted (docs/references.md
+  §3b); a draw without a generator, with an unknown seed, or that is
+  other numbers (another mean or std, a non-contiguous result) raises
+  `NoiseAttributionError`: torch's own noise never gets in;
 - generator semantics (docs/references.md §3a): a generator is a stream that
   each draw advances and a reseed rewinds; a draw past position 0 is
   recorded with its position; a generator of another device than the
   requested one is refused, as torch refuses it; under `native` noise
-  torch.randn runs untouched and the hook only records the draws;
+  every entry point calls torch's own function unchanged, refuses nothing,
+  and the hook only records the draws (`uninstall_hook` puts torch's
+  functions back altogether);
 - draw accounting: each reference call should draw exactly once per slot
   per seed; the findings per call (eager, missing, extra, advanced) go
   back to the parent, which names the diagnoses per row;
@@ -46,6 +50,7 @@ import sys
 import traceback
 import weakref
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -72,28 +77,125 @@ class ReferenceLoadError(RuntimeError):
 
 # ----------------------------------------------------------------- model runner
 
-class StandInModel:
-    """Holds the parameter tensors; its iterators record the current slot.
+class _Cursor:
+    """What the modules of one stand-in model share: the slot of each parameter (by identity) and the
+    slot most recently yielded. A plain object, so nn.Module does not register it."""
 
-    `current` is the index of the tensor most recently yielded (it stays at
-    the last slot once iteration ends), so a reference that materialises the
-    list first attributes every draw to the last slot: the draw accounting
-    then reports eager consumption.
-    """
-
-    def __init__(self, names, tensors):
-        self.names = list(names)
-        self.tensors = list(tensors)
+    def __init__(self, tensors):
+        self.tensors = tensors
+        self.slot_of = {id(t): k for k, t in enumerate(tensors)}
         self.current = None
 
-    def named_parameters(self):
-        for slot, (name, tensor) in enumerate(zip(self.names, self.tensors)):
+    def note(self, value):
+        slot = self.slot_of.get(id(value))
+        if slot is not None and self.tensors[slot] is value:   # not a stale id (a deep copy's parameter)
             self.current = slot
-            yield name, tensor
 
-    def parameters(self):
-        for _, tensor in self.named_parameters():
-            yield tensor
+
+class _Node(torch.nn.Module):
+    """A submodule of the stand-in model. Every parameter iterator of torch.nn.Module (named_parameters,
+    parameters, with any prefix/recurse/remove_duplicate, on the root or on any submodule) runs through
+    `_named_members`; this one notes the slot of each parameter just before yielding it."""
+
+    def _named_members(self, get_members_fn, prefix="", recurse=True, remove_duplicate=True):
+        cursor = self.__dict__.get("_cursor")
+        for name, value in super()._named_members(get_members_fn, prefix, recurse, remove_duplicate):
+            if cursor is not None:
+                cursor.note(value)
+            yield name, value
+
+
+class _NodeList(_Node, torch.nn.ModuleList):
+    """A container whose children are named 0, 1, ... (`model.layers`): indexable like a real model's."""
+
+
+def _tree(paths):
+    """Nested dicts of the dotted parameter paths: {part: subtree or None (a parameter)}; ValueError
+    for an empty part or a name that is both a parameter and a module."""
+    root = {}
+    for path in paths:
+        parts = path.split(".")
+        if not all(parts):
+            raise ValueError(f"parameter name {path!r} has an empty part")
+        node = root
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if child is None:
+                raise ValueError(f"parameter name {path!r}: {part!r} is a parameter and a module")
+            node = child
+        if parts[-1] in node:
+            raise ValueError(f"parameter name {path!r} is given twice or is also a module")
+        node[parts[-1]] = None
+    return root
+
+
+class StandInModel(_Node):
+    """The parameter set as a real torch.nn.Module (docs/references.md §3): each dotted name is an
+    `nn.Parameter` (requires_grad False, sharing storage with the tensor given) in nested submodules
+    (`model.layers` an indexable ModuleList), and each alias of `ties` ({alias: slot name}) is the
+    same Parameter registered a second time, as a tied output head is. Every Module API works
+    (named_parameters / parameters with any arguments, state_dict, modules, buffers, ...).
+
+    names, tensors: the slots, in the order torch walks the module (a submodule's own parameters
+    before its children's, each module's parameters contiguous, as a real model yields them;
+    ValueError otherwise, naming the first name out of place). `.names` / `.tensors`: the slots in
+    that order (`.tensors` the very Parameters the module holds). `current` is the slot most
+    recently yielded by any parameter iterator of the model or of a submodule (it stays at the last
+    one once iteration ends), so a reference that materialises the list first attributes every draw
+    to the last slot: the draw accounting then reports eager consumption.
+    """
+
+    def __init__(self, names, tensors, ties=None):
+        super().__init__()
+        names, tensors, ties = list(names), list(tensors), dict(ties or {})
+        if len(names) != len(tensors) or len(set(names)) != len(names):
+            raise ValueError(f"stand-in model: {len(names)} names ({len(set(names))} distinct) for "
+                             f"{len(tensors)} tensors")
+        params = [t if isinstance(t, torch.nn.Parameter) else torch.nn.Parameter(t, requires_grad=False)
+                  for t in tensors]
+        by_name = dict(zip(names, params))
+        for alias, target in ties.items():
+            if target not in by_name or alias in by_name:
+                raise ValueError(f"stand-in model: tie {alias!r} -> {target!r} must name a new alias of a slot")
+        cursor = _Cursor(params)
+        self._cursor = cursor
+        self._build(self, _tree(names + list(ties)), "", {**by_name, **{a: by_name[t] for a, t in ties.items()}},
+                    cursor)
+        walked = [n for n, _ in torch.nn.Module.named_parameters(self)]
+        if walked != names:
+            first = next(k for k, (a, b) in enumerate(zip(walked, names)) if a != b)
+            raise ValueError(f"stand-in model: the names are not in module order: slot {first} is {names[first]!r} "
+                             f"but torch walks {walked[first]!r} there (a module's own parameters come before "
+                             "its children's, and each module's parameters are contiguous)")
+        self.names, self.tensors, self.ties = names, params, ties
+        cursor.current = None
+
+    @staticmethod
+    def _build(module, tree, prefix, params, cursor):
+        for part, sub in tree.items():
+            if sub is None:
+                module.register_parameter(part, params[prefix + part])
+                continue
+            keys = list(sub)
+            numbered = keys == [str(k) for k in range(len(keys))] and all(sub[k] is not None for k in keys)
+            child = _NodeList() if numbered else _Node()
+            child._cursor = cursor
+            if isinstance(child, _NodeList):
+                for key in keys:
+                    child.append(_Node())
+                    child[int(key)]._cursor = cursor
+                    StandInModel._build(child[int(key)], sub[key], f"{prefix}{part}.{key}.", params, cursor)
+            else:
+                StandInModel._build(child, sub, f"{prefix}{part}.", params, cursor)
+            module.add_module(part, child)
+
+    @property
+    def current(self):
+        return self._cursor.current
+
+    @current.setter
+    def current(self, slot):
+        self._cursor.current = slot
 
 
 class StandInModelRunner:
@@ -107,8 +209,121 @@ class GeneratorDeviceError(RuntimeError):
     """A draw on a generator of another device than the requested one (torch refuses it too)."""
 
 
+#: torch's gaussian entry points as the child found them: the hook delegates to these, and
+#: uninstall_hook puts them back
+ORIGINALS = {"randn": torch.randn, "randn_like": torch.randn_like, "normal": torch.normal,
+             "normal_": torch.Tensor.normal_}
+
+
+class Draw(NamedTuple):
+    """One gaussian draw a reference asked for, parsed (docs/references.md §3b): `equivalent` when
+    torch computes exactly `torch.randn(shape, generator=generator, dtype=dtype, device=device)`,
+    else `why` says what differs."""
+    entry: str
+    shape: tuple
+    dtype: torch.dtype
+    device: torch.device
+    generator: object
+    out: object = None
+    requires_grad: bool = False
+    equivalent: bool = True
+    why: str = ""
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _standard(mean, std) -> str:
+    """'' when (mean, std) are the Python numbers +0 and 1 (standard normals), else why not."""
+    if not (_number(mean) and _number(std)):
+        return f"mean/std given as {type(mean).__name__}/{type(std).__name__}, not numbers"
+    if float(mean) != 0.0 or math.copysign(1.0, float(mean)) < 0 or float(std) != 1.0:
+        return f"mean {mean!r} and std {std!r} (the standard normal's are 0 and 1)"
+    return ""
+
+
+def _shape(size) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = tuple(size[0])
+    return tuple(int(s) for s in size)
+
+
+def parse_randn(*size, generator=None, dtype=None, device=None, out=None, layout=None, requires_grad=False,
+                pin_memory=False, names=None, **kwargs) -> Draw:
+    """torch.randn(*size, generator=..., dtype=..., device=..., out=...)."""
+    if "size" in kwargs:
+        size = (kwargs.pop("size"),)
+    if not size:    # torch.randn() and torch.randn(*()) have no size: torch raises TypeError too
+        raise TypeError("randn() missing the size argument (as torch says for torch.randn(*()))")
+    shape = _shape(size)
+    dtype = dtype or (out.dtype if out is not None else torch.get_default_dtype())
+    device = torch.device(device) if device is not None else (out.device if out is not None else torch.device("cpu"))
+    why = (f"unsupported arguments {sorted(kwargs)}" if kwargs else
+           "a named tensor" if names is not None else
+           f"layout {layout}" if layout not in (None, torch.strided) else "")
+    return Draw("torch.randn", shape, dtype, device, generator, out, requires_grad, not why, why)
+
+
+def parse_randn_like(input, *, generator=None, dtype=None, layout=None, device=None, requires_grad=False,
+                     memory_format=torch.preserve_format) -> Draw:
+    """torch.randn_like(input, generator=...): fills in memory order, so equivalent for a result laid
+    out contiguously only."""
+    contiguous = memory_format is torch.contiguous_format or (memory_format is torch.preserve_format
+                                                              and input.is_contiguous())
+    why = (f"layout {layout}" if layout not in (None, torch.strided) else
+           "" if contiguous else "a non-contiguous result (torch fills it in memory order)")
+    return Draw("torch.randn_like", tuple(input.shape), dtype or input.dtype,
+                torch.device(device) if device is not None else input.device, generator, None, requires_grad,
+                not why, why)
+
+
+def parse_normal(*args, generator=None, out=None, dtype=None, layout=None, device=None, pin_memory=False,
+                 requires_grad=False, **kwargs) -> Draw:
+    """torch.normal(mean, std, size, generator=...): standard normals only for mean 0, std 1 numbers."""
+    names = ("mean", "std", "size")
+    given = dict(zip(names, args))
+    given.update({k: kwargs.pop(k) for k in names if k in kwargs})
+    mean, std, size = given.get("mean", 0.0), given.get("std", 1.0), given.get("size")
+    tensors = [x for x in (mean, std) if isinstance(x, torch.Tensor)]
+    if size is not None:
+        shape = _shape((size,))
+    elif tensors:
+        shape = tuple(torch.broadcast_shapes(*(t.shape for t in tensors)))
+    else:
+        shape = ()
+    if tensors:
+        dtype, device = dtype or tensors[0].dtype, torch.device(device) if device is not None else tensors[0].device
+    else:
+        dtype = dtype or (out.dtype if out is not None else torch.get_default_dtype())
+        device = torch.device(device) if device is not None else (out.device if out is not None
+                                                                  else torch.device("cpu"))
+    why = (f"unsupported arguments {sorted(kwargs)}" if kwargs else _standard(mean, std) or
+           ("no size" if size is None else f"layout {layout}" if layout not in (None, torch.strided) else ""))
+    return Draw("torch.normal", shape, dtype, device, generator, out, requires_grad, not why, why)
+
+
+def parse_normal_(self, mean=0, std=1, *, generator=None) -> Draw:
+    """Tensor.normal_(mean=0, std=1, generator=...): fills `self` in memory order."""
+    why = _standard(mean, std) or ("" if self.is_contiguous() else
+                                   "a non-contiguous tensor (torch fills it in memory order)")
+    return Draw("Tensor.normal_", tuple(self.shape), self.dtype, self.device, generator, self, False, not why, why)
+
+
+def _default_generator(device):
+    if device.type == "cuda":
+        return torch.cuda.default_generators[device.index if device.index is not None
+                                             else torch.cuda.current_device()]
+    return torch.default_generator
+
+
 class NoiseHook:
-    """The replacement for torch.randn (docs/references.md §3 and §3a).
+    """The replacement for torch's gaussian entry points (docs/references.md §3, §3a and §3b).
+
+    Every call that draws standard normals from a given generator and that torch computes bit for
+    bit like `torch.randn(size, generator=g)` (torch.randn with or without `out`, torch.randn_like
+    of a contiguous tensor, torch.normal(0, 1, size), Tensor.normal_() / normal_(0, 1) of a
+    contiguous tensor, so also torch.nn.init.normal_) is one draw of `shape` from `generator`.
 
     Under `contract` noise a generator is modelled as a stream: a generator
     seeded s starts at element 0 of the contract stream that s maps to
@@ -119,15 +334,18 @@ class NoiseHook:
     generator by one element so that a reseed, by any path, changes the
     digest back to a fresh one); a later draw whose generator still has
     that digest continues from the recorded position, exactly as torch
-    would. Under `native` noise torch.randn runs untouched (torch's own
-    noise); the hook only attributes and positions the draws.
+    would. A call that is not such a draw (no generator, an unknown seed,
+    another mean or std, a non-contiguous result) raises NoiseAttributionError.
 
-    Each draw is recorded as (handle, slot, position, elements) for the
-    draw accounting.
+    Under `native` noise every call goes to torch's own function with the caller's arguments,
+    unchanged, and is never refused; the hook only records each draw's slot and position (a draw
+    it cannot place, without a member's seed, goes to `foreign`).
+
+    Each draw is recorded as (handle, slot, position, elements) for the draw accounting.
     """
 
     def __init__(self):
-        self.original = torch.randn
+        self.original = ORIGINALS["randn"]
         self.model = None
         self.table = {}
         self.scheme = "correlated"
@@ -135,6 +353,7 @@ class NoiseHook:
         self.backend = None
         self.noise = "contract"
         self.draws = []
+        self.foreign = []
         self.cache = {}
         self.positions = weakref.WeakKeyDictionary()
 
@@ -142,6 +361,7 @@ class NoiseHook:
         self.model, self.table = model, dict(table)
         self.scheme, self.mapping, self.backend, self.noise = scheme, mapping, backend, noise
         self.draws = []
+        self.foreign = []
         self.cache = {}
         self.positions = weakref.WeakKeyDictionary()
 
@@ -157,84 +377,135 @@ class NoiseHook:
             return 0
         return position if self._digest(generator) == digest else 0
 
-    def __call__(self, *size, generator=None, dtype=None, device=None, out=None, layout=None,
-                 requires_grad=False, pin_memory=False, **kwargs):
-        if "size" in kwargs:
-            size = (kwargs.pop("size"),)
-        if kwargs:
-            raise NoiseAttributionError(f"torch.randn called with unsupported arguments {sorted(kwargs)}")
-        if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
-            size = tuple(size[0])
-        shape = tuple(int(s) for s in size)
+    def _moved(self, generator, position):
+        try:
+            self.positions[generator] = (self._digest(generator), position)
+        except TypeError:   # not weak-referenceable: every draw is taken as position 0
+            pass
+
+    # -- the entry points (installed by install_hook)
+    def __call__(self, *args, **kwargs):
+        """torch.randn."""
+        return self._enter(ORIGINALS["randn"], parse_randn, args, kwargs)
+
+    def randn_like(self, *args, **kwargs):
+        return self._enter(ORIGINALS["randn_like"], parse_randn_like, args, kwargs)
+
+    def normal(self, *args, **kwargs):
+        return self._enter(ORIGINALS["normal"], parse_normal, args, kwargs)
+
+    def normal_(self, tensor, *args, **kwargs):
+        return self._enter(ORIGINALS["normal_"], parse_normal_, (tensor, *args), kwargs)
+
+    def _enter(self, original, parse, args, kwargs):
+        if self.noise == "native":
+            return self._native(original, parse, args, kwargs)
+        draw = parse(*args, **kwargs)     # a call torch would refuse raises TypeError here too
+        if not draw.equivalent:
+            raise NoiseAttributionError(
+                f"{draw.entry} with {draw.why} is not bit for bit torch.randn(size, generator=g), so contract "
+                "noise cannot stand in for it (docs/references.md §3b); torch's own noise is never let in")
+        return self._draw(draw)
+
+    def _native(self, original, parse, args, kwargs):
+        """torch's own function with the caller's arguments; the draw is recorded when it can be read."""
+        try:
+            draw = parse(*args, **kwargs)
+            generator = draw.generator if draw.generator is not None else _default_generator(draw.device)
+            position = self._position(generator)
+        except Exception:  # noqa: BLE001 - recording must never change what torch does
+            return original(*args, **kwargs)
+        result = original(*args, **kwargs)
+        try:
+            numel, slot = math.prod(draw.shape), getattr(self.model, "current", None)
+            handle = int(generator.initial_seed())
+            if draw.generator is not None and handle in self.table and slot is not None:
+                self.draws.append((handle, slot, position, numel))
+            else:
+                self.foreign.append({"entry": draw.entry, "seed": handle if draw.generator is not None else None,
+                                     "slot": slot, "elements": numel})
+            self._moved(generator, position + numel)
+        except Exception:  # noqa: BLE001
+            pass
+        return result
+
+    def _draw(self, draw: Draw):
+        shape, generator, dtype, device, out = draw.shape, draw.generator, draw.dtype, draw.device, draw.out
         if generator is None:
             raise NoiseAttributionError(
-                "torch.randn was called without a generator: the draw cannot be attributed to a "
+                f"{draw.entry} was called without a generator: the draw cannot be attributed to a "
                 "member, and torch's own noise is never let in (docs/references.md §3)")
         handle = int(generator.initial_seed())
         if handle not in self.table:
             raise NoiseAttributionError(
-                f"torch.randn drew with unknown seed {handle}: not a member handle of this case "
+                f"{draw.entry} drew with unknown seed {handle}: not a member handle of this case "
                 f"(handles: {sorted(self.table)[:8]}{' ...' if len(self.table) > 8 else ''}); "
                 "a reference that derives per-tensor seeds (seed + offset) is not attributable")
         if self.model is None or self.model.current is None:
             raise NoiseAttributionError(
-                f"torch.randn drew with seed {handle} before any parameter was yielded: no slot to attribute")
+                f"{draw.entry} drew with seed {handle} before any parameter was yielded: no slot to attribute")
         slot = self.model.current
-        dtype = dtype or torch.get_default_dtype()
-        device = torch.device(device) if device is not None else torch.device("cpu")
         if generator.device.type != device.type:     # torch: "Expected a '<dev>' device type for generator"
             raise GeneratorDeviceError(
-                f"torch.randn(device={device.type!r}) was given a generator on {generator.device.type!r}: torch "
+                f"{draw.entry}(device={device.type!r}) was given a generator on {generator.device.type!r}: torch "
                 f"refuses a generator of another device type (docs/references.md §3a); slot {slot} "
                 f"({self.model.names[slot]})")
         numel = math.prod(shape)
         position = self._position(generator)
         self.draws.append((handle, slot, position, numel))
-        if self.noise == "native":
-            result = self.original(shape, generator=generator, dtype=dtype, device=device, out=out,
-                                   requires_grad=requires_grad)
+        stream = es_rng.stream_seed(self.table[handle], slot, self.scheme)
+        key = (stream, position, numel, device.type)
+        noise = self.cache.get(key)
+        if noise is None:
+            noise = es_rng.gaussian(stream, numel, first=position, mapping=self.mapping, device=device,
+                                    backend=self.backend)
+            self.cache = {key: noise}   # one entry: correlated noise of consecutive equal-size tensors
+        result = noise.to(dtype).reshape(shape).clone()
+        # advance the real generator too: a reseed (by any path) then shows as a fresh state
+        self.original((1,), generator=generator, device=device)
+        if out is not None:
+            if tuple(out.shape) != shape:
+                out.resize_(shape)
+            out.copy_(result)
+            result = out
         else:
-            stream = es_rng.stream_seed(self.table[handle], slot, self.scheme)
-            key = (stream, position, numel, device.type)
-            noise = self.cache.get(key)
-            if noise is None:
-                noise = es_rng.gaussian(stream, numel, first=position, mapping=self.mapping, device=device,
-                                        backend=self.backend)
-                self.cache = {key: noise}   # one entry: correlated noise of consecutive equal-size tensors
-            result = noise.to(dtype).reshape(shape).clone()
-            # advance the real generator too: a reseed (by any path) then shows as a fresh state
-            self.original((1,), generator=generator, device=device)
-            if out is not None:
-                out.copy_(result)
-                result = out
-            else:
-                result.requires_grad_(requires_grad)
-        try:
-            self.positions[generator] = (self._digest(generator), position + numel)
-        except TypeError:   # not weak-referenceable: every draw is taken as position 0
-            pass
+            result.requires_grad_(draw.requires_grad)
+        self._moved(generator, position + numel)
         return result
 
 
 HOOK = NoiseHook()
 
-#: torch's other gaussian entry points: a draw through one of them cannot be attributed, so it is
-#: refused like a draw without a generator (docs/references.md §3: torch's own noise never gets in)
-_OTHER_GAUSSIANS = ((torch, "randn_like"), (torch, "normal"), (torch.Tensor, "normal_"))
+
+def _tensor_normal_(self, *args, **kwargs):
+    """Tensor.normal_ while the hook is installed (a plain function, so it binds like a method)."""
+    if torch.randn is not HOOK:   # the loop driver put torch.randn back for native noise: torch's own, untouched
+        return ORIGINALS["normal_"](self, *args, **kwargs)
+    return HOOK.normal_(self, *args, **kwargs)
 
 
-def _refuse(name):
-    def refused(*args, **kwargs):
-        raise NoiseAttributionError(
-            f"{name} was called: the noise hook only attributes torch.randn(..., generator=...) draws "
-            "(docs/references.md §3); torch's own noise is never let in")
-    return refused
+def _passthrough(name):
+    def entry(*args, **kwargs):
+        if torch.randn is not HOOK:   # as above: nothing of ours between the reference and torch
+            return ORIGINALS[name](*args, **kwargs)
+        return getattr(HOOK, name)(*args, **kwargs)
+    entry.__name__ = name
+    return entry
 
 
 def install_hook():
+    """Replace torch's gaussian entry points by the hook's (docs/references.md §3)."""
     torch.randn = HOOK
-    for owner, name in _OTHER_GAUSSIANS:
-        setattr(owner, name, _refuse(f"{getattr(owner, '__name__', 'torch')}.{name}"))
+    torch.randn_like = _passthrough("randn_like")
+    torch.normal = _passthrough("normal")
+    torch.Tensor.normal_ = _tensor_normal_
+
+
+def uninstall_hook():
+    """torch's own gaussian entry points back (a native-noise loop: nothing of ours between the
+    reference and torch); install_hook puts the hook back."""
+    torch.randn, torch.randn_like, torch.normal = ORIGINALS["randn"], ORIGINALS["randn_like"], ORIGINALS["normal"]
+    torch.Tensor.normal_ = ORIGINALS["normal_"]
 
 
 # ----------------------------------------------------------------- draw accounting
@@ -273,6 +544,7 @@ class DrawAudit:
 
     def check(self, call: str, expected: collections.Counter):
         draws, HOOK.draws = HOOK.draws, []
+        foreign, HOOK.foreign = HOOK.foreign, []
         got = collections.Counter((h, s) for h, s, _, _ in draws)
         exp_slots = {s for _, s in expected}
         got_slots = {s for _, s in got}
@@ -281,8 +553,16 @@ class DrawAudit:
         if advanced:
             finding["advanced"] = advanced[:8]
             finding["advanced_count"] = len(advanced)
+        if foreign:
+            # native noise: torch drew for seeds that are no member's (or without a generator); the slots
+            # those draws served are not "missing", the values decide
+            finding["foreign"] = [dict(f, name=self._name(f["slot"]) if f["slot"] is not None else "")
+                                  for f in foreign[:8]]
+            finding["foreign_count"] = len(foreign)
         # eager: the parameters were consumed first, so every draw sits on the LAST slot yielded
-        if len(exp_slots) > 1 and got_slots == {max(exp_slots)}:
+        if foreign:
+            pass
+        elif len(exp_slots) > 1 and got_slots == {max(exp_slots)}:
             finding["eager"] = {"slot": next(iter(got_slots)), "name": self._name(next(iter(got_slots)))}
         else:
             missing = sorted({s for key, s in expected if got[(key, s)] < expected[(key, s)]})
@@ -314,6 +594,15 @@ def load_set(path, device):
             t = torch.from_numpy(np.ascontiguousarray(raw).view(signed).copy())
             tensors.append(t.view(torch_dtype).reshape(raw.shape).to(device))
     return names, tensors
+
+
+def load_ties(path) -> dict:
+    """{alias: slot name} of a parameter set (an alias is the same Parameter as its slot: a tied output
+    head); {} for a set without ties."""
+    with np.load(path) as data:
+        if "ties" not in data:
+            return {}
+        return {str(a): str(t) for a, t in data["ties"].reshape(-1, 2)}
 
 
 def tensor_bits(t) -> np.ndarray:

@@ -1,10 +1,14 @@
 """The mutation catalog of the parity runner (issue 8 item F; tests/standins/mutants.py).
 
-Each mutant is a stand-in clone with ONE detail edited, of four kinds:
+Each mutant is a stand-in clone with ONE detail edited, of seven kinds:
 hook (how the reference uses its generators, docs/references.md §3a), masking
 (bugs a fixed sigma, alpha, lambda, sorted seeds or plain tensor names
-would hide), numerics (where a rounding happens) and accounting (what a
-row's own draws show: eager, skip, reuse). Each runs only on the rows it
+would hide), numerics (where a rounding happens), accounting (what a
+row's own draws show: eager, skip, reuse), structure (rules keyed on the
+layer index or a tie: the `layers` set), rewards (code that acts on
+outliers, a degenerate std: the reward populations) and state (what a
+case leaves behind: the repeat check, run on the state mutants and on
+every equivalent). Each runs only on the rows it
 needs (a --case pattern, --small, one loop iteration) and must get the
 status its table gives on every row (every other row passes), with its
 named diagnosis in the row. Equivalent mutants compute the same bits by
@@ -29,7 +33,7 @@ import pytest
 from esverify.oracle import Options, Runner, cases
 from standins.mutants import EQUIVALENTS, MUTANTS, STANDINS, make_mutant
 
-KINDS = ("hook", "masking", "numerics", "accounting")
+KINDS = ("hook", "masking", "numerics", "accounting", "structure", "rewards", "state")
 
 
 def expected_status(mutant, case_id: str) -> str:
@@ -60,7 +64,12 @@ def run_group(tmp_path, target, names, catalog) -> dict:
     with runner.session(target, base) as run:
         for name in names:
             clone = make_mutant(tmp_path, name)
+            run.forget()
             rows = [run(case, clone=clone) for case in cases_for(catalog[name])]
+            # the repeat check (this mutant's rows again, in the reverse order): the state mutants need it,
+            # and an equivalent must pass it too; a row whose second run differs is failed in place
+            if catalog[name].kind == "state" or name in EQUIVALENTS:
+                run.repeat()
             results[name] = {r["case"]: (r["status"], r["diagnosis"], r["detail"]) for r in rows}
     return results
 

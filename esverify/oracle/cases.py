@@ -65,6 +65,11 @@ PERTURB_MEMBER = 1
 NOISES = ("contract", "native")
 
 AT_SCALE_OPS = ("perturb", "restore", "update", "loop")
+#: the reward populations of the matrix besides `normal` (esverify.oracle.rewards)
+REWARD_SHAPES = ("sparse", "outliers", "ties", "equal", "tiny")
+#: the ops the `layers` set runs in the matrix (paramsets.LAYERED_SHAPES)
+LAYERED_OPS = {"es-at-scale": ("perturb", "restore", "update"),
+               "es-awd": ("perturb", "restore", "update-none", "update-l1", "caching")}
 AWD_OPS = ("perturb", "restore", "update-none", "update-l1", "update-l2", "decay-l1", "decay-l2",
            "mirrored", "caching")
 
@@ -73,7 +78,8 @@ AWD_OPS = ("perturb", "restore", "update-none", "update-l1", "update-l2", "decay
 class Case:
     """One parity case (see the module docstring). sigma, alpha, lam: Python floats; handles: the seed
     handle of each member (loop: of each iteration's members, iteration-major); shapes: None for the
-    standard set, else ((name, shape), ...) of a custom set (fuzzing)."""
+    standard set, else ((name, shape), ...) of a custom set (fuzzing, the `layers` set) and ties its
+    tied aliases; rewards: the reward population (esverify.oracle.rewards.SHAPES)."""
     target: str
     device: str
     dtype: str           #: "f32", "f16", "bf16", "mixed", or "f64" for zscore
@@ -89,12 +95,16 @@ class Case:
     lam: float = 0.0     #: anchored-decay lambda (es-awd decay ops)
     handles: tuple = ()
     shapes: tuple | None = None
+    ties: tuple = ()     #: ((alias, slot name), ...): the alias is the same Parameter (a tied output head)
+    rewards: str = "normal"   #: the reward population of update/zscore cases (esverify.oracle.rewards)
 
     @property
     def case_id(self) -> str:
         base = f"{self.target}/{self.device}/{self.dtype}/{self.scheme}/{self.op}/N{self.population}"
         if self.noise == "native":
             base += "/native"
+        if self.rewards != "normal":
+            base += f"/{self.rewards}"
         return f"{base}/{self.tag}" if self.tag else base
 
     @property
@@ -200,6 +210,7 @@ def build_matrix(targets, devices, dtypes, schemes, population=None, sigma=None,
     adds the training-loop rows fit / main-* (esverify.oracle.loops; contract and native noise).
     """
     from .loops import loop_cases
+    from .paramsets import LAYERED_SHAPES, LAYERED_TIES
     targets, devices, dtypes, schemes, noises = (list(dict.fromkeys(v)) for v in
                                                  (targets, devices, dtypes, schemes, noises))
     if population is None:
@@ -208,16 +219,23 @@ def build_matrix(targets, devices, dtypes, schemes, population=None, sigma=None,
     sweep_set = sets[-1]        # the extra populations run on one set: the mixed one when there is one
     cases = []
 
-    def add(target, device, dtype, scheme, op, n, noise, big=False, tag="", extra=None):
+    def add(target, device, dtype, scheme, op, n, noise, big=False, tag="", extra=None, rewards="normal",
+            layered=False):
         case = Case(target, device, dtype, scheme, op, n, PAPER_SIGMA, PAPER_ALPHA, big, dict(extra or {}),
-                    tag, noise)
+                    tag, noise, rewards=rewards)
+        if layered:
+            case.shapes, case.ties = LAYERED_SHAPES, LAYERED_TIES
         cases.append(_finish(case, case_seed, sigma, alpha))
 
+    # the reward populations run on one set and one scheme (the population is what they vary)
+    shape_scheme = "correlated" if "correlated" in schemes else schemes[0]
     for target in targets:
         for device in devices:
             if target == "es-at-scale":
                 for n in dict.fromkeys([population, *POPULATIONS, PAPER_POPULATION]):
                     add(target, device, "f64", "-", "zscore", n, "-")
+                for shape in REWARD_SHAPES:
+                    add(target, device, "f64", "-", "zscore", PAPER_POPULATION, "-", rewards=shape)
             for noise in noises:
                 for dtype in sets:
                     # native noise has the correlated scheme only: no native rows when --schemes leaves it out
@@ -246,6 +264,14 @@ def build_matrix(targets, devices, dtypes, schemes, population=None, sigma=None,
                             for n in POPULATIONS:
                                 if n != population:
                                     add(target, device, dtype, scheme, sweep_op, n, noise, False)
+                            if scheme == shape_scheme:
+                                for shape in REWARD_SHAPES:
+                                    add(target, device, dtype, scheme, sweep_op, PAPER_POPULATION, noise, False,
+                                        rewards=shape)
+                        if dtype == sweep_set:   # several layers, a tied head: on one set, small tensors
+                            for op in LAYERED_OPS[target]:
+                                n = population + population % 2 if op == "mirrored" else population
+                                add(target, device, dtype, scheme, op, n, noise, False, "layers", layered=True)
                         if loops:
                             for case in loop_cases(target, device, dtype, scheme, population, PAPER_SIGMA,
                                                    PAPER_ALPHA, iterations, noise):
@@ -269,6 +295,7 @@ def to_json(case: Case) -> str:
     data = asdict(case)
     data["handles"] = list(case.handles)
     data["shapes"] = [[n, list(s)] for n, s in case.shapes] if case.shapes is not None else None
+    data["ties"] = [list(pair) for pair in case.ties]
     return json.dumps(data, separators=(",", ":"), sort_keys=True)
 
 
@@ -291,6 +318,10 @@ def from_json(text: str) -> Case:
     case.handles = tuple(int(h) for h in case.handles)
     if case.shapes is not None:
         case.shapes = tuple((str(n), tuple(int(d) for d in s)) for n, s in case.shapes)
+    try:
+        case.ties = tuple((str(a), str(t)) for a, t in case.ties)
+    except (TypeError, ValueError):
+        raise ValueError("--case-json: ties must be a list of [alias, slot name] pairs") from None
     check(case)
     return case
 
@@ -318,6 +349,15 @@ def check(case: Case) -> Case:
         raise ValueError("case: sigma must be > 0, alpha and lambda >= 0, all finite")
     if case.decay == "l2" and case.alpha * case.lam >= 1:
         raise ValueError("case: l2 decay needs alpha * lambda < 1")
+    if case.ties:
+        from .paramsets import check_ties
+        if case.shapes is None:
+            raise ValueError("case: ties need the case's own shapes")
+        check_ties([n for n, _ in case.shapes], case.ties)
+    if case.rewards != "normal" and case.kind not in ("update", "zscore"):
+        raise ValueError(f"case: rewards {case.rewards!r} on op {case.op!r}, which takes no rewards")
+    from .rewards import check_shape
+    check_shape(case.rewards, case.population)
     if case.kind == "decay" and not case.lam > 0:
         # lambda 0 means no decay in the update (docs/numerics.md §5, docs/references.md §2); the decay alone with
         # step 0 would still round-trip (theta - anchor) + anchor in the reference
@@ -328,22 +368,31 @@ def check(case: Case) -> Case:
 # ------------------------------------------------------------------ fuzzing
 
 FUZZ_DTYPES = ("f32", "f16", "bf16", "mixed")
+#: in the order torch walks a real model (each module's parameters together; docs/references.md §3)
 _NAMES = ("model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
-          "model.layers.0.self_attn.k_proj.weight", "model.layers.0.self_attn.q_proj.bias",
+          "model.layers.0.self_attn.q_proj.bias", "model.layers.0.self_attn.k_proj.weight",
           "model.layers.0.mlp.up_proj.weight", "model.norm.weight", "lm_head.weight")
 
 
 def random_case(rng: np.random.Generator, targets, device: str = "cpu", noises=NOISES, iterations=2) -> Case:
     """One random case: op, dtype set, scheme, noise, shapes (1-4 tensors, 0-dim to a few thousand
-    elements, equal shapes sometimes), population, sigma, alpha, lambda and handles."""
+    elements, equal shapes sometimes; or the `layers` set with its tied head), population, reward
+    population (update and zscore ops: half the time one of REWARD_SHAPES), sigma, alpha, lambda and
+    handles."""
+    from .paramsets import LAYERED_SHAPES, LAYERED_TIES
+    from .rewards import OUTLIER_MIN
     target = str(rng.choice(list(targets)))
     ops = ("perturb", "restore", "update", "update", "loop", "zscore") if target == "es-at-scale" else AWD_OPS
     op = str(rng.choice(ops))
+
+    def rewards_for(n):
+        shape = str(rng.choice(REWARD_SHAPES)) if rng.random() < 0.5 else "normal"
+        return shape, (n + OUTLIER_MIN if shape == "outliers" and n < OUTLIER_MIN else n)
     if op == "zscore":
-        n = int(rng.integers(2, 140))
-        case = Case(target, device, "f64", "-", op, n, 1.0, 1.0, noise="-", tag="fuzz")
+        shape, n = rewards_for(int(rng.integers(2, 140)))
+        case = Case(target, device, "f64", "-", op, n, 1.0, 1.0, noise="-", tag="fuzz", rewards=shape)
         case.handles = draw_handles(rng, n)
-        return case
+        return check(case)
     noise = str(rng.choice(list(noises)))
     scheme = "correlated" if noise == "native" else str(rng.choice(["iid", "correlated"]))
     count = int(rng.integers(1, 5))
@@ -355,13 +404,19 @@ def random_case(rng: np.random.Generator, targets, device: str = "cpu", noises=N
             rank = int(rng.integers(0, 3))
             shape = tuple(int(d) for d in rng.integers(1, 70, rank))
         shapes.append((_NAMES[k % len(_NAMES)] if k < len(_NAMES) else f"extra.{k}.weight", shape))
+    ties = ()
+    if rng.random() < 0.15:
+        shapes, ties = list(LAYERED_SHAPES), LAYERED_TIES
     n = int(rng.integers(2, 20))
+    shape = "normal"
+    if op in ("update", "update-none", "update-l1", "update-l2", "mirrored", "caching"):
+        shape, n = rewards_for(n)
     if op == "mirrored":
         n += n % 2
     sigma, alpha = draw_sigma_alpha(rng)
     case = Case(target, device, str(rng.choice(FUZZ_DTYPES)), scheme, op, n, sigma, alpha,
                 extra={"iterations": iterations} if op == "loop" else {}, tag="fuzz", noise=noise,
-                shapes=tuple(shapes))
+                shapes=tuple(shapes), ties=tuple(ties), rewards=shape)
     if case.decay != "none":
         lam0 = case.kind == "update" and rng.random() < 0.15     # lambda 0 means no decay in the update
         case.lam = 0.0 if lam0 else draw_lambda(rng, case.alpha)
@@ -374,6 +429,8 @@ def shrink_candidates(case: Case):
     population, fewer loop iterations, f32, the correlated scheme, round parameters."""
     out = []
     shapes = list(case.shapes) if case.shapes is not None else None
+    if case.ties:
+        out.append(replace(case, ties=()))
     if shapes and len(shapes) > 1:
         for k in range(len(shapes)):
             out.append(replace(case, shapes=tuple(shapes[:k] + shapes[k + 1:])))
@@ -390,6 +447,8 @@ def shrink_candidates(case: Case):
             out.append(replace(case, population=n, handles=handles))
     if case.op == "loop" and case.iterations > 1:
         out.append(replace(case, extra=dict(case.extra, iterations=1), handles=case.handles[:case.population]))
+    if case.rewards != "normal":
+        out.append(replace(case, rewards="normal"))
     if case.op != "zscore":
         if case.dtype != "f32":
             out.append(replace(case, dtype="f32"))

@@ -139,13 +139,16 @@ class Findings:
     """The draw accounting of one row (the child's per-call findings, docs/references.md §3, §3a), merged.
 
     eager: [(call, slot, name)]; missing: {slot: (name, [calls])}; extra: {slot: (name, [calls])};
-    advanced: [(call, slot, name, position)] (at most a few shown; `advanced_count` in all).
+    advanced: [(call, slot, name, position)] (at most a few shown; `advanced_count` in all);
+    foreign: [(call, entry, seed or None, slot, name)]: native-noise draws torch made for no member's seed
+    (or without a generator), which the child lets through (docs/references.md §3b).
     """
     eager: list = field(default_factory=list)
     missing: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     advanced: list = field(default_factory=list)
     advanced_count: int = 0
+    foreign: list = field(default_factory=list)
 
 
 def findings(attribution: dict | None) -> Findings:
@@ -162,6 +165,8 @@ def findings(attribution: dict | None) -> Findings:
         for a in call.get("advanced", []):
             out.advanced.append((name, a["slot"], a["name"], a["position"]))
         out.advanced_count += int(call.get("advanced_count", len(call.get("advanced", []))))
+        for f in call.get("foreign", []):
+            out.foreign.append((name, f.get("entry", "?"), f.get("seed"), f.get("slot"), f.get("name", "")))
     return out
 
 
@@ -251,6 +256,14 @@ def diagnose(scheme: str, cmp: Comparison, reward_note: str, found: Findings, un
                          "noise it must agree" + (", and it does" if not cmp.mismatches else ", and it does not"))
         else:
             notes.append(f"reuse: {pairs}")
+    if found.foreign:
+        diagnoses.append("foreign")
+        call, entry, seed, slot, name = found.foreign[0]
+        source = f"seed {seed}, which is no member's" if seed is not None else "no generator (torch's default one)"
+        where = f" for slot {slot} ({name})" if slot is not None else ""
+        notes.append(f"foreign: {entry} in {call} drew with {source}{where}"
+                     + (f" (+{len(found.foreign) - 1} more such draws)" if len(found.foreign) > 1 else "")
+                     + "; under native noise torch drew it, and the values decide")
     extra = sorted(found.extra)
     if extra:
         diagnoses.append("extra")

@@ -87,7 +87,7 @@ class ImplSide:
         if case.op == "zscore":
             self._need(["shaping"], shapings=["zscore"])
             r = self._call("shaping", {"shaping": "zscore",
-                                       "rewards": Tensor.of(_ours.case_rewards(seed, case.population))})
+                                       "rewards": Tensor.of(_ours.case_rewards(seed, case.population, case.rewards))})
             out = [r["coefficients"].to_torch()]
         else:
             dtypes = sorted({p.dtype for p in params})
@@ -113,7 +113,7 @@ class ImplSide:
                                 reference_inputs.command, rewards=rewards)
 
     def _update(self, case, config, params, anchor, seed, dtypes):
-        coeffs, _ = _ours.shape_rewards(_ours.case_rewards(seed, case.population), "zscore")
+        coeffs, _ = _ours.shape_rewards(_ours.case_rewards(seed, case.population, case.rewards), "zscore")
         config["antithetic"] = case.op == "mirrored"
         args = {"config": config, "params": params, "iteration": u64_hex(0), "rewards": Tensor.of(np.asarray(coeffs))}
         if case.decay != "none":

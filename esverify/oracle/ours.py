@@ -23,11 +23,13 @@ import numpy as np
 import torch
 
 from ..es import Config, Trainer, apply_anchor_decay_, get_profile, shape_rewards
+from . import rewards as _rewards
 from .cases import PERTURB_MEMBER, REWARD_TARGET, Case
 
-def case_rewards(seed: int, n: int) -> np.ndarray:
-    """Fixed pseudo-random rewards of a population of n (f64), for the update and zscore cases."""
-    return np.random.Generator(np.random.PCG64([seed, n, 7])).normal(0.5, 0.2, n)
+def case_rewards(seed: int, n: int, shape: str = "normal") -> np.ndarray:
+    """Fixed pseudo-random rewards (f64, shape (n,)) of the update and zscore cases: the reward
+    population `shape` (esverify.oracle.rewards)."""
+    return _rewards.draw(shape, seed, n)
 
 
 def reward(tensors, target: float = REWARD_TARGET) -> float:
@@ -100,7 +102,7 @@ def prepare(case: Case, names, tensors, anchor, seed: int, mapping: str, backend
     runner sends the command first, so the child and our side work at the same time."""
     named = list(zip(names, tensors))
     if case.op == "zscore":
-        r = case_rewards(seed, case.population)
+        r = case_rewards(seed, case.population, case.rewards)
         coeffs, stats = shape_rewards(r, "zscore")
         result = OursResult([torch.from_numpy(np.asarray(coeffs, dtype=np.float64))],
                             {"seeds": [case.handle(m) for m in range(case.population)], "rewards": r.tolist(),
@@ -139,7 +141,7 @@ def _update(case, names, tensors, anchor, seed, mapping, backend, slot_map):
     overrides = {"antithetic": mirrored}
     if decay != "none":
         overrides.update(anchor_decay=decay, anchor_lambda=case.lam)
-    coeffs, _ = shape_rewards(case_rewards(seed, case.population), "zscore")
+    coeffs, _ = shape_rewards(case_rewards(seed, case.population, case.rewards), "zscore")
     table = {}
     config = _config(case, seed, mapping, **overrides)
     if config.decay_on:

@@ -9,7 +9,10 @@ not multiples of 32 (so es-awd's rule `cpu` tail is exercised), two tensors
 of equal shape (es-awd's `caching=True` reuses noise between them), a
 tensor of equal size but another shape, a 0-dim tensor, and, for
 single-operation cases, an `lm_head.weight` of >= 1M elements. A fuzzed
-case gives its own (name, shape) list instead. Values come from a
+case gives its own (name, shape) list instead, and the `layers` set
+(LAYERED_SHAPES) has three decoder layers and a tied output head
+(LAYERED_TIES). Names follow the order torch walks a real model in (a
+module's own parameters first, each module's together). Values come from a
 fixed numpy generator (f64, rounded through f32 into the dtype, as torch
 does), with a few exact zeros; the `offset` variant adds a small
 deterministic delta so that anchored decay (docs/numerics.md §5) has work to do
@@ -31,13 +34,38 @@ from ..es.numerics import NAME_DTYPES
 DTYPES = NAME_DTYPES                    #: "f32"/"f16"/"bf16" -> torch dtype, in that order
 MIXED = "mixed"
 SMALL_SHAPES = (("model.embed_tokens.weight", (129, 67)),
+                ("model.layers.0.self_attn.scale", ()),                  # a module's own parameter comes first
                 ("model.layers.0.self_attn.q_proj.weight", (13, 77)),
+                ("model.layers.0.self_attn.q_proj.bias", (13,)),
                 ("model.layers.0.self_attn.k_proj.weight", (13, 77)),     # equal shape: caching reuses
                 ("model.layers.0.self_attn.v_proj.weight", (77, 13)),     # equal size, another shape
-                ("model.layers.0.self_attn.q_proj.bias", (13,)),
-                ("model.layers.0.self_attn.scale", ()),
                 ("model.norm.weight", (67,)),
                 ("lm_head.weight", (67, 129)))                          # the embedding's size, transposed
+
+
+def _decoder_layer(i: int, hidden: int = 20, kv: int = 4, ffn: int = 37) -> tuple:
+    """One decoder layer as a Qwen2-style checkpoint names and orders it (q/k/v biases, no o_proj bias),
+    plus a 0-dim scalar (self_attn's own parameter, so first in its module), at tiny sizes."""
+    p = f"model.layers.{i}."
+    return ((p + "self_attn.scale", ()),
+            (p + "self_attn.q_proj.weight", (hidden, hidden)), (p + "self_attn.q_proj.bias", (hidden,)),
+            (p + "self_attn.k_proj.weight", (kv, hidden)), (p + "self_attn.k_proj.bias", (kv,)),
+            (p + "self_attn.v_proj.weight", (kv, hidden)), (p + "self_attn.v_proj.bias", (kv,)),  # k's shapes
+            (p + "self_attn.o_proj.weight", (hidden, hidden)),
+            (p + "mlp.gate_proj.weight", (ffn, hidden)), (p + "mlp.up_proj.weight", (ffn, hidden)),
+            (p + "mlp.down_proj.weight", (hidden, ffn)),
+            (p + "input_layernorm.weight", (hidden,)), (p + "post_attention_layernorm.weight", (hidden,)))
+
+
+#: the `layers` set (issue 18): three decoder layers of a tiny model with the parameter kinds of a real
+#: checkpoint side by side (embedding, biases, norms, 0-dim scalars), its output head tied to the
+#: embedding (LAYERED_TIES: `lm_head.weight` is the same Parameter, not a slot of its own), so a rule
+#: keyed on the layer index, on a kind or on a tie shows; element counts not multiples of 32
+LAYERS = 3
+LAYERED_SHAPES = (("model.embed_tokens.weight", (53, 20)),
+                  *(entry for i in range(LAYERS) for entry in _decoder_layer(i)),
+                  ("model.norm.weight", (20,)))
+LAYERED_TIES = (("lm_head.weight", "model.embed_tokens.weight"),)
 BIG_SHAPE = (1031, 1019)     # lm_head.weight in the big set: 1,050,589 elements, not a multiple of 32
 SEED = 20250929
 
@@ -90,11 +118,26 @@ def dtype_name(t: torch.Tensor) -> str:
     return bits.array_bits(t.detach().reshape(-1)[:0])[1]
 
 
-def write(path: Path, names, tensors) -> Path:
-    """Write a set as .npz: names, dtypes and slot<k> bit arrays."""
+def check_ties(names, ties) -> tuple:
+    """`ties` as ((alias, slot name), ...); ValueError unless each alias is a new name and each target
+    a slot of `names`."""
+    ties = tuple((str(a), str(t)) for a, t in (ties or ()))
+    for alias, target in ties:
+        if alias in names or target not in names or [a for a, _ in ties].count(alias) > 1:
+            raise ValueError(f"tie {alias!r} -> {target!r}: the alias must be a new name and the target a "
+                             "slot of the set")
+    return ties
+
+
+def write(path: Path, names, tensors, ties=()) -> Path:
+    """Write a set as .npz: names, dtypes and slot<k> bit arrays, and `ties` ((alias, slot name)
+    pairs: the child registers the alias as the same Parameter) when there are any."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     arrays = {f"slot{k}": bits_of(t) for k, t in enumerate(tensors)}
+    ties = check_ties(list(names), ties)
+    if ties:
+        arrays["ties"] = np.array([list(pair) for pair in ties])
     np.savez(path, names=np.array(names), dtypes=np.array([dtype_name(t) for t in tensors]), **arrays)
     return path
 

@@ -72,6 +72,7 @@ from . import loop_report as _loop_report
 from . import loops as _loops
 from . import ours as _ours
 from . import paramsets
+from . import repeat as _repeat
 from .child import DEFAULT_MAX_OUTPUT, Child, ChildError, ChildTimeout, default_max_memory
 from .clones import TARGETS, CloneError, git_identity, inspect_clone
 
@@ -327,6 +328,8 @@ class _Target:
         self.hello = None
         self.start_error = ""
         self.pool = ThreadPoolExecutor(max_workers=1)   #: waits for the child's reply beside our side
+        self.variant_clone = None    #: Runner.session: the clone the next case runs on
+        self.last_theirs = None      #: (case id, the reference's result bits) of the case just run
 
     def close(self):
         self.child.close()
@@ -370,24 +373,24 @@ class Runner:
             self.setup_errors.append(message)
 
     # -- sets
-    def set_path(self, dtype: str, big: bool, variant: str, shapes=None) -> Path:
-        key = (dtype, big, variant, shapes)
+    def set_path(self, dtype: str, big: bool, variant: str, shapes=None, ties=()) -> Path:
+        key = (dtype, big, variant, shapes, tuple(ties or ()))
         with self._sets_lock:   # targets run in parallel threads and share the base sets
             return self._set_path(key)
 
     def _set_path(self, key) -> Path:
-        dtype, big, variant, shapes = key
+        dtype, big, variant, shapes, ties = key
         if key not in self.sets:
             names, tensors = paramsets.build(dtype, big, variant, shapes)
             label = f"{dtype}-{'big' if big else 'small'}-{variant}" + (f"-{len(self.sets)}" if shapes else "")
-            path = paramsets.write(self.work / "sets" / f"{label}.npz", names, tensors)
+            path = paramsets.write(self.work / "sets" / f"{label}.npz", names, tensors, ties)
             self.sets[key] = (path, names, tensors)
         return self.sets[key][0]
 
-    def fresh(self, dtype: str, big: bool, variant: str, device: str, shapes=None):
-        self.set_path(dtype, big, variant, shapes)
+    def fresh(self, dtype: str, big: bool, variant: str, device: str, shapes=None, ties=()):
+        self.set_path(dtype, big, variant, shapes, ties)
         with self._sets_lock:
-            _, names, tensors = self.sets[(dtype, big, variant, shapes)]
+            _, names, tensors = self.sets[(dtype, big, variant, shapes, tuple(ties or ()))]
         return names, [t.clone().to(device) for t in tensors]
 
     # -- main
@@ -609,9 +612,15 @@ class Runner:
     def _run_target(self, t, target_cases, progress) -> dict:
         """Run `target_cases` on the started target `t` (in a thread of its own: see _run_in)."""
         env = dict(t.hello["environment"])
-        for case in target_cases:
+        # the repeat check's cases, among those this child can run (no cuda rows without a GPU)
+        runnable = [k for k, c in enumerate(target_cases) if c.device != "cuda" or env.get("cuda")]
+        again = {runnable[k] for k in _repeat.choose([target_cases[k] for k in runnable],
+                                                     exclude_ops=_loops.LOOP_OPS)} if not self.opts.fuzz else set()
+        history = []
+        for position, case in enumerate(target_cases, 1):
             if self._stop.is_set():
                 break
+            t.last_theirs = None
             try:
                 row = self._checked_case(t, case)
             except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others' rows
@@ -620,10 +629,45 @@ class Runner:
             if self._stop.is_set() and row["status"] == "error":
                 break   # the interrupt killed its child mid-case: the row is not-run, not a child death
             self.rows.append(row)
+            if position - 1 in again:
+                history.append((position, case, row, t.last_theirs, None))
             progress.update(1)
+        # the repeat check (esverify.oracle.repeat): some cases again, in the reverse order
+        env["repeat"] = self._repeat(t, history[::-1], len(target_cases))
         env["restarts"] = max(0, t.child.starts - 1)
         env["coverage"] = _loop_report.read_coverage(self.work, t.target.name)
         return env
+
+    def _repeat(self, t, history, done: int) -> list:
+        """Run each (position, case, row, theirs, clone) of `history` again, in that order, after the
+        `done` cases run so far; a row whose reference result differs from its first run's is failed
+        with the diagnosis `state` (in place). Returns the report's record of the check."""
+        record = []
+        for position, case, row, theirs, clone in history:
+            if self._stop.is_set():
+                break
+            if row["status"] not in _repeat.CHECKED or not theirs or theirs[0] != case.case_id:
+                continue
+            done += 1
+            t.last_theirs = None
+            t.variant_clone = clone
+            try:
+                again = self._checked_case(t, case)
+            except Exception as exc:  # noqa: BLE001 - as in the matrix: noted, not a crash
+                again = {"status": "error", "detail": f"{type(exc).__name__}: {exc}"}
+            entry = {"case": case.case_id, "first": position, "again": done}
+            if t.last_theirs is None or t.last_theirs[0] != case.case_id:
+                entry["identical"] = None
+                entry["note"] = f"not compared: the second run is {again['status']}: {again['detail'][:200]}"
+            else:
+                names = [n for n, _ in paramsets.shapes_of(case.big, case.shapes)] if case.op != "zscore" \
+                    else ["coeffs"]
+                text = _repeat.difference(theirs[1], t.last_theirs[1], names)
+                entry["identical"] = not text
+                if text:
+                    _repeat.mark(row, position, done, text)
+            record.append(entry)
+        return record
 
     def _exchange(self, t, case, command: dict, compute=None):
         """Send `command` to the child of `t` and run `compute()` (our side; None when it already ran)
@@ -708,9 +752,9 @@ class Runner:
                            f"({opts.mapping} is bitwise identical on every backend)")
         variant = "offset" if case.target == "es-awd" else "base"
         dtype = case.dtype if case.dtype in paramsets.DTYPES or case.dtype == paramsets.MIXED else "f32"
-        names, tensors = self.fresh(dtype, case.big, variant, case.device, case.shapes)
+        names, tensors = self.fresh(dtype, case.big, variant, case.device, case.shapes, case.ties)
         inputs = [t.clone() for t in tensors]
-        anchor = self.fresh(dtype, case.big, "base", case.device, case.shapes)[1] \
+        anchor = self.fresh(dtype, case.big, "base", case.device, case.shapes, case.ties)[1] \
             if case.kind in ("update", "decay") and case.target == "es-awd" else None
         clock = self.timing.setdefault(case.target, {"ours_s": 0.0, "reference_s": 0.0})
         started = time.perf_counter()
@@ -731,12 +775,12 @@ class Runner:
         command = {"op": case.kind, "case_id": case.case_id,
                    "device": case.device, "scheme": case.scheme, "mapping": opts.mapping,
                    "backend": child_backend, "noise": case.noise if case.op != "zscore" else "contract",
-                   "set": str(self.set_path(dtype, case.big, variant, case.shapes)), "sigma": case.sigma,
+                   "set": str(self.set_path(dtype, case.big, variant, case.shapes, case.ties)), "sigma": case.sigma,
                    "alpha": case.alpha, "population": case.population, "out": str(out), "handles": {}}
         if getattr(t, "variant_clone", None):   # Runner.session: another clone of the same target
             command["clone"] = str(t.variant_clone)
         if anchor is not None:
-            command["anchor_set"] = str(self.set_path(dtype, case.big, "base", case.shapes))
+            command["anchor_set"] = str(self.set_path(dtype, case.big, "base", case.shapes, case.ties))
         command.update(early if early is not None else ours.command)
         command["handles"] = {str(k): v for k, v in command["handles"].items()}
         if case.op == "loop":
@@ -755,6 +799,7 @@ class Runner:
             return _row(case, status="error", detail=f"{case.op}: protocol violation by the child: its results "
                                                      f"file cannot be read ({type(exc).__name__}: {exc}); the "
                                                      "child was killed and restarted")
+        t.last_theirs = (case.case_id, theirs)   # the repeat check compares a second run with these bits
         result_names = names if case.op != "zscore" else ["coeffs"]
         cmp = _compare.compare(ours.tensors, theirs, theirs_dtypes, result_names)
         if cmp.layout_error:
@@ -788,7 +833,10 @@ class Runner:
         """One child for `target` on the clone at `clone_path`, to run cases one at a time (fuzz
         shrinking, mutant catalogs): yields run(case, clone=None) -> row dict (COLUMNS). `clone`, a
         path to another clone of the same target, switches the child to it for that case (its
-        modules are loaded then; a load failure is that row's error). The child is closed at the end.
+        modules are loaded then; a load failure is that row's error). `run.repeat()` runs the
+        cases run since the last repeat() or `run.forget()` again, in the reverse order (the repeat
+        check: rows whose reference result changed are failed with `state`, in place) and returns
+        its record. The child is closed at the end.
         """
         import torch
         threads = torch.get_num_threads()
@@ -798,13 +846,30 @@ class Runner:
             self.work = Path(work)
             t = _Target(self, TARGETS[target], clone)
 
+            history, count = [], [0]
+
             def run(case, clone=None):
                 t.variant_clone = Path(clone).resolve() if clone else None
+                t.last_theirs = None
+                count[0] += 1
                 try:
-                    return self._checked_case(t, case)
+                    row = self._checked_case(t, case)
                 except Exception as exc:  # noqa: BLE001 - as in the matrix: a row, not a crash
-                    return _row(case, status="error", detail=f"{case.op}: the runner failed on this case: "
-                                                               f"{type(exc).__name__}: {exc}")
+                    row = _row(case, status="error", detail=f"{case.op}: the runner failed on this case: "
+                                                              f"{type(exc).__name__}: {exc}")
+                history.append((count[0], case, row, t.last_theirs, t.variant_clone))
+                return row
+
+            def repeat():
+                """The repeat check on every case run since the last call, in the reverse order: rows
+                whose reference result changed are failed with `state` in place; returns the record."""
+                done, todo = count[0], history[::-1]
+                history.clear()
+                record = self._repeat(t, todo, done)
+                count[0] += len(record)
+                return record
+            run.repeat = repeat
+            run.forget = history.clear   # the next repeat() covers only the cases run after this
             try:
                 if not t.ensure_child():
                     raise UsageError(f"the {target} child did not start: {t.start_error}")
@@ -816,8 +881,8 @@ class Runner:
     def _whatif(self, case, dtype, variant, sources, theirs, theirs_dtypes, result_names):
         """Ours re-run with the reference's noise reuse (slot k draws slot sources[k]'s noise),
         compared with theirs: the `reuse` diagnosis under iid (compare.diagnose)."""
-        names, tensors = self.fresh(dtype, case.big, variant, case.device, case.shapes)
-        anchor = self.fresh(dtype, case.big, "base", case.device, case.shapes)[1] \
+        names, tensors = self.fresh(dtype, case.big, variant, case.device, case.shapes, case.ties)
+        anchor = self.fresh(dtype, case.big, "base", case.device, case.shapes, case.ties)[1] \
             if case.kind in ("update", "decay") and case.target == "es-awd" else None
         from ..rng import default_backend
         try:

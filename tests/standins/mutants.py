@@ -109,7 +109,25 @@ def _alpha_over_n_f32_shows(case) -> str:
     differs = _f32(_f32(case.alpha) / case.population) != _f32(case.alpha / case.population)
     return "fail" if differs and case.dtype != "bf16" else "pass"
 
+def _zscore_differs(variant):
+    """A rule for a z_score mutant: fail where `variant(r - mean, std)` gives other bits than
+    (r - mean) / (std + 1e-8) on the case's own rewards (few distinct values, as sparse 0/1 or tied
+    rewards have, or all-equal ones, may give the same bits: then the row rightly passes)."""
+    def rule(case) -> str:
+        from esverify.es import shape_rewards
+        from esverify.oracle.ours import case_rewards
+        r = case_rewards(42, case.population, case.rewards)    # the catalog runs with the default --seed
+        _, stats = shape_rewards(r, "zscore")
+        mean, std = stats["mean"], stats["std"]
+        same = all(numpy.float64(variant(float(x) - mean, std)).tobytes()
+                   == numpy.float64((float(x) - mean) / (std + 1e-8)).tobytes() for x in r)
+        return "pass" if same else "fail"
+    return rule
+
+
 ALL = [("*", "fail")]
+#: an update fault on zero coefficients (all-equal rewards): the update is the identity either way
+ZERO_COEFFS_HIDE = [("*/equal", "pass"), ("*", "fail")]
 #: an f32 accumulator change of a few ulps: the final bf16 rounding hides it in the small sets
 BF16_HIDES = [("*/bf16/*", "pass"), ("*", "fail")]
 #: a change that is the identity on f32 tensors (a cast to f32, an f32 accumulator)
@@ -131,7 +149,8 @@ noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generat
         "one generator per seed, cached across tensors and calls, never reseeded", "hook", PERTURB, ALL, "advanced"),
     "generator-shared-in-update": Mutant(A, [(WORKER, _draw_at("update"), _draw_at("update", """noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=gens.setdefault(seed, torch.Generator(device=param.device).manual_seed(seed)))""")),
                                              (WORKER, _UPDATE_LOOP, "        gens = {}\n" + _UPDATE_LOOP)],
-        "update seeds one generator per seed and reuses it for every tensor", "hook", PAPER, ALL, "advanced"),
+        "update seeds one generator per seed and reuses it for every tensor", "hook", PAPER, ZERO_COEFFS_HIDE,
+        "advanced"),
     "generator-module-cache": Mutant(A, [(WORKER, "class WorkerExtension:", "_GENERATORS = {}\n\n\nclass WorkerExtension:"),
                                          *_each_draw("""key = (str(param.device), seed)
 if key not in _GENERATORS:
@@ -147,16 +166,14 @@ noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generat
     "noise-f32-then-cast": Mutant(A, _each_draw(_DRAW.replace(_RANDN,
                                        "noise = torch.randn(param.shape, dtype=torch.float32, device=param.device, generator=generator).to(param.dtype)")),
         "noise drawn in f32 and cast, instead of drawn in the parameter dtype (native noise shows it)", "hook",
-        {"dtypes": ("f32", "bf16"), "case": "*/perturb/*"}, [("*/bf16/*/native", "fail"), ("*/mixed/*/native", "fail")]),
+        {"dtypes": ("f32", "bf16"), "case": "*/perturb/*"}, [("*/bf16/*/native", "fail"), ("*/mixed/*/native*", "fail")]),
     "no-generator": Mutant(A, _each_draw(_DRAW.replace("device=param.device, generator=generator)", "device=param.device)")),
-        "noise drawn from torch's global generator (no generator passed)", "hook", PERTURB, [("*", "error")]),
-    "normal-in-place": Mutant(A, _each_draw(_DRAW.replace(_RANDN,
-                                   "noise = torch.empty(param.shape, dtype=param.dtype, device=param.device).normal_(generator=generator)")),
-        "noise drawn with Tensor.normal_ instead of torch.randn", "hook", PERTURB, [("*", "error")]),
+        "noise drawn from torch's global generator (no generator passed): refused under contract noise; under "
+        "native noise torch draws it and the values differ", "hook", PERTURB, [("*/native*", "fail"), ("*", "error")]),
     "seed-plus-slot": Mutant(A, [(WORKER, _PERTURB_LOOP, _PERTURB_LOOP.replace(
         _PERTURB_FOR, "        for index, (name, param) in enumerate(self.model_runner.model.named_parameters()):").replace(
         "generator.manual_seed(seed)", "generator.manual_seed(seed + index)"))],
-        "perturb seeds each tensor with seed + slot index", "hook", PERTURB, [("*", "error")]),
+        "perturb seeds each tensor with seed + slot index", "hook", PERTURB, [("*/native*", "fail"), ("*", "error")]),
     "awd-generator-cached": Mutant(W, [(AWD, _AWD_GEN, """    key = (str(device), seed)
     if key not in _GENERATORS:
         _GENERATORS[key] = torch.Generator(device=device).manual_seed(seed)
@@ -166,14 +183,14 @@ noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generat
         {"dtypes": ("f32",), "case": "*/perturb/*"}, ALL, "advanced"),
     "awd-no-generator": Mutant(W, [(AWD, "device=device, generator=generator)", "device=device)")],
         "es-awd draws from torch's global generator", "hook", {"dtypes": ("f32",), "case": "*/perturb/*"},
-        [("*", "error")]),
+        [("*/native*", "fail"), ("*", "error")]),
     # ---- masking: bugs a fixed case parameter would hide
     "sigma-constant": Mutant(A, [(WORKER, "scale = -noise_scale if negate else noise_scale",
                                   "scale = -0.001 if negate else 0.001")],
         "perturb uses the paper's sigma instead of its argument", "masking", PERTURB, ALL),
     "alpha-constant": Mutant(A, [(WORKER, _UPDATE_SCALE, "update.mul_(0.0005 / population_size)")],
         "update uses the paper's alpha instead of its argument (the paper's row cannot see it)", "masking",
-        PAPER, [("*/paper", "pass"), ("*", "fail")]),
+        PAPER, [("*/paper", "pass"), ("*/equal", "pass"), ("*", "fail")]),
     "seeds-sorted": Mutant(A, [(WORKER, _UPDATE_SEEDS, "            for seed, coeff in zip(sorted(seeds), coeffs):")],
         "seeds sorted, coefficients left in order", "masking", UPDATE, ALL),
     "skip-bias": Mutant(A, [(WORKER, _PERTURB_LOOP, _PERTURB_LOOP.replace(
@@ -182,9 +199,12 @@ noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generat
         "perturb skips parameters whose name ends in bias", "masking", PERTURB, ALL, "skip"),
     "skip-lm-head-update": Mutant(A, [(WORKER, _UPDATE_LOOP, _UPDATE_LOOP.replace(
         "            update = torch.zeros", "            if name.startswith(\"lm_head\"):\n                continue\n            update = torch.zeros"))],
-        "update skips lm_head.weight (tied to the embedding in many models)", "masking", UPDATE, ALL, "skip"),
+        "update skips lm_head.weight (tied to the embedding in many models; in the `layers` set it is tied, "
+        "so no slot of its own, and skipping the name changes nothing)", "masking", UPDATE,
+        [("*/layers", "pass"), ("*", "fail")], "skip"),
     "zscore-reciprocal": Mutant(A, [(SHAPING, _ZSCORE, _ZSCORE.replace("/ (std_reward + 1e-8)", "* (1 / (std_reward + 1e-8))"))],
-        "z-score multiplies by 1/(std+eps) instead of dividing", "masking", ZSCORE, ALL),
+        "z-score multiplies by 1/(std+eps) instead of dividing", "masking", ZSCORE,
+        _zscore_differs(lambda d, s: d * (1 / (s + 1e-8)))),
     "awd-lambda-f32": Mutant(W, [(AWD, _AWD_STEP, "step = float(torch.tensor(alpha, dtype=torch.float32) * weight_decay_lambda)")],
         "decay step alpha * lambda computed in f32 (exact when lambda is a power of two)", "masking",
         {"dtypes": ("f32",), "case": "*-l1/*"}, _lambda_f32_shows),
@@ -211,9 +231,10 @@ noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generat
     "noise-in-f32": Mutant(A, [(WORKER, _draw_at("update"), _draw_at("update", _DRAW.replace("dtype=param.dtype", "dtype=torch.float32")))],
         "update noise drawn in f32 instead of the parameter dtype", "numerics", UPDATE, F32_SAME),
     "zscore-eps-in-variance": Mutant(A, [(SHAPING, "mean_reward) / (std_reward + 1e-8)\n", "mean_reward) / (std_reward ** 2 + 1e-8) ** 0.5\n")],
-        "epsilon added to the variance inside z_score", "numerics", ZSCORE, ALL),
+        "epsilon added to the variance inside z_score", "numerics", ZSCORE,
+        _zscore_differs(lambda d, s: d / (s ** 2 + 1e-8) ** 0.5)),
     "zscore-eps-1e-6": Mutant(A, [(SHAPING, "mean_reward) / (std_reward + 1e-8)\n", "mean_reward) / (std_reward + 1e-6)\n")],
-        "z-score epsilon 1e-6 instead of 1e-8", "numerics", ZSCORE, ALL),
+        "z-score epsilon 1e-6 instead of 1e-8", "numerics", ZSCORE, _zscore_differs(lambda d, s: d / (s + 1e-6))),
     "restore-sign": Mutant(A, [(WORKER, "param.data.add_(-sigma * noise)", "param.data.add_(sigma * noise)")],
         "restore adds +sigma * noise", "numerics", RESTORE, ALL),
     "perturb-fused": Mutant(A, [(WORKER, "param.data.add_(scale * noise)", "param.data.add_(noise, alpha=scale)")],
@@ -253,8 +274,11 @@ noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generat
             noise = reused[key].reshape(param.shape)
             param.data.add_(scale * noise)""")],
         "perturb reuses one draw for tensors of equal size and dtype", "accounting",
-        {"dtypes": ("f32", "bf16"), "case": "*/perturb/*"}, [("*/f32/iid/*", "artifact"), ("*/bf16/iid/*", "artifact")],
-        "reuse"),
+        {"dtypes": ("f32", "bf16"), "case": "*/perturb/*"},
+        # the `layers` set: the reuse by element count is not the one the what-if tries first (same shape),
+        # so more than the reuse differs there: a fail; its correlated rows must agree, and do
+        [("*/f32/iid/*", "artifact"), ("*/bf16/iid/*", "artifact"), ("*/mixed/iid/*/layers", "fail"),
+         ("*/mixed/iid/*", "artifact")], "reuse"),
     "skip-first-seed": Mutant(A, [(WORKER, _UPDATE_SEEDS, "            for seed, coeff in list(zip(seeds, coeffs))[1:]:")],
         "update leaves out the first member", "accounting", UPDATE, ALL, "skip"),
     "awd-cache-key-no-dtype": Mutant(W, _awd_each_key("key = (seed, str(param.device), tuple(param.shape))"),
@@ -265,6 +289,47 @@ noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generat
                                       "        acc = torch.zeros_like(param)\n        for seed, coeff in list(zip(seeds, coeffs))[:-1]:")],
         "es-awd's update leaves out the last (seed, coeff)", "accounting",
         {"dtypes": ("f32",), "case": "*/mirrored/*"}, ALL, "skip"),
+    # ---- structure: rules keyed on the layer index, the parameter kind or a tie (the `layers` set shows them)
+    "layer-seed-offset": Mutant(A, [(WORKER, _PERTURB_LOOP, _PERTURB_LOOP.replace(
+        "self._noise(param, seed)", "self._noise(param, seed + (int(name.split('.layers.')[1].split('.')[0]) if '.layers.' in name else 0))"))],
+        "perturb seeds layer i with seed + i (one decoder layer hides it)", "structure", PERTURB,
+        [("*/native/layers", "fail"), ("*/layers", "error")]),
+    "freeze-later-layers": Mutant(A, [(WORKER, _UPDATE_LOOP, _UPDATE_LOOP.replace(
+        "            update = torch.zeros", "            if (int(name.split('.layers.')[1].split('.')[0]) if '.layers.' in name else 0) >= 1:\n                continue\n            update = torch.zeros"))],
+        "update freezes every layer but the first", "structure", {"dtypes": ("f32",), "case": "*/update/N7*"},
+        [("*/layers", "fail")], "skip"),
+    "per-layer-sigma": Mutant(A, [(WORKER, _PERTURB_LOOP, _PERTURB_LOOP.replace(
+        "param.data.add_(scale * noise)", "param.data.add_(scale / (1 + (int(name.split('.layers.')[1].split('.')[0]) if '.layers.' in name else 0)) * noise)"))],
+        "perturb scales sigma down per layer", "structure", PERTURB, [("*/layers", "fail")]),
+    "tied-head-twice": Mutant(A, [(WORKER, _PERTURB_LOOP, _PERTURB_LOOP.replace(
+        "named_parameters()", "named_parameters(remove_duplicate=False)"))],
+        "perturb walks named_parameters(remove_duplicate=False): a tied head perturbs the embedding twice",
+        "structure", PERTURB, [("*/layers", "fail")], "extra"),
+    "modules-walk-tied": Mutant(A, [(WORKER, _UPDATE_LOOP, _UPDATE_LOOP.replace(
+        "        for name, param in self.model_runner.model.named_parameters():",
+        "        for name, param in ((n, p) for m in self.model_runner.model.modules() for n, p in m.named_parameters(recurse=False)):"))],
+        "update walks modules() and each one's own parameters: a tied weight is updated twice",
+        "structure", {"dtypes": ("f32",), "case": "*/update/N7*"}, [("*/layers", "fail")], "extra"),
+    # ---- rewards: code that acts on outliers, ties, equal rewards, a degenerate std (reward populations)
+    "zscore-clip-5": Mutant(A, [(SHAPING, _ZSCORE, _ZSCORE.replace(
+        "= (perf[\"avg_reward\"] - mean_reward) / (std_reward + 1e-8)",
+        "= max(-5.0, min(5.0, (perf[\"avg_reward\"] - mean_reward) / (std_reward + 1e-8)))"))],
+        "z-scores clipped to [-5, 5] (only an outlier reaches it)", "rewards", ZSCORE,
+        _zscore_differs(lambda d, s: max(-5.0, min(5.0, d / (s + 1e-8))))),
+    "zscore-dead-zone": Mutant(A, [(SHAPING, _ZSCORE, _ZSCORE + "\n        if abs(perf[\"norm_reward\"]) < 1e-5:\n            perf[\"norm_reward\"] = 0.0")],
+        "z-scores below a threshold of 1e-5 set to zero", "rewards", ZSCORE,
+        _zscore_differs(lambda d, s: d / (s + 1e-8) if abs(d / (s + 1e-8)) >= 1e-5 else 0.0)),
+    "zscore-std-floor": Mutant(A, [(SHAPING, _ZSCORE, _ZSCORE.replace("(std_reward + 1e-8)", "(max(std_reward, 1e-6) + 1e-8)"))],
+        "a degenerate std floored at 1e-6", "rewards", ZSCORE, _zscore_differs(lambda d, s: d / (max(s, 1e-6) + 1e-8))),
+    "zscore-zero-std-raw": Mutant(A, [(SHAPING, _ZSCORE, _ZSCORE + "\n        if std_reward == 0:\n            perf[\"norm_reward\"] = perf[\"avg_reward\"]")],
+        "a zero std hands the raw rewards on as coefficients", "rewards", ZSCORE, [("*/equal", "fail")]),
+    # ---- state: what a case leaves behind for the next one (only the repeat check sees it)
+    "noise-cache-scaled-in-place": Mutant(A, [(WORKER, "class WorkerExtension:", "_NOISE = {}\n\n\nclass WorkerExtension:"),
+                                              (WORKER, _PERTURB_LOOP, """        for name, param in self.model_runner.model.named_parameters():
+            noise = _NOISE.setdefault((seed, name, str(param.device)), self._noise(param, seed))
+            param.data.add_(noise.mul_(scale))""")],
+        "a module-level noise cache whose entries perturb scales in place: right the first time, wrong when a "
+        "case comes again", "state", PERTURB, ALL, "state"),
 }
 
 #: equivalent edits: the same bits, so parity must pass every row they run on
@@ -292,6 +357,43 @@ generator.manual_seed(seed)
         "relu instead of clamp(min=0) in l1 decay", "numerics", {"dtypes": ("f32", "bf16"), "case": "*/decay-l1/*"}, []),
     "awd-l2-commuted": Mutant(W, [(AWD, "delta = delta * (1 - step)", "delta = (1 - step) * delta")],
         "(1 - step) * delta instead of delta * (1 - step)", "numerics", {"dtypes": ("f32", "bf16"), "case": "*/decay-l2/*"}, []),
+    # ---- legal torch.nn.Module API calls (the stand-in model is a real Module)
+    "named-parameters-remove-duplicate": Mutant(A, [(WORKER, _PERTURB_LOOP, _PERTURB_LOOP.replace(
+        "named_parameters()", "named_parameters(prefix=\"\", recurse=True, remove_duplicate=True)"))],
+        "perturb walks named_parameters(prefix='', recurse=True, remove_duplicate=True)", "structure", PERTURB, []),
+    "parameters-recurse": Mutant(A, [(WORKER, _UPDATE_LOOP, _UPDATE_LOOP.replace(
+        "for name, param in self.model_runner.model.named_parameters():",
+        "for param in self.model_runner.model.parameters(recurse=True):"))],
+        "update walks parameters(recurse=True)", "structure", {"dtypes": ("f32",), "case": "*/update/N7*"}, []),
+    "module-introspection": Mutant(A, [(WORKER, _PERTURB_LOOP, """        model = self.model_runner.model
+        print(len(model.state_dict()), len(list(model.buffers())), len(list(model.modules())), model.training)
+""" + _PERTURB_LOOP)],
+        "perturb first reads state_dict(), buffers(), modules() and .training", "structure", PERTURB, []),
+    # ---- torch calls that draw exactly torch.randn's numbers from the generator (docs/references.md §3b)
+    "normal-in-place": Mutant(A, _each_draw(_DRAW.replace(_RANDN, "noise = torch.empty(param.shape, dtype=param.dtype, device=param.device).normal_(generator=generator)")),
+        "noise drawn with Tensor.normal_(generator=...) instead of torch.randn", "hook",
+        {"dtypes": ("f32", "bf16"), "case": "*/perturb/*"}, []),
+    "torch-normal": Mutant(A, _each_draw(_DRAW.replace(_RANDN, "noise = torch.normal(0, 1, tuple(param.shape), generator=generator, dtype=param.dtype, device=param.device)")),
+        "noise drawn with torch.normal(0, 1, size, generator=...)", "hook", {"dtypes": ("f32", "bf16"), "case": "*/perturb/*"}, []),
+    "normal-01-in-place": Mutant(A, _each_draw(_DRAW.replace(_RANDN, "noise = torch.empty(param.shape, dtype=param.dtype, device=param.device).normal_(0, 1, generator=generator)")),
+        "noise drawn with Tensor.normal_(0, 1, generator=...)", "hook", PERTURB, []),
+    "randn-like": Mutant(A, _each_draw(_DRAW.replace(_RANDN, "noise = torch.randn_like(param, generator=generator)")),
+        "noise drawn with torch.randn_like(param, generator=...)", "hook", PERTURB, []),
+    "randn-out": Mutant(A, _each_draw(_DRAW.replace(_RANDN, "noise = torch.randn(param.shape, generator=generator, out=torch.empty(param.shape, dtype=param.dtype, device=param.device))")),
+        "noise drawn with torch.randn(size, generator=..., out=...), the dtype from out", "hook", PERTURB, []),
+    "init-normal": Mutant(A, _each_draw(_DRAW.replace(_RANDN, "noise = torch.nn.init.normal_(torch.empty(param.shape, dtype=param.dtype, device=param.device), generator=generator)")),
+        "noise drawn with torch.nn.init.normal_(..., generator=...)", "hook", PERTURB, []),
+    "awd-torch-normal": Mutant(W, [(AWD, "return torch.randn(shape, dtype=dtype, device=device, generator=generator)",
+                                    "return torch.normal(0., 1., size=tuple(shape), generator=generator, dtype=dtype, device=device)")],
+        "es-awd draws with torch.normal(0., 1., size=..., generator=...)", "hook",
+        {"dtypes": ("f32", "bf16"), "case": "*/perturb/*"}, []),
+    # ---- rewards: degenerate-std handling that changes no bit
+    "zscore-zero-std-guard": Mutant(A, [(SHAPING, _ZSCORE, _ZSCORE + "\n        if std_reward == 0:\n            perf[\"norm_reward\"] = 0.0")],
+        "a zero std gives zero coefficients explicitly (what (0) / 1e-8 gives anyway)", "rewards", ZSCORE, []),
+    "awd-skip-zero-coefficients": Mutant(W, [(AWD, "            acc.add_(noise, alpha=coeff)\n        param.add_(acc",
+                                              "            if coeff == 0:\n                continue\n            acc.add_(noise, alpha=coeff)\n        param.add_(acc")],
+        "es-awd skips the add of a zero coefficient (drawing the noise all the same)", "rewards",
+        {"dtypes": ("f32",), "case": "*/update-none/N*", "schemes": ("correlated",), "noises": ("contract",)}, []),
     "zscore-keys-loop": Mutant(A, [(SHAPING, "    for key, perf in seeds_perf.items():", "    for key in list(seeds_perf):\n        perf = seeds_perf[key]")],
         "z_score walks the keys and indexes", "numerics", ZSCORE, []),
 }
@@ -313,9 +415,9 @@ BAD_INPUTS = {
     "no-generator": ("es-at-scale", _each_draw(_DRAW.replace("device=param.device, generator=generator)",
                                                               "device=param.device)")),
                      "noise drawn from torch's global generator (no generator passed)"),
-    "normal-in-place": ("es-at-scale", _each_draw(_DRAW.replace(_RANDN, "noise = torch.empty(param.shape, dtype=param.dtype, "
-                                                                 "device=param.device).normal_(generator=generator)")),
-                        "noise drawn with Tensor.normal_ instead of torch.randn"),
+    "normal-other-std": ("es-at-scale", _each_draw(_DRAW.replace(_RANDN, "noise = torch.empty(param.shape, dtype=param.dtype, "
+                                                                 "device=param.device).normal_(0, 2, generator=generator)")),
+                         "noise drawn with Tensor.normal_(0, 2): not standard normals"),
 }
 
 

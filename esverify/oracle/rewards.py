@@ -1,0 +1,119 @@
+"""Reward populations of the parity cases, and what z-scoring each must give (issue 18 item 3).
+
+The update and zscore cases hand both sides one population of rewards
+(docs/parity.md "Reward populations"). Drawn around N(0.5, 0.2) only, code
+that acts on outliers, ties, equal rewards or the 0/1 rewards of accuracy
+tasks (clipping |z|, a threshold, a degenerate std) is reached by chance
+at best, so a case names one of SHAPES:
+
+- `normal`: N(0.5, 0.2) (the rewards every case had before);
+- `sparse`: 0/1 rewards (about 30% ones, at least one of each);
+- `outliers`: 0.5 + N(0, 0.01) and one member 10 above the rest, whose
+  z-score exceeds 5 (N >= OUTLIER_MIN: one outlier among N has
+  |z| <= sqrt(N - 1));
+- `ties`: values from {0.25, 0.5, 0.75}, at least two of them;
+- `equal`: every reward 0.75 (a dyadic value: numpy's mean of copies is
+  exact, the std is 0);
+- `tiny`: 0.5 + N(0, 1e-12): a std far below the 1e-8 of the divisor.
+
+`expectations(shape, rewards, coeffs)` lists what z-score coefficients of
+such a population must satisfy, known in advance on our side (the tests
+assert that ours satisfy it and that wrong shapings do not).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+SHAPES = ("normal", "sparse", "outliers", "ties", "equal", "tiny")
+#: the smallest population whose single outlier can have |z| > 5 (sqrt(N - 1) > 5)
+OUTLIER_MIN = 27
+EQUAL_VALUE = 0.75
+
+
+def check_shape(shape: str, population: int) -> None:
+    """ValueError for an unknown shape, or `outliers` below OUTLIER_MIN members."""
+    if shape not in SHAPES:
+        raise ValueError(f"rewards must be one of {SHAPES}, got {shape!r}")
+    if shape == "outliers" and population < OUTLIER_MIN:
+        raise ValueError(f"rewards 'outliers' need a population of at least {OUTLIER_MIN} (one outlier among N "
+                         f"has |z| <= sqrt(N - 1)), got {population}")
+
+
+def draw(shape: str, seed: int, n: int) -> np.ndarray:
+    """The f64 rewards (shape (n,)) of population `shape` for (seed, n), deterministic; ValueError as
+    check_shape. `normal` is the stream every case used before shapes existed."""
+    check_shape(shape, n)
+    rng = np.random.Generator(np.random.PCG64([seed, n, 7] if shape == "normal"
+                                              else [seed, n, 7, SHAPES.index(shape)]))
+    if shape == "normal":
+        return rng.normal(0.5, 0.2, n)
+    if shape == "sparse":
+        r = (rng.random(n) < 0.3).astype(np.float64)
+        if r.min() == r.max():           # at least one success and one failure
+            r[int(rng.integers(n))] = 1.0 - r[0]
+        return r
+    if shape == "outliers":
+        r = 0.5 + rng.normal(0.0, 0.01, n)
+        r[int(rng.integers(n))] += 10.0
+        return r
+    if shape == "ties":
+        r = rng.choice([0.25, 0.5, 0.75], n)
+        if r.min() == r.max():
+            r[int(rng.integers(n))] = 0.25 if r[0] != 0.25 else 0.75
+        return r
+    if shape == "equal":
+        return np.full(n, EQUAL_VALUE)
+    return 0.5 + rng.normal(0.0, 1e-12, n)            # tiny
+
+
+def expectations(shape: str, rewards, coeffs) -> list[str]:
+    """What z-score coefficients (docs/numerics.md §2) of a `shape` population must satisfy; the
+    problems found ([] when all holds). Every shape: equal rewards get bitwise equal coefficients and
+    a higher reward never gets a lower one. Then: `equal` -> every coefficient +0.0; `sparse` -> two
+    values, positive for the ones and negative for the zeros; `outliers` -> the outlier's |z| > 5 and
+    every other |z| < 1; `ties` -> one coefficient per distinct reward; `tiny` -> std below 1e-8
+    (the 1e-8 of the divisor dominates), so every |z| < 1e-3 and not all zero, and (r - mean) / z is
+    std + 1e-8 (no floor on a degenerate std)."""
+    r, c = np.asarray(rewards, dtype=np.float64), np.asarray(coeffs, dtype=np.float64)
+    problems = []
+    if r.shape != c.shape:
+        return [f"{len(c)} coefficients for {len(r)} rewards"]
+    bits = c.view(np.uint64)
+    order = np.argsort(r, kind="stable")
+    for a, b in zip(order[:-1], order[1:]):
+        if r[a] == r[b] and bits[a] != bits[b]:
+            problems.append(f"members {a} and {b} have equal rewards but coefficients {c[a]!r} and {c[b]!r}")
+            break
+        if r[a] < r[b] and c[a] > c[b]:
+            problems.append(f"member {b} has a higher reward than member {a} but a lower coefficient")
+            break
+    if shape == "equal" and not (np.all(bits == 0)):
+        problems.append(f"equal rewards: coefficients must all be +0.0, got {sorted(set(c.tolist()))[:4]}")
+    if shape == "sparse":
+        ones, zeros = c[r == 1.0], c[r == 0.0]
+        if len(set(c.tolist())) != 2 or not (ones.min() > 0 > zeros.max()):
+            problems.append(f"sparse 0/1 rewards: want one positive value for the ones and one negative value "
+                            f"for the zeros, got {sorted(set(c.tolist()))[:4]}")
+    if shape == "outliers":
+        k = int(np.argmax(r))
+        others = np.delete(np.abs(c), k)
+        if not abs(c[k]) > 5 or not (others.max() < 1):
+            problems.append(f"outliers: want |z| > 5 for member {k} (got {c[k]!r}) and |z| < 1 elsewhere "
+                            f"(max {others.max()!r})")
+    if shape == "ties" and len(set(c.tolist())) != len(set(r.tolist())):
+        problems.append(f"ties: {len(set(r.tolist()))} distinct rewards but {len(set(c.tolist()))} distinct "
+                        "coefficients")
+    if shape == "tiny":
+        std, mean = float(np.std(r)), float(np.mean(r))
+        if not (std < 1e-8 and np.abs(c).max() < 1e-3 and np.abs(c).max() > 0 and math.isfinite(std)):
+            problems.append(f"tiny spread: want std < 1e-8 and 0 < max |z| < 1e-3, got std {std!r} and max |z| "
+                            f"{np.abs(c).max()!r}")
+        else:   # the divisor is std + 1e-8, whatever a guard would floor it to
+            nz = c != 0
+            divisor = (r[nz] - mean) / c[nz]
+            if not np.all(np.abs(divisor - (std + 1e-8)) <= 1e-6 * (std + 1e-8)):
+                problems.append(f"tiny spread: the divisor must be std + 1e-8 = {std + 1e-8!r}, got about "
+                                f"{float(np.median(divisor))!r}")
+    return problems
