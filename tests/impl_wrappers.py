@@ -15,7 +15,9 @@ for the fault MODE names:
 - refuses: replies ok:false to gaussian n == 33;
 - partial: claims only `at` (everything else is unsupported);
 - crashes: answers capabilities, then exits on every request;
-- bigclaim: on gaussian n == 33, announces an 8 GiB reply, writes 100 bytes of it and exits.
+- bigclaim: on gaussian n == 33, announces an 8 GiB reply, writes 100 bytes of it and exits;
+- deep / bigint / badutf8: on gaussian n == 33, replies with a frame whose header nests 100,000
+  brackets deep / holds a 5000-digit integer / is not UTF-8 (outside JSON: issue 20 item 1).
 """
 import os
 import subprocess
@@ -68,6 +70,13 @@ def main(mode: str) -> int:
                                         + head + bytes(100))
                 sys.stdout.flush()
                 os._exit(5)
+            bad = {"deep": b'{"id":0,"ok":true,"result":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+                   "bigint": b'{"id":0,"ok":true,"result":{"n":' + b"7" * 5000 + b"}}",
+                   "badutf8": b'{"id":0,"ok":true,"result":{"n":"\xff\xfe"}}'}.get(mode)
+            if bad is not None:
+                sys.stdout.buffer.write(b"ESVF" + len(bad).to_bytes(4, "little") + bytes(8) + bad)
+                sys.stdout.flush()
+                time.sleep(600)   # esverify must kill it: the frame was a protocol error
             if mode == "refuses":
                 raise ValueError("n = 33 is refused on purpose")
         return gaussian(args)

@@ -237,7 +237,13 @@ def test_unknown_contract_version_is_a_setup_error(tmp_path):
                                         ("refuses", "the wrapper replied with an error: ValueError: n = 33 is "
                                                     "refused on purpose"),
                                         ("bigclaim", "crashed: the wrapper exited with status 5 before answering "
-                                                     "gaussian after 146 byte(s) of a reply")])   # 16 + 30 + 100
+                                                     "gaussian after 146 byte(s) of a reply"),   # 16 + 30 + 100
+                                        ("deep", "protocol: reply to gaussian: header is not UTF-8 JSON (header "
+                                                 "nests 100001 brackets deep, over the bound of 32)"),
+                                        ("bigint", "protocol: reply to gaussian: header is not UTF-8 JSON (header "
+                                                   "holds a value the parser refuses: Exceeds the limit (4300"),
+                                        ("badutf8", "protocol: reply to gaussian: header is not UTF-8 JSON ("
+                                                    "'utf-8' codec can't decode byte 0xff")])
 def test_a_failing_case_is_one_error_row_and_the_rest_still_run(tmp_path, mode, kind):
     result, target = run_rng(mode, tmp_path, deadline=2.0)
     n33 = ["gaussian-poly32-seed-1234567-first-1-n-33", "gaussian-libm64-seed-1234567-first-1-n-33"]

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import json
 import math
 import os
 import platform
@@ -58,7 +57,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import __version__
+from .. import __version__, jsonin
 from ..paths import checkout_root, oracles_dir
 from ..interrupt import VERDICT as INTERRUPTED
 from ..interrupt import Interrupted, catching
@@ -305,7 +304,7 @@ def _probe(python: str, timeout: float, explicit: bool = True) -> dict:
         said = " | ".join(line.strip() for line in out.stderr.splitlines() if line.strip())   # one line
         raise UsageError(f"--python {python}: the interpreter failed to start: {said[-500:]}")
     try:
-        facts = json.loads(out.stdout.strip().splitlines()[-1])
+        facts = jsonin.loads(out.stdout.strip().splitlines()[-1], "the interpreter probe's answer")
         if not isinstance(facts, dict) or not {"python", "torch", "numpy"} <= set(facts):
             raise ValueError(facts)
     except (IndexError, ValueError):
