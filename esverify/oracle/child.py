@@ -60,7 +60,7 @@ REPLY_MAX_DEPTH = 64                       #: bracket nesting of one reply line 
 EXIT_GRACE = 2.0                           #: seconds a child gets to exit after "exit" or a closed channel
 TEMP_PREFIX = "esverify-child-"
 #: what the child imports from esverify, relative to the package's parent folder
-CHILD_MODULES = ("esverify/__init__.py", "esverify/rng", "esverify/numerics_probe.py")
+CHILD_MODULES = ("esverify/__init__.py", "esverify/rng", "esverify/numerics_probe.py", "esverify/forksafe.py")
 #: environment variables passed to the child: exact names, then prefixes (docs/parity.md "Trust model")
 ENV_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "SYSTEMROOT", "LD_LIBRARY_PATH",
              "CONDA_PREFIX", "VIRTUAL_ENV")
