@@ -279,3 +279,27 @@ def test_gate_refuses_a_process_that_loaded_a_fast_math_library(tmp_path):
                           env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "flushes subnormals to zero (FTZ/DAZ)" in done.stderr and "(DAZ)" in done.stderr
+
+
+# -- numpy's Generator stream behind the references' seed schedules (issue 20 item 5) ------------
+@pytest.mark.parametrize("bit_generator", [np.random.Philox, np.random.SFC64, np.random.MT19937])
+def test_a_changed_numpy_stream_fails_the_seed_schedule_vectors(monkeypatch, bit_generator):
+    """default_rng backed by another bit generator changes the references' member seeds: the gate
+    fails on exactly the seed-schedule vectors of both es files (and nothing else changes)."""
+    from esverify.es import schedule
+    schedule._draw.cache_clear()
+    monkeypatch.setattr(np.random, "default_rng", lambda seed=None: np.random.Generator(bit_generator(seed)))
+    try:
+        result = gate.check(COMMITTED, ["es-at-scale", "es-awd"], backends=["numpy"])
+    finally:
+        schedule._draw.cache_clear()
+    failed = {(r["area"], r["vector"]) for r in result.rows if r["status"] == "mismatch"}
+    want = {(area, v["id"]) for area in ("es-at-scale", "es-awd") for v in load(COMMITTED / f"{area}.json")["vectors"]
+            if v["inputs"]["kind"] == "seed-schedule"}
+    assert len(want) == 10 and failed == want
+    assert result.exit_code(False) == 1
+
+
+def test_the_seed_schedule_vectors_pass_with_numpys_stream():
+    result = gate.check(COMMITTED, ["es-awd"], backends=["numpy"])
+    assert result.exit_code(False) == 0 and not result.rows

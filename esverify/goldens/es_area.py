@@ -24,6 +24,10 @@ Two more kinds pin what short runs cannot (issue 10):
   1000: the recursive split), each with four reward sets (wide dynamic
   range, near-equal, negative, mixed magnitudes). A numpy whose summation
   order changes fails the gate here.
+- ``seed-schedule`` (both files, issue 20): the member seeds each reference's
+  loop draws from numpy (``default_rng((seed or 42) + i [+ 1]).integers(0,
+  2**30)``, docs/references.md §5), expected from PCG64 named explicitly,
+  recomputed through ``default_rng``: a numpy whose stream changes fails.
 - subnormal ``es-run`` vectors (both files): parameters, noise products
   sigma*eps and alpha/N*acc, and results in each dtype's subnormal range
   (f32 and bf16 below 2**-126, f16 below 2**-14), so a process that
@@ -35,7 +39,7 @@ import numpy as np
 
 from ..es.profiles import es_at_scale, es_awd
 from .area import Area
-from .compare import decode, encode
+from .compare import decode, encode, encode_ints
 
 U64 = (1 << 64) - 1
 _UINT = {"f32": np.uint32, "f16": np.uint16, "bf16": np.uint16, "f64": np.uint64}
@@ -214,10 +218,53 @@ def _shaping_vectors() -> list[dict]:
     return out
 
 
+#: (seed, count, iterations) of the seed-schedule vectors: the default seed (0 stands for 42), a
+#: population of 1, the default population 30, a 64-member one, and seeds past 2**32 and 2**63
+SCHEDULE_CASES = [(0, 30, [0, 1, 2, 3]), (7, 1, [0, 1, 1000]), (12345, 64, [0, 5]),
+                  ((1 << 40) + 3, 8, [0, 1]), ((1 << 63) + 11, 4, [0, 2])]
+
+
+def _schedule_vectors(profile: str) -> list[dict]:
+    """The reference's numpy seed schedule (docs/references.md §5): the member seeds its loop draws.
+
+    Expected values are drawn from numpy's PCG64 named explicitly (what
+    ``default_rng`` is today); the gate recomputes through
+    `esverify.es.schedule.reference_seeds`, i.e. through ``default_rng``, so a
+    numpy whose default bit generator, seeding or ``integers`` stream changes fails here.
+    """
+    from ..es import schedule
+    out = []
+    for seed, count, iterations in SCHEDULE_CASES:
+        expected = {}
+        for i in iterations:
+            base = (seed or schedule.DEFAULT_GLOBAL_SEED) + i + schedule.FIRST_ITERATION[profile]
+            draw = np.random.Generator(np.random.PCG64(base)).integers(0, schedule.SEED_BOUND, size=count,
+                                                                      dtype=np.int64)
+            expected[f"it{i}.member_seeds"] = encode_ints(draw.tolist(), "u64")
+        out.append({"id": f"seed-schedule-seed-{seed}-n{count}",
+                    "comment": f"the {profile} loop's member seeds at global seed {seed} (0 stands for 42), "
+                               f"{count} per iteration: numpy default_rng((seed or 42) + i"
+                               f"{' + 1' if schedule.FIRST_ITERATION[profile] else ''}).integers(0, 2**30, "
+                               f"size={count}, dtype=int64), docs/references.md §5; fails when numpy's stream changes",
+                    "inputs": {"kind": "seed-schedule", "schedule": profile, "seed": f"0x{seed:016x}",
+                               "count": count, "iterations": list(iterations)},
+                    "expected": expected})
+    return out
+
+
+def _recompute_schedule(vector: dict) -> dict:
+    """The schedule through esverify's own path (numpy's default_rng); backend-independent."""
+    from ..es import schedule
+    x = vector["inputs"]
+    return {f"it{i}.member_seeds": encode_ints(schedule.reference_seeds(x["schedule"], int(x["seed"], 16), i,
+                                                                        x["count"]), "u64")
+            for i in x["iterations"]}
+
+
 def _generate(profile: str):
     if profile == "es-at-scale":
-        return lambda: [_vector(c) for c in _cases(profile)] + _shaping_vectors()
-    return lambda: [_vector(c) for c in _cases(profile)]
+        return lambda: [_vector(c) for c in _cases(profile)] + _shaping_vectors() + _schedule_vectors(profile)
+    return lambda: [_vector(c) for c in _cases(profile)] + _schedule_vectors(profile)
 
 
 def _recompute_shaping(vector: dict) -> dict:
@@ -258,6 +305,12 @@ def check_sizes(vector: dict) -> list[str]:
             if length(field) != n:
                 out.append(f"{field} has {length(field)} values, the population is {n!r}")
         return out
+    if x.get("kind") == "seed-schedule":
+        n, its = x.get("count"), x.get("iterations")
+        if not isinstance(n, int) or not isinstance(its, list) or set(exp) != {f"it{i}.member_seeds" for i in its}:
+            return [f"iterations {its!r} do not match the expected fields {sorted(exp)}"]
+        return [f"it{i}.member_seeds has {length(f'it{i}.member_seeds')} values, count is {n}"
+                for i in its if length(f"it{i}.member_seeds") != n]
     if x.get("kind") != "es-run":
         return [f"unknown kind {x.get('kind')!r}"]
     population = x["config"].get("population")
@@ -307,6 +360,10 @@ def recompute(vector: dict, backend: str) -> dict:
         if backend not in _targets("es-at-scale"):
             raise ValueError(f"es backend {backend!r} is unknown or not available here")
         return _recompute_shaping(vector)
+    if x["kind"] == "seed-schedule":
+        if backend not in _targets(x["schedule"]):
+            raise ValueError(f"es backend {backend!r} is unknown or not available here")
+        return _recompute_schedule(vector)
     targets = _targets(x["config"]["profile"])
     if backend not in targets:
         raise ValueError(f"es backend {backend!r} is unknown or not available here; available: {sorted(targets)}")
