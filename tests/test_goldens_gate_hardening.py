@@ -303,3 +303,19 @@ def test_a_changed_numpy_stream_fails_the_seed_schedule_vectors(monkeypatch, bit
 def test_the_seed_schedule_vectors_pass_with_numpys_stream():
     result = gate.check(COMMITTED, ["es-awd"], backends=["numpy"])
     assert result.exit_code(False) == 0 and not result.rows
+
+
+# -- es-awd's fused multiply-add rounded twice (issue 20 item 8) -----------------------------------
+def test_fma_as_an_f64_product_and_sum_rounded_twice_fails_the_gate(monkeypatch):
+    """rd32(rd64(x + y*a)) instead of one rounding passed every vector before; now exactly the
+    fma-double-rounding vector fails, on its perturbed theta_0 (one ulp), and nothing else does."""
+    from esverify.es.profiles import es_awd
+    monkeypatch.setattr(es_awd, "fma32", lambda x, y, k: (x.to(torch.float64) + y.to(torch.float64) * k)
+                        .to(torch.float32))
+    result = gate.check(COMMITTED, ["es-awd"], backends=["numpy"])
+    bad = [r for r in result.rows if r["status"] == "mismatch"]
+    assert {r["vector"] for r in bad} == {"fma-double-rounding-f32"}
+    first = bad[0]
+    assert (first["field"], first["element"], first["ulp"]) == ("it0.perturb.w", 0, 1)
+    assert first["expected"].startswith("0x482aaaad") and first["got"].startswith("0x482aaaac")
+    assert result.exit_code(False) == 1

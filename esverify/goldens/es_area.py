@@ -101,10 +101,13 @@ def _params(layout, seed: int, scale: float = 1.0) -> list[np.ndarray]:
             for _, shape, dt in layout]
 
 
-def _case(profile: str, id_: str, comment: str, layout, iterations, scale: float = 1.0, **cfg) -> dict:
+def _case(profile: str, id_: str, comment: str, layout, iterations, scale: float = 1.0, set_elements=None,
+          **cfg) -> dict:
     from ..es import Config
     config = Config(profile=profile, **cfg).to_dict()
     params = _params(layout, 7 + len(id_), scale)
+    for (slot, index), value in (set_elements or {}).items():   # hand-chosen elements (the fma vectors)
+        params[slot].reshape(-1)[index] = value
     return {"id": id_, "comment": comment, "config": config, "layout": layout, "params": params,
             "iterations": iterations}
 
@@ -147,12 +150,36 @@ def _cases(profile: str) -> list[dict]:
                          "in this dtype; a process flushing subnormals to zero (FTZ/DAZ) fails here", SAME[dt],
                          [(1, _rewards(4, 8)), (2, _rewards(4, 9))], scale=tiny,
                          **{**base, "sigma": tiny, "alpha": tiny, "scheme": "iid"}))
+    if profile == "es-awd":
+        out += _fma_double_rounding_cases(profile, base)
     if profile == "es-at-scale":
         out.append(_case(profile, "snapshot-restore", "snapshot restore copies the bytes back", MIXED,
                          [(2, _rewards(4, 6))], **{**base, "restore": "snapshot"}))
         out.append(_case(profile, "paper-defaults-population-30", "the paper's defaults: sigma 0.001, alpha = "
                          "sigma/2, population 30, correlated, z-score", MIXED, [(29, _rewards(30, 7))]))
     return out
+
+
+#: The es-awd fused multiply-add fma32(x, y, a) = rd32(x + y*a), rounded ONCE. An implementation that
+#: forms y*a exactly in f64 and then rounds x + y*a to f64 and again to f32 is wrong only where the exact
+#: sum lies within half an f64 ulp above an f32 midpoint: rounding to f64 lands on the midpoint and
+#: ties-to-even goes down. Random runs hit that about once in 10**8 elements, so no vector caught it.
+#: Found by searching sigmas against member 1's noise (seed 20, iid, poly32; issue 20): with
+#: a = rd32(sigma) = 0.013517158105969429 and eps_0 = 2.889845609664917 the product has bit 45 set and
+#: the next 29 bits clear, so theta_0 = 174762.65625 (an even f32 whose ulp is 2**-7, twice the midpoint
+#: bit) perturbs to 0x482aaaad, where the twice-rounded form gives 0x482aaaac.
+FMA_SIGMA = 0.013517158105969429
+FMA_THETA = 174762.65625
+
+
+def _fma_double_rounding_cases(profile: str, base: dict) -> list[dict]:
+    cfg = {**base, "sigma": FMA_SIGMA, "seed": 20, "scheme": "iid", "mapping": "poly32"}
+    return [_case(profile, "fma-double-rounding-f32",
+                  "es-awd's fma32 rounds once: perturbing theta_0 = 174762.65625 by sigma = 0.013517158105969429 "
+                  "times member 1's eps_0 has an exact sum just above an f32 midpoint, so an f64 product and sum "
+                  "rounded twice (to f64, then f32) gives one ulp less (0x482aaaac, not 0x482aaaad) in "
+                  "it0.perturb.w[0]", [("w", (64,), "f32")], [(1, _rewards(4, 10))], set_elements={(0, 0): FMA_THETA},
+                  **cfg)]
 
 
 def _run_reference(case: dict) -> dict:
