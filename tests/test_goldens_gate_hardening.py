@@ -319,3 +319,31 @@ def test_fma_as_an_f64_product_and_sum_rounded_twice_fails_the_gate(monkeypatch)
     assert (first["field"], first["element"], first["ulp"]) == ("it0.perturb.w", 0, 1)
     assert first["expected"].startswith("0x482aaaad") and first["got"].startswith("0x482aaaac")
     assert result.exit_code(False) == 1
+
+
+# -- decay and step kinds; the l1 decay's sign of zero (issue 20 item 8) ----------------------------
+def test_an_l1_decay_that_drops_the_sign_of_zero_fails_the_decay_and_step_vectors(monkeypatch):
+    """l1 must write sign(d) * +0 + theta0: -0 where theta = -tiny decays onto a -0 anchor. A decay
+    writing +0 there passed every vector before; now the decay-l1 vectors fail on that element."""
+    from esverify.es import decay, trainer
+    real = decay.decay_chunk
+
+    def plus_zero(theta, anchor, kind, a):
+        out = real(theta, anchor, kind, a)
+        return torch.where(out == 0, torch.zeros_like(out), out) if kind == "l1" else out
+    monkeypatch.setattr(decay, "decay_chunk", plus_zero)
+    monkeypatch.setattr(trainer, "decay_chunk", plus_zero)
+    result = gate.check(COMMITTED, ["es-at-scale"], backends=["numpy"])
+    bad = {r["vector"] for r in result.rows if r["status"] == "mismatch"}
+    decay_l1 = {f"decay-l1-lambda-{lam}-{dt}" for lam in ("0.5", "3") for dt in ("f32", "f16", "bf16")}
+    assert decay_l1 <= bad and not any(v.startswith("decay-l2") for v in bad)
+    rows = [r for r in result.rows if r["vector"] == "decay-l1-lambda-0.5-f32"]
+    assert [(r["field"], r["element"], r["ulp"]) for r in rows] == [("decay.w", 2, 0)]   # a flipped zero
+
+
+def test_the_decay_and_step_kinds_are_checked_on_every_backend():
+    vectors = load(COMMITTED / "es-awd.json")["vectors"]
+    kinds = {v["inputs"]["kind"] for v in vectors}
+    assert {"decay", "step", "seed-schedule", "es-run"} <= kinds
+    result = gate.check(COMMITTED, ["es-awd"])
+    assert result.exit_code(True) == 0 and {s["backend"] for s in result.summary} >= {"numpy", "torch-cpu"}

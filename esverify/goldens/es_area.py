@@ -288,10 +288,118 @@ def _recompute_schedule(vector: dict) -> dict:
             for i in x["iterations"]}
 
 
+def _param_inputs(layout, arrays) -> list[dict]:
+    return [{"name": name, "shape": list(shape), "dtype": dt, "bits": encode(p)}
+            for (name, shape, dt), p in zip(layout, arrays)]
+
+
+def _signed_zero_anchor(layout, seed: int) -> tuple[list, list]:
+    """(params, anchor) whose first 8 elements pair every sign of zero with tiny deltas (docs/numerics.md §5).
+
+    anchor -0, theta -0 / +0 / -tiny / +tiny; anchor +0, theta -0 / +0 / -tiny / +tiny: l1 sets each
+    delta to a zero whose sign follows IEEE (sign(d) * +0, then + theta0), so -0 survives only where
+    sign(d) is negative and the anchor is -0; an implementation writing theta0 or +0 for "decayed to
+    the anchor" differs there. The other elements are ordinary random values.
+    """
+    from ..es import reference as R
+    params, anchor = _params(layout, seed), _params(layout, seed + 1)
+    theta0 = np.array([-0.0, -0.0, -0.0, -0.0, 0.0, 0.0, 0.0, 0.0])
+    tiny = 1e-4
+    theta = np.array([-0.0, 0.0, -tiny, tiny, -0.0, 0.0, -tiny, tiny])
+    for (_, _, dt), p, a in zip(layout, params, anchor):
+        if p.size >= 8:
+            p.reshape(-1)[:8] = theta.astype(np.float32).astype(R.NP_DTYPES[dt])
+            a.reshape(-1)[:8] = theta0.astype(np.float32).astype(R.NP_DTYPES[dt])
+    return params, anchor
+
+
+#: (decay, lambda, alpha): l1 large enough to zero the tiny deltas, l2 a plain shrink
+DECAY_CASES = [("l1", 0.5, 0.1), ("l1", 3.0, 0.1), ("l2", 3.0, 0.1)]
+ZERO_LAYOUT = {d: [("w", (37,), d), ("b", (), d)] for d in ("f32", "f16", "bf16")}
+
+
+def _decay_vectors(profile: str) -> list[dict]:
+    """`decay` kind: anchored weight decay alone (the protocol's `decay` op), with the signed-zero anchor."""
+    from ..es import Config, reference as R
+    out = []
+    for dt, layout in ZERO_LAYOUT.items():
+        for k, (decay, lam, alpha) in enumerate(DECAY_CASES):
+            config = Config(profile=profile, anchor_decay=decay, anchor_lambda=lam, alpha=alpha).to_dict()
+            params, anchor = _signed_zero_anchor(layout, 31 + k)
+            got = [R.anchor_decay(p, a, decay, alpha * lam) for p, a in zip(params, anchor)]
+            out.append({"id": f"decay-{decay}-lambda-{lam:g}-{dt}",
+                        "comment": f"anchored weight decay {decay} alone (lambda {lam:g}, alpha {alpha:g}, {dt}; "
+                                   "docs/numerics.md §5): theta -0/+0/-tiny/+tiny against anchors -0 and +0 pin "
+                                   "the sign of each zero the decay writes",
+                        "inputs": {"kind": "decay", "config": _config_inputs(config),
+                                   "params": _param_inputs(layout, params), "anchor": _param_inputs(layout, anchor)},
+                        "expected": {f"decay.{name}": encode(g) for (name, _, _), g in zip(layout, got)}})
+    return out
+
+
+def _step_vectors(profile: str) -> list[dict]:
+    """`step` kind: perturb and restore every member in order, then update (the protocol's `step` op)."""
+    from ..es import Config, reference as R
+    base = dict(sigma=0.05, alpha=0.02, population=4, scheme="iid")
+    cases = [("step-zscore", {}, 0), ("step-antithetic-snapshot", {"antithetic": True, "restore": "snapshot"}, 3),
+             ("step-l1-decay", {"anchor_decay": "l1", "anchor_lambda": 0.5, "alpha": 0.1}, 1)]
+    out = []
+    for id_, extra, iteration in cases:
+        cfg = Config(profile=profile, **{**base, **extra}).to_dict()
+        params = _params(MIXED, 50 + iteration)
+        anchor = [p.copy() for p in params]
+        rewards = _rewards(cfg["population"], 60 + iteration)
+        cur = [p.copy() for p in params]
+        for m in range(cfg["population"]):
+            perturbed = R.perturb(cfg, cur, iteration, m)
+            if cfg["restore"] != "snapshot":
+                cur = R.perturb(cfg, perturbed, iteration, m, restore=True)
+        cur, coeffs = R.update(cfg, cur, iteration, rewards, anchor=anchor)
+        expected = {f"step.{name}": encode(p) for (name, _, _), p in zip(MIXED, cur)}
+        expected["coefficients"] = _f64s(coeffs)
+        out.append({"id": id_, "comment": f"one step at iteration {iteration} (docs/numerics.md §6): perturb, "
+                                          f"restore ({cfg['restore']}) every member in order, then update "
+                                          f"({', '.join(f'{k}={v}' for k, v in extra.items()) or 'defaults'}); "
+                                          "the anchor is the initial parameters",
+                    "inputs": {"kind": "step", "config": _config_inputs(cfg), "iteration": iteration,
+                               "params": _param_inputs(MIXED, params), "rewards": _f64s(rewards)},
+                    "expected": expected})
+    return out
+
+
 def _generate(profile: str):
-    if profile == "es-at-scale":
-        return lambda: [_vector(c) for c in _cases(profile)] + _shaping_vectors() + _schedule_vectors(profile)
-    return lambda: [_vector(c) for c in _cases(profile)] + _schedule_vectors(profile)
+    def generate():
+        out = [_vector(c) for c in _cases(profile)]
+        if profile == "es-at-scale":
+            out += _shaping_vectors()
+        return out + _schedule_vectors(profile) + _decay_vectors(profile) + _step_vectors(profile)
+    return generate
+
+
+def _recompute_decay(vector: dict, device: str) -> dict:
+    """esverify's apply_anchor_decay_ on the vector's params and anchor."""
+    from ..es import apply_anchor_decay_
+    x = vector["inputs"]
+    cfg = _config_from_inputs(x["config"])
+    params = [_tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["params"]]
+    anchor = [_tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["anchor"]]
+    apply_anchor_decay_(params, anchor, cfg["anchor_decay"], cfg["anchor_lambda"], cfg["alpha"])
+    return {f"decay.{p['name']}": encode(t) for p, t in zip(x["params"], params)}
+
+
+def _recompute_step(vector: dict, noise_backend: str, device: str) -> dict:
+    """Trainer.step at the vector's iteration, anchored on the initial parameters."""
+    from ..es import Config, Trainer
+    x = vector["inputs"]
+    cfg = _config_from_inputs(x["config"])
+    tensors = [_tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["params"]]
+    tr = Trainer([(p["name"], t) for p, t in zip(x["params"], tensors)], Config(**cfg), backend=noise_backend)
+    tr.iteration = x["iteration"]
+    rewards = _f64_from_bits(x["rewards"]).tolist()
+    stats = tr.step(lambda member: rewards[member])
+    got = {f"step.{p['name']}": encode(t) for p, t in zip(x["params"], tensors)}
+    got["coefficients"] = _f64s(stats["coefficients"])
+    return got
 
 
 def _recompute_shaping(vector: dict) -> dict:
@@ -338,6 +446,22 @@ def check_sizes(vector: dict) -> list[str]:
             return [f"iterations {its!r} do not match the expected fields {sorted(exp)}"]
         return [f"it{i}.member_seeds has {length(f'it{i}.member_seeds')} values, count is {n}"
                 for i in its if length(f"it{i}.member_seeds") != n]
+    if x.get("kind") in ("decay", "step"):
+        prefix = x["kind"]
+        for p in x.get("params", []):
+            numel = _numel(p["shape"])
+            if len(p["bits"]["values"]) != numel or length(f"{prefix}.{p['name']}") != numel:
+                out.append(f"param {p['name']!r} has shape {p['shape']} but {len(p['bits']['values'])} values, "
+                           f"of which {length(prefix + '.' + p['name'])} are expected")
+        for a, p in zip(x.get("anchor", []), x.get("params", [])):
+            if a["shape"] != p["shape"] or len(a["bits"]["values"]) != _numel(a["shape"]):
+                out.append(f"anchor {a['name']!r} does not match param {p['name']!r}")
+        if prefix == "step":
+            n = x["config"].get("population")
+            if len(x["rewards"]["values"]) != n or length("coefficients") != n:
+                out.append(f"step: {len(x['rewards']['values'])} rewards, {length('coefficients')} coefficients, "
+                           f"the population is {n!r}")
+        return out
     if x.get("kind") != "es-run":
         return [f"unknown kind {x.get('kind')!r}"]
     population = x["config"].get("population")
@@ -395,6 +519,10 @@ def recompute(vector: dict, backend: str) -> dict:
     if backend not in targets:
         raise ValueError(f"es backend {backend!r} is unknown or not available here; available: {sorted(targets)}")
     noise_backend, device = targets[backend]
+    if x["kind"] == "decay":
+        return _recompute_decay(vector, device)
+    if x["kind"] == "step":
+        return _recompute_step(vector, noise_backend, device)
     cfg = _config_from_inputs(x["config"])
     tensors = [_tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["params"]]
     layout = [(p["name"], tuple(p["shape"]), p["dtype"]) for p in x["params"]]
