@@ -55,11 +55,16 @@ def pairwise_sum(a, acc: int = 8, block: int = 128) -> float:
     return pairwise_sum(a[:n2], acc, block) + pairwise_sum(a[n2:], acc, block)
 
 
-def numpy_like(acc: int, first_as_initial: bool = False):
+def numpy_like(acc: int, first_as_initial: bool = False, buffer: int | None = None):
     """A stand-in for the `np` module seen by esverify.es.shaping whose mean/std sum with `acc` accumulators
     (and, with `first_as_initial`, start from the first value and pairwise-sum the rest, as a reduction
     without an identity would)."""
     def total(values):
+        if buffer is not None:   # numpy's buffered reduction: one pairwise sum per buffer, added in order
+            res = 0.0
+            for start in range(0, len(values), buffer):
+                res += pairwise_sum(values[start:start + buffer], acc)
+            return res
         if first_as_initial:
             return values[0] + pairwise_sum(values[1:], acc)
         return pairwise_sum(values, acc)
@@ -89,9 +94,9 @@ def test_the_emulated_reduction_is_numpys_own():
             assert shim.mean(r) == np.mean(r) and shim.std(r) == np.std(r), n
 
 
-def _shaping_check(tmp_path, monkeypatch, acc, first_as_initial=False):
+def _shaping_check(tmp_path, monkeypatch, acc, first_as_initial=False, buffer=None):
     goldens = copy_goldens(tmp_path / f"g{acc}", areas=("es-at-scale",))
-    monkeypatch.setattr(shaping, "np", numpy_like(acc, first_as_initial))
+    monkeypatch.setattr(shaping, "np", numpy_like(acc, first_as_initial, buffer))
     return run("goldens", "check", "--area", "es-at-scale", "--backend", "numpy", "--goldens-dir", str(goldens),
                "--json", str(tmp_path / f"r{acc}.json"))
 
@@ -347,3 +352,20 @@ def test_the_decay_and_step_kinds_are_checked_on_every_backend():
     assert {"decay", "step", "seed-schedule", "es-run"} <= kinds
     result = gate.check(COMMITTED, ["es-awd"])
     assert result.exit_code(True) == 0 and {s["backend"] for s in result.summary} >= {"numpy", "torch-cpu"}
+
+
+# -- the summation rule above 8192 elements (issue 20 item 8; CONTRACT.md §7) ----------------------
+def test_numpy_sums_a_contiguous_array_pairwise_as_a_whole_above_8192():
+    """The documented rule: the same recursive split at any length, no per-buffer chunking."""
+    for n in (*es_area.LARGE_SHAPING_POPULATIONS, 16385, 40000):
+        r = es_area._reward_sets(n)["wide"]
+        assert pairwise_sum(r.tolist()) == float(np.add.reduce(r)) == float(np.sum(r)), n
+        assert numpy_like(8).mean(r) == np.mean(r) and numpy_like(8).std(r) == np.std(r), n
+
+
+def test_summing_per_8192_element_buffer_fails_the_large_shaping_vectors(tmp_path, monkeypatch):
+    changed = _shaping_check(tmp_path, monkeypatch, 8, buffer=8192)
+    assert changed.exit_code == 1, changed.output
+    rows = json.loads((tmp_path / "r8.json").read_text())["sections"]["differences"]
+    failing = {r["vector"] for r in rows if r["status"] == "mismatch"}
+    assert failing == {f"shaping-n{n}-wide" for n in es_area.LARGE_SHAPING_POPULATIONS}

@@ -229,11 +229,19 @@ def _reward_sets(n: int) -> dict[str, np.ndarray]:
     return {"wide": wide, "near-equal": near, "negative": negative, "mixed": mixed}
 
 
+#: populations above numpy's 8192-element buffer (one reward set each: the files stay small). For a
+#: contiguous f64 array numpy's pairwise rule runs over the whole array, not per 8192-element buffer
+#: (CONTRACT.md §7); these pin that
+LARGE_SHAPING_POPULATIONS = [8194, 10000]
+
+
 def _shaping_vectors() -> list[dict]:
     from ..es import reference as R
     out = []
-    for n in SHAPING_POPULATIONS:
-        for name, r in _reward_sets(n).items():
+    sets = [(n, _reward_sets(n).items()) for n in SHAPING_POPULATIONS]
+    sets += [(n, [("wide", _reward_sets(n)["wide"])]) for n in LARGE_SHAPING_POPULATIONS]
+    for n, named in sets:
+        for name, r in named:
             r = np.ascontiguousarray(r, dtype=np.float64)
             out.append({"id": f"shaping-n{n}-{name}",
                         "comment": f"z-score (numpy's own mean and std, docs/numerics.md §2) and centered ranks of {n} "
