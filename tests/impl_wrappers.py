@@ -15,6 +15,7 @@ for the fault MODE names:
 - refuses: replies ok:false to gaussian n == 33;
 - partial: claims only `at` (everything else is unsupported);
 - crashes: answers capabilities, then exits on every request;
+- badat: exits on every `at` request (restarts and give-up are per operation);
 - bigclaim: on gaussian n == 33, announces an 8 GiB reply, writes 100 bytes of it and exits;
 - deep / bigint / badutf8: on gaussian n == 33, replies with a frame whose header nests 100,000
   brackets deep / holds a 5000-digit integer / is not UTF-8 (outside JSON: issue 20 item 1).
@@ -53,6 +54,8 @@ def main(mode: str) -> int:
         caps["operations"] = ["at"]
     if mode == "crashes":
         handlers = {op: (lambda args: os._exit(4)) for op in handlers}
+    if mode == "badat":   # only `at` is faulty: the other operations must still be checked
+        handlers["at"] = lambda args: os._exit(6)
     gaussian = handlers["gaussian"]
 
     def faulty(args):
