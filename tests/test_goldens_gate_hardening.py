@@ -369,3 +369,57 @@ def test_summing_per_8192_element_buffer_fails_the_large_shaping_vectors(tmp_pat
     rows = json.loads((tmp_path / "r8.json").read_text())["sections"]["differences"]
     failing = {r["vector"] for r in rows if r["status"] == "mismatch"}
     assert failing == {f"shaping-n{n}-wide" for n in es_area.LARGE_SHAPING_POPULATIONS}
+
+
+# -- libm-divergence granted only where the value traces back to the mapping (issue 20 item 8) ------
+LIBM_RUN = "zscore-two-iterations-iid-libm64"
+
+
+def _one_ulp_off(monkeypatch, field, element):
+    """A backend whose es result is one ulp off at (field, element) of LIBM_RUN (a bug, not libm)."""
+    real = es_area.AREAS["es-at-scale"].recompute
+
+    def recompute(vector, backend):
+        got = real(vector, backend)
+        if vector["id"] == LIBM_RUN:
+            values = got[field]["values"]
+            values[element] = "0x%0*x" % (len(values[element]) - 2, int(values[element], 16) ^ 1)
+        return got
+    import dataclasses
+    monkeypatch.setitem(es_area.AREAS, "es-at-scale", dataclasses.replace(es_area.AREAS["es-at-scale"],
+                                                                          recompute=recompute))
+
+
+def test_a_one_ulp_bug_in_a_libm64_run_is_a_mismatch(monkeypatch):
+    _one_ulp_off(monkeypatch, "it0.update.w", 3)
+    result = gate.check(COMMITTED, ["es-at-scale"], backends=["numpy"])
+    (row,) = result.rows
+    assert (row["vector"], row["field"], row["element"], row["ulp"], row["status"]) == \
+        (LIBM_RUN, "it0.update.w", 3, 1, "mismatch")
+    assert "no libm64 value this backend computed differs" in row["detail"]
+    assert result.exit_code(False) == 1
+
+
+def test_a_one_ulp_difference_downstream_of_a_differing_libm_value_is_a_divergence(monkeypatch):
+    _one_ulp_off(monkeypatch, "it0.update.w", 3)
+    import dataclasses
+    area = es_area.AREAS["es-at-scale"]
+    monkeypatch.setitem(es_area.AREAS, "es-at-scale", dataclasses.replace(
+        area, libm_trace=lambda vector, backend: {("it0.update.w", 3)}))
+    result = gate.check(COMMITTED, ["es-at-scale"], backends=["numpy"])
+    assert [r["status"] for r in result.rows] == ["libm-divergence"] and result.exit_code(False) == 0
+
+
+def test_the_trace_follows_a_differing_noise_element_forward():
+    vector = next(v for v in load(COMMITTED / "es-at-scale.json")["vectors"] if v["id"] == LIBM_RUN)
+    from esverify.rng import gaussian
+
+    def draw(seed, numel):   # this libm differs from the reference at element 5 of every stream
+        out = np.asarray(gaussian(seed, numel, 0, "libm64", backend="numpy"), np.float32).copy()
+        if numel > 5:
+            out.view(np.uint32)[5] ^= 1
+        return out
+    traced = es_area.trace_libm(vector, draw)
+    assert ("it0.perturb.w", 5) in traced and ("it1.update.v", 5) in traced
+    assert not any(element != 5 for _, element in traced) and not any(f.endswith("coefficients") for f, _ in traced)
+    assert es_area.trace_libm(vector, lambda seed, numel: gaussian(seed, numel, 0, "libm64", backend="numpy")) == set()

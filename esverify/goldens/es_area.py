@@ -547,12 +547,58 @@ def recompute(vector: dict, backend: str) -> dict:
     return got
 
 
+def libm_trace(vector: dict, backend: str) -> set:
+    """(field, element) pairs of an es vector that depend on a libm64 noise value of `backend` that
+    differs from the scalar reference's: the only places a one-ulp difference is a libm-divergence."""
+    from ..rng import gaussian
+    x = vector["inputs"]
+    targets = _targets(x["config"]["profile"]) if isinstance(x.get("config"), dict) else {}
+    if backend not in targets:
+        return set()
+    noise_backend = targets[backend][0]
+    return trace_libm(vector, lambda seed, numel: np.asarray(gaussian(seed, numel, 0, "libm64",
+                                                                       backend=noise_backend), np.float32))
+
+
+def trace_libm(vector: dict, draw) -> set:
+    """The traced (field, element) pairs for an implementation whose libm64 stream is `draw(seed, numel)`.
+
+    Every (iteration, member, slot) stream the vector uses is drawn by `draw` and by the scalar
+    reference (esverify.rng.scalar); a differing element i of slot s at iteration j allows element i
+    of that slot's fields from iteration j on. Coefficients never depend on the noise; other kinds
+    and poly32 vectors have no libm values at all (issue 20).
+    """
+    from ..rng import scalar
+    x = vector["inputs"]
+    if x.get("kind") not in ("es-run", "step") or x["config"].get("mapping") != "libm64":
+        return set()
+    cfg = _config_from_inputs(x["config"])
+    steps = [x["iteration"]] if x["kind"] == "step" else list(range(len(x["iterations"])))
+    allowed = set()
+    for j, iteration in enumerate(steps):
+        for slot, p in enumerate(x["params"]):
+            numel = _numel(p["shape"])
+            for member in range(cfg["population"]):
+                m = member - member % 2 if cfg["antithetic"] else member
+                ss = scalar.stream_seed(scalar.member_seed(cfg["seed"], iteration, cfg["population"], m), slot,
+                                        cfg["scheme"])
+                want = np.asarray(scalar.gaussian(ss, numel, 0, "libm64"), np.float32).view(np.uint32)
+                have = np.asarray(draw(ss, numel), np.float32).reshape(-1).view(np.uint32)
+                for i in np.flatnonzero(want != have).tolist():
+                    if x["kind"] == "step":
+                        allowed.add((f"step.{p['name']}", i))
+                    for later in range(j, len(steps)):
+                        for stage in ("perturb", "restore", "update"):
+                            allowed.add((f"it{later}.{stage}.{p['name']}", i))
+    return allowed
+
+
 AREAS = {
     "es-at-scale": Area(name="es-at-scale", version=es_at_scale.VERSION,
                         version_constant="esverify.es.profiles.es_at_scale.VERSION",
                         generate=_generate("es-at-scale"), backends=_backends("es-at-scale"), recompute=recompute,
-                        check_sizes=check_sizes),
+                        check_sizes=check_sizes, libm_trace=libm_trace),
     "es-awd": Area(name="es-awd", version=es_awd.VERSION, version_constant="esverify.es.profiles.es_awd.VERSION",
                    generate=_generate("es-awd"), backends=_backends("es-awd"), recompute=recompute,
-                   check_sizes=check_sizes),
+                   check_sizes=check_sizes, libm_trace=libm_trace),
 }

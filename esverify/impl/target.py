@@ -139,9 +139,27 @@ class ImplTarget:
         else:
             version = caps.get("profiles", {}).get(area.name, area.version)
             const = f"capabilities.profiles[{area.name!r}]"
+        trace = None if area.libm_trace is None else (lambda vector, backend: self.libm_trace(vector))
         return dataclasses.replace(area, version=version, version_constant=f"{const} of {self.label}",
                                    backends=lambda: [self.label],
-                                   recompute=lambda vector, backend: self.recompute(vector))
+                                   recompute=lambda vector, backend: self.recompute(vector), libm_trace=trace)
+
+    def libm_trace(self, vector: dict) -> set:
+        """The es vector's (field, element) pairs downstream of a libm64 value the wrapper's own
+        `gaussian` gives differently from the reference (esverify.goldens.es_area.trace_libm); empty
+        (every one-ulp difference a mismatch) when the wrapper does not claim gaussian with libm64."""
+        from ..goldens.es_area import trace_libm
+        if client.missing_claims(self.caps, ["gaussian"], mappings=["libm64"]):
+            return set()
+
+        def draw(seed: int, numel: int):
+            r = self._call("gaussian", {"mapping": "libm64", "seed": u64_hex(seed), "first": u64_hex(0),
+                                        "n": u64_hex(numel)})
+            return np.asarray(self._field(r, "values", "gaussian").bits, dtype=np.uint32).view(np.float32)
+        try:
+            return trace_libm(vector, draw)
+        except CaseError:
+            return set()
 
     def recompute(self, vector: dict) -> dict:
         x = vector["inputs"]
