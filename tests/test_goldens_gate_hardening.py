@@ -111,7 +111,7 @@ def test_a_changed_numpy_reduction_order_fails_the_gate(tmp_path, monkeypatch):
     populations = {int(v.split("-")[1][1:]) for v in failing if v.startswith("shaping-")}
     # 16 accumulators differ from 8 only from n = 8 on (below, both are the plain loop): every population
     # from 8 up is caught by at least one of its four reward sets
-    assert populations == {n for n in es_area.SHAPING_POPULATIONS if n >= 8}
+    assert populations == {n for n in [*es_area.SHAPING_POPULATIONS, *es_area.LARGE_SHAPING_POPULATIONS] if n >= 8}
     assert "numpy " + np.__version__ in changed.output
 
 
@@ -123,7 +123,8 @@ def test_a_reduction_seeded_with_the_first_value_fails_at_small_populations(tmp_
     failing = {r["vector"] for r in rows if r["status"] == "mismatch"}
     populations = {int(v.split("-")[1][1:]) for v in failing if v.startswith("shaping-")}
     # at n = 2 both orders are a[0] + a[1]; from 3 on every population is caught
-    assert populations == {n for n in es_area.SHAPING_POPULATIONS if n >= 3}, sorted(populations)
+    assert populations == {n for n in [*es_area.SHAPING_POPULATIONS, *es_area.LARGE_SHAPING_POPULATIONS]
+                           if n >= 3}, sorted(populations)
 
 
 def test_shaping_vectors_cover_every_boundary_and_reward_set():
@@ -354,7 +355,7 @@ def test_the_decay_and_step_kinds_are_checked_on_every_backend():
     assert result.exit_code(True) == 0 and {s["backend"] for s in result.summary} >= {"numpy", "torch-cpu"}
 
 
-# -- the summation rule above 8192 elements (issue 20 item 8; CONTRACT.md §7) ----------------------
+# -- the summation rule above 8192 elements (issue 20 item 8; docs/CONTRACT.md §7) ----------------------
 def test_numpy_sums_a_contiguous_array_pairwise_as_a_whole_above_8192():
     """The documented rule: the same recursive split at any length, no per-buffer chunking."""
     for n in (*es_area.LARGE_SHAPING_POPULATIONS, 16385, 40000):

@@ -231,7 +231,7 @@ def _reward_sets(n: int) -> dict[str, np.ndarray]:
 
 #: populations above numpy's 8192-element buffer (one reward set each: the files stay small). For a
 #: contiguous f64 array numpy's pairwise rule runs over the whole array, not per 8192-element buffer
-#: (CONTRACT.md §7); these pin that
+#: (docs/CONTRACT.md §7); these pin that
 LARGE_SHAPING_POPULATIONS = [8194, 10000]
 
 

@@ -287,7 +287,7 @@ class ImplTarget:
         return [Tensor(p["dtype"], _bits(p["bits"]).bits.reshape(tuple(p["shape"]))) for p in entries]
 
     def _decay(self, x):
-        """`decay` vectors through the `decay` op: config, params, anchor -> params (numerics.md §5)."""
+        """`decay` vectors through the `decay` op: config, params, anchor -> params (docs/numerics.md §5)."""
         c = x["config"]
         self._need(["decay"], profiles=[c["profile"]], dtypes=sorted({p["dtype"] for p in x["params"]}),
                    decays=[c["anchor_decay"]])
@@ -297,7 +297,7 @@ class ImplTarget:
                 for p, t in zip(x["params"], self._params(r, "decay", params))}
 
     def _step(self, x):
-        """`step` vectors through the `step` op (numerics.md §6); the anchor is the initial params."""
+        """`step` vectors through the `step` op (docs/numerics.md §6); the anchor is the initial params."""
         c = x["config"]
         decay_on = c["anchor_decay"] != "none" and any(v != "0x0000000000000000" for v in c["anchor_lambda"]["values"])
         self._need(["step"], profiles=[c["profile"]], mappings=[c["mapping"]], schemes=[c["scheme"]],
