@@ -79,6 +79,13 @@ def test_a_wrapper_header_is_a_frame_error(reason):
         wire.decode(HOSTILE[reason], b"")
 
 
+def test_a_utf16_header_is_a_frame_error():
+    """jsonin accepts UTF-16 (RFC 8259 §8.1, for notebooks); the protocol's headers are UTF-8 only."""
+    assert jsonin.loads('{"a": 1}'.encode("utf-16"), "input") == {"a": 1}
+    with pytest.raises(wire.FrameError, match="UTF-16/32 is not accepted"):
+        wire.decode('{"a": 1}'.encode("utf-16"), b"")
+
+
 def test_a_descriptor_with_a_huge_shape_is_a_frame_error_not_an_overflow():
     head = b'{"t": {"dtype": "f32", "shape": [4294967296, 4294967296], "offset": 0}}'
     with pytest.raises(wire.FrameError, match="needs bytes up to"):

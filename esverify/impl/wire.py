@@ -176,7 +176,9 @@ def parse_prefix(prefix: bytes) -> tuple[int, int]:
 def decode(head: bytes, payload) -> dict:
     """The header as a dict with every tensor descriptor replaced by a Tensor (views into `payload`)."""
     raw = bytes(head)
-    if not raw.isascii():   # the protocol's headers are UTF-8 only: no UTF-16/32 detection
+    if b"\x00" in raw:      # the protocol's headers are UTF-8 only: no UTF-16/32 detection
+        raise FrameError(f"header is not UTF-8 JSON (a NUL byte: UTF-16/32 is not accepted): {raw[:80]!r}")
+    if not raw.isascii():
         try:
             raw.decode("utf-8")
         except UnicodeDecodeError as exc:
