@@ -110,3 +110,17 @@ def test_hostile_case_json_is_a_usage_error(tmp_path, text):
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("esverify parity: error: --case-json"), result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+@pytest.mark.parametrize("text, words", [("a = " + "[" * 100_000 + "]" * 100_000, "RecursionError"),
+                                         ("a = " + "9" * 5000, "Exceeds the limit"),
+                                         ("project = 3", None)])
+def test_a_hostile_pyproject_in_an_audited_tree_is_noted_not_a_crash(tmp_path, text, words):
+    """The audit's provenance reads the tree's pyproject.toml (a config file from outside)."""
+    from esverify.audit import provenance
+    (tmp_path / "pyproject.toml").write_text(text)
+    row = provenance.describe_root("tree", tmp_path)
+    if words is None:
+        assert "declared_licence" not in row
+    else:
+        assert row["declared_licence"].startswith("unreadable pyproject.toml") and words in row["declared_licence"]
