@@ -5,8 +5,9 @@ metadata dict. Writers produce csv (one file per section), json (one
 file), md and html (one file each) and JUnit XML. Every file is written
 atomically: to a temporary file in the destination folder, fsynced, then
 renamed over the target, so a crash never leaves a half-written report and
-an older report is never truncated. This module imports none of the other
-esverify modules.
+an older report is never truncated; the files of one report are one set,
+written whole or not at all (`esverify.reportset`, the only esverify
+module this one imports).
 """
 from __future__ import annotations
 
@@ -426,7 +427,7 @@ def to_junit(frame: pd.DataFrame, suite: str, *, name_cols: Iterable[str], statu
 
 def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, pd.DataFrame],
                  metadata: Mapping, formats: Iterable[str] = FORMATS, title: str | None = None,
-                 header: Mapping | None = None) -> list[Path]:
+                 header: Mapping | None = None, into=None) -> list[Path]:
     """Write a report in the chosen formats under `out_dir`; returns the paths.
 
     Every format opens with the header (HEADER_KEYS: verdict, exit code,
@@ -436,7 +437,16 @@ def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, p
     key,value) when there is a header, `<stem>-<section>.csv` per section
     and `<stem>-metadata.json`; json, md and html write `<stem>.<ext>`.
     Raises ValueError on an unknown format (before anything is written).
+    The files are one `esverify.reportset.ReportSet`: all written or none
+    (OSError); with `into` (a ReportSet) they join that set instead, and
+    are written by its commit().
     """
+    from .reportset import ReportSet
+    whole = into if into is not None else ReportSet()
+
+    def write_atomic(path, text):   # queued: the set is committed as a whole below
+        return whole.add_text(path, text)
+
     formats = list(dict.fromkeys(formats))
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
@@ -462,6 +472,8 @@ def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, p
             written.append(write_atomic(out / f"{stem}.md", to_markdown(sections, metadata, title, head)))
         elif fmt == "html":
             written.append(write_atomic(out / f"{stem}.html", to_html(sections, metadata, title, head)))
+    if into is None:
+        whole.commit()
     return written
 
 

@@ -15,7 +15,10 @@ for the fault MODE names:
 - refuses: replies ok:false to gaussian n == 33;
 - partial: claims only `at` (everything else is unsupported);
 - crashes: answers capabilities, then exits on every request;
-- bigclaim: on gaussian n == 33, announces an 8 GiB reply, writes 100 bytes of it and exits.
+- badat: exits on every `at` request (restarts and give-up are per operation);
+- bigclaim: on gaussian n == 33, announces an 8 GiB reply, writes 100 bytes of it and exits;
+- deep / bigint / badutf8: on gaussian n == 33, replies with a frame whose header nests 100,000
+  brackets deep / holds a 5000-digit integer / is not UTF-8 (outside JSON: issue 20 item 1).
 """
 import os
 import subprocess
@@ -51,6 +54,8 @@ def main(mode: str) -> int:
         caps["operations"] = ["at"]
     if mode == "crashes":
         handlers = {op: (lambda args: os._exit(4)) for op in handlers}
+    if mode == "badat":   # only `at` is faulty: the other operations must still be checked
+        handlers["at"] = lambda args: os._exit(6)
     gaussian = handlers["gaussian"]
 
     def faulty(args):
@@ -68,6 +73,13 @@ def main(mode: str) -> int:
                                         + head + bytes(100))
                 sys.stdout.flush()
                 os._exit(5)
+            bad = {"deep": b'{"id":0,"ok":true,"result":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+                   "bigint": b'{"id":0,"ok":true,"result":{"n":' + b"7" * 5000 + b"}}",
+                   "badutf8": b'{"id":0,"ok":true,"result":{"n":"\xff\xfe"}}'}.get(mode)
+            if bad is not None:
+                sys.stdout.buffer.write(b"ESVF" + len(bad).to_bytes(4, "little") + bytes(8) + bad)
+                sys.stdout.flush()
+                time.sleep(600)   # esverify must kill it: the frame was a protocol error
             if mode == "refuses":
                 raise ValueError("n = 33 is refused on purpose")
         return gaussian(args)

@@ -55,11 +55,16 @@ def pairwise_sum(a, acc: int = 8, block: int = 128) -> float:
     return pairwise_sum(a[:n2], acc, block) + pairwise_sum(a[n2:], acc, block)
 
 
-def numpy_like(acc: int, first_as_initial: bool = False):
+def numpy_like(acc: int, first_as_initial: bool = False, buffer: int | None = None):
     """A stand-in for the `np` module seen by esverify.es.shaping whose mean/std sum with `acc` accumulators
     (and, with `first_as_initial`, start from the first value and pairwise-sum the rest, as a reduction
     without an identity would)."""
     def total(values):
+        if buffer is not None:   # numpy's buffered reduction: one pairwise sum per buffer, added in order
+            res = 0.0
+            for start in range(0, len(values), buffer):
+                res += pairwise_sum(values[start:start + buffer], acc)
+            return res
         if first_as_initial:
             return values[0] + pairwise_sum(values[1:], acc)
         return pairwise_sum(values, acc)
@@ -89,9 +94,9 @@ def test_the_emulated_reduction_is_numpys_own():
             assert shim.mean(r) == np.mean(r) and shim.std(r) == np.std(r), n
 
 
-def _shaping_check(tmp_path, monkeypatch, acc, first_as_initial=False):
+def _shaping_check(tmp_path, monkeypatch, acc, first_as_initial=False, buffer=None):
     goldens = copy_goldens(tmp_path / f"g{acc}", areas=("es-at-scale",))
-    monkeypatch.setattr(shaping, "np", numpy_like(acc, first_as_initial))
+    monkeypatch.setattr(shaping, "np", numpy_like(acc, first_as_initial, buffer))
     return run("goldens", "check", "--area", "es-at-scale", "--backend", "numpy", "--goldens-dir", str(goldens),
                "--json", str(tmp_path / f"r{acc}.json"))
 
@@ -106,7 +111,7 @@ def test_a_changed_numpy_reduction_order_fails_the_gate(tmp_path, monkeypatch):
     populations = {int(v.split("-")[1][1:]) for v in failing if v.startswith("shaping-")}
     # 16 accumulators differ from 8 only from n = 8 on (below, both are the plain loop): every population
     # from 8 up is caught by at least one of its four reward sets
-    assert populations == {n for n in es_area.SHAPING_POPULATIONS if n >= 8}
+    assert populations == {n for n in [*es_area.SHAPING_POPULATIONS, *es_area.LARGE_SHAPING_POPULATIONS] if n >= 8}
     assert "numpy " + np.__version__ in changed.output
 
 
@@ -118,7 +123,8 @@ def test_a_reduction_seeded_with_the_first_value_fails_at_small_populations(tmp_
     failing = {r["vector"] for r in rows if r["status"] == "mismatch"}
     populations = {int(v.split("-")[1][1:]) for v in failing if v.startswith("shaping-")}
     # at n = 2 both orders are a[0] + a[1]; from 3 on every population is caught
-    assert populations == {n for n in es_area.SHAPING_POPULATIONS if n >= 3}, sorted(populations)
+    assert populations == {n for n in [*es_area.SHAPING_POPULATIONS, *es_area.LARGE_SHAPING_POPULATIONS]
+                           if n >= 3}, sorted(populations)
 
 
 def test_shaping_vectors_cover_every_boundary_and_reward_set():
@@ -279,3 +285,142 @@ def test_gate_refuses_a_process_that_loaded_a_fast_math_library(tmp_path):
                           env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "flushes subnormals to zero (FTZ/DAZ)" in done.stderr and "(DAZ)" in done.stderr
+
+
+# -- numpy's Generator stream behind the references' seed schedules (issue 20 item 5) ------------
+@pytest.mark.parametrize("bit_generator", [np.random.Philox, np.random.SFC64, np.random.MT19937])
+def test_a_changed_numpy_stream_fails_the_seed_schedule_vectors(monkeypatch, bit_generator):
+    """default_rng backed by another bit generator changes the references' member seeds: the gate
+    fails on exactly the seed-schedule vectors of both es files (and nothing else changes)."""
+    from esverify.es import schedule
+    schedule._draw.cache_clear()
+    monkeypatch.setattr(np.random, "default_rng", lambda seed=None: np.random.Generator(bit_generator(seed)))
+    try:
+        result = gate.check(COMMITTED, ["es-at-scale", "es-awd"], backends=["numpy"])
+    finally:
+        schedule._draw.cache_clear()
+    failed = {(r["area"], r["vector"]) for r in result.rows if r["status"] == "mismatch"}
+    want = {(area, v["id"]) for area in ("es-at-scale", "es-awd") for v in load(COMMITTED / f"{area}.json")["vectors"]
+            if v["inputs"]["kind"] == "seed-schedule"}
+    assert len(want) == 10 and failed == want
+    assert result.exit_code(False) == 1
+
+
+def test_the_seed_schedule_vectors_pass_with_numpys_stream():
+    result = gate.check(COMMITTED, ["es-awd"], backends=["numpy"])
+    assert result.exit_code(False) == 0 and not result.rows
+
+
+# -- es-awd's fused multiply-add rounded twice (issue 20 item 8) -----------------------------------
+def test_fma_as_an_f64_product_and_sum_rounded_twice_fails_the_gate(monkeypatch):
+    """rd32(rd64(x + y*a)) instead of one rounding passed every vector before; now exactly the
+    fma-double-rounding vector fails, on its perturbed theta_0 (one ulp), and nothing else does."""
+    from esverify.es.profiles import es_awd
+    monkeypatch.setattr(es_awd, "fma32", lambda x, y, k: (x.to(torch.float64) + y.to(torch.float64) * k)
+                        .to(torch.float32))
+    result = gate.check(COMMITTED, ["es-awd"], backends=["numpy"])
+    bad = [r for r in result.rows if r["status"] == "mismatch"]
+    assert {r["vector"] for r in bad} == {"fma-double-rounding-f32"}
+    first = bad[0]
+    assert (first["field"], first["element"], first["ulp"]) == ("it0.perturb.w", 0, 1)
+    assert first["expected"].startswith("0x482aaaad") and first["got"].startswith("0x482aaaac")
+    assert result.exit_code(False) == 1
+
+
+# -- decay and step kinds; the l1 decay's sign of zero (issue 20 item 8) ----------------------------
+def test_an_l1_decay_that_drops_the_sign_of_zero_fails_the_decay_and_step_vectors(monkeypatch):
+    """l1 must write sign(d) * +0 + theta0: -0 where theta = -tiny decays onto a -0 anchor. A decay
+    writing +0 there passed every vector before; now the decay-l1 vectors fail on that element."""
+    from esverify.es import decay, trainer
+    real = decay.decay_chunk
+
+    def plus_zero(theta, anchor, kind, a):
+        out = real(theta, anchor, kind, a)
+        return torch.where(out == 0, torch.zeros_like(out), out) if kind == "l1" else out
+    monkeypatch.setattr(decay, "decay_chunk", plus_zero)
+    monkeypatch.setattr(trainer, "decay_chunk", plus_zero)
+    result = gate.check(COMMITTED, ["es-at-scale"], backends=["numpy"])
+    bad = {r["vector"] for r in result.rows if r["status"] == "mismatch"}
+    decay_l1 = {f"decay-l1-lambda-{lam}-{dt}" for lam in ("0.5", "3") for dt in ("f32", "f16", "bf16")}
+    assert decay_l1 <= bad and not any(v.startswith("decay-l2") for v in bad)
+    rows = [r for r in result.rows if r["vector"] == "decay-l1-lambda-0.5-f32"]
+    assert [(r["field"], r["element"], r["ulp"]) for r in rows] == [("decay.w", 2, 0)]   # a flipped zero
+
+
+def test_the_decay_and_step_kinds_are_checked_on_every_backend():
+    vectors = load(COMMITTED / "es-awd.json")["vectors"]
+    kinds = {v["inputs"]["kind"] for v in vectors}
+    assert {"decay", "step", "seed-schedule", "es-run"} <= kinds
+    result = gate.check(COMMITTED, ["es-awd"])
+    assert result.exit_code(True) == 0 and {s["backend"] for s in result.summary} >= {"numpy", "torch-cpu"}
+
+
+# -- the summation rule above 8192 elements (issue 20 item 8; docs/CONTRACT.md §7) ----------------------
+def test_numpy_sums_a_contiguous_array_pairwise_as_a_whole_above_8192():
+    """The documented rule: the same recursive split at any length, no per-buffer chunking."""
+    for n in (*es_area.LARGE_SHAPING_POPULATIONS, 16385, 40000):
+        r = es_area._reward_sets(n)["wide"]
+        assert pairwise_sum(r.tolist()) == float(np.add.reduce(r)) == float(np.sum(r)), n
+        assert numpy_like(8).mean(r) == np.mean(r) and numpy_like(8).std(r) == np.std(r), n
+
+
+def test_summing_per_8192_element_buffer_fails_the_large_shaping_vectors(tmp_path, monkeypatch):
+    changed = _shaping_check(tmp_path, monkeypatch, 8, buffer=8192)
+    assert changed.exit_code == 1, changed.output
+    rows = json.loads((tmp_path / "r8.json").read_text())["sections"]["differences"]
+    failing = {r["vector"] for r in rows if r["status"] == "mismatch"}
+    assert failing == {f"shaping-n{n}-wide" for n in es_area.LARGE_SHAPING_POPULATIONS}
+
+
+# -- libm-divergence granted only where the value traces back to the mapping (issue 20 item 8) ------
+LIBM_RUN = "zscore-two-iterations-iid-libm64"
+
+
+def _one_ulp_off(monkeypatch, field, element):
+    """A backend whose es result is one ulp off at (field, element) of LIBM_RUN (a bug, not libm)."""
+    real = es_area.AREAS["es-at-scale"].recompute
+
+    def recompute(vector, backend):
+        got = real(vector, backend)
+        if vector["id"] == LIBM_RUN:
+            values = got[field]["values"]
+            values[element] = "0x%0*x" % (len(values[element]) - 2, int(values[element], 16) ^ 1)
+        return got
+    import dataclasses
+    monkeypatch.setitem(es_area.AREAS, "es-at-scale", dataclasses.replace(es_area.AREAS["es-at-scale"],
+                                                                          recompute=recompute))
+
+
+def test_a_one_ulp_bug_in_a_libm64_run_is_a_mismatch(monkeypatch):
+    _one_ulp_off(monkeypatch, "it0.update.w", 3)
+    result = gate.check(COMMITTED, ["es-at-scale"], backends=["numpy"])
+    (row,) = result.rows
+    assert (row["vector"], row["field"], row["element"], row["ulp"], row["status"]) == \
+        (LIBM_RUN, "it0.update.w", 3, 1, "mismatch")
+    assert "no libm64 value this backend computed differs" in row["detail"]
+    assert result.exit_code(False) == 1
+
+
+def test_a_one_ulp_difference_downstream_of_a_differing_libm_value_is_a_divergence(monkeypatch):
+    _one_ulp_off(monkeypatch, "it0.update.w", 3)
+    import dataclasses
+    area = es_area.AREAS["es-at-scale"]
+    monkeypatch.setitem(es_area.AREAS, "es-at-scale", dataclasses.replace(
+        area, libm_trace=lambda vector, backend: {("it0.update.w", 3)}))
+    result = gate.check(COMMITTED, ["es-at-scale"], backends=["numpy"])
+    assert [r["status"] for r in result.rows] == ["libm-divergence"] and result.exit_code(False) == 0
+
+
+def test_the_trace_follows_a_differing_noise_element_forward():
+    vector = next(v for v in load(COMMITTED / "es-at-scale.json")["vectors"] if v["id"] == LIBM_RUN)
+    from esverify.rng import gaussian
+
+    def draw(seed, numel):   # this libm differs from the reference at element 5 of every stream
+        out = np.asarray(gaussian(seed, numel, 0, "libm64", backend="numpy"), np.float32).copy()
+        if numel > 5:
+            out.view(np.uint32)[5] ^= 1
+        return out
+    traced = es_area.trace_libm(vector, draw)
+    assert ("it0.perturb.w", 5) in traced and ("it1.update.v", 5) in traced
+    assert not any(element != 5 for _, element in traced) and not any(f.endswith("coefficients") for f, _ in traced)
+    assert es_area.trace_libm(vector, lambda seed, numel: gaussian(seed, numel, 0, "libm64", backend="numpy")) == set()

@@ -159,12 +159,17 @@ def test_clean_room_wrapper_gives_the_in_process_result(tmp_path):
         target.close()
     direct = gate.check(GOLDENS, backends=["numpy"])
     assert via.errors == [] and direct.errors == []
-    assert via.rows == direct.rows == []
+    assert direct.rows == []
+    # numpy's seed schedules have no protocol op (docs/PROTOCOL.md §5): listed unsupported, nothing else is
+    assert {r["status"] for r in via.rows} == {"unsupported"}
+    assert sorted(r["vector"] for r in via.rows) == sorted(
+        v["id"] for area in ("es-at-scale", "es-awd") for v in json.loads((GOLDENS / f"{area}.json").read_text())
+        ["vectors"] if v["inputs"]["kind"] == "seed-schedule")
     assert [(s["area"], s["vectors"]) for s in via.summary] == [(s["area"], s["vectors"]) for s in direct.summary]
     assert via.exit_code(strict=True) == 0
     assert target.process.restarts == 0
     assert SchemaCheckingProcess.seen == {"capabilities", "at", "member_seed", "stream_seed", "gaussian", "perturb",
-                                          "restore", "update", "shaping"}
+                                          "restore", "update", "shaping", "decay", "step"}
 
 
 def test_wrapper_ops_match_the_library(tmp_path):
@@ -237,7 +242,13 @@ def test_unknown_contract_version_is_a_setup_error(tmp_path):
                                         ("refuses", "the wrapper replied with an error: ValueError: n = 33 is "
                                                     "refused on purpose"),
                                         ("bigclaim", "crashed: the wrapper exited with status 5 before answering "
-                                                     "gaussian after 146 byte(s) of a reply")])   # 16 + 30 + 100
+                                                     "gaussian after 146 byte(s) of a reply"),   # 16 + 30 + 100
+                                        ("deep", "protocol: reply to gaussian: header is not UTF-8 JSON (header "
+                                                 "nests 100001 brackets deep, over the bound of 32)"),
+                                        ("bigint", "protocol: reply to gaussian: header is not UTF-8 JSON (header "
+                                                   "holds a value the parser refuses: Exceeds the limit (4300"),
+                                        ("badutf8", "protocol: reply to gaussian: header is not UTF-8 JSON ("
+                                                    "'utf-8' codec can't decode byte 0xff")])
 def test_a_failing_case_is_one_error_row_and_the_rest_still_run(tmp_path, mode, kind):
     result, target = run_rng(mode, tmp_path, deadline=2.0)
     n33 = ["gaussian-poly32-seed-1234567-first-1-n-33", "gaussian-libm64-seed-1234567-first-1-n-33"]
@@ -261,13 +272,26 @@ def test_replies_larger_than_the_first_buffer_arrive_whole(tmp_path, monkeypatch
     assert got.tolist() == rng.gaussian(99, 20001, 3, "poly32", backend="numpy").view(np.uint32).tolist()
 
 
-def test_a_wrapper_failing_every_case_is_given_up_after_three_in_a_row(tmp_path):
+def test_a_wrapper_failing_every_case_is_given_up_per_op_after_three_in_a_row(tmp_path):
     result, target = run_rng("crashes", tmp_path, deadline=5.0)
     assert len(result.rows) == 47 and {r["status"] for r in result.rows} == {"error"}   # complete, all errors
     kinds = [r["detail"].split(": ")[1] for r in result.rows]
-    assert kinds[:3] == ["crashed"] * 3 and set(kinds[3:]) == {"gave-up"}
-    assert "given up after 3 failures in a row" in result.rows[3]["detail"]
-    assert target.process.restarts == 2
+    # per operation: at (7 vectors), member_seed (6), stream_seed (6), gaussian (24); noise needs member_seed first
+    assert kinds[:7] == ["crashed"] * 3 + ["gave-up"] * 4
+    assert kinds[7:13] == ["crashed"] * 3 + ["gave-up"] * 3 and kinds[13:19] == kinds[7:13]
+    assert kinds[19:43] == ["crashed"] * 3 + ["gave-up"] * 21 and set(kinds[43:]) == {"gave-up"}
+    assert "at was given up after 3 failures in a row" in result.rows[3]["detail"]
+    assert target.process.restarts == 4 * 3 - 1          # one start, then a restart before each later crash
+
+
+def test_a_faulty_op_does_not_poison_the_others(tmp_path):
+    """Only `at` crashes: its vectors are error rows (3 crashes, then given up), every other vector passes."""
+    result, target = run_rng("badat", tmp_path, deadline=5.0)
+    assert [r["vector"] for r in result.rows] == [v["id"] for v in json.loads((GOLDENS / "rng.json").read_text())
+                                                  ["vectors"] if v["inputs"]["kind"].startswith("splitmix64")]
+    assert [r["detail"].split(": ")[1] for r in result.rows] == ["crashed"] * 3 + ["gave-up"] * 4
+    assert result.summary[0]["vectors"] == 47      # the 40 others ran and are bit-equal (no row)
+    assert target.process.restarts == 3                  # the restarts after the crashes; none after giving up
 
 
 def test_unsupported_is_listed_not_passed_and_require_fails(tmp_path):

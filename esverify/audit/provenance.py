@@ -36,6 +36,9 @@ _OTHERS = [
     ("BSD", lambda t: re.search(r"Redistribution and use in source and binary forms", t)),
 ]
 
+#: A pyproject.toml larger than this is not parsed (it is outside input; real ones are a few KB).
+PYPROJECT_MAX_BYTES = 1 << 20
+
 
 def recognise_licence(text: str) -> tuple[str, bool | None]:
     """(licence name, noncommercial?) from a licence text.
@@ -96,15 +99,18 @@ def describe_root(role: str, root: Path) -> dict:
     row["noncommercial"] = any(nc) if any(v is not None for v in nc) else None
     pyproject = root / "pyproject.toml"
     if pyproject.is_file():
-        try:
+        try:   # outside input: bounded, and every parser failure (deep nesting, the digit limit) kept here
             import tomllib
-            lic = tomllib.loads(pyproject.read_text("utf-8")).get("project", {}).get("license")
+            if pyproject.stat().st_size > PYPROJECT_MAX_BYTES:
+                raise ValueError(f"over {PYPROJECT_MAX_BYTES} bytes")
+            project = tomllib.loads(pyproject.read_text("utf-8")).get("project", {})
+            lic = project.get("license") if isinstance(project, dict) else None
             if isinstance(lic, dict):
                 lic = lic.get("text") or lic.get("file")
             if lic:
                 row["declared_licence"] = str(lic)
-        except (OSError, ValueError):
-            pass
+        except (OSError, ValueError, RecursionError) as exc:
+            row["declared_licence"] = f"unreadable pyproject.toml ({type(exc).__name__}: {str(exc)[:120]})"
     return row
 
 

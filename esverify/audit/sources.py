@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import stat
 import tokenize
@@ -42,6 +41,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from .. import jsonin
 from ..gitinfo import git, toplevel
 
 CODE_SUFFIXES = {".py": "python", ".pyw": "python", ".pyi": "python", ".sh": "bash", ".bash": "bash"}
@@ -52,6 +52,8 @@ LICENCE_STEMS = ("license", "licence", "copying")
 #: Largest file or archive member read (bytes). The 50 MB generated module of issue 13 made the
 #: default audit take 557 s and 8.9 GB; ordinary source files are far below 4 MiB.
 DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024
+#: Bracket nesting accepted in a notebook (nbformat needs 6); deeper is a readability finding.
+NOTEBOOK_MAX_DEPTH = 64
 #: kinds that are findings: the audit could not read the file
 UNREADABLE_KINDS = ("unreadable", "too-large")
 #: One archive may inflate into at most this many times the per-file bound in all (a wheel of many
@@ -165,11 +167,12 @@ def classify(origin: str, path: str, data: bytes | None, error: str | None = Non
     if entry.kind == "symlink":
         return entry
     if entry.notebook:
-        try:
-            cells = json.loads(entry.data).get("cells", [])
+        try:   # bounded (esverify.jsonin): depth, the digit limit and bad bytes are findings, not tracebacks
+            cells = jsonin.loads(entry.data, "notebook", max_bytes=len(entry.data),
+                                 max_depth=NOTEBOOK_MAX_DEPTH).get("cells", [])
             entry._text = notebook_code(cells)
             entry.markdown = notebook_markdown(cells)
-        except (ValueError, AttributeError, TypeError) as exc:
+        except (ValueError, AttributeError, TypeError, RecursionError) as exc:
             return _unreadable(entry, f"notebook is not readable JSON with cells: {exc}")
         entry.kind = "code"
         return entry

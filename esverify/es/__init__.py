@@ -14,6 +14,7 @@ The straight-line reference for tests and goldens is `esverify.es.reference`.
 Dependencies point one way: es -> rng (noise), never back. Checks:
 ``python -m pytest -q tests/test_es_*.py`` and ``esverify goldens check``.
 """
+from .. import forksafe
 from .config import Config
 from .decay import apply_anchor_decay_
 from .kernels import perturb_tensor_, update_tensor_
@@ -22,6 +23,8 @@ from .profiles import PROFILES, Profile, get_profile
 from .profiles.es_awd import scaled_add
 from .shaping import shape_rewards
 from .trainer import STATE_FORMAT, Trainer
+
+forksafe.install()   # the trainer's torch paths in a forked child: one thread, no deadlock (esverify.forksafe)
 
 __all__ = ["Config", "Trainer", "PROFILES", "Profile", "get_profile", "shape_rewards",
            "apply_anchor_decay_", "noise_seed", "scaled_add", "perturb_tensor_", "update_tensor_",

@@ -190,8 +190,12 @@ def shape(rewards, shaping: str) -> np.ndarray:
     r = np.ascontiguousarray(rewards, dtype=np.float64)
     n = len(r)
     if shaping == "zscore":
-        mean, std = float(np.mean(r)), float(np.std(r))
-        return np.array([(float(x) - mean) / (std + 1e-8) for x in r])
+        from .shaping import check_zscore
+        with np.errstate(all="ignore"):
+            mean, std = float(np.mean(r)), float(np.std(r))
+        coeffs = np.array([(float(x) - mean) / (std + 1e-8) for x in r])
+        check_zscore(r, mean, std, coeffs)   # an f64 overflow is refused, never a silent no-op step
+        return coeffs
     if shaping == "centered_ranks":
         order = sorted(range(n), key=lambda m: (float(r[m]), m))
         out = np.empty(n)

@@ -34,6 +34,7 @@ Checks: ``python -m pytest -q tests/test_es_schedule.py``.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -102,7 +103,9 @@ def mean_reward(values) -> float:
 
     ValueError when there is none or one is NaN/inf.
     """
-    return float(np.mean(_rewards(values, "mean_reward")))
+    with np.errstate(all="ignore"):
+        m = float(np.mean(_rewards(values, "mean_reward")))
+    return _finite(m, "mean_reward: numpy's mean of the finite rewards")
 
 
 def batch_weighted_mean(batches) -> float:
@@ -120,6 +123,16 @@ def batch_weighted_mean(batches) -> float:
         raise ValueError("batch_weighted_mean: no mini-batches")
     for b, batch in enumerate(batches):
         r = _rewards(batch, f"batch_weighted_mean: mini-batch {b}")
-        total += float(np.mean(r)) * r.size
+        with np.errstate(all="ignore"):
+            m_b = float(np.mean(r))
+        total += _finite(m_b, f"batch_weighted_mean: numpy's mean of mini-batch {b}") * r.size
         count += r.size
+        _finite(total, f"batch_weighted_mean: the running total after mini-batch {b}")
     return total / count
+
+
+def _finite(x: float, what: str) -> float:
+    """x, or ValueError: finite rewards whose mean overflows f64 are refused, never passed on as inf."""
+    if not math.isfinite(x):
+        raise ValueError(f"{what} overflows f64 ({x!r}) although every reward is finite; rescale the rewards")
+    return x

@@ -135,11 +135,60 @@ def zscore(r: np.ndarray) -> tuple[np.ndarray, float, float]:
     floats: numpy's pairwise summation decides their last bit, as in the
     reference. coeffs: new f64 array of shape (N,). Constant rewards give
     all-zero coefficients (std = 0, divisor 1e-8). Raises nothing itself;
-    an f64 overflow gives inf/NaN (numpy warns), which the trainer refuses.
+    RewardOverflowError (a ValueError) when the mean, the std, a deviation
+    or a coefficient overflows f64 (`check_zscore`).
     """
-    mean = float(np.mean(r))
-    std = float(np.std(r))
-    return (r - mean) / (std + ZSCORE_EPS), mean, std
+    with np.errstate(all="ignore"):   # an overflow is refused below, by name, not warned about
+        mean = float(np.mean(r))
+        std = float(np.std(r))
+        coeffs = (r - mean) / (std + ZSCORE_EPS)
+    check_zscore(r, mean, std, coeffs)
+    return coeffs, mean, std
+
+
+class RewardOverflowError(ValueError):
+    """Finite rewards whose z-score intermediates overflow f64 (docs/numerics.md §2, *Overflow*)."""
+
+
+def _overflow(what: str, members=None) -> RewardOverflowError:
+    where = f" (member(s) {members[:8]}{' ...' if len(members) > 8 else ''})" if members else ""
+    return RewardOverflowError(f"z-score shaping: {what}{where} overflows f64 although every reward is finite; "
+                         f"numpy's result would be wrong (an infinite std makes every coefficient +-0 and the "
+                         f"step a silent no-op); rescale the rewards; nothing was changed")
+
+
+def check_zscore(r: np.ndarray, mean: float, std: float, coeffs: np.ndarray) -> None:
+    """RewardOverflowError (a ValueError: never a silent no-op) when a z-score intermediate is not finite.
+
+    Finite rewards can still overflow f64 in numpy's sum (the mean), in the
+    squared deviations (the std: [1e200, -1e200, 0, 1] gives std = inf), in
+    ``R_n - mean`` or in the division; each is refused here, naming the
+    intermediate (docs/numerics.md §2, *Overflow*).
+    """
+    if not math.isfinite(mean):
+        raise _overflow("the mean (numpy's sum of the rewards)")
+    if not math.isfinite(std):
+        raise _overflow("the standard deviation (numpy's sum of the squared deviations)")
+    with np.errstate(all="ignore"):
+        dev_bad = np.flatnonzero(~np.isfinite(r - mean))
+    if dev_bad.size:
+        raise _overflow("the deviation R_n - mean", [int(m) for m in dev_bad])
+    bad = np.flatnonzero(~np.isfinite(coeffs))
+    if bad.size:
+        raise _overflow("the coefficient (R_n - mean) / (std + 1e-8)", [int(m) for m in bad])
+
+
+def statistics(r: np.ndarray) -> tuple[float, float]:
+    """(mean, std) of validated rewards as numpy gives them, or, when numpy's overflow (finite rewards
+    whose sum or squared deviations exceed f64), computed on rewards scaled by a power of two and
+    scaled back: informational statistics of the shapings that do not use them (centered ranks, none)."""
+    with np.errstate(all="ignore"):
+        mean, std = float(np.mean(r)), float(np.std(r))
+        if math.isfinite(mean) and math.isfinite(std):
+            return mean, std
+        e = math.frexp(float(np.max(np.abs(r))))[1]     # scaling by 2**-e is exact (bar tiny values)
+        small = np.ldexp(r, -e)
+        return math.ldexp(float(np.mean(small)), e), math.ldexp(float(np.std(small)), e)
 
 
 def centered_ranks(r: np.ndarray) -> np.ndarray:
@@ -168,7 +217,10 @@ def shape_rewards(rewards, shaping: str = "zscore") -> tuple[np.ndarray, dict]:
     values widened for centered ranks); stats a dict with mean, std (ddof
     0), min, max (Python floats), shaping and coefficients. Raises
     ValueError for an unknown shaping, a NaN/inf reward (naming the member)
-    or N < 2 with centered ranks. Source: docs/numerics.md §2.
+    or N < 2 with centered ranks; RewardOverflowError (a ValueError) when a z-score intermediate
+    overflows f64 (`check_zscore`). Centered ranks and `none` use no
+    statistic: their mean and std are reported finite even then
+    (`statistics`). Source: docs/numerics.md §2.
     """
     if shaping not in SHAPINGS:
         raise ValueError(f"unknown shaping {shaping!r}; known: {SHAPINGS}")
@@ -178,7 +230,7 @@ def shape_rewards(rewards, shaping: str = "zscore") -> tuple[np.ndarray, dict]:
     if shaping == "zscore":
         coeffs, mean, std = zscore(r)
     else:
-        mean, std = float(np.mean(r)), float(np.std(r))
+        mean, std = statistics(r)
         coeffs = centered_ranks(r) if shaping == "centered_ranks" else r.copy()
     stats = {"shaping": shaping, "mean": mean, "std": std, "min": float(r.min()),
              "max": float(r.max()), "coefficients": coeffs}

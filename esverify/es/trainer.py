@@ -345,6 +345,12 @@ class Trainer:
             raise ValueError(f"rewards: the coefficients of member(s) {bad} are not finite (f64 overflow "
                              f"in shaping {cfg.shaping!r}{' or the antithetic fold' if cfg.antithetic else ''}); "
                              f"nothing was changed")
+        with np.errstate(over="ignore"):   # every profile rounds the term to f32 first (docs/numerics.md §3)
+            wide = [m for m, c in terms if not np.isfinite(np.float32(c))]
+        if wide:   # e.g. shaping 'none' with a reward beyond f32's range: rd32(C) = inf would poison theta
+            raise ValueError(f"rewards: the coefficients of member(s) {wide[:8]} are beyond f32's range "
+                             f"(+-3.4e38; shaping {cfg.shaping!r}): the update rounds them to f32 and would "
+                             f"write infinities; nothing was changed")
         scale = cfg.alpha / cfg.population
         decay_step = cfg.alpha * cfg.anchor_lambda if cfg.decay_on else None
         rules = self.rules()

@@ -40,6 +40,10 @@ class Area:
     #: vector -> problems: sizes it declares (n, shapes, population) that disagree with its expected
     #: values; run by the gate before any backend computes (a hostile n = 2e7 must cost nothing)
     check_sizes: Callable[[dict], list] | None = None
+    #: (vector, backend) -> the (field, element) pairs whose value depends on a libm64 output of this
+    #: backend that differs from the reference's: only there is a one-ulp difference `libm-divergence`
+    #: (issue 20). None: every value of a libm-class vector is the mapping's own output (the rng area)
+    libm_trace: Callable[[dict, str], set] | None = None
 
 
 #: area name -> module defining `AREA`; imported only when asked for.

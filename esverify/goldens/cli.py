@@ -16,6 +16,7 @@ from .. import paths, report
 from ..interrupt import VERDICT as INTERRUPTED
 from ..interrupt import Interrupted, catching
 from ..outputs import OutputError, check_file, check_folder
+from ..reportset import ReportSet
 from . import area as area_mod
 
 #: every backend label an area can list (esverify.rng.backend_targets); `torch-cuda` needs a GPU
@@ -162,15 +163,17 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir, impl_
     if target is not None:
         metadata["impl"] = target.identity()
         click.echo(f"impl: {target.identity()}")
+    files = ReportSet()   # --json and --junit: both written, or neither (esverify.reportset)
     try:
         if json_path is not None:
-            report.write_atomic(json_path, report.to_json({"summary": summary, "differences": table}, metadata,
+            files.add_text(json_path, report.to_json({"summary": summary, "differences": table}, metadata,
                                                           header))
         if junit is not None:
             cases = _junit_cases(result, summary, table, strict)
-            report.write_atomic(junit, report.to_junit(cases, "esverify.goldens",
-                                                       name_cols=["area", "backend", "vector", "field", "element"],
-                                                       skipping=("skipped", "unsupported")))
+            files.add_text(junit, report.to_junit(cases, "esverify.goldens",
+                                                  name_cols=["area", "backend", "vector", "field", "element"],
+                                                  skipping=("skipped", "unsupported")))
+        files.commit()
     except OSError as exc:  # a CI job must not read an unwritten report as "mismatch" (exit 1)
         click.echo(f"{verdict}\nerror: cannot write the report: {exc} (exit 2)", err=True)
         sys.exit(2)

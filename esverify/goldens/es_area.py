@@ -24,6 +24,10 @@ Two more kinds pin what short runs cannot (issue 10):
   1000: the recursive split), each with four reward sets (wide dynamic
   range, near-equal, negative, mixed magnitudes). A numpy whose summation
   order changes fails the gate here.
+- ``seed-schedule`` (both files, issue 20): the member seeds each reference's
+  loop draws from numpy (``default_rng((seed or 42) + i [+ 1]).integers(0,
+  2**30)``, docs/references.md §5), expected from PCG64 named explicitly,
+  recomputed through ``default_rng``: a numpy whose stream changes fails.
 - subnormal ``es-run`` vectors (both files): parameters, noise products
   sigma*eps and alpha/N*acc, and results in each dtype's subnormal range
   (f32 and bf16 below 2**-126, f16 below 2**-14), so a process that
@@ -35,7 +39,7 @@ import numpy as np
 
 from ..es.profiles import es_at_scale, es_awd
 from .area import Area
-from .compare import decode, encode
+from .compare import decode, encode, encode_ints
 
 U64 = (1 << 64) - 1
 _UINT = {"f32": np.uint32, "f16": np.uint16, "bf16": np.uint16, "f64": np.uint64}
@@ -97,10 +101,13 @@ def _params(layout, seed: int, scale: float = 1.0) -> list[np.ndarray]:
             for _, shape, dt in layout]
 
 
-def _case(profile: str, id_: str, comment: str, layout, iterations, scale: float = 1.0, **cfg) -> dict:
+def _case(profile: str, id_: str, comment: str, layout, iterations, scale: float = 1.0, set_elements=None,
+          **cfg) -> dict:
     from ..es import Config
     config = Config(profile=profile, **cfg).to_dict()
     params = _params(layout, 7 + len(id_), scale)
+    for (slot, index), value in (set_elements or {}).items():   # hand-chosen elements (the fma vectors)
+        params[slot].reshape(-1)[index] = value
     return {"id": id_, "comment": comment, "config": config, "layout": layout, "params": params,
             "iterations": iterations}
 
@@ -143,12 +150,36 @@ def _cases(profile: str) -> list[dict]:
                          "in this dtype; a process flushing subnormals to zero (FTZ/DAZ) fails here", SAME[dt],
                          [(1, _rewards(4, 8)), (2, _rewards(4, 9))], scale=tiny,
                          **{**base, "sigma": tiny, "alpha": tiny, "scheme": "iid"}))
+    if profile == "es-awd":
+        out += _fma_double_rounding_cases(profile, base)
     if profile == "es-at-scale":
         out.append(_case(profile, "snapshot-restore", "snapshot restore copies the bytes back", MIXED,
                          [(2, _rewards(4, 6))], **{**base, "restore": "snapshot"}))
         out.append(_case(profile, "paper-defaults-population-30", "the paper's defaults: sigma 0.001, alpha = "
                          "sigma/2, population 30, correlated, z-score", MIXED, [(29, _rewards(30, 7))]))
     return out
+
+
+#: The es-awd fused multiply-add fma32(x, y, a) = rd32(x + y*a), rounded ONCE. An implementation that
+#: forms y*a exactly in f64 and then rounds x + y*a to f64 and again to f32 is wrong only where the exact
+#: sum lies within half an f64 ulp above an f32 midpoint: rounding to f64 lands on the midpoint and
+#: ties-to-even goes down. Random runs hit that about once in 10**8 elements, so no vector caught it.
+#: Found by searching sigmas against member 1's noise (seed 20, iid, poly32; issue 20): with
+#: a = rd32(sigma) = 0.013517158105969429 and eps_0 = 2.889845609664917 the product has bit 45 set and
+#: the next 29 bits clear, so theta_0 = 174762.65625 (an even f32 whose ulp is 2**-7, twice the midpoint
+#: bit) perturbs to 0x482aaaad, where the twice-rounded form gives 0x482aaaac.
+FMA_SIGMA = 0.013517158105969429
+FMA_THETA = 174762.65625
+
+
+def _fma_double_rounding_cases(profile: str, base: dict) -> list[dict]:
+    cfg = {**base, "sigma": FMA_SIGMA, "seed": 20, "scheme": "iid", "mapping": "poly32"}
+    return [_case(profile, "fma-double-rounding-f32",
+                  "es-awd's fma32 rounds once: perturbing theta_0 = 174762.65625 by sigma = 0.013517158105969429 "
+                  "times member 1's eps_0 has an exact sum just above an f32 midpoint, so an f64 product and sum "
+                  "rounded twice (to f64, then f32) gives one ulp less (0x482aaaac, not 0x482aaaad) in "
+                  "it0.perturb.w[0]", [("w", (64,), "f32")], [(1, _rewards(4, 10))], set_elements={(0, 0): FMA_THETA},
+                  **cfg)]
 
 
 def _run_reference(case: dict) -> dict:
@@ -198,11 +229,19 @@ def _reward_sets(n: int) -> dict[str, np.ndarray]:
     return {"wide": wide, "near-equal": near, "negative": negative, "mixed": mixed}
 
 
+#: populations above numpy's 8192-element buffer (one reward set each: the files stay small). For a
+#: contiguous f64 array numpy's pairwise rule runs over the whole array, not per 8192-element buffer
+#: (docs/CONTRACT.md §7); these pin that
+LARGE_SHAPING_POPULATIONS = [8194, 10000]
+
+
 def _shaping_vectors() -> list[dict]:
     from ..es import reference as R
     out = []
-    for n in SHAPING_POPULATIONS:
-        for name, r in _reward_sets(n).items():
+    sets = [(n, _reward_sets(n).items()) for n in SHAPING_POPULATIONS]
+    sets += [(n, [("wide", _reward_sets(n)["wide"])]) for n in LARGE_SHAPING_POPULATIONS]
+    for n, named in sets:
+        for name, r in named:
             r = np.ascontiguousarray(r, dtype=np.float64)
             out.append({"id": f"shaping-n{n}-{name}",
                         "comment": f"z-score (numpy's own mean and std, docs/numerics.md §2) and centered ranks of {n} "
@@ -214,10 +253,161 @@ def _shaping_vectors() -> list[dict]:
     return out
 
 
+#: (seed, count, iterations) of the seed-schedule vectors: the default seed (0 stands for 42), a
+#: population of 1, the default population 30, a 64-member one, and seeds past 2**32 and 2**63
+SCHEDULE_CASES = [(0, 30, [0, 1, 2, 3]), (7, 1, [0, 1, 1000]), (12345, 64, [0, 5]),
+                  ((1 << 40) + 3, 8, [0, 1]), ((1 << 63) + 11, 4, [0, 2])]
+
+
+def _schedule_vectors(profile: str) -> list[dict]:
+    """The reference's numpy seed schedule (docs/references.md §5): the member seeds its loop draws.
+
+    Expected values are drawn from numpy's PCG64 named explicitly (what
+    ``default_rng`` is today); the gate recomputes through
+    `esverify.es.schedule.reference_seeds`, i.e. through ``default_rng``, so a
+    numpy whose default bit generator, seeding or ``integers`` stream changes fails here.
+    """
+    from ..es import schedule
+    out = []
+    for seed, count, iterations in SCHEDULE_CASES:
+        expected = {}
+        for i in iterations:
+            base = (seed or schedule.DEFAULT_GLOBAL_SEED) + i + schedule.FIRST_ITERATION[profile]
+            draw = np.random.Generator(np.random.PCG64(base)).integers(0, schedule.SEED_BOUND, size=count,
+                                                                      dtype=np.int64)
+            expected[f"it{i}.member_seeds"] = encode_ints(draw.tolist(), "u64")
+        out.append({"id": f"seed-schedule-seed-{seed}-n{count}",
+                    "comment": f"the {profile} loop's member seeds at global seed {seed} (0 stands for 42), "
+                               f"{count} per iteration: numpy default_rng((seed or 42) + i"
+                               f"{' + 1' if schedule.FIRST_ITERATION[profile] else ''}).integers(0, 2**30, "
+                               f"size={count}, dtype=int64), docs/references.md §5; fails when numpy's stream changes",
+                    "inputs": {"kind": "seed-schedule", "schedule": profile, "seed": f"0x{seed:016x}",
+                               "count": count, "iterations": list(iterations)},
+                    "expected": expected})
+    return out
+
+
+def _recompute_schedule(vector: dict) -> dict:
+    """The schedule through esverify's own path (numpy's default_rng); backend-independent."""
+    from ..es import schedule
+    x = vector["inputs"]
+    return {f"it{i}.member_seeds": encode_ints(schedule.reference_seeds(x["schedule"], int(x["seed"], 16), i,
+                                                                        x["count"]), "u64")
+            for i in x["iterations"]}
+
+
+def _param_inputs(layout, arrays) -> list[dict]:
+    return [{"name": name, "shape": list(shape), "dtype": dt, "bits": encode(p)}
+            for (name, shape, dt), p in zip(layout, arrays)]
+
+
+def _signed_zero_anchor(layout, seed: int) -> tuple[list, list]:
+    """(params, anchor) whose first 8 elements pair every sign of zero with tiny deltas (docs/numerics.md §5).
+
+    anchor -0, theta -0 / +0 / -tiny / +tiny; anchor +0, theta -0 / +0 / -tiny / +tiny: l1 sets each
+    delta to a zero whose sign follows IEEE (sign(d) * +0, then + theta0), so -0 survives only where
+    sign(d) is negative and the anchor is -0; an implementation writing theta0 or +0 for "decayed to
+    the anchor" differs there. The other elements are ordinary random values.
+    """
+    from ..es import reference as R
+    params, anchor = _params(layout, seed), _params(layout, seed + 1)
+    theta0 = np.array([-0.0, -0.0, -0.0, -0.0, 0.0, 0.0, 0.0, 0.0])
+    tiny = 1e-4
+    theta = np.array([-0.0, 0.0, -tiny, tiny, -0.0, 0.0, -tiny, tiny])
+    for (_, _, dt), p, a in zip(layout, params, anchor):
+        if p.size >= 8:
+            p.reshape(-1)[:8] = theta.astype(np.float32).astype(R.NP_DTYPES[dt])
+            a.reshape(-1)[:8] = theta0.astype(np.float32).astype(R.NP_DTYPES[dt])
+    return params, anchor
+
+
+#: (decay, lambda, alpha): l1 large enough to zero the tiny deltas, l2 a plain shrink
+DECAY_CASES = [("l1", 0.5, 0.1), ("l1", 3.0, 0.1), ("l2", 3.0, 0.1)]
+ZERO_LAYOUT = {d: [("w", (37,), d), ("b", (), d)] for d in ("f32", "f16", "bf16")}
+
+
+def _decay_vectors(profile: str) -> list[dict]:
+    """`decay` kind: anchored weight decay alone (the protocol's `decay` op), with the signed-zero anchor."""
+    from ..es import Config, reference as R
+    out = []
+    for dt, layout in ZERO_LAYOUT.items():
+        for k, (decay, lam, alpha) in enumerate(DECAY_CASES):
+            config = Config(profile=profile, anchor_decay=decay, anchor_lambda=lam, alpha=alpha).to_dict()
+            params, anchor = _signed_zero_anchor(layout, 31 + k)
+            got = [R.anchor_decay(p, a, decay, alpha * lam) for p, a in zip(params, anchor)]
+            out.append({"id": f"decay-{decay}-lambda-{lam:g}-{dt}",
+                        "comment": f"anchored weight decay {decay} alone (lambda {lam:g}, alpha {alpha:g}, {dt}; "
+                                   "docs/numerics.md §5): theta -0/+0/-tiny/+tiny against anchors -0 and +0 pin "
+                                   "the sign of each zero the decay writes",
+                        "inputs": {"kind": "decay", "config": _config_inputs(config),
+                                   "params": _param_inputs(layout, params), "anchor": _param_inputs(layout, anchor)},
+                        "expected": {f"decay.{name}": encode(g) for (name, _, _), g in zip(layout, got)}})
+    return out
+
+
+def _step_vectors(profile: str) -> list[dict]:
+    """`step` kind: perturb and restore every member in order, then update (the protocol's `step` op)."""
+    from ..es import Config, reference as R
+    base = dict(sigma=0.05, alpha=0.02, population=4, scheme="iid")
+    cases = [("step-zscore", {}, 0), ("step-antithetic-snapshot", {"antithetic": True, "restore": "snapshot"}, 3),
+             ("step-l1-decay", {"anchor_decay": "l1", "anchor_lambda": 0.5, "alpha": 0.1}, 1)]
+    out = []
+    for id_, extra, iteration in cases:
+        cfg = Config(profile=profile, **{**base, **extra}).to_dict()
+        params = _params(MIXED, 50 + iteration)
+        anchor = [p.copy() for p in params]
+        rewards = _rewards(cfg["population"], 60 + iteration)
+        cur = [p.copy() for p in params]
+        for m in range(cfg["population"]):
+            perturbed = R.perturb(cfg, cur, iteration, m)
+            if cfg["restore"] != "snapshot":
+                cur = R.perturb(cfg, perturbed, iteration, m, restore=True)
+        cur, coeffs = R.update(cfg, cur, iteration, rewards, anchor=anchor)
+        expected = {f"step.{name}": encode(p) for (name, _, _), p in zip(MIXED, cur)}
+        expected["coefficients"] = _f64s(coeffs)
+        out.append({"id": id_, "comment": f"one step at iteration {iteration} (docs/numerics.md §6): perturb, "
+                                          f"restore ({cfg['restore']}) every member in order, then update "
+                                          f"({', '.join(f'{k}={v}' for k, v in extra.items()) or 'defaults'}); "
+                                          "the anchor is the initial parameters",
+                    "inputs": {"kind": "step", "config": _config_inputs(cfg), "iteration": iteration,
+                               "params": _param_inputs(MIXED, params), "rewards": _f64s(rewards)},
+                    "expected": expected})
+    return out
+
+
 def _generate(profile: str):
-    if profile == "es-at-scale":
-        return lambda: [_vector(c) for c in _cases(profile)] + _shaping_vectors()
-    return lambda: [_vector(c) for c in _cases(profile)]
+    def generate():
+        out = [_vector(c) for c in _cases(profile)]
+        if profile == "es-at-scale":
+            out += _shaping_vectors()
+        return out + _schedule_vectors(profile) + _decay_vectors(profile) + _step_vectors(profile)
+    return generate
+
+
+def _recompute_decay(vector: dict, device: str) -> dict:
+    """esverify's apply_anchor_decay_ on the vector's params and anchor."""
+    from ..es import apply_anchor_decay_
+    x = vector["inputs"]
+    cfg = _config_from_inputs(x["config"])
+    params = [_tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["params"]]
+    anchor = [_tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["anchor"]]
+    apply_anchor_decay_(params, anchor, cfg["anchor_decay"], cfg["anchor_lambda"], cfg["alpha"])
+    return {f"decay.{p['name']}": encode(t) for p, t in zip(x["params"], params)}
+
+
+def _recompute_step(vector: dict, noise_backend: str, device: str) -> dict:
+    """Trainer.step at the vector's iteration, anchored on the initial parameters."""
+    from ..es import Config, Trainer
+    x = vector["inputs"]
+    cfg = _config_from_inputs(x["config"])
+    tensors = [_tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["params"]]
+    tr = Trainer([(p["name"], t) for p, t in zip(x["params"], tensors)], Config(**cfg), backend=noise_backend)
+    tr.iteration = x["iteration"]
+    rewards = _f64_from_bits(x["rewards"]).tolist()
+    stats = tr.step(lambda member: rewards[member])
+    got = {f"step.{p['name']}": encode(t) for p, t in zip(x["params"], tensors)}
+    got["coefficients"] = _f64s(stats["coefficients"])
+    return got
 
 
 def _recompute_shaping(vector: dict) -> dict:
@@ -257,6 +447,28 @@ def check_sizes(vector: dict) -> list[str]:
         for field in ("zscore.coefficients", "centered_ranks.coefficients"):
             if length(field) != n:
                 out.append(f"{field} has {length(field)} values, the population is {n!r}")
+        return out
+    if x.get("kind") == "seed-schedule":
+        n, its = x.get("count"), x.get("iterations")
+        if not isinstance(n, int) or not isinstance(its, list) or set(exp) != {f"it{i}.member_seeds" for i in its}:
+            return [f"iterations {its!r} do not match the expected fields {sorted(exp)}"]
+        return [f"it{i}.member_seeds has {length(f'it{i}.member_seeds')} values, count is {n}"
+                for i in its if length(f"it{i}.member_seeds") != n]
+    if x.get("kind") in ("decay", "step"):
+        prefix = x["kind"]
+        for p in x.get("params", []):
+            numel = _numel(p["shape"])
+            if len(p["bits"]["values"]) != numel or length(f"{prefix}.{p['name']}") != numel:
+                out.append(f"param {p['name']!r} has shape {p['shape']} but {len(p['bits']['values'])} values, "
+                           f"of which {length(prefix + '.' + p['name'])} are expected")
+        for a, p in zip(x.get("anchor", []), x.get("params", [])):
+            if a["shape"] != p["shape"] or len(a["bits"]["values"]) != _numel(a["shape"]):
+                out.append(f"anchor {a['name']!r} does not match param {p['name']!r}")
+        if prefix == "step":
+            n = x["config"].get("population")
+            if len(x["rewards"]["values"]) != n or length("coefficients") != n:
+                out.append(f"step: {len(x['rewards']['values'])} rewards, {length('coefficients')} coefficients, "
+                           f"the population is {n!r}")
         return out
     if x.get("kind") != "es-run":
         return [f"unknown kind {x.get('kind')!r}"]
@@ -307,10 +519,18 @@ def recompute(vector: dict, backend: str) -> dict:
         if backend not in _targets("es-at-scale"):
             raise ValueError(f"es backend {backend!r} is unknown or not available here")
         return _recompute_shaping(vector)
+    if x["kind"] == "seed-schedule":
+        if backend not in _targets(x["schedule"]):
+            raise ValueError(f"es backend {backend!r} is unknown or not available here")
+        return _recompute_schedule(vector)
     targets = _targets(x["config"]["profile"])
     if backend not in targets:
         raise ValueError(f"es backend {backend!r} is unknown or not available here; available: {sorted(targets)}")
     noise_backend, device = targets[backend]
+    if x["kind"] == "decay":
+        return _recompute_decay(vector, device)
+    if x["kind"] == "step":
+        return _recompute_step(vector, noise_backend, device)
     cfg = _config_from_inputs(x["config"])
     tensors = [_tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["params"]]
     layout = [(p["name"], tuple(p["shape"]), p["dtype"]) for p in x["params"]]
@@ -327,12 +547,58 @@ def recompute(vector: dict, backend: str) -> dict:
     return got
 
 
+def libm_trace(vector: dict, backend: str) -> set:
+    """(field, element) pairs of an es vector that depend on a libm64 noise value of `backend` that
+    differs from the scalar reference's: the only places a one-ulp difference is a libm-divergence."""
+    from ..rng import gaussian
+    x = vector["inputs"]
+    targets = _targets(x["config"]["profile"]) if isinstance(x.get("config"), dict) else {}
+    if backend not in targets:
+        return set()
+    noise_backend = targets[backend][0]
+    return trace_libm(vector, lambda seed, numel: np.asarray(gaussian(seed, numel, 0, "libm64",
+                                                                       backend=noise_backend), np.float32))
+
+
+def trace_libm(vector: dict, draw) -> set:
+    """The traced (field, element) pairs for an implementation whose libm64 stream is `draw(seed, numel)`.
+
+    Every (iteration, member, slot) stream the vector uses is drawn by `draw` and by the scalar
+    reference (esverify.rng.scalar); a differing element i of slot s at iteration j allows element i
+    of that slot's fields from iteration j on. Coefficients never depend on the noise; other kinds
+    and poly32 vectors have no libm values at all (issue 20).
+    """
+    from ..rng import scalar
+    x = vector["inputs"]
+    if x.get("kind") not in ("es-run", "step") or x["config"].get("mapping") != "libm64":
+        return set()
+    cfg = _config_from_inputs(x["config"])
+    steps = [x["iteration"]] if x["kind"] == "step" else list(range(len(x["iterations"])))
+    allowed = set()
+    for j, iteration in enumerate(steps):
+        for slot, p in enumerate(x["params"]):
+            numel = _numel(p["shape"])
+            for member in range(cfg["population"]):
+                m = member - member % 2 if cfg["antithetic"] else member
+                ss = scalar.stream_seed(scalar.member_seed(cfg["seed"], iteration, cfg["population"], m), slot,
+                                        cfg["scheme"])
+                want = np.asarray(scalar.gaussian(ss, numel, 0, "libm64"), np.float32).view(np.uint32)
+                have = np.asarray(draw(ss, numel), np.float32).reshape(-1).view(np.uint32)
+                for i in np.flatnonzero(want != have).tolist():
+                    if x["kind"] == "step":
+                        allowed.add((f"step.{p['name']}", i))
+                    for later in range(j, len(steps)):
+                        for stage in ("perturb", "restore", "update"):
+                            allowed.add((f"it{later}.{stage}.{p['name']}", i))
+    return allowed
+
+
 AREAS = {
     "es-at-scale": Area(name="es-at-scale", version=es_at_scale.VERSION,
                         version_constant="esverify.es.profiles.es_at_scale.VERSION",
                         generate=_generate("es-at-scale"), backends=_backends("es-at-scale"), recompute=recompute,
-                        check_sizes=check_sizes),
+                        check_sizes=check_sizes, libm_trace=libm_trace),
     "es-awd": Area(name="es-awd", version=es_awd.VERSION, version_constant="esverify.es.profiles.es_awd.VERSION",
                    generate=_generate("es-awd"), backends=_backends("es-awd"), recompute=recompute,
-                   check_sizes=check_sizes),
+                   check_sizes=check_sizes, libm_trace=libm_trace),
 }

@@ -38,7 +38,7 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 
-from .. import paths
+from .. import jsonin, paths
 from ..report import atomic_file
 
 SCHEMA_NAME = "schema.json"
@@ -55,7 +55,6 @@ BIT_PATTERNS = {"f64": re.compile(r"0x[0-9a-f]{16}"), "u64": re.compile(r"0x[0-9
                 "f16": re.compile(r"0x[0-9a-f]{4}"), "bf16": re.compile(r"0x[0-9a-f]{4}")}
 _U64 = BIT_PATTERNS["u64"]
 _ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)    # unrolled loop: linear and fast
 
 
 class GoldenFileError(Exception):
@@ -63,27 +62,9 @@ class GoldenFileError(Exception):
     fails the schema or has the wrong version."""
 
 
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicate_keys(pairs):
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _DuplicateKey(f"duplicate key {key!r} in one object (the last would silently win)")
-            seen.add(key)
-    return obj
-
-
 def nesting_depth(raw: bytes) -> int:
-    """Deepest [ / { nesting of JSON text, counted without recursion (brackets inside strings ignored)."""
-    stripped = np.frombuffer(_STRING.sub(b'""', raw), dtype=np.uint8)
-    step = ((stripped == ord("[")) | (stripped == ord("{"))).astype(np.int64)
-    step -= ((stripped == ord("]")) | (stripped == ord("}"))).astype(np.int64)
-    return int(np.cumsum(step).max()) if step.size else 0
+    """Deepest [ / { nesting of JSON text, counted without recursion (see esverify.jsonin)."""
+    return jsonin.nesting_depth(raw)
 
 
 def golden_path(directory: Path, area: str) -> Path:
@@ -230,18 +211,15 @@ def parse(text: str | bytes, source: str) -> dict:
     Refused before parsing: more than MAX_FILE_BYTES bytes, nesting deeper
     than MAX_DEPTH; while parsing: a duplicate key in any object.
     """
-    raw = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-    if len(raw) > MAX_FILE_BYTES:
-        raise GoldenFileError(f"{source} is {len(raw)} bytes, over the {MAX_FILE_BYTES}-byte bound of a golden file")
-    depth = nesting_depth(raw)
-    if depth > MAX_DEPTH:
-        raise GoldenFileError(f"{source} nests {depth} brackets deep, over the bound of {MAX_DEPTH} "
-                              f"(the golden schema needs 6)")
     try:
-        doc = json.loads(raw, object_pairs_hook=_no_duplicate_keys)
-    except _DuplicateKey as exc:
-        raise GoldenFileError(f"{source} is refused: {exc}") from None
-    except (ValueError, RecursionError) as exc:
+        doc = jsonin.loads(text, source, max_bytes=MAX_FILE_BYTES, max_depth=MAX_DEPTH, duplicate_keys=False)
+    except jsonin.JSONInputError as exc:
+        if exc.reason == "depth":
+            raise GoldenFileError(f"{exc} (the golden schema needs 6)") from None
+        if exc.reason == "size":
+            raise GoldenFileError(f"{exc} of a golden file") from None
+        if exc.reason == "duplicate-key":
+            raise GoldenFileError(str(exc)) from None
         raise GoldenFileError(f"{source} is not readable JSON: {exc}") from None
     return validate(doc, source)
 

@@ -220,7 +220,10 @@ def _recompute_area(area, doc, backends, result: CheckResult) -> None:
                                         detail=getattr(exc, "detail", None)
                                         or f"recompute raised {type(exc).__name__}: {exc}"))
                 continue
-            rows += compare.compare_vector(area.name, backend, vector, got)
+            trace = None
+            if area.libm_trace is not None:
+                trace = (lambda v=vector, b=backend: area.libm_trace(v, b))
+            rows += compare.compare_vector(area.name, backend, vector, got, libm_trace=trace)
         n_libm = sum(_libm_values(v) for v in doc["vectors"])
         div, cap = sum(r["status"] == compare.LIBM_DIVERGENCE for r in rows), libm_allowance(n_libm)
         if div > cap:

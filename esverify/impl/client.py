@@ -12,11 +12,13 @@ reply's `result`, or raises:
 - `ImplFailure` (kind ``timeout``, ``crashed``, ``protocol``): no valid reply
   before the deadline, the process died, or it wrote bytes that are not a
   frame. The process group is killed; the next call restarts the wrapper
-  and repeats the handshake. After `max_consecutive` failures in a row
-  (no valid reply in between) or `max_restarts` restarts in all, every
-  call fails at once with kind ``gave-up``, so a broken wrapper cannot
-  make a run last deadline x cases, while one that crashes on a few
-  cases still gets every other case checked.
+  and repeats the handshake. Restarts and giving up are counted **per
+  operation** (issue 20): after `max_consecutive` failures of one op in a
+  row (no valid reply to it in between) or `max_restarts` restarts caused
+  by it, every later call *of that op* fails at once with kind
+  ``gave-up``, so a broken op cannot make a run last deadline x cases,
+  while the other ops (other vector kinds, other areas) are still checked.
+  `restarts` counts the restarts of all ops together.
 
 I/O is non-blocking (selectors) in both directions at once, so neither a
 silent wrapper nor one that writes while we still write can hang the
@@ -93,7 +95,8 @@ class ImplProcess:
     temporary file, see `.log_path`, removed by close() when it stayed
     empty). deadline_s: per-request deadline in
     seconds. Attributes after start(): capabilities (dict), restarts (int).
-    max_consecutive: failures in a row before giving up; max_restarts: restarts in all.
+    max_consecutive: failures of one op in a row before giving up that op; max_restarts: restarts
+    one op may cause before it is given up.
     """
 
     def __init__(self, command, log_path: Path | None = None, deadline_s: float = DEFAULT_DEADLINE_S,
@@ -114,13 +117,15 @@ class ImplProcess:
         self.start_deadline_s = start_deadline_s
         self.max_restarts = max_restarts
         self.max_consecutive = max_consecutive
-        self._failures_in_a_row = 0
+        self._failures_in_a_row: dict[str, int] = {}   #: per op
+        self._restarts_by: dict[str, int] = {}         #: restarts each op caused
+        self._broken_by: str | None = None              #: the op whose failure killed the running process
         self.env = env
         self.capabilities: dict | None = None
         self.restarts = 0
         self._proc: subprocess.Popen | None = None
         self._next_id = 1
-        self._gave_up: str | None = None
+        self._gave_up: dict[str, str] = {}              #: op -> why it was given up
 
     # -- lifecycle -----------------------------------------------------------
     def start(self) -> dict:
@@ -212,29 +217,35 @@ class ImplProcess:
     # -- requests ------------------------------------------------------------
     def call(self, op: str, args: dict, deadline_s: float | None = None) -> dict:
         """Send request `op` with `args` and return the reply's result (see the module docstring)."""
-        if self._gave_up:
-            raise ImplFailure("gave-up", self._gave_up)
+        if op in self._gave_up:
+            raise ImplFailure("gave-up", self._gave_up[op])
+        in_a_row = self._failures_in_a_row.get(op, 0)
+        caused = self._restarts_by.get(op, 0)
+        if in_a_row >= self.max_consecutive or caused >= self.max_restarts:
+            why = f"{in_a_row} failures in a row" if in_a_row >= self.max_consecutive else f"{caused} restarts"
+            self._gave_up[op] = (f"{op} was given up after {why}; not sent again (the other operations still "
+                                 f"are; log: {self.log_path})")
+            raise ImplFailure("gave-up", self._gave_up[op])
         if self._proc is None:
-            if self.restarts >= self.max_restarts or self._failures_in_a_row >= self.max_consecutive:
-                why = (f"{self._failures_in_a_row} failures in a row" if self._failures_in_a_row >= self.max_consecutive
-                       else f"{self.restarts} restarts")
-                self._gave_up = f"the wrapper was given up after {why}; not restarted again (log: {self.log_path})"
-                raise ImplFailure("gave-up", self._gave_up)
             self.restarts += 1
+            culprit = self._broken_by or op   # the restart is charged to the op that broke the process
+            self._restarts_by[culprit] = self._restarts_by.get(culprit, 0) + 1
             try:
                 self.start()
             except ImplFailure:
-                self._failures_in_a_row += 1
+                self._failures_in_a_row[op] = in_a_row + 1
                 raise
+            self._broken_by = None
         try:
             result = self._exchange(op, args, self.deadline_s if deadline_s is None else deadline_s)
         except ImplFailure:
-            self._failures_in_a_row += 1
+            self._failures_in_a_row[op] = in_a_row + 1
+            self._broken_by = op
             raise
         except WrapperError:   # a refusal is a valid reply: the wrapper works
-            self._failures_in_a_row = 0
+            self._failures_in_a_row[op] = 0
             raise
-        self._failures_in_a_row = 0
+        self._failures_in_a_row[op] = 0
         return result
 
     def _exchange(self, op: str, args: dict, deadline_s: float, extra: dict | None = None) -> dict:

@@ -139,9 +139,27 @@ class ImplTarget:
         else:
             version = caps.get("profiles", {}).get(area.name, area.version)
             const = f"capabilities.profiles[{area.name!r}]"
+        trace = None if area.libm_trace is None else (lambda vector, backend: self.libm_trace(vector))
         return dataclasses.replace(area, version=version, version_constant=f"{const} of {self.label}",
                                    backends=lambda: [self.label],
-                                   recompute=lambda vector, backend: self.recompute(vector))
+                                   recompute=lambda vector, backend: self.recompute(vector), libm_trace=trace)
+
+    def libm_trace(self, vector: dict) -> set:
+        """The es vector's (field, element) pairs downstream of a libm64 value the wrapper's own
+        `gaussian` gives differently from the reference (esverify.goldens.es_area.trace_libm); empty
+        (every one-ulp difference a mismatch) when the wrapper does not claim gaussian with libm64."""
+        from ..goldens.es_area import trace_libm
+        if client.missing_claims(self.caps, ["gaussian"], mappings=["libm64"]):
+            return set()
+
+        def draw(seed: int, numel: int):
+            r = self._call("gaussian", {"mapping": "libm64", "seed": u64_hex(seed), "first": u64_hex(0),
+                                        "n": u64_hex(numel)})
+            return np.asarray(self._field(r, "values", "gaussian").bits, dtype=np.uint32).view(np.float32)
+        try:
+            return trace_libm(vector, draw)
+        except CaseError:
+            return set()
 
     def recompute(self, vector: dict) -> dict:
         x = vector["inputs"]
@@ -149,7 +167,7 @@ class ImplTarget:
         handler = {"splitmix64-sequential": self._sequential, "splitmix64-counter": self._counter,
                    "member-seed": self._member_seed, "stream-seed": self._stream_seed,
                    "gaussian": self._gaussian, "noise": self._noise, "es-run": self._es_run,
-                   "shaping": self._shaping}.get(kind)
+                   "shaping": self._shaping, "decay": self._decay, "step": self._step}.get(kind)
         if handler is None:
             raise Unsupported(f"vector kind {kind!r} has no protocol mapping in this esverify")
         return handler(x)
@@ -262,6 +280,38 @@ class ImplTarget:
                 got[f"it{it}.restore.{name}"] = _golden(b, "params")
                 got[f"it{it}.update.{name}"] = _golden(d, "params")
             got[f"it{it}.coefficients"] = _golden(self._field(r, "coefficients", "update"), "coefficients")
+        return got
+
+    @staticmethod
+    def _tensors(entries) -> list:
+        return [Tensor(p["dtype"], _bits(p["bits"]).bits.reshape(tuple(p["shape"]))) for p in entries]
+
+    def _decay(self, x):
+        """`decay` vectors through the `decay` op: config, params, anchor -> params (docs/numerics.md §5)."""
+        c = x["config"]
+        self._need(["decay"], profiles=[c["profile"]], dtypes=sorted({p["dtype"] for p in x["params"]}),
+                   decays=[c["anchor_decay"]])
+        params = self._tensors(x["params"])
+        r = self._call("decay", {"config": _wire_config(c), "params": params, "anchor": self._tensors(x["anchor"])})
+        return {f"decay.{p['name']}": _golden(t, "params")
+                for p, t in zip(x["params"], self._params(r, "decay", params))}
+
+    def _step(self, x):
+        """`step` vectors through the `step` op (docs/numerics.md §6); the anchor is the initial params."""
+        c = x["config"]
+        decay_on = c["anchor_decay"] != "none" and any(v != "0x0000000000000000" for v in c["anchor_lambda"]["values"])
+        self._need(["step"], profiles=[c["profile"]], mappings=[c["mapping"]], schemes=[c["scheme"]],
+                   dtypes=sorted({p["dtype"] for p in x["params"]}), shapings=[c["shaping"]],
+                   restores=[c["restore"]], decays=[c["anchor_decay"]] if decay_on else [],
+                   antithetic=c["antithetic"])
+        params = self._tensors(x["params"])
+        args = {"config": _wire_config(c), "params": params, "iteration": u64_hex(x["iteration"]),
+                "rewards": _bits(x["rewards"])}
+        if decay_on:
+            args["anchor"] = params
+        r = self._call("step", args)
+        got = {f"step.{p['name']}": _golden(t, "params") for p, t in zip(x["params"], self._params(r, "step", params))}
+        got["coefficients"] = _golden(self._field(r, "coefficients", "step"), "coefficients")
         return got
 
     def _params(self, result: dict, op: str, like: list) -> list:

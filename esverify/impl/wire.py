@@ -27,11 +27,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import jsonin
+
 PROTOCOL_VERSION = 1
 MAGIC = b"ESVF"
 PREFIX = struct.Struct("<4sIQ")          #: magic, header length, payload length
 MAX_HEADER = 16 << 20                    #: a header beyond 16 MiB is a protocol error
 MAX_PAYLOAD = 1 << 33                    #: 8 GiB
+MAX_HEADER_DEPTH = 32                   #: bracket nesting of a header (requests and replies need 5)
 #: wire dtype -> (bytes per element, numpy dtype of its bit patterns)
 DTYPES = {"f64": (8, np.dtype("<u8")), "f32": (4, np.dtype("<u4")), "f16": (2, np.dtype("<u2")),
           "bf16": (2, np.dtype("<u2")), "u64": (8, np.dtype("<u8")), "u32": (4, np.dtype("<u4"))}
@@ -172,10 +175,18 @@ def parse_prefix(prefix: bytes) -> tuple[int, int]:
 
 def decode(head: bytes, payload) -> dict:
     """The header as a dict with every tensor descriptor replaced by a Tensor (views into `payload`)."""
-    try:
-        obj = json.loads(bytes(head).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FrameError(f"header is not UTF-8 JSON ({exc}): {bytes(head[:80])!r}") from None
+    raw = bytes(head)
+    if b"\x00" in raw:      # the protocol's headers are UTF-8 only: no UTF-16/32 detection
+        raise FrameError(f"header is not UTF-8 JSON (a NUL byte: UTF-16/32 is not accepted): {raw[:80]!r}")
+    if not raw.isascii():
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FrameError(f"header is not UTF-8 JSON ({exc}): {raw[:80]!r}") from None
+    try:   # bounded: depth before parsing; the integer-digit limit and deep nesting are frame errors too
+        obj = jsonin.loads(raw, "header", max_bytes=MAX_HEADER, max_depth=MAX_HEADER_DEPTH)
+    except jsonin.JSONInputError as exc:
+        raise FrameError(f"header is not UTF-8 JSON ({exc}): {raw[:80]!r}") from None
     if not isinstance(obj, dict):
         raise FrameError(f"header must be a JSON object, got {type(obj).__name__}")
     buf = memoryview(payload)
@@ -196,13 +207,15 @@ def _tensor(desc: dict, buf: memoryview, path: str) -> Tensor:
     dtype, shape, offset = desc["dtype"], desc["shape"], desc["offset"]
     if dtype not in DTYPES:
         raise FrameError(f"{path}: unknown dtype {dtype!r}; known: {sorted(DTYPES)}")
-    if (not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+    if (not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_PAYLOAD
                                                  for d in shape)):
         raise FrameError(f"{path}: shape must be a list of non-negative integers, got {shape!r}")
-    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+    if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= MAX_PAYLOAD:
         raise FrameError(f"{path}: offset must be a non-negative integer, got {offset!r}")
     size, np_dtype = DTYPES[dtype]
-    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    count = 1
+    for d in shape:   # Python ints: no int64 overflow for shapes like [2**32, 2**32]
+        count *= d
     end = offset + count * size
     if end > len(buf):
         raise FrameError(f"{path}: {dtype}{shape} at offset {offset} needs bytes up to {end}, "

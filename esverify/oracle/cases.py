@@ -299,12 +299,14 @@ def to_json(case: Case) -> str:
     return json.dumps(data, separators=(",", ":"), sort_keys=True)
 
 
+#: A case is a few hundred bytes; anything this large is not one.
+CASE_JSON_MAX_BYTES = 1 << 20
+
+
 def from_json(text: str) -> Case:
     """The case `to_json` wrote; ValueError naming what is wrong."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"--case-json is not JSON: {exc}") from None
+    from .. import jsonin
+    data = jsonin.loads(text, "--case-json", max_bytes=CASE_JSON_MAX_BYTES)   # a ValueError naming it
     if not isinstance(data, dict):
         raise ValueError("--case-json must be a JSON object of Case fields")
     known = set(Case.__dataclass_fields__)
@@ -313,16 +315,16 @@ def from_json(text: str) -> Case:
         raise ValueError(f"--case-json: unknown fields {unknown}")
     try:
         case = Case(**data)
-    except TypeError as exc:
-        raise ValueError(f"--case-json: {exc}") from None
-    case.handles = tuple(int(h) for h in case.handles)
-    if case.shapes is not None:
-        case.shapes = tuple((str(n), tuple(int(d) for d in s)) for n, s in case.shapes)
-    try:
-        case.ties = tuple((str(a), str(t)) for a, t in case.ties)
-    except (TypeError, ValueError):
-        raise ValueError("--case-json: ties must be a list of [alias, slot name] pairs") from None
-    check(case)
+        case.handles = tuple(int(h) for h in case.handles)
+        if case.shapes is not None:
+            case.shapes = tuple((str(n), tuple(int(d) for d in s)) for n, s in case.shapes)
+        try:
+            case.ties = tuple((str(a), str(t)) for a, t in case.ties)
+        except (TypeError, ValueError):
+            raise ValueError("--case-json: ties must be a list of [alias, slot name] pairs") from None
+        check(case)
+    except (TypeError, OverflowError) as exc:   # a field of the wrong type: still a usage error, not a traceback
+        raise ValueError(f"--case-json: {type(exc).__name__}: {exc}") from None
     return case
 
 

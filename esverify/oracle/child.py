@@ -50,15 +50,17 @@ import time
 import weakref
 from pathlib import Path
 
+from .. import jsonin
 from ..paths import PACKAGE_DIR
 
 DEFAULT_MAX_OUTPUT = 20 * 1024 * 1024      #: bytes of child output kept per target (head + tail)
 MIN_FILE_LIMIT = 256 * 1024 * 1024         #: RLIMIT_FSIZE floor: the results files of the 1M-element sets fit
 MAX_REPLY_BYTES = 16 * 1024 * 1024         #: one reply line longer than this is a protocol violation
+REPLY_MAX_DEPTH = 64                       #: bracket nesting of one reply line (replies need 6)
 EXIT_GRACE = 2.0                           #: seconds a child gets to exit after "exit" or a closed channel
 TEMP_PREFIX = "esverify-child-"
 #: what the child imports from esverify, relative to the package's parent folder
-CHILD_MODULES = ("esverify/__init__.py", "esverify/rng", "esverify/numerics_probe.py")
+CHILD_MODULES = ("esverify/__init__.py", "esverify/rng", "esverify/numerics_probe.py", "esverify/forksafe.py")
 #: environment variables passed to the child: exact names, then prefixes (docs/parity.md "Trust model")
 ENV_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "SYSTEMROOT", "LD_LIBRARY_PATH",
              "CONDA_PREFIX", "VIRTUAL_ENV")
@@ -625,9 +627,9 @@ class Child:
                 continue
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
-        try:
-            return json.loads(line)
-        except (ValueError, RecursionError) as exc:
+        try:   # bounded (esverify.jsonin): the child runs reference code we did not write
+            return jsonin.loads(line, "reply line", max_bytes=len(line), max_depth=REPLY_MAX_DEPTH)
+        except ValueError as exc:
             shown = line[:120].decode("utf-8", "replace")
             self._violation(f"a reply line that is not JSON while {what} ({type(exc).__name__}: {exc}; "
                             f"the line begins {shown!r})")

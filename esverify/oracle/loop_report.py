@@ -13,11 +13,11 @@ Each is a pandas frame, so every report format carries it.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
+from .. import jsonin
 from .loops import LOOP_OPS, MAIN_VARIANTS, REACHED
 
 
@@ -25,7 +25,9 @@ def read_coverage(work, target: str) -> dict:
     """The child's cumulative coverage of the clone ({"files": ..., "error": ...}; see oracles/loops.py)."""
     path = Path(work) / f"coverage-{target}.json"
     try:
-        data = json.loads(path.read_text())
+        data = jsonin.load_path(path, max_bytes=64 << 20, max_depth=16)   # the child wrote it: outside input
+        if not isinstance(data, dict):
+            raise ValueError(data)
     except (OSError, ValueError):
         return {"files": {}, "error": "no coverage data: the child saved none"}
     return {"files": data.get("files", {}), "error": data.get("error", ""), "how": data.get("how", ""),

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import json
 import math
 import os
 import platform
@@ -58,13 +57,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import __version__
+from .. import __version__, jsonin
 from ..paths import checkout_root, oracles_dir
 from ..interrupt import VERDICT as INTERRUPTED
 from ..interrupt import Interrupted, catching
 from ..numerics_probe import SETTINGS_HINT
 from ..outputs import OutputError, check_file, claim_report_folder
-from ..report import (FORMATS, console_table, copy_atomic, report_patterns, terminal_text, to_junit, write_atomic,
+from ..reportset import ReportSet
+from ..report import (FORMATS, console_table, report_patterns, terminal_text, to_junit,
                       write_report)
 from . import cases as _cases
 from . import compare as _compare
@@ -306,7 +306,7 @@ def _probe(python: str, timeout: float, explicit: bool = True) -> dict:
         said = " | ".join(line.strip() for line in out.stderr.splitlines() if line.strip())   # one line
         raise UsageError(f"--python {python}: the interpreter failed to start: {said[-500:]}")
     try:
-        facts = json.loads(out.stdout.strip().splitlines()[-1])
+        facts = jsonin.loads(out.stdout.strip().splitlines()[-1], "the interpreter probe's answer")
         if not isinstance(facts, dict) or not {"python", "torch", "numpy"} <= set(facts):
             raise ValueError(facts)
     except (IndexError, ValueError):
@@ -585,25 +585,31 @@ class Runner:
                 metadata["fuzz"] = fuzz_report
             extra = _loop_report.report_sections(self, wanted, clones, [f"{n}: {m}" for n, m in not_given.items()],
                                                  {}, frame, metadata)
+            report_set = ReportSet()   # the report, the child logs and the JUnit file: all written, or none
             written = write_report(out_dir, "parity", {"summary": summary, "cases": frame, **extra}, metadata,
-                                   opts.formats, title="esverify parity report", header=header)
+                                   opts.formats, title="esverify parity report", header=header, into=report_set)
             for name in self.targets:
                 log = self.work / f"child-{name}.log"
                 if log.is_file():   # streamed: the log is bounded by --max-output, but never read whole
-                    written.append(copy_atomic(log, out_dir / f"child-{name}.log"))
+                    written.append(report_set.add_copy(out_dir / f"child-{name}.log", log))
             for case_id, ours_path, theirs_path in self.kept:
                 dest = out_dir / "tensors" / re.sub(r"[^A-Za-z0-9_.-]+", "_", case_id)
                 dest.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(ours_path, dest / "ours.npz")
                 if theirs_path and Path(theirs_path).is_file():
                     shutil.copy2(theirs_path, dest / "theirs.npz")
-        if opts.junit:
-            written.append(write_atomic(opts.junit, to_junit(_loop_report.junit_frame(frame, extra),
-                                                             "esverify.parity", name_cols=["case"],
-                                                             failing=("fail",),
-                                                             erroring=("error", "unverifiable"),
-                                                             skipping=("skipped", "artifact", "unsupported",
-                                                                       "not-run"))))
+            if opts.junit:
+                written.append(report_set.add_text(opts.junit, to_junit(_loop_report.junit_frame(frame, extra),
+                                                                         "esverify.parity", name_cols=["case"],
+                                                                         failing=("fail",),
+                                                                         erroring=("error", "unverifiable"),
+                                                                         skipping=("skipped", "artifact", "unsupported",
+                                                                                   "not-run"))))
+            try:
+                report_set.commit()
+            except OSError as exc:   # exit 2, and no file of the set claims the verdict (esverify.reportset)
+                raise SetupError(f"cannot write the report under {out_dir}: {exc}; no report file was left "
+                                 f"there") from None
         if start_error is not None:   # one line for the console; the rows are in the report
             raise SetupError(f"{start_error}; report: {out_dir}")
         console = _console(frame, summary, metadata, out_dir, code, verdict, opts.require_all)

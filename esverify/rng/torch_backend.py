@@ -24,8 +24,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .. import forksafe
 from . import constants as K
 from .splitmix import GAMMA, MASK64, mix_torch, to_signed64
+
+forksafe.install()   # a forked child runs torch single-threaded instead of deadlocking (esverify.forksafe)
 
 
 def _f(x: float) -> float:
