@@ -291,7 +291,7 @@ noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generat
         {"dtypes": ("f32",), "case": "*/mirrored/*"}, ALL, "skip"),
     # ---- structure: rules keyed on the layer index, the parameter kind or a tie (the `layers` set shows them)
     "layer-seed-offset": Mutant(A, [(WORKER, _PERTURB_LOOP, _PERTURB_LOOP.replace(
-        "self._noise(param, seed)", "self._noise(param, seed + (int(name.split('.layers.')[1].split('.')[0]) if '.layers.' in name else 0))"))],
+        "generator.manual_seed(seed)", "generator.manual_seed(seed + (int(name.split('.layers.')[1].split('.')[0]) if '.layers.' in name else 0))"))],
         "perturb seeds layer i with seed + i (one decoder layer hides it)", "structure", PERTURB,
         [("*/native/layers", "fail"), ("*/layers", "error")]),
     "freeze-later-layers": Mutant(A, [(WORKER, _UPDATE_LOOP, _UPDATE_LOOP.replace(
@@ -325,9 +325,10 @@ noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generat
         "a zero std hands the raw rewards on as coefficients", "rewards", ZSCORE, [("*/equal", "fail")]),
     # ---- state: what a case leaves behind for the next one (only the repeat check sees it)
     "noise-cache-scaled-in-place": Mutant(A, [(WORKER, "class WorkerExtension:", "_NOISE = {}\n\n\nclass WorkerExtension:"),
-                                              (WORKER, _PERTURB_LOOP, """        for name, param in self.model_runner.model.named_parameters():
-            noise = _NOISE.setdefault((seed, name, str(param.device)), self._noise(param, seed))
-            param.data.add_(noise.mul_(scale))""")],
+                                              (WORKER, _PERTURB_LOOP, _PERTURB_FOR + "\n" + _draw_at("perturb", _DRAW.replace(
+                                                  _RANDN, "noise = _NOISE.setdefault((seed, name, str(param.device)), "
+                                                  + _RANDN.split(" = ", 1)[1] + ")")).replace(
+                                                  "param.data.add_(scale * noise)", "param.data.add_(noise.mul_(scale))"))],
         "a module-level noise cache whose entries perturb scales in place: right the first time, wrong when a "
         "case comes again", "state", PERTURB, ALL, "state"),
 }
