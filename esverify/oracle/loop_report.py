@@ -13,6 +13,7 @@ Each is a pandas frame, so every report format carries it.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
