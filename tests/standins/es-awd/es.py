@@ -155,7 +155,7 @@ def log_train(wandb_run, pop_perfs, step):
 
 
 def write_iteration_update(logging_dir, iteration, seeds, coeffs):
-    """docs/references.md §5.2 and §8: `iteration_updates/iteration_NNNNNN.json` under the logging folder,
+    """docs/references.md §5.2: `iteration_updates/iteration_NNNNNN.json` under the logging folder,
     {"iteration", "seeds", "update_coefficients"}, written before the update."""
     folder = os.path.join(logging_dir, "iteration_updates")
     os.makedirs(folder, exist_ok=True)

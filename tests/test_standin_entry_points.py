@@ -1,0 +1,293 @@
+"""The stand-in clones behave as docs/references.md §5 says the real references do when driven through
+their entry points (the es-at-scale constructor then fit(); es-awd's parse_args() on a command line then
+main(args)), checked with tests/standins/drive.py's own seams, independently of the parity child:
+construction side effects, seed schedules, the (label, reward) and (r, response) shapes, the
+z-scores and mirrored coefficients (recomputed here from the rewards the engines answered), the
+iteration records, the saves and the logging folder rules."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from standins.mutants import STANDINS
+
+DRIVE = STANDINS / "drive.py"
+
+
+def drive(tmp_path: Path, target: str, *args, clone: Path | None = None, check=True):
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    proc = subprocess.run([sys.executable, str(DRIVE), target, str(clone or STANDINS / target), str(work), *args],
+                          capture_output=True, text=True, timeout=300)
+    if not check:
+        return proc
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads((work / "drive.json").read_text())
+
+
+def _rpc(calls, method):
+    return [c for c in calls if c[0] == "rpc" and c[2] == method]
+
+
+def _seeds(base: int, size: int) -> list:
+    return np.random.default_rng(seed=base).integers(0, 2 ** 30, size=size, dtype=np.int64).tolist()
+
+
+# ----------------------------------------------------------------- es-at-scale
+
+def test_es_at_scale_constructor_then_fit(tmp_path):
+    out = drive(tmp_path, "es-at-scale", "--iterations", "2", "--eval")
+    calls = out["calls"]
+    assert out["handlers_installed"] == [True, True]
+    assert out["environment"] == {"CUDA_VISIBLE_DEVICES": "", "RAY_ADDRESS": None}
+    assert ["ray.init", "local"] in calls and ["Pool", 8] in calls
+    assert [c[3] for c in _rpc(calls, "init_inter_engine_group")] == [["10.0.0.1", 29555, 0, 2],
+                                                                       ["10.0.0.1", 29555, 1, 2]]
+    groups = [c[1] for c in calls if c[0] == "StatelessProcessGroup.create"]
+    assert groups == [{"host": "10.0.0.1", "port": 29555, "rank": r, "world_size": 2} for r in (0, 1)]
+    assert [c for c in calls if c[0] == "PyNcclCommunicator"] == [["PyNcclCommunicator", "cpu"]] * 2
+    assert out["eval_batches"] == {"held-out": [["T[prompt 0 <target=0.5>]", "T[prompt 1 <target=-0.25>]"],
+                                                [0.5, -0.25]]}
+    # num_iterations + 1 updates, seeds from default_rng((global_seed or 42) + i), population 3
+    updates = _rpc(calls, "update_weights_from_seeds")
+    assert [u[1] for u in updates] == [0, 0, 0]
+    assert [u[3][0] for u in updates] == [_seeds(42 + i, 3) for i in range(3)]
+    assert all(u[3][2:] == [0.5, 3] for u in updates)
+    # the coefficients are the z-scores of the batch-size-weighted mean rewards (mini-batches of 2 and 1)
+    by_seed: dict = {}
+    for c in calls:
+        if c[0] == "generate" and c[2] is not None:
+            by_seed.setdefault(c[2], []).append(c[3])
+    for update in updates:
+        seeds, coeffs = update[3][0], update[3][1]
+        rewards = []
+        for seed in seeds:
+            values = by_seed[seed]
+            assert len(values) == 3
+            rewards.append((float(np.mean(values[:2])) * 2 + float(np.mean(values[2:])) * 1) / 3)
+        mean, std = float(np.mean(rewards)), float(np.std(rewards))
+        assert coeffs == [(r - mean) / (std + 1e-8) for r in rewards]
+    # every member perturbed on its engine of the group (seeds in groups of 2) and restored with sigma
+    perturbs = _rpc(calls, "perturb_self_weights")
+    first = updates[0][3][0]
+    assert [(c[1], c[3]) for c in perturbs[:3]] == [(0, [first[0], 0.01, False]), (1, [first[1], 0.01, False]),
+                                                     (0, [first[2], 0.01, False])]
+    assert len(_rpc(calls, "restore_self_weights")) == len(perturbs) == 3 * 2 * 3
+    assert len(_rpc(calls, "broadcast_all_weights")) == 3 * 2
+    # the reward function got the decoded completion and the target, and returned a pair
+    assert ["decode", True] in calls
+    assert all(isinstance(t, float) and float(text) == float(text) for text, t in out["graded"])
+    # eval_step(0) first, then where (i + 1) % eval_freq == 0 and i > 0 (eval_freq 1: i = 1, 2)
+    assert out["files"] == ["run/checkpoint-es_fine_tuned_iteration_2/pytorch_model.pth",
+                            "run/eval-output/eval_iteration_0.json", "run/eval-output/eval_iteration_2.json",
+                            "run/eval-output/eval_iteration_3.json"]
+    assert out["final"] == out["engine0"]
+    save = calls.index(_rpc(calls, "save_self_weights_to_disk")[0])
+    assert [c[0] for c in calls[save + 1:]] == ["ray.kill", "ray.kill"]       # cleanup() after the save
+
+
+def test_es_at_scale_fit_with_zero_iterations_only_evaluates(tmp_path):
+    out = drive(tmp_path, "es-at-scale", "--iterations", "0", "--eval")
+    assert _rpc(out["calls"], "update_weights_from_seeds") == [] and _rpc(out["calls"], "perturb_self_weights") == []
+    assert out["files"] == ["run/eval-output/eval_iteration_0.json"] and out["final"] is None
+
+
+def _load_worker():
+    path = STANDINS / "es-at-scale/es_at_scale/utils/worker_extension.py"
+    spec = importlib.util.spec_from_file_location("standin_worker_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_es_at_scale_worker_joins_the_group_from_rank_or_local_rank(monkeypatch):
+    worker = _load_worker()
+    joined = []
+    monkeypatch.setattr(worker, "_stateless_init_process_group", lambda *a: joined.append(a) or "group")
+    ext = worker.WorkerExtension()
+    with pytest.raises(RuntimeError, match="neither rank/world_size nor local_rank/parallel_config"):
+        ext.init_inter_engine_group("h", "29500", 1, 2)
+    ext.local_rank, ext.device = 1, "cuda:1"
+    ext.parallel_config = types.SimpleNamespace(tensor_parallel_size=2)
+    assert ext.init_inter_engine_group("h", "29500", 3, 4) and ext.inter_engine_group == "group"
+    ext.rank, ext.world_size = 0, 1         # rank/world_size first when the worker has them
+    ext.init_inter_engine_group("h", 29501, 2, 4)
+    assert joined == [("h", 29500, 7, 8, "cuda:1"), ("h", 29501, 2, 4, "cuda:1")]
+    with pytest.raises(TypeError, match="int"):
+        ext.init_inter_engine_group("h", object(), 0, 1)   # an inert port is not an int: int() fails
+
+
+def test_es_at_scale_worker_saves_and_loads_its_weights(tmp_path):
+    worker = _load_worker()
+    model = types.SimpleNamespace(tensors=[torch.arange(3.0), torch.ones(2)])
+    model.named_parameters = lambda: iter(zip(("a", "b"), model.tensors))
+    model.state_dict = lambda: dict(zip(("a", "b"), model.tensors))
+    ext = worker.WorkerExtension()
+    ext.model_runner = types.SimpleNamespace(model=model)
+    path = tmp_path / "deep" / "folder" / "pytorch_model.pth"
+    assert ext.save_self_weights_to_disk(str(path)) and path.is_file()
+    model.tensors[0].zero_()
+    assert ext.load_weights_from_disk(str(path)) and model.tensors[0].tolist() == [0.0, 1.0, 2.0]
+    assert ext.save_self_initial_weights() and ext.initial_weights["a"].tolist() == [0.0, 1.0, 2.0]
+
+
+# ----------------------------------------------------------------- es-awd
+
+AWD_FLAGS = ("--num_iterations", "2", "--population_size", "4", "--num_engines", "2", "--mirror_sampling",
+             "--run_name", "r", "--wandb_mode", "disabled", "--global_seed", "5", "--cuda_devices", "",
+             "--weight_decay_type", "l2", "--weight_decay_lambda", "0.5", "--eval_interval", "1")
+
+
+def test_es_awd_parse_args_then_main(tmp_path):
+    experiment = tmp_path / "exp"
+    out = drive(tmp_path, "es-awd", *AWD_FLAGS, "--experiment_dir", str(experiment))
+    calls, args = out["calls"], out["args"]
+    assert args == {"model_name": "Qwen/Qwen2.5-3B-Instruct", "task": "countdown", "sigma": 0.001, "alpha": 0.0005,
+                    "population_size": 4, "mirror_sampling": True, "num_engines": 2, "num_iterations": 2,
+                    "experiment_dir": str(experiment), "run_name": "r", "cuda_devices": "", "caching": False,
+                    "verbose": False, "global_seed": 5, "precision": "float16", "weight_decay_type": "l2",
+                    "weight_decay_lambda": 0.5, "eval_interval": 1, "eval_batch_size": 512,
+                    "wandb_project": "precision-tests", "wandb_entity": None, "wandb_mode": "disabled"}
+    assert out["args_json"] == args
+    assert out["deterministic"] is True and out["environment"] == {"CUDA_VISIBLE_DEVICES": "", "PYTHONHASHSEED": "5"}
+    assert ["wandb.init", ["config", "dir", "entity", "mode", "name", "project"]] in calls
+    assert ["launch_engines", 2, "float16"] in calls and calls[-1] == ["cleanup", 2, "WandbRun"]
+    assert [c[1] for c in _rpc(calls, "snapshot_weights_to_cpu")] == [0]
+    # seeds from default_rng(global_seed + i), N/2 with mirroring; the coefficient z(+) - z(-)
+    records = out["records"]
+    assert [r["iteration"] for r in records] == [1, 2]
+    assert [r["seeds"] for r in records] == [_seeds(5 + i, 2) for i in (1, 2)]
+    members = [c for c in calls if c[0] == "rpc" and c[2] == "perturb_self_weights"]
+    assert [(c[1], c[3][0], c[3][3]) for c in members[:4]] == [
+        (0, records[0]["seeds"][0], False), (1, records[0]["seeds"][1], False),
+        (0, records[0]["seeds"][0], True), (1, records[0]["seeds"][1], True)]
+    values = [c for c in calls if c[0] == "generate" and c[2] is not None]
+    for k, record in enumerate(records):
+        per_member = [float(np.mean([v[3] for v in values[12 * k + 3 * m: 12 * k + 3 * m + 3]])) for m in range(4)]
+        mean, std = np.mean(per_member), np.std(per_member)
+        z = [(r - mean) / (std + 1e-8) for r in per_member]
+        assert record["update_coefficients"] == [float(z[j] - z[j + 2]) for j in range(2)]
+    updates = _rpc(calls, "update_weights_from_seeds")
+    assert [(u[1], u[3][0], u[4]) for u in updates] == [
+        (0, r["seeds"], {"population_size": 4, "caching": False, "weight_decay_type": "l2",
+                         "weight_decay_lambda": 0.5}) for r in records]
+    assert out["final"] == out["engine0"]
+    # the record is written before the update: a second run into the same folder is refused
+    again = drive(tmp_path, "es-awd", *AWD_FLAGS, "--experiment_dir", str(experiment), check=False)
+    assert again.returncode == 1 and "FileExistsError" in again.stderr
+
+
+def test_es_awd_parse_args_refuses_bad_flags(tmp_path):
+    negative = drive(tmp_path, "es-awd", "--weight_decay_lambda", "-1", check=False)
+    assert negative.returncode == 2 and "--weight_decay_lambda must be >= 0, got -1.0" in negative.stderr
+    odd = drive(tmp_path, "es-awd", "--mirror_sampling", "--population_size", "5", check=False)
+    assert odd.returncode == 1 and "AssertionError: mirror sampling needs an even population size" in odd.stderr
+    choice = drive(tmp_path, "es-awd", "--precision", "fp8", check=False)
+    assert choice.returncode == 2 and "invalid choice: 'fp8'" in choice.stderr
+
+
+def test_es_awd_main_without_run_name_names_its_folder(tmp_path):
+    experiment = tmp_path / "exp"
+    out = drive(tmp_path, "es-awd", "--num_iterations", "1", "--population_size", "2", "--num_engines", "1",
+                "--experiment_dir", str(experiment), "--wandb_mode", "offline")
+    folder = Path(out["logging_dir"])
+    assert folder.parent == experiment and folder.name.startswith("Qwen_Qwen2.5-3B-Instruct_countdown_seedNone_pop2_none")
+    assert out["files"] == ["args.json", "final_model_weights.pt", "iteration_updates"]
+    assert out["deterministic"] is False and out["environment"]["PYTHONHASHSEED"] is None   # no --global_seed
+    assert [r["seeds"] for r in out["records"]] == [_seeds(42 + 1, 2)]
+
+
+# ----------------------------------------------------------------- the loop mutants still make their edit
+
+#: what each loop mutant (tests/standins/loop_mutants.py) changes in the drives above: the update calls'
+#: seeds, coefficients, other arguments or count, es-awd's iteration records, engine 0's final weights
+MUTANT_EFFECTS = {
+    "zscore-ddof1": {"coeffs", "final"}, "seeds-lose-iteration": {"seeds", "coeffs", "final"},
+    "last-engine-not-restored": {"coeffs", "final"}, "unweighted-batches": {"coeffs", "final"},
+    "no-extra-update": {"count", "final"}, "broadcast-engine-0-only": {"coeffs", "final"},
+    "mirror-sign-flipped": {"coeffs", "records", "final"},
+    "mirror-divisor-half": {"coeffs", "args", "records", "final"},
+    "restore-negate-swapped": {"coeffs", "records", "final"},
+    "seeds-from-iteration-0": {"seeds", "coeffs", "records", "final"}, "record-uncentred": {"records"},
+    "seed-fallback-changed": {"seeds", "coeffs", "final"}, "global-seed-ignored": {"seeds", "coeffs", "records", "final"},
+    "seeds-bound-2-31": {"seeds", "coeffs", "final"}, "group-reversed": {"seeds", "coeffs", "final"},
+    "last-minibatch-dropped": {"coeffs", "final"}, "std-eps-twice": {"coeffs", "final"},
+    "alpha-over-sigma": {"coeffs", "args", "final"}, "zscore-no-eps": {"coeffs", "records"},
+    "mirror-z-plus-half": {"coeffs", "records", "final"}, "decay-step-lambda-squared": {"coeffs", "records", "final"},
+    "record-iteration-minus-1": {"records"}, "broadcast-before-update": {"coeffs", "records", "final"},
+    "snapshot-every-iteration": {"final"}, "restore-skipped-engine-0": {"coeffs", "records", "final"},
+    "perturb-sigma-half": {"coeffs", "records", "final"}, "restore-reseeded-plus-1": {"coeffs", "records", "final"},
+    "fit-no-final-save": {"final"},
+    # not visible in these drives (f32, no caching, lambda 0.5, torch's generator on 8-element tensors)
+    "caching-key-without-dtype": set(), "lambda0-no-shortcut": set(), "noise-f32-then-cast": set(),
+    "restore-caching-ignored": set(), "noise-f64-then-cast": set(),
+}
+
+
+def _effects(base: dict, out: dict) -> set:
+    ups = [_rpc(d["calls"], "update_weights_from_seeds") for d in (base, out)]
+    found = set()
+    if len(ups[0]) != len(ups[1]):
+        found.add("count")
+    else:
+        for key, pick in (("seeds", lambda u: u[3][0]), ("coeffs", lambda u: u[3][1]),
+                          ("args", lambda u: (u[3][2:], u[4]))):
+            if [pick(u) for u in ups[0]] != [pick(u) for u in ups[1]]:
+                found.add(key)
+    if base.get("records") != out.get("records"):
+        found.add("records")
+    if base["final"] != out["final"]:
+        found.add("final")
+    return found
+
+
+def _mutant_args(target: str, work: Path) -> list:
+    if target == "es-at-scale":
+        return ["--iterations", "2", "--eval"]
+    return [*AWD_FLAGS, "--experiment_dir", str(work / "exp")]
+
+
+@pytest.fixture(scope="module")
+def mutant_drives(tmp_path_factory):
+    """The unchanged stand-ins and every loop mutant, driven in one batch (tests/standins/drive.py --batch)."""
+    from standins.loop_mutants import LOOP_MUTANTS, make_loop_mutant
+    root = tmp_path_factory.mktemp("mutant-drives")
+    jobs = []
+    for name in ["es-at-scale", "es-awd", *sorted(LOOP_MUTANTS)]:
+        target = LOOP_MUTANTS[name][0] if name in LOOP_MUTANTS else name
+        clone = make_loop_mutant(root / name / "clone", name) if name in LOOP_MUTANTS else STANDINS / target
+        work = root / name / "work"
+        work.mkdir(parents=True)
+        jobs.append([target, str(clone), str(work), _mutant_args(target, work)])
+    (root / "jobs.json").write_text(json.dumps(jobs))
+    subprocess.run([sys.executable, str(DRIVE), "--batch", str(root / "jobs.json")], check=True,
+                   capture_output=True, timeout=900)
+    results = {}
+    for job in jobs:
+        name = Path(job[2]).parent.name
+        done = Path(job[2]) / "drive.json"
+        results[name] = json.loads(done.read_text()) if done.is_file() else (Path(job[2]) / "drive.err").read_text()
+    return results
+
+
+def test_every_loop_mutant_has_an_effect_entry():
+    from standins.loop_mutants import LOOP_MUTANTS
+    assert set(MUTANT_EFFECTS) == set(LOOP_MUTANTS)
+
+
+@pytest.mark.parametrize("name", sorted(MUTANT_EFFECTS))
+def test_loop_mutant_still_makes_its_edit(mutant_drives, name):
+    """Each mutant's edit still applies and still changes what it changed before the stand-ins were rewritten."""
+    from standins.loop_mutants import LOOP_MUTANTS
+    target = LOOP_MUTANTS[name][0]
+    out = mutant_drives[name]
+    assert isinstance(out, dict), out
+    assert _effects(mutant_drives[target], out) == MUTANT_EFFECTS[name]
