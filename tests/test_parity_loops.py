@@ -164,6 +164,8 @@ EXPECTED = {
     "unweighted-batches": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: aggregated reward of member 0"),
     "no-extra-update": ({"fail": _rows(["fit"], [F, B, M])}, "number of updates: ours 2, theirs 1"),
     "broadcast-engine-0-only": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 1: reward of member 1"),
+    "mirror-passes-batched-together": ({"fail": _both(["main-mirror"], [F, B, M])},
+                                       "iteration 1: member 0 (evaluation 5) ran on engine 1 in theirs, 0 in ours"),
     "mirror-sign-flipped": ({"fail": _both(["main-mirror"], [F, B, M])}, "iteration 1: coefficient of member 0"),
     "mirror-divisor-half": ({"fail": _both(["main-mirror"], [F, B, M])},
                             "divisor (population_size) handed to the update"),

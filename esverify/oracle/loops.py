@@ -121,6 +121,10 @@ def loop_cases(target, device, dtype, scheme, population, sigma, alpha, iteratio
     cases = []
     for op, (mirror, _, _, _) in MAIN_VARIANTS.items():
         n = population + population % 2 if mirror else population
+        if mirror and (n // 2) % MAIN_ENGINES == 0:
+            # N/2 seeds not a multiple of the engines: a loop that batches its two passes together, or
+            # splits them differently, puts another member on engine 0, which shows in its bits
+            n += 2
         cases.append(Case(target, device, dtype, scheme, op, n, sigma, alpha, False, dict(extra), noise=noise))
     return cases
 
@@ -202,7 +206,12 @@ def run_ours(case: Case, names, tensors, seed, mapping: str, backend) -> dict:
         else:
             order = list(range(0, n, 2)) + list(range(1, n, 2)) if mirror else list(range(n))
             update_seeds = [lead.member_seed(m) for m in (range(0, n, 2) if mirror else range(n))]
-            evaluations = _evaluate(replicas, order, MAIN_DATA, engines)
+            # one pass per sign, each in groups of the engines (docs/references.md §5.2): engine 0 runs the
+            # seeds at positions 0, E, 2E, ... of each pass, which shows in its bits as (x + t) - t
+            half = len(update_seeds)
+            evaluations = (_evaluate(replicas, order[:half], MAIN_DATA, engines) +
+                           _evaluate(replicas, order[half:], MAIN_DATA, engines)) if mirror else \
+                _evaluate(replicas, order, MAIN_DATA, engines)
             rewards = np.empty(n)
             rewards[order] = [mean_reward(rec["rewards"]) for rec in evaluations]
             stats = lead.update(rewards, order=order)   # numpy mean/std over the evaluation order

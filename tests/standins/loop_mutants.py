@@ -50,6 +50,14 @@ LOOP_MUTANTS = {
     "broadcast-engine-0-only": ("es-at-scale", [(TRAINER, """args=(0,)) for engine in self.engines])""",
                                                  """args=(0,)) for engine in self.engines[:1]])""")],
                                 "fit: the broadcast reaches engine 0 only (the other engines keep stale weights)"),
+    # issue 23's finding: docs/references.md §8 measured the real loop's engine 0 on seeds 0, E, 2E, ... of
+    # each sign's pass; batching both passes as one list moves members between engines when E does not divide
+    # N/2 (main-mirror runs N/2 = 5 seeds on 4 engines for that reason)
+    "mirror-passes-batched-together": ("es-awd", [(ES, """        pop_perfs = []
+        for members in passes:
+""", """        pop_perfs = []
+        for members in [sum(passes, [])]:
+""")], "main: the +sigma and -sigma passes batched over the engines as one list"),
     "mirror-sign-flipped": ("es-awd", [(ES, "coeffs = [float(z[k] - z[k + len(seeds)]) for k in range(len(seeds))]",
                                         "coeffs = [float(z[k + len(seeds)] - z[k]) for k in range(len(seeds))]")],
                             "main: the mirrored coefficient's sign flipped (z(-) - z(+))"),

@@ -199,23 +199,26 @@ def main(args):
     for iteration in range(1, args.num_iterations + 1):
         rng = np.random.default_rng((args.global_seed or 42) + iteration)
         seeds = [int(s) for s in rng.integers(0, 2 ** 30, size=n // 2 if args.mirror_sampling else n, dtype=np.int64)]
-        members = [(seed, False) for seed in seeds]
+        # one pass per sign (docs/references.md §5.2 and §8): every seed at +sigma in groups of num_engines,
+        # then, mirrored, every seed at -sigma the same way, so engine 0 runs seeds 0, E, 2E, ... in each pass
+        passes = [[(seed, False) for seed in seeds]]
         if args.mirror_sampling:
-            members += [(seed, True) for seed in seeds]
+            passes.append([(seed, True) for seed in seeds])
         pop_perfs = []
-        for start in range(0, len(members), args.num_engines):
-            group = members[start:start + args.num_engines]
-            ray.get([engines[j].collective_rpc.remote("perturb_self_weights",
-                                                      args=(seed, args.sigma, args.caching, negate))
-                     for j, (seed, negate) in enumerate(group)])
-            outputs = ray.get([generate_rollouts(engines[j], prompts, seed) for j, (seed, negate) in enumerate(group)])
-            for j, (seed, negate) in enumerate(group):
-                ray.get(engines[j].collective_rpc.remote("restore_self_weights",
-                                                         args=(seed, args.sigma, args.caching, negate)))
-                perf = postprocess_outputs(outputs[j], train_data)
-                pop_perfs.append({"seed": seed, "negate": negate, **perf})
-                if args.verbose:
-                    print(f"iteration {iteration} seed {seed} negate {negate}: reward {perf['reward']:.6g}")
+        for members in passes:
+            for start in range(0, len(members), args.num_engines):
+                group = members[start:start + args.num_engines]
+                ray.get([engines[j].collective_rpc.remote("perturb_self_weights",
+                                                          args=(seed, args.sigma, args.caching, negate))
+                         for j, (seed, negate) in enumerate(group)])
+                outputs = ray.get([generate_rollouts(engines[j], prompts, seed) for j, (seed, negate) in enumerate(group)])
+                for j, (seed, negate) in enumerate(group):
+                    ray.get(engines[j].collective_rpc.remote("restore_self_weights",
+                                                             args=(seed, args.sigma, args.caching, negate)))
+                    perf = postprocess_outputs(outputs[j], train_data)
+                    pop_perfs.append({"seed": seed, "negate": negate, **perf})
+                    if args.verbose:
+                        print(f"iteration {iteration} seed {seed} negate {negate}: reward {perf['reward']:.6g}")
         rewards = [perf["reward"] for perf in pop_perfs]
         mean, std = np.mean(rewards), np.std(rewards)
         z = [(r - mean) / (std + 1e-8) for r in rewards]
