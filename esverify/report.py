@@ -152,7 +152,7 @@ def _jsonable(value):
 
 
 #: the facts a report opens with, in this order (issue 12 item 6)
-HEADER_KEYS = ("verdict", "exit_code", "counts", "started_utc", "finished_utc", "command_line")
+HEADER_KEYS = ("verdict", "exit_code", "reason", "counts", "started_utc", "finished_utc", "command_line")
 #: statuses from the most to the least alarming: the colour of a summary cell is its worst status
 SEVERITY = ("fail", "mismatch", "error", "unverifiable", "finding", "changed-without-bump", "removed-without-bump",
             "version-backwards", "interrupted", "not-run", "libm-divergence", "artifact", "review", "skipped",
@@ -217,7 +217,7 @@ def counts_text(counts) -> str:
 
 
 def _header_rows(header: Mapping) -> list[tuple[str, str]]:
-    names = {"verdict": "verdict", "exit_code": "exit code", "counts": "counts", "started_utc": "started (UTC)",
+    names = {"verdict": "verdict", "exit_code": "exit code", "reason": "reason", "counts": "counts", "started_utc": "started (UTC)",
              "finished_utc": "finished (UTC)", "command_line": "command line"}
     rows = []
     for key, value in header.items():
@@ -395,31 +395,64 @@ def to_html(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: str,
             + "</style><script>" + _JS + "</script></head><body>" + "\n".join(body) + "</body></html>\n")
 
 
+def _seconds(value) -> str:
+    """A JUnit `time` (seconds, 3 decimals); 0 when unknown."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "0.000"
+    return f"{number:.3f}" if math.isfinite(number) and number >= 0 else "0.000"
+
+
 def to_junit(frame: pd.DataFrame, suite: str, *, name_cols: Iterable[str], status_col: str = "status",
              detail_col: str = "detail", failing: Iterable[str] = ("fail", "mismatch"),
-             erroring: Iterable[str] = ("error", "unverifiable"), skipping: Iterable[str] = ("skipped",)) -> str:
-    """JUnit XML with one testcase per row; the row's status decides its outcome."""
+             erroring: Iterable[str] = ("error", "unverifiable"), skipping: Iterable[str] = ("skipped",),
+             time_col: str | None = None, suite_time: float | None = None, exit_code: int | None = None,
+             verdict: str | None = None, reason: str | None = None, timestamp: str | None = None) -> str:
+    """JUnit XML (the common Jenkins/Surefire schema) with one testcase per row of `frame`.
+
+    A row whose status is in `failing` gets a <failure>, `erroring` an <error> (both with `type` = the
+    status and `message` = the row's detail), `skipping` a <skipped>; every testcase and the suite carry
+    `time` (seconds: `time_col` of the row, `suite_time`; 0.000 when unknown). So that the counts agree
+    with the exit code, a run whose `exit_code` is not 0 but whose rows hold no failure or error (nothing
+    checked, --require-all with skipped rows), and every interrupted run, gets one more testcase named
+    "verdict" failing with type `verdict` and message `reason` (docs/parity.md "JUnit").
+    """
     failing, erroring, skipping = set(failing), set(erroring), set(skipping)
     name_cols = list(name_cols)
     cases = []
     counts = {"failures": 0, "errors": 0, "skipped": 0}
     for row in frame_records(frame):
+        seconds = _seconds(row.get(time_col)) if time_col else "0.000"
         case = ET.Element("testcase", classname=xml_text(suite),
-                          name=xml_text("/".join(str(row.get(c)) for c in name_cols)))
+                          name=xml_text("/".join(str(row.get(c)) for c in name_cols)), time=seconds)
         status = str(row.get(status_col))
         detail = xml_text(str(row.get(detail_col) or status))
         if status in failing:
-            ET.SubElement(case, "failure", message=detail[:500]).text = json.dumps(row, sort_keys=True)
+            ET.SubElement(case, "failure", type=xml_text(status), message=detail[:500]).text = \
+                xml_text(json.dumps(row, sort_keys=True))
             counts["failures"] += 1
         elif status in erroring:
-            ET.SubElement(case, "error", message=detail[:500]).text = json.dumps(row, sort_keys=True)
+            ET.SubElement(case, "error", type=xml_text(status), message=detail[:500]).text = \
+                xml_text(json.dumps(row, sort_keys=True))
             counts["errors"] += 1
         elif status in skipping:
             ET.SubElement(case, "skipped", message=detail[:500])
             counts["skipped"] += 1
         cases.append(case)
-    root = ET.Element("testsuite", name=suite, tests=str(len(cases)),
-                      **{k: str(v) for k, v in counts.items()})
+    interrupted = verdict is not None and str(verdict).startswith("interrupted")
+    if (exit_code not in (None, 0) and counts["failures"] + counts["errors"] == 0) or interrupted:
+        said = xml_text(str(reason or verdict or f"exit {exit_code}"))
+        case = ET.Element("testcase", classname=xml_text(suite), name="verdict", time="0.000")
+        ET.SubElement(case, "failure", type="verdict", message=said[:500]).text = \
+            xml_text(f"verdict: {verdict}; exit code {exit_code}; {said}")
+        counts["failures"] += 1
+        cases.append(case)
+    attrs = {"name": xml_text(suite), "tests": str(len(cases)), **{k: str(v) for k, v in counts.items()},
+             "time": _seconds(suite_time)}
+    if timestamp:   # the schema's xs:dateTime without a zone: "2026-12-01T21:00:00" (UTC)
+        attrs["timestamp"] = xml_text(str(timestamp).replace("+00:00", "").removesuffix("Z"))
+    root = ET.Element("testsuite", **attrs)
     root.extend(cases)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 

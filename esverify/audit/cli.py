@@ -111,6 +111,10 @@ def audit(tree, wheels, history, refs, out, overwrite, formats, threshold, min_t
         written, write_error = [], exc
 
     from esverify.report import console_table
+    code = 1 if result.findings else 0
+    # the verdict first, as parity and goldens check print it; the report's folder last
+    click.echo(f"esverify audit: {str(result.metadata['verdict']).upper()} (exit {2 if write_error else code}): "
+               f"{result.findings} finding(s), {result.review} listed for review")
     click.echo(console_table(result.sections["summary"]))
     for name in ("similarity", "text", "identity", "imports", "readability"):
         frame = result.sections[name]
@@ -126,11 +130,10 @@ def audit(tree, wheels, history, refs, out, overwrite, formats, threshold, min_t
     for warning in result.metadata.get("warnings", []):
         click.echo(f"warning: {warning}")
     if write_error is not None:  # the verdict above is still shown; the run itself failed
-        click.echo(f"\nverdict: {result.metadata['verdict']} ({result.findings} finding(s)); no report written")
+        click.echo("\nno report written")
         raise click.BadParameter(f"cannot write the report under {out}: {write_error}", param_hint="--out")
-    click.echo(f"\nverdict: {result.metadata['verdict']} ({result.findings} finding(s)); report: {out} "
-               f"({len(written)} files)")
-    raise SystemExit(1 if result.findings else 0)
+    click.echo(f"\nreport: {out} ({len(written)} files; exit {code})")
+    raise SystemExit(code)
 
 
 def _write_interrupted(out: Path, formats, exc, started) -> None:

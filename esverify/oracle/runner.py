@@ -359,6 +359,7 @@ class Runner:
         self.kept: list = []
         self.notes: set = set()
         self.timing: dict = {}   #: target -> {"ours_s": ..., "reference_s": ...}
+        self.row_seconds: dict = {}   #: case id -> wall seconds of its row (JUnit `time`)
         self.impl_side = None    #: esverify.oracle.impl_side.ImplSide under `parity --impl`, else ours.run
         self.targets: dict = {}  #: target name -> _Target, whose child is started before any case
         self._sets_lock = threading.Lock()
@@ -569,10 +570,12 @@ class Runner:
             summary = summary_pivot(frame)
             code = interrupted.exit_code if interrupted else exit_code(frame, start_error is not None,
                                                                        opts.require_all)
-            verdict = INTERRUPTED if interrupted else verdict_for(code)
+            verdict = INTERRUPTED if interrupted else verdict_for(code, frame)
             wall = time.monotonic() - started
             metadata = self._metadata(clones, environments, probe, wall, list(not_given.values()))
-            header = {"verdict": verdict, "exit_code": code, "counts": status_counts(frame),
+            reason = verdict_reason(verdict, frame, interrupted.signal_name if interrupted else None)
+            header = {"verdict": verdict, "exit_code": code, **({"reason": reason} if reason else {}),
+                      "counts": status_counts(frame),
                       "started_utc": self.started_utc, "finished_utc": _utc_now(),
                       "command_line": " ".join(opts.argv)}
             metadata = {**header, **metadata}
@@ -595,12 +598,17 @@ class Runner:
                 if theirs_path and Path(theirs_path).is_file():
                     shutil.copy2(theirs_path, dest / "theirs.npz")
         if opts.junit:
-            written.append(write_atomic(opts.junit, to_junit(_loop_report.junit_frame(frame, extra),
+            timed = frame.assign(seconds=frame["case"].map(self.row_seconds))
+            written.append(write_atomic(opts.junit, to_junit(_loop_report.junit_frame(timed, extra),
                                                              "esverify.parity", name_cols=["case"],
                                                              failing=("fail",),
                                                              erroring=("error", "unverifiable"),
                                                              skipping=("skipped", "artifact", "unsupported",
-                                                                       "not-run"))))
+                                                                       "not-run"),
+                                                             time_col="seconds", suite_time=metadata["wall_time_s"],
+                                                             exit_code=code, verdict=verdict,
+                                                             reason=reason or verdict,
+                                                             timestamp=self.started_utc)))
         if start_error is not None:   # one line for the console; the rows are in the report
             raise SetupError(f"{start_error}; report: {out_dir}")
         console = _console(frame, summary, metadata, out_dir, code, verdict, opts.require_all)
@@ -612,11 +620,13 @@ class Runner:
         for case in target_cases:
             if self._stop.is_set():
                 break
+            mark = time.perf_counter()
             try:
                 row = self._checked_case(t, case)
             except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others' rows
                 row = _row(case, status="error", detail=f"{case.op}: the runner failed on this case: "
                                                         f"{type(exc).__name__}: {exc}")
+            self.row_seconds[case.case_id] = time.perf_counter() - mark
             if self._stop.is_set() and row["status"] == "error":
                 break   # the interrupt killed its child mid-case: the row is not-run, not a child death
             self.rows.append(row)
@@ -913,9 +923,46 @@ def too_old_python(case, load_error: dict, env: dict) -> dict | None:
         "torch and numpy"))
 
 
-def verdict_for(code: int) -> str:
-    """The report's verdict for an exit code (an interrupted run has its own, INTERRUPTED)."""
+#: the statuses of a row that was checked (compared or tried); skipped, unsupported, not-run were not
+CHECKED = ("pass", "fail", "error", "unverifiable", "artifact")
+NOTHING_CHECKED = "nothing checked"
+
+
+def verdict_for(code: int, frame: pd.DataFrame | None = None) -> str:
+    """The report's verdict for an exit code (an interrupted run has its own, INTERRUPTED): "pass",
+    "fail", "setup error", or NOTHING_CHECKED when exit 1 comes from a run in which no row was
+    checked (every row skipped, unsupported or not run; docs/parity.md "Exit codes")."""
+    if code == 1 and frame is not None and not frame["status"].isin(CHECKED).any():
+        return NOTHING_CHECKED
     return {0: "pass", 1: "fail", 2: "setup error"}.get(code, INTERRUPTED)
+
+
+def _reason_words(detail: str) -> str:
+    """"not checked here: the child sees no CUDA device; to check it: ..." -> "the child sees no CUDA device"."""
+    text = str(detail or "").removeprefix("not checked here: ").removeprefix("not run: ")
+    return text.split("; to check it:")[0].strip()
+
+
+def nothing_checked_reasons(frame: pd.DataFrame) -> dict:
+    """{target: "N rows (devices): reason; ..."} for the rows that were not checked."""
+    reasons = {}
+    rows = frame[~frame["status"].isin(CHECKED)]
+    for target, part in rows.groupby("target", sort=False):
+        said = []
+        for words, group in part.groupby(part["detail"].map(_reason_words), sort=False):
+            said.append(f"{len(group)} {group['status'].iloc[0]} ({', '.join(sorted(set(group['device'])))}): "
+                        f"{words or group['status'].iloc[0]}")
+        reasons[str(target)] = "; ".join(said)
+    return reasons
+
+
+def verdict_reason(verdict: str, frame: pd.DataFrame, signal_name: str | None = None) -> str:
+    """The verdict in words for the report header and JUnit ("" for pass and fail, whose rows say it)."""
+    if verdict == INTERRUPTED:
+        return f"interrupted by {signal_name}: {int((frame['status'] == 'not-run').sum())} rows not run"
+    if verdict == NOTHING_CHECKED:
+        return "nothing checked: " + "; ".join(f"{t}: {r}" for t, r in nothing_checked_reasons(frame).items())
+    return ""
 
 
 def status_counts(frame: pd.DataFrame) -> dict:
@@ -993,6 +1040,8 @@ def _console(frame, summary, metadata, out_dir, code, verdict, require_all=False
     """Verdict and counts (cpu and cuda apart), the summary grid, the rows that need attention grouped
     by their detail (each detail in full, wrapped), the 'not checked here' list, warnings, the report."""
     lines = [f"esverify parity: {verdict.upper()} (exit {code}): {len(frame)} cases: {_counts_line(frame)}"]
+    if verdict == NOTHING_CHECKED:   # not "FAIL with 0 failed": what kept every row from being checked
+        lines += [f"  nothing checked: {target}: {reason}" for target, reason in nothing_checked_reasons(frame).items()]
     for device in ("cpu", "cuda"):
         rows = frame[frame["device"] == device]
         if len(rows):
