@@ -69,6 +69,7 @@ from ..report import (FORMATS, console_table, copy_atomic, report_patterns, term
 from . import cases as _cases
 from . import compare as _compare
 from . import loop_report as _loop_report
+from . import parity_report as _parity_report
 from . import loops as _loops
 from . import ours as _ours
 from . import paramsets
@@ -585,8 +586,9 @@ class Runner:
                 metadata["fuzz"] = fuzz_report
             extra = _loop_report.report_sections(self, wanted, clones, [f"{n}: {m}" for n, m in not_given.items()],
                                                  {}, frame, metadata)
-            written = write_report(out_dir, "parity", {"summary": summary, "cases": frame, **extra}, metadata,
-                                   opts.formats, title="esverify parity report", header=header)
+            written = write_report(out_dir, "parity", metadata=metadata, formats=opts.formats,
+                                   title="esverify parity report", header=header,
+                                   **_parity_report.layout(frame, summary, extra, opts, selected, clones))
             for name in self.targets:
                 log = self.work / f"child-{name}.log"
                 if log.is_file():   # streamed: the log is bounded by --max-output, but never read whole
