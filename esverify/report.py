@@ -281,6 +281,8 @@ def _md_section(name: str, section, heading: str, max_rows: int | None) -> list[
     note = ""
     if isinstance(section, tuple):
         section, note = section
+    if callable(section):   # Markdown made to fit: given the row cap of this attempt (None: no cap)
+        section = section(max_rows)
     if isinstance(section, str):
         return parts + [section or "_nothing_", ""]
     if not len(section):
@@ -296,7 +298,8 @@ def to_markdown(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: 
                 header: Mapping | None = None, titles: Mapping[str, str] | None = None,
                 limit: int | None = None, full_names: str = "the JSON report") -> str:
     """A Markdown document: title, the verdict block, one section per entry (in the given order; a
-    frame, a (frame, note) pair or a str of Markdown; `titles` maps a section name to its heading),
+    frame, a (frame, note) pair, a str of Markdown or a callable max_rows -> str of Markdown; `titles`
+    maps a section name to its heading),
     then the metadata (nested values as small tables).
 
     limit: the most characters the document may have (e.g. a pull-request comment's); over it, the

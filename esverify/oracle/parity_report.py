@@ -201,23 +201,32 @@ def md_sections(sections: dict, frame: pd.DataFrame, limit: int = MD_LIMIT) -> d
     return out
 
 
-def attention_markdown(entries: pd.DataFrame) -> str:
+#: kinds of problem parity.md lists in full (every kind is in the CSV, JSON and HTML)
+MD_ATTENTION = 15
+
+
+def attention_markdown(entries: pd.DataFrame, max_entries: int | None = None) -> str:
     """The `attention` entries as a Markdown list: what, the reason, the first difference, and the
-    command that re-runs only the example row (a code span)."""
+    command that re-runs only the example row (a code span); at most `max_entries` (default
+    MD_ATTENTION) entries, the rest counted."""
     from ..report import md_cell
     if entries.empty:
         return "_nothing: every row checked here passed_"
+    cap = min(MD_ATTENTION, max_entries or MD_ATTENTION)
     lines = []
-    for e in entries.to_dict(orient="records"):
+    for e in entries.head(cap).to_dict(orient="records"):
         diagnosis = f", diagnosis `{md_cell(e['diagnosis'])}`" if e["diagnosis"] else ""
         more = f" (and {e['rows'] - 1} more like it: {md_cell(e['other_cases'])})" if e["rows"] > 1 else ""
         lines.append(f"- **{md_cell(e['status'])}** {md_cell(e['target'])} `{md_cell(e['op'])}`{diagnosis}: "
                      f"{e['rows']} row(s), e.g. `{md_cell(e['example'])}`{more}")
-        lines.append(f"  - reason: {md_cell(_cut(e['reason'], 600))}")
+        lines.append(f"  - reason: {md_cell(_cut(e['reason'], 500))}")
         if e["first_difference"]:
             lines.append(f"  - first difference: {md_cell(e['first_difference'])}")
         if e["rerun"]:
-            lines.append(f"  - re-run only this row: ``{_cut(e['rerun'], 1500).replace('`', chr(39))}``")
+            lines.append(f"  - re-run only this row: ``{e['rerun'].replace('`', chr(39))}``")
+    if len(entries) > cap:
+        lines.append(f"- ... and {len(entries) - cap} more kinds of problem ({int(entries['rows'].iloc[cap:].sum())} "
+                     "rows): every kind is in parity.html, parity-attention.csv and parity.json")
     return "\n".join(lines)
 
 
@@ -294,8 +303,31 @@ def layout(frame: pd.DataFrame, summary: pd.DataFrame, extra: dict, opts, select
     grid = ran_summary(summary, frame)
     sections = {"attention": entries, "not_checked_here": not_checked_here(frame, extra.get("not_checked")),
                 "summary": grid, "cases": case_columns(frame), **extra}
-    md = md_sections({**sections, "attention": attention_markdown(entries)}, frame)
+    md = md_sections({**sections, "attention": lambda cap: attention_markdown(entries, cap)}, frame)
     json_sections = {**sections, "summary": summary_counts(frame), "cases": json_cases(frame)}
     return {"sections": sections, "titles": TITLES, "md_sections": md, "md_limit": MD_LIMIT,
             "grid_links": grid_links(grid, frame), "json_sections": json_sections,
             "json_extra": {"schema_version": SCHEMA_VERSION}}
+
+
+def step_summary(header: dict, sections: dict, out_dir) -> str:
+    """A short Markdown block for a CI job page (--summary FILE, $GITHUB_STEP_SUMMARY): the verdict,
+    the counts, the needs-attention list (at most 10 kinds), the not-checked reasons, the report."""
+    from ..report import counts_text, md_cell
+    verdict, code = header["verdict"], header["exit_code"]
+    lines = [f"### esverify parity: {md_cell(str(verdict).upper())} (exit {code})", "",
+             f"{md_cell(counts_text(header.get('counts') or {}))}" + (f"; {md_cell(header['reason'])}"
+                                                                     if header.get("reason") else ""), ""]
+    entries = sections["attention"]
+    if len(entries):
+        lines += ["**Needs attention**", "", attention_markdown(entries, 10), ""]
+    unchecked = sections["not_checked_here"]
+    if len(unchecked):
+        lines += ["**Not checked here**", ""]
+        for r in unchecked.to_dict(orient="records"):
+            count = f"{int(r['rows'])} rows ({r['devices']}): " if r["rows"] == r["rows"] and r["rows"] is not None else ""
+            how = f"; to check: {r['how_to_check']}" if r["how_to_check"] else ""
+            lines.append(f"- {md_cell(count + r['reason'] + how)}")
+        lines.append("")
+    lines += [f"Report: `{md_cell(str(out_dir))}` (parity.md, parity.html, parity.json)", ""]
+    return "\n".join(lines)

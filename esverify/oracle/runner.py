@@ -133,6 +133,7 @@ class Options:
     out: str | None = None
     formats: tuple = FORMATS
     junit: str | None = None
+    summary: str | None = None           #: a short Markdown verdict + needs-attention block for a CI job page
     timeout: float = 120.0
     max_memory: int | None = None        #: RLIMIT_DATA of each child in bytes; None: half the RAM; 0: none
     max_output: int = DEFAULT_MAX_OUTPUT  #: bytes of each child's output kept (head and tail); 0: all
@@ -157,6 +158,7 @@ class RunResult:
     out_dir: Path
     written: list
     console: str
+    step_summary: str = ""   #: the --summary block (Markdown; parity_report.step_summary)
 
 
 def _validate(opts: Options) -> Options:
@@ -413,6 +415,8 @@ class Runner:
         try:
             if opts.junit:
                 check_file(opts.junit, "--junit")
+            if opts.summary:
+                check_file(opts.summary, "--summary")
             folder = claim_report_folder(opts.out, "parity", REPORT_PATTERNS, overwrite=opts.overwrite)
         except OutputError as exc:
             raise UsageError(str(exc)) from None
@@ -586,9 +590,10 @@ class Runner:
                 metadata["fuzz"] = fuzz_report
             extra = _loop_report.report_sections(self, wanted, clones, [f"{n}: {m}" for n, m in not_given.items()],
                                                  {}, frame, metadata)
+            layout = _parity_report.layout(frame, summary, extra, opts, selected, clones)
             written = write_report(out_dir, "parity", metadata=metadata, formats=opts.formats,
-                                   title="esverify parity report", header=header,
-                                   **_parity_report.layout(frame, summary, extra, opts, selected, clones))
+                                   title="esverify parity report", header=header, **layout)
+            step_summary = _parity_report.step_summary(header, layout["sections"], out_dir)
             for name in self.targets:
                 log = self.work / f"child-{name}.log"
                 if log.is_file():   # streamed: the log is bounded by --max-output, but never read whole
@@ -611,10 +616,13 @@ class Runner:
                                                              exit_code=code, verdict=verdict,
                                                              reason=reason or verdict,
                                                              timestamp=self.started_utc)))
+        if opts.summary:
+            written.append(write_atomic(opts.summary, step_summary))
         if start_error is not None:   # one line for the console; the rows are in the report
             raise SetupError(f"{start_error}; report: {out_dir}")
         console = _console(frame, summary, metadata, out_dir, code, verdict, opts.require_all)
-        return RunResult(frame, summary, metadata, code, out_dir, written, _loop_report.console_lines(extra, console))
+        return RunResult(frame, summary, metadata, code, out_dir, written, _loop_report.console_lines(extra, console),
+                         step_summary)
 
     def _run_target(self, t, target_cases, progress) -> dict:
         """Run `target_cases` on the started target `t` (in a thread of its own: see _run_in)."""
