@@ -13,6 +13,7 @@ import click
 import pandas as pd
 
 from .. import paths, report
+from ..cliutil import CONTEXT
 from ..interrupt import VERDICT as INTERRUPTED
 from ..interrupt import Interrupted, catching
 from ..outputs import OutputError, check_file, check_folder
@@ -48,9 +49,13 @@ GOLDENS_DIR_OPTION = click.option(
                        "env ESVERIFY_GOLDENS_DIR).")
 
 
-@click.group()
+@click.group(context_settings=CONTEXT)
 def goldens():
-    """Bit-level golden vectors: generate them from the reference, check every backend against them."""
+    """Bit-level golden vectors: generate them from the reference, check every backend against them.
+
+    Exit codes: see `esverify goldens check -h` and `esverify goldens generate -h` (0 pass, 1 fail or
+    refused, 2 cannot run, 128+N stopped by signal N).
+    """
 
 
 @goldens.command()
@@ -67,7 +72,8 @@ def generate(areas, out, bump, changelog, goldens_dir):
     """Write goldens/<area>.json from the slow reference, refusing silent contract changes.
 
     Exit 0 written or unchanged; 1 refused (changed/removed vectors without a valid --bump);
-    2 cannot run (wheel install without --out, unreadable baseline, area module not importable).
+    2 cannot run (wheel install without --out, unreadable baseline, area module not importable);
+    130/143/129 stopped by SIGINT/SIGTERM/SIGHUP (files already written are complete).
     """
     from . import generate as gen
     _check_outputs([("--out", out, "dir")])
@@ -124,7 +130,7 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir, impl_
 
     Exit 0 all equal (libm-divergence allowed unless --strict); 1 any mismatch or change since
     --against without a version move; 2 missing/unreadable/bad-schema file, version mismatch,
-    unknown --against ref.
+    unknown --against ref; 130/143/129 stopped by SIGINT/SIGTERM/SIGHUP (a report marked interrupted).
     """
     from . import gate
     _check_outputs([("--junit", junit, "file"), ("--json", json_path, "file")])

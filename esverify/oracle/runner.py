@@ -134,6 +134,8 @@ class Options:
     formats: tuple = FORMATS
     junit: str | None = None
     summary: str | None = None           #: a short Markdown verdict + needs-attention block for a CI job page
+    reports: str | None = None           #: the folder that holds the default report folders (default ./reports)
+    settings: dict = field(default_factory=dict)   #: {setting: {"value", "source"}} (cliutil.Settings.metadata)
     timeout: float = 120.0
     max_memory: int | None = None        #: RLIMIT_DATA of each child in bytes; None: half the RAM; 0: none
     max_output: int = DEFAULT_MAX_OUTPUT  #: bytes of each child's output kept (head and tail); 0: all
@@ -170,7 +172,8 @@ def _validate(opts: Options) -> Options:
             raise UsageError(f"{name} is empty")
         bad = [v for v in values if v not in known]
         if bad:
-            raise UsageError(f"{name}: unknown {bad}; choose from {list(known)}")
+            from ..cliutil import suggest
+            raise UsageError(f"{name}: unknown {bad}; choose from {list(known)}{suggest(bad[0], known)}")
     if opts.mapping not in ("poly32", "libm64"):
         raise UsageError(f"--mapping must be poly32 or libm64, got {opts.mapping!r}")
     if not 0 <= int(opts.seed) < 1 << 64:
@@ -202,7 +205,8 @@ def _validate(opts: Options) -> Options:
             raise UsageError(f"{name} must be a size in bytes >= 0 (0: no limit), got {value!r}")
     bad = [f for f in opts.formats if f not in FORMATS]
     if bad:
-        raise UsageError(f"--format: unknown {bad}; choose from {list(FORMATS)}")
+        from ..cliutil import suggest
+        raise UsageError(f"--format: unknown {bad}; choose from {list(FORMATS)}{suggest(bad[0], FORMATS)}")
     if not opts.formats:
         raise UsageError(f"--format is empty; choose from {list(FORMATS)}")
     # checked up front: a report that cannot be written must not cost a whole run (created in run())
@@ -417,7 +421,8 @@ class Runner:
                 check_file(opts.junit, "--junit")
             if opts.summary:
                 check_file(opts.summary, "--summary")
-            folder = claim_report_folder(opts.out, "parity", REPORT_PATTERNS, overwrite=opts.overwrite)
+            folder = claim_report_folder(opts.out, "parity", REPORT_PATTERNS, overwrite=opts.overwrite,
+                                         base=Path(opts.reports).expanduser() if opts.reports else None)
         except OutputError as exc:
             raise UsageError(str(exc)) from None
         out_dir = folder.path
@@ -454,6 +459,9 @@ class Runner:
                                      f"(or set ${target.env_var}); the default {path} does not exist. "
                                      "Where to get it: docs/parity.md, 'The reference clones'") from None
                 source = options[name] if explicit_paths[name] else f"${target.env_var}"   # whence the path
+                said = opts.settings.get({"es-at-scale": "ref", "es-awd": "awd_ref"}[name]) or {}
+                if explicit_paths[name] and "[tool.esverify]" in str(said.get("source", "")):
+                    source = said["source"]          # the path came from pyproject.toml, not the command line
                 raise SetupError(f"{source} {path}: {exc}; fix: pass the top folder of your {name} "
                                  "clone (docs/parity.md, 'The reference clones')") from None
         if not clones:
@@ -878,6 +886,7 @@ class Runner:
             "warnings": warnings + sorted(self.notes),
             "targets_not_found": skipped_targets,
             "command_line": " ".join(opts.argv), "wall_time_s": round(wall, 2),
+            "settings": opts.settings or {"note": "Options given directly (no command line)"},
             "seconds_per_side": {k: {n: round(v, 2) for n, v in d.items()} for k, d in self.timing.items()},
             "note": "contract rows substitute the RNG contract's noise for torch's: they certify the algebra "
                     "on identical noise; native rows let the reference draw torch's own noise and reproduce "
@@ -982,8 +991,12 @@ def status_counts(frame: pd.DataFrame) -> dict:
 
 
 def _progress(total: int, quiet: bool):
+    """The progress bar on stderr: drawn only when stderr is a terminal (cliutil.progress_enabled)."""
     from tqdm import tqdm
-    return tqdm(total=total, file=sys.stderr, disable=quiet, desc="parity", unit="case", leave=False)
+
+    from ..cliutil import progress_enabled
+    return tqdm(total=total, file=sys.stderr, disable=not progress_enabled(quiet), desc="parity", unit="case",
+                leave=False)
 
 
 def _counts_line(frame) -> str:
