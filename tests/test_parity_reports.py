@@ -61,3 +61,33 @@ def test_a_passing_run_has_a_green_junit_and_require_all_turns_skips_red(tmp_pat
     suite, counted = _junit_counts(tmp_path / "b.xml")
     assert counted == {"failure": 1, "error": 0, "skipped": 2}
     assert suite.find("testcase[@name='verdict']/failure") is not None
+
+
+# ------------------------------------------------------------ no side effects before validation (issue 19 item 7)
+@pytest.mark.parametrize("args", [
+    ["--ref", "MISSING"],                                        # clone not found: a setup error
+    ["--ref", AT_SCALE, "--format", "xml"],                      # a bad --format: a usage error
+    ["--ref", AT_SCALE, "--case", "no-such-case"],               # the selection matches nothing
+    ["--ref", "MISSING", "--junit", "ci/deep/parity.xml", "--summary", "ci/sum/summary.md"],
+])
+def test_a_run_refused_at_setup_leaves_nothing_behind(tmp_path, monkeypatch, args):
+    import os
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    for name in ("ESVERIFY_REF", "ESVERIFY_AWD_REF", "ESVERIFY_REPORTS"):
+        monkeypatch.delenv(name, raising=False)
+    args = [str(tmp_path / "missing") if a == "MISSING" else a for a in args]
+    code, output = _parity(*args, "--target", "es-at-scale", "--small", "--quiet")
+    assert code == 2, output
+    assert sorted(os.listdir(tmp_path)) == ["tmp"], output      # no reports/, no ci/, no lock file
+    assert os.listdir(tmp_path / "tmp") == []                    # no temporary folder either
+
+
+def test_a_refused_audit_leaves_no_report_folder(tmp_path, monkeypatch):
+    import os
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ESVERIFY_REPORTS", raising=False)
+    result = CliRunner().invoke(main, ["audit", "--tree", str(tmp_path), "--out", str(tmp_path / "a" / "b"),
+                                       "--ngram", "9", "--min-words", "3"])
+    assert result.exit_code == 2 and not os.path.exists(tmp_path / "a"), result.output

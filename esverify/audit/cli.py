@@ -91,13 +91,14 @@ def audit(ctx, tree, wheels, history, refs, out, overwrite, formats, threshold, 
                         refs=[r.resolve() for r in refs], threshold=threshold, min_tokens=min_tokens,
                         ngram=ngram, min_words=min_words, max_file_bytes=max_file_bytes)
     from esverify.interrupt import Interrupted, catching
-    from esverify.outputs import OutputError, claim_report_folder
+    from esverify.outputs import OutputError, claim_report_folder, missing_folders, remove_empty
     from esverify.report import report_patterns
+    base = Path(settings.values["reports"]).expanduser() if settings.values["reports"] else Path("reports")
+    made = missing_folders(out or base)   # removed again when the audit is refused (issue 19 item 7)
     try:   # before any work: a report that cannot be written must not cost the audit
-        folder = claim_report_folder(out, "audit", report_patterns("audit"), overwrite=overwrite,
-                                     base=Path(settings.values["reports"]).expanduser() if settings.values["reports"]
-                                     else None)
+        folder = claim_report_folder(out, "audit", report_patterns("audit"), overwrite=overwrite, base=base)
     except OutputError as exc:
+        remove_empty(made)
         click.echo(f"esverify audit: error: {exc}", err=True)   # one line: what, where, why
         raise SystemExit(2) from None
     out = folder.path
@@ -107,6 +108,9 @@ def audit(ctx, tree, wheels, history, refs, out, overwrite, formats, threshold, 
             try:
                 result = run_audit(opts)
             except ValueError as exc:
+                folder.release()
+                remove_empty([folder.path] if out is None else [])
+                remove_empty(made)
                 raise click.UsageError(str(exc)) from exc
             except Interrupted as exc:
                 _write_interrupted(out, formats, exc, started)

@@ -63,7 +63,7 @@ from ..paths import checkout_root, oracles_dir
 from ..interrupt import VERDICT as INTERRUPTED
 from ..interrupt import Interrupted, catching
 from ..numerics_probe import SETTINGS_HINT
-from ..outputs import OutputError, check_file, claim_report_folder
+from ..outputs import OutputError, check_file, claim_report_folder, missing_folders, remove_empty
 from ..report import (FORMATS, console_table, copy_atomic, report_patterns, terminal_text, to_junit, write_atomic,
                       write_report)
 from . import cases as _cases
@@ -223,15 +223,6 @@ def _validate(opts: Options) -> Options:
 
 def _utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def _remove_if_empty(folder: Path, created: bool) -> None:
-    """A run refused before any report leaves no empty folder it made itself."""
-    if created:
-        try:
-            folder.rmdir()
-        except OSError:
-            pass
 
 
 def _not_given(target: str) -> str:
@@ -414,16 +405,20 @@ class Runner:
         opts = self.opts
         started = time.monotonic()
         self.started_utc = _utc_now()
-        # 1. where the report goes, before any work (issue 12 items 2 and 7)
-        existed = bool(opts.out) and Path(opts.out).expanduser().exists()
+        # 1. where the report goes, before any work (issue 12 items 2 and 7); a run refused at setup
+        # removes every folder it made for its reports again (issue 19 item 7)
+        base = Path(opts.reports).expanduser() if opts.reports else Path("reports")
+        made = missing_folders(opts.out or base, *(Path(p).expanduser().parent for p in (opts.junit, opts.summary)
+                                                   if p))
         try:
             if opts.junit:
                 check_file(opts.junit, "--junit")
             if opts.summary:
                 check_file(opts.summary, "--summary")
             folder = claim_report_folder(opts.out, "parity", REPORT_PATTERNS, overwrite=opts.overwrite,
-                                         base=Path(opts.reports).expanduser() if opts.reports else None)
+                                         base=base)
         except OutputError as exc:
+            remove_empty(made)
             raise UsageError(str(exc)) from None
         out_dir = folder.path
         try:
@@ -432,7 +427,8 @@ class Runner:
                     return self._run_in(folder, started)
                 except UsageError:
                     folder.release()
-                    _remove_if_empty(out_dir, created=not existed)
+                    remove_empty([out_dir] if opts.out is None else [])   # the fresh folder of this run
+                    remove_empty(made)
                     raise
         finally:
             folder.release()
