@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -91,3 +92,134 @@ def test_a_refused_audit_leaves_no_report_folder(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["audit", "--tree", str(tmp_path), "--out", str(tmp_path / "a" / "b"),
                                        "--ngram", "9", "--min-words", "3"])
     assert result.exit_code == 2 and not os.path.exists(tmp_path / "a"), result.output
+
+
+# ------------------------------------------------------------ what the reports lead with (issue 19 item 1)
+SECTION_ORDER = ["needs attention", "not checked here", "summary", "cases"]
+
+
+def _headings(md: str) -> list[str]:
+    return [line[3:] for line in md.splitlines() if line.startswith("## ")]
+
+
+@pytest.fixture(scope="module")
+def failing_run(tmp_path_factory):
+    """One small run on a mutant whose perturb and restore rows fail (sigma fixed in the reference)."""
+    from standins.mutants import make_mutant
+    tmp = tmp_path_factory.mktemp("failing")
+    clone = make_mutant(tmp, "sigma-constant")
+    out = tmp / "out"
+    code, output = _parity("--ref", str(clone), "--target", "es-at-scale", "--case", "*/f32/iid/*", "--small",
+                           "--quiet", "--no-loops", "--out", str(out), "--junit", str(tmp / "j.xml"),
+                           "--summary", str(tmp / "summary.md"))
+    return code, output, out, tmp, clone
+
+
+def test_the_report_leads_with_the_verdict_then_what_to_do(failing_run):
+    code, output, out, tmp, clone = failing_run
+    assert code == 1, output
+    md = (out / "parity.md").read_text()
+    assert md.splitlines()[2] == "**Verdict: fail** (exit 1)"
+    assert _headings(md)[:4] == SECTION_ORDER
+    attention = md[md.index("## needs attention"):md.index("## not checked here")]
+    # one entry per kind, in matrix order: perturb, restore and the update loop fail; update itself passes
+    # under this mutant (sigma only enters the noise); fit is left out by --no-loops
+    entries = [line for line in attention.splitlines() if line.startswith("- **")]
+    assert [e.split("`")[1] for e in entries] == ["perturb", "restore", "loop"], attention
+    assert "  - first difference: model.embed_tokens.weight[0]: ours 0x" in attention
+    rerun = f"esverify parity --ref {clone} --target es-at-scale --case es-at-scale/cpu/f32/iid/perturb/N7 " \
+            "--devices cpu --small"
+    assert f"  - re-run only this row: ``{rerun}``" in attention
+    # not checked here: the CUDA rows are ONE line with the reason and how to check them, as on the console
+    unchecked = md[md.index("## not checked here"):md.index("## summary")]
+    cuda = [line for line in unchecked.splitlines() if "| cuda |" in line]
+    assert len(cuda) == 1 and "the child sees no CUDA device" in cuda[0] and "--devices cuda" in cuda[0]
+    assert "the child sees no CUDA device" in output
+    # the summary grid holds the devices where something ran; the cases table the reason after the identity
+    summary = md[md.index("## summary"):md.index("## cases")]
+    assert "| cpu |" in summary and "| cuda |" not in summary
+    header = pd.read_csv(out / "parity-cases.csv", nrows=0).columns.tolist()
+    assert header[:11] == ["target", "device", "dtype", "scheme", "noise", "op", "population", "case", "status",
+                           "diagnosis", "detail"]
+    page = (out / "parity.html").read_text()
+    order = [page.index(f">{name}</h2>") for name in SECTION_ORDER]
+    assert order == sorted(order) and page.index("class='verdict st-fail'") < order[0]
+
+
+def test_the_rerun_command_runs_exactly_that_row(failing_run, tmp_path):
+    import shlex
+    code, output, out, tmp, clone = failing_run
+    doc = json.loads((out / "parity.json").read_text())
+    entry = doc["sections"]["attention"][0]
+    args = shlex.split(entry["rerun"])
+    assert args[:2] == ["esverify", "parity"]
+    again, said = _parity(*args[2:], "--quiet", "--out", str(tmp_path / "again"))
+    assert again == 1 and said.startswith("esverify parity: FAIL (exit 1): 1 cases: 1 fail"), said
+    rows = pd.read_csv(tmp_path / "again" / "parity-cases.csv")
+    assert rows["case"].tolist() == [entry["example"]]
+
+
+def test_junit_and_summary_of_a_failing_run(failing_run):
+    code, output, out, tmp, clone = failing_run
+    suite, counted = _junit_counts(tmp / "j.xml")
+    frame = pd.read_csv(out / "parity-cases.csv")
+    assert counted["failure"] == int((frame["status"] == "fail").sum()) > 0 and code == 1
+    assert suite.find("testcase[@name='verdict']") is None                # the failing rows say it already
+    failure = suite.find(".//failure")
+    assert failure.get("type") == "fail" and failure.get("message")
+    summary = (tmp / "summary.md").read_text()
+    assert summary.startswith("### esverify parity: FAIL (exit 1)")
+    assert "**Needs attention**" in summary and "re-run only this row" in summary
+    assert "**Not checked here**" in summary and len(summary) < 10_000
+
+
+def test_parity_json_follows_its_schema(failing_run):
+    import jsonschema
+    from pathlib import Path
+    code, output, out, tmp, clone = failing_run
+    schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "parity.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    doc = json.loads((out / "parity.json").read_text())
+    jsonschema.validate(doc, schema)
+    assert doc["schema_version"] == 1
+    case = next(c for c in doc["sections"]["cases"] if c["op"] == "perturb" and c["device"] == "cpu")
+    assert set(case["params"]) == {"sigma", "alpha"} and all(isinstance(v, float) for v in case["params"].values())
+    cell = next(s for s in doc["sections"]["summary"] if s["op"] == "perturb" and s["device"] == "cpu")
+    assert (cell["fail"], cell["pass"], cell["rows"]) == (1, 0, 1)
+    bad = dict(doc, schema_version="1")
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+
+def test_parity_md_stays_under_the_bound_whatever_the_matrix(tmp_path):
+    """The full default matrix of the stand-ins, every row failing with its own long detail (the worst
+    case for the page), gives a parity.md under 60,000 characters; CSV and JSON keep every row."""
+    from types import SimpleNamespace
+
+    from esverify.oracle import cases as _cases
+    from esverify.oracle import parity_report
+    from esverify.oracle.runner import Options, _row, summary_pivot
+    from esverify.report import write_report
+    opts = Options()
+    matrix = _cases.build_matrix(["es-at-scale", "es-awd"], opts.devices, opts.dtypes, opts.schemes, None, None,
+                                 None, opts.iterations, False, opts.noises, opts.case_seed, True)
+    assert len(matrix) == 650                                   # the default matrix (as the issue counted)
+    rows = [_row(c, status=("fail", "error", "unverifiable", "artifact")[i % 4], diagnosis="reuse" if i % 4 == 3 else "",
+                 detail=f"row {i}: " + "x" * (400 + i % 7) + f" kind{i % 40}", elements=1000, mismatches=i,
+                 first_mismatch_index=f"slot[{i}]", first_mismatch_ours="0x1", first_mismatch_theirs="0x2",
+                 max_ulp_diff=i) for i, c in enumerate(matrix)]
+    frame = pd.DataFrame(rows)
+    metadata = {"verdict": "fail", "exit_code": 1, "counts": {"fail": 163}, "command_line": "esverify parity",
+                "children": {"es-at-scale": {"python": "3.11", "torch": "2.13.0"}}}
+    extra = {"not_checked": pd.DataFrame(columns=["target", "not_checked", "why"])}
+    clones = {"es-at-scale": SimpleNamespace(path=STANDINS / "es-at-scale"),
+              "es-awd": SimpleNamespace(path=STANDINS / "es-awd")}
+    layout = parity_report.layout(frame, summary_pivot(frame), extra, opts, matrix, clones)
+    assert len(layout["sections"]["attention"]) > parity_report.MD_ATTENTION    # more kinds than the page lists
+    write_report(tmp_path, "parity", metadata=metadata, title="esverify parity report", header=None, **layout)
+    md = (tmp_path / "parity.md").read_text()
+    assert len(md) < parity_report.MD_LIMIT, len(md)
+    assert _headings(md)[:4] == SECTION_ORDER
+    assert "more kinds of problem" in md and "most alarming listed" in md
+    assert len(pd.read_csv(tmp_path / "parity-cases.csv")) == 650
+    assert len(json.loads((tmp_path / "parity.json").read_text())["sections"]["cases"]) == 650
