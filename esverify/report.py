@@ -345,10 +345,12 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .st-unverifiable{background:#e3d0f5}.st-interrupted,.st-not-run{background:#cfd8e3}
 .st-skipped,.st-info,.st-listed,.st-trivial,.st-below-threshold{background:#ececec}
 .st-artifact,.st-libm-divergence,.st-review{background:#fff0a8}
-table.grid td{white-space:normal;max-width:9em;font-size:.92em}table.grid td a{color:inherit;display:block}
-table.grid th{max-width:9em;white-space:normal;word-break:break-all}
+table.grid{font-size:.8em}table.grid td,table.grid th{padding:.15em .3em}
+table.grid td{white-space:normal;max-width:7em}table.grid td a{color:inherit;display:block}
+table.grid th{max-width:7em;white-space:normal}table.grid td:nth-child(-n+3){white-space:nowrap}
 details{margin:.4em 0 1em}summary{cursor:pointer}
 svg.ulp{display:block;margin:.2em 0 .8em}svg.ulp text{font:11px sans-serif}
+div.entry{max-width:90em;border-left:4px solid #ddd;padding:.1em .8em;margin:.6em 0}div.entry p{margin:.3em 0}
 pre.cmd{background:#f6f6f6;padding:.3em .6em;white-space:pre-wrap;word-break:break-all;margin:.2em 0}
 """
 
@@ -391,7 +393,8 @@ def _html_table(frame: pd.DataFrame, table_id: str, grid: bool = False, links: M
                  f"{esc(s)}</span> ({n})</label>" for s, n in counts.items()]
         parts.append("<div class='filter'>show: " + "".join(boxes) + "</div>")
     parts.append(f"<table id='{esc(table_id)}'" + (" class='grid'" if grid else "") + "><thead><tr>"
-                 + "".join(f"<th>{esc(str(c))}</th>" for c in frame.columns) + "</tr></thead><tbody>")
+                 + "".join(f"<th>{esc(str(c)).replace('/', '/<wbr>') if grid else esc(str(c))}</th>"
+                           for c in frame.columns) + "</tr></thead><tbody>")
     numeric = {c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and frame[c].dtype != bool}
     links = links or {}
     for position, row in enumerate(frame.to_dict(orient="records")):
@@ -434,14 +437,17 @@ def _html_value(value) -> str:
 def to_html(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: str,
             header: Mapping | None = None, titles: Mapping[str, str] | None = None,
             grid_links: Mapping | None = None, html_after: Mapping[str, str] | None = None,
-            collapsed: Iterable[str] = ()) -> str:
+            collapsed: Iterable[str] = (), html_instead: Mapping[str, str] | None = None) -> str:
     """A standalone HTML page: the verdict block, then the sections in order (`titles` names their
     headings; the `summary` grid is a heatmap coloured by status whose cells link to their rows,
     `grid_links` {(row position, column): case}); rows filterable by status; then the metadata as
-    small tables. `html_after` {section: HTML made by esverify} is put after a section (e.g. plots);
-    sections named in `collapsed` are in a closed <details>. Every value from a frame is escaped."""
+    small tables. `html_after` {section: HTML made by esverify} is put after a section (e.g. plots),
+    `html_instead` {section: HTML made by esverify} shows a section (its table then follows in a closed
+    <details>); sections named in `collapsed` are in a closed <details>. Every value from a frame is
+    escaped; the HTML blocks are made by esverify, which escapes what they quote."""
     esc = _esc
     titles, html_after, collapsed = dict(titles or {}), dict(html_after or {}), set(collapsed)
+    html_instead = dict(html_instead or {})
     head, rest = split_header(metadata, header)
     body = [f"<h1>{esc(title)}</h1>"]
     if head:
@@ -458,8 +464,9 @@ def to_html(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: str,
         heading = titles.get(name, name)
         table = (_html_table(df, table_id, grid=(name == "summary"), links=grid_links if name == "summary" else None)
                  if len(df) else "<p>no rows</p>")
-        if name in collapsed and len(df):
-            table = f"<details><summary>{len(df)} rows (click to show)</summary>{table}</details>"
+        if (name in collapsed or name in html_instead) and len(df):
+            table = f"<details><summary>{len(df)} rows as a table (click to show)</summary>{table}</details>"
+        table = html_instead.get(name, "") + table
         body += [f"<h2 id='{esc(table_id)}-h'>{esc(str(heading))}</h2>", table, html_after.get(name, "")]
     body += ["<h2>Metadata</h2>", _html_value(dict(rest)) or "<p>none</p>"]
     return ("<!doctype html><html><head><meta charset='utf-8'><title>" + esc(title) + "</title><style>" + _CSS
@@ -533,6 +540,7 @@ def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, p
                  header: Mapping | None = None, titles: Mapping[str, str] | None = None,
                  md_sections: Mapping | None = None, md_limit: int | None = None, grid_links: Mapping | None = None,
                  html_after: Mapping[str, str] | None = None, collapsed: Iterable[str] = (),
+                 html_instead: Mapping[str, str] | None = None,
                  json_extra: Mapping | None = None, json_sections: Mapping | None = None) -> list[Path]:
     """Write a report in the chosen formats under `out_dir`; returns the paths.
 
@@ -544,7 +552,7 @@ def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, p
     and `<stem>-metadata.json`; json, md and html write `<stem>.<ext>`.
     titles: headings of the sections in md/html; md_sections: the sections as the Markdown shows them
     (default `sections`), kept under `md_limit` characters (to_markdown); grid_links, html_after,
-    collapsed: see to_html; json_extra: top-level keys of the JSON document after the header (e.g.
+    collapsed, html_instead: see to_html; json_extra: top-level keys of the JSON document after the header (e.g.
     "schema_version"); json_sections: the sections as the JSON holds them (default `sections`).
     Raises ValueError on an unknown format (before anything is written).
     """
@@ -576,7 +584,8 @@ def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, p
                 full_names=f"{stem}.json and {stem}.html")))
         elif fmt == "html":
             written.append(write_atomic(out / f"{stem}.html", to_html(sections, metadata, title, head, titles,
-                                                                      grid_links, html_after, collapsed)))
+                                                                      grid_links, html_after, collapsed,
+                                                                      html_instead)))
     return written
 
 

@@ -292,11 +292,13 @@ TITLES = {"attention": "needs attention", "not_checked_here": "not checked here"
           "cases": "cases", "not_checked": "targets not checked"}
 
 
-def layout(frame: pd.DataFrame, summary: pd.DataFrame, extra: dict, opts, selected, clones) -> dict:
+def layout(frame: pd.DataFrame, summary: pd.DataFrame, extra: dict, opts, selected, clones,
+           profiles: dict | None = None) -> dict:
     """write_report's keyword arguments for a parity report: the sections in the order a person acts
     on them (needs attention, not checked here, summary, cases, then loop_report's sections), their
-    bounded Markdown versions, the heatmap's links and the JSON's own forms (schema_version, numeric
-    summary counts, structured params)."""
+    bounded Markdown versions, the heatmap's links, the HTML's ulp plots of the failing and artifact
+    rows (`profiles`: {case id: compare.Comparison.profile}) and the JSON's own forms (schema_version,
+    numeric summary counts, structured params)."""
     cases_by_id = {c.case_id: c for c in selected}
     clone_paths = {name: c.path for name, c in clones.items()}
     entries = attention(frame, opts, cases_by_id, clone_paths)
@@ -307,6 +309,8 @@ def layout(frame: pd.DataFrame, summary: pd.DataFrame, extra: dict, opts, select
     json_sections = {**sections, "summary": summary_counts(frame), "cases": json_cases(frame)}
     return {"sections": sections, "titles": TITLES, "md_sections": md, "md_limit": MD_LIMIT,
             "grid_links": grid_links(grid, frame), "json_sections": json_sections,
+            "html_after": {"attention": ulp_plots(frame, profiles or {})},
+            "html_instead": {"attention": attention_html(entries)},
             "json_extra": {"schema_version": SCHEMA_VERSION}}
 
 
@@ -331,3 +335,93 @@ def step_summary(header: dict, sections: dict, out_dir) -> str:
         lines.append("")
     lines += [f"Report: `{md_cell(str(out_dir))}` (parity.md, parity.html, parity.json)", ""]
     return "\n".join(lines)
+
+
+#: rows the HTML plots (the failing ones first); the others are counted under the plots
+MAX_PLOTS = 60
+_BAR_W, _BAR_H, _LABEL_W = 5, 22, 300
+
+
+def _slot_svg(slot: dict, top: int) -> str:
+    """One slot's strip: a bar per run of elements, its height log2(1 + largest ulp distance) scaled to
+    the row's largest; a NaN/inf mismatch (no distance) is a full-height purple bar."""
+    import html
+    import math
+    bars = []
+    scale = math.log2(1 + top) if top > 0 else 1.0
+    for i, ulp in enumerate(slot["bins"]):
+        if ulp == 0:
+            continue
+        h = _BAR_H if ulp < 0 else max(2.0, _BAR_H * math.log2(1 + ulp) / scale)
+        colour = "#7b3fa0" if ulp < 0 else "#c0392b"
+        title = "NaN/inf mismatch" if ulp < 0 else f"max {ulp} ulp"
+        bars.append(f"<rect x='{_LABEL_W + i * _BAR_W}' y='{_BAR_H - h:.1f}' width='{_BAR_W - 1}' height='{h:.1f}' "
+                    f"fill='{colour}'><title>elements {i * slot['elements'] // len(slot['bins'])}-"
+                    f"{(i + 1) * slot['elements'] // len(slot['bins']) - 1}: {title}</title></rect>")
+    label = html.escape(f"{slot['slot']}: {slot['mismatches']} of {slot['elements']}")
+    width = _LABEL_W + len(slot["bins"]) * _BAR_W
+    return (f"<svg class='ulp' width='{width}' height='{_BAR_H + 2}' role='img' aria-label='{label}'>"
+            f"<rect x='{_LABEL_W}' y='0' width='{len(slot['bins']) * _BAR_W}' height='{_BAR_H}' fill='#f4f4f4'/>"
+            f"<text x='0' y='{_BAR_H - 6}'>{label[:52]}</text>{''.join(bars)}</svg>")
+
+
+def _int_text(value) -> str:
+    """2007721360.0 -> "2007721360" (a column with empty cells is float); "" for None/NaN."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return ""
+    return str(int(number)) if number == number and number not in (float("inf"), float("-inf")) else ""
+
+
+def ulp_plots(frame: pd.DataFrame, profiles: dict) -> str:
+    """HTML (inline SVG, made here: every name escaped) of where the two sides differ for each failing
+    or artifact row with tensor results: per mismatching slot, the largest ulp distance along its
+    elements (compare.PROFILE_BINS runs). At most MAX_PLOTS rows, the failing ones first."""
+    import html
+
+    from ..report import anchor_id
+    rows = frame[frame["case"].isin(list(profiles)) & frame["status"].isin(["fail", "artifact"])]
+    if rows.empty:
+        return ""
+    rows = rows.assign(_r=rows["status"].map({"fail": 0, "artifact": 1})).sort_values("_r", kind="stable")
+    parts = ["<h3>Where the two sides differ</h3><p>Per slot that differs: the largest ulp distance along its "
+             "elements (64 runs of equal length; bar height log2(1 + ulp), red; purple: NaN or infinity). "
+             "Hover a bar for its elements.</p>"]
+    for r in rows.head(MAX_PLOTS).to_dict(orient="records"):
+        profile = profiles[r["case"]]
+        top = max([b for s in profile for b in s["bins"]] + [1])
+        strips = "".join(_slot_svg(s, top) for s in profile[:8])
+        more = f"<p>and {len(profile) - 8} more slots</p>" if len(profile) > 8 else ""
+        parts.append(f"<details open><summary><span class='{'st-fail' if r['status'] == 'fail' else 'st-artifact'}'>"
+                     f"{html.escape(str(r['status']))}</span> <a href='#{html.escape(anchor_id(r['case']))}'>"
+                     f"{html.escape(str(r['case']))}</a> (max {html.escape(_int_text(r.get('max_ulp_diff')))} ulp)"
+                     f"</summary>{strips}{more}</details>")
+    if len(rows) > MAX_PLOTS:
+        parts.append(f"<p>{len(rows) - MAX_PLOTS} more rows differ; their numbers are in the cases table.</p>")
+    return "".join(parts)
+
+
+
+def attention_html(entries: pd.DataFrame) -> str:
+    """The `attention` entries as HTML blocks that fit a 1400 px window (a wide table does not): the
+    status and what, the reason, the first difference, and the re-run command in a copyable box."""
+    import html
+
+    from ..report import anchor_id, status_class
+    if entries.empty:
+        return "<p>nothing: every row checked here passed</p>"
+    esc = html.escape
+    parts = []
+    for e in entries.to_dict(orient="records"):
+        diagnosis = f", diagnosis <code>{esc(str(e['diagnosis']))}</code>" if e["diagnosis"] else ""
+        more = f" and {e['rows'] - 1} more like it ({esc(str(e['other_cases']))})" if e["rows"] > 1 else ""
+        parts.append(
+            f"<div class='entry'><p><span class='verdict {status_class(e['status'])}' style='font-size:1em'>"
+            f"{esc(str(e['status']))}</span> <b>{esc(str(e['target']))} {esc(str(e['op']))}</b>{diagnosis}: "
+            f"{e['rows']} row(s), e.g. <a href='#{esc(anchor_id(e['example']))}'>{esc(str(e['example']))}</a>{more}</p>"
+            f"<p>reason: {esc(str(e['reason']))}</p>"
+            + (f"<p>first difference: {esc(str(e['first_difference']))}</p>" if e["first_difference"] else "")
+            + (f"<p>re-run only this row:</p><pre class='cmd'>{esc(str(e['rerun']))}</pre>" if e["rerun"] else "")
+            + "</div>")
+    return "".join(parts)

@@ -358,6 +358,7 @@ class Runner:
         self.notes: set = set()
         self.timing: dict = {}   #: target -> {"ours_s": ..., "reference_s": ...}
         self.row_seconds: dict = {}   #: case id -> wall seconds of its row (JUnit `time`)
+        self.ulp_profiles: dict = {}  #: case id -> compare.Comparison.profile of a fail/artifact row (HTML plots)
         self.impl_side = None    #: esverify.oracle.impl_side.ImplSide under `parity --impl`, else ours.run
         self.targets: dict = {}  #: target name -> _Target, whose child is started before any case
         self._sets_lock = threading.Lock()
@@ -594,7 +595,7 @@ class Runner:
                 metadata["fuzz"] = fuzz_report
             extra = _loop_report.report_sections(self, wanted, clones, [f"{n}: {m}" for n, m in not_given.items()],
                                                  {}, frame, metadata)
-            layout = _parity_report.layout(frame, summary, extra, opts, selected, clones)
+            layout = _parity_report.layout(frame, summary, extra, opts, selected, clones, self.ulp_profiles)
             written = write_report(out_dir, "parity", metadata=metadata, formats=opts.formats,
                                    title="esverify parity report", header=header, **layout)
             step_summary = _parity_report.step_summary(header, layout["sections"], out_dir)
@@ -800,6 +801,8 @@ class Runner:
                 notes.append(cmp.specials)
         if reward_note:
             notes.insert(0, f"{case.op}: {reward_note}")
+        if status in ("fail", "artifact") and cmp.profile:
+            self.ulp_profiles[case.case_id] = cmp.profile
         if status == "fail" and self.opts.keep_tensors:
             ours_path = paramsets.write(out / "ours.npz", result_names, ours.tensors)
             self.kept.append((case.case_id, ours_path, reply["results"]))
