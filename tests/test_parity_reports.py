@@ -223,3 +223,61 @@ def test_parity_md_stays_under_the_bound_whatever_the_matrix(tmp_path):
     assert "more kinds of problem" in md and "most alarming listed" in md
     assert len(pd.read_csv(tmp_path / "parity-cases.csv")) == 650
     assert len(json.loads((tmp_path / "parity.json").read_text())["sections"]["cases"]) == 650
+
+
+# ------------------------------------------------------------ pictures (issue 19 item 2)
+def test_the_ulp_profile_says_where_the_sides_differ():
+    """128 f32 elements, elements 3 and 100 differ by 1 and 5 ulp, element 127 is a NaN on one side:
+    64 runs of 2 elements; run 1 holds 1 ulp, run 50 holds 5, run 63 the NaN (-1); the rest 0."""
+    import numpy as np
+    import torch
+
+    from esverify.oracle.compare import compare
+    ours = torch.arange(128, dtype=torch.float32) + 1.0
+    theirs = ours.numpy().view(np.uint32).copy()
+    theirs[3] += 1
+    theirs[100] += 5
+    theirs[127] = 0x7FC00000
+    cmp = compare([ours], [theirs], ["f32"], ["w"])
+    assert cmp.mismatches == 3 and cmp.max_ulp_diff == 5
+    (slot,) = cmp.profile
+    assert (slot["slot"], slot["elements"], slot["mismatches"]) == ("w", 128, 3)
+    expected = [0] * 64
+    expected[1], expected[50], expected[63] = 1, 5, -1
+    assert slot["bins"] == expected
+    same = compare([ours], [ours.numpy().view(np.uint32).copy()], ["f32"], ["w"])
+    assert same.profile == []                                  # nothing differs: nothing to draw
+
+
+def test_the_html_summary_is_a_heatmap_whose_cells_link_to_their_rows(failing_run):
+    import re
+    code, output, out, tmp, clone = failing_run
+    page = (out / "parity.html").read_text()
+    grid = page[page.index(">summary</h2>"):page.index(">cases</h2>")]
+    assert "<table id='s2-summary' class='grid'>" in grid and "cuda" not in grid   # the skipped device is one line
+    targets = re.findall(r"<a href='#(c-[^']+)'", grid)
+    assert targets and all(f"id='{t}'" in page for t in targets)                  # every link has its row
+    assert "class='st-fail'><a href='#c-es-at-scale_cpu_f32_iid_perturb_N7'" in grid
+    plots = page[page.index("Where the two sides differ"):page.index(">not checked here</h2>")]
+    failing = pd.read_csv(out / "parity-cases.csv").query("status == 'fail'")
+    assert plots.count("<details open>") == len(failing) and plots.count("<svg class='ulp'") >= len(failing)
+    assert "(max 2007721360 ulp)" in plots or re.search(r"\(max \d+ ulp\)", plots)
+
+
+def test_screenshots_of_the_report_in_a_headless_browser(failing_run, tmp_path):
+    """benchmarks/screenshot_report.py in headless Chromium (skipped where none is installed): three
+    PNGs 1400 px wide. The pictures were looked at by hand (docs/parity.md, 'Reading the report')."""
+    import shutil
+    import struct
+    import subprocess
+    import sys
+    from pathlib import Path
+    if not (shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")):
+        pytest.skip("no chromium on this machine (apt-get install chromium)")
+    code, output, out, tmp, clone = failing_run
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "screenshot_report.py"
+    subprocess.run([sys.executable, str(script), str(out), "--out", str(tmp_path)], check=True, timeout=300)
+    for name in ("parity-top.png", "parity-summary.png", "parity-not_checked_here.png"):
+        head = (tmp_path / name).read_bytes()[:24]
+        assert head[:8] == b"\x89PNG\r\n\x1a\n"
+        assert struct.unpack(">II", head[16:24])[0] == 1400, name
