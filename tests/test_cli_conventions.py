@@ -108,3 +108,24 @@ def test_the_shown_case_seed_is_the_runners_default():
     from esverify.oracle import cases
     from esverify.oracle.cli import _DEFAULT_CASE_SEED
     assert _DEFAULT_CASE_SEED == cases.DEFAULT_CASE_SEED == 20260401
+
+
+def test_goldens_check_leads_with_its_verdict_and_says_each_error_once(tmp_path):
+    (tmp_path / "g").mkdir()                       # no golden file at all: exit 2
+    result = CliRunner().invoke(main, ["goldens", "check", "--area", "rng", "--goldens-dir", str(tmp_path / "g")])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert lines[0].startswith("goldens check: ERROR (exit 2): "), result.output
+    error = lines[0].split(": ", 2)[2]
+    assert error and result.output.count(error) == 1, result.output
+
+
+def test_audit_leads_with_its_verdict(tmp_path):
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "mine.py").write_text("def mine(x):\n    return x * 2 + 1\n")
+    result = CliRunner().invoke(main, ["audit", "--tree", str(tree), "--out", str(tmp_path / "a"), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.strip().splitlines()
+    assert lines[0].startswith("esverify audit: PASS (exit 0): 0 finding(s)"), result.output
+    assert lines[-1].startswith(f"report: {tmp_path / 'a'} (") and lines[-1].endswith("exit 0)")
