@@ -281,3 +281,17 @@ def test_screenshots_of_the_report_in_a_headless_browser(failing_run, tmp_path):
         head = (tmp_path / name).read_bytes()[:24]
         assert head[:8] == b"\x89PNG\r\n\x1a\n"
         assert struct.unpack(">II", head[16:24])[0] == 1400, name
+
+
+def test_github_step_summary_is_appended_to(tmp_path):
+    """$GITHUB_STEP_SUMMARY holds the earlier steps' blocks: the run's block is appended, never replacing them."""
+    step = tmp_path / "step.md"
+    step.write_text("earlier step\n")
+    result = CliRunner().invoke(main, ["parity", "--ref", AT_SCALE, "--target", "es-at-scale", "--case",
+                                       "*/cuda/f32/iid/perturb/*", "--small", "--quiet", "--out", str(tmp_path / "o")],
+                                env={"GITHUB_STEP_SUMMARY": str(step)})
+    assert result.exit_code == 1, result.output
+    text = step.read_text()
+    assert text.startswith("earlier step\n### esverify parity: NOTHING CHECKED (exit 1)")
+    assert "nothing checked: es-at-scale: 1 skipped (cuda): the child sees no CUDA device" in text
+    assert "the child sees no CUDA device; to check: run on a machine with a CUDA GPU" in text
