@@ -12,6 +12,7 @@ import importlib
 import click
 
 from . import __version__
+from .cliutil import CONTEXT
 
 #: command name -> (module, attribute, one-line help); each module owns its command.
 SUBCOMMANDS = {
@@ -37,9 +38,14 @@ class LazyGroup(click.Group):
             formatter.write_dl([(name, SUBCOMMANDS[name][2]) for name in self.list_commands(ctx)])
 
 
-@click.group(cls=LazyGroup)
+@click.group(cls=LazyGroup, context_settings=CONTEXT)
 @click.version_option(__version__, prog_name="esverify")
 def main():
-    """esverify: bit-level goldens, oracle parity and a clean-room audit for evolution strategies."""
+    """esverify: bit-level goldens, oracle parity and a clean-room audit for evolution strategies.
+
+    Each command's help (esverify COMMAND -h) lists its exit codes: 0 pass, 1 a failure or finding,
+    2 usage or setup error, 128+N stopped by signal N. Shell completion: eval "$(_ESVERIFY_COMPLETE=bash_source
+    esverify)" in ~/.bashrc (zsh_source, fish_source for the other shells).
+    """
     from .console import harden
     harden()   # a console that cannot encode a path must not turn a written report's exit 0 into 1

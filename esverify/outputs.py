@@ -203,3 +203,27 @@ def claim_report_folder(out, prefix: str, patterns, overwrite: bool = False, opt
             raise OutputError(f"{option} {path}: cannot remove the earlier report file {p.name}: "
                               f"{_reason(exc)}") from None
     return claimed
+
+
+def missing_folders(*paths) -> list[Path]:
+    """The folders that `paths` (folders, or None) and their parents would create, deepest first:
+    what a run refused at setup must remove again (issue 19 item 7)."""
+    missing = []
+    for path in paths:
+        if path is None:
+            continue
+        for folder in (Path(path).expanduser(), *Path(path).expanduser().parents):
+            if folder.exists() or folder.is_symlink():
+                break
+            if folder not in missing:
+                missing.append(folder)
+    return sorted(missing, key=lambda p: len(p.parts), reverse=True)
+
+
+def remove_empty(folders) -> None:
+    """Remove each of `folders` that exists and is empty (deepest first); anything else stays."""
+    for folder in sorted(map(Path, folders), key=lambda p: len(p.parts), reverse=True):
+        try:
+            folder.rmdir()
+        except OSError:
+            pass

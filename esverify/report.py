@@ -153,7 +153,7 @@ def _jsonable(value):
 
 
 #: the facts a report opens with, in this order (issue 12 item 6)
-HEADER_KEYS = ("verdict", "exit_code", "counts", "started_utc", "finished_utc", "command_line")
+HEADER_KEYS = ("verdict", "exit_code", "reason", "counts", "started_utc", "finished_utc", "command_line")
 #: statuses from the most to the least alarming: the colour of a summary cell is its worst status
 SEVERITY = ("fail", "mismatch", "error", "unverifiable", "finding", "changed-without-bump", "removed-without-bump",
             "version-backwards", "interrupted", "not-run", "libm-divergence", "artifact", "review", "skipped",
@@ -218,7 +218,7 @@ def counts_text(counts) -> str:
 
 
 def _header_rows(header: Mapping) -> list[tuple[str, str]]:
-    names = {"verdict": "verdict", "exit_code": "exit code", "counts": "counts", "started_utc": "started (UTC)",
+    names = {"verdict": "verdict", "exit_code": "exit code", "reason": "reason", "counts": "counts", "started_utc": "started (UTC)",
              "finished_utc": "finished (UTC)", "command_line": "command line"}
     rows = []
     for key, value in header.items():
@@ -226,11 +226,13 @@ def _header_rows(header: Mapping) -> list[tuple[str, str]]:
     return rows
 
 
-def to_json(sections: Mapping[str, pd.DataFrame], metadata: Mapping, header: Mapping | None = None) -> str:
+def to_json(sections: Mapping[str, pd.DataFrame], metadata: Mapping, header: Mapping | None = None,
+            extra: Mapping | None = None) -> str:
     """One JSON document opening with the verdict: {verdict, exit_code, counts, started_utc,
-    finished_utc, command_line, "sections": {name: [rows]}, "metadata": {...}}."""
+    finished_utc, command_line, **extra, "sections": {name: [rows]}, "metadata": {...}}."""
     head, _ = split_header(metadata, header)
     doc = dict(_jsonable(head))
+    doc.update(_jsonable(dict(extra or {})))
     doc["sections"] = {name: frame_records(df) for name, df in sections.items()}
     doc["metadata"] = _jsonable(dict(metadata))
     return json.dumps(doc, indent=2) + "\n"
@@ -273,22 +275,60 @@ def _md_meta(metadata: Mapping, level: int = 2) -> list[str]:
     return parts
 
 
+def _md_section(name: str, section, heading: str, max_rows: int | None) -> list[str]:
+    """One `## heading` and its body: a frame as a table (at most `max_rows` rows, the cut said), a
+    (frame, note) pair with the note in italics under it, or a str of Markdown written as is."""
+    parts = [f"## {md_cell(heading)}", ""]
+    note = ""
+    if isinstance(section, tuple):
+        section, note = section
+    if callable(section):   # Markdown made to fit: given the row cap of this attempt (None: no cap)
+        section = section(max_rows)
+    if isinstance(section, str):
+        return parts + [section or "_nothing_", ""]
+    if not len(section):
+        return parts + ["_no rows_", ""]
+    shown = section if max_rows is None else section.head(max_rows)
+    parts.append(md_table(shown))
+    if len(shown) < len(section):
+        note = f"{len(shown)} of {len(section)} rows shown" + (f"; {note}" if note else "")
+    return parts + ([""] + [f"_{md_cell(note)}_"] if note else []) + [""]
+
+
 def to_markdown(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: str,
-                header: Mapping | None = None) -> str:
-    """A Markdown document: title, the verdict block, one table per section (in the given order,
-    the summary grid first), then the metadata (nested values as small tables)."""
+                header: Mapping | None = None, titles: Mapping[str, str] | None = None,
+                limit: int | None = None, full_names: str = "the JSON report") -> str:
+    """A Markdown document: title, the verdict block, one section per entry (in the given order; a
+    frame, a (frame, note) pair, a str of Markdown or a callable max_rows -> str of Markdown; `titles`
+    maps a section name to its heading),
+    then the metadata (nested values as small tables).
+
+    limit: the most characters the document may have (e.g. a pull-request comment's); over it, the
+    nested metadata is left to `full_names` first, then every table is cut to fewer rows (each cut
+    said under its table) until it fits."""
     head, rest = split_header(metadata, header)
-    parts = [f"# {md_cell(title)}", ""]
+    titles = dict(titles or {})
+    lead = [f"# {md_cell(title)}", ""]
     if head:
         verdict = head.get("verdict")
         if verdict is not None:
-            parts += [f"**Verdict: {md_cell(cell_text(verdict))}**"
-                      + (f" (exit {cell_text(head['exit_code'])})" if "exit_code" in head else ""), ""]
-        parts += ["| | |", "| --- | --- |"] + [f"| {k} | {md_cell(v)} |" for k, v in _header_rows(head)] + [""]
-    for name, df in sections.items():
-        parts += [f"## {md_cell(name)}", "", md_table(df) if len(df) else "_no rows_", ""]
-    parts += ["## Metadata", ""] + _md_meta(rest)
-    return "\n".join(parts) + "\n"
+            lead += [f"**Verdict: {md_cell(cell_text(verdict))}**"
+                     + (f" (exit {cell_text(head['exit_code'])})" if "exit_code" in head else ""), ""]
+        lead += ["| | |", "| --- | --- |"] + [f"| {k} | {md_cell(v)} |" for k, v in _header_rows(head)] + [""]
+    scalars = {k: v for k, v in rest.items() if not isinstance(v, (Mapping, list, tuple))}
+    attempts = [(None, rest), (None, scalars)] + [(n, scalars) for n in (200, 100, 50, 20, 10, 5, 2)]
+    text = ""
+    for max_rows, meta in attempts if limit else attempts[:1]:
+        parts = list(lead)
+        for name, section in sections.items():
+            parts += _md_section(name, section, titles.get(name, name), max_rows)
+        parts += ["## Metadata", ""] + _md_meta(meta)
+        if meta is not rest:
+            parts += [f"_The nested metadata (environments, clones, limits...) is in {md_cell(full_names)}._", ""]
+        text = "\n".join(parts) + "\n"
+        if not limit or len(text) <= limit:
+            break
+    return text
 
 
 _CSS = """
@@ -306,6 +346,13 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .st-unverifiable{background:#e3d0f5}.st-interrupted,.st-not-run{background:#cfd8e3}
 .st-skipped,.st-info,.st-listed,.st-trivial,.st-below-threshold{background:#ececec}
 .st-artifact,.st-libm-divergence,.st-review{background:#fff0a8}
+table.grid{font-size:.8em}table.grid td,table.grid th{padding:.15em .3em}
+table.grid td{white-space:normal;max-width:7em}table.grid td a{color:inherit;display:block}
+table.grid th{max-width:7em;white-space:normal}table.grid td:nth-child(-n+3){white-space:nowrap}
+details{margin:.4em 0 1em}summary{cursor:pointer}
+svg.ulp{display:block;margin:.2em 0 .8em}svg.ulp text{font:11px sans-serif}
+div.entry{max-width:90em;border-left:4px solid #ddd;padding:.1em .8em;margin:.6em 0}div.entry p{margin:.3em 0}
+pre.cmd{background:#f6f6f6;padding:.3em .6em;white-space:pre-wrap;word-break:break-all;margin:.2em 0}
 """
 
 _JS = """
@@ -324,9 +371,16 @@ def status_class(text) -> str:
     return ""
 
 
-def _html_table(frame: pd.DataFrame, table_id: str, grid: bool = False) -> str:
-    """An escaped HTML table; status cells (and every cell of a summary grid) carry status classes,
-    and a table with a status column gets a filter (one checkbox per status)."""
+def anchor_id(case) -> str:
+    """The HTML id of a case's row in the cases table (a summary cell links to it)."""
+    return "c-" + re.sub(r"[^A-Za-z0-9_-]+", "_", str(case))
+
+
+def _html_table(frame: pd.DataFrame, table_id: str, grid: bool = False, links: Mapping | None = None) -> str:
+    """An escaped HTML table; status cells (and every cell of a summary grid, a heatmap) carry status
+    classes, and a table with a status column gets a filter (one checkbox per status). A table with a
+    `case` column gives each row the id `anchor_id(case)`; `links` {(row position, column): case}
+    turns a grid cell into a link to that case's row."""
     frame = tidy(frame)
     esc = _esc
     status_cols = [c for c in frame.columns if str(c) in ("status", "verdict")]
@@ -339,18 +393,26 @@ def _html_table(frame: pd.DataFrame, table_id: str, grid: bool = False) -> str:
                  f"data-status='{esc(s)}' onchange='esvFilter(this)'> <span class='{status_class(s)}'>"
                  f"{esc(s)}</span> ({n})</label>" for s, n in counts.items()]
         parts.append("<div class='filter'>show: " + "".join(boxes) + "</div>")
-    parts.append(f"<table id='{esc(table_id)}'><thead><tr>"
-                 + "".join(f"<th>{esc(str(c))}</th>" for c in frame.columns) + "</tr></thead><tbody>")
+    parts.append(f"<table id='{esc(table_id)}'" + (" class='grid'" if grid else "") + "><thead><tr>"
+                 + "".join(f"<th>{esc(str(c)).replace('/', '/<wbr>') if grid else esc(str(c))}</th>"
+                           for c in frame.columns) + "</tr></thead><tbody>")
     numeric = {c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and frame[c].dtype != bool}
-    for row in frame.to_dict(orient="records"):
+    links = links or {}
+    for position, row in enumerate(frame.to_dict(orient="records")):
         attrs = f" data-status='{esc(cell_text(row[status_cols[0]]))}'" if status_cols else ""
+        if "case" in row and not grid:
+            attrs += f" id='{esc(anchor_id(row['case']))}'"
         cells = []
         for col, value in row.items():
             text = cell_text(value)
             cls = status_class(text) if (grid or col in status_cols) else ""
-            cls = " ".join(x for x in (cls, "num" if col in numeric else "", "long" if len(text) > 60 else "")
-                           if x)
-            cells.append(f"<td class='{cls}'>{esc(text)}</td>" if cls else f"<td>{esc(text)}</td>")
+            cls = " ".join(x for x in (cls, "num" if col in numeric else "",
+                                       "long" if len(text) > 60 and not grid else "") if x)
+            shown = esc(text)
+            target = links.get((position, col))
+            if target is not None and text:
+                shown = f"<a href='#{esc(anchor_id(target))}' title='{esc(text)}: go to its first row'>{shown}</a>"
+            cells.append(f"<td class='{cls}'>{shown}</td>" if cls else f"<td>{shown}</td>")
         parts.append(f"<tr{attrs}>" + "".join(cells) + "</tr>")
     parts.append("</tbody></table>")
     return "".join(parts)
@@ -374,10 +436,19 @@ def _html_value(value) -> str:
 
 
 def to_html(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: str,
-            header: Mapping | None = None) -> str:
-    """A standalone HTML page: the verdict block, the summary grid coloured by status, rows
-    filterable by status, then the metadata as small tables; every value is escaped."""
+            header: Mapping | None = None, titles: Mapping[str, str] | None = None,
+            grid_links: Mapping | None = None, html_after: Mapping[str, str] | None = None,
+            collapsed: Iterable[str] = (), html_instead: Mapping[str, str] | None = None) -> str:
+    """A standalone HTML page: the verdict block, then the sections in order (`titles` names their
+    headings; the `summary` grid is a heatmap coloured by status whose cells link to their rows,
+    `grid_links` {(row position, column): case}); rows filterable by status; then the metadata as
+    small tables. `html_after` {section: HTML made by esverify} is put after a section (e.g. plots),
+    `html_instead` {section: HTML made by esverify} shows a section (its table then follows in a closed
+    <details>); sections named in `collapsed` are in a closed <details>. Every value from a frame is
+    escaped; the HTML blocks are made by esverify, which escapes what they quote."""
     esc = _esc
+    titles, html_after, collapsed = dict(titles or {}), dict(html_after or {}), set(collapsed)
+    html_instead = dict(html_instead or {})
     head, rest = split_header(metadata, header)
     body = [f"<h1>{esc(title)}</h1>"]
     if head:
@@ -385,49 +456,93 @@ def to_html(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: str,
         if verdict:
             body.append(f"<p><span class='verdict {status_class(verdict)}'>{esc(verdict)}</span>"
                         + (f" exit {esc(cell_text(head['exit_code']))}" if "exit_code" in head else "") + "</p>")
-        body.append("<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>"
+        body.append("<table>" + "".join(f"<tr><th>{esc(k)}</th><td class='long'>{esc(v)}</td></tr>"
                                         for k, v in _header_rows(head)) + "</table>")
     for i, (name, df) in enumerate(sections.items()):
+        if isinstance(df, tuple):
+            df = df[0]
         table_id = "s%d-%s" % (i, re.sub(r"[^A-Za-z0-9_-]+", "-", str(name)))
-        body += [f"<h2>{esc(str(name))}</h2>",
-                 _html_table(df, table_id, grid=(name == "summary")) if len(df) else "<p>no rows</p>"]
+        heading = titles.get(name, name)
+        table = (_html_table(df, table_id, grid=(name == "summary"), links=grid_links if name == "summary" else None)
+                 if len(df) else "<p>no rows</p>")
+        if (name in collapsed or name in html_instead) and len(df):
+            table = f"<details><summary>{len(df)} rows as a table (click to show)</summary>{table}</details>"
+        table = html_instead.get(name, "") + table
+        body += [f"<h2 id='{esc(table_id)}-h'>{esc(str(heading))}</h2>", table, html_after.get(name, "")]
     body += ["<h2>Metadata</h2>", _html_value(dict(rest)) or "<p>none</p>"]
     return ("<!doctype html><html><head><meta charset='utf-8'><title>" + esc(title) + "</title><style>" + _CSS
             + "</style><script>" + _JS + "</script></head><body>" + "\n".join(body) + "</body></html>\n")
 
 
+def _seconds(value) -> str:
+    """A JUnit `time` (seconds, 3 decimals); 0 when unknown."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "0.000"
+    return f"{number:.3f}" if math.isfinite(number) and number >= 0 else "0.000"
+
+
 def to_junit(frame: pd.DataFrame, suite: str, *, name_cols: Iterable[str], status_col: str = "status",
              detail_col: str = "detail", failing: Iterable[str] = ("fail", "mismatch"),
-             erroring: Iterable[str] = ("error", "unverifiable"), skipping: Iterable[str] = ("skipped",)) -> str:
-    """JUnit XML with one testcase per row; the row's status decides its outcome."""
+             erroring: Iterable[str] = ("error", "unverifiable"), skipping: Iterable[str] = ("skipped",),
+             time_col: str | None = None, suite_time: float | None = None, exit_code: int | None = None,
+             verdict: str | None = None, reason: str | None = None, timestamp: str | None = None) -> str:
+    """JUnit XML (the common Jenkins/Surefire schema) with one testcase per row of `frame`.
+
+    A row whose status is in `failing` gets a <failure>, `erroring` an <error> (both with `type` = the
+    status and `message` = the row's detail), `skipping` a <skipped>; every testcase and the suite carry
+    `time` (seconds: `time_col` of the row, `suite_time`; 0.000 when unknown). So that the counts agree
+    with the exit code, a run whose `exit_code` is not 0 but whose rows hold no failure or error (nothing
+    checked, --require-all with skipped rows), and every interrupted run, gets one more testcase named
+    "verdict" failing with type `verdict` and message `reason` (docs/parity.md "JUnit").
+    """
     failing, erroring, skipping = set(failing), set(erroring), set(skipping)
     name_cols = list(name_cols)
     cases = []
     counts = {"failures": 0, "errors": 0, "skipped": 0}
     for row in frame_records(frame):
+        seconds = _seconds(row.get(time_col)) if time_col else "0.000"
         case = ET.Element("testcase", classname=xml_text(suite),
-                          name=xml_text("/".join(str(row.get(c)) for c in name_cols)))
+                          name=xml_text("/".join(str(row.get(c)) for c in name_cols)), time=seconds)
         status = str(row.get(status_col))
         detail = xml_text(str(row.get(detail_col) or status))
         if status in failing:
-            ET.SubElement(case, "failure", message=detail[:500]).text = json.dumps(row, sort_keys=True)
+            ET.SubElement(case, "failure", type=xml_text(status), message=detail[:500]).text = \
+                xml_text(json.dumps(row, sort_keys=True))
             counts["failures"] += 1
         elif status in erroring:
-            ET.SubElement(case, "error", message=detail[:500]).text = json.dumps(row, sort_keys=True)
+            ET.SubElement(case, "error", type=xml_text(status), message=detail[:500]).text = \
+                xml_text(json.dumps(row, sort_keys=True))
             counts["errors"] += 1
         elif status in skipping:
             ET.SubElement(case, "skipped", message=detail[:500])
             counts["skipped"] += 1
         cases.append(case)
-    root = ET.Element("testsuite", name=suite, tests=str(len(cases)),
-                      **{k: str(v) for k, v in counts.items()})
+    interrupted = verdict is not None and str(verdict).startswith("interrupted")
+    if (exit_code not in (None, 0) and counts["failures"] + counts["errors"] == 0) or interrupted:
+        said = xml_text(str(reason or verdict or f"exit {exit_code}"))
+        case = ET.Element("testcase", classname=xml_text(suite), name="verdict", time="0.000")
+        ET.SubElement(case, "failure", type="verdict", message=said[:500]).text = \
+            xml_text(f"verdict: {verdict}; exit code {exit_code}; {said}")
+        counts["failures"] += 1
+        cases.append(case)
+    attrs = {"name": xml_text(suite), "tests": str(len(cases)), **{k: str(v) for k, v in counts.items()},
+             "time": _seconds(suite_time)}
+    if timestamp:   # the schema's xs:dateTime without a zone: "2026-12-01T21:00:00" (UTC)
+        attrs["timestamp"] = xml_text(str(timestamp).replace("+00:00", "").removesuffix("Z"))
+    root = ET.Element("testsuite", **attrs)
     root.extend(cases)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
 def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, pd.DataFrame],
                  metadata: Mapping, formats: Iterable[str] = FORMATS, title: str | None = None,
-                 header: Mapping | None = None, into=None) -> list[Path]:
+                 header: Mapping | None = None, titles: Mapping[str, str] | None = None,
+                 md_sections: Mapping | None = None, md_limit: int | None = None, grid_links: Mapping | None = None,
+                 html_after: Mapping[str, str] | None = None, collapsed: Iterable[str] = (),
+                 html_instead: Mapping[str, str] | None = None,
+                 json_extra: Mapping | None = None, json_sections: Mapping | None = None, into=None) -> list[Path]:
     """Write a report in the chosen formats under `out_dir`; returns the paths.
 
     Every format opens with the header (HEADER_KEYS: verdict, exit code,
@@ -436,6 +551,10 @@ def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, p
     first), then the metadata. csv writes `<stem>-verdict.csv` (the header,
     key,value) when there is a header, `<stem>-<section>.csv` per section
     and `<stem>-metadata.json`; json, md and html write `<stem>.<ext>`.
+    titles: headings of the sections in md/html; md_sections: the sections as the Markdown shows them
+    (default `sections`), kept under `md_limit` characters (to_markdown); grid_links, html_after,
+    collapsed, html_instead: see to_html; json_extra: top-level keys of the JSON document after the header (e.g.
+    "schema_version"); json_sections: the sections as the JSON holds them (default `sections`).
     Raises ValueError on an unknown format (before anything is written).
     The files are one `esverify.reportset.ReportSet`: all written or none
     (OSError); with `into` (a ReportSet) they join that set instead, and
@@ -467,11 +586,16 @@ def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, p
             written.append(write_atomic(out / f"{stem}-metadata.json",
                                         json.dumps(_jsonable(dict(metadata)), indent=2, sort_keys=True) + "\n"))
         elif fmt == "json":
-            written.append(write_atomic(out / f"{stem}.json", to_json(sections, metadata, head)))
+            written.append(write_atomic(out / f"{stem}.json", to_json(
+                json_sections if json_sections is not None else sections, metadata, head, json_extra)))
         elif fmt == "md":
-            written.append(write_atomic(out / f"{stem}.md", to_markdown(sections, metadata, title, head)))
+            written.append(write_atomic(out / f"{stem}.md", to_markdown(
+                md_sections if md_sections is not None else sections, metadata, title, head, titles, md_limit,
+                full_names=f"{stem}.json and {stem}.html")))
         elif fmt == "html":
-            written.append(write_atomic(out / f"{stem}.html", to_html(sections, metadata, title, head)))
+            written.append(write_atomic(out / f"{stem}.html", to_html(sections, metadata, title, head, titles,
+                                                                      grid_links, html_after, collapsed,
+                                                                      html_instead)))
     if into is None:
         whole.commit()
     return written

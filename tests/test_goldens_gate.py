@@ -157,11 +157,48 @@ def test_junit_and_json_reports(goldens, tmp_path):
                    "--json", str(tmp_path / "r.json"))
     assert result.exit_code == 1
     suite = ET.parse(tmp_path / "j.xml").getroot()
-    assert suite.get("failures") == "1"
+    assert suite.get("failures") == "1" and suite.get("errors") == "0"
     failed = [c for c in suite.iter("testcase") if c.find("failure") is not None]
-    assert failed[0].get("name").startswith(f"rng/numpy/{POLY}/values/0")
+    # one testcase per checked unit (area, backend) whatever its status (issue 20 item 4): the rng/numpy
+    # unit fails and names the flipped value; every other area on numpy keeps its passing testcase
+    assert [c.get("name") for c in failed] == ["rng/numpy/*"]
+    assert f"{POLY}/values[0]: mismatch" in failed[0].find("failure").get("message")
+    assert failed[0].find("failure").get("type") == "fail"
+    names = [c.get("name") for c in suite.iter("testcase")]
+    assert len(names) == len(set(names)) == int(suite.get("tests"))
+    areas = [s["area"] for s in json.loads((tmp_path / "r.json").read_text())["sections"]["summary"]]
+    assert set(names) == {f"{area}/numpy/*" for area in areas}
+    assert all(c.get("time") is not None for c in suite.iter("testcase")) and float(suite.get("time")) > 0
     meta = json.loads((tmp_path / "r.json").read_text())["metadata"]
     assert meta["exit_code"] == 1 and meta["verdict"].startswith("goldens check: FAIL")
+
+
+def test_junit_keeps_one_testcase_per_area_and_backend_whatever_its_status():
+    """A mismatch in rng/numpy does not drop the passing rng/numba testcase; libm-divergence passes
+    unless --strict; the counts agree with the exit code (issue 20 item 4)."""
+    import pandas as pd
+
+    from esverify import report
+    from esverify.goldens.cli import _junit_cases
+    from esverify.goldens.gate import CheckResult
+    summary = pd.DataFrame([{"area": "rng", "backend": "numpy", "vectors": 47, "mismatches": 1, "libm_divergences": 0,
+                             "libm_cap": 1, "seconds": 0.5},
+                            {"area": "rng", "backend": "numba", "vectors": 47, "mismatches": 0,
+                             "libm_divergences": 1, "libm_cap": 1, "seconds": 0.25}])
+    table = pd.DataFrame([{"area": "rng", "backend": "numpy", "vector": "v1", "field": "values", "element": 3,
+                           "status": "mismatch", "detail": "", "expected": "0x3f800000", "got": "0x3f800001", "ulp": 1},
+                          {"area": "rng", "backend": "numba", "vector": "v2", "field": "values", "element": 0,
+                           "status": "libm-divergence", "detail": "", "expected": "0x1", "got": "0x2", "ulp": 1}])
+    for strict, failures in ((False, 1), (True, 2)):
+        cases = _junit_cases(CheckResult(), summary, table, strict)
+        xml = report.to_junit(cases, "esverify.goldens", name_cols=["area", "backend", "vector"], failing=("fail",),
+                              time_col="seconds", suite_time=0.75, exit_code=1, verdict="fail")
+        suite = ET.fromstring(xml.split("?>", 1)[1])
+        got = {c.get("name"): (c.find("failure") is not None, c.get("time")) for c in suite.iter("testcase")}
+        assert got == {"rng/numpy/*": (True, "0.500"), "rng/numba/*": (strict, "0.250")}
+        assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("time")) == \
+            ("2", str(failures), "0", "0.750")
+        assert "v1/values[3]: mismatch" in suite.find("testcase[@name='rng/numpy/*']/failure").get("message")
 
 
 def test_swapped_sine_cosine_in_a_backend_is_caught(goldens, monkeypatch):

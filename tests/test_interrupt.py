@@ -78,7 +78,8 @@ def test_signal_mid_run_writes_the_partial_report(tmp_path, signum, code):
     assert proc.returncode == code, stdout + stderr
     doc = json.loads((out / "parity.json").read_text())
     assert doc["verdict"] == "interrupted" and doc["exit_code"] == code
-    assert list(doc)[:3] == ["verdict", "exit_code", "counts"]
+    assert list(doc)[:4] == ["verdict", "exit_code", "reason", "counts"]   # the reason in words (issue 19)
+    assert doc["reason"].startswith(f"interrupted by {signal.Signals(signum).name}: ")
     rows = {r["op"]: r["status"] for r in doc["sections"]["cases"]}
     assert rows["perturb"] == "pass" and rows["restore"] == "pass"
     assert rows["update"] == "not-run" and rows["loop"] == "not-run"
@@ -88,7 +89,11 @@ def test_signal_mid_run_writes_the_partial_report(tmp_path, signum, code):
     assert "error" not in statuses.values(), statuses
     assert {s for r, s in zip(doc["sections"]["cases"], statuses.values()) if r["op"] == "update"} == {"not-run"}
     assert signal.Signals(signum).name in doc["metadata"]["interrupted_by"]
-    assert (tmp_path / "junit.xml").is_file()
+    import xml.etree.ElementTree as ET
+    suite = ET.parse(tmp_path / "junit.xml").getroot()          # a CI panel shows the interrupted run red
+    verdict = suite.find("testcase[@name='verdict']/failure")
+    assert verdict is not None and signal.Signals(signum).name in verdict.get("message")
+    assert int(suite.get("failures")) >= 1
     assert "INTERRUPTED" in stdout and f"exit {code}" in stdout
     assert not _alive(child), "the child outlived the interrupted run"
     assert not (out / ".esverify-run.lock").exists()

@@ -105,6 +105,12 @@ def test_default_matrix_both_targets_cli(tmp_path):
     assert len(loops) == 4 * 3 * 8 and (loops["noise"] == "native").sum() == 4 * 8
     meta = json.loads((tmp_path / "out" / "parity-metadata.json").read_text())
     print(f"default matrix wall time: {meta['wall_time_s']} s")
+    # parity.md fits a pull-request comment and leads with what to do (issue 19 item 1)
+    md = (tmp_path / "out" / "parity.md").read_text()
+    assert len(md) < 60_000, len(md)
+    headings = [line[3:] for line in md.splitlines() if line.startswith("## ")]
+    assert headings[:4] == ["needs attention", "not checked here", "summary", "cases"]
+    assert "caching" in md[md.index("## needs attention"):md.index("## not checked here")]   # the artifact kinds
     assert "report:" in output and "pass" in output
 
 

@@ -104,7 +104,7 @@ def test_every_format_opens_with_the_verdict_then_the_summary(tmp_path):
     assert verdict["key"].tolist()[:3] == ["verdict", "exit code", "counts"]
     assert verdict["value"].tolist()[:2] == ["fail", "1"]
     page = (tmp_path / "parity.html").read_text()
-    assert page.index("class='verdict st-fail'") < page.index("<h2>summary</h2>") < page.index("<h2>cases</h2>")
+    assert page.index("class='verdict st-fail'") < page.index(">summary</h2>") < page.index(">cases</h2>")
 
 
 def test_integer_columns_stay_integers_and_empty_cells_stay_empty(tmp_path):
@@ -199,3 +199,48 @@ def test_two_runs_never_share_a_folder(tmp_path):
         outputs.claim_report_folder(tmp_path / "shared", "parity", ("parity*",))
     first.release()
     outputs.claim_report_folder(tmp_path / "shared", "parity", ("parity*",)).release()
+
+
+# ------------------------------------------------------------ JUnit for strict consumers (issue 19 item 3, issue 20 item 4)
+def _suite(xml: str):
+    return ET.fromstring(xml.split("?>", 1)[1])
+
+
+def test_junit_carries_time_and_type_and_counts_agree_with_its_cases():
+    rows = pd.DataFrame([{"case": "a", "status": "pass", "detail": "", "seconds": 0.25},
+                         {"case": "b", "status": "fail", "detail": "3 of 9 differ", "seconds": 1.5},
+                         {"case": "c", "status": "unverifiable", "detail": "eager", "seconds": None},
+                         {"case": "d", "status": "skipped", "detail": "no GPU", "seconds": None}])
+    suite = _suite(report.to_junit(rows, "esverify.parity", name_cols=["case"], failing=("fail",), time_col="seconds",
+                                   suite_time=2.0, exit_code=1, verdict="fail", timestamp="2026-12-01T21:00:00+00:00"))
+    assert {k: suite.get(k) for k in ("tests", "failures", "errors", "skipped", "time", "timestamp")} == \
+        {"tests": "4", "failures": "1", "errors": "1", "skipped": "1", "time": "2.000", "timestamp": "2026-12-01T21:00:00"}
+    assert [c.get("time") for c in suite.iter("testcase")] == ["0.250", "1.500", "0.000", "0.000"]
+    assert suite.find("testcase[@name='b']/failure").attrib["type"] == "fail"
+    assert suite.find("testcase[@name='c']/error").attrib["type"] == "unverifiable"
+    assert suite.find("testcase[@name='verdict']") is None     # the failing rows already say exit 1
+
+
+@pytest.mark.parametrize("verdict, code, reason", [
+    ("nothing checked", 1, "nothing checked: es-at-scale: 10 skipped (cuda): the child sees no CUDA device"),
+    ("interrupted", 130, "interrupted by SIGINT: 3 rows not run"),
+    ("fail", 1, "--require-all: 1 row not checked here")])
+def test_junit_of_a_run_that_exits_non_zero_without_failing_rows_fails_with_its_reason(verdict, code, reason):
+    """`tests=10 failures=0 errors=0 skipped=10` for a run that exited 1 showed green in CI panels."""
+    rows = pd.DataFrame([{"case": f"c{i}", "status": "skipped", "detail": "no GPU"} for i in range(10)])
+    suite = _suite(report.to_junit(rows, "esverify.parity", name_cols=["case"], exit_code=code, verdict=verdict,
+                                   reason=reason))
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == \
+        ("11", "1", "0", "10")
+    failure = suite.find("testcase[@name='verdict']/failure")
+    assert failure.get("type") == "verdict" and failure.get("message") == reason
+    clean = _suite(report.to_junit(rows, "esverify.parity", name_cols=["case"], exit_code=0, verdict="pass"))
+    assert (clean.get("tests"), clean.get("failures")) == ("10", "0")
+
+
+def test_an_interrupted_run_with_failing_rows_still_says_interrupted():
+    rows = pd.DataFrame([{"case": "a", "status": "fail", "detail": "x"}, {"case": "b", "status": "not-run", "detail": ""}])
+    suite = _suite(report.to_junit(rows, "s", name_cols=["case"], skipping=("not-run",), exit_code=143,
+                                   verdict="interrupted", reason="interrupted by SIGTERM: 1 rows not run"))
+    assert (suite.get("failures"), suite.get("skipped")) == ("2", "1")
+    assert "SIGTERM" in suite.find("testcase[@name='verdict']/failure").get("message")

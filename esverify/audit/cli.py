@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from esverify.cliutil import CONTEXT, SIZE, ConfigError, resolve, suggest
 from esverify.report import FORMATS
 
 from . import similarity, text
@@ -22,11 +23,12 @@ def _formats(ctx, param, values) -> tuple[str, ...]:
     chosen = [f.strip() for v in values for f in v.split(",") if f.strip()]
     unknown = [f for f in chosen if f not in FORMATS]
     if unknown or not chosen:
-        raise click.BadParameter(f"{unknown or values!r}: choose from {', '.join(FORMATS)}", ctx, param)
+        hint = suggest(unknown[0], FORMATS) if unknown else ""
+        raise click.BadParameter(f"{unknown or values!r}: choose from {', '.join(FORMATS)}{hint}", ctx, param)
     return tuple(dict.fromkeys(chosen))
 
 
-@click.command("audit")
+@click.command("audit", context_settings=CONTEXT)
 @click.option("--tree", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Folder to audit (a checkout: tracked plus untracked, not ignored files; otherwise every file). "
                    "Default: the git top level of the current directory.")
@@ -37,14 +39,14 @@ def _formats(ctx, param, values) -> tuple[str, ...]:
               help="A reference clone (any reference). Repeatable. Without it sections 1-3 are skipped.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Report folder, checked before any work; one holding an earlier audit report is refused unless "
-                   "--overwrite. Default: a fresh reports/audit-<UTC time>-<pid>-<random>/ under the current "
-                   "directory.")
+                   "--overwrite. Default: a fresh audit-<UTC time>-<pid>-<random>/ under $ESVERIFY_REPORTS, then "
+                   "[tool.esverify] reports, then ./reports.")
 @click.option("--overwrite", is_flag=True,
               help="Replace an earlier audit report in --out (its files are removed first); without it a "
                    "folder holding one is refused.")
 @click.option("--format", "formats", multiple=True, default=FORMATS, show_default=True, callback=_formats,
               help=f"Report format(s) among {', '.join(FORMATS)}: repeatable or comma-separated "
-                   "(as `parity --format`).")
+                   "(as `parity --format`; also $ESVERIFY_FORMAT, [tool.esverify] format).")
 @click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True),
               default=similarity.DEFAULT_THRESHOLD, show_default=True,
               help="Similarity (shared / fingerprinted tokens, either way) a pair needs to be a finding.")
@@ -54,10 +56,12 @@ def _formats(ctx, param, values) -> tuple[str, ...]:
               help="Shared run of normalised words that makes a text finding.")
 @click.option("--ngram", type=click.IntRange(min=2), default=text.DEFAULT_NGRAM, show_default=True,
               help="Word n-gram size of the text pass (must not exceed --min-words).")
-@click.option("--max-file-size", "max_file_bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_FILE_BYTES,
-              show_default=True, help="Largest file or archive member read, in bytes; a larger one is a finding "
-                                      "'too large to audit' (sizes are checked before reading).")
-def audit(tree, wheels, history, refs, out, overwrite, formats, threshold, min_tokens, min_words, ngram,
+@click.option("--max-file-size", "max_file_bytes", type=SIZE, default=DEFAULT_MAX_FILE_BYTES,
+              show_default=f"{DEFAULT_MAX_FILE_BYTES >> 20}M",
+              help="Largest file or archive member read (a size, e.g. 64M, as parity's --max-memory); a larger one "
+                   "is a finding 'too large to audit' (sizes are checked before reading).")
+@click.pass_context
+def audit(ctx, tree, wheels, history, refs, out, overwrite, formats, threshold, min_tokens, min_words, ngram,
           max_file_bytes):
     """Evidence for the clean-room claim: similarity, text, identity, import
     boundary and provenance. Exit 0: nothing found; 1: a finding; 2: usage error (an --out that
@@ -65,6 +69,15 @@ def audit(tree, wheels, history, refs, out, overwrite, formats, threshold, min_t
     report with the verdict `interrupted` is written)."""
     from .. import gitinfo
     from .run import AuditOptions, run_audit, write
+
+    if max_file_bytes < 1:
+        raise click.BadParameter(f"{max_file_bytes} is not a size >= 1 byte", param_hint="--max-file-size")
+    try:
+        settings = resolve(ctx, ["formats", "reports"])
+    except ConfigError as exc:
+        raise click.UsageError(exc.message) from None
+    if settings.sources["formats"] != "command line" and settings.values["formats"]:
+        formats = _formats(ctx, None, (settings.values["formats"],))
 
     if ngram > min_words:
         raise click.BadParameter(f"--ngram {ngram} exceeds --min-words {min_words}", param_hint="--ngram")
@@ -78,11 +91,14 @@ def audit(tree, wheels, history, refs, out, overwrite, formats, threshold, min_t
                         refs=[r.resolve() for r in refs], threshold=threshold, min_tokens=min_tokens,
                         ngram=ngram, min_words=min_words, max_file_bytes=max_file_bytes)
     from esverify.interrupt import Interrupted, catching
-    from esverify.outputs import OutputError, claim_report_folder
+    from esverify.outputs import OutputError, claim_report_folder, missing_folders, remove_empty
     from esverify.report import report_patterns
+    base = Path(settings.values["reports"]).expanduser() if settings.values["reports"] else Path("reports")
+    made = missing_folders(out or base)   # removed again when the audit is refused (issue 19 item 7)
     try:   # before any work: a report that cannot be written must not cost the audit
-        folder = claim_report_folder(out, "audit", report_patterns("audit"), overwrite=overwrite)
+        folder = claim_report_folder(out, "audit", report_patterns("audit"), overwrite=overwrite, base=base)
     except OutputError as exc:
+        remove_empty(made)
         click.echo(f"esverify audit: error: {exc}", err=True)   # one line: what, where, why
         raise SystemExit(2) from None
     out = folder.path
@@ -92,6 +108,9 @@ def audit(tree, wheels, history, refs, out, overwrite, formats, threshold, min_t
             try:
                 result = run_audit(opts)
             except ValueError as exc:
+                folder.release()
+                remove_empty([folder.path] if out is None else [])
+                remove_empty(made)
                 raise click.UsageError(str(exc)) from exc
             except Interrupted as exc:
                 _write_interrupted(out, formats, exc, started)
@@ -103,7 +122,8 @@ def audit(tree, wheels, history, refs, out, overwrite, formats, threshold, min_t
                        "counts": {"findings": result.findings, "review": result.review},
                        "started_utc": result.metadata.get("started_utc"),
                        "finished_utc": result.metadata.get("finished_utc"),
-                       "command_line": " ".join(["esverify", *__import__("sys").argv[1:]]), **result.metadata}
+                       "command_line": " ".join(["esverify", *__import__("sys").argv[1:]]), **result.metadata,
+                       "settings": settings.metadata()}
     write_error = None
     try:
         written = write(result, out, formats)
@@ -111,6 +131,10 @@ def audit(tree, wheels, history, refs, out, overwrite, formats, threshold, min_t
         written, write_error = [], exc
 
     from esverify.report import console_table
+    code = 1 if result.findings else 0
+    # the verdict first, as parity and goldens check print it; the report's folder last
+    click.echo(f"esverify audit: {str(result.metadata['verdict']).upper()} (exit {2 if write_error else code}): "
+               f"{result.findings} finding(s), {result.review} listed for review")
     click.echo(console_table(result.sections["summary"]))
     for name in ("similarity", "text", "identity", "imports", "readability"):
         frame = result.sections[name]
@@ -126,11 +150,10 @@ def audit(tree, wheels, history, refs, out, overwrite, formats, threshold, min_t
     for warning in result.metadata.get("warnings", []):
         click.echo(f"warning: {warning}")
     if write_error is not None:  # the verdict above is still shown; the run itself failed
-        click.echo(f"\nverdict: {result.metadata['verdict']} ({result.findings} finding(s)); no report written")
+        click.echo("\nno report written")
         raise click.BadParameter(f"cannot write the report under {out}: {write_error}", param_hint="--out")
-    click.echo(f"\nverdict: {result.metadata['verdict']} ({result.findings} finding(s)); report: {out} "
-               f"({len(written)} files)")
-    raise SystemExit(1 if result.findings else 0)
+    click.echo(f"\nreport: {out} ({len(written)} files; exit {code})")
+    raise SystemExit(code)
 
 
 def _write_interrupted(out: Path, formats, exc, started) -> None:

@@ -13,6 +13,7 @@ import click
 import pandas as pd
 
 from .. import paths, report
+from ..cliutil import CONTEXT
 from ..interrupt import VERDICT as INTERRUPTED
 from ..interrupt import Interrupted, catching
 from ..outputs import OutputError, check_file, check_folder
@@ -49,9 +50,13 @@ GOLDENS_DIR_OPTION = click.option(
                        "env ESVERIFY_GOLDENS_DIR).")
 
 
-@click.group()
+@click.group(context_settings=CONTEXT)
 def goldens():
-    """Bit-level golden vectors: generate them from the reference, check every backend against them."""
+    """Bit-level golden vectors: generate them from the reference, check every backend against them.
+
+    Exit codes: see `esverify goldens check -h` and `esverify goldens generate -h` (0 pass, 1 fail or
+    refused, 2 cannot run, 128+N stopped by signal N).
+    """
 
 
 @goldens.command()
@@ -68,7 +73,8 @@ def generate(areas, out, bump, changelog, goldens_dir):
     """Write goldens/<area>.json from the slow reference, refusing silent contract changes.
 
     Exit 0 written or unchanged; 1 refused (changed/removed vectors without a valid --bump);
-    2 cannot run (wheel install without --out, unreadable baseline, area module not importable).
+    2 cannot run (wheel install without --out, unreadable baseline, area module not importable);
+    130/143/129 stopped by SIGINT/SIGTERM/SIGHUP (files already written are complete).
     """
     from . import generate as gen
     _check_outputs([("--out", out, "dir")])
@@ -125,7 +131,7 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir, impl_
 
     Exit 0 all equal (libm-divergence allowed unless --strict); 1 any mismatch or change since
     --against without a version move; 2 missing/unreadable/bad-schema file, version mismatch,
-    unknown --against ref.
+    unknown --against ref; 130/143/129 stopped by SIGINT/SIGTERM/SIGHUP (a report marked interrupted).
     """
     from . import gate
     _check_outputs([("--junit", junit, "file"), ("--json", json_path, "file")])
@@ -141,8 +147,9 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir, impl_
         if target is not None:
             target.close()
     code = result.exit_code(strict)
-    for err in result.errors:
-        click.echo(f"error: {report.terminal_text(str(err))}", err=True)   # err may quote a hostile file
+    verdict = result.verdict(strict)
+    # the verdict first, as parity prints it; an exit-2 verdict names every error, so each is said once
+    click.echo(report.terminal_text(verdict), err=code != 0)   # an error may quote a hostile file
     summary = pd.DataFrame(result.summary, columns=["area", "backend", "vectors", "mismatches",
                                                     "libm_divergences", "libm_cap"]
                            + (["unsupported"] if target else []) + ["seconds"])
@@ -152,7 +159,6 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir, impl_
     if len(table):
         click.echo("")
         click.echo(report.console_table(table))
-    verdict = result.verdict(strict)
     header = {"verdict": verdict, "exit_code": code,
               "counts": {"vectors": int(summary["vectors"].sum()) if len(summary) else 0,
                          "mismatches": int(summary["mismatches"].sum()) if len(summary) else 0,
@@ -170,14 +176,15 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir, impl_
                                                           header))
         if junit is not None:
             cases = _junit_cases(result, summary, table, strict)
-            files.add_text(junit, report.to_junit(cases, "esverify.goldens",
-                                                  name_cols=["area", "backend", "vector", "field", "element"],
-                                                  skipping=("skipped", "unsupported")))
+            seconds = float(summary["seconds"].sum()) if len(summary) else 0.0
+            files.add_text(junit, report.to_junit(cases, "esverify.goldens", name_cols=["area", "backend", "vector"],
+                                                  failing=("fail",), skipping=("skipped", "unsupported"),
+                                                  time_col="seconds", suite_time=seconds, exit_code=code,
+                                                  verdict=verdict, reason=verdict, timestamp=started))
         files.commit()
     except OSError as exc:  # a CI job must not read an unwritten report as "mismatch" (exit 1)
-        click.echo(f"{verdict}\nerror: cannot write the report: {exc} (exit 2)", err=True)
+        click.echo(f"error: cannot write the report: {exc} (exit 2)", err=True)
         sys.exit(2)
-    click.echo(verdict, err=code != 0)
     sys.exit(code)
 
 
@@ -198,23 +205,40 @@ def _impl_target(impl_cmd, require, impl_log, impl_deadline, backends):
 
 
 def _junit_cases(result, summary: pd.DataFrame, table: pd.DataFrame, strict: bool) -> pd.DataFrame:
-    """One passing case per clean (area, backend), one case per difference, one per exit-2 error."""
+    """One testcase per checked unit, an (area, backend), whatever its status (issue 20 item 4): "fail"
+    with every failing difference of that unit in its detail, else "pass"; one skipped testcase per
+    vector the --impl wrapper does not claim (not checked); one error testcase per exit-2 error."""
     from .compare import FAILING as failing
+    bad = set(failing) | ({"libm-divergence"} if strict else set())
     rows = []
-    for r in table.to_dict(orient="records"):
-        status = "fail" if (r["status"] in failing or (strict and r["status"] == "libm-divergence")) else "pass"
-        status = "unsupported" if r["status"] == "unsupported" else status
-        rows.append({**r, "status": status, "detail": f"{r['status']}: {r['detail'] or ''} "
-                                                       f"expected {r['expected']} got {r['got']} ulp {r['ulp']}"})
     for s in summary.to_dict(orient="records"):
-        if not (s["mismatches"] or s["libm_divergences"]):
-            rows.append({"area": s["area"], "backend": s["backend"], "vector": "*", "field": "*", "element": "*",
-                         "status": "pass", "detail": f"{s['vectors'] - (s.get('unsupported') or 0)} vectors "
-                                                     f"bit-equal"})
+        unit = table[(table["area"] == s["area"]) & (table["backend"] == s["backend"])] if len(table) else table
+        failed = unit[unit["status"].isin(bad)] if len(unit) else unit
+        checked = s["vectors"] - (s.get("unsupported") or 0)
+        if len(failed):
+            said = "; ".join(f"{r['vector']}/{r['field']}[{r['element']}]: {r['status']}: {r['detail'] or ''} "
+                             f"expected {r['expected']} got {r['got']} ulp {r['ulp']}"
+                             for r in failed.head(50).to_dict(orient="records"))
+            more = f"; and {len(failed) - 50} more" if len(failed) > 50 else ""
+            detail, status = f"{len(failed)} failing value(s) in {checked} vectors: {said}{more}", "fail"
+        else:
+            divergent = int((unit["status"] == "libm-divergence").sum()) if len(unit) else 0
+            detail = f"{checked} vectors bit-equal" if not divergent else \
+                f"{checked} vectors, {divergent} libm-divergence value(s) within the cap"
+            status = "pass"
+        rows.append({"area": s["area"], "backend": s["backend"], "vector": "*", "status": status, "detail": detail,
+                     "seconds": s.get("seconds")})
+    units = {(s["area"], s["backend"]) for s in summary.to_dict(orient="records")}
+    for r in (table.to_dict(orient="records") if len(table) else []):   # e.g. --against: a vector changed
+        if r["status"] in bad and (r["area"], r["backend"]) not in units:
+            rows.append({"area": r["area"], "backend": r["backend"], "vector": r["vector"], "status": "fail",
+                         "detail": f"{r['status']}: {r['detail'] or ''}", "seconds": 0.0})
+    for r in (table[table["status"] == "unsupported"].to_dict(orient="records") if len(table) else []):
+        rows.append({"area": r["area"], "backend": r["backend"], "vector": r["vector"], "status": "unsupported",
+                     "detail": f"unsupported: {r['detail'] or 'not claimed by the implementation'}", "seconds": 0.0})
     for e in result.errors:
-        rows.append({"area": "*", "backend": "*", "vector": "*", "field": "*", "element": "*",
-                     "status": "error", "detail": e})
-    return pd.DataFrame(rows, columns=["area", "backend", "vector", "field", "element", "status", "detail"])
+        rows.append({"area": "*", "backend": "*", "vector": "*", "status": "error", "detail": e, "seconds": 0.0})
+    return pd.DataFrame(rows, columns=["area", "backend", "vector", "status", "detail", "seconds"])
 
 
 def _utc_now() -> str:
@@ -238,9 +262,10 @@ def _interrupted_check_report(exc: Interrupted, started, junit, json_path, direc
     if json_path is not None:
         report.write_atomic(json_path, report.to_json({"summary": empty}, metadata, header))
     if junit is not None:
-        cases = pd.DataFrame([{"area": "*", "backend": "*", "vector": "*", "field": "*", "element": "*",
-                               "status": "error", "detail": f"interrupted by {exc.signal_name}"}])
-        report.write_atomic(junit, report.to_junit(cases, "esverify.goldens",
-                                                   name_cols=["area", "backend", "vector", "field", "element"]))
+        cases = pd.DataFrame(columns=["area", "backend", "vector", "status", "detail"])
+        report.write_atomic(junit, report.to_junit(cases, "esverify.goldens", name_cols=["area", "backend", "vector"],
+                                                   exit_code=code, verdict=INTERRUPTED,
+                                                   reason=f"interrupted by {exc.signal_name}: no vector checked",
+                                                   timestamp=started))
     click.echo(verdict, err=True)
     sys.exit(code)

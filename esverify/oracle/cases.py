@@ -280,11 +280,13 @@ def build_matrix(targets, devices, dtypes, schemes, population=None, sigma=None,
 
 
 def select(cases, pattern: str | None):
-    """Cases whose id matches `pattern` (fnmatch; without wildcards, a substring)."""
+    """Cases whose id matches `pattern` (fnmatch; without wildcards, the one case with exactly that id
+    when there is one, so that a report's re-run command selects only its row; else a substring)."""
     if not pattern:
         return list(cases)
     if not any(ch in pattern for ch in "*?["):
-        return [c for c in cases if pattern in c.case_id]
+        exact = [c for c in cases if c.case_id == pattern]
+        return exact or [c for c in cases if pattern in c.case_id]
     return [c for c in cases if fnmatch.fnmatchcase(c.case_id, pattern)]
 
 

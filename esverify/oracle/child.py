@@ -99,20 +99,10 @@ def default_max_memory() -> int:
 
 
 def parse_size(text) -> int:
-    """Bytes from '20M', '8G', '512k', '1024' or 0 (binary units); ValueError on anything else."""
-    if isinstance(text, int):
-        value = text
-    else:
-        s = str(text).strip().upper().removesuffix("B").removesuffix("I")
-        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(s[-1:] if s else "", 1)
-        number = s[:-1] if scale != 1 else s
-        try:
-            value = int(float(number) * scale)
-        except ValueError:
-            raise ValueError(f"not a size: {text!r} (write e.g. 20M, 8G or 0)") from None
-    if value < 0:
-        raise ValueError(f"a size must be >= 0, got {text!r}")
-    return value
+    """Bytes from '20M', '8G', '512k', '1024' or 0 (binary units); ValueError on anything else. The one
+    size parser of every command (esverify.cliutil.parse_size)."""
+    from ..cliutil import parse_size as _parse
+    return _parse(text)
 
 
 def package_root(folder: Path) -> Path:

@@ -3,40 +3,49 @@
 Every option of the issue, with its default; usage and setup errors exit
 2 (click's own convention for usage errors; one line, before any case
 runs), fail/error/unverifiable rows exit 1 (skipped ones too with
---require-all), a clean run exits 0, and a run stopped by SIGINT, SIGTERM
-or SIGHUP writes its partial report (verdict `interrupted`) and exits 130,
-143 or 129. The report goes to --out; a short table to
-stdout; progress (tqdm, with ETA) to stderr unless --quiet.
+--require-all; a run that checked no row: verdict `nothing checked`), a
+clean run exits 0, and a run stopped by SIGINT, SIGTERM or SIGHUP writes
+its partial report (verdict `interrupted`) and exits 130, 143 or 129. The
+report goes to --out; a short table to stdout; progress (tqdm, with ETA)
+to stderr when it is a terminal and --quiet is not given. The clone paths,
+the child Python, the formats and the report folder may come from
+ESVERIFY_* variables or [tool.esverify] in pyproject.toml (esverify.cliutil).
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
+from ..cliutil import CONTEXT, SIZE, Choice, ConfigError, resolve
 from ..report import FORMATS
+
+_DEFAULT_CASE_SEED = 20260401   #: esverify.oracle.cases.DEFAULT_CASE_SEED (not imported: keeps --help light)
 
 
 def _csv(value: str) -> tuple:
     return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
-@click.command("parity")
-@click.option("--ref", "ref", type=str, default=None,
-              help="es-at-scale clone (default: $ESVERIFY_REF, then ./refs/es-at-scale).")
-@click.option("--awd-ref", "awd_ref", type=str, default=None,
-              help="es-awd clone (default: $ESVERIFY_AWD_REF, then ./refs/es-awd).")
-@click.option("--target", type=click.Choice(["es-at-scale", "es-awd", "all"]), default=None,
+@click.command("parity", context_settings=CONTEXT)
+@click.option("--ref", "ref", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="es-at-scale clone (default: $ESVERIFY_REF, then [tool.esverify] ref, then ./refs/es-at-scale).")
+@click.option("--awd-ref", "awd_ref", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="es-awd clone (default: $ESVERIFY_AWD_REF, then [tool.esverify] awd-ref, then ./refs/es-awd).")
+@click.option("--target", type=Choice(["es-at-scale", "es-awd", "all"]), default=None,
               help="Which target(s) to run (default: every target whose clone is found).")
-@click.option("--python", "python", type=str, default=None,
-              help="Interpreter of the child that runs the reference (needs torch and numpy; default: the "
-                   "Python running esverify).")
+@click.option("--python", "python", type=click.Path(dir_okay=True, path_type=str), default=None,
+              help="Interpreter of the child that runs the reference (needs torch and numpy; default: "
+                   "$ESVERIFY_PYTHON, then [tool.esverify] python, then the Python running esverify).")
 @click.option("--dtypes", default="f32,f16,bf16", show_default=True,
               help="Comma-separated dtypes; with two or more, the mixed-dtype set runs too.")
 @click.option("--schemes", default="iid,correlated", show_default=True, help="Noise schemes (docs/CONTRACT.md §4).")
 @click.option("--devices", default=None, help="cpu,cuda by default (cuda rows skipped without a GPU); "
                                                "a device named here and not seen is a setup error.")
-@click.option("--mapping", type=click.Choice(["poly32", "libm64"]), default="poly32", show_default=True)
+@click.option("--mapping", type=Choice(["poly32", "libm64"]), default="poly32", show_default=True,
+              help="The uniform-to-Gaussian mapping of the contract's noise (docs/CONTRACT.md §3): poly32 is "
+                   "bit-exact on every backend, libm64 within one backend.")
 @click.option("--seed", type=int, default=42, show_default=True, help="ES seed (u64) of the member seeds.")
 @click.option("--population", type=int, default=None,
               help="Population of the update and loop cases (default: drawn from --case-seed; the paper's "
@@ -45,31 +54,39 @@ def _csv(value: str) -> tuple:
                                                         "(default: drawn per case from --case-seed).")
 @click.option("--alpha", type=float, default=None, help="Fix alpha for every case but the paper's "
                                                         "(default: drawn per case, unrelated to sigma).")
-@click.option("--case-seed", "case_seed", type=int, default=None,
+@click.option("--case-seed", "case_seed", type=int, default=_DEFAULT_CASE_SEED, show_default=True,
               help="Seed of the case parameters (sigma, alpha, lambda, seed handles, population); "
-                   "recorded in the report [default: fixed].")
+                   "recorded in the report.")
 @click.option("--noise", "noise", default="contract,native", show_default=True,
               help="contract (the RNG contract's noise through the hook) and/or native (torch's own "
                    "generator; correlated rows only).")
-@click.option("--fuzz", type=int, default=0, help="Run N random cases instead of the matrix; a failure is shrunk "
+@click.option("--fuzz", type=int, default=0, show_default=True, help="Run N random cases instead of the matrix; a failure is shrunk "
                                                   "to a minimal case printed as one command line.")
 @click.option("--case-json", "case_json", default=None, help="Run exactly this case (JSON, as --fuzz prints it).")
 @click.option("--iterations", type=int, default=3, show_default=True,
               help="Length of the loop cases (es-at-scale's fit makes one update more: a reported quirk).")
-@click.option("--case", "case", default=None, help="Run only cases whose id matches (fnmatch, or substring).")
+@click.option("--case", "case", default=None, help="Run only cases whose id matches (fnmatch; an exact case id "
+                                                   "selects that case; else a substring). Default: every case.")
 @click.option("--keep-tensors", is_flag=True, help="Save both sides' tensors of failing cases under --out.")
-@click.option("--out", default=None, help="Report folder, checked before any work; one holding an earlier "
-                                           "report is refused unless --overwrite (default: a fresh "
-                                           "reports/parity-<UTC time>-<pid>-<random>/).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="Report folder, checked before any work; one holding an earlier report is refused unless "
+                   "--overwrite (default: a fresh parity-<UTC time>-<pid>-<random>/ under $ESVERIFY_REPORTS, "
+                   "then [tool.esverify] reports, then ./reports).")
 @click.option("--format", "formats", default=",".join(FORMATS), show_default=True,
-              help="Comma-separated report formats: csv, json, md, html.")
-@click.option("--junit", default=None, help="Also write JUnit XML to this file.")
+              help="Comma-separated report formats: csv, json, md, html (also $ESVERIFY_FORMAT, "
+                   "[tool.esverify] format).")
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Also write JUnit XML to this file (one testcase per row; its counts agree with the exit "
+                   "code). Default: none.")
+@click.option("--summary", "summary_path", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Also write a short Markdown verdict and needs-attention block to this file (for a CI job "
+                   "page; also appended to $GITHUB_STEP_SUMMARY when that is set). Default: none.")
 @click.option("--timeout", type=float, default=120.0, show_default=True,
               help="Seconds per case; on expiry the child is killed, the row is an error, the run goes on. "
                    "A child gets max(--timeout, 60) s to start.")
-@click.option("--max-memory", "max_memory", default=None, metavar="SIZE",
-              help="Memory limit of each child (RLIMIT_DATA), e.g. 8G; 0: none. Default: half the RAM.")
-@click.option("--max-output", "max_output", default="20M", show_default=True, metavar="SIZE",
+@click.option("--max-memory", "max_memory", type=SIZE, default=None, show_default="half the RAM",
+              help="Memory limit of each child (RLIMIT_DATA), e.g. 8G; 0: none.")
+@click.option("--max-output", "max_output", type=SIZE, default="20M", show_default=True,
               help="Child output kept per target (first and last halves, the cut marked); also the floor of "
                    "the largest file a child may write; 0: keep all.")
 @click.option("--small", is_flag=True, help="Leave out the >= 1M-element tensor (quick runs).")
@@ -79,31 +96,46 @@ def _csv(value: str) -> tuple:
 @click.option("--overwrite", is_flag=True,
               help="Replace an earlier report in --out (its report files are removed first); without it a "
                    "folder holding a report is refused.")
-@click.option("--quiet", is_flag=True, help="No progress display.")
+@click.option("--quiet", is_flag=True, help="No progress display (there is none either when stderr is not a "
+                                             "terminal, e.g. in CI).")
 @click.option("--impl", "impl_cmd", default=None, metavar="CMD",
               help="Our side is this protocol wrapper (docs/PROTOCOL.md) instead of the clean-room trainer.")
 @click.option("--no-loops", is_flag=True, help="Leave out the training-loop rows (fit, main-*); the report "
                                                "lists them as not checked.")
-def parity(ref, awd_ref, target, python, dtypes, schemes, devices, mapping, seed, population, sigma, alpha,
-           case_seed, noise, fuzz, case_json, iterations, case, keep_tensors, out, formats, junit, timeout,
-           max_memory, max_output, small, require_all, overwrite, quiet, impl_cmd, no_loops):
-    """Bit-for-bit parity of the clean-room trainer against reference clones on identical noise."""
-    from .child import parse_size
+@click.pass_context
+def parity(ctx, ref, awd_ref, target, python, dtypes, schemes, devices, mapping, seed, population, sigma, alpha,
+           case_seed, noise, fuzz, case_json, iterations, case, keep_tensors, out, formats, junit, summary_path,
+           timeout, max_memory, max_output, small, require_all, overwrite, quiet, impl_cmd, no_loops):
+    """Bit-for-bit parity of the clean-room trainer against reference clones on identical noise.
+
+    Exit codes: 0 every row checked here passed (or is a documented artifact); 1 a row failed, erred or
+    is unverifiable, no row was checked (verdict "nothing checked"), or, with --require-all, a row was
+    not checked here; 2 usage or setup error (before any case runs; nothing is left behind);
+    130/143/129 stopped by SIGINT/SIGTERM/SIGHUP (a partial report, verdict "interrupted").
+    Configuration: command line > ESVERIFY_* environment > [tool.esverify] in pyproject.toml > default
+    (docs/parity.md, "Configuration").
+    """
     from .runner import Options, Runner, UsageError
     try:
-        max_memory = None if max_memory is None else parse_size(max_memory)
-        max_output = parse_size(max_output)
-    except ValueError as exc:
-        click.echo(f"esverify parity: error: --max-memory/--max-output: {exc}", err=True)
+        settings = resolve(ctx, ["ref", "awd_ref", "python", "formats", "reports"])
+    except ConfigError as exc:
+        click.echo(f"esverify parity: error: {exc.message}", err=True)
         sys.exit(2)
-    extra = {"case_seed": case_seed} if case_seed is not None else {}
+    # the clone variables are the runner's own (it names $ESVERIFY_REF in its messages): only the
+    # command line and the config file are passed as paths
+    ref, awd_ref = ((None if settings.sources[n].startswith("environment") else settings.values[n])
+                    for n in ("ref", "awd_ref"))
+    python = settings.get("python")
+    formats = settings.get("formats", ",".join(FORMATS))
+    extra = {"case_seed": case_seed}
     opts = Options(ref=ref, awd_ref=awd_ref, target=target, python=python or sys.executable,
                    python_explicit=python is not None, dtypes=_csv(dtypes),
                    schemes=_csv(schemes), devices=_csv(devices) if devices else ("cpu", "cuda"),
                    devices_explicit=devices is not None, mapping=mapping, seed=seed, population=population,
                    sigma=sigma, alpha=alpha, noises=_csv(noise), fuzz=fuzz, case_json=case_json,
                    iterations=iterations, case=case, keep_tensors=keep_tensors,
-                   out=out, formats=_csv(formats), junit=junit, timeout=timeout, quiet=quiet, small=small,
+                   out=out, formats=_csv(formats), junit=junit, summary=summary_path, timeout=timeout,
+                   quiet=quiet, small=small, reports=settings.get("reports"), settings=settings.metadata(),
                    max_memory=max_memory, max_output=max_output, require_all=require_all, overwrite=overwrite,
                    loops=not no_loops,
                    argv=["esverify"] + sys.argv[1:], **extra)
@@ -127,6 +159,13 @@ def parity(ref, awd_ref, target, python, dtypes, schemes, devices, mapping, seed
         if side is not None:
             side.close()
     click.echo(result.console)
+    step = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step and result.step_summary:   # GitHub's job page: each step appends its block
+        try:
+            with open(step, "a", encoding="utf-8") as fh:
+                fh.write(result.step_summary + "\n")
+        except OSError as exc:
+            click.echo(f"warning: cannot append to $GITHUB_STEP_SUMMARY {step}: {exc}", err=True)
     fuzz_report = result.metadata.get("fuzz")
     if fuzz_report:
         click.echo(f"fuzz: {fuzz_report['cases']} cases, {fuzz_report['failures']} bad, "

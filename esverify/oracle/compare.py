@@ -20,6 +20,7 @@ import numpy as np
 from .. import bits
 
 _FLOAT_OF = {"f64": np.float64, "f32": np.float32, "f16": np.float16}
+PROFILE_BINS = 64   #: element runs per slot in Comparison.profile
 
 
 @dataclass
@@ -37,6 +38,10 @@ class Comparison:
     mismatched_slots: tuple = ()
     special_count: int = 0       #: mismatches where either side is NaN or infinite (no ulp distance)
     special_kinds: tuple = ()    #: their kinds, e.g. ("+inf", "nan")
+    #: where the sides differ, per mismatching slot: {"slot", "elements", "mismatches", "bins"}: the largest
+    #: ulp distance in each of PROFILE_BINS equal runs of the slot's elements (0: none differ there; -1: a
+    #: NaN/inf mismatch, no distance); drawn as the report's ulp plots (parity_report.ulp_plots)
+    profile: list = field(default_factory=list)
 
     def summary(self) -> str:
         """'K of M elements differ (slots ...); first at X, max D ulp' (D named as absent when every
@@ -97,6 +102,14 @@ def compare(ours: list, theirs: list, theirs_dtypes: list, names: list | None = 
             result.first_theirs = bits.describe(int(t_bits[i]), o_fmt)
         ulps = bits.ulp_distance(ob, tb, o_fmt)
         finite = np.array([u is not None for u in ulps], dtype=bool)
+        bins = np.zeros(min(PROFILE_BINS, o_bits.size), dtype=np.int64)
+        where = diff * bins.size // o_bits.size
+        np.maximum.at(bins, where, np.array([-1 if u is None else int(min(u, 2 ** 62)) for u in ulps],
+                                            dtype=np.int64))
+        for b in np.unique(where[~finite]):   # a NaN/inf mismatch marks its run even beside finite ones
+            bins[b] = -1 if bins[b] == 0 else bins[b]
+        result.profile.append({"slot": names[k], "elements": int(o_bits.size), "mismatches": int(diff.size),
+                               "bins": bins.tolist()})
         if finite.any():
             top = int(max(u for u in ulps if u is not None))
             result.max_ulp_diff = top if result.max_ulp_diff is None else max(result.max_ulp_diff, top)

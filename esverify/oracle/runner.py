@@ -62,13 +62,14 @@ from ..paths import checkout_root, oracles_dir
 from ..interrupt import VERDICT as INTERRUPTED
 from ..interrupt import Interrupted, catching
 from ..numerics_probe import SETTINGS_HINT
-from ..outputs import OutputError, check_file, claim_report_folder
+from ..outputs import OutputError, check_file, claim_report_folder, missing_folders, remove_empty
 from ..reportset import ReportSet
 from ..report import (FORMATS, console_table, report_patterns, terminal_text, to_junit,
                       write_report)
 from . import cases as _cases
 from . import compare as _compare
 from . import loop_report as _loop_report
+from . import parity_report as _parity_report
 from . import loops as _loops
 from . import ours as _ours
 from . import paramsets
@@ -133,6 +134,9 @@ class Options:
     out: str | None = None
     formats: tuple = FORMATS
     junit: str | None = None
+    summary: str | None = None           #: a short Markdown verdict + needs-attention block for a CI job page
+    reports: str | None = None           #: the folder that holds the default report folders (default ./reports)
+    settings: dict = field(default_factory=dict)   #: {setting: {"value", "source"}} (cliutil.Settings.metadata)
     timeout: float = 120.0
     max_memory: int | None = None        #: RLIMIT_DATA of each child in bytes; None: half the RAM; 0: none
     max_output: int = DEFAULT_MAX_OUTPUT  #: bytes of each child's output kept (head and tail); 0: all
@@ -157,6 +161,7 @@ class RunResult:
     out_dir: Path
     written: list
     console: str
+    step_summary: str = ""   #: the --summary block (Markdown; parity_report.step_summary)
 
 
 def _validate(opts: Options) -> Options:
@@ -168,7 +173,8 @@ def _validate(opts: Options) -> Options:
             raise UsageError(f"{name} is empty")
         bad = [v for v in values if v not in known]
         if bad:
-            raise UsageError(f"{name}: unknown {bad}; choose from {list(known)}")
+            from ..cliutil import suggest
+            raise UsageError(f"{name}: unknown {bad}; choose from {list(known)}{suggest(bad[0], known)}")
     if opts.mapping not in ("poly32", "libm64"):
         raise UsageError(f"--mapping must be poly32 or libm64, got {opts.mapping!r}")
     if not 0 <= int(opts.seed) < 1 << 64:
@@ -200,7 +206,8 @@ def _validate(opts: Options) -> Options:
             raise UsageError(f"{name} must be a size in bytes >= 0 (0: no limit), got {value!r}")
     bad = [f for f in opts.formats if f not in FORMATS]
     if bad:
-        raise UsageError(f"--format: unknown {bad}; choose from {list(FORMATS)}")
+        from ..cliutil import suggest
+        raise UsageError(f"--format: unknown {bad}; choose from {list(FORMATS)}{suggest(bad[0], FORMATS)}")
     if not opts.formats:
         raise UsageError(f"--format is empty; choose from {list(FORMATS)}")
     # checked up front: a report that cannot be written must not cost a whole run (created in run())
@@ -217,15 +224,6 @@ def _validate(opts: Options) -> Options:
 
 def _utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def _remove_if_empty(folder: Path, created: bool) -> None:
-    """A run refused before any report leaves no empty folder it made itself."""
-    if created:
-        try:
-            folder.rmdir()
-        except OSError:
-            pass
 
 
 def _not_given(target: str) -> str:
@@ -362,6 +360,8 @@ class Runner:
         self.kept: list = []
         self.notes: set = set()
         self.timing: dict = {}   #: target -> {"ours_s": ..., "reference_s": ...}
+        self.row_seconds: dict = {}   #: case id -> wall seconds of its row (JUnit `time`)
+        self.ulp_profiles: dict = {}  #: case id -> compare.Comparison.profile of a fail/artifact row (HTML plots)
         self.impl_side = None    #: esverify.oracle.impl_side.ImplSide under `parity --impl`, else ours.run
         self.targets: dict = {}  #: target name -> _Target, whose child is started before any case
         self._sets_lock = threading.Lock()
@@ -409,13 +409,20 @@ class Runner:
         opts = self.opts
         started = time.monotonic()
         self.started_utc = _utc_now()
-        # 1. where the report goes, before any work (issue 12 items 2 and 7)
-        existed = bool(opts.out) and Path(opts.out).expanduser().exists()
+        # 1. where the report goes, before any work (issue 12 items 2 and 7); a run refused at setup
+        # removes every folder it made for its reports again (issue 19 item 7)
+        base = Path(opts.reports).expanduser() if opts.reports else Path("reports")
+        made = missing_folders(opts.out or base, *(Path(p).expanduser().parent for p in (opts.junit, opts.summary)
+                                                   if p))
         try:
             if opts.junit:
                 check_file(opts.junit, "--junit")
-            folder = claim_report_folder(opts.out, "parity", REPORT_PATTERNS, overwrite=opts.overwrite)
+            if opts.summary:
+                check_file(opts.summary, "--summary")
+            folder = claim_report_folder(opts.out, "parity", REPORT_PATTERNS, overwrite=opts.overwrite,
+                                         base=base)
         except OutputError as exc:
+            remove_empty(made)
             raise UsageError(str(exc)) from None
         out_dir = folder.path
         try:
@@ -424,7 +431,8 @@ class Runner:
                     return self._run_in(folder, started)
                 except UsageError:
                     folder.release()
-                    _remove_if_empty(out_dir, created=not existed)
+                    remove_empty([out_dir] if opts.out is None else [])   # the fresh folder of this run
+                    remove_empty(made)
                     raise
         finally:
             folder.release()
@@ -451,6 +459,9 @@ class Runner:
                                      f"(or set ${target.env_var}); the default {path} does not exist. "
                                      "Where to get it: docs/parity.md, 'The reference clones'") from None
                 source = options[name] if explicit_paths[name] else f"${target.env_var}"   # whence the path
+                said = opts.settings.get({"es-at-scale": "ref", "es-awd": "awd_ref"}[name]) or {}
+                if explicit_paths[name] and "[tool.esverify]" in str(said.get("source", "")):
+                    source = said["source"]          # the path came from pyproject.toml, not the command line
                 raise SetupError(f"{source} {path}: {exc}; fix: pass the top folder of your {name} "
                                  "clone (docs/parity.md, 'The reference clones')") from None
         if not clones:
@@ -572,10 +583,12 @@ class Runner:
             summary = summary_pivot(frame)
             code = interrupted.exit_code if interrupted else exit_code(frame, start_error is not None,
                                                                        opts.require_all)
-            verdict = INTERRUPTED if interrupted else verdict_for(code)
+            verdict = INTERRUPTED if interrupted else verdict_for(code, frame)
             wall = time.monotonic() - started
             metadata = self._metadata(clones, environments, probe, wall, list(not_given.values()))
-            header = {"verdict": verdict, "exit_code": code, "counts": status_counts(frame),
+            reason = verdict_reason(verdict, frame, interrupted.signal_name if interrupted else None)
+            header = {"verdict": verdict, "exit_code": code, **({"reason": reason} if reason else {}),
+                      "counts": status_counts(frame),
                       "started_utc": self.started_utc, "finished_utc": _utc_now(),
                       "command_line": " ".join(opts.argv)}
             metadata = {**header, **metadata}
@@ -586,8 +599,10 @@ class Runner:
             extra = _loop_report.report_sections(self, wanted, clones, [f"{n}: {m}" for n, m in not_given.items()],
                                                  {}, frame, metadata)
             report_set = ReportSet()   # the report, the child logs and the JUnit file: all written, or none
-            written = write_report(out_dir, "parity", {"summary": summary, "cases": frame, **extra}, metadata,
-                                   opts.formats, title="esverify parity report", header=header, into=report_set)
+            layout = _parity_report.layout(frame, summary, extra, opts, selected, clones, self.ulp_profiles)
+            written = write_report(out_dir, "parity", metadata=metadata, formats=opts.formats,
+                                   title="esverify parity report", header=header, into=report_set, **layout)
+            step_summary = _parity_report.step_summary(header, layout["sections"], out_dir)
             for name in self.targets:
                 log = self.work / f"child-{name}.log"
                 if log.is_file():   # streamed: the log is bounded by --max-output, but never read whole
@@ -599,12 +614,20 @@ class Runner:
                 if theirs_path and Path(theirs_path).is_file():
                     shutil.copy2(theirs_path, dest / "theirs.npz")
             if opts.junit:
-                written.append(report_set.add_text(opts.junit, to_junit(_loop_report.junit_frame(frame, extra),
+                timed = frame.assign(seconds=frame["case"].map(self.row_seconds))
+                written.append(report_set.add_text(opts.junit, to_junit(_loop_report.junit_frame(timed, extra),
                                                                          "esverify.parity", name_cols=["case"],
                                                                          failing=("fail",),
                                                                          erroring=("error", "unverifiable"),
                                                                          skipping=("skipped", "artifact", "unsupported",
-                                                                                   "not-run"))))
+                                                                                   "not-run"),
+                                                                         time_col="seconds",
+                                                                         suite_time=metadata["wall_time_s"],
+                                                                         exit_code=code, verdict=verdict,
+                                                                         reason=reason or verdict,
+                                                                         timestamp=self.started_utc)))
+            if opts.summary:
+                written.append(report_set.add_text(opts.summary, step_summary))
             try:
                 report_set.commit()
             except OSError as exc:   # exit 2, and no file of the set claims the verdict (esverify.reportset)
@@ -613,7 +636,8 @@ class Runner:
         if start_error is not None:   # one line for the console; the rows are in the report
             raise SetupError(f"{start_error}; report: {out_dir}")
         console = _console(frame, summary, metadata, out_dir, code, verdict, opts.require_all)
-        return RunResult(frame, summary, metadata, code, out_dir, written, _loop_report.console_lines(extra, console))
+        return RunResult(frame, summary, metadata, code, out_dir, written, _loop_report.console_lines(extra, console),
+                         step_summary)
 
     def _run_target(self, t, target_cases, progress) -> dict:
         """Run `target_cases` on the started target `t` (in a thread of its own: see _run_in)."""
@@ -627,11 +651,13 @@ class Runner:
             if self._stop.is_set():
                 break
             t.last_theirs = None
+            mark = time.perf_counter()
             try:
                 row = self._checked_case(t, case)
             except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others' rows
                 row = _row(case, status="error", detail=f"{case.op}: the runner failed on this case: "
                                                         f"{type(exc).__name__}: {exc}")
+            self.row_seconds[case.case_id] = time.perf_counter() - mark
             if self._stop.is_set() and row["status"] == "error":
                 break   # the interrupt killed its child mid-case: the row is not-run, not a child death
             self.rows.append(row)
@@ -829,6 +855,8 @@ class Runner:
                 notes.append(cmp.specials)
         if reward_note:
             notes.insert(0, f"{case.op}: {reward_note}")
+        if status in ("fail", "artifact") and cmp.profile:
+            self.ulp_profiles[case.case_id] = cmp.profile
         if status == "fail" and self.opts.keep_tensors:
             ours_path = paramsets.write(out / "ours.npz", result_names, ours.tensors)
             self.kept.append((case.case_id, ours_path, reply["results"]))
@@ -931,6 +959,7 @@ class Runner:
             "warnings": warnings + sorted(self.notes),
             "targets_not_found": skipped_targets,
             "command_line": " ".join(opts.argv), "wall_time_s": round(wall, 2),
+            "settings": opts.settings or {"note": "Options given directly (no command line)"},
             "seconds_per_side": {k: {n: round(v, 2) for n, v in d.items()} for k, d in self.timing.items()},
             "note": "contract rows substitute the RNG contract's noise for torch's: they certify the algebra "
                     "on identical noise; native rows let the reference draw torch's own noise and reproduce "
@@ -986,9 +1015,46 @@ def too_old_python(case, load_error: dict, env: dict) -> dict | None:
         "torch and numpy"))
 
 
-def verdict_for(code: int) -> str:
-    """The report's verdict for an exit code (an interrupted run has its own, INTERRUPTED)."""
+#: the statuses of a row that was checked (compared or tried); skipped, unsupported, not-run were not
+CHECKED = ("pass", "fail", "error", "unverifiable", "artifact")
+NOTHING_CHECKED = "nothing checked"
+
+
+def verdict_for(code: int, frame: pd.DataFrame | None = None) -> str:
+    """The report's verdict for an exit code (an interrupted run has its own, INTERRUPTED): "pass",
+    "fail", "setup error", or NOTHING_CHECKED when exit 1 comes from a run in which no row was
+    checked (every row skipped, unsupported or not run; docs/parity.md "Exit codes")."""
+    if code == 1 and frame is not None and not frame["status"].isin(CHECKED).any():
+        return NOTHING_CHECKED
     return {0: "pass", 1: "fail", 2: "setup error"}.get(code, INTERRUPTED)
+
+
+def _reason_words(detail: str) -> str:
+    """"not checked here: the child sees no CUDA device; to check it: ..." -> "the child sees no CUDA device"."""
+    text = str(detail or "").removeprefix("not checked here: ").removeprefix("not run: ")
+    return text.split("; to check it:")[0].strip()
+
+
+def nothing_checked_reasons(frame: pd.DataFrame) -> dict:
+    """{target: "N rows (devices): reason; ..."} for the rows that were not checked."""
+    reasons = {}
+    rows = frame[~frame["status"].isin(CHECKED)]
+    for target, part in rows.groupby("target", sort=False):
+        said = []
+        for words, group in part.groupby(part["detail"].map(_reason_words), sort=False):
+            said.append(f"{len(group)} {group['status'].iloc[0]} ({', '.join(sorted(set(group['device'])))}): "
+                        f"{words or group['status'].iloc[0]}")
+        reasons[str(target)] = "; ".join(said)
+    return reasons
+
+
+def verdict_reason(verdict: str, frame: pd.DataFrame, signal_name: str | None = None) -> str:
+    """The verdict in words for the report header and JUnit ("" for pass and fail, whose rows say it)."""
+    if verdict == INTERRUPTED:
+        return f"interrupted by {signal_name}: {int((frame['status'] == 'not-run').sum())} rows not run"
+    if verdict == NOTHING_CHECKED:
+        return "nothing checked: " + "; ".join(f"{t}: {r}" for t, r in nothing_checked_reasons(frame).items())
+    return ""
 
 
 def status_counts(frame: pd.DataFrame) -> dict:
@@ -998,8 +1064,12 @@ def status_counts(frame: pd.DataFrame) -> dict:
 
 
 def _progress(total: int, quiet: bool):
+    """The progress bar on stderr: drawn only when stderr is a terminal (cliutil.progress_enabled)."""
     from tqdm import tqdm
-    return tqdm(total=total, file=sys.stderr, disable=quiet, desc="parity", unit="case", leave=False)
+
+    from ..cliutil import progress_enabled
+    return tqdm(total=total, file=sys.stderr, disable=not progress_enabled(quiet), desc="parity", unit="case",
+                leave=False)
 
 
 def _counts_line(frame) -> str:
@@ -1066,6 +1136,8 @@ def _console(frame, summary, metadata, out_dir, code, verdict, require_all=False
     """Verdict and counts (cpu and cuda apart), the summary grid, the rows that need attention grouped
     by their detail (each detail in full, wrapped), the 'not checked here' list, warnings, the report."""
     lines = [f"esverify parity: {verdict.upper()} (exit {code}): {len(frame)} cases: {_counts_line(frame)}"]
+    if verdict == NOTHING_CHECKED:   # not "FAIL with 0 failed": what kept every row from being checked
+        lines += [f"  nothing checked: {target}: {reason}" for target, reason in nothing_checked_reasons(frame).items()]
     for device in ("cpu", "cuda"):
         rows = frame[frame["device"] == device]
         if len(rows):
