@@ -205,12 +205,30 @@ def compare(got: torch.Tensor, expected: torch.Tensor, start: int) -> dict:
     diff = np.flatnonzero(gb != eb)
     if not diff.size:
         return {"mismatches": 0, "first": None, "max_ulp": None}
-    dist = bits.ulp_distance(gb[diff], eb[diff], fmt) if fmt in bits.FLOAT_FORMATS else [None] * diff.size
-    finite = [int(d) for d in dist if d is not None]
+    dist, finite = _distances(gb[diff], eb[diff], fmt)
     i = int(diff[0])
     first = {"index": start + i, "expected": bits.describe(int(eb[i]), fmt), "got": bits.describe(int(gb[i]), fmt),
              "ulp": None if dist[0] is None else int(dist[0])}
     return {"mismatches": int(diff.size), "first": first, "max_ulp": max(finite) if finite else None}
+
+
+def _distances(a, b, fmt: str):
+    """(ulp distance of the first pair or None, finite distances) of differing bit patterns (docs/numerics.md §7).
+
+    f32/f16/bf16 ordinals fit int64 (esverify.bits.ordinal), so the distances are computed vectorised
+    there, NaN/inf masked by their exponent bits; f64 goes through bits.ulp_distance (Python ints)."""
+    if fmt not in bits.FLOAT_FORMATS:
+        return [None], []
+    if fmt == "f64":
+        dist = bits.ulp_distance(a, b, fmt)
+        return [dist[0]], [int(d) for d in dist if d is not None]
+    width, exp, man = bits.FLOAT_FORMATS[fmt]
+    mask = ((1 << exp) - 1) << man
+    ai, bi = a.astype(np.int64), b.astype(np.int64)
+    special = ((ai & mask) == mask) | ((bi & mask) == mask)
+    dist = np.abs(bits.ordinal(ai, fmt) - bits.ordinal(bi, fmt))
+    finite = dist[~special]
+    return [None if special[0] else int(dist[0])], [int(finite.max())] if finite.size else []
 
 
 def _save_piece(job: Job, unit: Unit, values: torch.Tensor) -> None:

@@ -30,7 +30,12 @@ class RunnerError(RuntimeError):
 
 def _init_worker() -> None:
     import torch
-    torch.set_num_threads(1)   # workers are the parallelism; bits do not depend on threads (docs/replay.md §5)
+
+    from esverify.rng import numba_backend
+    # workers are the parallelism: one torch thread and one noise thread each (neither changes a bit,
+    # docs/replay.md §5); more would oversubscribe the cores the pool already fills
+    torch.set_num_threads(1)
+    numba_backend.set_threads(1)
 
 
 def run_local(job, units, workers: int, on_result) -> None:
