@@ -81,7 +81,8 @@ def run_ray(job, units, address, on_result) -> None:
         started = True
     try:
         task = ray.remote(num_cpus=1)(run_unit)
-        pending = [task.remote(job, unit) for unit in units]
+        job_ref = ray.put(job)   # the seeds of every iteration go to the object store once, not per task
+        pending = [task.remote(job_ref, unit) for unit in units]
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
