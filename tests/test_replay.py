@@ -319,3 +319,34 @@ def test_ray_missing_says_how_to_install(awd, tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_ray)
     with pytest.raises(ReplayError, match=r"--ray needs Ray, which is not installed: pip install ray"):
         _replay(awd, tmp_path, ray="auto")
+
+
+def test_base_in_another_precision_is_cast_like_the_run_loading_it(tmp_path):
+    """A bf16 run from f32 base weights: the base is cast to the checkpoint's dtype (docs/replay.md §3)."""
+    run = awd_run(tmp_path, dtype=torch.bfloat16, iterations=2)
+    wide = {k: v.float() for k, v in load_file(run["base"]).items()}
+    save_file(wide, tmp_path / "base-f32.safetensors")
+    report, code = replay(tmp_path / "base-f32.safetensors", run["log"], run["final"], workers=1,
+                          state_dir=tmp_path / "s")
+    assert (code, report["mismatches"]) == (0, 0) and {t["dtype"] for t in report["tensors"]} == {"bfloat16"}
+
+
+def test_integer_buffers_are_compared_as_they_are(awd, tmp_path):
+    base = load_file(awd["base"])
+    save_file(dict(base, steps=torch.arange(5)), tmp_path / "base.safetensors")
+    sd = torch.load(awd["final"], weights_only=True)
+    torch.save(dict(sd, steps=torch.arange(5)), tmp_path / "same.pt")
+    report, code = replay(tmp_path / "base.safetensors", awd["log"], tmp_path / "same.pt", workers=1,
+                          state_dir=tmp_path / "a")
+    assert code == 0 and [t["kind"] for t in report["tensors"] if t["name"] == "steps"] == ["static"]
+    torch.save(dict(sd, steps=torch.tensor([0, 1, 9, 3, 4])), tmp_path / "edited.pt")
+    report, code = replay(tmp_path / "base.safetensors", awd["log"], tmp_path / "edited.pt", workers=1,
+                          state_dir=tmp_path / "b")
+    [steps] = [t for t in report["tensors"] if t["name"] == "steps"]
+    assert code == 1 and steps["replay"]["mismatches"] == 1 and steps["replay"]["first"]["index"] == 2
+
+
+def test_progress_bar_counts_units(trained, tmp_path, capsys):
+    _replay(trained, tmp_path, shard_elements=100, progress=True)
+    err = capsys.readouterr().err
+    assert "replay" in err and "6/6" in err   # w: 120 elements, b: 37, c: 300 in units of 100
