@@ -23,51 +23,65 @@ import torch
 STANDIN = Path(__file__).parent / "standins" / "es-awd"
 
 
-def _stub(name: str, **attrs):
-    mod = types.ModuleType(name)
-    for k, v in attrs.items():
-        setattr(mod, k, v)
-    return mod
+class _Inert(types.ModuleType):
+    """A stand-in module for a package the loop's imports name but the replay test never calls
+    (vLLM, and Ray where it is absent): every attribute is an inert class, so `from x import Y`
+    and `class Z(Y)` both work."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = type(name, (), {})
+        setattr(self, name, value)
+        return value
 
 
-def load_standin():
-    """(weight_update_utils, WorkerExtension) of the es-awd stand-in, loaded with inert Ray/vLLM stand-ins
-    where those packages are absent; sys.modules is left as it was."""
-    saved = {k: sys.modules.get(k) for k in ("weight_update_utils", "distributed_utils")}
-    stubs = {}
+class _InertFinder:
+    """Serves `_Inert` modules for the top-level packages in `roots` (a meta path finder)."""
+
+    def __init__(self, roots):
+        self.roots = tuple(roots)
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in self.roots:
+            return importlib.util.spec_from_loader(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        return _Inert(spec.name)
+
+    def exec_module(self, module):
+        module.__path__ = []
+
+
+def load_standin(folder: Path = STANDIN):
+    """(weight_update_utils, WorkerExtension) of the es-awd stand-in in `folder`, loaded with inert vLLM
+    modules (and inert Ray ones where Ray is absent); sys.modules and sys.meta_path are left as they were."""
+    roots = ["vllm"]
     try:
         import ray  # noqa: F401
-        import ray.util.placement_group  # noqa: F401
-        import ray.util.scheduling_strategies  # noqa: F401
     except ImportError:
-        stubs.update({"ray": _stub("ray", remote=None, kill=None),
-                      "ray.util": _stub("ray.util"),
-                      "ray.util.placement_group": _stub("ray.util.placement_group", placement_group=None,
-                                                        remove_placement_group=None),
-                      "ray.util.scheduling_strategies": _stub("ray.util.scheduling_strategies",
-                                                              PlacementGroupSchedulingStrategy=None)})
-    stubs.update({"vllm": _stub("vllm", LLM=None), "vllm.distributed": _stub("vllm.distributed"),
-                  "vllm.distributed.parallel_state": _stub("vllm.distributed.parallel_state",
-                                                           get_world_group=None)})
-    before = {k: sys.modules.get(k) for k in stubs}
+        roots.append("ray")
+    before = dict(sys.modules)
+    finder = _InertFinder(roots)
+    sys.meta_path.insert(0, finder)
     try:
-        for k, v in stubs.items():
-            if k not in sys.modules:
-                sys.modules[k] = v
         mods = {}
         for name in ("weight_update_utils", "distributed_utils"):
-            spec = importlib.util.spec_from_file_location(name, STANDIN / f"{name}.py")
+            spec = importlib.util.spec_from_file_location(name, Path(folder) / f"{name}.py")
             mod = importlib.util.module_from_spec(spec)
             sys.modules[name] = mod
             spec.loader.exec_module(mod)
             mods[name] = mod
         return mods["weight_update_utils"], mods["distributed_utils"].WorkerExtension
     finally:
-        for k, v in {**before, **saved}.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
+        sys.meta_path.remove(finder)
+        for k in set(sys.modules) - set(before):
+            if k.split(".")[0] in roots + ["weight_update_utils", "distributed_utils"]:
+                del sys.modules[k]
+        for k in ("weight_update_utils", "distributed_utils"):
+            if k in before:
+                sys.modules[k] = before[k]
 
 
 def base_weights(dtype=torch.float32, seed=0) -> dict:
@@ -89,10 +103,11 @@ def _reward(model, target: float) -> float:
 
 
 def awd_run(folder: Path, *, dtype=torch.float32, engines=2, population=6, mirror=True, iterations=3,
-            sigma=0.01, alpha=0.05, decay="none", lam=0.0, caching=False, global_seed=None) -> dict:
+            sigma=0.01, alpha=0.05, decay="none", lam=0.0, caching=False, global_seed=None,
+            standin: Path = STANDIN) -> dict:
     """Run the es-awd-style loop; returns paths {"base", "log", "final"} (base as safetensors)."""
     from safetensors.torch import save_file
-    _, worker_cls = load_standin()
+    _, worker_cls = load_standin(standin)
     folder = Path(folder)
     log = folder / "log"
     (log / "iteration_updates").mkdir(parents=True)
