@@ -2,8 +2,10 @@
 
 `awd_run` drives a tiny es-awd loop itself (docs/replay.md §3): E engines,
 each a `WorkerExtension` of tests/standins/es-awd/distributed_utils.py
-holding its own copy of a small parameter set; member k of each sign pass
-is perturbed, scored and restored on engine k mod E; the update runs on
+holding its own copy of a small parameter set; member k of the evaluated
+members (every seed at +sigma, then at -sigma) is perturbed, scored and
+restored on engine k mod E (`batching="members"`; "passes" counts k within
+each sign's pass); the update runs on
 engine 0 (decay toward its pre-loop snapshot), then engine 0's weights are
 copied to the others (the broadcast). It writes args.json,
 iteration_updates/*.json and engine 0's final state_dict, as es-awd's loop
@@ -104,7 +106,7 @@ def _reward(model, target: float) -> float:
 
 def awd_run(folder: Path, *, dtype=torch.float32, engines=2, population=6, mirror=True, iterations=3,
             sigma=0.01, alpha=0.05, decay="none", lam=0.0, caching=False, global_seed=None,
-            standin: Path = STANDIN) -> dict:
+            standin: Path = STANDIN, batching: str = "members") -> dict:
     """Run the es-awd-style loop; returns paths {"base", "log", "final"} (base as safetensors)."""
     from safetensors.torch import save_file
     _, worker_cls = load_standin(standin)
@@ -129,12 +131,13 @@ def awd_run(folder: Path, *, dtype=torch.float32, engines=2, population=6, mirro
         rng = np.random.default_rng((global_seed or 42) + i)
         seeds = [int(s) for s in rng.integers(0, 2 ** 30, size=population // 2 if mirror else population)]
         rewards = []
-        for negate in ((False, True) if mirror else (False,)):
-            for k, seed in enumerate(seeds):         # member k of this pass on engine k mod E
-                engine = fleet[k % engines]
-                engine.perturb_self_weights(seed, sigma, caching, negate)
-                rewards.append(_reward(engine.model_runner.model, 0.5))
-                engine.restore_self_weights(seed, sigma, caching, negate)
+        members = [(seed, negate) for negate in ((False, True) if mirror else (False,)) for seed in seeds]
+        for k, (seed, negate) in enumerate(members):
+            # "members": member k of the whole list on engine k mod E; "passes": k counted within its sign's pass
+            engine = fleet[(k if batching == "members" else k % len(seeds)) % engines]
+            engine.perturb_self_weights(seed, sigma, caching, negate)
+            rewards.append(_reward(engine.model_runner.model, 0.5))
+            engine.restore_self_weights(seed, sigma, caching, negate)
         mean, std = np.mean(rewards), np.std(rewards)
         z = [(r - mean) / (std + 1e-8) for r in rewards]
         coeffs = [float(z[k] - z[k + len(seeds)]) for k in range(len(seeds))] if mirror else [float(c) for c in z]

@@ -350,3 +350,25 @@ def test_progress_bar_counts_units(trained, tmp_path, capsys):
     _replay(trained, tmp_path, shard_elements=100, progress=True)
     err = capsys.readouterr().err
     assert "replay" in err and "6/6" in err   # w: 120 elements, b: 37, c: 300 in units of 100
+
+
+@pytest.mark.parametrize("batching", ["members", "passes"])
+def test_batching_matters_only_when_engines_do_not_divide_the_seeds(tmp_path, batching):
+    """3 seeds on 2 engines: engine 0 evaluates (s0+, s2+, s1-) when batches run over the whole member
+    list, (s0+, s2+, s0-, s2-) when they run within each sign's pass (docs/replay.md §3)."""
+    run = awd_run(tmp_path, engines=2, population=6, mirror=True, iterations=3, batching=batching)
+    other = "passes" if batching == "members" else "members"
+    right, code = _replay(run, tmp_path, name="right", batching=batching)
+    assert (code, right["mismatches"]) == (0, 0)
+    wrong, code = _replay(run, tmp_path, name="wrong", batching=other)
+    assert code == 1 and wrong["mismatches"] > 0 and any(f"--batching {batching}" in n for n in wrong["notes"])
+    even = awd_run(tmp_path / "even", engines=3, population=6, mirror=True, iterations=2, batching=batching)
+    for b in ("members", "passes"):   # 3 seeds on 3 engines: both readings are the same
+        assert _replay(even, tmp_path, name=f"even-{b}", batching=b)[1] == 0
+
+
+def test_evaluated_positions_of_both_batchings(awd):
+    log = read_log(awd["log"])
+    it = log.iterations[0]
+    assert log.evaluated(it, "members") == [(0, 1), (2, 1), (1, -1)]
+    assert log.evaluated(it, "passes") == [(0, 1), (2, 1), (0, -1), (2, -1)]

@@ -46,14 +46,13 @@ def _weight_files(path: str) -> list:
     return sorted(str(q) for q in p.iterdir() if q.is_file()) if p.is_dir() else [str(p)]
 
 
-def _notes(log, profile: str, noise: str, device: str) -> list[str]:
+def _notes(log, profile: str, noise: str, device: str, batching: str) -> list[str]:
     notes = []
     if log.source == "es-awd":
         notes.append(f"the saved weights depend on num_engines (here {log.num_engines}): the engine whose weights "
-                     f"are saved also perturbed and restored the members it evaluated (seed positions 0, "
-                     f"{log.num_engines}, {2 * log.num_engines}, ...{' at +sigma, then at -sigma' if log.mirror else ''}), "
-                     f"and (x + s) - s is not always x; the same seeds and coefficients on another number of "
-                     f"engines give other weights")
+                     f"are saved also perturbed and restored the members it evaluated (the first of every "
+                     f"batch of {log.num_engines}, batching {batching!r}), and (x + s) - s is not always x; the "
+                     f"same seeds and coefficients on another number of engines give other weights")
     if noise == "native":
         notes.append(f"native noise is torch's own generator on device type {device!r}: a run trained on a GPU "
                      f"replays bit for bit only on a CUDA device (CPU and CUDA generators give different numbers, "
@@ -89,7 +88,8 @@ def _check_tensors(base, expect, base_path: str, expect_path: str):
 
 
 def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=None, ray=None, state_dir=None,
-           shard_elements=None, device="cpu", report_path=None, progress=None, after_unit=None):
+           shard_elements=None, device="cpu", report_path=None, progress=None, after_unit=None,
+           batching="members"):
     """Replay the run logged in `log` on `base` and compare with `expect` (docs/replay.md).
 
     base, expect: checkpoint paths (safetensors, torch state_dict,
@@ -102,7 +102,9 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     elements per unit under contract noise; device: the run's device type;
     report_path: optional extra copy of report.json; progress: None (a bar
     when stderr is a terminal), True or False; after_unit: a callable run
-    after each unit is recorded (tests use it to interrupt).
+    after each unit is recorded (tests use it to interrupt); batching:
+    how es-awd handed members to engines, "members" or "passes"
+    (docs/replay.md §3; RunLog.evaluated).
     Returns (report dict, exit code 0 or 1). Raises ReplayError (exit 2)
     for every usage or setup error, before any work.
     """
@@ -124,6 +126,8 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     noise = noise or {"torch": "native", "contract": "contract"}.get(run_log.noise or "", "native")
     if noise not in NOISES:
         raise ReplayError(f"--noise: unknown value {noise!r}; known: {NOISES}")
+    if batching not in ("members", "passes"):
+        raise ReplayError(f"--batching: unknown value {batching!r}; known: ('members', 'passes')")
     if device not in ("cpu", "cuda"):
         raise ReplayError(f"--device: {device!r} is not cpu or cuda")
     shard = DEFAULT_SHARD if shard_elements is None else shard_elements
@@ -147,9 +151,9 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     if run_log.slots is not None:   # a trainer log: tensors it did not register were never changed
         units = [Unit(u.index, u.name, u.start, u.end, u.numel, u.shape, u.dtype,
                       u.kind if u.name in slots else "static") for u in units]
-    iterations = tuple((it.seeds, it.coeffs, tuple(run_log.evaluated(it))) for it in run_log.iterations)
+    iterations = tuple((it.seeds, it.coeffs, tuple(run_log.evaluated(it, batching))) for it in run_log.iterations)
     parts = {"version": __version__, "log": log_digest(log), "profile": profile, "noise": noise, "shard": shard,
-             "device": device}
+             "device": device, "batching": batching if run_log.source == "es-awd" else None}
     fingerprint = _fingerprint(_weight_files(base) + _weight_files(expect), parts)
     state_dir = Path(state_dir) if state_dir else Path.cwd() / f"esverify-replay-{fingerprint[:12]}"
     from esverify.outputs import OutputError, check_file
@@ -203,9 +207,15 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
                          "weight_decay_type": run_log.decay, "weight_decay_lambda": run_log.lam,
                          "precision": run_log.precision,
                          "residue": "logged per iteration" if run_log.source == "esverify" else
-                         f"engine 0 of {run_log.num_engines}"},
-               "notes": _notes(run_log, profile, noise, device)}
+                         f"engine 0 of {run_log.num_engines}, batching {batching}"},
+               "notes": _notes(run_log, profile, noise, device, batching)}
     report = build_report(units, results, context)
+    seeds = len(run_log.iterations[0].seeds) if run_log.iterations else 0
+    if report["verdict"] == "differs" and run_log.source == "es-awd" and seeds % run_log.num_engines:
+        other = "passes" if batching == "members" else "members"
+        report["notes"].append(f"{seeds} seeds per iteration are not a multiple of num_engines "
+                               f"({run_log.num_engines}): the two ways members can be handed to engines differ "
+                               f"here; try --batching {other} (docs/replay.md §3)")
     if out is not None:
         _write_out(out, units, state, tensors)
         report["out"] = str(out)

@@ -23,9 +23,10 @@ import click
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, help="Resume state and report.json (default: ./esverify-replay-<fingerprint>).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Also write report.json here.")
 @click.option("--shard-elements", type=click.IntRange(min=1), default=None, help="Elements per work unit under contract noise (default 16777216).")
+@click.option("--batching", type=click.Choice(["members", "passes"]), default="members", show_default=True, help="es-awd logs: how members were handed to engines (docs/replay.md §3).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", help="Device type the run used (native noise and rounding rule follow it).")
 def replay(base, log_dir, expect, out, profile, noise, workers, ray_address, state_dir, report_path,
-           shard_elements, device):
+           shard_elements, batching, device):
     """Rebuild CKPT from BASE and the logged seeds and coefficients, bit for bit, and say where it differs.
 
     Exit 0: bit-equal; 1: differs; 2: usage or setup error (docs/replay.md).
@@ -35,7 +36,7 @@ def replay(base, log_dir, expect, out, profile, noise, workers, ray_address, sta
     try:
         report, code = run(base, log_dir, expect, out=out, profile=profile, noise=noise, workers=workers,
                            ray=ray_address, state_dir=state_dir, shard_elements=shard_elements, device=device,
-                           report_path=report_path)
+                           report_path=report_path, batching=batching)
     except ReplayError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

@@ -72,17 +72,28 @@ class RunLog:
         """Anchored decay applies: a decay type and lambda > 0 (lambda 0 is no decay, as in es-awd)."""
         return self.decay != "none" and self.lam > 0
 
-    def evaluated(self, it: Iteration) -> list[tuple[int, int]]:
+    def evaluated(self, it: Iteration, batching: str = "members") -> list[tuple[int, int]]:
         """The (seed index, sign) pairs perturbed and restored on the saved weights before `it`'s update.
 
-        A trainer log lists them. For es-awd (docs/replay.md §3) engine 0
-        evaluated seed positions 0, E, 2E, ... (E = num_engines) at +sigma,
-        then, under mirror sampling, the same positions at -sigma.
+        A trainer log lists them. For es-awd (docs/replay.md §3) the
+        evaluated members are every seed at +sigma, then (mirror sampling)
+        every seed at -sigma, handed out in batches of E = num_engines, and
+        engine 0 takes the first of each batch. batching "members": batches
+        over that whole list (positions 0, E, 2E, ... of the 2M members);
+        "passes": batches within each sign's pass (seed positions 0, E, 2E,
+        ... at +sigma, then the same at -sigma). The two agree when E divides
+        the number of seeds. ValueError for another batching.
         """
         if it.evaluated is not None:
             return list(it.evaluated)
         signs = (1, -1) if self.mirror else (1,)
-        return [(k, sign) for sign in signs for k in range(0, len(it.seeds), self.num_engines)]
+        m, e = len(it.seeds), self.num_engines
+        if batching == "members":
+            members = [(k, sign) for sign in signs for k in range(m)]
+            return members[::e]
+        if batching == "passes":
+            return [(k, sign) for sign in signs for k in range(0, m, e)]
+        raise ValueError(f"batching: unknown value {batching!r}; known: ('members', 'passes')")
 
 
 def _load_json(path: Path, rel: str):
