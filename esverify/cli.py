@@ -3,7 +3,8 @@
 Subcommands are loaded lazily so that `esverify --help` and `esverify
 audit` do not pay for importing torch and numba: `goldens` (generate and
 check bit-level goldens), `parity` (run the oracle against reference
-clones) and `audit` (evidence for the clean-room claim).
+clones), `audit` (evidence for the clean-room claim) and `replay` (verify a
+checkpoint from its run log, docs/replay.md).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ SUBCOMMANDS = {
     "audit": ("esverify.audit.cli", "audit", "Evidence for the clean-room claim (import boundary, similarity)."),
     "goldens": ("esverify.goldens.cli", "goldens", "Generate and check the bit-level golden vectors."),
     "parity": ("esverify.oracle.cli", "parity", "Bit-for-bit parity against reference clones on identical noise."),
+    "replay": ("esverify.replay.cli", "replay", "Verify a checkpoint from its base weights and its logged seeds and coefficients."),
 }
 
 

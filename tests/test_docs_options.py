@@ -1,6 +1,6 @@
 """Every command-line option is documented in its guide, and an options table names each option once
 (a newcomer reads the table, not the source): parity -> docs/parity.md, audit -> docs/audit.md,
-goldens check/generate -> docs/goldens.md."""
+goldens check/generate -> docs/goldens.md, replay -> docs/replay.md."""
 from __future__ import annotations
 
 import re
@@ -35,7 +35,7 @@ def table_options(text: str) -> list[str]:
 
 @pytest.mark.parametrize("path, doc", [(("parity",), "parity.md"), (("audit",), "audit.md"),
                                        (("goldens", "check"), "goldens.md"),
-                                       (("goldens", "generate"), "goldens.md")])
+                                       (("goldens", "generate"), "goldens.md"), (("replay",), "replay.md")])
 def test_every_option_is_in_its_guide(path, doc):
     text = (ROOT / "docs" / doc).read_text()
     missing = [o for o in _options(_command(*path)) if not re.search(re.escape(o) + r"(?![a-z0-9-])", text)]
@@ -47,6 +47,12 @@ def test_the_parity_options_table_names_every_option_once():
     assert sorted(o for o in set(named) if named.count(o) > 1) == []
     assert sorted(set(_options(_command("parity"))) - set(named)) == []
     assert sorted(set(named) - set(_options(_command("parity")))) == []
+
+
+def test_the_replay_options_table_names_every_option_once():
+    named = table_options((ROOT / "docs" / "replay.md").read_text())
+    assert sorted(o for o in set(named) if named.count(o) > 1) == []
+    assert sorted(set(named) ^ set(_options(_command("replay")))) == []
 
 
 def test_the_table_reader_sees_duplicates_and_shared_rows():

@@ -222,3 +222,26 @@ def test_large_tensors_invariant_to_threads_and_chunks(profile):
     for other in results[1:]:
         for k, (a, b) in enumerate(zip(results[0], other)):
             assert_bitwise(b, a, f"tensor {k}")
+
+
+@settings(max_examples=examples(30))
+@given(st.integers(0, 2**32 - 1), st.integers(-140, 120), st.integers(-30, 30))
+def test_fma32_numba_path_equals_torch_path(data_seed, shift, kshift):
+    """The numba fma32 (CPU f32) is bitwise the torch-ops fma32 it replaces, zeros, subnormals, overflow
+    to inf, inf and NaN inputs included (the replay and es-awd f32 updates run on it)."""
+    from esverify.es import cpu_kernels
+    from esverify.es.numerics import fma32_torch
+    if not cpu_kernels.ENABLED:
+        pytest.skip("numba is not installed")
+    rng = np.random.default_rng(data_seed)
+    with np.errstate(over="ignore"):
+        x = (rng.standard_normal(517) * 2.0 ** shift).astype(np.float32)
+        y = (rng.standard_normal(517) * 2.0 ** (shift // 2)).astype(np.float32)
+    x[:8] = [0.0, -0.0, np.inf, -np.inf, np.nan, 2.0 ** -149, -(2.0 ** -149), 3.4e38]
+    y[:8] = [-0.0, 0.0, 1.0, np.inf, 1.0, 2.0 ** -149, 2.0 ** -24, 3.4e38]
+    k = float(np.float32(rng.standard_normal() * 2.0 ** kshift))
+    tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+    got = fma32(tx, ty, k)
+    assert got.dtype == torch.float32
+    assert torch.equal(got.view(torch.int32), fma32_torch(tx, ty, k).view(torch.int32))
+    assert torch.equal(fma32(tx[3], ty[3], k).view(torch.int32), fma32_torch(tx[3], ty[3], k).view(torch.int32))

@@ -44,6 +44,28 @@ if numba is not None:
             step = acc[i] * scale               # rd32(acc * rd32(alpha / N))
             out[i] = theta[i] + step            # rd32(theta + step)
 
+    @numba.njit(cache=True, nogil=True)
+    def _fma32(x, y, k, out):
+        # the lines of esverify.es.numerics.fma32_torch: the exact product in f64, TwoSum, then round
+        # to odd (an inexact sum gets its last f64 bit forced to 1) before the one rounding to f32.
+        # Three plain loops over one f64 buffer: the first two vectorise, the bit fix-up is rare.
+        n = x.size
+        s = np.empty(n, dtype=np.float64)
+        err = np.empty(n, dtype=np.float64)
+        for i in range(n):
+            xd = np.float64(x[i])
+            p = np.float64(y[i]) * k
+            t = xd + p
+            bb = t - xd
+            s[i] = t
+            err[i] = (xd - (t - bb)) + (p - bb)
+        raw = s.view(np.int64)
+        for i in range(n):
+            if err[i] != 0 and (raw[i] & 1) == 0 and np.isfinite(s[i]):
+                raw[i] += 1 if (err[i] > 0) == (s[i] > 0) else -1
+        for i in range(n):
+            out[i] = np.float32(s[i])
+
 ENABLED = numba is not None
 
 
@@ -74,3 +96,13 @@ def accumulate(acc, eps, c32: float) -> None:
 def apply(theta, acc, scale32: float, out) -> None:
     """out <- rd32(theta + rd32(acc * scale32)); contiguous CPU f32 tensors of one count, out may be theta."""
     _apply(_np(theta), _np(acc), np.float32(scale32), _np(out))
+
+
+def fma32(x, y, k: float, out) -> None:
+    """out <- rd32(x + y*k) with one rounding (esverify.es.numerics.fma32, bit for bit).
+
+    x, y, out: contiguous CPU f32 tensors of one element count (check with `usable`); k: a Python
+    float holding an exact f32 value. Why: the torch form of the same lines opens a dozen
+    elementwise f64 passes and was 85% of an es-awd f32 replay (benchmarks/bench_replay.py).
+    """
+    _fma32(_np(x), _np(y), float(k), _np(out))

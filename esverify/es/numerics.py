@@ -72,6 +72,16 @@ def fma32(x32: torch.Tensor, y32: torch.Tensor, k: float) -> torch.Tensor:
     correctly rounded result (53 >= 24 + 2). Signs of exact zeros follow
     IEEE addition, as fma does.
     """
+    from . import cpu_kernels   # the same lines in numba for CPU f32 (tests/test_es_kernels.py proves them equal)
+    if x32.shape == y32.shape and cpu_kernels.usable(x32, y32):
+        out = torch.empty(x32.shape, dtype=torch.float32)
+        cpu_kernels.fma32(x32.reshape(-1), y32.reshape(-1), k, out.view(-1))
+        return out
+    return fma32_torch(x32, y32, k)
+
+
+def fma32_torch(x32: torch.Tensor, y32: torch.Tensor, k: float) -> torch.Tensor:
+    """fma32 in torch ops on any device (the specification of the numba path `fma32` takes on CPU)."""
     x = x32.to(torch.float64)
     p = y32.to(torch.float64) * k
     s = x + p

@@ -115,8 +115,11 @@ class Trainer:
     TorchNoise: correlated scheme only, bitwise only on the same device
     type and torch version, whole-tensor draws); torch_seed: with
     noise="torch", a callable mapping the u64 member seed to the torch seed
-    (default: the u64 itself). Raises TypeError/ValueError naming the
-    offending parameter.
+    (default: the u64 itself). run_log: None, or a folder where the
+    trainer writes its run log after every update, in es-awd's schema, so
+    that `esverify replay` can rebuild the weights (esverify.es.runlog,
+    docs/replay.md §2). Raises TypeError/ValueError naming the offending
+    parameter.
 
     Attributes: slots (list of (name, tensor) pairs; the tensors are
     detached views sharing the caller's storage), config, profile (the
@@ -125,7 +128,7 @@ class Trainer:
     """
 
     def __init__(self, params, config: Config | None = None, *, backend: str | None = None,
-                 noise: str = "contract", torch_seed=None):
+                 noise: str = "contract", torch_seed=None, run_log=None):
         config = Config() if config is None else config
         if not isinstance(config, Config):
             raise TypeError(f"config must be an esverify.es.Config, got {type(config).__name__}")
@@ -142,6 +145,11 @@ class Trainer:
         self._anchor = None
         if config.decay_on:
             self.capture_anchor()
+        self._evaluated = []   # members restored by regeneration since the last update (their residue stays)
+        self._run_log = None
+        if run_log is not None:
+            from .runlog import RunLog
+            self._run_log = RunLog(run_log, self)
 
     # -- layout and seeds -------------------------------------------------
     @property
@@ -239,6 +247,7 @@ class Trainer:
                     t.copy_(saved)
         else:
             self._apply_noise(member, restore=True)
+            self._evaluated.append(member)
         self._active = None
 
     def _take_snapshot(self) -> None:
@@ -367,11 +376,23 @@ class Trainer:
                     if decay_step is not None:
                         flat[start:end].copy_(decay_chunk(flat[start:end], anchor[start:end], cfg.anchor_decay,
                                                           decay_step))
+        if self._run_log is not None:
+            self._log_iteration(terms)
+        self._evaluated = []
         stats.update(iteration=self.iteration, terms=np.array([c for _, c in terms], dtype=np.float64),
                      profile=self.profile.name, profile_version=self.profile.version, rules=rules,
                      rule=rules[0] if len(set(rules)) == 1 else ("mixed" if rules else "none"))
         self.iteration += 1
         return stats
+
+    def _log_iteration(self, terms) -> None:
+        """The run log's record of the update just applied (esverify.es.runlog, docs/replay.md §2)."""
+        def seed(member):
+            s = self.member_seed(member)
+            return self.noise.seed_for(s) if self.noise.kind == "torch" else s
+        evaluated = [(_noise.noise_member(m, self.config.antithetic) // (2 if self.config.antithetic else 1),
+                      _noise.sign_of(m, self.config.antithetic)) for m in self._evaluated]
+        self._run_log.iteration(self.iteration, [seed(m) for m, _ in terms], [c for _, c in terms], evaluated)
 
     def step(self, evaluate) -> dict:
         """One iteration: perturb, evaluate, restore every member, then update.

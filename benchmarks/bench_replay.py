@@ -1,0 +1,147 @@
+"""Throughput of `esverify replay` against the noise-generation rate (docs/replay.md §9).
+
+A replay regenerates the noise of every member of every iteration, so its
+ceiling is the rate at which the contract's poly32 generator writes f32
+noise. This benchmark builds a synthetic run log (contract noise, profile
+--profile, population --population, engine residue of --engines engines,
+--iterations iterations) on one f32 tensor of --elements elements, then
+measures, in the same run:
+
+- the generation rate: `esverify.rng.gaussian_into` on one thread (one
+  worker's share), median of --repeats fills of one unit's size;
+- the replay rate per worker: member-elements (elements x seeds x
+  iterations) per second of `run_unit` over all units on a warm spawn
+  pool of 1 worker, then of 2 workers (the 1 -> 2 scaling), against an expected checkpoint that is the
+  replay's own result (a genuine checkpoint);
+- the ratio of the two, and the hours a paper-scale replay (7B x 30 x
+  500 member-elements) would take on N workers at the measured rate.
+
+Never asserted; printed. Run:
+
+    python benchmarks/bench_replay.py [--elements 4194304] [--iterations 2] [--workers-estimate 64]
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import statistics
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor, wait
+from pathlib import Path
+
+import click
+import numpy as np
+import torch
+
+PAPER = (7e9, 30, 500)   # parameters, members, iterations (the references' scale)
+
+
+def _warm(_):
+    import esverify.replay.kernel  # noqa: F401 - the import (torch, numba cache) is not the replay
+    return True
+
+
+def _log(folder: Path, population: int, iterations: int, engines: int, profile: str) -> None:
+    rng = np.random.default_rng(3)
+    (folder / "iteration_updates").mkdir(parents=True)
+    (folder / "args.json").write_text(json.dumps({
+        "alpha": 0.0005, "sigma": 0.001, "population_size": population, "num_engines": engines,
+        "num_iterations": iterations,
+        "esverify": {"format": "esverify.es.runlog/1", "profile": profile, "noise": "contract",
+                     "mapping": "poly32", "scheme": "correlated", "slots": ["w"], "first_iteration": 0}}))
+    for i in range(iterations):
+        seeds = [int(s) for s in rng.integers(0, 2 ** 62, size=population)]
+        (folder / "iteration_updates" / f"iteration_{i:06d}.json").write_text(json.dumps({
+            "iteration": i, "seeds": seeds, "update_coefficients": rng.standard_normal(population).tolist(),
+            "evaluated_on_saved": [[k, 1] for k in range(0, population, engines)]}))
+
+
+def _job_and_units(folder: Path, elements: int, shard: int):
+    from safetensors.torch import save_file
+
+    from esverify.replay.kernel import Job
+    from esverify.replay.log import read_log
+    from esverify.replay.units import plan_units
+    from esverify.replay.weights import open_weights
+    save_file({"w": torch.randn(elements)}, folder / "base.safetensors")
+    log = read_log(folder)
+    job = Job(base=str(folder / "base.safetensors"), expect=str(folder / "base.safetensors"), profile=log.profile,
+              noise="contract", mapping="poly32", scheme="correlated", slots=("w",), sigma=log.sigma,
+              alpha=log.alpha, population=log.population, decay="none", lam=0.0,
+              iterations=tuple((it.seeds, it.coeffs, tuple(log.evaluated(it))) for it in log.iterations))
+    units = plan_units([("w", (elements,), torch.float32)], "contract", shard)
+    # the expected checkpoint is the replay's own result, so that the timed runs compare as a genuine
+    # checkpoint does (few or no differing elements), not the worst case of every element differing
+    from dataclasses import replace
+
+    from esverify.replay.kernel import replay_elements
+    w = open_weights(folder / "base.safetensors")
+    with torch.no_grad():
+        got = torch.cat([replay_elements(job, u, w.read("w", u.start, u.end))[0] for u in units])
+    save_file({"w": got}, folder / "expect.safetensors")
+    return replace(job, expect=str(folder / "expect.safetensors")), units
+
+
+def _generation_rate(n: int, repeats: int) -> float:
+    from esverify import rng
+    from esverify.rng import numba_backend
+    numba_backend.set_threads(1)
+    out = np.empty(n, dtype=np.float32)
+    rng.gaussian_into(out, 12345, 0, "poly32")
+    times = []
+    for k in range(repeats):
+        t0 = time.perf_counter()
+        rng.gaussian_into(out, 12345 + k, 0, "poly32")
+        times.append(time.perf_counter() - t0)
+    return n / statistics.median(times)
+
+
+def _replay_seconds(job, units, workers: int) -> float:
+    from esverify.replay.kernel import run_unit
+    from esverify.replay.runners import _init_worker
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker) as pool:
+        wait([pool.submit(_warm, k) for k in range(workers)])
+        wait([pool.submit(run_unit, job, units[0])])        # numba compile/cache load in each worker
+        wait([pool.submit(run_unit, job, units[0]) for _ in range(workers - 1)])
+        t0 = time.perf_counter()
+        for f in [pool.submit(run_unit, job, unit) for unit in units]:
+            f.result()
+        return time.perf_counter() - t0
+
+
+@click.command()
+@click.option("--elements", default=1 << 22, show_default=True, help="elements of the replayed tensor")
+@click.option("--shard", default=1 << 20, show_default=True, help="elements per unit")
+@click.option("--population", default=30, show_default=True)
+@click.option("--iterations", default=2, show_default=True)
+@click.option("--engines", default=4, show_default=True, help="engine residue: every engines-th seed")
+@click.option("--profile", type=click.Choice(["es-awd", "es-at-scale"]), default="es-awd", show_default=True)
+@click.option("--repeats", default=5, show_default=True, help="timed generation fills (median)")
+@click.option("--workers-estimate", default=64, show_default=True, help="N of the paper-scale estimate")
+def main(elements, shard, population, iterations, engines, profile, repeats, workers_estimate):
+    with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
+        folder = Path(tmp)
+        _log(folder, population, iterations, engines, profile)
+        job, units = _job_and_units(folder, elements, shard)
+        gen = _generation_rate(shard, repeats)
+        work = elements * population * iterations           # member-elements (residue draws are reused)
+        one = _replay_seconds(job, units, 1)
+        two = _replay_seconds(job, units, 2)
+    rate1, rate2 = work / one, work / two
+    click.echo(f"replay benchmark: {elements} f32 elements, population {population}, {iterations} iterations, "
+               f"residue of {engines} engines, profile {profile}, {len(units)} units, torch {torch.__version__}")
+    click.echo(f"noise generation (poly32, 1 thread): {gen / 1e9:.3f} G elements/s")
+    click.echo(f"replay, 1 worker: {rate1 / 1e9:.3f} G member-elements/s per worker "
+               f"({rate1 / gen:.0%} of the generation rate; target >= 70%)")
+    click.echo(f"replay, 2 workers: {rate2 / 1e9:.3f} G member-elements/s in all, {rate2 / 2 / 1e9:.3f} per worker; "
+               f"1 -> 2 scaling {rate2 / rate1:.2f}x")
+    total = PAPER[0] * PAPER[1] * PAPER[2]
+    for n in sorted({1, 2, workers_estimate}):
+        click.echo(f"paper scale (7B x 30 x 500 = {total:.2e} member-elements) on {n} workers at the 1-worker "
+                   f"rate: {total / (rate1 * n) / 3600:.1f} h")
+
+
+if __name__ == "__main__":
+    main()

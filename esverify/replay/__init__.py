@@ -1,0 +1,26 @@
+"""esverify.replay: verify a checkpoint from its base weights and its run log (docs/replay.md).
+
+A checkpoint of an ES run is a pure function of the base weights and the
+logged (seeds, coefficients) of every iteration, given alpha, sigma, the
+population, the decay, the noise and the numerics profile. This package
+rebuilds it bit for bit, sharded into work units, and reports the first
+differing element of every tensor (docs/replay.md).
+
+Modules, one job each:
+- `log`: read and check a run log (es-awd's logging folder, or the
+  clean-room trainer's run log in the same schema);
+- `weights`: lazy reading of safetensors, torch state_dict files and
+  Hugging Face folders; atomic writing;
+- `units`: the work units (tensor, element range);
+- `kernel`: the replay of one unit (engine-residue model, naive replay);
+- `runners`: in-process, a local process pool, Ray tasks;
+- `state`: the resume state of a replay;
+- `report`: the verdict, as JSON and text.
+`replay(...)` (`esverify.replay.api`) ties them together; the click
+command is `esverify.replay.cli.replay`.
+
+Checks: ``python -m pytest -q tests/test_replay.py tests/test_replay_ray.py``.
+"""
+from .api import EXIT_BIT_EQUAL, EXIT_DIFFERS, EXIT_SETUP, ReplayError, replay
+
+__all__ = ["replay", "ReplayError", "EXIT_BIT_EQUAL", "EXIT_DIFFERS", "EXIT_SETUP"]

@@ -1,0 +1,240 @@
+"""`replay(...)`: rebuild a checkpoint from its base weights and run log, and judge it (docs/replay.md).
+
+Steps: read and check the log (esverify.replay.log), open both
+checkpoints lazily and check they hold the same tensors and shapes
+(esverify.replay.weights), plan the work units (units), skip the units a
+previous run of the same replay verified (state), run the rest (runners:
+here, a process pool or Ray), fold the results into the report (report),
+write the report (and with `out` the reconstructed weights) atomically.
+Everything that can be checked before the work starts is checked first:
+a bad input costs no compute and writes nothing.
+
+Exit codes (docs/replay.md §7): 0 bit-equal, 1 differs, 2 usage or setup error.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+from esverify import __version__
+
+from .log import LogError, log_digest, read_log
+from .units import DEFAULT_SHARD, FLOATS, Unit, plan_units
+from .weights import WeightsError, open_weights
+
+EXIT_BIT_EQUAL, EXIT_DIFFERS, EXIT_SETUP = 0, 1, 2
+NOISES = ("native", "contract")
+
+
+class ReplayError(ValueError):
+    """A replay that cannot run (bad log, weights, options or state); one message naming the file. Exit 2."""
+
+
+def _fingerprint(paths: list, parts: dict) -> str:
+    h = hashlib.sha256(json.dumps(parts, sort_keys=True).encode())
+    for path in paths:   # size and mtime, not contents: hashing 14 GB of weights would cost a replay's worth
+        st = os.stat(path)
+        h.update(f"{Path(path).resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    return h.hexdigest()
+
+
+def _weight_files(path: str) -> list:
+    p = Path(path)
+    return sorted(str(q) for q in p.iterdir() if q.is_file()) if p.is_dir() else [str(p)]
+
+
+def _notes(log, profile: str, noise: str, device: str, batching: str) -> list[str]:
+    notes = []
+    if log.source == "es-awd":
+        notes.append(f"the saved weights depend on num_engines (here {log.num_engines}): the engine whose weights "
+                     f"are saved also perturbed and restored the members it evaluated (the first of every "
+                     f"batch of {log.num_engines}, batching {batching!r}), and (x + s) - s is not always x; the "
+                     f"same seeds and coefficients on another number of engines give other weights")
+    if noise == "native":
+        notes.append(f"native noise is torch's own generator on device type {device!r}: a run trained on a GPU "
+                     f"replays bit for bit only on a CUDA device (CPU and CUDA generators give different numbers, "
+                     f"and torch's CUDA normal kernel can depend on the launch configuration): use the same GPU "
+                     f"model and torch version")
+        if log.caching:
+            notes.append("caching was on: it reuses the noise of equal-shape tensors, which torch's generator, "
+                         "re-seeded per tensor, gives identically anyway; it changes no bit")
+    notes.append(f"numerics profile {profile!r} (docs/numerics.md §3); a replay with another profile than the "
+                 f"run's reports differences that are not tampering")
+    return notes
+
+
+def _check_tensors(base, expect, base_path: str, expect_path: str):
+    """(name, shape, dtype) of the expected checkpoint, after checking base holds the same tensors and shapes."""
+    tensors = []
+    base_names = set(base.names())
+    for name in expect.names():
+        shape, dtype = expect.info(name)
+        if name not in base_names:
+            raise ReplayError(f"{base_path}: has no tensor {name!r}, which {expect_path} has")
+        bshape, bdtype = base.info(name)
+        if tuple(bshape) != tuple(shape):
+            raise ReplayError(f"{expect_path}: tensor {name} has shape {tuple(shape)}, the base {base_path} has "
+                              f"{tuple(bshape)} (a checkpoint of another model?)")
+        if (bdtype in FLOATS) != (dtype in FLOATS):
+            raise ReplayError(f"{expect_path}: tensor {name} is {dtype}, the base has {bdtype}")
+        tensors.append((name, tuple(shape), dtype))
+    extra = sorted(base_names - {n for n, _, _ in tensors})
+    if extra:
+        raise ReplayError(f"{expect_path}: has no tensor {extra[0]!r}, which the base {base_path} has")
+    return tensors
+
+
+def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=None, ray=None, state_dir=None,
+           shard_elements=None, device="cpu", report_path=None, progress=None, after_unit=None,
+           batching="members"):
+    """Replay the run logged in `log` on `base` and compare with `expect` (docs/replay.md).
+
+    base, expect: checkpoint paths (safetensors, torch state_dict,
+    Hugging Face folder); log: the run's logging folder; out: optional path
+    for the reconstructed weights (.safetensors or torch); profile, noise:
+    override what the log implies (es-awd logs: "es-awd", "native");
+    workers: local processes (None: the number of cores); ray: None, or a
+    Ray address ("auto") to run the units as Ray tasks; state_dir: the
+    resume folder (None: ./esverify-replay-<fingerprint>); shard_elements:
+    elements per unit under contract noise; device: the run's device type;
+    report_path: optional extra copy of report.json; progress: None (a bar
+    when stderr is a terminal), True or False; after_unit: a callable run
+    after each unit is recorded (tests use it to interrupt); batching:
+    how es-awd handed members to engines, "members" or "passes"
+    (docs/replay.md §3; RunLog.evaluated).
+    Returns (report dict, exit code 0 or 1). Raises ReplayError (exit 2)
+    for every usage or setup error, before any work.
+    """
+    from esverify.es.profiles import get_profile
+    from esverify.report import write_atomic
+
+    from . import kernel, runners
+    from .report import build_report, render_text
+    from .state import State, StateError
+    try:
+        run_log = read_log(log)
+    except LogError as exc:
+        raise ReplayError(f"--log {log}: {exc}") from None
+    profile = profile or run_log.profile or "es-awd"
+    try:
+        get_profile(profile)
+    except ValueError as exc:
+        raise ReplayError(f"--profile: {exc}") from None
+    noise = noise or {"torch": "native", "contract": "contract"}.get(run_log.noise or "", "native")
+    if noise not in NOISES:
+        raise ReplayError(f"--noise: unknown value {noise!r}; known: {NOISES}")
+    if batching not in ("members", "passes"):
+        raise ReplayError(f"--batching: unknown value {batching!r}; known: ('members', 'passes')")
+    if device not in ("cpu", "cuda"):
+        raise ReplayError(f"--device: {device!r} is not cpu or cuda")
+    shard = DEFAULT_SHARD if shard_elements is None else shard_elements
+    if isinstance(shard, bool) or not isinstance(shard, int) or shard < 1:
+        raise ReplayError(f"--shard-elements must be an integer >= 1, got {shard!r}")
+    workers = workers or os.cpu_count() or 1
+    if workers < 1:
+        raise ReplayError(f"--workers must be >= 1, got {workers}")
+    try:
+        base_w, expect_w = open_weights(base), open_weights(expect)
+        tensors = _check_tensors(base_w, expect_w, str(base), str(expect))
+    except WeightsError as exc:
+        raise ReplayError(str(exc)) from None
+    slots = run_log.slots if run_log.slots is not None else tuple(n for n, _, d in tensors if d in FLOATS)
+    missing = [s for s in slots if s not in {n for n, _, _ in tensors}]
+    if missing:
+        raise ReplayError(f"{expect}: has no tensor {missing[0]!r}, which the log's slot list names")
+    if noise == "contract" and run_log.scheme not in ("correlated", "iid"):
+        raise ReplayError(f"--log {log}: args.json: unknown noise scheme {run_log.scheme!r}")
+    units = plan_units(tensors, noise, shard)
+    if run_log.slots is not None:   # a trainer log: tensors it did not register were never changed
+        units = [Unit(u.index, u.name, u.start, u.end, u.numel, u.shape, u.dtype,
+                      u.kind if u.name in slots else "static") for u in units]
+    iterations = tuple((it.seeds, it.coeffs, tuple(run_log.evaluated(it, batching))) for it in run_log.iterations)
+    parts = {"version": __version__, "log": log_digest(log), "profile": profile, "noise": noise, "shard": shard,
+             "device": device, "batching": batching if run_log.source == "es-awd" else None}
+    fingerprint = _fingerprint(_weight_files(base) + _weight_files(expect), parts)
+    state_dir = Path(state_dir) if state_dir else Path.cwd() / f"esverify-replay-{fingerprint[:12]}"
+    from esverify.outputs import OutputError, check_file
+    try:
+        for path, option in ((out, "--out"), (report_path, "--report")):
+            if path is not None:
+                check_file(path, option)
+    except OutputError as exc:
+        raise ReplayError(str(exc)) from None
+    try:
+        state = State(state_dir, fingerprint)
+    except StateError as exc:
+        raise ReplayError(str(exc)) from None
+    job = kernel.Job(base=str(base), expect=str(expect), profile=profile, noise=noise, mapping=run_log.mapping,
+                     scheme=run_log.scheme, slots=tuple(slots), sigma=run_log.sigma, alpha=run_log.alpha,
+                     population=run_log.population, decay=run_log.decay, lam=run_log.lam, iterations=iterations,
+                     device=device, pieces=str(state.pieces) if out is not None else None)
+    results = state.done(need_pieces=out is not None)
+    results = {k: v for k, v in results.items() if k < len(units)}
+    resumed = len(results)
+    todo = [u for u in units if u.index not in results]
+    show = sys.stderr.isatty() if progress is None else progress
+    from tqdm import tqdm
+    bar = tqdm(total=len(units), initial=resumed, unit="unit", disable=not show, file=sys.stderr,
+               desc="replay")
+
+    def on_result(result):
+        state.record(result)
+        results[result["unit"]] = result
+        bar.update(1)
+        if after_unit is not None:
+            after_unit(result)
+    try:
+        if ray is not None:
+            runners.run_ray(job, todo, None if ray == "" else ray, on_result)
+        else:
+            runners.run_local(job, todo, workers, on_result)
+    except runners.RunnerError as exc:
+        raise ReplayError(str(exc)) from None
+    except WeightsError as exc:
+        raise ReplayError(str(exc)) from None
+    finally:
+        bar.close()
+    context = {"esverify_version": __version__, "base": str(base), "expect": str(expect), "log": str(log),
+               "units": len(units), "resumed_units": resumed, "state_dir": str(state_dir),
+               "runner": f"ray {ray}" if ray is not None else f"pool of {min(workers, max(len(todo), 1))}",
+               "model": {"source": run_log.source, "profile": profile, "noise": noise, "device": device,
+                         "iterations": len(run_log.iterations), "num_engines": run_log.num_engines,
+                         "sigma": run_log.sigma, "alpha": run_log.alpha, "population_size": run_log.population,
+                         "mirror_sampling": run_log.mirror, "caching": run_log.caching,
+                         "weight_decay_type": run_log.decay, "weight_decay_lambda": run_log.lam,
+                         "precision": run_log.precision,
+                         "residue": "logged per iteration" if run_log.source == "esverify" else
+                         f"engine 0 of {run_log.num_engines}, batching {batching}"},
+               "notes": _notes(run_log, profile, noise, device, batching)}
+    report = build_report(units, results, context)
+    seeds = len(run_log.iterations[0].seeds) if run_log.iterations else 0
+    if report["verdict"] == "differs" and run_log.source == "es-awd" and seeds % run_log.num_engines:
+        other = "passes" if batching == "members" else "members"
+        report["notes"].append(f"{seeds} seeds per iteration are not a multiple of num_engines "
+                               f"({run_log.num_engines}): the two ways members can be handed to engines differ "
+                               f"here; try --batching {other} (docs/replay.md §3)")
+    if out is not None:
+        _write_out(out, units, state, tensors)
+        report["out"] = str(out)
+    text = json.dumps(report, indent=1) + "\n"
+    write_atomic(state_dir / "report.json", text)
+    if report_path is not None:
+        write_atomic(report_path, text)
+    report["text"] = render_text(report)
+    return report, EXIT_BIT_EQUAL if report["verdict"] == "bit-equal" else EXIT_DIFFERS
+
+
+def _write_out(out, units, state, tensors) -> None:
+    """Assemble the reconstructed weights from the unit pieces and write them to `out` atomically."""
+    import torch
+
+    from .weights import open_weights as _open
+    from .weights import save_weights
+    shapes = {name: shape for name, shape, _ in tensors}
+    pieces = {}
+    for unit in units:
+        pieces.setdefault(unit.name, []).append(_open(state.piece(unit.index)).read("values"))
+    save_weights(out, {name: torch.cat(parts).reshape(shapes[name]) for name, parts in pieces.items()})

@@ -1,0 +1,49 @@
+"""`esverify replay`: verify a checkpoint from its base weights and its run log (docs/replay.md).
+
+Exit codes: 0 the checkpoint is bit-equal to the replay, 1 it differs
+(the report names the first differing element of every tensor), 2 a
+usage or setup error (bad log, weights, options; nothing was computed).
+"""
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.command("replay")
+@click.option("--base", required=True, type=click.Path(exists=True), help="Base weights: safetensors, torch state_dict or Hugging Face folder.")
+@click.option("--log", "log_dir", required=True, type=click.Path(exists=True, file_okay=False), help="The run's logging folder (args.json, iteration_updates/).")
+@click.option("--expect", required=True, type=click.Path(exists=True), help="The checkpoint to verify (same formats as --base).")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Also write the reconstructed weights here (.safetensors, else torch).")
+@click.option("--profile", type=click.Choice(["es-awd", "es-at-scale"]), default=None, help="Numerics profile (default: from the log; es-awd logs: es-awd).")
+@click.option("--noise", type=click.Choice(["native", "contract"]), default=None, help="native: torch's generator; contract: esverify's (default: from the log).")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Local worker processes (default: the number of cores).")
+@click.option("--ray", "ray_address", default=None, metavar="ADDRESS|auto", help="Run the work units as Ray tasks on this cluster.")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None, help="Resume state and report.json (default: ./esverify-replay-<fingerprint>).")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Also write report.json here.")
+@click.option("--shard-elements", type=click.IntRange(min=1), default=None, help="Elements per work unit under contract noise (default 16777216).")
+@click.option("--batching", type=click.Choice(["members", "passes"]), default="members", show_default=True, help="es-awd logs: how members were handed to engines (docs/replay.md §3).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", help="Device type the run used (native noise and rounding rule follow it).")
+def replay(base, log_dir, expect, out, profile, noise, workers, ray_address, state_dir, report_path,
+           shard_elements, batching, device):
+    """Rebuild CKPT from BASE and the logged seeds and coefficients, bit for bit, and say where it differs.
+
+    Exit 0: bit-equal; 1: differs; 2: usage or setup error (docs/replay.md).
+    """
+    from .api import ReplayError
+    from .api import replay as run
+    try:
+        report, code = run(base, log_dir, expect, out=out, profile=profile, noise=noise, workers=workers,
+                           ray=ray_address, state_dir=state_dir, shard_elements=shard_elements, device=device,
+                           report_path=report_path, batching=batching)
+    except ReplayError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("interrupted: the units verified so far are kept; run the same command again to continue",
+                   err=True)
+        sys.exit(130)
+    click.echo(report["text"])
+    click.echo(f"report: {report['state_dir']}/report.json", err=True)
+    sys.exit(code)

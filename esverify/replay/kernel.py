@@ -1,0 +1,256 @@
+"""The replay of one work unit (docs/replay.md §3, §5).
+
+Per iteration, on the unit's elements of the saved weights:
+
+1. the engine residue: every (seed, sign) the saved weights' engine
+   evaluated is perturbed with s = sign * sigma and restored with -s, in
+   the logged order (`(x + s) - s` is not always `x`, so this changes bits);
+2. the update: acc = sum over seeds of coefficient * noise (the profile's
+   accumulator), theta <- theta + (alpha / population) * acc;
+3. the anchored decay toward the base weights, when the log has it on.
+
+The naive replay (updates and decay only, step 2-3) runs alongside on the
+same noise, so the report can show what the residue changes. All
+roundings are the numerics profile's (docs/numerics.md §3, §5): the same
+kernels the clean-room trainer uses. Noise: `native` is torch's own
+generator exactly as es-awd draws it (per tensor a new torch.Generator
+seeded with the member seed, torch.randn of the tensor's shape and dtype),
+`contract` the contract's counter-based stream (docs/CONTRACT.md §4).
+Every operation is elementwise, so the bits do not depend on the unit or
+chunk boundaries (docs/replay.md §5).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from esverify import bits
+from esverify.es.decay import decay_chunk
+from esverify.es.numerics import DEFAULT_CHUNK
+from esverify.es.profiles import get_profile
+
+from .units import Unit
+from .weights import open_weights
+
+#: noise elements an iteration may keep so that a residue seed's draw is reused by the update
+CACHE_ELEMENTS = 1 << 25
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything a worker needs to replay any unit (picklable; docs/replay.md §5).
+
+    base, expect: checkpoint paths (read by the worker itself: on Ray they
+    must be readable from every node); profile: "es-awd" or "es-at-scale";
+    noise: "native" | "contract"; mapping, scheme: the contract noise's;
+    slots: tensor names in slot order (the contract's stream seeds depend on
+    the slot under the iid scheme); sigma, alpha (f64), population (the
+    divisor N); decay ("none" | "l1" | "l2"), lam; iterations: per
+    iteration (seeds, coeffs, evaluated (seed index, sign) pairs); device:
+    "cpu" or "cuda" (the run's device type); chunk: elements per kernel
+    call (never changes a bit); pieces: None, or a folder where each
+    unit's reconstructed elements are saved (for --out).
+    """
+
+    base: str
+    expect: str
+    profile: str
+    noise: str
+    mapping: str
+    scheme: str
+    slots: tuple
+    sigma: float
+    alpha: float
+    population: int
+    decay: str
+    lam: float
+    iterations: tuple
+    device: str = "cpu"
+    chunk: int = DEFAULT_CHUNK
+    pieces: str | None = None
+
+    @property
+    def decay_on(self) -> bool:
+        return self.decay != "none" and self.lam > 0
+
+
+_OPEN: dict = {}
+
+
+def _weights(path: str):
+    """One lazy reader per file and process: a pool worker replays many units of the same files."""
+    if path not in _OPEN:
+        _OPEN[path] = open_weights(path)
+    return _OPEN[path]
+
+
+def native_noise(seed: int, shape: tuple, dtype: torch.dtype, device: str) -> torch.Tensor:
+    """es-awd's noise of one tensor: a new torch.Generator on `device` seeded `seed`, randn(shape, dtype).
+
+    Returns it flat and widened to f32 (exact); the profile rounds it back to dtype.
+    """
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    return torch.randn(shape, dtype=dtype, device=device, generator=generator).reshape(-1).to(torch.float32)
+
+
+def _contract_draw(job: Job, slot: int):
+    from esverify.es.noise import NoiseSource
+    from esverify.rng import stream_seed
+    source = NoiseSource(job.mapping)
+
+    def draw(seed, first, n):
+        return source.draw(stream_seed(seed, slot, job.scheme), first, n, torch.device(job.device))
+    return draw
+
+
+def _subs(n: int, chunk: int):
+    return [(s, min(n, s + chunk)) for s in range(0, n, chunk)] or [(0, 0)]
+
+
+def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: int, numel: int):
+    """Run every iteration on one window (1-D views theta, naive, anchor of elements [first, first+len))."""
+    n, dt = theta.numel(), theta.dtype
+    subs = _subs(n, job.chunk)
+    scale = job.alpha / job.population
+    step = job.alpha * job.lam if job.decay_on else None
+    for seeds, coeffs, evaluated in job.iterations:
+        keep = n * len({k for k, _ in evaluated}) <= CACHE_ELEMENTS
+        cache = {}
+
+        def eps(k):
+            if k in cache:
+                return cache[k]
+            e = eps_of(seeds[k])
+            if keep:
+                cache[k] = e
+            return e
+        for k, sign in evaluated:                 # the engine residue (docs/replay.md §3)
+            e = eps(k)
+            for s in (sign * job.sigma, -sign * job.sigma):
+                for a, b in subs:
+                    prof.perturb(theta[a:b], e[a:b], s, rule, first + a, numel, theta[a:b])
+        acc = prof.new_acc(n, dt, theta.device)   # shared by both replays: it does not depend on theta
+        for k, c in enumerate(coeffs):
+            e = eps(k)
+            for a, b in subs:
+                part = acc[a:b]
+                new = prof.accumulate(part, e[a:b], c, dt, rule, first + a, numel)
+                if new is not part:
+                    part.copy_(new)
+        cache.clear()
+        for target in (theta, naive):
+            for a, b in subs:
+                prof.apply(target[a:b], acc[a:b], scale, rule, first + a, numel, target[a:b])
+                if step is not None:
+                    target[a:b].copy_(decay_chunk(target[a:b], anchor[a:b], job.decay, step))
+
+
+def replay_elements(job: Job, unit: Unit, base: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(replayed, naive) elements [unit.start, unit.end) of tensor unit.name from its base elements.
+
+    base: flat tensor of those elements in the run's dtype on job.device.
+    Native noise needs a whole-tensor unit (ValueError otherwise).
+    """
+    prof = get_profile(job.profile)
+    rule = prof.rule_for(torch.device(job.device))
+    theta, naive = base.clone(), base.clone()
+    anchor = base if job.decay_on else None
+    n = unit.end - unit.start
+    if job.noise == "native":
+        if (unit.start, unit.end) != (0, unit.numel):
+            raise ValueError(f"unit {unit.index} ({unit.name}): native noise replays whole tensors only")
+        dtype = base.dtype
+        _replay_window(job, prof, rule, theta, naive, anchor,
+                       lambda seed: native_noise(seed, unit.shape, dtype, job.device), 0, unit.numel)
+        return theta, naive
+    slot = job.slots.index(unit.name) if unit.name in job.slots else None
+    if slot is None and job.scheme == "iid":
+        raise ValueError(f"tensor {unit.name}: not in the log's slot list; iid noise needs its slot")
+    draw = _contract_draw(job, slot or 0)
+    for a, b in _subs(n, job.chunk):
+        first = unit.start + a
+        _replay_window(job, prof, rule, theta[a:b], naive[a:b], None if anchor is None else anchor[a:b],
+                       lambda seed: draw(seed, first, b - a), first, unit.numel)
+    return theta, naive
+
+
+def _describe(values: torch.Tensor, i: int) -> str:
+    try:
+        raw, fmt = bits.array_bits(values[i:i + 1])
+        return bits.describe(int(raw[0]), fmt)
+    except TypeError:
+        return repr(values[i].item())
+
+
+def compare(got: torch.Tensor, expected: torch.Tensor, start: int) -> dict:
+    """Bitwise comparison of two flat tensors of one dtype (docs/numerics.md §7).
+
+    Returns {"mismatches": count, "first": None or {"index" (flat, in the
+    whole tensor), "expected", "got" (hex and value), "ulp" (None for
+    NaN/inf or non-float)}, "max_ulp": largest finite distance or None}.
+    """
+    got, expected = got.detach().cpu(), expected.detach().cpu()
+    try:
+        gb, fmt = bits.array_bits(got)
+        eb, _ = bits.array_bits(expected)
+    except TypeError:   # integer/bool buffers without a bit format: value equality
+        diff = np.flatnonzero((got != expected).numpy())
+        first = None if not diff.size else {"index": start + int(diff[0]), "expected": _describe(expected, diff[0]),
+                                            "got": _describe(got, diff[0]), "ulp": None}
+        return {"mismatches": int(diff.size), "first": first, "max_ulp": None}
+    diff = np.flatnonzero(gb != eb)
+    if not diff.size:
+        return {"mismatches": 0, "first": None, "max_ulp": None}
+    dist, finite = _distances(gb[diff], eb[diff], fmt)
+    i = int(diff[0])
+    first = {"index": start + i, "expected": bits.describe(int(eb[i]), fmt), "got": bits.describe(int(gb[i]), fmt),
+             "ulp": None if dist[0] is None else int(dist[0])}
+    return {"mismatches": int(diff.size), "first": first, "max_ulp": max(finite) if finite else None}
+
+
+def _distances(a, b, fmt: str):
+    """(ulp distance of the first pair or None, finite distances) of differing bit patterns (docs/numerics.md §7).
+
+    f32/f16/bf16 ordinals fit int64 (esverify.bits.ordinal), so the distances are computed vectorised
+    there, NaN/inf masked by their exponent bits; f64 goes through bits.ulp_distance (Python ints)."""
+    if fmt not in bits.FLOAT_FORMATS:
+        return [None], []
+    if fmt == "f64":
+        dist = bits.ulp_distance(a, b, fmt)
+        return [dist[0]], [int(d) for d in dist if d is not None]
+    width, exp, man = bits.FLOAT_FORMATS[fmt]
+    mask = ((1 << exp) - 1) << man
+    ai, bi = a.astype(np.int64), b.astype(np.int64)
+    special = ((ai & mask) == mask) | ((bi & mask) == mask)
+    dist = np.abs(bits.ordinal(ai, fmt) - bits.ordinal(bi, fmt))
+    finite = dist[~special]
+    return [None if special[0] else int(dist[0])], [int(finite.max())] if finite.size else []
+
+
+def _save_piece(job: Job, unit: Unit, values: torch.Tensor) -> None:
+    from .weights import save_weights
+    save_weights(os.path.join(job.pieces, f"unit-{unit.index:08d}.safetensors"), {"values": values.cpu()})
+
+
+def run_unit(job: Job, unit: Unit) -> dict:
+    """Replay one unit and compare it with the expected checkpoint (docs/replay.md §5).
+
+    Returns a JSON-able dict: unit, name, start, end, replay and naive
+    (each a `compare` result). Raises WeightsError for unreadable files.
+    """
+    base_w, exp_w = _weights(job.base), _weights(job.expect)
+    expected = exp_w.read(unit.name, unit.start, unit.end).to(job.device)
+    base = base_w.read(unit.name, unit.start, unit.end).to(device=job.device, dtype=expected.dtype)
+    if unit.kind == "static":
+        got = naive = base
+    else:
+        with torch.no_grad():
+            got, naive = replay_elements(job, unit, base)
+    if job.pieces is not None:
+        _save_piece(job, unit, got)
+    return {"unit": unit.index, "name": unit.name, "start": unit.start, "end": unit.end,
+            "replay": compare(got, expected, unit.start), "naive": compare(naive, expected, unit.start)}

@@ -1,0 +1,79 @@
+"""The replay verdict: per tensor, the first differing element, as JSON and text (docs/replay.md §7).
+
+`build_report(units, results, context)` folds the unit results into one
+report: per tensor the number of differing elements of the replay and of
+the naive replay (updates only), the first differing element with both
+values and its ulp distance (docs/numerics.md §7), and the largest
+finite ulp distance; the verdict is "bit-equal" only when the replay
+matches every element. `render_text(report)` is the human form.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from tabulate import tabulate
+
+REPORT_FORMAT = "esverify.replay.report/1"
+
+
+def _fold(parts: list[dict]) -> dict:
+    firsts = [p["first"] for p in parts if p["first"] is not None]
+    ulps = [p["max_ulp"] for p in parts if p["max_ulp"] is not None]
+    return {"mismatches": sum(p["mismatches"] for p in parts),
+            "first": min(firsts, key=lambda f: f["index"]) if firsts else None,
+            "max_ulp": max(ulps) if ulps else None}
+
+
+def build_report(units, results: dict, context: dict) -> dict:
+    """The report of a finished replay (JSON-able).
+
+    units: the plan (esverify.replay.units.Unit); results: unit index ->
+    kernel.run_unit result, one per unit; context: the inputs, model and
+    notes (api.replay fills it). Keys: format, verdict ("bit-equal" |
+    "differs"), elements, mismatches, naive_mismatches, tensors (one entry
+    per tensor in file order), and the context's keys.
+    """
+    per = OrderedDict()
+    for unit in units:
+        per.setdefault(unit.name, {"unit": unit, "replay": [], "naive": []})
+        per[unit.name]["replay"].append(results[unit.index]["replay"])
+        per[unit.name]["naive"].append(results[unit.index]["naive"])
+    tensors = []
+    for name, entry in per.items():
+        unit = entry["unit"]
+        replay, naive = _fold(entry["replay"]), _fold(entry["naive"])
+        tensors.append({"name": name, "shape": list(unit.shape), "dtype": unit.dtype, "elements": unit.numel,
+                        "kind": unit.kind, "units": len(entry["replay"]), "replay": replay, "naive": naive})
+    mismatches = sum(t["replay"]["mismatches"] for t in tensors)
+    report = {"format": REPORT_FORMAT, "verdict": "bit-equal" if mismatches == 0 else "differs",
+              "elements": sum(t["elements"] for t in tensors), "mismatches": mismatches,
+              "naive_mismatches": sum(t["naive"]["mismatches"] for t in tensors), "tensors": tensors}
+    report.update(context)
+    return report
+
+
+def _first(side: dict) -> str:
+    f = side["first"]
+    if f is None:
+        return ""
+    ulp = "nan/inf" if f["ulp"] is None else f"{f['ulp']} ulp"
+    return f"[{f['index']}] expected {f['expected']}, replay {f['got']} ({ulp})"
+
+
+def render_text(report: dict) -> str:
+    """A few lines for a terminal: verdict, the differing tensors, the naive comparison, the notes."""
+    lines = [f"replay of {report['log']} ({report['model']['iterations']} iterations, "
+             f"profile {report['model']['profile']}, noise {report['model']['noise']}) against {report['expect']}",
+             f"verdict: {report['verdict'].upper()}: {report['mismatches']} of {report['elements']} elements differ"]
+    bad = [t for t in report["tensors"] if t["replay"]["mismatches"]]
+    if bad:
+        rows = [[t["name"], t["dtype"], f"{t['replay']['mismatches']}/{t['elements']}", _first(t["replay"]),
+                 t["replay"]["max_ulp"]] for t in bad]
+        lines.append(tabulate(rows, headers=["tensor", "dtype", "differ", "first differing element", "max ulp"]))
+    lines.append(f"naive replay (updates only, no engine residue) would say: {report['naive_mismatches']} of "
+                 f"{report['elements']} elements differ")
+    for note in report.get("notes", []):
+        lines.append(f"note: {note}")
+    if report.get("resumed_units"):
+        lines.append(f"resumed: {report['resumed_units']} of {report['units']} units were verified by an earlier run")
+    return "\n".join(lines)

@@ -1,0 +1,169 @@
+"""Weights I/O for replay: lazy reading, atomic writing (docs/replay.md §4).
+
+`open_weights(path)` accepts a safetensors file, a torch state_dict file
+(loaded with ``weights_only=True``: tensors only, never unpickled code;
+memory-mapped when the file allows it) or a Hugging Face model folder
+(`model.safetensors`, a sharded `model.safetensors.index.json`,
+`pytorch_model.bin` or its index). Tensors are read one at a time, and
+from safetensors an element range reads only the rows that hold it, so a
+work unit costs the memory of its own range. Errors are `WeightsError`
+naming the file (and the tensor).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import torch
+
+_ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64,
+              "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+              "BOOL": torch.bool}
+_HF_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+             "pytorch_model.bin.index.json")
+
+
+class WeightsError(ValueError):
+    """Weights that cannot be read or written; the message names the file (docs/replay.md §4)."""
+
+
+class _SafetensorsFile:
+    def __init__(self, path: Path):
+        try:
+            from safetensors import safe_open
+        except ImportError:  # pragma: no cover - a dependency
+            raise WeightsError(f"{path}: reading safetensors needs the safetensors package "
+                               f"(pip install safetensors)") from None
+        try:
+            self._fh = safe_open(str(path), framework="pt", device="cpu")
+        except Exception as exc:   # safetensors raises its own error types
+            raise WeightsError(f"{path}: not a readable safetensors file ({exc})") from None
+        self.path = path
+        self._names = list(self._fh.keys())
+
+    def names(self):
+        return list(self._names)
+
+    def info(self, name):
+        sl = self._fh.get_slice(name)
+        dtype = _ST_DTYPES.get(sl.get_dtype())
+        if dtype is None:
+            raise WeightsError(f"{self.path}: tensor {name} has an unsupported dtype {sl.get_dtype()}")
+        return tuple(sl.get_shape()), dtype
+
+    def read(self, name, start=None, end=None):
+        shape, _ = self.info(name)
+        numel = math.prod(shape)
+        start, end = (0, numel) if start is None else (start, end)
+        if len(shape) == 0 or (start == 0 and end == numel):
+            return self._fh.get_tensor(name).reshape(-1).clone()
+        row = math.prod(shape[1:])        # read only the rows holding [start, end)
+        r0, r1 = start // row, -(-end // row)
+        rows = self._fh.get_slice(name)[r0:r1].reshape(-1)
+        return rows[start - r0 * row:end - r0 * row].clone()
+
+
+class _TorchFile:
+    def __init__(self, path: Path):
+        try:
+            try:
+                obj = torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError:   # an old (non-zip) file cannot be memory-mapped
+                obj = torch.load(str(path), map_location="cpu", weights_only=True)
+        except Exception as exc:   # weights_only refuses pickled code: that is the point
+            raise WeightsError(f"{path}: not a torch state_dict loadable with weights_only=True ({exc})") from None
+        if not isinstance(obj, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                                for k, v in obj.items()):
+            raise WeightsError(f"{path}: expected a state_dict (a dict of name -> tensor), got {type(obj).__name__}")
+        self.path, self._sd = path, obj
+
+    def names(self):
+        return list(self._sd)
+
+    def info(self, name):
+        t = self._sd[name]
+        return tuple(t.shape), t.dtype
+
+    def read(self, name, start=None, end=None):
+        flat = self._sd[name].reshape(-1)
+        return (flat if start is None else flat[start:end]).clone()
+
+
+class Weights:
+    """Named tensors of one checkpoint, read lazily (docs/replay.md §4).
+
+    names(): tensor names in file order; info(name) -> (shape tuple, torch
+    dtype); read(name, start=None, end=None) -> a flat CPU tensor copy of
+    elements [start, end). Raises WeightsError naming the file and tensor.
+    """
+
+    def __init__(self, path, files: dict):
+        self.path = str(path)
+        self._files = files             # name -> reader
+        self._order = list(files)
+
+    def names(self):
+        return list(self._order)
+
+    def _reader(self, name):
+        if name not in self._files:
+            raise WeightsError(f"{self.path}: has no tensor {name!r}")
+        return self._files[name]
+
+    def info(self, name):
+        return self._reader(name).info(name)
+
+    def read(self, name, start=None, end=None):
+        return self._reader(name).read(name, start, end)
+
+
+def _file(path: Path):
+    if path.suffix == ".safetensors":
+        return _SafetensorsFile(path)
+    with open(path, "rb") as fh:   # safetensors without the suffix: an 8-byte length, then a JSON header
+        head = fh.read(9)
+    if len(head) == 9 and head[8:9] == b"{":
+        return _SafetensorsFile(path)
+    return _TorchFile(path)
+
+
+def open_weights(path) -> Weights:
+    """Open a checkpoint for lazy reading (docs/replay.md §4); WeightsError naming `path` on failure."""
+    path = Path(path)
+    if not path.exists():
+        raise WeightsError(f"{path}: no such file or folder")
+    if path.is_dir():
+        found = [name for name in _HF_FILES if (path / name).is_file()]
+        if not found:
+            raise WeightsError(f"{path}: a folder without {' / '.join(_HF_FILES)} (not a Hugging Face model folder)")
+        top = path / found[0]
+        if top.name.endswith(".index.json"):
+            try:
+                weight_map = json.loads(top.read_text())["weight_map"]
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise WeightsError(f"{top}: not a shard index with a weight_map ({exc})") from None
+            readers, files = {}, {}
+            for name, shard in weight_map.items():
+                if shard not in readers:
+                    readers[shard] = _file(path / shard)
+                files[name] = readers[shard]
+            return Weights(path, files)
+        path = top
+    reader = _file(path)
+    return Weights(path, {name: reader for name in reader.names()})
+
+
+def save_weights(path, tensors: dict) -> Path:
+    """Write `tensors` (name -> tensor) to `path` atomically (docs/replay.md §4).
+
+    A `.safetensors` suffix writes safetensors, anything else a torch
+    state_dict (`torch.save`). The file appears whole or not at all.
+    """
+    from esverify.report import atomic_file
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        from safetensors.torch import save
+        data = save({k: v.contiguous() for k, v in tensors.items()})
+        return atomic_file(path, lambda fh: fh.write(data))
+    return atomic_file(path, lambda fh: torch.save(dict(tensors), fh))
