@@ -4,8 +4,8 @@
 each a `WorkerExtension` of tests/standins/es-awd/distributed_utils.py
 holding its own copy of a small parameter set; member k of the evaluated
 members (every seed at +sigma, then at -sigma) is perturbed, scored and
-restored on engine k mod E (`batching="members"`; "passes" counts k within
-each sign's pass); the update runs on
+restored on engine k mod E within each sign's pass (`batching="passes"`,
+as es-awd's loop does; "members" counts k over the whole list); the update runs on
 engine 0 (decay toward its pre-loop snapshot), then engine 0's weights are
 copied to the others (the broadcast). It writes args.json,
 iteration_updates/*.json and engine 0's final state_dict, as es-awd's loop
@@ -106,7 +106,7 @@ def _reward(model, target: float) -> float:
 
 def awd_run(folder: Path, *, dtype=torch.float32, engines=2, population=6, mirror=True, iterations=3,
             sigma=0.01, alpha=0.05, decay="none", lam=0.0, caching=False, global_seed=None,
-            standin: Path = STANDIN, batching: str = "members") -> dict:
+            standin: Path = STANDIN, batching: str = "passes") -> dict:
     """Run the es-awd-style loop; returns paths {"base", "log", "final"} (base as safetensors)."""
     from safetensors.torch import save_file
     _, worker_cls = load_standin(standin)

@@ -89,7 +89,7 @@ def _check_tensors(base, expect, base_path: str, expect_path: str):
 
 def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=None, ray=None, state_dir=None,
            shard_elements=None, device="cpu", report_path=None, progress=None, after_unit=None,
-           batching="members"):
+           batching="passes"):
     """Replay the run logged in `log` on `base` and compare with `expect` (docs/replay.md).
 
     base, expect: checkpoint paths (safetensors, torch state_dict,

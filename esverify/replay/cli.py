@@ -23,7 +23,7 @@ import click
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, help="Resume state and report.json (default: ./esverify-replay-<fingerprint>).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Also write report.json here.")
 @click.option("--shard-elements", type=click.IntRange(min=1), default=None, help="Elements per work unit under contract noise (default 16777216).")
-@click.option("--batching", type=click.Choice(["members", "passes"]), default="members", show_default=True, help="es-awd logs: how members were handed to engines (docs/replay.md §3).")
+@click.option("--batching", type=click.Choice(["members", "passes"]), default="passes", show_default=True, help="es-awd logs: how members were handed to engines (docs/replay.md §3).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", help="Device type the run used (native noise and rounding rule follow it).")
 def replay(base, log_dir, expect, out, profile, noise, workers, ray_address, state_dir, report_path,
            shard_elements, batching, device):

@@ -72,7 +72,7 @@ class RunLog:
         """Anchored decay applies: a decay type and lambda > 0 (lambda 0 is no decay, as in es-awd)."""
         return self.decay != "none" and self.lam > 0
 
-    def evaluated(self, it: Iteration, batching: str = "members") -> list[tuple[int, int]]:
+    def evaluated(self, it: Iteration, batching: str = "passes") -> list[tuple[int, int]]:
         """The (seed index, sign) pairs perturbed and restored on the saved weights before `it`'s update.
 
         A trainer log lists them. For es-awd (docs/replay.md §3) the
