@@ -80,7 +80,7 @@ def test_signal_mid_run_writes_the_partial_report(tmp_path, signum, code):
     assert doc["verdict"] == "interrupted" and doc["exit_code"] == code
     assert list(doc)[:4] == ["verdict", "exit_code", "reason", "counts"]   # the reason in words (issue 19)
     assert doc["reason"].startswith(f"interrupted by {signal.Signals(signum).name}: ")
-    rows = {r["op"]: r["status"] for r in doc["sections"]["cases"]}
+    rows = {r["op"]: r["status"] for r in doc["sections"]["cases"] if not r["case"].endswith("/layers")}
     assert rows["perturb"] == "pass" and rows["restore"] == "pass"
     assert rows["update"] == "not-run" and rows["loop"] == "not-run"
     # the case in flight (the hanging update) was stopped, not broken: not-run, never an error row

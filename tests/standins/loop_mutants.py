@@ -26,7 +26,7 @@ _AWD_UPDATE = """        ray.get(engines[0].collective_rpc.remote(
             kwargs={"population_size": n, "caching": args.caching, "weight_decay_type": args.weight_decay_type,
                     "weight_decay_lambda": args.weight_decay_lambda}))"""
 _AWD_BROADCAST = """        ray.get([engine.collective_rpc.remote("broadcast_all_weights", args=(0,)) for engine in engines])"""
-_AWD_RESTORE = """                ray.get(engines[j].collective_rpc.remote("restore_self_weights","""
+_AWD_RESTORE = """                    ray.get(engines[j].collective_rpc.remote("restore_self_weights","""
 _AWD_LOOP_HEAD = """    for iteration in range(1, args.num_iterations + 1):
         rng"""
 _BATCH_SUM = """                total["reward_sum"] += perf["avg_reward"] * len(input_batch)
@@ -50,7 +50,7 @@ LOOP_MUTANTS = {
     "broadcast-engine-0-only": ("es-at-scale", [(TRAINER, """args=(0,)) for engine in self.engines])""",
                                                  """args=(0,)) for engine in self.engines[:1]])""")],
                                 "fit: the broadcast reaches engine 0 only (the other engines keep stale weights)"),
-    # issue 23's finding: docs/references.md §8 measured the real loop's engine 0 on seeds 0, E, 2E, ... of
+    # issue 23's finding: docs/replay.md §3 describes how the real loop hands's engine 0 on seeds 0, E, 2E, ... of
     # each sign's pass; batching both passes as one list moves members between engines when E does not divide
     # N/2 (main-mirror runs N/2 = 5 seeds on 4 engines for that reason)
     "mirror-passes-batched-together": ("es-awd", [(ES, """        pop_perfs = []
@@ -133,10 +133,10 @@ LOOP_MUTANTS = {
         if args.weight_decay_type != "none" and args.weight_decay_lambda > 0:
             ray.get(engines[0].collective_rpc.remote("snapshot_weights_to_cpu"))
         rng"""))], "main: the decay anchor re-taken every iteration instead of once before the loop"),
-    "restore-skipped-engine-0": ("es-awd", [(ES, _AWD_RESTORE, """                if j > 0:
+    "restore-skipped-engine-0": ("es-awd", [(ES, _AWD_RESTORE, """                    if j > 0:
     """ + _AWD_RESTORE)], "main: engine 0 is never restored after its member"),
-    "perturb-sigma-half": ("es-awd", [(ES, "args=(seed, args.sigma, args.caching, negate))\n                     for j",
-                                       "args=(seed, args.sigma / 2, args.caching, negate))\n                     for j")],
+    "perturb-sigma-half": ("es-awd", [(ES, "args=(seed, args.sigma, args.caching, negate))\n                         for j",
+                                       "args=(seed, args.sigma / 2, args.caching, negate))\n                         for j")],
                            "main: members perturbed with sigma / 2 (restored with sigma)"),
     "restore-reseeded-plus-1": ("es-awd", [(DIST, "        scale = noise_scale if negate else -noise_scale\n"
                                                   "        apply_seeded_noise_to_parameters(self.model_runner.model"

@@ -199,7 +199,7 @@ def main(args):
     for iteration in range(1, args.num_iterations + 1):
         rng = np.random.default_rng((args.global_seed or 42) + iteration)
         seeds = [int(s) for s in rng.integers(0, 2 ** 30, size=n // 2 if args.mirror_sampling else n, dtype=np.int64)]
-        # one pass per sign (docs/references.md §5.2 and §8): every seed at +sigma in groups of num_engines,
+        # one pass per sign (docs/references.md §5.2): every seed at +sigma in groups of num_engines,
         # then, mirrored, every seed at -sigma the same way, so engine 0 runs seeds 0, E, 2E, ... in each pass
         passes = [[(seed, False) for seed in seeds]]
         if args.mirror_sampling:
