@@ -173,8 +173,9 @@ def store_path(command: dict, target: str) -> Path:
     return folder / f"coverage-{target}.json"
 
 
-def save(command: dict, target: str):
-    """Write the cumulative record (merged once with what a predecessor child saved), atomically."""
+def save(command: dict, target: str, extra: dict | None = None):
+    """Write the cumulative record (merged once with what a predecessor child saved), atomically, with
+    `extra` top-level fields (the loops' interface findings)."""
     if _STATE["clone"] is None:
         return
     store = store_path(command, target)
@@ -189,7 +190,7 @@ def save(command: dict, target: str):
         except (OSError, ValueError, AttributeError):
             pass
     payload = {"lines": {k: sorted(v) for k, v in _STATE["lines"].items()},
-               "ran": {k: sorted(v) for k, v in _STATE["ran"].items()}, **table()}
+               "ran": {k: sorted(v) for k, v in _STATE["ran"].items()}, **table(), **(extra or {})}
     tmp = store.with_name(store.name + ".tmp")
     tmp.write_text(json.dumps(payload))
     os.replace(tmp, store)

@@ -82,13 +82,8 @@ def save_coverage(command: dict):
     target = _STATE["target"]
     if target is None:
         return
-    child_coverage.save(command, target)
-    store = child_coverage.store_path(command, target)
-    data = json.loads(store.read_text())
-    data.update(interface=_STATE["interface"], interface_error=_STATE["interface_error"])
-    tmp = store.with_name(store.name + ".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, store)
+    child_coverage.save(command, target, {"interface": _STATE["interface"],
+                                          "interface_error": _STATE["interface_error"]})
 
 
 def with_coverage(handlers: dict) -> dict:
