@@ -7,19 +7,19 @@ spinning beside the parent's only slow both down. Loads `es_at_scale/utils/worke
 `es_at_scale/utils/reward_shaping.py` by path (a load failure of one only
 fails the ops that need it), builds a `WorkerExtension` on the stand-in
 model runner and answers the ops perturb, restore, update, zscore,
-loop and fit (the reference's own training loop, oracles/loops.py, which
+loop and fit (the reference's own training loop, oracles/child_loops.py, which
 also measures coverage of the clone). Every reference call is followed by the draw accounting of
-oracle_child (one draw per slot per seed). Never imported by esverify.
+child_server (one draw per slot per seed). Never imported by esverify.
 """
 from __future__ import annotations
 
-from oracle_child import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, StandInModelRunner,
+from child_server import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, StandInModelRunner,
                           expected_draws, load_module, load_set, load_ties, module_or_raise, reward, save_results,
                           serve)
 
 import numpy as np
 
-import loops
+import child_loops as loops
 
 WORKER = "es_at_scale/utils/worker_extension.py"
 SHAPING = "es_at_scale/utils/reward_shaping.py"

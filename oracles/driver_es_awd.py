@@ -6,16 +6,16 @@ reference's bits depend on the thread count). Loads `weight_update_utils.py`
 by path and answers perturb, restore, update (decay none/l1/l2, caching,
 mirrored: all the same reference call with different arguments) and decay
 (the decay alone), and main (`es.main`, the reference's own training loop:
-oracles/loops.py, which also measures coverage of the clone). Parameters are passed as the stand-in model's lazy
+oracles/child_loops.py, which also measures coverage of the clone). Parameters are passed as the stand-in model's lazy
 `parameters()` generator; the anchor as a plain generator that does not
 move the slot. Never imported by esverify.
 """
 from __future__ import annotations
 
-from oracle_child import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, expected_draws, load_module,
+from child_server import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, expected_draws, load_module,
                           load_set, load_ties, module_or_raise, save_results, serve)
 
-import loops
+import child_loops as loops
 
 UTILS = "weight_update_utils.py"
 

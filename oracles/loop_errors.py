@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 
 #: the child's own files: an object defined there, or a TypeError raised there, is the driver's side
-_OURS = {"loop_stubs", "loops", "loop_seams", "oracle_child", "loop_errors"}
+_OURS = {"loop_stubs", "child_loops", "loop_seams", "child_server", "loop_errors"}
 _CALL = re.compile(r"^(?P<name>[\w.<>]+)\(\) (?:got an unexpected keyword argument '(?P<kw>\w+)'|"
                    r"missing \d+ required (?:positional|keyword-only) arguments?: (?P<missing>.+)|"
                    r"takes .+ but .+ given|got multiple values for argument '(?P<dup>\w+)')")

@@ -15,13 +15,13 @@ Runs ONLY in the parity child; the esverify package never imports it.
   tokenizer whose chat template is the user content.
 - `torch.cuda.synchronize` becomes a no-op when CUDA is not available
   (the loops call it unconditionally).
-- `StandInEngine`: one stand-in model (oracle_child.StandInModel) with the
+- `StandInEngine`: one stand-in model (child_server.StandInModel) with the
   reference's own WorkerExtension built on it. `collective_rpc.remote(name,
   args=...)` runs that WorkerExtension method at once and returns its result,
   except `broadcast_all_weights`, which copies engine 0's tensors; `generate.
   remote(prompts, params)` returns one vLLM-shaped output per prompt whose
   text is `repr(reward)` of the engine's CURRENT parameters against the
-  target written into the prompt (the loop reward, f64, oracle_child.reward).
+  target written into the prompt (the loop reward, f64, child_server.reward).
   Every call is recorded on a `Tape` (members evaluated, rewards, update
   arguments, parameters after each update) and checked by the draw audit.
   Its worker carries what a vLLM worker has and the references read
@@ -258,7 +258,7 @@ class StandInEngine:
 
     index: the engine's position; group: the list of all engines (engine 0
     is the broadcast source); worker_cls: the reference's WorkerExtension;
-    model / runner: oracle_child's StandInModel / StandInModelRunner; tape:
+    model / runner: child_server's StandInModel / StandInModelRunner; tape:
     the shared Tape; reward_fn(tensors, target) -> f64.
     """
 

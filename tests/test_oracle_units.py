@@ -28,7 +28,7 @@ from standins.mutants import STANDINS
 
 
 def _load_child_module():
-    spec = importlib.util.spec_from_file_location("oracle_child_under_test", oracles_dir() / "oracle_child.py")
+    spec = importlib.util.spec_from_file_location("oracle_child_under_test", oracles_dir() / "child_server.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -26,7 +26,7 @@ from standins.mutants import STANDINS, make_mutant
 
 
 def _load_child_module():
-    spec = importlib.util.spec_from_file_location("oracle_child_fidelity", oracles_dir() / "oracle_child.py")
+    spec = importlib.util.spec_from_file_location("oracle_child_fidelity", oracles_dir() / "child_server.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -399,7 +399,7 @@ class Child:
         self.root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.workdir))
         _OPEN.add(self)
         try:
-            # the driver's folder holds the driver, the modules it imports (oracle_child and others) and
+            # the driver's folder holds the driver, the modules it imports (child_server and others) and
             # the interface manifest the loops compare a clone with (interfaces.json)
             drivers = sorted(p for p in self.driver.parent.iterdir()
                              if p.is_file() and (p.suffix == ".py" or p.name == "interfaces.json"))
@@ -546,7 +546,7 @@ class Child:
         problem = _reply_error(reply, command)
         if problem:
             self._violation(f"{problem} ({what})")
-        # what the child's float-environment probe found after this command (oracles/oracle_child.py)
+        # what the child's float-environment probe found after this command (oracles/child_server.py)
         self.last_flush = list(reply.get("flush_to_zero", [])) if reply.get("status") == "ok" else []
         return reply
 

@@ -11,7 +11,7 @@ correlated only):
   `main-caching`, `main-l1` / `main-l2` (anchored decay at LOOP_LAMBDA, not
   a power of two) and `main-l1-lambda0` / `main-l2-lambda0` (lambda 0).
 
-The child (oracles/loops.py) runs the reference's loop on stand-in
+The child (oracles/child_loops.py) runs the reference's loop on stand-in
 engines and records a tape; our side (`run_ours`) runs the same loop with
 esverify.es: the reference's seed schedule (`Config.seed_schedule`, the
 30-bit seeds of numpy's default_rng; each seed IS the member seed: under

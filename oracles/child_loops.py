@@ -47,10 +47,10 @@ import torch
 import child_coverage
 import loop_errors
 import loop_stubs
-import oracle_child
+import child_server
 from loop_errors import Supplied
 from loop_seams import Seams
-from oracle_child import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, StandInModelRunner, expected_draws,
+from child_server import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, StandInModelRunner, expected_draws,
                           load_set, reward, save_results, syntax_error)
 
 _STATE = {"clone": None, "target": None, "interface": [], "interface_error": ""}
@@ -372,12 +372,12 @@ class _Noise:
 
     def __enter__(self):
         if self.noise == "native":   # every gaussian entry point is torch's own (docs/references.md §3b)
-            oracle_child.uninstall_hook()
+            child_server.uninstall_hook()
         return self
 
     def __exit__(self, *exc):
         if self.noise == "native":
-            oracle_child.install_hook()
+            child_server.install_hook()
         return False
 
 
