@@ -61,19 +61,25 @@ MANIFEST = Path(__file__).resolve().with_name("interfaces.json")
 
 # ----------------------------------------------------------------- start, coverage, interface
 
-def start(clone: Path, target: str):
-    """Coverage of the clone, the stand-in modules, and the clone's interface against the manifest."""
-    loop_stubs.install()
+def start(clone: Path, target: str, manifest_key=None, base: str = "", only=None, also=()):
+    """Coverage of the clone, the stand-in modules (and `also`, more names to stand in for), and the
+    clone's interface against the manifest entry `manifest_key` (None: `target`; False: no entry, no
+    check; `base`, `only`: see interface_drift.check_clone)."""
+    loop_stubs.install(also)
     _STATE.update(clone=Path(clone).resolve(), target=target)
     child_coverage.start(clone)
-    _STATE["interface"], _STATE["interface_error"] = check_interface(Path(clone), target)
+    if manifest_key is False:    # a reference with no manifest entry (the skill page's sample)
+        _STATE["interface"], _STATE["interface_error"] = [], ""
+        return
+    _STATE["interface"], _STATE["interface_error"] = check_interface(Path(clone), manifest_key or target, base,
+                                                                     only)
 
 
-def check_interface(clone: Path, target: str) -> tuple[list, str]:
+def check_interface(clone: Path, target: str, base: str = "", only=None) -> tuple[list, str]:
     """(findings, error): the clone's entry-point files compared with the manifest, from their source."""
     try:
         import interface_drift
-        return interface_drift.check_clone(clone, target, MANIFEST), ""
+        return interface_drift.check_clone(clone, target, MANIFEST, base, only), ""
     except Exception as exc:  # noqa: BLE001 - a broken comparison is reported, never a crash of the child
         return [], f"the interface check could not run: {type(exc).__name__}: {exc}"
 

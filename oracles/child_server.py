@@ -356,10 +356,17 @@ class NoiseHook:
         self.foreign = []
         self.cache = {}
         self.positions = weakref.WeakKeyDictionary()
+        self.resolver = None
 
-    def configure(self, model, table, scheme, mapping, backend, noise="contract"):
+    def configure(self, model, table, scheme, mapping, backend, noise="contract", resolver=None):
+        """Set up the hook for one case. `resolver`, when given, replaces the handle table and the
+        model's slot cursor: resolver(handle) -> (u64 member seed, slot), raising
+        NoiseAttributionError for a handle it cannot place. A loop whose members run in threads on
+        several model copies at once (the paper's scripts, docs/references.md §6) has no single slot
+        cursor, and its per-parameter seeds (`seed + k`) say the slot themselves."""
         self.model, self.table = model, dict(table)
         self.scheme, self.mapping, self.backend, self.noise = scheme, mapping, backend, noise
+        self.resolver = resolver
         self.draws = []
         self.foreign = []
         self.cache = {}
@@ -436,6 +443,8 @@ class NoiseHook:
                 f"{draw.entry} was called without a generator: the draw cannot be attributed to a "
                 "member, and torch's own noise is never let in (docs/references.md §3)")
         handle = int(generator.initial_seed())
+        if self.resolver is not None:
+            return self._resolved(draw, handle)
         if handle not in self.table:
             raise NoiseAttributionError(
                 f"{draw.entry} drew with unknown seed {handle}: not a member handle of this case "
@@ -462,6 +471,32 @@ class NoiseHook:
             self.cache = {key: noise}   # one entry: correlated noise of consecutive equal-size tensors
         result = noise.to(dtype).reshape(shape).clone()
         # advance the real generator too: a reseed (by any path) then shows as a fresh state
+        self.original((1,), generator=generator, device=device)
+        if out is not None:
+            if tuple(out.shape) != shape:
+                out.resize_(shape)
+            out.copy_(result)
+            result = out
+        else:
+            result.requires_grad_(draw.requires_grad)
+        self._moved(generator, position + numel)
+        return result
+
+    def _resolved(self, draw: Draw, handle: int):
+        """A draw placed by the resolver (see configure): same stream semantics as _draw."""
+        shape, generator, dtype, device, out = draw.shape, draw.generator, draw.dtype, draw.device, draw.out
+        member, slot = self.resolver(handle)
+        if generator.device.type != device.type:
+            raise GeneratorDeviceError(
+                f"{draw.entry}(device={device.type!r}) was given a generator on {generator.device.type!r}: torch "
+                f"refuses a generator of another device type (docs/references.md §3a); seed {handle}")
+        numel = math.prod(shape)
+        position = self._position(generator)
+        self.draws.append((handle, slot, position, numel))
+        stream = es_rng.stream_seed(member, slot, self.scheme)
+        noise = es_rng.gaussian(stream, numel, first=position, mapping=self.mapping, device=device,
+                                backend=self.backend)
+        result = noise.to(dtype).reshape(shape).clone()
         self.original((1,), generator=generator, device=device)
         if out is not None:
             if tuple(out.shape) != shape:
@@ -701,6 +736,10 @@ def _error(exc: BaseException) -> dict:
     return out
 
 
+#: callables run after every command (a driver's own hooks reset themselves there)
+AFTER_COMMAND: list = []
+
+
 def serve(target: str, load_modules, handlers: dict, threads: int | None = None):
     """Run the driver: load modules, send hello, answer commands until "exit" or EOF.
 
@@ -740,6 +779,8 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
         except Exception as exc:  # noqa: BLE001 - a reference failure is a row, not a crash
             answer.update({"status": "error", "error": _error(exc)})
         HOOK.configure(None, {}, "correlated", "poly32", None, "contract")
+        for hook in AFTER_COMMAND:   # other hooks a driver installed (numpy's legacy generator, ...)
+            hook()
         flush = flush_to_zero_status()   # the op may have loaded more of the clone, or set the flags itself
         if flush.flushing:
             answer["flush_to_zero"] = list(flush.findings)

@@ -241,8 +241,13 @@ def load_manifest(manifest_path) -> dict:
         raise ValueError(f"interface manifest {path}: {type(exc).__name__}: {exc}") from None
 
 
-def check_clone(clone_root, target: str, manifest_path) -> list:
-    """Findings for every file of `target` ("es-at-scale", "es-awd") in the manifest, against the clone.
+def check_clone(clone_root, target: str, manifest_path, base: str = "", only=None) -> list:
+    """Findings for every file of `target` (a top-level key of the manifest) against the clone.
+
+    base: a folder prefix of the manifest's paths that the clone does not have (the paper's scripts
+    sit in `archive/` of an es-at-scale clone and at the root of a fork: base "archive/" reads
+    `archive/x.py` of the manifest as `x.py` of the clone). only: the manifest paths to check (None:
+    all of the target's files); findings name the file as the clone has it.
 
     A file missing from the clone is a "missing-file" finding; one that cannot
     be read or parsed by this interpreter is "unreadable" (found: the error,
@@ -255,7 +260,10 @@ def check_clone(clone_root, target: str, manifest_path) -> list:
     root = Path(clone_root)
     findings = []
     for entry in manifest[target]["files"]:
-        rel = entry["file"]
+        if only is not None and entry["file"] not in only:
+            continue
+        rel = entry["file"][len(base):] if base and entry["file"].startswith(base) else entry["file"]
+        entry = {**entry, "file": rel}
         path = root / rel
         if not path.is_file():
             findings.append(_finding(rel, "missing-file", rel, rel, None))

@@ -211,8 +211,12 @@ class StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 FINDER = StubFinder()
 
 
-def install():
-    """Serve the stand-in modules (dropping real ones already imported) and a no-op CPU synchronize."""
+def install(also=()):
+    """Serve the stand-in modules (dropping real ones already imported) and a no-op CPU synchronize.
+    `also`: more top-level names to serve as stand-ins (the paper's scripts import `accelerate` and
+    a `countdown_task` module, docs/references.md §6)."""
+    global STUBBED
+    STUBBED = tuple(dict.fromkeys((*STUBBED, *also)))
     for name in list(sys.modules):
         if name.split(".")[0] in STUBBED and not getattr(sys.modules[name], "__esverify_stub__", False):
             del sys.modules[name]
