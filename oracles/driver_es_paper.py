@@ -35,6 +35,7 @@ returned (copy, member index, reward, prompts); the final parameters of copy 0, 
 from __future__ import annotations
 
 import collections
+import gc
 import json
 import os
 import shutil
@@ -272,6 +273,10 @@ def op_paper_main(case, modules):
                                        "which esverify replaces with the runner's reward (docs/references.md §6)")
                 module.evaluate_model = row.evaluate_model
                 settings = loops._settings(seams, before)
+                # the scripts collect garbage per member (force_memory_cleanup); the child's own heap (torch,
+                # numpy, esverify) is moved out of the collector's reach so each collection only scans what
+                # the script made since: same behaviour, a fraction of the time
+                gc.freeze()
                 loops._run("paper-main", module.main, callee=getattr(module, "main", None))
         finally:
             os.chdir(cwd)
