@@ -130,7 +130,7 @@ def run_row(adapter, session, case) -> dict:
                               sigma=case.sigma, alpha=case.alpha, initial_seed=33, gpu_threads=threads, iid=iid,
                               noise=case.noise, mapping=opts.mapping,
                               backend=ours_backend if case.noise == "contract" else None,
-                              prompt_rewards=prompt_rewards, dataset_size=size)
+                              prompt_rewards=prompt_rewards, dataset_size=size, record_copies=True)
     try:
         ours = run(iterations)
         recording[0] = False
