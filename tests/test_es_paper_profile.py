@@ -302,12 +302,12 @@ def _draw(noise, iid):
     return draw
 
 
-def _run(noise, iid, gpu_threads, population=5, iterations=2, **kw):
+def _run(noise, iid, gpu_threads, population=5, iterations=2, record_copies=True, **kw):
     params = _params()
     return run_paper_loop([f"p{k}" for k in range(len(params))], [to_t(p) for p in params],
                           iterations=iterations, population=population, sigma=0.01, alpha=0.05,
                           gpu_threads=gpu_threads, iid=iid, noise=noise, prompt_rewards=_rewards_fn(),
-                          dataset_size=3, **kw)
+                          dataset_size=3, record_copies=record_copies, **kw)
 
 
 @pytest.mark.parametrize("noise", ["contract", "native"])
@@ -327,6 +327,22 @@ def test_loop_equals_straight_line_reference(noise, iid, gpu_threads):
         for t, p in zip(gc, wc):
             assert np.array_equal(bits(t), bits(p))
     assert got["profile"] == "es-paper" and got["scheme"] == ("iid" if iid else "correlated")
+
+
+def test_final_copies_equal_copy_0_and_copies_are_recorded_only_when_asked():
+    tape = _run("contract", True, 3, record_copies=False)
+    assert "copies_before_update" not in tape and len(tape["copies"]) == 3
+    for copy in tape["copies"]:
+        assert all(np.array_equal(bits(a), bits(b)) for a, b in zip(copy, tape["params"]))
+
+
+def test_trainer_noise_seed_under_the_es_paper_schedule():
+    from esverify.es import noise_seed
+    cfg = Config(seed_schedule="es-paper", seed=33, population=5)
+    stream = paper_seed_stream(33, 5)
+    for it in range(3):
+        assert [noise_seed(cfg, it, m) for m in range(5)] == next(stream)
+    assert reference_seeds("es-paper", 0, 0, 3) == next(paper_seed_stream(0, 3))   # 0 is 0, not 42
 
 
 def test_gpu_threads_drift_changes_bits():

@@ -106,7 +106,7 @@ def _check(names, tensors, iterations, population, gpu_threads, dataset_size, si
 def run_paper_loop(names, tensors, *, iterations: int, population: int = 30, sigma: float = 0.001,
                    alpha: float = 0.0005, initial_seed: int = 33, gpu_threads: int = 4, iid: bool = False,
                    noise: str = "native", mapping: str = "poly32", backend: str | None = None,
-                   prompt_rewards: Callable, dataset_size: int) -> dict:
+                   prompt_rewards: Callable, dataset_size: int, record_copies: bool = False) -> dict:
     """What ``main()`` of the paper's scripts computes, bit for bit (docs/references.md §6).
 
     names: parameter names in ``named_parameters()`` order; tensors: the
@@ -121,6 +121,8 @@ def run_paper_loop(names, tensors, *, iterations: int, population: int = 30, sig
     whose current parameters are `params` (a list of tensors in slot
     order; read them, do not keep or change them): the script's
     ``evaluate_model``. A member's reward is ``sum(those) / dataset_size``.
+    record_copies: also return every copy's parameters before the last
+    update (one more copy of every model copy, made once, at the last iteration).
 
     Returns a plain dict (the tape):
       names: list[str]; profile "es-paper", profile_version int; noise, scheme ("correlated"/"iid"),
@@ -128,10 +130,11 @@ def run_paper_loop(names, tensors, *, iterations: int, population: int = 30, sig
       seeds: list (per iteration) of lists of N ints in [0, 2**30);
       rewards: list of f32 numpy arrays (N,): the member rewards as the script's f32 tensor holds them;
       normalised: list of f32 numpy arrays (N,): the coefficients ``float(r_norm)`` the update uses;
-      params: list of tensors: copy 0 after the last update (what the script saves; every copy
-      holds these bits at the end);
-      copies_before_update: per copy, its tensors after the last iteration's members, before
-      the update (the restore drift each copy carried; the initial tensors when iterations = 0).
+      params: list of tensors: copy 0 after the last update (what the script saves);
+      copies: per copy, its tensors at the end (all equal to params: the script's copy_);
+      copies_before_update (only with record_copies): per copy, its tensors after the last
+      iteration's members, before the update (the restore drift each copy carried; the
+      initial tensors when iterations = 0).
 
     Raises ValueError naming the argument for bad sizes, dtypes, noise, mapping or backend, and
     an initial_seed outside [0, 2**32).
@@ -147,8 +150,8 @@ def run_paper_loop(names, tensors, *, iterations: int, population: int = 30, sig
         tape = {"names": names, "profile": prof.name, "profile_version": prof.version, "noise": noise,
                 "scheme": "iid" if iid else "correlated", "mapping": mapping if noise == "contract" else None,
                 "gpu_threads": gpu_threads, "seeds": [], "rewards": [], "normalised": []}
-        before = [[t.clone() for t in c] for c in copies]
-        for _ in range(iterations):
+        before = [[t.clone() for t in c] for c in copies] if record_copies else None
+        for it in range(iterations):
             seeds = next(seeds_of)
             rewards = [0.0] * population
             for start in range(0, population, gpu_threads):
@@ -158,7 +161,8 @@ def run_paper_loop(names, tensors, *, iterations: int, population: int = 30, sig
                     rewards[member] = sum(prompt_rewards(model)) / dataset_size
                     _perturb(prof, rule, model, draw, seeds[member], -sigma)
             r, norm = normalise(rewards)
-            before = [[t.clone() for t in c] for c in copies]
+            if record_copies and it == iterations - 1:
+                before = [[t.clone() for t in c] for c in copies]
             coeffs = [float(c) for c in norm]
             scale = prof.scale(alpha, population)
             for slot, t in enumerate(copies[0]):
@@ -174,7 +178,9 @@ def run_paper_loop(names, tensors, *, iterations: int, population: int = 30, sig
             tape["rewards"].append(r)
             tape["normalised"].append(norm)
     tape["params"] = copies[0]
-    tape["copies_before_update"] = before
+    tape["copies"] = copies
+    if record_copies:
+        tape["copies_before_update"] = before
     return tape
 
 

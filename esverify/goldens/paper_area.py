@@ -261,7 +261,7 @@ def recompute(vector: dict, backend: str) -> dict:
                           gpu_threads=x["gpu_threads"], iid=x["iid"], noise=x["noise"],
                           mapping=x["mapping"] if contract else "poly32",
                           backend=_noise_backend(backend) if contract else None,
-                          prompt_rewards=prompt_rewards_of(weights, bias), dataset_size=k)
+                          prompt_rewards=prompt_rewards_of(weights, bias), dataset_size=k, record_copies=True)
     layout = [(p["name"], tuple(p["shape"]), p["dtype"]) for p in x["params"]]
     return _record(tape, layout, lambda t: t)
 
