@@ -396,3 +396,23 @@ def test_goldens_catch_a_reciprocal_division(monkeypatch, tmp_path):
     monkeypatch.setattr(es_paper, "div_int", lambda x, n: es_paper.mul_scalar(x, 1.0 / n))
     result = gate.check(tmp_path, areas=["es-paper"], backends=["torch-cpu"])
     assert result.exit_code(strict=True) == 1
+
+
+def test_protocol_wrapper_claims_only_the_profiles_its_wire_config_carries():
+    import json
+    from pathlib import Path
+    from esverify.impl import server
+    schema = json.loads((Path(server.__file__).parent / "protocol.schema.json").read_text())
+
+    def enums(node):
+        if isinstance(node, dict):
+            if "profile" in node.get("properties", {}):
+                yield node["properties"]["profile"].get("enum")
+            for v in node.values():
+                yield from enums(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from enums(v)
+    wire = {tuple(e) for e in enums(schema) if e}
+    assert wire == {server.WIRE_PROFILES}
+    assert set(server.trainer_capabilities()["profiles"]) == set(server.WIRE_PROFILES)
