@@ -16,6 +16,7 @@ checks it, so an entry whose fault the tiny runs cannot reach says so with
 an empty `shows` and the reason in `reveals` (`maybe`: dtypes where the
 outcome depends on the CPU's kernels, not asserted). EQUIVALENTS change nothing
 observable: the same runs must give the same bits, on every dtype that runs.
+Names are unique across the three dicts.
 """
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ PAPER_MUTANTS = {
         "_iid main: the update draws with seed instead of seed + k (not the noise the member was evaluated with)",
         "every dtype, both noise kinds, on every parameter but the first (k = 0 is unchanged); with contract "
         "noise the hook sees seed where it expects seed + k", ("f32", "f16", "bf16")),
-    "iid-is-correlated": NewRefMutant(
+    "iid-perturb-without-slot": NewRefMutant(
         PAPER, [(COUNTDOWN_IID, "    for k, (name, param) in enumerate(model.named_parameters()):\n"
                                 "        gen = torch.Generator(device=param.device)\n"
                                 "        gen.manual_seed(int(seed) + k)\n"
@@ -101,9 +102,10 @@ PAPER_MUTANTS = {
     "update-add-alpha-fused": NewRefMutant(
         PAPER, [(COUNTDOWN, "param.data.add_(ALPHA * update)", "param.data.add_(update, alpha=ALPHA)")],
         "main: add_(update, alpha=ALPHA) instead of add_(ALPHA * update) (one rounding instead of two)",
-        "f16 and bf16 where ALPHA * update rounded to the dtype first moves the rounded sum (the CPU kernel "
-        "computes p + alpha * u in f32 and rounds once): most runs in f16, about 1 element in 200 in bf16 "
-        "(not the tiny runs); f32 where the kernel uses a fused multiply-add (CPU capability dependent)",
+        "f16 and bf16 where rounding ALPHA * update to the dtype first moves the sum across a rounding "
+        "boundary of the parameter (the CPU kernel computes p + alpha * u in f32 and rounds once): an element "
+        "in a few hundred, so the tiny f16 run shows it and the bf16 one does not; f32 where the kernel uses "
+        "a fused multiply-add (CPU capability dependent)",
         ("f16",), ("f32",)),
     "initial-seed-ignored": NewRefMutant(
         PAPER, [(COUNTDOWN, "np.random.seed(initial_seed)", "np.random.seed(33)")],
@@ -156,9 +158,9 @@ SKILL_MUTANTS = {
                  "torch.tensor(update.astype(np.float32), dtype=params_init.dtype)")],
         "es_train_loop: the f64 update rounded to f32 before the parameter dtype (double rounding)",
         "f16 only, and only where an element's f64 sum lies within an f32 half-ulp of an f16 rounding "
-        "midpoint (about 1 element in 8,000): large tensors; identical in f32, bf16 cannot run. The tiny "
+        "midpoint (about 1 element in 16,000): large tensors; identical in f32, bf16 cannot run. The tiny "
         "runs do not reach it", ()),
-    "zscore-ddof1": NewRefMutant(
+    "skill-zscore-ddof1": NewRefMutant(
         SKILL, [(SKILL_FILE, "(rewards.std() + 1e-8)", "(rewards.std(ddof=1) + 1e-8)")],
         "es_train_loop: the rewards' std with ddof=1", "f32 and f16, both noise kinds", SKILL_DTYPES),
     "unused-accumulation-dropped": NewRefMutant(

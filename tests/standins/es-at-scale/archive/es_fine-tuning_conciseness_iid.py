@@ -106,7 +106,7 @@ def process_seed(seed_args):
         param.data.add_(SIGMA * noise)
         del noise
     if torch.cuda.is_available():
-        torch.cuda.synchronize(accelerator.device)
+        torch.cuda.synchronize()
 
     input_texts = [input_text for input_text, _ in dataset]
     target_texts = [target_text for _, target_text in dataset]
@@ -121,7 +121,7 @@ def process_seed(seed_args):
         param.data.add_(-SIGMA * noise)
         del noise
     if torch.cuda.is_available():
-        torch.cuda.synchronize(accelerator.device)
+        torch.cuda.synchronize()
     force_memory_cleanup()
     return seed_idx, total_reward
 
@@ -193,13 +193,13 @@ def main():
             param.data.add_(ALPHA * update)
             del update
         if torch.cuda.is_available():
-            torch.cuda.synchronize(accelerator.device)
+            torch.cuda.synchronize()
 
         for model_idx in range(1, len(model_list)):
             for name, param in model_list[model_idx].named_parameters():
                 param.data.copy_(original_model.get_parameter(name).data.clone())
         if torch.cuda.is_available():
-            torch.cuda.synchronize(accelerator.device)
+            torch.cuda.synchronize()
         force_memory_cleanup()
 
         if accelerator.is_main_process:
