@@ -51,6 +51,7 @@ AREA_MODULES = {
     "rng": "esverify.goldens.rng_area",
     "es-at-scale": "esverify.goldens.es_area",
     "es-awd": "esverify.goldens.es_area",
+    "skill-sample": "esverify.goldens.skill_area",
 }
 
 
