@@ -36,13 +36,15 @@ def _name(a: np.ndarray) -> str:
 
 
 def rd32(x) -> np.ndarray:
-    """rd32: f64 (or exact narrower) values rounded once to f32."""
-    return np.asarray(x, dtype=np.float64).astype(np.float32)
+    """rd32: f64 (or exact narrower) values rounded once to f32; beyond its range +-inf."""
+    with np.errstate(over="ignore"):
+        return np.asarray(x, dtype=np.float64).astype(np.float32)
 
 
 def rd(x32, name: str) -> np.ndarray:
-    """rd_dt: f32 values rounded once to dtype `name` (identity for f32)."""
-    return np.asarray(x32, dtype=np.float32).astype(NP_DTYPES[name])
+    """rd_dt: f32 values rounded once to dtype `name` (identity for f32); beyond its range +-inf, as IEEE says."""
+    with np.errstate(over="ignore"):
+        return np.asarray(x32, dtype=np.float32).astype(NP_DTYPES[name])
 
 
 def f32(x) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Our side of the ES fine-tuning skill page's sample loop (docs/numerics.md §8; docs/references.md §7).
+"""Our side of the ES fine-tuning skill page's sample loop (docs/numerics.md §8).
 
 Design record:
 - `run_skill_loop` computes what the page's ``es_train_loop`` computes, on
@@ -193,9 +193,16 @@ def run_skill_loop(flat: torch.Tensor, *, generations: int, population: int, sig
 
 
 # -- findings helpers (pure; the adapter reports the page's defects with them) --------------------------
-def _update(params: torch.Tensor, noises, rewards, lr: float, sigma: float) -> torch.Tensor:
+def _update(params: torch.Tensor, noises, rewards, lr: float, sigma: float, by_rank: bool = False) -> torch.Tensor:
+    """The page's update (weights by member number), or with by_rank the weights its pitfalls describe:
+    utilities[k] for the member of k-th highest reward (ties by member number)."""
     z = zscore(rewards)
-    weights = P.utilities()[:len(rewards)]
+    u = P.utilities()
+    weights = u[:len(rewards)]
+    if by_rank:
+        order = sorted(range(len(rewards)), key=lambda m: (-rewards[m], m))
+        weights = np.empty(len(rewards), dtype=np.float64)
+        weights[order] = u[:len(rewards)]
     acc = np.zeros(params.numel(), dtype=np.float64)
     for m, eps in enumerate(noises):
         P.accumulate(acc, eps, weights[m], z[m])
@@ -208,10 +215,11 @@ def utilities_by_member_demo(numel: int = 4, rewards=(1.0, 0.0), lr: float = 0.0
 
     Two members share one f64 noise vector (``RandomState(seed).randn(numel)``),
     the parameters are zeros of `dtype`; the page's update is computed with
-    `rewards` (two floats) and with them swapped. Weights that followed the
-    reward's rank would give bitwise the same update (the same two terms,
-    and 0 + a + b = 0 + b + a); the page's differ. Returns the text, with
-    the number of differing elements and the largest ulp distance
+    `rewards` (two floats) and with them swapped, and so is the update with
+    weights by reward rank (what the page's pitfalls say utilities do),
+    which is bitwise unchanged by the swap (the same two terms, and
+    0 + a + b = 0 + b + a). Returns the text, with the number of differing
+    elements of each and the largest ulp distance of the page's
     (docs/numerics.md §7); ValueError unless `rewards` has two values.
     """
     if len(rewards) != 2:
@@ -223,11 +231,16 @@ def utilities_by_member_demo(numel: int = 4, rewards=(1.0, 0.0), lr: float = 0.0
     (ba, fmt), (bb, _) = _bits.array_bits(a), _bits.array_bits(b)
     dist = [d for d in _bits.ulp_distance(ba, bb, fmt) if d is not None]
     differ = int((ba != bb).sum())
+    flips = bool(differ) and bool(torch.equal(a, -b))
+    swapped = list(rewards)[::-1]
+    ra, rb = (_bits.array_bits(_update(params, [eps, eps], r, lr, sigma, by_rank=True))[0]
+              for r in (list(rewards), swapped))
+    rank_differ = int((ra != rb).sum())
     r0, r1 = rewards
     return (f"utilities are indexed by member number, not by reward rank: members 0 and 1 share one noise "
             f"vector and swapping their rewards ({r0:g}, {r1:g}) -> ({r1:g}, {r0:g}) changes the update in "
-            f"{differ} of {numel} {fmt} elements (largest distance {max(dist, default=0)} ulp); weights by "
-            f"rank would leave it bit for bit unchanged")
+            f"{differ} of {numel} {fmt} elements (largest distance {max(dist, default=0)} ulp"
+            f"{'; it flips sign' if flips else ''}); weights by reward rank change {rank_differ} of {numel}")
 
 
 def run_seeds(seed_base: int, generations: int, population: int) -> range:
@@ -252,8 +265,8 @@ def seed_overlaps(a: tuple, b: tuple) -> list[tuple]:
 def seed_overlap_finding(a: tuple, b: tuple) -> str:
     """One line naming the seeds two runs share (seed_overlaps), or saying there are none."""
     shared = seed_overlaps(a, b)
-    head = (f"runs seed_base={a[0]} ({a[1]} generations x {a[2]}) and seed_base={b[0]} ({b[1]} generations x "
-            f"{b[2]})")
+    head = (f"runs seed_base={a[0]} ({a[1]} generation(s) x {a[2]} members) and seed_base={b[0]} ({b[1]} "
+            f"generation(s) x {b[2]} members)")
     if not shared:
         return f"{head} draw no seed in common"
     s, ga, ma, gb, mb = shared[0]

@@ -1,4 +1,4 @@
-"""The `skill-sample` numerics profile, version 1 (docs/numerics.md §8; docs/references.md §7).
+"""The `skill-sample` numerics profile, version 1 (docs/numerics.md §8).
 
 Design record: the ES fine-tuning skill page's sample loop (`es_train_loop`)
 is not the Trainer's shape. It perturbs ONE flat parameter vector
