@@ -1,4 +1,4 @@
-"""The `skill-sample` profile and loop (docs/numerics.md §8): kernels against the slow reference and torch, noise, findings.
+"""The `skill-sample` profile and loop (docs/numerics.md §8): kernels against the reference and torch, noise, findings.
 
 Run: ``python -m pytest -q tests/test_skill_sample_profile.py``.
 """
