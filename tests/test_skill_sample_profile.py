@@ -356,3 +356,14 @@ def test_scalar_double_rounding_vector_fails_a_single_rounding(monkeypatch, name
     got = skill_area.recompute(vector, "numpy")["g0.model"]["values"]
     bad = [i for i, (a, b) in enumerate(zip(got, vector["expected"]["g0.model"]["values"])) if a != b]
     assert bad == [29]
+
+
+def test_contract_libm64_noise_runs_too():
+    """The loop takes either mapping; libm64 values are bit-exact per backend (numpy here, as the scalar reference)."""
+    params = _params(np.linspace(-2, 2, 11), "f16")
+    rewards = [[0.5, -1.0, 2.0]]
+    out = S.run_skill_loop(from_np(params), generations=1, population=3, sigma=0.05, lr=0.02, noise="contract",
+                           mapping="libm64", backend="numpy", reward=lambda v, it=iter(rewards[0]): next(it))
+    want = R.run(params, rewards, 3, 0.05, 0.02, 42, "contract", mapping="libm64")
+    assert same_bits(out["params"], want[0]["params"]) and out["mapping"] == "libm64"
+    assert not same_bits(S.contract_noise(42, 11, "libm64"), S.contract_noise(42, 11, "poly32"))

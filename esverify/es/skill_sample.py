@@ -148,7 +148,8 @@ def run_skill_loop(flat: torch.Tensor, *, generations: int, population: int, sig
     stream) or "contract" (mapping "poly32"/"libm64" on esverify.rng
     `backend`, None for the fastest). reward: called with each member's
     perturbed flat vector (a tensor of flat's dtype, shape and device) in
-    member order, returns a real number (taken with ``float``).
+    member order, returns a real number, taken with ``float`` (the page's
+    ``np.array`` of the Python floats its reward_fn returns is f64).
 
     Per generation g: member m draws seed ``seed_base + g*N + m``, its f64
     noise, and is evaluated at ``perturb(params, noise, sigma)``; then
