@@ -367,3 +367,26 @@ def test_contract_libm64_noise_runs_too():
     want = R.run(params, rewards, 3, 0.05, 0.02, 42, "contract", mapping="libm64")
     assert same_bits(out["params"], want[0]["params"]) and out["mapping"] == "libm64"
     assert not same_bits(S.contract_noise(42, 11, "libm64"), S.contract_noise(42, 11, "poly32"))
+
+
+@pytest.mark.parametrize("name", ["f16", "bf16"])
+def test_update_double_rounding_vector_fails_a_direct_rounding(monkeypatch, name):
+    vector = _golden(f"update-double-rounding-{name}")
+    assert skill_area.recompute(vector, "numpy") == vector["expected"]
+    real = P.noise_to_dtype
+
+    def direct_for_acc(x, dtype):                 # the update's conversion only: its input is not a noise draw
+        return real(x, dtype) if x is not acc_seen[-1] else from_np(np.asarray(x).astype(R.NP_DTYPES[name]))
+    acc_seen = [None]
+    real_apply = P.apply
+
+    def apply(params, acc, lr, sigma):
+        acc_seen.append(acc)
+        return real_apply(params, acc, lr, sigma)
+    monkeypatch.setattr(P, "noise_to_dtype", direct_for_acc)
+    monkeypatch.setattr(P, "apply", apply)
+    got = skill_area.recompute(vector, "numpy")
+    assert got["g0.model"] == vector["expected"]["g0.model"]
+    bad = [i for i, (a, b) in enumerate(zip(got["g0.params"]["values"], vector["expected"]["g0.params"]["values"]))
+           if a != b]
+    assert bad == [skill_area.UPDATE_DOUBLE_ROUNDING[name][1]]

@@ -21,7 +21,8 @@ Hand-picked vectors pin the measured roundings random runs rarely reach:
 ``noise-double-rounding-f16`` / ``-bf16`` (zero parameters, sigma 1: the
 perturbed vector IS q(noise), and seed 170 / 4133 has elements whose
 f64 -> f16/bf16 rounding differs through f32, as torch rounds, from the
-direct one) and ``scalar-double-rounding-f16`` / ``-bf16`` (a sigma whose
+direct one), ``update-double-rounding-f16`` / ``-bf16`` (the same for the
+f64 sum of the update, with lr = sigma) and ``scalar-double-rounding-f16`` / ``-bf16`` (a sigma whose
 product with an element of seed 46's q rounds differently through f32).
 """
 from __future__ import annotations
@@ -37,6 +38,9 @@ DTYPES = ("f32", "f16", "bf16")
 NUMEL = 37
 #: (dtype, seed, elements): seeds whose native noise (64 elements) rounds differently f64 -> dt directly and via f32
 NOISE_DOUBLE_ROUNDING = {"f16": (170, [25, 27]), "bf16": (4133, [55])}
+#: (dtype, seed_base, element): N = 2, rewards (1, 0), native noise: acc's element rounds to dt differently
+#: through f32 (torch.tensor(acc, dtype)) than directly; with lr = sigma the step is a = rd_dt(rd32(acc)) itself
+UPDATE_DOUBLE_ROUNDING = {"f16": (376, 18), "bf16": (2493, 30)}
 #: (dtype, sigma): with seed 46's native q (64 elements), element 29 of rd_dt(rd32(q * rd32(sigma))) differs
 #: from the one-rounding rd_dt(q * rd32(sigma)) (searched; docs/numerics.md §8)
 SCALAR_DOUBLE_ROUNDING = {"f16": 0.0995868593454361, "bf16": 0.08914877474308014}
@@ -96,6 +100,13 @@ def _cases() -> list[dict]:
                          f"q(noise); elements {elements} of its native noise round to {dtype} differently through "
                          f"f32 (as torch.tensor(f64, dtype) does) than directly", dtype, "native", 2,
                          [[1.0, 0.0]], sigma=1.0, lr=0.5, seed_base=seed - 1, params=_params(dtype, 64, 0, 0.0)))
+    for dtype, (seed_base, element) in UPDATE_DOUBLE_ROUNDING.items():
+        out.append(_case(f"update-double-rounding-{dtype}",
+                         f"zero parameters, N = 2, rewards (1, 0), seed_base {seed_base}, lr = sigma = 0.5: the "
+                         f"updated parameters are a = rd_dt(rd32(acc)) exactly, and element {element} of the f64 sum "
+                         f"rounds to {dtype} differently through f32 (as torch.tensor(acc, dtype) does) than "
+                         f"directly", dtype, "native", 2, [[1.0, 0.0]], sigma=0.5, lr=0.5, seed_base=seed_base,
+                         params=_params(dtype, 64, 0, 0.0)))
     for dtype, sigma in SCALAR_DOUBLE_ROUNDING.items():
         out.append(_case(f"scalar-double-rounding-{dtype}",
                          f"zero parameters, N = 5, seed_base 42 (last member seed 46), sigma {sigma!r}: element 29 "
