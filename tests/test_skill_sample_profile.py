@@ -87,6 +87,14 @@ def test_utilities_log_reading_is_one_constant(monkeypatch):
 # -- noise --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("seed,n", [(0, 1), (42, 17), (2**32 - 1, 5), (170, 64)])
 def test_native_noise_is_the_legacy_global_stream_without_touching_it(seed, n):
+    saved = np.random.get_state()
+    try:
+        _native_vs_global(seed, n)
+    finally:
+        np.random.set_state(saved)                  # this test's own use of the global generator leaves no trace
+
+
+def _native_vs_global(seed, n):
     np.random.seed(12345)
     before = np.random.get_state(legacy=False)
     got = S.native_noise(seed, n)
