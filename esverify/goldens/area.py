@@ -52,6 +52,7 @@ AREA_MODULES = {
     "es-at-scale": "esverify.goldens.es_area",
     "es-awd": "esverify.goldens.es_area",
     "es-paper": "esverify.goldens.paper_area",
+    "skill-sample": "esverify.goldens.skill_area",
 }
 
 

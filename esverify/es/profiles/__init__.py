@@ -81,3 +81,7 @@ def get_profile(name: str) -> Profile:
         return PROFILES[name]
     except KeyError:
         raise ValueError(f"unknown profile {name!r}; known: {sorted(PROFILES)}") from None
+
+
+from . import skill_sample as _skill_sample  # noqa: E402  (a loop profile, not Trainer-shaped: docs/numerics.md §8)
+LOOP_PROFILES: dict = {_skill_sample.PROFILE.name: _skill_sample.PROFILE}
