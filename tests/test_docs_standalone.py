@@ -148,10 +148,10 @@ S = "§"   # kept apart from the file names below, so the scan of this file skip
 
 
 @pytest.mark.parametrize("text, citing, problem", [
-    (f"see docs/numerics.md {S}9", "esverify/x.py", "no section 9"),
+    (f"see docs/numerics.md {S}29", "esverify/x.py", "no section 29"),
     (f"see docs/CONTRACT.md {S}2c", "esverify/x.py", "no section 2c"),
-    (f"(numerics.md {S}3, {S}8)", "docs/guide.md", "no section 8"),
-    (f"[numerics.md](numerics.md) {S}8", "docs/guide.md", "no section 8"),
+    (f"(numerics.md {S}3, {S}19)", "docs/guide.md", "no section 19"),
+    (f"[numerics.md](numerics.md) {S}19", "docs/guide.md", "no section 19"),
     (f"numerics.md {S}3", "esverify/x.py", "no file"),
     (f"docs/nowhere.md {S}1", "README.md", "no file"),
     ("docs/CONTRACT.md \\u00a712 known answer", "goldens/rng.json", "no section 12"),

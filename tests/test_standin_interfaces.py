@@ -2,7 +2,9 @@
 every stand-in entry-point file, computed from its source by oracles/interface_drift.py, equals the
 manifest entry of the real file exactly (imports in order, functions, classes, methods, signatures with
 defaults, argparse flags, constants), so this suite fails where a stand-in drifts from the interface a
-real clone has; and a check of the stand-in clones finds nothing."""
+real clone has; and a check of the stand-in clones finds nothing. The paper's scripts
+(docs/references.md §6) sit in archive/ of the es-at-scale stand-in and have a manifest entry of their
+own; their lowercase module constants (max_new_tokens, do_sample, initial_seed) are read by name."""
 from __future__ import annotations
 
 import importlib.util
@@ -25,6 +27,9 @@ drift = _load()
 MANIFEST = oracles_dir() / "interfaces.json"
 TARGETS = ("es-at-scale", "es-awd")
 ENTRIES = [(target, entry) for target in TARGETS for entry in json.loads(MANIFEST.read_text())[target]["files"]]
+#: the manifest's target of the paper's scripts, and the stand-in folder that holds them (archive/)
+PAPER = "es-fine-tuning-paper scripts (archive/ of es-at-scale)"
+PAPER_ENTRIES = json.loads(MANIFEST.read_text())[PAPER]["files"]
 
 
 def test_the_manifest_lists_the_entry_point_files_of_both_targets():
@@ -58,3 +63,34 @@ def test_a_drifted_standin_is_found(tmp_path):
     found = [(f["file"], f["kind"], f["name"]) for f in drift.check_clone(clone, "es-awd", MANIFEST)]
     assert found == [("es.py", "signature", "main"), ("es.py", "flag-missing", "--run_name"),
                      ("distributed_utils.py", "missing-method", "WorkerExtension.restore_self_weights_from_cpu")]
+
+
+def test_the_manifest_lists_the_four_paper_scripts():
+    assert [e["file"] for e in PAPER_ENTRIES] == [
+        "archive/es_fine-tuning_countdown.py", "archive/es_fine-tuning_countdown_iid.py",
+        "archive/es_fine-tuning_conciseness.py", "archive/es_fine-tuning_conciseness_iid.py"]
+
+
+@pytest.mark.parametrize("entry", PAPER_ENTRIES, ids=[e["file"] for e in PAPER_ENTRIES])
+def test_paper_script_standin_has_exactly_the_manifest_interface(entry):
+    expected = {k: v for k, v in entry.items() if k != "file"}
+    actual = drift.extract(STANDINS / "es-at-scale" / entry["file"], names=entry["module_constants"].keys())
+    assert json.dumps(actual, indent=1) == json.dumps(expected, indent=1)
+
+
+def test_check_clone_of_the_paper_scripts_finds_nothing():
+    assert drift.check_clone(STANDINS / "es-at-scale", PAPER, MANIFEST) == []
+
+
+def test_a_drifted_paper_script_is_found(tmp_path):
+    from standins.mutants import make_variant
+    clone = make_variant(tmp_path, "es-at-scale", [
+        ("archive/es_fine-tuning_countdown.py", 'parser.add_argument("--data_sample", type=int, default=1000,',
+         'parser.add_argument("--data_sample", type=int, default=500,'),
+        ("archive/es_fine-tuning_conciseness_iid.py", "initial_seed = 33\n", "initial_seed = 42\n"),
+        ("archive/es_fine-tuning_countdown_iid.py", "def process_seed(seed_args):", "def process_seed(seed_args, k):")])
+    found = [(f["file"], f["kind"], f["name"], f["found"]) for f in drift.check_clone(clone, PAPER, MANIFEST)]
+    assert found == [("archive/es_fine-tuning_countdown.py", "flag-default", "--data_sample", "500"),
+                     ("archive/es_fine-tuning_countdown_iid.py", "signature", "process_seed",
+                      [{"name": "seed_args", "default": None}, {"name": "k", "default": None}]),
+                     ("archive/es_fine-tuning_conciseness_iid.py", "constant", "initial_seed", 42)]

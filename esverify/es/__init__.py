@@ -3,7 +3,8 @@
 Public API:
 - `Config`, `Trainer` (perturb / restore / materialize / update / step /
   capture_anchor / state_dict / load_state_dict / iteration);
-- `PROFILES`, `get_profile` (`es-at-scale`, `es-awd` with rules cpu/cuda);
+- `PROFILES`, `get_profile` (`es-at-scale`, `es-awd` with rules cpu/cuda, `es-paper`);
+- `esverify.es.paper_loop.run_paper_loop`: the paper scripts' loop (docs/numerics.md §3 `es-paper`);
 - `shape_rewards(rewards, shaping) -> (coeffs, stats)` (docs/numerics.md §2);
 - `apply_anchor_decay_(params, anchors, decay, lam, alpha, ...)` (docs/numerics.md §5);
 - `noise_seed(config, iteration, member)`: the member seed the trainer uses;

@@ -76,5 +76,5 @@ def update_tensor_(theta: torch.Tensor, noises, coeffs, alpha: float, population
             acc = prof.new_acc(end - start, theta.dtype, theta.device)
             for e, c in zip(flats, coeffs):
                 acc = prof.accumulate(acc, e[start:end], c, theta.dtype, rule, start, n)
-            prof.apply(flat[start:end], acc, alpha / population, rule, start, n, flat[start:end])
+            prof.apply(flat[start:end], acc, prof.scale(alpha, population), rule, start, n, flat[start:end])
     return theta

@@ -11,6 +11,14 @@ Design record:
     size=count, dtype=int64)``;
   - ``es-awd``: the same draw with the reference's first iteration 1:
     ``default_rng((seed or 42) + i + 1)``.
+  - ``es-paper``: the paper's original scripts (docs/references.md §6):
+    numpy's LEGACY generator seeded once, ``np.random.seed(seed)``, then
+    per iteration ``np.random.randint(0, 2**30, size=count, dtype=int64)``,
+    so iteration i's seeds follow i earlier draws of the same stream. We
+    never touch numpy's global state: a private ``RandomState(seed)``
+    yields the same stream (tests/test_es_paper_profile.py shows it). The
+    seed is used as given (0 is 0) and must be in [0, 2**32), numpy's
+    legacy range.
   ``count`` is N, or N/2 under antithetic pairs (one seed per pair,
   docs/numerics.md §4; both halves of pair k use draw k). The drawn 30-bit integer
   IS the member seed: under contract noise its streams are the contract
@@ -38,7 +46,7 @@ import math
 
 import numpy as np
 
-SCHEDULES = ("contract", "es-at-scale", "es-awd")
+SCHEDULES = ("contract", "es-at-scale", "es-awd", "es-paper")
 #: the reference's loop index of the trainer's iteration 0, per numpy schedule
 FIRST_ITERATION = {"es-at-scale": 0, "es-awd": 1}
 SEED_BOUND = 2 ** 30
@@ -58,15 +66,46 @@ def _draw(base: int, count: int) -> tuple:
                                                                              dtype=np.int64))
 
 
+def paper_seed_stream(initial_seed: int, count: int):
+    """An endless iterator of the es-paper seed lists: iteration i's `count` seeds (list of int).
+
+    ``RandomState(initial_seed)`` then ``randint(0, 2**30, size=count, dtype=int64).tolist()`` per
+    iteration: bit for bit the scripts' ``np.random.seed`` + ``np.random.randint`` on numpy's
+    global generator, without touching it. ValueError for a seed outside [0, 2**32) (numpy's
+    legacy seeding refuses it) or a negative count.
+    """
+    seed = int(initial_seed)
+    if isinstance(initial_seed, bool) or not 0 <= seed < 2 ** 32:
+        raise ValueError(f"initial_seed must be an int in [0, 2**32) (numpy's legacy seed), got {initial_seed!r}")
+    if count < 0:
+        raise ValueError(f"count must be >= 0, got {count}")
+    rs = np.random.RandomState(seed)
+    while True:
+        yield rs.randint(0, SEED_BOUND, size=count, dtype=np.int64).tolist()
+
+
+@functools.lru_cache(maxsize=256)
+def _paper_draw(seed: int, count: int, iteration: int) -> tuple:
+    stream = paper_seed_stream(seed, count)
+    for _ in range(iteration):
+        next(stream)
+    return tuple(next(stream))
+
+
 def reference_seeds(schedule: str, seed: int, iteration: int, count: int) -> list[int]:
     """The `count` 30-bit seeds a reference loop draws at the trainer's `iteration` (list of int).
 
-    schedule: "es-at-scale" or "es-awd" (ValueError otherwise); seed: the
-    global seed (0 stands for 42, like the references' ``global_seed or 42``);
-    iteration: the trainer's counter (>= 0); count: N, or N/2 with pairs.
+    schedule: "es-at-scale", "es-awd" or "es-paper" (ValueError otherwise); seed:
+    the global seed (0 stands for 42, like the references' ``global_seed or 42``;
+    under "es-paper" the initial seed as given); iteration: the trainer's counter
+    (>= 0); count: N, or N/2 with pairs.
     """
+    if schedule == "es-paper":
+        if iteration < 0 or count < 0:
+            raise ValueError(f"iteration and count must be >= 0, got {iteration}, {count}")
+        return list(_paper_draw(int(seed), int(count), int(iteration)))
     if schedule not in FIRST_ITERATION:
-        raise ValueError(f"seed_schedule {schedule!r} has no numpy draw; use 'es-at-scale' or 'es-awd'")
+        raise ValueError(f"seed_schedule {schedule!r} has no numpy draw; use 'es-at-scale', 'es-awd' or 'es-paper'")
     if iteration < 0 or count < 0:
         raise ValueError(f"iteration and count must be >= 0, got {iteration}, {count}")
     base = (int(seed) or DEFAULT_GLOBAL_SEED) + int(iteration) + FIRST_ITERATION[schedule]

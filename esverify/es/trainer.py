@@ -360,7 +360,7 @@ class Trainer:
             raise ValueError(f"rewards: the coefficients of member(s) {wide[:8]} are beyond f32's range "
                              f"(+-3.4e38; shaping {cfg.shaping!r}): the update rounds them to f32 and would "
                              f"write infinities; nothing was changed")
-        scale = cfg.alpha / cfg.population
+        scale = self.profile.scale(cfg.alpha, cfg.population)
         decay_step = cfg.alpha * cfg.anchor_lambda if cfg.decay_on else None
         rules = self.rules()
         with torch.no_grad():

@@ -51,6 +51,8 @@ AREA_MODULES = {
     "rng": "esverify.goldens.rng_area",
     "es-at-scale": "esverify.goldens.es_area",
     "es-awd": "esverify.goldens.es_area",
+    "es-paper": "esverify.goldens.paper_area",
+    "skill-sample": "esverify.goldens.skill_area",
 }
 
 

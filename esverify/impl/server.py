@@ -208,6 +208,10 @@ def trainer_handlers(backend: str | None = None) -> dict:
             "step": lambda a: _step(a, backend), "shaping": _shaping, "decay": _decay}
 
 
+#: the profiles a protocol v1 config can name (protocol.schema.json, config.profile)
+WIRE_PROFILES = ("es-at-scale", "es-awd")
+
+
 def trainer_capabilities() -> dict:
     """What the clean-room trainer supports: every operation, mapping, dtype, profile and feature."""
     from .. import __version__
@@ -216,7 +220,9 @@ def trainer_capabilities() -> dict:
     return {"protocol": wire.PROTOCOL_VERSION,
             "implementation": {"name": NAME, "version": __version__, "language": "python"},
             "contract_version": CONTRACT_VERSION,
-            "profiles": {name: p.version for name, p in PROFILES.items()},
+            # protocol v1's wire config carries these two profiles only (protocol.schema.json); es-paper's
+            # loop has no protocol op (docs/PROTOCOL.md §5), so it is not claimed
+            "profiles": {name: p.version for name, p in PROFILES.items() if name in WIRE_PROFILES},
             "operations": ["at", "member_seed", "stream_seed", "gaussian", "perturb", "restore", "update",
                            "shaping", "decay", "step"],
             "mappings": ["poly32", "libm64"], "dtypes": ["f32", "f16", "bf16"], "schemes": ["iid", "correlated"],

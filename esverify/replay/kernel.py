@@ -115,7 +115,7 @@ def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: in
     """Run every iteration on one window (1-D views theta, naive, anchor of elements [first, first+len))."""
     n, dt = theta.numel(), theta.dtype
     subs = _subs(n, job.chunk)
-    scale = job.alpha / job.population
+    scale = prof.scale(job.alpha, job.population)
     step = job.alpha * job.lam if job.decay_on else None
     for seeds, coeffs, evaluated in job.iterations:
         keep = n * len({k for k, _ in evaluated}) <= CACHE_ELEMENTS

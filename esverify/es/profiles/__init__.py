@@ -14,10 +14,13 @@ flattened parameter with `numel` elements, on the parameter's device):
 - ``new_acc(n, dtype, device) -> accumulator``
 - ``accumulate(acc, eps, coeff, dtype, rule, first, numel) -> acc`` (may work in place)
 - ``apply(theta, acc, scale, rule, first, numel, out)``: writes the updated theta into `out`
+- ``scale(alpha, population) -> scale``: what `apply` receives; ``alpha / population`` (f64) by
+  default, the pair ``(alpha, population)`` for es-paper, which divides by N and multiplies by
+  alpha as two roundings (docs/numerics.md §3)
 
 `out` has theta's shape and dtype and may be theta itself (in place).
 
-`eps` is the f32 noise chunk, `s`, `coeff`, `scale` are Python floats (f64);
+`eps` is the f32 noise chunk, `s`, `coeff` are Python floats (f64), `scale` what `scale` returned;
 the profile rounds them itself. `numel` is there because es-awd's rule
 `cpu` defines its tail on the whole tensor, not on the chunk.
 
@@ -61,11 +64,12 @@ class Profile:
     accumulate: Callable = field(repr=False)
     apply: Callable = field(repr=False)
     version_constant: str = ""                      #: where `version` lives, for messages
+    scale: Callable = field(default=lambda alpha, population: alpha / population, repr=False)
 
 
 def _load() -> dict:
-    from . import es_at_scale, es_awd
-    return {p.name: p for p in (es_at_scale.PROFILE, es_awd.PROFILE)}
+    from . import es_at_scale, es_awd, es_paper
+    return {p.name: p for p in (es_at_scale.PROFILE, es_awd.PROFILE, es_paper.PROFILE)}
 
 
 PROFILES: dict = _load()
@@ -77,3 +81,7 @@ def get_profile(name: str) -> Profile:
         return PROFILES[name]
     except KeyError:
         raise ValueError(f"unknown profile {name!r}; known: {sorted(PROFILES)}") from None
+
+
+from . import skill_sample as _skill_sample  # noqa: E402  (a loop profile, not Trainer-shaped: docs/numerics.md §8)
+LOOP_PROFILES: dict = {_skill_sample.PROFILE.name: _skill_sample.PROFILE}
