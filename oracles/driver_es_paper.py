@@ -253,7 +253,7 @@ def op_paper_main(case, modules):
                        "--precision", PRECISION[case["dtype"]], "--gpu_threads", str(int(case["gpu_threads"]))]
         if "countdown" in Path(rel).name:
             sys.argv += ["--data_sample", str(int(case["data_sample"]))]
-        HOOK.configure(None, {}, "correlated", case["mapping"], case["backend"], case.get("noise", "contract"),
+        HOOK.configure(None, {}, case["scheme"], case["mapping"], case["backend"], case.get("noise", "contract"),
                        resolver=resolve)
         HOOK.draws = []
         os.chdir(scratch)
