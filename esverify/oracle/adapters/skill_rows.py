@@ -20,6 +20,7 @@ from .. import compare as _compare
 from .. import paramsets
 from ..cases import REWARD_TARGET
 from ..session import BackendRefused
+from .skill_sample import MAX_POPULATION
 
 
 def _hexf(x: float) -> str:
@@ -27,15 +28,15 @@ def _hexf(x: float) -> str:
 
 
 def defect_of(err: dict, case) -> str:
-    """The documented defect an error reply shows, as one line; '' when it is not one."""
+    """The documented defect an error reply shows, as one line; '' when it is not one. The child's
+    message already names the sample's line and its source text."""
     message = err.get("message", "")
-    where = f"{err.get('file', 'the sample')}:{err['line']}" if err.get("line") else err.get("file", "the sample")
     if err.get("kind") == "TypeError" and "BFloat16" in message:
-        return (f"the sample cannot run bf16 parameters: {message} (numpy has no bfloat16; the page's own default "
-                f"dtype); raised at {where}, in the first member of the first generation")
-    if err.get("kind") == "IndexError" and case.population > 30:
-        return (f"the sample cannot run a population of {case.population}: {message}; its global utilities has "
-                f"30 entries (population_size = 30 at module level), raised at {where}")
+        return (f"the sample cannot run bf16 parameters, the page's own default dtype (numpy has no bfloat16): "
+                f"{message}")
+    if err.get("kind") == "IndexError" and case.population > MAX_POPULATION:
+        return (f"the sample cannot run a population of {case.population}: its global utilities has "
+                f"{MAX_POPULATION} entries (population_size = {MAX_POPULATION} at module level): {message}")
     return ""
 
 
@@ -51,7 +52,7 @@ def _pieces(flat: torch.Tensor, shapes) -> list:
 def run_row(adapter, session, case) -> dict:
     from ...es import skill_sample as ours_loop
     from ..ours import reward
-    from .skill_sample import MAX_POPULATION, sample_module
+    from .skill_sample import sample_module
     if not session.ensure_child():
         return session.row(case, status="error", detail=f"the child could not be restarted: {session.start_error}")
     try:
