@@ -68,6 +68,11 @@ class EsPaper(Adapter):
     }
 
     # ------------------------------------------------------------- the clone
+    @staticmethod
+    def iid(op: str) -> bool:
+        """Whether the script of `op` is an `_iid` one (seed + k per parameter)."""
+        return SCRIPTS[op][1]
+
     def layout(self, path: Path) -> dict:
         """The scripts as this clone has them (archive/ or the root)."""
         return {op: script_rel(path, op) for op in SCRIPTS}

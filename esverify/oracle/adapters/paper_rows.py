@@ -30,8 +30,7 @@ def _hexf(x: float) -> str:
 def _dataset_size(case, tape) -> int | None:
     """len(dataset) as the script divides by it: countdown keeps the first --data_sample items of our
     data file; conciseness has its own module-level list (the child reports its length)."""
-    from .es_paper import SCRIPTS
-    if SCRIPTS[case.op][2] == "countdown":
+    if "countdown" in case.op:
         return min(int(case.extra.get("data_sample", 3)), len(_data(case)))
     return tape.get("module_dataset")
 
@@ -78,7 +77,6 @@ def run_row(adapter, session, case) -> dict:
     from ...es.paper_loop import run_paper_loop
     from ...es.schedule import paper_seed_stream
     from ..ours import reward
-    from .es_paper import SCRIPTS, script_rel
     if not session.ensure_child():
         return session.row(case, status="error", detail=f"the child could not be restarted: {session.start_error}")
     try:
@@ -88,7 +86,7 @@ def run_row(adapter, session, case) -> dict:
     opts = session.opts
     names, tensors = session.fresh(case.dtype, False, "base", case.device)
     iterations, threads = case.iterations, int(case.extra.get("gpu_threads", 2))
-    iid = SCRIPTS[case.op][1]
+    iid = adapter.iid(case.op)
     seeds = paper_seed_stream(int(case.extra.get("initial_seed", 33)), case.population)
     schedule = [next(seeds) for _ in range(iterations)]
     table, overlap = _iid_table(schedule, len(names)) if iid else ([], "")
@@ -96,7 +94,7 @@ def run_row(adapter, session, case) -> dict:
         return session.row(case, status="unverifiable", detail=f"{case.op}: {overlap}; contract noise cannot "
                                                                "attribute those draws")
     out = session.case_dir(case)
-    rel = script_rel(session.clone.path, case.op)
+    rel = adapter.layout(session.clone.path)[case.op]
     command = {"op": "paper-main", "case_id": case.case_id, "device": case.device, "dtype": case.dtype,
                "scheme": case.scheme, "mapping": opts.mapping, "backend": child_backend, "noise": case.noise,
                "set": str(session.set_path(case.dtype, False, "base")), "sigma": case.sigma, "alpha": case.alpha,

@@ -20,23 +20,22 @@ from .. import compare as _compare
 from .. import paramsets
 from ..cases import REWARD_TARGET
 from ..session import BackendRefused
-from .skill_sample import MAX_POPULATION
 
 
 def _hexf(x: float) -> str:
     return float(x).hex()
 
 
-def defect_of(err: dict, case) -> str:
+def defect_of(err: dict, case, max_population: int) -> str:
     """The documented defect an error reply shows, as one line; '' when it is not one. The child's
     message already names the sample's line and its source text."""
     message = err.get("message", "")
     if err.get("kind") == "TypeError" and "BFloat16" in message:
         return (f"the sample cannot run bf16 parameters, the page's own default dtype (numpy has no bfloat16): "
                 f"{message}")
-    if err.get("kind") == "IndexError" and case.population > MAX_POPULATION:
+    if err.get("kind") == "IndexError" and case.population > max_population:
         return (f"the sample cannot run a population of {case.population}: its global utilities has "
-                f"{MAX_POPULATION} entries (population_size = {MAX_POPULATION} at module level): {message}")
+                f"{max_population} entries (population_size = {max_population} at module level): {message}")
     return ""
 
 
@@ -52,7 +51,6 @@ def _pieces(flat: torch.Tensor, shapes) -> list:
 def run_row(adapter, session, case) -> dict:
     from ...es import skill_sample as ours_loop
     from ..ours import reward
-    from .skill_sample import sample_module
     if not session.ensure_child():
         return session.row(case, status="error", detail=f"the child could not be restarted: {session.start_error}")
     try:
@@ -63,7 +61,7 @@ def run_row(adapter, session, case) -> dict:
     names, tensors = session.fresh(case.dtype, False, "base", case.device)
     shapes = [tuple(t.shape) for t in tensors]
     flat = torch.nn.utils.parameters_to_vector(tensors).detach().clone()
-    module = sample_module(session.clone.path)
+    module = adapter.sample_module(session.clone.path)
     root = adapter.clone_root(session.clone.path)
     out = session.case_dir(case)
     seed_base, generations = int(case.extra.get("seed_base", 42)), case.iterations
@@ -81,7 +79,7 @@ def run_row(adapter, session, case) -> dict:
         return value
 
     # the sample refuses bf16 and populations above its 30 utilities (its defects): nothing to compare with
-    runnable = case.dtype != "bf16" and case.population <= MAX_POPULATION
+    runnable = case.dtype != "bf16" and case.population <= adapter.max_population
 
     def compute():
         return ours_loop.run_skill_loop(flat, generations=generations, population=case.population,
@@ -93,7 +91,7 @@ def run_row(adapter, session, case) -> dict:
     if failed is not None:
         return failed
     if reply["status"] != "ok":
-        defect = defect_of(reply["error"], case)
+        defect = defect_of(reply["error"], case, adapter.max_population)
         if defect:
             session.record_finding("unused-accumulation" if case.dtype == "bf16" else "utilities-by-member", case,
                                    defect)

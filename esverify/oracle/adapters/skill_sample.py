@@ -80,6 +80,13 @@ class SkillSample(Adapter):
         "numpy-global-reset": "np.random.seed(seed) per member resets numpy's process-wide generator",
     }
 
+    max_population = MAX_POPULATION
+
+    @staticmethod
+    def sample_module(path: Path) -> Path | None:
+        """The sample's file at `path` (module function `sample_module`)."""
+        return sample_module(path)
+
     def recognise(self, path: Path) -> str | None:
         if sample_module(path) is not None:
             return None
