@@ -77,6 +77,10 @@ class SkillSample(Adapter):
                         "members' noise",
         "unused-accumulation": "the member loop accumulates utilities[m] * noise into an f64 array that is never "
                                "used (and is where bf16 parameters crash: numpy has no bfloat16)",
+        "bf16-crash": "with bf16 parameters, the page's own default dtype, the loop raises TypeError at its first "
+                      "noise.cpu().numpy() (numpy has no bfloat16): the sample cannot run its own default",
+        "population-cap": "the global utilities has 30 entries: a population above 30 raises IndexError, one below "
+                          "30 uses weights that no longer sum to 1",
         "numpy-global-reset": "np.random.seed(seed) per member resets numpy's process-wide generator",
     }
 
