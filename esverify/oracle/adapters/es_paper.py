@@ -33,7 +33,10 @@ SCRIPTS = {   # op -> (script file, iid, task)
     "main-conciseness-iid": ("es_fine-tuning_conciseness_iid.py", True, "conciseness"),
 }
 NOT_CHECKED = "es_fine-tuning_countdown_accl.py"
-PAPER_SIGMA, PAPER_ALPHA, INITIAL_SEED = 0.001, 0.0005, 33
+PAPER_SIGMA, PAPER_ALPHA = 0.001, 0.0005
+#: the rows set the scripts' initial_seed (33 in the scripts) to another value: a script that ignores its
+#: constant shows in the seeds
+INITIAL_SEED = 7
 #: the loop rows: small, but with batches of two copies and more than one batch per iteration
 POPULATION, ITERATIONS, GPU_THREADS, DATA_SAMPLE = 6, 2, 2, 3
 DTYPES = ("f32", "f16", "bf16")
@@ -68,6 +71,11 @@ class EsPaper(Adapter):
     }
 
     # ------------------------------------------------------------- the clone
+    @staticmethod
+    def initial_seed(case) -> int:
+        """The `initial_seed` the row sets on the script (numpy's legacy seed of its schedule)."""
+        return int(case.extra.get("initial_seed", INITIAL_SEED))
+
     @staticmethod
     def iid(op: str) -> bool:
         """Whether the script of `op` is an `_iid` one (seed + k per parameter)."""

@@ -87,7 +87,8 @@ def run_row(adapter, session, case) -> dict:
     names, tensors = session.fresh(case.dtype, False, "base", case.device)
     iterations, threads = case.iterations, int(case.extra.get("gpu_threads", 2))
     iid = adapter.iid(case.op)
-    seeds = paper_seed_stream(int(case.extra.get("initial_seed", 33)), case.population)
+    initial_seed = adapter.initial_seed(case)
+    seeds = paper_seed_stream(initial_seed, case.population)
     schedule = [next(seeds) for _ in range(iterations)]
     table, overlap = _iid_table(schedule, len(names)) if iid else ([], "")
     if overlap and case.noise == "contract":
@@ -98,7 +99,7 @@ def run_row(adapter, session, case) -> dict:
     command = {"op": "paper-main", "case_id": case.case_id, "device": case.device, "dtype": case.dtype,
                "scheme": case.scheme, "mapping": opts.mapping, "backend": child_backend, "noise": case.noise,
                "set": str(session.set_path(case.dtype, False, "base")), "sigma": case.sigma, "alpha": case.alpha,
-               "population": case.population, "iterations": iterations, "initial_seed": 33,
+               "population": case.population, "iterations": iterations, "initial_seed": initial_seed,
                "gpu_threads": threads, "data_sample": int(case.extra.get("data_sample", 3)), "data": _data(case),
                "reward_target": REWARD_TARGET, "script": rel, "out": str(out), "iid_table": table}
     reply, _, failed = session.exchange(case, command, None)
@@ -125,7 +126,7 @@ def run_row(adapter, session, case) -> dict:
 
     def run(k):
         return run_paper_loop(names, [t.clone() for t in tensors], iterations=k, population=case.population,
-                              sigma=case.sigma, alpha=case.alpha, initial_seed=33, gpu_threads=threads, iid=iid,
+                              sigma=case.sigma, alpha=case.alpha, initial_seed=initial_seed, gpu_threads=threads, iid=iid,
                               noise=case.noise, mapping=opts.mapping,
                               backend=ours_backend if case.noise == "contract" else None,
                               prompt_rewards=prompt_rewards, dataset_size=size, record_copies=True)
