@@ -48,7 +48,7 @@ def test_quick_start_gets_a_newcomer_to_a_parity_report_without_guessing():
         commit = adapters.get(name).validated_commit
         assert f"git clone {url} ~/refs/{name}\n" in quick
         assert f"git -C ~/refs/{name} checkout {commit}\n" in quick
-    assert "esverify parity --ref ~/refs/es-at-scale --awd-ref ~/refs/es-awd\n" in quick
+    assert "esverify parity --ref ~/refs/es-at-scale --ref ~/refs/es-awd\n" in quick
     assert "parity.html" in quick and "not checked here" in quick and "--python ~/venvs/py312/bin/python" in quick
     for code in ("130", "143", "129", "--overwrite", "--require-all"):
         assert code in quick
