@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from esverify.oracle import Options, run_parity
-from esverify.oracle.loops import LOOP_OPS
+from esverify.oracle.loop_rows import LOOP_OPS
 
 STANDINS = Path(__file__).resolve().parents[1] / "tests" / "standins"
 #: the default matrix's budget on the project machine (2 cores), real clones included (issue 9)
@@ -38,12 +38,12 @@ def main():
     args = parser.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="bench-parity-")
     started = time.perf_counter()
-    result = run_parity(Options(ref=args.ref, awd_ref=args.awd_ref, small=args.small, out=out, quiet=True))
+    result = run_parity(Options(ref=(args.ref, args.awd_ref), small=args.small, out=out, quiet=True))
     wall = time.perf_counter() - started
     # the part the loop rows take: the same matrix without them, measured in this run
     with tempfile.TemporaryDirectory(prefix="bench-parity-noloops-") as scratch:   # a baseline, not a report
         started = time.perf_counter()
-        run_parity(Options(ref=args.ref, awd_ref=args.awd_ref, small=args.small, loops=False,
+        run_parity(Options(ref=(args.ref, args.awd_ref), small=args.small, loops=False,
                            out=str(Path(scratch) / "out"), quiet=True))
         no_loops = time.perf_counter() - started
     standins = {Path(args.ref).resolve(), Path(args.awd_ref).resolve()} <= {(STANDINS / "es-at-scale").resolve(),

@@ -79,9 +79,9 @@ def _forbid(monkeypatch, target: str):
 
 @pytest.mark.parametrize("command, option, kind, work", [
     (["parity", "--ref", str(ROOT / "tests" / "standins" / "es-at-scale")], "--out", "dir",
-     "esverify.oracle.runner.Runner._setup_checks"),
+     "esverify.oracle.runner.resolve_clones"),
     (["parity", "--ref", str(ROOT / "tests" / "standins" / "es-at-scale")], "--junit", "file",
-     "esverify.oracle.runner.Runner._setup_checks"),
+     "esverify.oracle.runner.resolve_clones"),
     (["audit", "--tree", str(ROOT)], "--out", "dir", "esverify.audit.run.run_audit"),
     (["goldens", "check"], "--junit", "file", "esverify.goldens.gate.check"),
     (["goldens", "check"], "--json", "file", "esverify.goldens.gate.check"),

@@ -82,7 +82,7 @@ def test_a_mistyped_value_is_refused_with_the_nearest_valid_one(args, said):
 
 
 def test_a_mistyped_list_entry_gets_a_suggestion(tmp_path):
-    from esverify.oracle.runner import Options, UsageError, _validate
+    from esverify.oracle.options import Options, UsageError, validate as _validate
     with pytest.raises(UsageError, match=r"unknown \['f17'\]; choose from .*; did you mean 'f16'\?"):
         _validate(Options(dtypes=("f17",)))
     assert cliutil.suggest("zzz", ["json", "md"]) == ""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from esverify.oracle import child as child_mod
+from esverify.oracle import child_process as child_mod
 
 SUPERVISE = Path(child_mod.__file__).with_name("supervise.py")
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux: /proc and subreapers")

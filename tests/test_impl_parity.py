@@ -17,7 +17,7 @@ import pytest
 
 from esverify.oracle import Options
 from esverify.oracle.impl_side import ImplSide
-from esverify.oracle.loops import LOOP_OPS
+from esverify.oracle.loop_rows import LOOP_OPS
 from esverify.oracle.runner import Runner
 from standins.mutants import STANDINS
 
@@ -28,7 +28,7 @@ CC = shutil.which("cc")
 
 def parity(tmp_path, impl=None, target="es-at-scale", noises=("contract",)):
     tmp_path.mkdir(parents=True, exist_ok=True)
-    opts = Options(ref=str(STANDINS / "es-at-scale"), awd_ref=str(STANDINS / "es-awd"), target=target,
+    opts = Options(ref=(str(STANDINS / "es-at-scale"), str(STANDINS / "es-awd")), target=target,
                    dtypes=("f32", "bf16"), schemes=("correlated",), devices=("cpu",), devices_explicit=True,
                    noises=noises,
                    iterations=2, small=True, out=str(tmp_path / "out"), quiet=True)

@@ -17,7 +17,7 @@ TRAINER = "es_at_scale/trainer/es_trainer.py"
 
 
 def _run(tmp_path, target, clone, case):
-    ref = {"ref": str(clone)} if target == "es-at-scale" else {"awd_ref": str(clone)}
+    ref = {"ref": str(clone)} if target == "es-at-scale" else {"ref": str(clone)}
     return run_parity(Options(target=target, devices=("cpu",), dtypes=("f32",), schemes=("correlated",),
                               noises=("contract",), iterations=1, small=True, case=case,
                               out=str(tmp_path / "out"), quiet=True, **ref))

@@ -29,7 +29,7 @@ def test_a_selection_without_loop_rows_gets_one_coverage_line_not_one_per_functi
     warnings = _coverage_warnings(result)
     assert not any("a training loop reaches it" in w for w in warnings), warnings   # the per-function lines
     # perturb ran WorkerExtension.perturb_self_weights; the other 12 of the 13 functions fit reaches (and the
-    # driver lets run, esverify.oracle.loops.REACHED) did not run
+    # driver lets run, Adapter.reached) did not run
     missing = result.metadata["coverage"]["es-at-scale"]["reached_not_run"]   # the section keeps the facts
     assert len(missing) == 12 and not any("perturb_self_weights" in m for m in missing), missing
     assert warnings == ["es-at-scale: coverage: no training-loop row ran in this selection, so 12 functions "
@@ -57,7 +57,7 @@ def test_loop_rows_that_ran_are_the_only_ones_counted():
 def test_the_console_grid_is_followed_by_what_its_columns_mean(tmp_path):
     """A newcomer sees `f32/correlated/native` and `f64/-` columns: the console says what they are and
     what a pass certifies under each noise source, right under the grid."""
-    from esverify.oracle.runner import _legend
+    from esverify.oracle.console import legend as _legend
     grid = pd.DataFrame([{"target": "es-awd", "device": "cpu", "op": "main-l1", "f64/-": "",
                           "f32/iid": "1 pass", "f32/correlated/native": "1 pass"}])
     text = " ".join(_legend(grid))
@@ -135,7 +135,7 @@ def _row(op, dtype, scheme, noise, status, target="es-awd", device="cpu"):
 
 
 def test_compact_summary_counts_every_column_and_names_the_ones_not_passing():
-    from esverify.oracle.runner import compact_summary
+    from esverify.oracle.console import compact_summary
     frame = pd.DataFrame([
         _row("caching", "f32", "iid", "contract", "artifact"), _row("caching", "f32", "correlated", "contract", "pass"),
         _row("caching", "f16", "iid", "contract", "artifact"), _row("caching", "f32", "correlated", "native", "pass"),
@@ -161,7 +161,7 @@ def test_compact_summary_counts_every_column_and_names_the_ones_not_passing():
 def test_the_default_matrix_console_fits_a_terminal(tmp_path):
     """The default matrix's grid (13 dtype/scheme columns) is about 290 characters wide: the console shows
     the compact summary instead; a narrow grid (one dtype, one scheme) is shown as is."""
-    from esverify.oracle.runner import CONSOLE_WIDTH
+    from esverify.oracle.console import CONSOLE_WIDTH
     wide = run_parity(Options(**{**SMALL, "dtypes": ("f32", "f16"), "schemes": ("iid", "correlated"),
                                  "noises": ("contract", "native")}, case="*/perturb/*",
                               out=str(tmp_path / "wide")))
@@ -179,7 +179,8 @@ def test_an_interpreter_that_fails_to_start_is_told_in_one_line(tmp_path):
     """A pyenv shim without that version prints several lines; the setup error stays one line."""
     import pytest
 
-    from esverify.oracle.runner import UsageError, _probe
+    from esverify.oracle.options import UsageError
+    from esverify.oracle.setup import probe_python as _probe
     shim = tmp_path / "python3.12"
     shim.write_text("#!/bin/sh\necho \"pyenv: python3.12: command not found\" >&2\necho >&2\n"
                     "echo \"  3.12.1\" >&2\nexit 127\n")
@@ -195,7 +196,8 @@ def test_needs_attention_lists_one_example_per_kind_of_artifact_and_every_failur
     keep one entry per distinct detail (a failing row never hides behind another)."""
     from pathlib import Path
 
-    from esverify.oracle.runner import COLUMNS, _console, summary_pivot
+    from esverify.oracle.console import console_text as _console, summary_pivot
+    from esverify.oracle.rows import COLUMNS
 
     def row(dtype, status, diagnosis, detail, op="caching"):
         r = {c: "" for c in COLUMNS}
@@ -223,7 +225,7 @@ def test_no_loops_names_each_targets_own_loop_rows():
     from types import SimpleNamespace
 
     from esverify.oracle.loop_report import _not_checked
-    from esverify.oracle.loops import MAIN_VARIANTS
+    from esverify.oracle.adapters.es_awd import MAIN_VARIANTS
     runner = SimpleNamespace(opts=SimpleNamespace(loops=False, target="all"))
     frame = _not_checked(runner, {"es-at-scale", "es-awd"}, {"es-at-scale": None, "es-awd": None}, [], {})
     got = dict(zip(frame["target"], frame["not_checked"]))

@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 from esverify import bits
 from esverify import rng as es_rng
 from esverify.oracle import cases, compare, paramsets
-from esverify.oracle.clones import TARGETS, CloneError, inspect_clone
-from esverify.oracle.loops import LOOP_OPS
-from esverify.oracle.runner import exit_code, summary_pivot
+from esverify.oracle import adapters
+from esverify.oracle.clones import CloneError, inspect_clone
+from esverify.oracle.loop_rows import LOOP_OPS
+from esverify.oracle.console import exit_code, summary_pivot
 from esverify.paths import oracles_dir
 from standins.mutants import STANDINS
 
@@ -80,7 +81,7 @@ def test_compare_rewards():
 
 
 def test_clone_errors_and_missing_files(tmp_path):
-    target = TARGETS["es-at-scale"]
+    target = adapters.get("es-at-scale")
     with pytest.raises(CloneError, match="does not exist"):
         inspect_clone(target, tmp_path / "nowhere")
     (tmp_path / "empty").mkdir()
@@ -98,7 +99,7 @@ def test_clone_errors_and_missing_files(tmp_path):
 
 def test_licence_hash_and_validated_commit_prefix(tmp_path):
     import hashlib
-    info = inspect_clone(TARGETS["es-awd"], STANDINS / "es-awd")
+    info = inspect_clone(adapters.get("es-awd"), STANDINS / "es-awd")
     assert info.licence_file == "LICENCE"
     assert info.licence_sha256 == hashlib.sha256((STANDINS / "es-awd/LICENCE").read_bytes()).hexdigest()
     clone = tmp_path / "c"
@@ -107,7 +108,7 @@ def test_licence_hash_and_validated_commit_prefix(tmp_path):
            "PATH": "/usr/bin:/bin"}
     for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "x"]):
         subprocess.run(["git", "-C", str(clone), *args], check=True, env=env)
-    info = inspect_clone(TARGETS["es-awd"], clone)
+    info = inspect_clone(adapters.get("es-awd"), clone)
     assert info.commit and info.dirty is False
     assert any("f432ff8" in w for w in info.warnings)
 
@@ -128,8 +129,8 @@ def test_matrix_ids_are_unique_and_cover_the_issue():
     # native noise: correlated rows only, for every op of both targets
     native = [c for c in matrix if c.noise == "native"]
     assert native and {c.scheme for c in native} == {"correlated"}
-    from esverify.oracle.loops import LOOP_OPS
-    assert {c.op for c in native} == set(cases.AT_SCALE_OPS) | set(cases.AWD_OPS) | set(LOOP_OPS)
+    from esverify.oracle.loop_rows import LOOP_OPS
+    assert {c.op for c in native} == {op for a in adapters.all_adapters() for op in a.all_ops()} - {"zscore"}
     assert all(c.extra["noise"] == "native" for c in native if c.op in LOOP_OPS)   # what the child is told
     # decay: lambda never a power of two, plus a lambda-0 row
     lams = [c.lam for c in matrix if c.decay != "none" and c.tag != "lambda0"]

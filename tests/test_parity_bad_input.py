@@ -228,9 +228,9 @@ def test_unwritable_out_or_non_python_interpreter_is_a_usage_error(tmp_path):
 
 
 def test_a_case_the_runner_cannot_finish_is_an_error_row_not_the_end_of_the_run(tmp_path, monkeypatch):
-    from esverify.oracle import runner
+    from esverify.oracle import compare
 
-    real = runner._compare.compare
+    real = compare.compare
 
     def broken_for_restore(ours, theirs, dtypes, names=None):
         broken_for_restore.calls += 1
@@ -238,7 +238,7 @@ def test_a_case_the_runner_cannot_finish_is_an_error_row_not_the_end_of_the_run(
             raise RuntimeError("injected")
         return real(ours, theirs, dtypes, names)
     broken_for_restore.calls = 0
-    monkeypatch.setattr(runner._compare, "compare", broken_for_restore)
+    monkeypatch.setattr(compare, "compare", broken_for_restore)
     code, output, frame = _cli(tmp_path, "--ref", AT_SCALE, "--target", "es-at-scale", "--case", "*/f32/iid/*",
                                *QUICK)
     assert code == 1

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from esverify import rng as es_rng
 from esverify.es import shape_rewards
-from esverify.oracle import Options, cases, ours, paramsets, repeat, rewards, run_parity
+from esverify.oracle import Options, adapters, cases, ours, paramsets, repeat, rewards, run_parity
 from esverify.paths import oracles_dir
 from standins.mutants import STANDINS, make_mutant
 
@@ -369,7 +369,7 @@ def test_the_matrix_runs_each_reward_population_and_the_layers_set():
         assert f"es-at-scale/cpu/mixed/correlated/update/N30/{shape}" in by_id
         assert f"es-awd/cpu/mixed/correlated/update-none/N30/{shape}" in by_id
     layered = [c for c in matrix if c.tag == "layers"]
-    assert {(c.target, c.op) for c in layered} == {(t, op) for t, ops in cases.LAYERED_OPS.items() for op in ops}
+    assert {(c.target, c.op) for c in layered} == {(a.name, op) for a in adapters.all_adapters() for op in a.layered_ops}
     assert {c.noise for c in layered} == {"contract", "native"} and {c.scheme for c in layered} == {"iid", "correlated"}
     assert all(c.shapes == paramsets.LAYERED_SHAPES and c.ties == paramsets.LAYERED_TIES for c in layered)
     again = cases.from_json(cases.to_json(layered[0]))

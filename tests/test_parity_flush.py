@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from esverify.oracle import Options, run_parity
-from esverify.oracle.child import _reply_error
-from esverify.oracle.runner import flush_row
+from esverify.oracle.child_process import _reply_error
+from esverify.oracle.rows import flush_row
 from standins.mutants import make_variant
 
 AWD_UTILS = "weight_update_utils.py"
@@ -23,7 +23,7 @@ FTZ = "import torch\ntorch.set_flush_denormal(True)\n"
 
 
 def _run(tmp_path, clone, case):
-    return run_parity(Options(awd_ref=str(clone), target="es-awd", devices=("cpu",), dtypes=("f32",),
+    return run_parity(Options(ref=str(clone), target="es-awd", devices=("cpu",), dtypes=("f32",),
                               schemes=("correlated",), iterations=1, small=True, case=case,
                               out=str(tmp_path / "out"), quiet=True))
 

@@ -25,7 +25,11 @@ from click.testing import CliRunner
 
 from esverify.cli import main
 from esverify.oracle import Options, run_parity
-from esverify.oracle.loops import LOOP_OPS, MAIN_VARIANTS, REACHED
+from esverify.oracle import adapters
+from esverify.oracle.adapters.es_awd import MAIN_VARIANTS
+from esverify.oracle.loop_rows import LOOP_OPS
+
+REACHED = {a.name: a.reached for a in adapters.all_adapters()}
 from esverify.paths import oracles_dir
 from standins.loop_mutants import LOOP_EQUIVALENTS, LOOP_MUTANTS, LOOP_UNSEEN, make_loop_mutant
 from standins.mutants import STANDINS
@@ -77,7 +81,7 @@ def test_stand_in_modules_shadow_installed_packages(tmp_path):
 
 
 def test_unchanged_standins_pass_every_loop_row(tmp_path):
-    result = run_parity(Options(ref=AT_SCALE, awd_ref=AWD, devices=("cpu",), dtypes=("f32", "bf16"),
+    result = run_parity(Options(ref=(AT_SCALE, AWD), devices=("cpu",), dtypes=("f32", "bf16"),
                                 schemes=("iid", "correlated"), iterations=2, small=True, case=LOOPS_ONLY,
                                 out=str(tmp_path / "out"), quiet=True))
     frame = result.frame
@@ -232,7 +236,7 @@ def test_loop_catalog_has_ten_mutants_with_expectations():
 def test_loop_mutant_fails_exactly_its_rows(tmp_path, name):
     target = LOOP_MUTANTS[name][0]
     clone = make_loop_mutant(tmp_path, name)
-    refs = {"ref": str(clone)} if target == "es-at-scale" else {"awd_ref": str(clone)}
+    refs = {"ref": str(clone)} if target == "es-at-scale" else {"ref": str(clone)}
     # es-awd under correlated: iid caching rows are the reference's documented artefact, which would
     # hide what a caching mutant changes
     scheme = "iid" if target == "es-at-scale" else "correlated"
@@ -267,7 +271,7 @@ def test_loop_equivalents_and_unseen_faults_pass_every_row(tmp_path, name):
     run them: one that fails now is seen by the rows and belongs in LOOP_MUTANTS with its expected rows."""
     target = {**LOOP_EQUIVALENTS, **LOOP_UNSEEN}[name][0]
     clone = make_loop_mutant(tmp_path, name)
-    refs = {"ref": str(clone)} if target == "es-at-scale" else {"awd_ref": str(clone)}
+    refs = {"ref": str(clone)} if target == "es-at-scale" else {"ref": str(clone)}
     scheme = "iid" if target == "es-at-scale" else "correlated"
     result = run_parity(Options(target=target, devices=("cpu",), dtypes=("f32", "bf16"), schemes=(scheme,),
                                 iterations=2, small=True, out=str(tmp_path / "out"), quiet=True, **refs))
@@ -279,11 +283,11 @@ def test_loop_equivalents_and_unseen_faults_pass_every_row(tmp_path, name):
 def test_loop_global_seed_runs_the_fallback_and_a_given_seed():
     """f32 rows hand global seed 0 (the reference's `or 42` runs), the others a seed that is not the fallback,
     so a changed fallback and an ignored seed both show (loop mutants seed-fallback-changed, global-seed-ignored)."""
-    from esverify.oracle.loops import loop_cases, loop_command, loop_global_seed
+    from esverify.oracle.loop_rows import loop_command, loop_global_seed
     for target, first in (("es-at-scale", 0), ("es-awd", 1)):
         for dtype, run_seed, want in (("f32", 42, 0), ("f32", 7, 0), ("bf16", 42, 43), ("bf16", 0, 43),
                                       ("bf16", 7, 7), ("mixed", 123, 123), ("mixed", 42, 43)):
-            case = loop_cases(target, "cpu", dtype, "correlated", 7, 0.001, 0.0005, 1)[0]
+            case = adapters.get(target).loop_cases("cpu", dtype, "correlated", 7, 0.001, 0.0005, 1)[0]
             assert loop_global_seed(case, run_seed) == want, (target, dtype, run_seed)
             command = loop_command(case, want)
             assert command["global_seed"] == want
@@ -362,9 +366,9 @@ def test_loop_command_is_built_before_our_side_and_maps_every_seed_our_loop_draw
     """The child starts on the schedule's table while our side runs: the table must already hold every seed
     our tape hands to the update (each mapped to itself, the 30-bit seed being the member seed)."""
     from esverify.oracle import paramsets
-    from esverify.oracle.loops import loop_cases, loop_command, loop_updates, run_ours
+    from esverify.oracle.loop_rows import loop_command, loop_updates, run_ours
     target = "es-at-scale" if op == "fit" else "es-awd"
-    case = next(c for c in loop_cases(target, "cpu", "f32", "correlated", 7, 0.001, 0.0005, 2) if c.op == op)
+    case = next(c for c in adapters.get(target).loop_cases("cpu", "f32", "correlated", 7, 0.001, 0.0005, 2) if c.op == op)
     names, tensors = paramsets.build("f32", False, "base")
     tape = run_ours(case, names, tensors, 5, "poly32", None)
     command = loop_command(case, 5)
@@ -383,7 +387,7 @@ def test_a_hanging_loop_is_a_timeout_row_and_the_next_row_still_runs(tmp_path):
                                                 "    if args.mirror_sampling:\n"
                                                 "        import time as _clock\n"
                                                 "        _clock.sleep(600)\n")])
-    result = run_parity(Options(awd_ref=str(clone), target="es-awd", devices=("cpu",), dtypes=("f32",),
+    result = run_parity(Options(ref=str(clone), target="es-awd", devices=("cpu",), dtypes=("f32",),
                                 schemes=("correlated",), noises=("contract",), iterations=1, small=True,
                                 case="*/main*", timeout=20.0, out=str(tmp_path / "out"), quiet=True))
     rows = {r["op"]: (r["status"], r["detail"]) for _, r in result.frame.iterrows()}

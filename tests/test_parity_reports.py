@@ -198,7 +198,9 @@ def test_parity_md_stays_under_the_bound_whatever_the_matrix(tmp_path):
 
     from esverify.oracle import cases as _cases
     from esverify.oracle import parity_report
-    from esverify.oracle.runner import Options, _row, summary_pivot
+    from esverify.oracle.console import summary_pivot
+    from esverify.oracle.options import Options
+    from esverify.oracle.rows import make_row as _row
     from esverify.report import write_report
     opts = Options()
     matrix = _cases.build_matrix(["es-at-scale", "es-awd"], opts.devices, opts.dtypes, opts.schemes, None, None,

@@ -48,7 +48,7 @@ def _fault_dir(tmp_path):
 
 
 def _run(tmp_path, name, child_env, case):
-    return run_parity(Options(ref=str(STANDINS / "es-at-scale"), awd_ref=str(STANDINS / "es-awd"),
+    return run_parity(Options(ref=(str(STANDINS / "es-at-scale"), str(STANDINS / "es-awd")),
                               devices=("cpu",), dtypes=("f32", "bf16"), schemes=("iid",), iterations=1, small=True,
                               case=case, child_env=child_env, out=str(tmp_path / name), quiet=True))
 

@@ -24,8 +24,8 @@ from click.testing import CliRunner
 
 from esverify.cli import main
 from esverify.oracle import Options, run_parity
-from esverify.oracle.loops import LOOP_OPS
-from esverify.oracle.runner import COLUMNS
+from esverify.oracle.loop_rows import LOOP_OPS
+from esverify.oracle.rows import COLUMNS
 from standins.mutants import STANDINS, make_mutant
 
 AT_SCALE = str(STANDINS / "es-at-scale")
@@ -39,7 +39,7 @@ def _cli(*args):
 
 def test_small_matrix_passes_on_both_standins(tmp_path):
     junit = tmp_path / "parity.xml"
-    result = run_parity(Options(ref=AT_SCALE, awd_ref=AWD, dtypes=("f32", "f16"), schemes=("iid", "correlated"),
+    result = run_parity(Options(ref=(AT_SCALE, AWD), dtypes=("f32", "f16"), schemes=("iid", "correlated"),
                                 iterations=2, small=True, out=str(tmp_path / "out"), junit=str(junit), quiet=True))
     frame = result.frame
     assert list(frame.columns) == COLUMNS
@@ -237,7 +237,7 @@ def test_explicit_cuda_without_gpu_is_setup_error(tmp_path):
 
 @pytest.mark.cuda
 def test_cuda_rows_run_on_a_gpu(tmp_path):
-    result = run_parity(Options(ref=AT_SCALE, awd_ref=AWD, devices=("cuda",), devices_explicit=True,
+    result = run_parity(Options(ref=(AT_SCALE, AWD), devices=("cuda",), devices_explicit=True,
                                 dtypes=("f32", "bf16"), small=True, iterations=1, out=str(tmp_path / "o"),
                                 quiet=True))
     at_scale = result.frame[result.frame["target"] == "es-at-scale"]
@@ -251,12 +251,12 @@ def test_caching_artifact_only_where_the_reference_reused_noise(tmp_path):
     so it must pass; a numerics fault in the other slots is a fail, not hidden as an artifact."""
     quick = dict(target="es-awd", devices=("cpu",), dtypes=("f32", "bf16"), schemes=("iid",), small=True,
                  case="*/iid/caching/N[0-9]", quiet=True, noises=("contract",))   # not the /layers rows
-    good = run_parity(Options(awd_ref=AWD, out=str(tmp_path / "good"), **quick)).frame.set_index("dtype")
+    good = run_parity(Options(ref=AWD, out=str(tmp_path / "good"), **quick)).frame.set_index("dtype")
     assert good.loc["f32", "status"] == good.loc["bf16", "status"] == "artifact"
     assert good.loc["f32", "first_mismatch_index"].startswith("model.layers.0.self_attn.k_proj.weight[")
     assert "slot 4 (model.layers.0.self_attn.k_proj.weight) <- slot 2" in good.loc["f32", "detail"]
     assert good.loc["mixed", "status"] == "pass"
     clone = make_mutant(tmp_path, "awd-acc-in-f32")        # the accumulator in f32: bf16 slots all move
-    bad = run_parity(Options(awd_ref=str(clone), out=str(tmp_path / "bad"), **quick)).frame.set_index("dtype")
+    bad = run_parity(Options(ref=str(clone), out=str(tmp_path / "bad"), **quick)).frame.set_index("dtype")
     assert bad.loc["f32", "status"] == "artifact"
     assert bad.loc["bf16", "status"] == "fail" and "not only the reuse" in bad.loc["bf16", "detail"]

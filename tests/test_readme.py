@@ -41,20 +41,20 @@ def test_ci_makes_a_fresh_venv_before_the_readme_commands():
 def test_quick_start_gets_a_newcomer_to_a_parity_report_without_guessing():
     """From nothing to a report: the clones with exact clone + checkout lines at the validated
     commits, the parity command, where the report lands, how to check what Python 3.11 cannot."""
-    from esverify.oracle.clones import TARGETS
+    from esverify.oracle import adapters
     quick = README[README.index("## Quick start"):README.index("## What is where")]
     repos = {"es-at-scale": "https://github.com/VsonicV/es-at-scale", "es-awd": "https://github.com/kschweig/es-awd"}
     for name, url in repos.items():
-        commit = TARGETS[name].validated_commit
+        commit = adapters.get(name).validated_commit
         assert f"git clone {url} ~/refs/{name}\n" in quick
         assert f"git -C ~/refs/{name} checkout {commit}\n" in quick
-    assert "esverify parity --ref ~/refs/es-at-scale --awd-ref ~/refs/es-awd\n" in quick
+    assert "esverify parity --ref ~/refs/es-at-scale --ref ~/refs/es-awd\n" in quick
     assert "parity.html" in quick and "not checked here" in quick and "--python ~/venvs/py312/bin/python" in quick
     for code in ("130", "143", "129", "--overwrite", "--require-all"):
         assert code in quick
     parity_doc = (ROOT / "docs" / "parity.md").read_text()
     for name, url in repos.items():
-        assert url in parity_doc and TARGETS[name].validated_commit in parity_doc
+        assert url in parity_doc and adapters.get(name).validated_commit in parity_doc
 
 
 def test_timings_name_the_machine_they_were_measured_on():

@@ -4,13 +4,16 @@ The reference code runs only in a child interpreter, driven by the scripts
 in `oracles/` (executed by path, never imported). This package builds the
 cases (`cases`: the matrix from a case seed, random cases, shrinking),
 runs our side (`ours`, the one adapter to esverify.es), talks to the
-child (`child`), compares bits and names the diagnoses (`compare`),
-fuzzes (`fuzz`) and writes the report (`runner`, through
-esverify.report). Entry points: `esverify parity` (`cli`),
+child (`child_process`, one `session` per reference), compares bits and
+names the diagnoses (`compare`), fuzzes (`fuzz`) and writes the report
+(`run_report`, through esverify.report). What the core knows about each
+reference is its adapter (`adapters`). Entry points: `esverify parity` (`cli`),
 `run_parity(Options)` and `Runner(options).session(target, clone)` (one
 child, cases run one at a time: fuzz shrinking, mutant catalogs).
 """
-from .runner import Options, RunResult, Runner, UsageError
+from .options import Options, UsageError
+from .run_report import RunResult
+from .runner import Runner
 
 
 def run_parity(options: Options) -> RunResult:

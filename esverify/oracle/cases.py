@@ -20,7 +20,7 @@ case share parameters. The paper's case (N = 30, sigma 0.001, alpha
 0.0005) stays as its own row (`/paper`); z-score and update cases also run
 at populations across numpy's pairwise-summation boundaries (POPULATIONS).
 
-The training loops (issue 9, esverify.oracle.loops) add es-at-scale `fit`
+The training loops (issue 9, esverify.oracle.loop_rows) add es-at-scale `fit`
 and es-awd `main`, `main-mirror`, `main-caching`, `main-l1`, `main-l2`,
 `main-l1-lambda0`, `main-l2-lambda0`, always on the small set, under
 contract noise and (correlated only) native noise, like the other rows.
@@ -64,14 +64,8 @@ REWARD_TARGET = 0.01
 PERTURB_MEMBER = 1
 NOISES = ("contract", "native")
 
-AT_SCALE_OPS = ("perturb", "restore", "update", "loop")
 #: the reward populations of the matrix besides `normal` (esverify.oracle.rewards)
 REWARD_SHAPES = ("sparse", "outliers", "ties", "equal", "tiny")
-#: the ops the `layers` set runs in the matrix (paramsets.LAYERED_SHAPES)
-LAYERED_OPS = {"es-at-scale": ("perturb", "restore", "update"),
-               "es-awd": ("perturb", "restore", "update-none", "update-l1", "caching")}
-AWD_OPS = ("perturb", "restore", "update-none", "update-l1", "update-l2", "decay-l1", "decay-l2",
-           "mirrored", "caching")
 
 
 @dataclass
@@ -205,77 +199,74 @@ def build_matrix(targets, devices, dtypes, schemes, population=None, sigma=None,
                  small=False, noises=NOISES, case_seed=DEFAULT_CASE_SEED, loops=True):
     """All cases, in a stable order (target, device, noise, dtype, scheme, op), with unique ids.
 
-    population/sigma/alpha: None draws them from `case_seed` (see the module docstring); a value
-    fixes it for every case but the paper's. Native noise runs the correlated scheme only. `loops`
-    adds the training-loop rows fit / main-* (esverify.oracle.loops; contract and native noise).
+    targets: adapter names (esverify.oracle.adapters); each adapter builds its own part
+    (`Adapter.cases`). population/sigma/alpha: None draws them from `case_seed` (see the module
+    docstring); a value fixes it for every case but the paper's. `loops` adds the training-loop rows.
     """
-    from .loops import loop_cases
-    from .paramsets import LAYERED_SHAPES, LAYERED_TIES
-    targets, devices, dtypes, schemes, noises = (list(dict.fromkeys(v)) for v in
+    from .adapters import MatrixSpec, get
+    targets, devices, dtypes, schemes, noises = (tuple(dict.fromkeys(v)) for v in
                                                  (targets, devices, dtypes, schemes, noises))
-    if population is None:
-        population = main_population(case_seed)
-    sets = list(dtypes) + (["mixed"] if len(dtypes) > 1 else [])
-    sweep_set = sets[-1]        # the extra populations run on one set: the mixed one when there is one
+    matrix = MatrixSpec(devices=devices, dtypes=dtypes, schemes=schemes, population=population, sigma=sigma,
+                        alpha=alpha, iterations=iterations, small=small, noises=noises, case_seed=case_seed,
+                        loops=loops)
     cases = []
+    for target in targets:
+        cases += get(target).cases(matrix)
+    return cases
 
-    def add(target, device, dtype, scheme, op, n, noise, big=False, tag="", extra=None, rewards="normal",
-            layered=False):
-        case = Case(target, device, dtype, scheme, op, n, PAPER_SIGMA, PAPER_ALPHA, big, dict(extra or {}),
-                    tag, noise, rewards=rewards)
-        if layered:
-            case.shapes, case.ties = LAYERED_SHAPES, LAYERED_TIES
-        cases.append(_finish(case, case_seed, sigma, alpha))
 
+def walk_cells(adapter, matrix) -> list:
+    """The default `Adapter.cases`: per device the adapter's `device_cases`, then per (noise, dtype
+    set, scheme) cell its `cell_cases`, the population sweep and reward populations of its
+    `sweep_op`, its `layered_ops` on the `layers` set, and its `loop_cases`."""
+    from .adapters import Cell
+    from .paramsets import LAYERED_SHAPES, LAYERED_TIES
+    population = matrix.population if matrix.population is not None else main_population(matrix.case_seed)
+    sets = list(matrix.dtypes) + (["mixed"] if len(matrix.dtypes) > 1 else [])
+    sweep_set = sets[-1]        # the extra populations run on one set: the mixed one when there is one
+    schemes = list(matrix.schemes)
     # the reward populations run on one set and one scheme (the population is what they vary)
     shape_scheme = "correlated" if "correlated" in schemes else schemes[0]
-    for target in targets:
-        for device in devices:
-            if target == "es-at-scale":
-                for n in dict.fromkeys([population, *POPULATIONS, PAPER_POPULATION]):
-                    add(target, device, "f64", "-", "zscore", n, "-")
-                for shape in REWARD_SHAPES:
-                    add(target, device, "f64", "-", "zscore", PAPER_POPULATION, "-", rewards=shape)
-            for noise in noises:
-                for dtype in sets:
-                    # native noise has the correlated scheme only: no native rows when --schemes leaves it out
-                    for scheme in (schemes if noise == "contract" else [s for s in schemes if s == "correlated"]):
-                        # native rows use the small set: torch's draw has no 1M-element path of its own,
-                        # and the contract rows keep the big tensor (the default matrix stays fast)
-                        big = not small and noise == "contract"
-                        if target == "es-at-scale":
-                            add(target, device, dtype, scheme, "perturb", population, noise, big)
-                            add(target, device, dtype, scheme, "restore", population, noise, big)
-                            add(target, device, dtype, scheme, "update", population, noise, big)
-                            add(target, device, dtype, scheme, "update", PAPER_POPULATION, noise, big, "paper")
-                            if population != PAPER_POPULATION:
-                                add(target, device, dtype, scheme, "update", PAPER_POPULATION, noise, big)
-                            add(target, device, dtype, scheme, "loop", population, noise, False,
-                                extra={"iterations": iterations})
-                            sweep_op = "update"
-                        else:
-                            for op in AWD_OPS:
-                                # mirrored pairs need an even population (docs/numerics.md §4)
-                                n = population + population % 2 if op == "mirrored" else population
-                                add(target, device, dtype, scheme, op, n, noise, big)
-                            add(target, device, dtype, scheme, "update-l2", population, noise, big, "lambda0")
-                            sweep_op = "update-none"
-                        if dtype == sweep_set and noise == "contract":
-                            for n in POPULATIONS:
-                                if n != population:
-                                    add(target, device, dtype, scheme, sweep_op, n, noise, False)
-                            if scheme == shape_scheme:
-                                for shape in REWARD_SHAPES:
-                                    add(target, device, dtype, scheme, sweep_op, PAPER_POPULATION, noise, False,
-                                        rewards=shape)
-                        if dtype == sweep_set:   # several layers, a tied head: on one set, small tensors
-                            for op in LAYERED_OPS[target]:
-                                n = population + population % 2 if op == "mirrored" else population
-                                add(target, device, dtype, scheme, op, n, noise, False, "layers", layered=True)
-                        if loops:
-                            for case in loop_cases(target, device, dtype, scheme, population, PAPER_SIGMA,
-                                                   PAPER_ALPHA, iterations, noise):
-                                cases.append(_finish(case, case_seed, sigma, alpha))
+    cases = []
+
+    def adder(device, dtype, scheme, noise):
+        def add(op, n, big=False, tag="", extra=None, rewards="normal", layered=False):
+            case = Case(adapter.name, device, dtype, scheme, op, n, PAPER_SIGMA, PAPER_ALPHA, big,
+                        dict(extra or {}), tag, noise, rewards=rewards)
+            if layered:
+                case.shapes, case.ties = LAYERED_SHAPES, LAYERED_TIES
+            cases.append(_finish(case, matrix.case_seed, matrix.sigma, matrix.alpha))
+        return add
+
+    for device in matrix.devices:
+        def add_plain(dtype, scheme, op, n, noise, **kw):
+            adder(device, dtype, scheme, noise)(op, n, **kw)
+        adapter.device_cases(matrix, device, population, add_plain)
+        for noise in matrix.noises:
+            for dtype in sets:
+                # native noise has the correlated scheme only: no native rows when --schemes leaves it out
+                for scheme in (schemes if noise == "contract" else [s for s in schemes if s == "correlated"]):
+                    # native rows use the small set: torch's draw has no 1M-element path of its own,
+                    # and the contract rows keep the big tensor (the default matrix stays fast)
+                    add = adder(device, dtype, scheme, noise)
+                    cell = Cell(device, noise, dtype, scheme, population, not matrix.small and noise == "contract",
+                                dtype == sweep_set, shape_scheme, add)
+                    adapter.cell_cases(matrix, cell)
+                    if adapter.sweep_op and cell.sweep and noise == "contract":
+                        for n in POPULATIONS:
+                            if n != population:
+                                add(adapter.sweep_op, n)
+                        if scheme == shape_scheme:
+                            for shape in REWARD_SHAPES:
+                                add(adapter.sweep_op, PAPER_POPULATION, rewards=shape)
+                    if cell.sweep:   # several layers, a tied head: on one set, small tensors
+                        for op in adapter.layered_ops:
+                            n = population + population % 2 if op == "mirrored" else population
+                            add(op, n, tag="layers", layered=True)
+                    if matrix.loops:
+                        for case in adapter.loop_cases(device, dtype, scheme, population, PAPER_SIGMA,
+                                                       PAPER_ALPHA, matrix.iterations, noise):
+                            cases.append(_finish(case, matrix.case_seed, matrix.sigma, matrix.alpha))
     return cases
 
 
@@ -333,9 +324,10 @@ def from_json(text: str) -> Case:
 def check(case: Case) -> Case:
     """ValueError when a case cannot run: unknown op for its target, bad scheme/noise pair, too few
     handles, population or parameters out of range."""
-    ops = AT_SCALE_OPS + ("zscore",) if case.target == "es-at-scale" else AWD_OPS
-    if case.target not in ("es-at-scale", "es-awd") or case.op not in ops:
-        raise ValueError(f"case: op {case.op!r} is not an op of target {case.target!r}")
+    from .adapters import get, names
+    if case.target not in names():
+        raise ValueError(f"case: unknown target {case.target!r}; known: {names()}")
+    get(case.target).check_case(case)
     if case.op != "zscore":
         if case.noise not in NOISES:
             raise ValueError(f"case: noise must be one of {NOISES}, got {case.noise!r}")
@@ -379,14 +371,21 @@ _NAMES = ("model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
 
 
 def random_case(rng: np.random.Generator, targets, device: str = "cpu", noises=NOISES, iterations=2) -> Case:
-    """One random case: op, dtype set, scheme, noise, shapes (1-4 tensors, 0-dim to a few thousand
-    elements, equal shapes sometimes; or the `layers` set with its tied head), population, reward
-    population (update and zscore ops: half the time one of REWARD_SHAPES), sigma, alpha, lambda and
-    handles."""
+    """One random case of a random adapter among `targets` (its `Adapter.random_case`)."""
+    from .adapters import get
+    target = str(rng.choice(list(targets)))
+    return get(target).random_case(rng, device, noises, iterations)
+
+
+def random_case_of(adapter, rng: np.random.Generator, device: str = "cpu", noises=NOISES, iterations=2) -> Case:
+    """One random case of `adapter` (its `fuzz_ops`): op, dtype set, scheme, noise, shapes (1-4 tensors,
+    0-dim to a few thousand elements, equal shapes sometimes; or the `layers` set with its tied head),
+    population, reward population (update and zscore ops: half the time one of REWARD_SHAPES), sigma,
+    alpha, lambda and handles."""
     from .paramsets import LAYERED_SHAPES, LAYERED_TIES
     from .rewards import OUTLIER_MIN
-    target = str(rng.choice(list(targets)))
-    ops = ("perturb", "restore", "update", "update", "loop", "zscore") if target == "es-at-scale" else AWD_OPS
+    target = adapter.name
+    ops = adapter.fuzz_ops
     op = str(rng.choice(ops))
 
     def rewards_for(n):
@@ -429,6 +428,12 @@ def random_case(rng: np.random.Generator, targets, device: str = "cpu", noises=N
 
 
 def shrink_candidates(case: Case):
+    """Simpler variants of `case`, simplest first: its adapter's `Adapter.shrink_candidates`."""
+    from .adapters import get
+    return get(case.target).shrink_candidates(case)
+
+
+def generic_shrink_candidates(case: Case):
     """Simpler variants of `case`, simplest first: fewer tensors, smaller tensors, a smaller
     population, fewer loop iterations, f32, the correlated scheme, round parameters."""
     out = []

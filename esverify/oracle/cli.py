@@ -24,17 +24,37 @@ from ..report import FORMATS
 _DEFAULT_CASE_SEED = 20260401   #: esverify.oracle.cases.DEFAULT_CASE_SEED (not imported: keeps --help light)
 
 
+def _reference_names() -> list[str]:
+    from .adapters import names
+    return names()
+
+
+def _alias_options(command):
+    """The deprecated per-reference options (an adapter's `alias_flag`, e.g. the first --ref's
+    successor), each kept for one release as another way to name that reference's clone."""
+    from .adapters import all_adapters
+    for adapter in reversed(all_adapters()):
+        if adapter.alias_flag:
+            dest = adapter.alias_flag.lstrip("-").replace("-", "_")
+            command = click.option(adapter.alias_flag, dest, type=click.Path(file_okay=False, path_type=str),
+                                   default=None, help=f"Deprecated alias of --ref for the {adapter.name} clone "
+                                                      f"(default: ${adapter.env_var}, then [tool.esverify] "
+                                                      f"{dest.replace('_', '-')}, then ./{adapter.default_path}).")(command)
+    return command
+
+
 def _csv(value: str) -> tuple:
     return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
 @click.command("parity", context_settings=CONTEXT)
-@click.option("--ref", "ref", type=click.Path(file_okay=False, path_type=str), default=None,
-              help="es-at-scale clone (default: $ESVERIFY_REF, then [tool.esverify] ref, then ./refs/es-at-scale).")
-@click.option("--awd-ref", "awd_ref", type=click.Path(file_okay=False, path_type=str), default=None,
-              help="es-awd clone (default: $ESVERIFY_AWD_REF, then [tool.esverify] awd-ref, then ./refs/es-awd).")
-@click.option("--target", type=Choice(["es-at-scale", "es-awd", "all"]), default=None,
-              help="Which target(s) to run (default: every target whose clone is found).")
+@click.option("--ref", "ref", type=click.Path(file_okay=False, path_type=str), multiple=True,
+              help="A reference clone; repeat it for several (" + ", ".join(_reference_names()) + "): each is "
+                   "recognised by the reference adapters, and one clone may hold several references. Default: "
+                   "each reference's $ESVERIFY_* variable, then [tool.esverify], then ./refs/<name>.")
+@_alias_options
+@click.option("--target", type=Choice([*_reference_names(), "all"]), default=None,
+              help="Which reference(s) to run (default: every reference whose clone is found).")
 @click.option("--python", "python", type=click.Path(dir_okay=True, path_type=str), default=None,
               help="Interpreter of the child that runs the reference (needs torch and numpy; default: "
                    "$ESVERIFY_PYTHON, then [tool.esverify] python, then the Python running esverify).")
@@ -103,9 +123,9 @@ def _csv(value: str) -> tuple:
 @click.option("--no-loops", is_flag=True, help="Leave out the training-loop rows (fit, main-*); the report "
                                                "lists them as not checked.")
 @click.pass_context
-def parity(ctx, ref, awd_ref, target, python, dtypes, schemes, devices, mapping, seed, population, sigma, alpha,
+def parity(ctx, ref, target, python, dtypes, schemes, devices, mapping, seed, population, sigma, alpha,
            case_seed, noise, fuzz, case_json, iterations, case, keep_tensors, out, formats, junit, summary_path,
-           timeout, max_memory, max_output, small, require_all, overwrite, quiet, impl_cmd, no_loops):
+           timeout, max_memory, max_output, small, require_all, overwrite, quiet, impl_cmd, no_loops, **aliases):
     """Bit-for-bit parity of the clean-room trainer against reference clones on identical noise.
 
     Exit codes: 0 every row checked here passed (or is a documented artifact); 1 a row failed, erred or
@@ -115,20 +135,23 @@ def parity(ctx, ref, awd_ref, target, python, dtypes, schemes, devices, mapping,
     Configuration: command line > ESVERIFY_* environment > [tool.esverify] in pyproject.toml > default
     (docs/parity.md, "Configuration").
     """
-    from .runner import Options, Runner, UsageError
+    from .options import Options, UsageError
+    from .runner import Runner
     try:
-        settings = resolve(ctx, ["ref", "awd_ref", "python", "formats", "reports"])
+        settings = resolve(ctx, ["ref", *aliases, "python", "formats", "reports"])   # cliutil.SETTINGS has each alias
     except ConfigError as exc:
         click.echo(f"esverify parity: error: {exc.message}", err=True)
         sys.exit(2)
-    # the clone variables are the runner's own (it names $ESVERIFY_REF in its messages): only the
+    # each reference's clone variable is the runner's own (it names it in its messages): only the
     # command line and the config file are passed as paths
-    ref, awd_ref = ((None if settings.sources[n].startswith("environment") else settings.values[n])
-                    for n in ("ref", "awd_ref"))
+    given = {n: None if settings.sources[n].startswith("environment") else settings.values[n]
+             for n in ("ref", *aliases)}
+    ref = given["ref"]
+    alias_paths = {"--" + n.replace("_", "-"): given[n] for n in aliases if given[n]}
     python = settings.get("python")
     formats = settings.get("formats", ",".join(FORMATS))
     extra = {"case_seed": case_seed}
-    opts = Options(ref=ref, awd_ref=awd_ref, target=target, python=python or sys.executable,
+    opts = Options(ref=ref, aliases=alias_paths, target=target, python=python or sys.executable,
                    python_explicit=python is not None, dtypes=_csv(dtypes),
                    schemes=_csv(schemes), devices=_csv(devices) if devices else ("cpu", "cuda"),
                    devices_explicit=devices is not None, mapping=mapping, seed=seed, population=population,

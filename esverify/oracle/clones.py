@@ -1,12 +1,12 @@
-"""The targets and their clones: layout checks, git identity, licence (docs/references.md §1, §2, §4).
+"""Clones of a reference: layout checks, git identity, licence (docs/references.md §1, §2, §4).
 
-A `Target` is one named value: the files its clone must have, which ops
-need which file, its licence file name, the commit prefix docs/references.md
-was validated against and the driver script that runs it. `inspect_clone`
-turns a user's path into either a `CloneInfo` (with warnings) or a
-`CloneError` whose message says plainly what is wrong (path missing, not
-a clone of the target). A clone missing only some files is usable: the ops
-needing those files fail as rows, everything else runs.
+What a clone of a reference holds (its files, which ops need which file,
+its licence file, the commit docs/references.md was validated against) is
+its adapter's data (esverify.oracle.adapters). `inspect_clone` turns a
+user's path into either a `CloneInfo` (with warnings) or a `CloneError`
+whose message says plainly what is wrong (path missing, not a clone of
+the reference: the adapter's `recognise`). A clone missing only some files
+is usable: the ops needing those files fail as rows, everything else runs.
 """
 from __future__ import annotations
 
@@ -15,39 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import gitinfo
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str
-    files: dict            #: module key -> path relative to the clone root
-    ops_need: dict         #: op -> module key it needs
-    licence: str           #: licence file name (docs/references.md §4)
-    validated_commit: str  #: commit prefix docs/references.md was validated against
-    driver: str            #: driver script under oracles/
-    env_var: str           #: environment variable naming the default clone path
-    default_path: str      #: fallback clone path, relative to the working directory
-
-
-TARGETS = {
-    "es-at-scale": Target(
-        name="es-at-scale",
-        files={"worker_extension": "es_at_scale/utils/worker_extension.py",
-               "reward_shaping": "es_at_scale/utils/reward_shaping.py",
-               "es_trainer": "es_at_scale/trainer/es_trainer.py"},
-        ops_need={"perturb": "worker_extension", "restore": "worker_extension", "update": "worker_extension",
-                  "loop": "worker_extension", "zscore": "reward_shaping", "fit": "es_trainer"},
-        licence="LICENSE.txt", validated_commit="574a9d1", driver="driver_es_at_scale.py",
-        env_var="ESVERIFY_REF", default_path="refs/es-at-scale"),
-    "es-awd": Target(
-        name="es-awd",
-        files={"weight_update_utils": "weight_update_utils.py", "es_main": "es.py",
-               "distributed_utils": "distributed_utils.py"},
-        ops_need={"perturb": "weight_update_utils", "restore": "weight_update_utils",
-                  "update": "weight_update_utils", "decay": "weight_update_utils", "main": "es_main"},
-        licence="LICENCE", validated_commit="f432ff8", driver="driver_es_awd.py",
-        env_var="ESVERIFY_AWD_REF", default_path="refs/es-awd"),
-}
 
 
 class CloneError(ValueError):
@@ -83,18 +50,18 @@ def git_identity(path: Path) -> tuple[str | None, bool | None]:
     return gitinfo.commit_and_dirty(path)
 
 
-def inspect_clone(target: Target, path) -> CloneInfo:
-    """Check `path` against the target's layout; CloneError when it is unusable."""
+def inspect_clone(target, path) -> CloneInfo:
+    """Check `path` against the layout of `target` (an adapters.Adapter); CloneError when it is unusable."""
     path = Path(path).expanduser()
     if not path.exists():
         raise CloneError(f"{target.name} clone not found: {path} does not exist")
     if not path.is_dir():
         raise CloneError(f"{target.name} clone {path} is not a directory")
     path = path.resolve()
+    reason = target.recognise(path)
+    if reason is not None:
+        raise CloneError(reason)
     missing = [rel for rel in target.files.values() if not (path / rel).is_file()]
-    if len(missing) == len(target.files):
-        raise CloneError(f"{path} is not a clone of {target.name}: none of its files "
-                         f"{sorted(target.files.values())} is there")
     info = CloneInfo(target=target.name, path=path, missing=missing)
     for rel in missing:
         info.warnings.append(f"file missing: {rel} (the ops that need it are error rows)")

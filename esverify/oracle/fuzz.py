@@ -19,6 +19,7 @@ import shlex
 import numpy as np
 
 from . import cases as _cases
+from .adapters import get
 
 #: how many candidate runs one shrink may spend
 SHRINK_BUDGET = 60
@@ -37,22 +38,18 @@ def draw_cases(targets, opts) -> list:
     return out
 
 
-def command_line(opts, case) -> str:
-    """The one command line that reruns `case` alone."""
+def command_line(opts, case, clone_path=None) -> str:
+    """The one command line that reruns `case` alone (on the clone at `clone_path`, when given)."""
     argv = ["esverify", "parity"]
-    if opts.ref and case.target == "es-at-scale":
-        argv += ["--ref", str(opts.ref)]
-    if opts.awd_ref and case.target == "es-awd":
-        argv += ["--awd-ref", str(opts.awd_ref)]
+    if clone_path is not None:
+        argv += get(case.target).rerun_args(clone_path)
     argv += ["--target", case.target, "--devices", case.device, "--seed", str(opts.seed), "--mapping",
              opts.mapping, "--case-json", _cases.to_json(case)]
     return " ".join(shlex.quote(a) for a in argv)
 
 
 def shrink_failures(runner, clones, cases, frame, seconds: float) -> dict:
-    """Shrink the first bad row of each target; returns the report's `fuzz` metadata."""
-    from .clones import TARGETS
-    from .runner import _Target
+    """Shrink the first bad row of each reference; returns the report's `fuzz` metadata."""
     by_id = {c.case_id: c for c in cases}
     report = {"cases": len(frame), "seconds": round(seconds, 2),
               "cases_per_s": round(len(frame) / seconds, 2) if seconds > 0 else None,
@@ -62,33 +59,32 @@ def shrink_failures(runner, clones, cases, frame, seconds: float) -> dict:
         if bad.empty or target not in clones:
             continue
         row = bad.iloc[0]
-        case = by_id[row["case"]]
-        t = _Target(runner, TARGETS[target], clones[target])
-        try:
-            minimal, runs = shrink(runner, t, case, row["status"])
-        finally:
-            t.close()
+        with runner.session(target, clones[target].path) as run:
+            minimal, runs = shrink(run, by_id[row["case"]], row["status"], get(target).shrink_candidates)
         report["shrunk"].append({"case": row["case"], "status": row["status"], "runs": runs,
                                  "minimal": _cases.to_json(minimal),
-                                 "command": command_line(runner.opts, minimal)})
+                                 "command": command_line(runner.opts, minimal, clones[target].path)})
     return report
 
 
-def shrink(runner, t, case, status: str):
-    """(the smallest variant of `case` that still gets `status`, candidate runs spent)."""
+def shrink(run, case, status: str, candidates=None):
+    """(the smallest variant of `case` whose row `run(case)` still gets `status`, candidate runs spent).
+
+    run: case -> row dict; candidates: case -> simpler cases, simplest first (default: the case's
+    adapter's `shrink_candidates`). Greedy, as Hypothesis's shrinker: the first candidate that keeps
+    the status is kept, until none does or SHRINK_BUDGET runs are spent."""
+    candidates = candidates or _cases.shrink_candidates
     runs = 0
     current = case
     progress = True
     while progress and runs < SHRINK_BUDGET:
         progress = False
-        for candidate in _cases.shrink_candidates(current):
+        for candidate in candidates(current):
             if runs >= SHRINK_BUDGET:
                 break
             runs += 1
-            if not t.ensure_child():
-                return current, runs
             try:
-                got = runner._run_case(t, candidate)["status"]
+                got = run(candidate)["status"]
             except Exception:  # noqa: BLE001 - a candidate the runner cannot finish is not kept
                 continue
             if got == status:

@@ -1,7 +1,7 @@
 """Report sections of the loop rows (issue 9): findings, coverage, not checked.
 
 - `findings`: documented reference quirks a loop row observed
-  (esverify.oracle.loops.FINDINGS), with what was observed;
+  (each adapter's `findings`), with what was observed;
 - `coverage`: per target, every function of the clone files the child
   loaded, whether it ran (coverage.py in the child, oracles/child_loops.py) and
   whether docs/references.md says a loop reaches it; the metadata keeps the
@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import jsonin
-from .loops import LOOP_OPS, MAIN_VARIANTS, REACHED
+from . import adapters as _adapters
 
 
 def read_coverage(work, target: str) -> dict:
@@ -40,7 +40,7 @@ def _coverage_frame(environments: dict):
     for target, env in environments.items():
         cov = (env or {}).get("coverage") or {"files": {}, "error": "no coverage data: the child did not start, "
                                                                      "or the run stopped before it reported"}
-        reached = REACHED.get(target, {})
+        reached = _adapters.get(target).reached if target in _adapters.names() else {}
         total = ran = 0
         for rel, info in sorted(cov.get("files", {}).items()):
             for name, did in info["functions"].items():
@@ -60,15 +60,12 @@ def _coverage_frame(environments: dict):
 
 
 def _not_checked(runner, wanted, clones, skipped_targets, failed):
-    from .cases import AT_SCALE_OPS, AWD_OPS
-    from .clones import TARGETS
-    ops = {"es-at-scale": ["zscore", *AT_SCALE_OPS, "fit"], "es-awd": [*AWD_OPS, *MAIN_VARIANTS]}
-    flags = {"es-at-scale": "--ref PATH or set $ESVERIFY_REF", "es-awd": "--awd-ref PATH or set $ESVERIFY_AWD_REF"}
     rows = []
-    for name in TARGETS:
+    for adapter in _adapters.all_adapters():
+        name = adapter.name
         if name in clones:
-            if not runner.opts.loops:
-                rows.append({"target": name, "not_checked": ", ".join(MAIN_VARIANTS if name == "es-awd" else ["fit"]),
+            if not runner.opts.loops and adapter.loop_ops:
+                rows.append({"target": name, "not_checked": adapter.not_checked(loops_left_out=True),
                              "why": "the training-loop rows were left out (--no-loops)"})
             continue
         if name not in wanted:
@@ -77,8 +74,8 @@ def _not_checked(runner, wanted, clones, skipped_targets, failed):
             why = f"its clone is unusable: {failed[name]}"
         else:
             found = next((s.split(": ", 1)[1] for s in skipped_targets if s.startswith(f"{name}: ")), "")
-            why = f"no clone given: pass {flags[name]}" + (f"; {found}" if found else "")
-        rows.append({"target": name, "not_checked": ", ".join(ops[name]), "why": why})
+            why = f"no clone given: pass {adapter.how_to_give()}" + (f"; {found}" if found else "")
+        rows.append({"target": name, "not_checked": adapter.not_checked(), "why": why})
     return pd.DataFrame(rows, columns=["target", "not_checked", "why"])
 
 
@@ -90,12 +87,13 @@ def loop_rows_run(frame) -> set:
     """The targets with at least one training-loop row (`fit`, `main*`) that ran in the child."""
     if frame is None or frame.empty:
         return set()
-    return set(frame.loc[frame["op"].isin(LOOP_OPS) & frame["status"].isin(RAN), "target"])
+    loop_ops = {op for a in _adapters.all_adapters() for op in a.loop_ops}
+    return set(frame.loc[frame["op"].isin(loop_ops) & frame["status"].isin(RAN), "target"])
 
 
 def report_sections(runner, wanted, clones, skipped_targets, failed, frame, metadata) -> dict:
     """Extra report sections (findings, coverage, not_checked); also fills `metadata` and its warnings."""
-    findings = list(runner.__dict__.get("loop_findings", {}).values())
+    findings = runner.findings_list()
     coverage_frame, coverage = _coverage_frame(metadata.get("children", {}))
     for target, info in coverage.items():
         findings += interface_findings(target, info["interface"])

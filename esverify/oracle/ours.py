@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..es import Config, Trainer, apply_anchor_decay_, get_profile, shape_rewards
+from ..es import Config, Trainer, apply_anchor_decay_, shape_rewards
 from . import rewards as _rewards
 from .cases import PERTURB_MEMBER, REWARD_TARGET, Case
 
@@ -73,18 +73,17 @@ def _trainer(case: Case, named, config: Config, backend, table: dict, slot_map=N
     return trainer
 
 
+def profile_of(case: Case) -> str:
+    """Our numerics profile for `case`: its adapter's (esverify.oracle.adapters)."""
+    from .adapters import get
+    return get(case.target).profile
+
+
 def _config(case: Case, seed: int, mapping: str, **overrides) -> Config:
     fields = dict(sigma=case.sigma, alpha=case.alpha, population=case.population, scheme=case.scheme,
-                  mapping=mapping, profile=case.target, seed=seed, shaping="none")
+                  mapping=mapping, profile=profile_of(case), seed=seed, shaping="none")
     fields.update(overrides)
     return Config(**fields)
-
-
-def rule_for(target: str, device: str) -> str:
-    """The profile rule a case runs under (es-awd: cpu/cuda; es-at-scale has one rule)."""
-    if target != "es-awd":
-        return ""
-    return get_profile(target).rule_for(torch.device(device))
 
 
 def run(case: Case, names, tensors, anchor, seed: int, mapping: str, backend: str | None,
@@ -125,7 +124,7 @@ def prepare(case: Case, names, tensors, anchor, seed: int, mapping: str, backend
         command = {"handles": {}, "decay": case.decay, "lambda": case.lam}
 
         def compute():
-            apply_anchor_decay_(tensors, anchor, case.decay, case.lam, case.alpha, profile=case.target)
+            apply_anchor_decay_(tensors, anchor, case.decay, case.lam, case.alpha, profile=profile_of(case))
             return OursResult(tensors, command)
         return command, compute
     if case.kind == "update":

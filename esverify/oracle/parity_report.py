@@ -73,8 +73,9 @@ def rerun_command(opts, case, clone_paths: dict) -> str:
     whole (`--case-json`). Settings that change the case's parameters (--seed, --case-seed, --mapping,
     --population, --sigma, --alpha, --iterations, --dtypes, --noise, --small) are kept."""
     from . import cases as _cases
-    option = {"es-at-scale": "--ref", "es-awd": "--awd-ref"}[case.target]
-    args = ["esverify", "parity", option, str(clone_paths.get(case.target, "PATH")), "--target", case.target]
+    from .adapters import get
+    args = ["esverify", "parity", *get(case.target).rerun_args(clone_paths.get(case.target, "PATH")),
+            "--target", case.target]
     if opts.python_explicit:
         args += ["--python", opts.python]
     if opts.fuzz or opts.case_json:
@@ -266,7 +267,7 @@ def params_of(text) -> dict:
 def summary_counts(frame: pd.DataFrame) -> pd.DataFrame:
     """The summary grid in long form with numbers: one row per (target, device, op, dtype, scheme,
     noise) and one integer column per status (parity.json's `summary`)."""
-    from .runner import STATUSES
+    from .rows import STATUSES
     keys = ["target", "device", "op", "dtype", "scheme", "noise"]
     if frame.empty:
         return pd.DataFrame(columns=keys + list(STATUSES) + ["rows"])

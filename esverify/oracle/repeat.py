@@ -62,3 +62,34 @@ def mark(row: dict, first: int, again: int, text: str) -> dict:
     before = f"; first run: {row['status']}" + (f": {row['detail']}" if row.get("detail") else "")
     row.update(status="fail", diagnosis=",".join(diagnoses + ["state"]), detail=note + before)
     return row
+
+
+def run_again(session, history, done: int, stop=None) -> list:
+    """Run each (position, case, row, theirs, clone) of `history` again on `session`, in that order,
+    after the `done` cases run so far; a row whose reference result differs from its first run's is
+    failed with the diagnosis `state` (in place). `stop`: a threading.Event that ends the check early.
+    Returns the report's record of the check."""
+    from .paramsets import shapes_of
+    from .row_runner import checked_case
+    record = []
+    for position, case, row, theirs, clone in history:
+        if stop is not None and stop.is_set():
+            break
+        if row["status"] not in CHECKED or not theirs or theirs[0] != case.case_id:
+            continue
+        done += 1
+        session.last_theirs = None
+        session.variant_clone = clone
+        again = checked_case(session, case)
+        entry = {"case": case.case_id, "first": position, "again": done}
+        if session.last_theirs is None or session.last_theirs[0] != case.case_id:
+            entry["identical"] = None
+            entry["note"] = f"not compared: the second run is {again['status']}: {again['detail'][:200]}"
+        else:
+            names = [n for n, _ in shapes_of(case.big, case.shapes)] if case.op != "zscore" else ["coeffs"]
+            text = difference(theirs[1], session.last_theirs[1], names)
+            entry["identical"] = not text
+            if text:
+                mark(row, position, done, text)
+        record.append(entry)
+    return record

@@ -41,7 +41,6 @@ built by `loop_report`.
 """
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import torch
@@ -54,9 +53,9 @@ from . import compare as _compare
 from .cases import Case
 from .loop_compare import compare_tapes
 from .ours import reward
+from .adapters.es_at_scale import FIT_ENGINES
+from .adapters.es_awd import MAIN_ENGINES, MAIN_VARIANTS
 
-FIT_ENGINES = 2
-MAIN_ENGINES = 4
 #: es-at-scale data: one dataloader batch of 5 prompts per iteration, mini-batches of 2, 2 and 1
 FIT_DATA = (0.01, -0.02, 0.03, 0.0, -0.005)
 FIT_MINI_BATCH = 2
@@ -64,69 +63,7 @@ MAIN_DATA = (0.01, -0.01, 0.02)
 #: the small evaluation set each loop gets, so its evaluation path runs (es-at-scale's eval_step,
 #: es-awd's evaluate_model); engine 0 generates on it unperturbed, and nothing of it is compared
 EVAL_DATA = (0.005, -0.015)
-#: es-awd decay strength of the loop rows: alpha * lambda = 1.5e-4 at the default alpha, the size of a
-#: loop update, so l1 zeroes part of the deltas; 0.3 is not a power of two
-LOOP_LAMBDA = 0.3
-MAIN_VARIANTS = {   # op -> (mirror_sampling, caching, decay type, lambda)
-    "main": (False, False, "none", 0.0),
-    "main-mirror": (True, False, "none", 0.0),
-    "main-caching": (False, True, "none", 0.0),
-    "main-l1": (False, False, "l1", LOOP_LAMBDA),
-    "main-l2": (False, False, "l2", LOOP_LAMBDA),
-    "main-l1-lambda0": (False, False, "l1", 0.0),
-    "main-l2-lambda0": (False, False, "l2", 0.0),
-}
 LOOP_OPS = ("fit", *MAIN_VARIANTS)
-#: what docs/references.md §5 (and §1, §2) say a loop reaches, per target and file, and the driver lets
-#: run: `launch_engines` is a seam of ours, and the engines copy engine 0's tensors for
-#: `broadcast_all_weights` (a collective over NCCL in a real launch), so neither is listed
-REACHED = {
-    "es-at-scale": {"es_at_scale/trainer/es_trainer.py": ["EvolutionStrategiesTrainer.__init__",
-                                                          "EvolutionStrategiesTrainer.fit",
-                                                          "EvolutionStrategiesTrainer.train_step",
-                                                          "EvolutionStrategiesTrainer.evaluate_population_on_batch",
-                                                          "EvolutionStrategiesTrainer.evaluate_handle",
-                                                          "EvolutionStrategiesTrainer.eval_step",
-                                                          "EvolutionStrategiesTrainer.cleanup"],
-                    "es_at_scale/utils/worker_extension.py": ["WorkerExtension.init_inter_engine_group",
-                                                              "WorkerExtension.perturb_self_weights",
-                                                              "WorkerExtension.restore_self_weights",
-                                                              "WorkerExtension.update_weights_from_seeds",
-                                                              "WorkerExtension.save_self_weights_to_disk"],
-                    "es_at_scale/utils/reward_shaping.py": ["z_score"]},
-    "es-awd": {"es.py": ["parse_args", "main", "evaluate_model"],
-               "distributed_utils.py": ["WorkerExtension.perturb_self_weights", "WorkerExtension.restore_self_weights",
-                                        "WorkerExtension.update_weights_from_seeds",
-                                        "WorkerExtension.snapshot_weights_to_cpu",
-                                        "WorkerExtension.write_weights_to_disk"],
-               "weight_update_utils.py": ["generate_noise", "apply_seeded_noise_to_parameters",
-                                          "update_parameters_from_seeds", "apply_reference_weight_decay_"]},
-}
-FINDINGS = {
-    "fit-extra-update": ("es-at-scale", "EvolutionStrategiesTrainer.fit performs num_iterations + 1 updates "
-                                        "(docs/references.md §5): its counter is tested after the increment; our side "
-                                        "reproduces it under the es-at-scale loop so that the rows compare like "
-                                        "with like"),
-}
-
-
-# ----------------------------------------------------------------- cases
-
-def loop_cases(target, device, dtype, scheme, population, sigma, alpha, iterations, noise="contract") -> list:
-    """The loop rows of one (target, device, dtype set, scheme); small parameter sets only."""
-    extra = {"iterations": iterations, "noise": noise}
-    if target == "es-at-scale":
-        n = population if population % FIT_ENGINES else population + 1   # not a multiple of the engines
-        return [Case(target, device, dtype, scheme, "fit", n, sigma, alpha, False, dict(extra), noise=noise)]
-    cases = []
-    for op, (mirror, _, _, _) in MAIN_VARIANTS.items():
-        n = population + population % 2 if mirror else population
-        if mirror and (n // 2) % MAIN_ENGINES == 0:
-            # N/2 seeds not a multiple of the engines: a loop that batches its two passes together, or
-            # splits them differently, puts another member on engine 0, which shows in its bits
-            n += 2
-        cases.append(Case(target, device, dtype, scheme, op, n, sigma, alpha, False, dict(extra), noise=noise))
-    return cases
 
 
 # ----------------------------------------------------------------- our side
@@ -320,23 +257,24 @@ def draw_notes(found) -> str:
     return "; ".join(parts)
 
 
-def run_case(runner, t, case: Case) -> dict:
-    """One loop row: our loop, the reference's loop in the child, the comparison (runner._run_case's job)."""
-    from . import runner as _runner   # the runner imports this module: import back at call time
-    opts = runner.opts
-    if not t.ensure_child():
-        return _runner._row(case, status="error", detail=f"the child could not be restarted: {t.start_error}")
-    from ..rng import default_backend
-    env = t.hello["environment"] if t.hello else {}
-    backend = child_backend = default_backend(case.device)
-    if case.device == "cpu" and backend not in (env.get("noise_backends") or {}).get("cpu", []):
-        child_backend = None
+def run_case(session, case: Case) -> dict:
+    """One loop row on `session` (esverify.oracle.session.Session): our loop, the reference's loop in
+    the child, the comparison of the two tapes."""
+    from .rows import too_old_python
+    from .session import BackendRefused
+    opts = session.opts
+    if not session.ensure_child():
+        return session.row(case, status="error", detail=f"the child could not be restarted: {session.start_error}")
+    env = session.environment
+    try:   # the one backend policy of every row (session.noise_backend)
+        backend, child_backend = session.backend(case)
+    except BackendRefused as exc:
+        return session.row(case, status="error", detail=f"{case.op}: {exc}")
     dtype = case.dtype
-    names, tensors = runner.fresh(dtype, False, "base", case.device)
-    out = runner.work / "cases" / re.sub(r"[^A-Za-z0-9_.-]+", "_", case.case_id)
-    out.mkdir(parents=True, exist_ok=True)
+    names, tensors = session.fresh(dtype, False, "base", case.device)
+    out = session.case_dir(case)
     command = {"case_id": case.case_id, "device": case.device, "scheme": case.scheme, "mapping": opts.mapping,
-               "backend": child_backend, "set": str(runner.set_path(dtype, False, "base")), "sigma": case.sigma,
+               "backend": child_backend, "set": str(session.set_path(dtype, False, "base")), "sigma": case.sigma,
                "alpha": case.alpha, "population": case.population, "out": str(out)}
     seed = loop_global_seed(case, opts.seed)
     command.update(loop_command(case, seed))
@@ -344,13 +282,12 @@ def run_case(runner, t, case: Case) -> dict:
     # switch the reference's entry point sets (es-awd's parse_args, given a global seed), so both sides
     # of the row run under the same setting; the reply says what the reference really ran under
     ours_deterministic = case.op != "fit" and seed is not None
-    reply, ours, failed = runner._exchange(t, case, command, lambda: _deterministic(
+    reply, ours, failed = session.exchange(case, command, lambda: _deterministic(
         ours_deterministic, lambda: run_ours(case, names, tensors, seed, opts.mapping, backend)))
     if failed is not None:
         return failed
     if reply["status"] != "ok":
-        return _runner.too_old_python(case, reply["error"], env) or runner._reference_error_row(t, case,
-                                                                                                reply["error"])
+        return too_old_python(case, reply["error"], env) or session.reference_error_row(case, reply["error"])
     theirs = reply["tape"]
     settings, settings_note = settings_text(reply.get("settings") or {}, ours_deterministic)
     cmp, diff = compare_tapes(case, ours, theirs, reply["results"])
@@ -359,7 +296,8 @@ def run_case(runner, t, case: Case) -> dict:
     notes = []
     reused = reused_slots(names, tensors) if case.op == "main-caching" and case.scheme == "iid" else []
     if case.op == "fit":
-        record_finding(runner, "fit-extra-update", case, theirs["updates"], int(case.extra["iterations"]))
+        session.record_finding("fit-extra-update", case, f"{theirs['updates']} updates for num_iterations "
+                                                         f"{int(case.extra['iterations'])}")
     accounting = draw_notes(found)
     if found.eager and case.scheme == "iid":
         status = "unverifiable"
@@ -383,12 +321,12 @@ def run_case(runner, t, case: Case) -> dict:
                          "them into one member (a quirk of the reference)")
     if status == "fail" and opts.keep_tensors:
         ours_path = paramsets.write(out / "ours.npz", names, ours["final"])
-        runner.kept.append((case.case_id, ours_path, reply["results"]))   # engine 0's final parameters
+        session.keep(case.case_id, ours_path, reply["results"])   # engine 0's final parameters
     # the named diagnoses of the single-op rows (compare.diagnose), from this row's own draws
     diagnoses = (["eager"] if found.eager else []) + (["reuse"] if status == "artifact" else []) + \
         (["skip"] if found.missing and status != "artifact" else []) + (["extra"] if found.extra else []) + \
         (["advanced"] if found.advanced else [])
-    return _runner._row(case, status=status, diagnosis=",".join(diagnoses), detail="; ".join(notes),
+    return session.row(case, status=status, diagnosis=",".join(diagnoses), detail="; ".join(notes),
                         reference_settings=settings, **fields)
 
 
@@ -417,14 +355,3 @@ def settings_text(theirs: dict, ours_deterministic: bool) -> tuple[str, str]:
                 f"our side with {ours_deterministic}: the CPU ops of this loop have no nondeterministic kernel, "
                 "but the sides did not run under the same setting")
     return text, note
-
-
-def record_finding(runner, key: str, case: Case, theirs_updates: int, iterations: int):
-    """Note what a loop row showed about a documented reference quirk (kept on the runner)."""
-    findings = runner.__dict__.setdefault("loop_findings", {})
-    entry = findings.setdefault(key, {"target": FINDINGS[key][0], "finding": key, "description": FINDINGS[key][1],
-                                      "observed": [], "rows": 0})
-    entry["rows"] += 1
-    seen = f"{theirs_updates} updates for num_iterations {iterations}"
-    if seen not in entry["observed"]:
-        entry["observed"].append(seen)

@@ -1,0 +1,80 @@
+"""The es-at-scale adapter: the library's WorkerExtension, z_score and trainer loop (docs/references.md §1, §5).
+
+Design record: everything the oracle knows about es-at-scale is here and in
+its child driver (oracles/driver_es_at_scale.py): the clone layout, the
+single-op cases (perturb, restore, update at the main N, the paper's N = 30
+and the population sweep, the in-process `loop`, z-scores in f64), the
+`fit` loop row, the functions that loop reaches and the fit quirk it
+reports. Rows run on the core's generic single-op path; `fit` on the loop
+path (esverify.oracle.loop_rows).
+"""
+from __future__ import annotations
+
+from ..cases import PAPER_POPULATION, POPULATIONS, REWARD_SHAPES, Case
+from .base import Adapter
+
+#: the trainer loop's engines: the population is made not a multiple of them
+FIT_ENGINES = 2
+
+
+class EsAtScale(Adapter):
+    name = "es-at-scale"
+    summary = "es-at-scale: the library (WorkerExtension perturb/restore/update, z_score, the trainer's fit loop)"
+    env_var = "ESVERIFY_REF"
+    default_path = "refs/es-at-scale"
+    alias_flag = None
+    driver = "driver_es_at_scale.py"
+    licence = "LICENSE.txt"
+    validated_commit = "574a9d1"
+    files = {"worker_extension": "es_at_scale/utils/worker_extension.py",
+             "reward_shaping": "es_at_scale/utils/reward_shaping.py",
+             "es_trainer": "es_at_scale/trainer/es_trainer.py"}
+    ops_need = {"perturb": "worker_extension", "restore": "worker_extension", "update": "worker_extension",
+                "loop": "worker_extension", "zscore": "reward_shaping", "fit": "es_trainer"}
+    profile = "es-at-scale"
+    ops = ("zscore", "perturb", "restore", "update", "loop")
+    loop_ops = ("fit",)
+    layered_ops = ("perturb", "restore", "update")
+    sweep_op = "update"
+    fuzz_ops = ("perturb", "restore", "update", "update", "loop", "zscore")
+    reached = {"es_at_scale/trainer/es_trainer.py": ["EvolutionStrategiesTrainer.__init__",
+                                                     "EvolutionStrategiesTrainer.fit",
+                                                     "EvolutionStrategiesTrainer.train_step",
+                                                     "EvolutionStrategiesTrainer.evaluate_population_on_batch",
+                                                     "EvolutionStrategiesTrainer.evaluate_handle",
+                                                     "EvolutionStrategiesTrainer.eval_step",
+                                                     "EvolutionStrategiesTrainer.cleanup"],
+               "es_at_scale/utils/worker_extension.py": ["WorkerExtension.init_inter_engine_group",
+                                                         "WorkerExtension.perturb_self_weights",
+                                                         "WorkerExtension.restore_self_weights",
+                                                         "WorkerExtension.update_weights_from_seeds",
+                                                         "WorkerExtension.save_self_weights_to_disk"],
+               "es_at_scale/utils/reward_shaping.py": ["z_score"]}
+    findings = {"fit-extra-update": "EvolutionStrategiesTrainer.fit performs num_iterations + 1 updates "
+                                    "(docs/references.md §5): its counter is tested after the increment; our side "
+                                    "reproduces it under the es-at-scale loop so that the rows compare like "
+                                    "with like"}
+
+    def device_cases(self, matrix, device, population, add):
+        for n in dict.fromkeys([population, *POPULATIONS, PAPER_POPULATION]):
+            add("f64", "-", "zscore", n, "-")
+        for shape in REWARD_SHAPES:
+            add("f64", "-", "zscore", PAPER_POPULATION, "-", rewards=shape)
+
+    def cell_cases(self, matrix, cell):
+        n, big, add = cell.population, cell.big, cell.add
+        add("perturb", n, big)
+        add("restore", n, big)
+        add("update", n, big)
+        add("update", PAPER_POPULATION, big, "paper")
+        if n != PAPER_POPULATION:
+            add("update", PAPER_POPULATION, big)
+        add("loop", n, False, extra={"iterations": matrix.iterations})
+
+    def loop_cases(self, device, dtype, scheme, population, sigma, alpha, iterations, noise="contract"):
+        extra = {"iterations": iterations, "noise": noise}
+        n = population if population % FIT_ENGINES else population + 1   # not a multiple of the engines
+        return [Case(self.name, device, dtype, scheme, "fit", n, sigma, alpha, False, extra, noise=noise)]
+
+
+ADAPTER = EsAtScale()

@@ -1,0 +1,98 @@
+"""The es-awd adapter: weight_update_utils and the `es.main` loop, with anchored weight decay (docs/references.md §2, §5).
+
+Design record: everything the oracle knows about es-awd is here and in its
+child driver (oracles/driver_es_awd.py): the clone layout, the single-op
+cases (perturb, restore, update with decay none/l1/l2, the decay alone,
+mirrored, caching), the seven `main*` loop rows, the functions they reach,
+the offset parameter set its cases start from (theta != anchor, so decay
+shows) and the anchor it is given, the profile's cpu/cuda rules and the
+deprecated `--awd-ref` option.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..cases import Case
+from .base import Adapter, even
+
+#: the main loop's engines
+MAIN_ENGINES = 4
+#: decay strength of the loop rows: alpha * lambda = 1.5e-4 at the default alpha, the size of a loop
+#: update, so l1 zeroes part of the deltas; 0.3 is not a power of two
+LOOP_LAMBDA = 0.3
+MAIN_VARIANTS = {   # op -> (mirror_sampling, caching, decay type, lambda)
+    "main": (False, False, "none", 0.0),
+    "main-mirror": (True, False, "none", 0.0),
+    "main-caching": (False, True, "none", 0.0),
+    "main-l1": (False, False, "l1", LOOP_LAMBDA),
+    "main-l2": (False, False, "l2", LOOP_LAMBDA),
+    "main-l1-lambda0": (False, False, "l1", 0.0),
+    "main-l2-lambda0": (False, False, "l2", 0.0),
+}
+OPS = ("perturb", "restore", "update-none", "update-l1", "update-l2", "decay-l1", "decay-l2", "mirrored", "caching")
+
+
+class EsAwd(Adapter):
+    name = "es-awd"
+    summary = "es-awd: weight_update_utils (perturb/restore/update, anchored decay) and es.main's loop"
+    env_var = "ESVERIFY_AWD_REF"
+    default_path = "refs/es-awd"
+    alias_flag = "--awd-ref"
+    driver = "driver_es_awd.py"
+    licence = "LICENCE"
+    validated_commit = "f432ff8"
+    files = {"weight_update_utils": "weight_update_utils.py", "es_main": "es.py",
+             "distributed_utils": "distributed_utils.py"}
+    ops_need = {"perturb": "weight_update_utils", "restore": "weight_update_utils",
+                "update": "weight_update_utils", "decay": "weight_update_utils", "main": "es_main"}
+    profile = "es-awd"
+    ops = OPS
+    loop_ops = tuple(MAIN_VARIANTS)
+    layered_ops = ("perturb", "restore", "update-none", "update-l1", "caching")
+    sweep_op = "update-none"
+    fuzz_ops = OPS
+    reached = {"es.py": ["parse_args", "main", "evaluate_model"],
+               "distributed_utils.py": ["WorkerExtension.perturb_self_weights", "WorkerExtension.restore_self_weights",
+                                        "WorkerExtension.update_weights_from_seeds",
+                                        "WorkerExtension.snapshot_weights_to_cpu",
+                                        "WorkerExtension.write_weights_to_disk"],
+               "weight_update_utils.py": ["generate_noise", "apply_seeded_noise_to_parameters",
+                                          "update_parameters_from_seeds", "apply_reference_weight_decay_"]}
+    findings = {}
+
+    def cell_cases(self, matrix, cell):
+        n, big, add = cell.population, cell.big, cell.add
+        for op in OPS:
+            add(op, even(n) if op == "mirrored" else n, big)   # mirrored pairs (docs/numerics.md §4)
+        add("update-l2", n, big, "lambda0")
+
+    def loop_cases(self, device, dtype, scheme, population, sigma, alpha, iterations, noise="contract"):
+        extra = {"iterations": iterations, "noise": noise}
+        cases = []
+        for op, (mirror, _, _, _) in MAIN_VARIANTS.items():
+            n = even(population) if mirror else population
+            if mirror and (n // 2) % MAIN_ENGINES == 0:
+                # N/2 seeds not a multiple of the engines: a loop that batches its two passes together, or
+                # splits them differently, puts another member on engine 0, which shows in its bits
+                n += 2
+            cases.append(Case(self.name, device, dtype, scheme, op, n, sigma, alpha, False, dict(extra), noise=noise))
+        return cases
+
+    def set_variant(self, case) -> str:
+        return "offset"   # theta != anchor: the decay has something to pull back (docs/numerics.md §5)
+
+    def needs_anchor(self, case) -> bool:
+        return case.kind in ("update", "decay")
+
+    def rule_for(self, device: str) -> str:
+        from ...es import get_profile
+        return get_profile(self.profile).rule_for(torch.device(device))
+
+    def rerun_args(self, path) -> list[str]:
+        return ["--awd-ref", str(path)]
+
+    def how_to_give(self) -> str:
+        return f"--awd-ref PATH or set ${self.env_var}"
+
+
+ADAPTER = EsAwd()

@@ -1,0 +1,219 @@
+"""What a parity run prints and the verdict it reaches (docs/parity.md, "Exit codes", "The console").
+
+Design record (issue 21): pure functions of the rows frame and the
+metadata; nothing here runs a case or names a reference. The summary
+grid, the exit code and verdict, the reasons of a "nothing checked" run,
+and the console text (verdict, counts, grid or its compact form, the rows
+that need attention, what was not checked, warnings).
+"""
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import numpy as np
+import pandas as pd
+
+from ..interrupt import VERDICT as INTERRUPTED
+from ..report import console_table, terminal_text
+from .rows import FAILING, STATUSES
+
+
+def summary_pivot(frame: pd.DataFrame) -> pd.DataFrame:
+    """Status counts per (target, device, op) x (dtype/scheme), e.g. "3 pass" or "1 fail, 2 pass"."""
+    if frame.empty:
+        return pd.DataFrame(columns=["target", "device", "op"])
+
+    def cell(statuses):
+        counts = statuses.value_counts()
+        return ", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts)
+
+    native = frame["noise"].eq("native") if "noise" in frame else False
+    f = frame.assign(column=frame["dtype"] + "/" + frame["scheme"] + np.where(native, "/native", ""))
+    index = [c for c in ("target", "device", "op") if c in f.columns]
+    pivot = f.pivot_table(index=index, columns="column", values="status", aggfunc=cell, fill_value="",
+                          sort=False)
+    pivot.columns = [str(c) for c in pivot.columns]
+    return pivot.reset_index()
+
+
+def exit_code(frame: pd.DataFrame, setup_error: bool, require_all: bool = False) -> int:
+    """0 when a row passed and every row is pass, skipped or artifact; 1 on any FAILING row, when
+    nothing passed, or (require_all) when a row was skipped; 2 on a setup error."""
+    if setup_error:
+        return 2
+    statuses = set(frame["status"]) if len(frame) else set()
+    if statuses & set(FAILING) or "pass" not in statuses:
+        return 1
+    if require_all and statuses & {"skipped", "not-run", "unsupported"}:
+        return 1
+    return 0
+
+
+#: the statuses of a row that was checked (compared or tried); skipped, unsupported, not-run were not
+CHECKED = ("pass", "fail", "error", "unverifiable", "artifact")
+NOTHING_CHECKED = "nothing checked"
+
+
+def verdict_for(code: int, frame: pd.DataFrame | None = None) -> str:
+    """The report's verdict for an exit code (an interrupted run has its own, INTERRUPTED): "pass",
+    "fail", "setup error", or NOTHING_CHECKED when exit 1 comes from a run in which no row was
+    checked (every row skipped, unsupported or not run; docs/parity.md "Exit codes")."""
+    if code == 1 and frame is not None and not frame["status"].isin(CHECKED).any():
+        return NOTHING_CHECKED
+    return {0: "pass", 1: "fail", 2: "setup error"}.get(code, INTERRUPTED)
+
+
+def _reason_words(detail: str) -> str:
+    """"not checked here: the child sees no CUDA device; to check it: ..." -> "the child sees no CUDA device"."""
+    text = str(detail or "").removeprefix("not checked here: ").removeprefix("not run: ")
+    return text.split("; to check it:")[0].strip()
+
+
+def nothing_checked_reasons(frame: pd.DataFrame) -> dict:
+    """{target: "N rows (devices): reason; ..."} for the rows that were not checked."""
+    reasons = {}
+    rows = frame[~frame["status"].isin(CHECKED)]
+    for target, part in rows.groupby("target", sort=False):
+        said = []
+        for words, group in part.groupby(part["detail"].map(_reason_words), sort=False):
+            said.append(f"{len(group)} {group['status'].iloc[0]} ({', '.join(sorted(set(group['device'])))}): "
+                        f"{words or group['status'].iloc[0]}")
+        reasons[str(target)] = "; ".join(said)
+    return reasons
+
+
+def verdict_reason(verdict: str, frame: pd.DataFrame, signal_name: str | None = None) -> str:
+    """The verdict in words for the report header and JUnit ("" for pass and fail, whose rows say it)."""
+    if verdict == INTERRUPTED:
+        return f"interrupted by {signal_name}: {int((frame['status'] == 'not-run').sum())} rows not run"
+    if verdict == NOTHING_CHECKED:
+        return "nothing checked: " + "; ".join(f"{t}: {r}" for t, r in nothing_checked_reasons(frame).items())
+    return ""
+
+
+def status_counts(frame: pd.DataFrame) -> dict:
+    """{status: rows} in STATUSES order, statuses with no rows left out."""
+    counts = frame["status"].value_counts().to_dict() if len(frame) else {}
+    return {s: int(counts[s]) for s in STATUSES if s in counts}
+
+
+def progress_bar(total: int, quiet: bool):
+    """The progress bar on stderr: drawn only when stderr is a terminal (cliutil.progress_enabled)."""
+    from tqdm import tqdm
+
+    from ..cliutil import progress_enabled
+    return tqdm(total=total, file=sys.stderr, disable=not progress_enabled(quiet), desc="parity", unit="case",
+                leave=False)
+
+
+def counts_line(frame) -> str:
+    return ", ".join(f"{n} {s}" for s, n in status_counts(frame).items()) or "no rows"
+
+
+def _wrap(text: str, indent: str = "    ", width: int = 100) -> list[str]:
+    """A detail in full, wrapped at word boundaries (never cut mid-sentence)."""
+    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False) or [indent]
+
+
+#: the widest console grid shown as is; a wider one (the default matrix: about 290 characters) is shown
+#: as compact_summary, one line per (target, device, op)
+CONSOLE_WIDTH = 120
+
+
+def compact_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per (target, device, op): the status counts over every dtype/scheme column ("12 pass", "9 pass,
+    3 artifact") and, for each status other than pass that not every column has, the columns that have
+    it ("artifact: f32/iid, f16/iid"); the console's summary when the full grid is too wide."""
+    columns = ["target", "device", "op", "statuses", "where not pass"]
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    native = frame["noise"].eq("native") if "noise" in frame else False
+    f = frame.assign(column=frame["dtype"] + "/" + frame["scheme"] + np.where(native, "/native", ""))
+    rows = []
+    for (target, device, op), group in f.groupby(["target", "device", "op"], sort=False):
+        counts = group["status"].value_counts()
+        every = set(group["column"])
+        where = []
+        for status in STATUSES:
+            if status == "pass" or status not in counts:
+                continue
+            cols = list(dict.fromkeys(group.loc[group["status"] == status, "column"]))
+            if set(cols) != every:
+                where.append(f"{status}: {', '.join(cols)}")
+        rows.append({"target": target, "device": device, "op": op,
+                     "statuses": ", ".join(f"{counts[s]} {s}" for s in STATUSES if s in counts),
+                     "where not pass": "; ".join(where)})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def legend(grid) -> list[str]:
+    """A few lines under the console grid saying what its columns are and what a pass certifies under
+    each noise source (the report's metadata `note` says it at length; docs/parity.md)."""
+    columns = [str(c) for c in grid.columns if "/" in str(c)]
+    if not columns:
+        return []
+    said = []
+    if any(not c.endswith(("/native", "/-")) for c in columns):
+        said.append("dtype/scheme: on the contract's noise (a pass certifies the algebra)")
+    if any(c.endswith("/native") for c in columns):
+        said.append(".../native: on torch's own generator, as checkpoints were trained (a pass holds for this "
+                    "torch version and device type only)")
+    if any(c.endswith("/-") for c in columns):
+        said.append("f64/-: z-score rows (no noise)")
+    from .adapters import all_adapters
+    loop_ops = {op for a in all_adapters() for op in a.loop_ops}
+    if "op" in grid and grid["op"].isin(loop_ops).any():
+        said.append("fit, main*: the references' own training loops")
+    return _wrap("; ".join(said) + "; see docs/parity.md, 'What a pass certifies'", indent="")
+
+
+def console_text(frame, summary, metadata, out_dir, code, verdict, require_all=False) -> str:
+    """Verdict and counts (cpu and cuda apart), the summary grid, the rows that need attention grouped
+    by their detail (each detail in full, wrapped), the 'not checked here' list, warnings, the report."""
+    lines = [f"esverify parity: {verdict.upper()} (exit {code}): {len(frame)} cases: {counts_line(frame)}"]
+    if verdict == NOTHING_CHECKED:   # not "FAIL with 0 failed": what kept every row from being checked
+        lines += [f"  nothing checked: {target}: {reason}" for target, reason in nothing_checked_reasons(frame).items()]
+    for device in ("cpu", "cuda"):
+        rows = frame[frame["device"] == device]
+        if len(rows):
+            lines.append(f"  {device}: {counts_line(rows)}")
+    # the grid of the devices where something ran; an all-skipped device is the line above
+    ran = set(frame.loc[~frame["status"].isin(["skipped", "not-run"]), "device"])
+    grid = summary[summary["device"].isin(ran)] if len(summary) else summary
+    if len(grid):
+        table = console_table(grid, max_rows=40)
+        if max(map(len, table.split("\n"))) > CONSOLE_WIDTH:   # one column per dtype/scheme: too wide
+            table = (console_table(compact_summary(frame[frame["device"].isin(ran)]), max_rows=60)
+                     + "\n(the full grid, one column per dtype/scheme, is in the report's parity.md and "
+                       "parity.html)")
+        lines += ["", table, *legend(grid)]
+    attention = frame[frame["status"].isin([*FAILING, "artifact"])]
+    if len(attention):
+        lines += ["", "needs attention:"]
+        rank = {s: i for i, s in enumerate([*FAILING, "artifact"])}
+        # failing rows group by their whole detail; artifacts (documented reference behaviour, exit 0)
+        # by target, op and diagnosis, whose details differ only in counts: one example each
+        key = attention["detail"].where(attention["status"] != "artifact",
+                                        attention["target"] + "/" + attention["op"] + "/"
+                                        + attention["diagnosis"].fillna("").astype(str))
+        grouped = attention.assign(_key=key).groupby(["status", "_key"], sort=False)
+        groups = [((status, rows["detail"].iloc[0]), rows) for (status, _), rows in grouped]
+        groups.sort(key=lambda g: rank[g[0][0]])
+        for (status, detail), rows in groups[:12]:
+            first = rows["case"].iloc[0]
+            more = f" and {len(rows) - 1} more" if len(rows) > 1 else ""
+            lines.append(f"  {status}: {first}{more}")
+            lines += _wrap(terminal_text(str(detail or status)))
+        if len(groups) > 12:
+            lines.append(f"  ... {len(groups) - 12} more kinds of rows: see {out_dir / 'parity.md'}")
+    skipped = frame[frame["status"].isin(["skipped", "not-run"])]
+    if len(skipped):
+        lines += ["", "not checked here" + (" (--require-all: exit 1):" if require_all else ":")]
+        for detail, rows in skipped.groupby("detail", sort=False):
+            lines.append(f"  {len(rows)} rows ({', '.join(sorted(set(rows['device'])))}):")
+            lines += _wrap(terminal_text(str(detail).removeprefix("not checked here: ")))
+    lines += [f"warning: {terminal_text(str(w))}" for w in metadata.get("warnings", [])]
+    lines.append(f"report: {terminal_text(str(out_dir))} (wall time {metadata['wall_time_s']} s; exit {code})")
+    return "\n".join(lines)

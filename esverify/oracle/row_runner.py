@@ -1,0 +1,160 @@
+"""One case, one row: the dispatch and the core's generic single-operation path (docs/parity.md, "Statuses").
+
+Design record (issue 21): `run_case(session, case)` is the only way a case
+becomes a row, for the matrix, fuzz shrinking and mutant catalogs alike.
+It checks what every row shares (a device the child sees, a child that
+runs, the clone file the op needs), then asks the case's adapter
+(`Adapter.run_row`); an adapter that does not own the row leaves it to the
+loop path (esverify.oracle.loop_rows) for its loop ops or to the generic
+single-op path here: our side (esverify.oracle.ours, or a `--impl`
+wrapper) beside the child's reply, compared bit for bit
+(esverify.oracle.compare), with the named diagnoses and the `reuse`
+what-if. Nothing here names a reference.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from . import compare as _compare
+from . import loop_rows as _loop_rows
+from . import ours as _ours
+from . import paramsets
+from .rows import NO_CUDA, flush_row, too_old_python
+from .session import BackendRefused
+
+
+def checked_case(session, case) -> dict:
+    """run_case, then the child's float-environment probe of that case (rows.flush_row); a runner
+    failure on the case is an error row, not a crash."""
+    session.child.last_flush = []
+    try:
+        row = run_case(session, case)
+    except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others' rows
+        return session.row(case, status="error", detail=f"{case.op}: the runner failed on this case: "
+                                                         f"{type(exc).__name__}: {exc}")
+    return flush_row(row, session.child.last_flush, session.adapter.name)
+
+
+def run_case(session, case) -> dict:
+    """The row of `case` on `session` (columns rows.COLUMNS)."""
+    env = session.environment
+    if case.device == "cuda" and not env.get("cuda"):
+        return session.row(case, status="skipped", detail=NO_CUDA)
+    if not session.ensure_child():
+        return session.row(case, status="error", detail=f"the child could not be restarted: {session.start_error}")
+    env = session.environment
+    module_key = session.adapter.module_key(case)
+    load_error = (session.hello.get("modules") or {}).get(module_key) if module_key else None
+    if load_error and not session.variant_clone:
+        return too_old_python(case, load_error, env) or session.row(case, status="error",
+                                                                    detail=f"{case.op}: {load_error['message']}")
+    owned = session.adapter.run_row(session, case)
+    if owned is not None:
+        return owned
+    if case.op in session.adapter.loop_ops:   # the references' own training loops (issue 9)
+        if session.impl_side is not None:
+            return session.row(case, status="unsupported", detail=f"{case.op}: unsupported by --impl: the "
+                                                                  "training-loop rows run the clean-room trainer only")
+        return _loop_rows.run_case(session, case)
+    return run_single(session, case)
+
+
+def run_single(session, case) -> dict:
+    """The generic single-op row: perturb, restore, update, decay, zscore or the in-process loop."""
+    opts = session.opts
+    try:
+        backend, child_backend = session.backend(case)
+    except BackendRefused as exc:
+        return session.row(case, status="error", detail=f"{case.op}: {exc}")
+    variant = session.adapter.set_variant(case)
+    dtype = case.dtype if case.dtype in paramsets.DTYPES or case.dtype == paramsets.MIXED else "f32"
+    names, tensors = session.fresh(dtype, case.big, variant, case.device, case.shapes, case.ties)
+    inputs = [t.clone() for t in tensors]
+    anchored = session.adapter.needs_anchor(case)
+    anchor = session.fresh(dtype, case.big, "base", case.device, case.shapes, case.ties)[1] if anchored else None
+    clock = session.clock(case)
+    started = time.perf_counter()
+    try:
+        if session.impl_side is not None:   # parity --impl: the wrapper is our side
+            early, compute = None, None
+            ours = session.impl_side.run(case, names, tensors, anchor, opts.seed, opts.mapping, backend)
+        else:
+            early, compute = _ours.prepare(case, names, tensors, anchor, opts.seed, opts.mapping, backend)
+            ours = compute() if early is None else None      # the loop: its command needs our rewards
+    except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
+        return session.row(case, status=getattr(exc, "status", "error"),   # impl_side: unsupported
+                           detail=f"{case.op}: our side raised {type(exc).__name__}: {exc}")
+    finally:
+        clock["ours_s"] += time.perf_counter() - started
+    out = session.case_dir(case)
+    command = {"op": case.kind, "case_id": case.case_id,
+               "device": case.device, "scheme": case.scheme, "mapping": opts.mapping,
+               "backend": child_backend, "noise": case.noise if case.op != "zscore" else "contract",
+               "set": str(session.set_path(dtype, case.big, variant, case.shapes, case.ties)), "sigma": case.sigma,
+               "alpha": case.alpha, "population": case.population, "out": str(out), "handles": {}}
+    if session.variant_clone:   # Runner.session: another clone of the same reference
+        command["clone"] = str(session.variant_clone)
+    if anchor is not None:
+        command["anchor_set"] = str(session.set_path(dtype, case.big, "base", case.shapes, case.ties))
+    command.update(early if early is not None else ours.command)
+    command["handles"] = {str(k): v for k, v in command["handles"].items()}
+    if case.op == "loop":
+        for it in command["iterations"]:
+            it["handles"] = {str(k): v for k, v in it["handles"].items()}
+    reply, computed, failed = session.exchange(case, command, compute if ours is None else None)
+    if failed is not None:
+        return failed
+    ours = computed if ours is None else ours
+    if reply["status"] != "ok":
+        return session.reference_error_row(case, reply["error"])
+    try:
+        _, theirs, theirs_dtypes = paramsets.read(reply["results"])
+    except Exception as exc:  # noqa: BLE001 - the child wrote the file: a bad one is its protocol error
+        session.child.kill()
+        return session.row(case, status="error", detail=f"{case.op}: protocol violation by the child: its results "
+                                                        f"file cannot be read ({type(exc).__name__}: {exc}); the "
+                                                        "child was killed and restarted")
+    session.last_theirs = (case.case_id, theirs)   # the repeat check compares a second run with these bits
+    result_names = names if case.op != "zscore" else ["coeffs"]
+    cmp = _compare.compare(ours.tensors, theirs, theirs_dtypes, result_names)
+    if cmp.layout_error:
+        return session.row(case, status="error", detail=f"{case.op}: result layout differs: {cmp.layout_error}")
+    reward_note = _compare.compare_rewards(ours.rewards, reply.get("rewards", [])) if case.op == "loop" else ""
+    found = _compare.findings(reply.get("attribution"))
+    untouched, sources, whatif = [], {}, None
+    if found.missing:
+        untouched = [k for k in found.missing
+                     if np.array_equal(paramsets.bits_of(inputs[k]).reshape(-1), theirs[k].reshape(-1))]
+        layout = [(paramsets.dtype_name(t), tuple(t.shape)) for t in inputs]
+        sources = _compare.reuse_sources([k for k in found.missing if k not in untouched], layout)
+        if case.scheme == "iid" and sources and (cmp.mismatches or reward_note) and not found.eager:
+            whatif = _whatif(session, case, dtype, variant, backend, sources, theirs, theirs_dtypes, result_names)
+    status, diagnoses, notes = _compare.diagnose(case.scheme, cmp, reward_note, found, untouched, sources, whatif)
+    if cmp.mismatches:
+        notes.append(f"{case.op}{' (population %d)' % case.population if case.kind == 'update' else ''}: "
+                     f"{cmp.summary()}")
+        if cmp.specials:
+            notes.append(cmp.specials)
+    if reward_note:
+        notes.insert(0, f"{case.op}: {reward_note}")
+    if status in ("fail", "artifact") and cmp.profile:
+        session.record_profile(case.case_id, cmp.profile)
+    if status == "fail" and opts.keep_tensors:
+        session.keep(case.case_id, paramsets.write(out / "ours.npz", result_names, ours.tensors), reply["results"])
+    return session.row(case, status=status, diagnosis=",".join(diagnoses), detail="; ".join(notes), **cmp.fields())
+
+
+def _whatif(session, case, dtype, variant, backend, sources, theirs, theirs_dtypes, result_names):
+    """Ours re-run with the reference's noise reuse (slot k draws slot sources[k]'s noise),
+    compared with theirs: the `reuse` diagnosis under iid (compare.diagnose)."""
+    names, tensors = session.fresh(dtype, case.big, variant, case.device, case.shapes, case.ties)
+    anchor = session.fresh(dtype, case.big, "base", case.device, case.shapes, case.ties)[1] \
+        if session.adapter.needs_anchor(case) else None
+    try:
+        again = _ours.run(case, names, tensors, anchor, session.opts.seed, session.opts.mapping, backend,
+                          slot_map=sources)
+    except Exception:  # noqa: BLE001 - no what-if, no artifact: the row stays a fail
+        return None
+    return _compare.compare(again.tensors, theirs, theirs_dtypes, result_names)

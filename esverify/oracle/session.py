@@ -1,0 +1,208 @@
+"""One reference child and everything a row needs from it (CONTRIBUTING.md, "Adding a reference").
+
+Design record (issue 21): a `Session` owns ONE child (the adapter's driver
+run on one clone) and the request/timeout/death path that single-op rows,
+loop rows and adapter-owned rows (`Adapter.run_row`) all go through; it
+holds the run's shared parameter sets through its runner. It is the whole
+API an adapter may use; every name below is public and documented, and the
+core's own rows use nothing else. The backend policy (which noise backend
+the child is told to use, `noise_backend`) is one function for every row.
+"""
+from __future__ import annotations
+
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ..paths import oracles_dir
+from .child_process import Child, ChildError, ChildTimeout
+from .rows import make_row
+
+
+def startup_timeout(timeout: float) -> float:
+    """Seconds a child (or the interpreter probe) gets to start and send its hello: max(--timeout, 60),
+    since importing torch and compiling the noise kernels can take longer than one case."""
+    return max(float(timeout), 60.0)
+
+
+class BackendRefused(ValueError):
+    """The child cannot draw the contract's noise bit for bit under this mapping (the row errors)."""
+
+
+def noise_backend(device: str, environment: dict, mapping: str, noise: str = "contract") -> tuple:
+    """(our backend, the backend the child is told to use or None for its own default, a note or "").
+
+    One policy for every row (single-op and loop): the parent's default backend for `device`; when
+    the child lacks it under contract noise, a bitwise-portable mapping (poly32) lets the child use
+    its own default (docs/CONTRACT.md §3b), and any other mapping (libm64, bit-exact only within one
+    backend, §3a) raises BackendRefused naming the fix. Native noise draws torch's generator: no
+    contract backend is involved."""
+    from ..rng import default_backend
+    from ..rng.mappings import get_mapping
+    backend = default_backend(device)
+    seen = (environment.get("noise_backends") or {}).get("cpu", []) if device == "cpu" else ["torch"]
+    if backend in seen or noise != "contract":
+        return backend, backend, ""
+    if not get_mapping(mapping).bitwise_portable:
+        raise BackendRefused(f"the child lacks the noise backend {backend!r} the parent uses, and {mapping} is "
+                             "only bit-exact within one backend (docs/CONTRACT.md §3a); install numba there")
+    return backend, None, (f"the child lacks noise backend {backend!r}; it used its own default "
+                           f"({mapping} is bitwise identical on every backend)")
+
+
+class Session:
+    """One adapter's child on one clone, and the row helpers of that adapter's cases.
+
+    Public API (for adapters and the core alike):
+      opts: the run's runner.Options; work: Path of the run's scratch folder; adapter; clone (CloneInfo);
+      environment: dict, the child's hello environment ({} before it started);
+      start_error: str, why the child last failed to start ("" when it runs);
+      ensure_child() -> bool; close();
+      fresh(dtype, big, variant, device, shapes=None, ties=()) -> (names, tensors on device);
+      set_path(dtype, big, variant, shapes=None, ties=()) -> Path of that set's .npz (shared by the run);
+      case_dir(case) -> Path, created: where the child writes the case's results;
+      exchange(case, command, compute=None) -> (reply, computed, error row or None);
+      reference_error_row(case, err) -> row; row(case, **fields) -> row (columns rows.COLUMNS);
+      record_finding(key, case, observed: str): a documented quirk (adapter.findings) this row showed;
+      keep(case_id, ours_path, theirs_path): tensors kept for --keep-tensors;
+      note(text): a run-level warning (metadata), once;
+      hello: the child's whole hello (its `modules` load errors included); child: the child_process.Child;
+      impl_side: the `--impl` wrapper or None; clock(case); record_profile(case_id, profile).
+    """
+
+    def __init__(self, runner, adapter, clone):
+        self.runner, self.adapter, self.clone = runner, adapter, clone
+        opts = runner.opts
+        self.child = Child(opts.python, oracles_dir() / adapter.driver, clone.path,
+                           runner.work / f"child-{adapter.name}.log", env=opts.child_env, workdir=runner.work,
+                           max_memory=opts.max_memory, max_output=opts.max_output, target=adapter.name)
+        self.hello = None
+        self.start_error = ""
+        self.pool = ThreadPoolExecutor(max_workers=1)   #: waits for the child's reply beside our side
+        self.variant_clone = None    #: Runner.session: the clone the next case runs on
+        self.last_theirs = None      #: (case id, the reference's result bits) of the case just run
+
+    # -- the run's state, read through the runner
+    @property
+    def opts(self):
+        return self.runner.opts
+
+    @property
+    def work(self) -> Path:
+        return self.runner.work
+
+    @property
+    def environment(self) -> dict:
+        return dict((self.hello or {}).get("environment") or {})
+
+    @property
+    def impl_side(self):
+        """The `--impl` wrapper that is our side (esverify.oracle.impl_side), or None: the clean-room trainer."""
+        return self.runner.impl_side
+
+    # -- the child
+    def close(self):
+        self.child.close()
+        self.pool.shutdown(wait=True)
+
+    def ensure_child(self) -> bool:
+        """Start the child if it is not running (at most 3 failed starts); False with start_error set."""
+        if self.child.alive():
+            return True
+        if self.start_error and self.child.starts >= 3:
+            return False
+        try:
+            self.hello = self.child.start(startup_timeout(self.opts.timeout))
+            self.start_error = ""
+            return True
+        except ChildError as exc:
+            tail = exc.log_tail.strip().splitlines()[-3:] if exc.log_tail else []
+            self.start_error = f"{exc}; child log: {' | '.join(tail)}" if tail else str(exc)
+            return False
+
+    def exchange(self, case, command: dict, compute=None):
+        """Send `command` to the child and run `compute()` (our side; None when it already ran) while the
+        child works: one request in flight per child. Returns (reply, computed, None), or (None, None,
+        error row) when the child timed out, died or broke the protocol, or our side raised. The time
+        of each side goes to the reference's clock (metadata seconds_per_side)."""
+        opts = self.opts
+        clock = self.clock(case)
+        started = time.perf_counter()
+        pending = self.pool.submit(self.child.request, command, opts.timeout)
+        computed = ours_error = None
+        if compute is not None:
+            mark = time.perf_counter()
+            try:
+                computed = compute()
+            except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
+                ours_error = exc
+            clock["ours_s"] += time.perf_counter() - mark
+        try:
+            reply = pending.result()
+        except ChildTimeout:
+            return None, None, self.row(case, status="error", detail=f"timeout: {case.op} did not finish within "
+                                                                     f"{opts.timeout:g} s; the child's process group "
+                                                                     "was killed and the child restarted")
+        except ChildError as exc:   # died (its real exit status), or broke the protocol
+            tail = " | ".join(exc.log_tail.strip().splitlines()[-2:])
+            return None, None, self.row(case, status="error", detail=f"{case.op}: {exc}; restarting it for the "
+                                                                     "next case" + (f"; child log: {tail}" if tail
+                                                                                    else ""))
+        finally:
+            clock["reference_s"] += time.perf_counter() - started
+        if ours_error is not None:
+            return None, None, self.row(case, status="error", detail=f"{case.op}: our side raised "
+                                                                     f"{type(ours_error).__name__}: {ours_error}")
+        return reply, computed, None
+
+    def reference_error_row(self, case, err: dict) -> dict:
+        """The error row of a reply with status 'error': the reference's message, and the child's limit
+        when it is what the reference ran into (--max-memory, --max-output)."""
+        if err.get("kind") == "interface":   # esverify could not drive the clone: ours to say, not the reference's
+            return self.row(case, status="error", diagnosis="interface", detail=f"{case.op}: {err['message']}")
+        hint = ""
+        if err.get("kind") == "MemoryError" and self.child.max_memory:
+            hint = f" (the child's memory is limited to {self.child.max_memory} bytes by --max-memory)"
+        elif "[Errno 27]" in err["message"] and self.child.file_limit:     # EFBIG: over RLIMIT_FSIZE
+            hint = f" (each file the child writes is limited to {self.child.file_limit} bytes, see --max-output)"
+        return self.row(case, status="error", detail=f"{case.op}: the reference side raised {err['message']}{hint}")
+
+    def backend(self, case) -> tuple:
+        """noise_backend for `case` in this child (our backend, the child's, a note); BackendRefused."""
+        ours, theirs, note = noise_backend(case.device, self.environment, self.opts.mapping, case.noise)
+        if note:
+            self.note(note)
+        return ours, theirs
+
+    # -- rows and the run's shared state
+    def row(self, case, **fields) -> dict:
+        return make_row(case, **fields)
+
+    def fresh(self, dtype: str, big: bool, variant: str, device: str, shapes=None, ties=()):
+        return self.runner.fresh(dtype, big, variant, device, shapes, ties)
+
+    def set_path(self, dtype: str, big: bool, variant: str, shapes=None, ties=()) -> Path:
+        return self.runner.set_path(dtype, big, variant, shapes, ties)
+
+    def case_dir(self, case) -> Path:
+        out = self.work / "cases" / re.sub(r"[^A-Za-z0-9_.-]+", "_", case.case_id)
+        out.mkdir(parents=True, exist_ok=True)
+        return out
+
+    def record_finding(self, key: str, case, observed: str):
+        self.runner.record_finding(self.adapter, key, case, observed)
+
+    def clock(self, case) -> dict:
+        """The reference's clock {"ours_s", "reference_s"} (metadata seconds_per_side), added to in place."""
+        return self.runner.clock(case.target)
+
+    def record_profile(self, case_id: str, profile):
+        """Keep the ulp profile of a fail/artifact row (compare.Comparison.profile) for the HTML plots."""
+        self.runner.ulp_profiles[case_id] = profile
+
+    def keep(self, case_id: str, ours_path, theirs_path):
+        self.runner.kept.append((case_id, ours_path, theirs_path))
+
+    def note(self, text: str):
+        self.runner.notes.add(text)
