@@ -55,25 +55,26 @@ def inspect_clone(target, path) -> CloneInfo:
     path = Path(path).expanduser()
     if not path.exists():
         raise CloneError(f"{target.name} clone not found: {path} does not exist")
-    if not path.is_dir():
+    if not path.is_dir() and not (path.is_file() and target.accepts_file()):
         raise CloneError(f"{target.name} clone {path} is not a directory")
     path = path.resolve()
     reason = target.recognise(path)
     if reason is not None:
         raise CloneError(reason)
-    missing = [rel for rel in target.files.values() if not (path / rel).is_file()]
+    root = Path(target.clone_root(path))
+    missing = [rel for rel in target.layout(path).values() if not (root / rel).is_file()]
     info = CloneInfo(target=target.name, path=path, missing=missing)
     for rel in missing:
         info.warnings.append(f"file missing: {rel} (the ops that need it are error rows)")
-    info.commit, info.dirty = git_identity(path)
+    info.commit, info.dirty = git_identity(root)
     if info.commit is None:
         info.warnings.append("not a git checkout: the commit cannot be named")
-    elif not info.commit.startswith(target.validated_commit):
+    elif target.validated_commit and not info.commit.startswith(target.validated_commit):
         info.warnings.append(f"commit {info.commit[:12]} is not the one docs/references.md was validated "
                              f"against ({target.validated_commit}): results describe this commit only")
     if info.dirty:
         info.warnings.append("the clone has uncommitted changes (dirty)")
-    licence = path / target.licence
+    licence = root / target.licence
     if licence.is_file():
         info.licence_file = target.licence
         info.licence_sha256 = hashlib.sha256(licence.read_bytes()).hexdigest()

@@ -45,13 +45,13 @@ def exit_code(frame: pd.DataFrame, setup_error: bool, require_all: bool = False)
     statuses = set(frame["status"]) if len(frame) else set()
     if statuses & set(FAILING) or "pass" not in statuses:
         return 1
-    if require_all and statuses & {"skipped", "not-run", "unsupported"}:
+    if require_all and statuses & {"skipped", "not-run", "unsupported", "defect"}:
         return 1
     return 0
 
 
 #: the statuses of a row that was checked (compared or tried); skipped, unsupported, not-run were not
-CHECKED = ("pass", "fail", "error", "unverifiable", "artifact")
+CHECKED = ("pass", "fail", "error", "unverifiable", "artifact", "defect")
 NOTHING_CHECKED = "nothing checked"
 
 

@@ -15,8 +15,9 @@ COLUMNS = ["target", "device", "dtype", "scheme", "noise", "op", "population", "
            "mismatches", "max_abs_diff", "max_ulp_diff", "first_mismatch_index", "first_mismatch_ours",
            "first_mismatch_theirs", "status", "diagnosis", "detail", "params", "reference_settings"]
 #: every row status, in report order; "not-run" marks the rows an interrupted run did not reach
-#: "unsupported": a case the --impl wrapper does not claim (never a pass)
-STATUSES = ("pass", "fail", "error", "skipped", "unverifiable", "artifact", "unsupported", "not-run")
+#: "unsupported": a case the --impl wrapper does not claim (never a pass); "defect": the reference itself
+#: cannot run the case, a documented defect of it (a finding of the reference, never a pass, never ours)
+STATUSES = ("pass", "fail", "error", "skipped", "unverifiable", "artifact", "defect", "unsupported", "not-run")
 #: statuses that make the exit code 1 (with --require-all, "skipped" too)
 FAILING = ("fail", "error", "unverifiable")
 NO_CUDA = ("not checked here: the child sees no CUDA device; to check it: run on a machine with a CUDA GPU "

@@ -152,7 +152,7 @@ def finish(runner, out_dir: Path, run: dict) -> RunResult:
         timed = frame.assign(seconds=frame["case"].map(runner.row_seconds))
         written.append(report_set.add_text(opts.junit, to_junit(
             _loop_report.junit_frame(timed, extra), "esverify.parity", name_cols=["case"], failing=("fail",),
-            erroring=("error", "unverifiable"), skipping=("skipped", "artifact", "unsupported", "not-run"),
+            erroring=("error", "unverifiable"), skipping=("skipped", "artifact", "defect", "unsupported", "not-run"),
             time_col="seconds", suite_time=metadata["wall_time_s"], exit_code=code, verdict=verdict,
             reason=reason or verdict, timestamp=runner.started_utc)))
     if opts.summary:

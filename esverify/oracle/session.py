@@ -74,7 +74,7 @@ class Session:
     def __init__(self, runner, adapter, clone):
         self.runner, self.adapter, self.clone = runner, adapter, clone
         opts = runner.opts
-        self.child = Child(opts.python, oracles_dir() / adapter.driver, clone.path,
+        self.child = Child(opts.python, oracles_dir() / adapter.driver, adapter.clone_root(clone.path),
                            runner.work / f"child-{adapter.name}.log", env=opts.child_env, workdir=runner.work,
                            max_memory=opts.max_memory, max_output=opts.max_output, target=adapter.name)
         self.hello = None

@@ -87,10 +87,10 @@ def resolve_clones(opts, wanted: list[str]) -> tuple[dict, dict]:
         if not where.exists():
             raise SetupError(f"{source} {path}: does not exist; fix: pass the top folder of a reference clone "
                              "(docs/parity.md, 'The reference clones')")
-        if not where.is_dir():
+        candidates = [only] if only is not None else _adapters.all_adapters()
+        if not where.is_dir() and not any(a.accepts_file() for a in candidates):
             raise SetupError(f"{source} {path}: is not a directory; fix: pass the top folder of a reference "
                              "clone (docs/parity.md, 'The reference clones')")
-        candidates = [only] if only is not None else _adapters.all_adapters()
         claimed = [a for a in candidates if a.recognise(where) is None]
         if not claimed:
             if only is None and len(wanted) > 1:

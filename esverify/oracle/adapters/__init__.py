@@ -19,6 +19,8 @@ from .base import Adapter, Cell, MatrixSpec
 ADAPTER_MODULES = {
     "es-at-scale": "esverify.oracle.adapters.es_at_scale",
     "es-awd": "esverify.oracle.adapters.es_awd",
+    "es-paper": "esverify.oracle.adapters.es_paper",
+    "skill-sample": "esverify.oracle.adapters.skill_sample",
 }
 
 

@@ -110,6 +110,20 @@ class Adapter:
             return None
         return f"{path} is not a clone of {self.name}: none of its files {sorted(self.files.values())} is there"
 
+    def layout(self, path: Path) -> dict:
+        """module key -> path relative to the clone root, as the clone at `path` has them (the default:
+        `files`; a reference whose files sit in different folders in different clones overrides it)."""
+        return dict(self.files)
+
+    def clone_root(self, path: Path) -> Path:
+        """The folder the child is started on for the clone at `path` (the default: `path` itself; a
+        reference that is one file names its folder)."""
+        return Path(path)
+
+    def accepts_file(self) -> bool:
+        """Whether a clone of this reference may be given as a single file (`--ref FILE.py`)."""
+        return False
+
     def looks_for(self) -> str:
         """One line: what a clone of this reference has (for the "no adapter recognises PATH" error)."""
         return "one of " + ", ".join(sorted(self.files.values()))

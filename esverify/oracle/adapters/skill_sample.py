@@ -99,6 +99,9 @@ class SkillSample(Adapter):
     def looks_for(self) -> str:
         return "a .py file (or a folder holding one) that defines es_train_loop and a global utilities"
 
+    def accepts_file(self) -> bool:
+        return True
+
     def clone_root(self, path: Path) -> Path:
         """The folder the child is given (the sample's own folder when a file is named)."""
         path = Path(path)
