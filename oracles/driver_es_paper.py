@@ -63,8 +63,9 @@ _LOADED = {"count": 0}
 
 
 def layout_base(clone: Path) -> str:
-    """"archive/" when the scripts sit there (an es-at-scale clone), "" when at the root (a fork)."""
-    return "archive/" if any((clone / "archive" / s).is_file() for s in SCRIPTS) else ""
+    """The manifest's folder prefix this clone lacks: "" when the scripts sit in archive/ (an es-at-scale
+    clone, as the manifest lists them), "archive/" when they are at the root (a fork)."""
+    return "" if any((clone / "archive" / s).is_file() for s in SCRIPTS) else "archive/"
 
 
 def load_modules(clone):
@@ -188,7 +189,14 @@ def _load_script(clone: Path, rel: str, scratch: Path, name: str):
     except SyntaxError as exc:
         raise syntax_error(exc, rel) from None
     module = types.ModuleType(name)
-    module.__file__ = str(scratch / path.name)
+    # __file__ in the scratch folder (the script finds its data file there); a symbolic link to the clone's
+    # file, so that coverage.py, which resolves __file__, counts the clone's own lines
+    shown = scratch / path.name
+    try:
+        shown.symlink_to(path)
+    except OSError:
+        shown.write_text(source, encoding="utf-8")
+    module.__file__ = str(shown)
     sys.modules[name] = module
     try:
         exec(code, module.__dict__)

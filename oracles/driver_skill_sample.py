@@ -60,8 +60,8 @@ def _from_pretrained(*args, torch_dtype=None, **kwargs):
 
 def _load(clone: Path, rel: str):
     """The sample module, imported once per file (its import-time model load uses the stand-ins)."""
-    if rel in _MODULES:
-        return _MODULES[rel]
+    if (clone, rel) in _MODULES:   # per clone: a mutant catalog switches clones in one child
+        return _MODULES[(clone, rel)]
     path = clone / rel
     if not path.is_file():
         raise ReferenceLoadError({"kind": "missing", "file": rel, "message": f"file missing: {rel}"})
@@ -83,7 +83,7 @@ def _load(clone: Path, rel: str):
             raise ReferenceLoadError({"kind": "interface", "file": rel, "name": needed,
                                       "message": f"esverify could not drive this file: {rel} defines no "
                                                  f"{needed} (docs/references.md §7)"})
-    _MODULES[rel] = module
+    _MODULES[(clone, rel)] = module
     return module
 
 

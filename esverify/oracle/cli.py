@@ -48,8 +48,8 @@ def _csv(value: str) -> tuple:
 
 
 @click.command("parity", context_settings=CONTEXT)
-@click.option("--ref", "ref", type=click.Path(file_okay=False, path_type=str), multiple=True,
-              help="A reference clone; repeat it for several (" + ", ".join(_reference_names()) + "): each is "
+@click.option("--ref", "ref", type=click.Path(path_type=str), multiple=True,
+              help="A reference clone (or, for a reference that is one module, its .py file); repeat it for several (" + ", ".join(_reference_names()) + "): each is "
                    "recognised by the reference adapters, and one clone may hold several references. Default: "
                    "each reference's $ESVERIFY_* variable, then [tool.esverify], then ./refs/<name>.")
 @_alias_options

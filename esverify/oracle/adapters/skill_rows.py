@@ -95,6 +95,9 @@ def run_row(adapter, session, case) -> dict:
         defect = defect_of(reply["error"], case, adapter.max_population)
         if defect:
             session.record_finding("bf16-crash" if case.dtype == "bf16" else "population-cap", case, defect)
+            if case.dtype == "bf16" and reply["error"].get("line"):
+                session.record_finding("unused-accumulation", case, f"the bf16 crash is at that accumulation "
+                                                                    f"(line {reply['error']['line']})")
             return session.row(case, status="defect", diagnosis="reference-defect", detail=f"{case.op}: {defect}")
         return session.reference_error_row(case, reply["error"])
     if ours is None:   # the sample ran what its published version refuses (a fixed copy): compare it too
