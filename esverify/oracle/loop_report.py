@@ -67,6 +67,8 @@ def _not_checked(runner, wanted, clones, skipped_targets, failed):
             if not runner.opts.loops and adapter.loop_ops:
                 rows.append({"target": name, "not_checked": adapter.not_checked(loops_left_out=True),
                              "why": "the training-loop rows were left out (--no-loops)"})
+            for what, why in adapter.never_checked():
+                rows.append({"target": name, "not_checked": what, "why": why})
             continue
         if name not in wanted:
             why = f"not selected (--target {runner.opts.target})"
@@ -80,7 +82,7 @@ def _not_checked(runner, wanted, clones, skipped_targets, failed):
 
 
 #: the statuses of a row that ran (a skipped, unsupported or not-run row ran nothing in the child)
-RAN = ("pass", "fail", "error", "unverifiable", "artifact")
+RAN = ("pass", "fail", "error", "unverifiable", "artifact", "defect")
 
 
 def loop_rows_run(frame) -> set:

@@ -93,6 +93,12 @@ class Session:
         return self.runner.work
 
     @property
+    def clone_path(self) -> Path:
+        """The clone the next case runs on: Runner.session's variant clone when one is set, else this
+        session's clone (a folder, or a reference's one file)."""
+        return Path(self.variant_clone) if self.variant_clone else self.clone.path
+
+    @property
     def environment(self) -> dict:
         return dict((self.hello or {}).get("environment") or {})
 
@@ -127,6 +133,8 @@ class Session:
         error row) when the child timed out, died or broke the protocol, or our side raised. The time
         of each side goes to the reference's clock (metadata seconds_per_side)."""
         opts = self.opts
+        if self.variant_clone:   # the child switches to that clone for this command (oracles/child_server.py)
+            command.setdefault("clone", str(self.adapter.clone_root(self.variant_clone)))
         clock = self.clock(case)
         started = time.perf_counter()
         pending = self.pool.submit(self.child.request, command, opts.timeout)

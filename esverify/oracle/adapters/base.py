@@ -207,6 +207,11 @@ class Adapter:
         """The ops a report lists as not checked: every op, or (loops_left_out) the loop ops."""
         return ", ".join(self.loop_ops if loops_left_out else self.all_ops())
 
+    def never_checked(self) -> list[tuple[str, str]]:
+        """[(what, why)]: parts of the reference parity never checks, listed in every report that runs it
+        (none by default)."""
+        return []
+
     def finding(self, key: str) -> str:
         """The description of finding `key` (KeyError names the adapter's findings)."""
         if key not in self.findings:

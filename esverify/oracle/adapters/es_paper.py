@@ -106,6 +106,10 @@ class EsPaper(Adapter):
     def not_checked(self, loops_left_out: bool = False) -> str:
         return ", ".join(self.loop_ops) + f" ({NOT_CHECKED}, the vLLM version, is never checked)"
 
+    def never_checked(self) -> list[tuple[str, str]]:
+        return [(NOT_CHECKED, "the vLLM version of the countdown script (with utils/worker_extn.py): esverify "
+                              "drives the four plain scripts only (docs/references.md §6)")]
+
     # ------------------------------------------------------------- cases
     def cases(self, matrix) -> list:
         if not matrix.loops:

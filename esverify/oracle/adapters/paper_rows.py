@@ -95,7 +95,7 @@ def run_row(adapter, session, case) -> dict:
         return session.row(case, status="unverifiable", detail=f"{case.op}: {overlap}; contract noise cannot "
                                                                "attribute those draws")
     out = session.case_dir(case)
-    rel = adapter.layout(session.clone.path)[case.op]
+    rel = adapter.layout(session.clone_path)[case.op]
     command = {"op": "paper-main", "case_id": case.case_id, "device": case.device, "dtype": case.dtype,
                "scheme": case.scheme, "mapping": opts.mapping, "backend": child_backend, "noise": case.noise,
                "set": str(session.set_path(case.dtype, False, "base")), "sigma": case.sigma, "alpha": case.alpha,

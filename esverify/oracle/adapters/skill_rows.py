@@ -61,8 +61,8 @@ def run_row(adapter, session, case) -> dict:
     names, tensors = session.fresh(case.dtype, False, "base", case.device)
     shapes = [tuple(t.shape) for t in tensors]
     flat = torch.nn.utils.parameters_to_vector(tensors).detach().clone()
-    module = adapter.sample_module(session.clone.path)
-    root = adapter.clone_root(session.clone.path)
+    module = adapter.sample_module(session.clone_path)
+    root = adapter.clone_root(session.clone_path)
     out = session.case_dir(case)
     seed_base, generations = int(case.extra.get("seed_base", 42)), case.iterations
     command = {"op": "skill-loop", "case_id": case.case_id, "device": case.device, "scheme": case.scheme,
