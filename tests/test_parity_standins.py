@@ -30,6 +30,7 @@ from standins.mutants import STANDINS, make_mutant
 
 AT_SCALE = str(STANDINS / "es-at-scale")
 AWD = str(STANDINS / "es-awd")
+SKILL = str(STANDINS / "skill-sample")
 
 
 def _cli(*args):
@@ -43,6 +44,11 @@ def test_small_matrix_passes_on_both_standins(tmp_path):
                                 iterations=2, small=True, out=str(tmp_path / "out"), junit=str(junit), quiet=True))
     frame = result.frame
     assert list(frame.columns) == COLUMNS
+    # the es-at-scale stand-in also holds the paper's scripts (archive/): those rows run and pass; no
+    # skill-sample file was given: its rows are skipped
+    assert set(frame.loc[(frame["target"] == "es-paper") & (frame["device"] == "cpu"), "status"]) == {"pass"}
+    assert set(frame.loc[frame["target"] == "skill-sample", "status"]) == {"skipped"}
+    everything, frame = frame, frame[frame["target"].isin(["es-at-scale", "es-awd"])]
     cpu = frame[frame["device"] == "cpu"]
     artifacts = cpu[cpu["status"] == "artifact"]
     assert set(artifacts["op"]) == {"caching", "main-caching"} and set(artifacts["scheme"]) == {"iid"}
@@ -72,23 +78,37 @@ def test_small_matrix_passes_on_both_standins(tmp_path):
     assert len(meta["clones"]["es-awd"]["licence_sha256"]) == 64
     assert meta["wall_time_s"] > 0 and meta["parent_python"] and meta["child_python"]
     assert meta["case_seed"] == 20260401 and meta["noise"] == ["contract", "native"]
-    assert len(pd.read_csv(out / "parity-cases.csv")) == len(frame)
+    assert len(pd.read_csv(out / "parity-cases.csv")) == len(everything)
     summary = pd.read_csv(out / "parity-summary.csv")
     assert {"target", "op", "f32/iid", "mixed/correlated"} <= set(summary.columns)
     # the stand-ins print to stdout: it lands in the child's log, never in the results channel
     assert "perturbed weights with seed" in (out / "child-es-at-scale.log").read_text()
     assert "avg_reward" in (out / "child-es-at-scale.log").read_text()
     suite = ET.parse(junit).getroot()
-    assert int(suite.get("tests")) == len(frame) and suite.get("failures") == "0" and suite.get("errors") == "0"
+    # one testcase per row, plus one per thing not checked: es-paper's vLLM script, the skill-sample file
+    assert int(suite.get("tests")) == len(everything) + 2
+    assert suite.get("failures") == "0" and suite.get("errors") == "0"
 
 
 @pytest.mark.slow
 def test_default_matrix_both_targets_cli(tmp_path):
-    """The ONE default-matrix run: every CPU row passes (or is the caching artifact)."""
-    code, output = _cli("--ref", AT_SCALE, "--awd-ref", AWD, "--out", str(tmp_path / "out"), "--quiet")
-    frame = pd.read_csv(tmp_path / "out" / "parity-cases.csv")
-    cpu = frame[frame["device"] == "cpu"]
+    """The ONE default-matrix run, of all four references: every CPU row passes (or is the caching
+    artifact, or one of the skill sample's own defects)."""
+    code, output = _cli("--ref", AT_SCALE, "--awd-ref", AWD, "--ref", SKILL, "--out", str(tmp_path / "out"),
+                        "--quiet")
+    everything = pd.read_csv(tmp_path / "out" / "parity-cases.csv")
     assert code == 0, output
+    # the paper's scripts (archive/ of the es-at-scale clone): 3 dtypes x 2 noises x 4 scripts + 4 one-copy rows
+    paper = everything[(everything["target"] == "es-paper") & (everything["device"] == "cpu")]
+    assert len(paper) == 28 and set(paper["status"]) == {"pass"}
+    # the skill sample: f32/f16 pass; bf16 and N = 40 are its own defects (docs/references.md §7)
+    skill = everything[(everything["target"] == "skill-sample") & (everything["device"] == "cpu")]
+    assert len(skill) == 10 and set(skill.loc[skill["status"] == "defect", "dtype"] + "/"
+                                    + skill.loc[skill["status"] == "defect", "population"].astype(str)) \
+        == {"bf16/5", "f32/40"}
+    assert (skill["status"] == "pass").sum() == 6
+    frame = everything[everything["target"].isin(["es-at-scale", "es-awd"])]
+    cpu = frame[frame["device"] == "cpu"]
     assert set(cpu["status"]) == {"pass", "artifact"}
     assert cpu["elements"].max() > 1_000_000
     # es-at-scale: 9 zscore + 5 reward populations + 4 sets x 3 (iid, correlated, native) x 6 + 7 sweep x 2
@@ -100,7 +120,8 @@ def test_default_matrix_both_targets_cli(tmp_path):
     for shape in ("sparse", "outliers", "ties", "equal", "tiny"):
         assert (cpu.loc[cpu["case"].str.contains(f"/N30/{shape}"), "status"] == "pass").sum() == 3, shape
     repeats = json.loads((tmp_path / "out" / "parity-metadata.json").read_text())["children"]
-    assert all(len(env["repeat"]) == 6 and all(r["identical"] for r in env["repeat"]) for env in repeats.values())
+    assert all(len(repeats[t]["repeat"]) == 6 and all(r["identical"] for r in repeats[t]["repeat"])
+               for t in ("es-at-scale", "es-awd"))
     loops = cpu[cpu["op"].isin(LOOP_OPS)]
     assert len(loops) == 4 * 3 * 8 and (loops["noise"] == "native").sum() == 4 * 8
     meta = json.loads((tmp_path / "out" / "parity-metadata.json").read_text())
