@@ -173,11 +173,12 @@ def test_eager_consumption_is_unverifiable_only_on_the_iid_rows_of_that_call(tmp
 
 @pytest.mark.slow
 def test_fuzz_on_the_unchanged_standins_finds_nothing(tmp_path):
-    code, output = _cli("--ref", AT_SCALE, "--awd-ref", AWD, "--devices", "cpu", "--fuzz", "60", "--case-seed", "5",
-                        "--out", str(tmp_path / "out"), "--quiet")
+    code, output = _cli("--ref", AT_SCALE, "--awd-ref", AWD, "--ref", SKILL, "--devices", "cpu", "--fuzz", "60",
+                        "--case-seed", "5", "--out", str(tmp_path / "out"), "--quiet")
     frame = pd.read_csv(tmp_path / "out" / "parity-cases.csv")
     assert code == 0, output
     assert len(frame) == 60 and set(frame["status"]) <= {"pass", "artifact"}
+    assert {"es-at-scale", "es-awd"} <= set(frame["target"])
     assert set(frame.loc[frame["status"] == "artifact", "op"]) <= {"caching"}
     assert "fuzz: 60 cases, 0 bad" in output
 
