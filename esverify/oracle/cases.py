@@ -20,20 +20,19 @@ case share parameters. The paper's case (N = 30, sigma 0.001, alpha
 0.0005) stays as its own row (`/paper`); z-score and update cases also run
 at populations across numpy's pairwise-summation boundaries (POPULATIONS).
 
-The training loops (issue 9, esverify.oracle.loop_rows) add es-at-scale `fit`
-and es-awd `main`, `main-mirror`, `main-caching`, `main-l1`, `main-l2`,
-`main-l1-lambda0`, `main-l2-lambda0`, always on the small set, under
-contract noise and (correlated only) native noise, like the other rows.
+The training loops (issue 9, esverify.oracle.loop_rows) add each
+reference's loop rows (its adapter's `loop_ops`), always on the small set,
+under contract noise and (correlated only) native noise, like the other
+rows.
 
 Single-operation contract cases use the set with the 1M-element tensor
 (unless `small`); native cases and the loop use the small set.
 
-- es-at-scale: perturb, restore, update (main N, the paper's, N = 30, and
-  POPULATIONS on one set), loop; zscore (f64, per device, at main N and
-  POPULATIONS).
-- es-awd: perturb, restore, update-none / update-l1 / update-l2 (plus
-  update-l2 with lambda 0: `/lambda0`), decay-l1 / decay-l2 (the decay
-  alone), mirrored (docs/numerics.md §4 fold) and caching (`caching=True`; under iid an artifact of the reference).
+Which ops a reference has, and its part of the matrix, is its adapter's
+(esverify.oracle.adapters: `Adapter.cases`, walked by `walk_cells`); the
+ops the core knows how to replay are perturb, restore, update (decay
+none / l1 / l2, mirrored, caching), decay (the decay alone), zscore (f64)
+and the in-process loop.
 
 `to_json`/`from_json` carry one case on a command line (`--case-json`);
 `--fuzz` draws random cases with `random_case` and shrinks a failing one
@@ -86,7 +85,7 @@ class Case:
     extra: dict = field(default_factory=dict)
     tag: str = ""        #: id suffix that keeps ids unique ("paper", "lambda0", "fuzz")
     noise: str = "contract"   #: "contract" or "native"; "-" for zscore
-    lam: float = 0.0     #: anchored-decay lambda (es-awd decay ops)
+    lam: float = 0.0     #: anchored-decay lambda (decay ops)
     handles: tuple = ()
     shapes: tuple | None = None
     ties: tuple = ()     #: ((alias, slot name), ...): the alias is the same Parameter (a tied output head)

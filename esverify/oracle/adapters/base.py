@@ -57,6 +57,43 @@ class Cell:
     add: object = None
 
 
+@dataclass(frozen=True)
+class LoopSpec:
+    """How the core replays one training-loop row of a reference (esverify.oracle.loop_rows).
+
+    style: "batched" (every member evaluated on each mini-batch of `data`, the batch-weighted mean
+    reward per member, z-scores handed over explicitly) or "passes" (one pass over the members per sign,
+    the mean reward over `data`, mirrored pairs when `mirror`); engines: engines the members are
+    grouped over; schedule: the seed schedule of esverify.es.schedule (and its FIRST_ITERATION key);
+    data, mini_batch: the reward targets of an iteration and the mini-batch size (batched);
+    mirror, caching, decay, lam: the loop's sampling and anchored-decay settings (caching None: its
+    perturb/restore take no such argument); extra_update: the loop makes one update more than
+    num_iterations (a documented quirk; `finding` names it in the adapter's findings);
+    deterministic: the entry point switches torch.use_deterministic_algorithms on when given a seed;
+    first_record: the number of its first iteration; saves: "state_dict" (final weights saved with
+    torch.save) or "any" (any save after the last update); merges_equal_seeds: members of equal seed
+    are one member (a note when the schedule draws equal seeds); caching_artifact: under iid, equal-
+    shaped slots reuse noise (the row is an artifact, not a fail, when only values differ);
+    command: the op-specific fields of the child's loop command."""
+    style: str
+    engines: int
+    schedule: str
+    data: tuple
+    command: dict
+    mini_batch: int = 0
+    mirror: bool = False
+    caching: bool | None = None
+    decay: str = "none"
+    lam: float = 0.0
+    extra_update: bool = False
+    finding: str | None = None
+    deterministic: bool = False
+    first_record: int = 1
+    saves: str = "state_dict"
+    merges_equal_seeds: bool = False
+    caching_artifact: bool = False
+
+
 class Adapter:
     """One reference, as the oracle core sees it. Subclasses set the class attributes and override
     what the base cannot know; see CONTRIBUTING.md, "Adding a reference"."""
@@ -143,6 +180,10 @@ class Adapter:
         """The training-loop cases of one cell (small parameter sets only); none by default."""
         return []
 
+    def loop_spec(self, case) -> LoopSpec:
+        """How the core replays the loop row `case` (one of `loop_ops`); see LoopSpec."""
+        raise NotImplementedError(f"{type(self).__name__}.loop_spec must be overridden when it has loop_ops")
+
     def check_case(self, case) -> None:
         """ValueError with the reason when `case` is not a case of this reference (its op); the core
         checks what every case shares (cases.check)."""
@@ -208,4 +249,4 @@ def even(n: int) -> int:
     return n + n % 2
 
 
-__all__ = ["Adapter", "Cell", "MatrixSpec", "even", "replace"]
+__all__ = ["Adapter", "Cell", "LoopSpec", "MatrixSpec", "even", "replace"]
