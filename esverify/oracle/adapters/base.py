@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..case_model import Cell
+
 
 @dataclass(frozen=True)
 class MatrixSpec:
@@ -36,25 +38,6 @@ class MatrixSpec:
     noises: tuple = ("contract", "native")
     case_seed: int = 20260401
     loops: bool = True
-
-
-@dataclass
-class Cell:
-    """One (device, noise source, dtype set, scheme) of the matrix, handed to `Adapter.cell_cases`.
-
-    population: the main population; big: whether contract rows use the 1M-element set;
-    sweep: this is the set the population sweep and reward populations run on; shape_scheme: the
-    scheme the reward populations run on; add(op, n, big=False, tag="", extra=None, rewards=...,
-    layered=False): append one case of this cell (parameters drawn from the case seed)."""
-    device: str
-    noise: str
-    dtype: str
-    scheme: str
-    population: int
-    big: bool
-    sweep: bool
-    shape_scheme: str
-    add: object = None
 
 
 @dataclass(frozen=True)
@@ -163,10 +146,10 @@ class Adapter:
 
     def cases(self, matrix: MatrixSpec) -> list:
         """This reference's part of the default matrix, in a stable order (device, noise, dtype,
-        scheme, op); ids unique. The default walks the cells (esverify.oracle.cases.walk_cells) and
+        scheme, op); ids unique. The default walks the cells (esverify.oracle.case_model.walk_cells) and
         asks `device_cases`, `cell_cases` and `loop_cases` for each."""
-        from .. import cases as _cases
-        return _cases.walk_cells(self, matrix)
+        from ..case_model import walk_cells
+        return walk_cells(self, matrix)
 
     def device_cases(self, matrix: MatrixSpec, device: str, population: int, add) -> None:
         """Cases without noise of one device (e.g. z-scores): add(dtype, scheme, op, n, noise, ...)."""
@@ -186,20 +169,20 @@ class Adapter:
 
     def check_case(self, case) -> None:
         """ValueError with the reason when `case` is not a case of this reference (its op); the core
-        checks what every case shares (cases.check)."""
+        checks what every case shares (case_model.check_common)."""
         if case.op not in self.all_ops():
             raise ValueError(f"case: op {case.op!r} is not an op of target {case.target!r}")
 
     def random_case(self, rng, device: str, noises, iterations: int = 2):
-        """One random case of this reference for `--fuzz` (esverify.oracle.cases.random_case draws
+        """One random case of this reference for `--fuzz` (esverify.oracle.case_model.random_case_of draws
         the shapes and parameters; an adapter with other ops overrides this)."""
-        from .. import cases as _cases
-        return _cases.random_case_of(self, rng, device, noises, iterations)
+        from ..case_model import random_case_of
+        return random_case_of(self, rng, device, noises, iterations)
 
     def shrink_candidates(self, case) -> list:
-        """Simpler variants of `case`, simplest first (each passes cases.check)."""
-        from .. import cases as _cases
-        return _cases.generic_shrink_candidates(case)
+        """Simpler variants of `case`, simplest first (each passes this adapter's check and check_common)."""
+        from ..case_model import generic_shrink_candidates
+        return generic_shrink_candidates(case, self)
 
     # ------------------------------------------------------------- running a row
 

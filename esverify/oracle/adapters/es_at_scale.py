@@ -10,7 +10,7 @@ path (esverify.oracle.loop_rows).
 """
 from __future__ import annotations
 
-from ..cases import PAPER_POPULATION, POPULATIONS, REWARD_SHAPES, Case
+from ..case_model import PAPER_POPULATION, POPULATIONS, REWARD_SHAPES, Case
 from .base import Adapter, LoopSpec
 
 #: the trainer loop's engines: the population is made not a multiple of them

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ..cases import Case
+from ..case_model import Case
 from .base import Adapter, LoopSpec, even
 
 #: the main loop's engines
