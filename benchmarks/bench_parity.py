@@ -21,7 +21,9 @@ import time
 from pathlib import Path
 
 from esverify.oracle import Options, run_parity
-from esverify.oracle.loop_rows import LOOP_OPS
+from esverify.oracle.adapters import all_adapters
+
+LOOP_OPS = tuple(op for a in all_adapters() for op in a.loop_ops)
 
 STANDINS = Path(__file__).resolve().parents[1] / "tests" / "standins"
 #: the default matrix's budget on the project machine (2 cores), real clones included (issue 9)

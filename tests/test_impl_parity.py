@@ -17,7 +17,9 @@ import pytest
 
 from esverify.oracle import Options
 from esverify.oracle.impl_side import ImplSide
-from esverify.oracle.loop_rows import LOOP_OPS
+from esverify.oracle.adapters import all_adapters
+
+LOOP_OPS = tuple(op for a in all_adapters() for op in a.loop_ops)
 from esverify.oracle.runner import Runner
 from standins.mutants import STANDINS
 

@@ -22,7 +22,9 @@ from esverify import rng as es_rng
 from esverify.oracle import cases, compare, paramsets
 from esverify.oracle import adapters
 from esverify.oracle.clones import CloneError, inspect_clone
-from esverify.oracle.loop_rows import LOOP_OPS
+from esverify.oracle.adapters import all_adapters
+
+LOOP_OPS = tuple(op for a in all_adapters() for op in a.loop_ops)
 from esverify.oracle.console import exit_code, summary_pivot
 from esverify.paths import oracles_dir
 from standins.mutants import STANDINS
@@ -129,7 +131,6 @@ def test_matrix_ids_are_unique_and_cover_the_issue():
     # native noise: correlated rows only, for every op of both targets
     native = [c for c in matrix if c.noise == "native"]
     assert native and {c.scheme for c in native} == {"correlated"}
-    from esverify.oracle.loop_rows import LOOP_OPS
     assert {c.op for c in native} == {op for a in adapters.all_adapters() for op in a.all_ops()} - {"zscore"}
     assert all(c.extra["noise"] == "native" for c in native if c.op in LOOP_OPS)   # what the child is told
     # decay: lambda never a power of two, plus a lambda-0 row

@@ -72,7 +72,7 @@ def test_target_without_its_clone_says_which_option_to_pass(tmp_path, monkeypatc
     monkeypatch.delenv("ESVERIFY_AWD_REF", raising=False)
     code, output, frame = _cli(tmp_path, "--ref", AT_SCALE, "--target", "es-awd", *QUICK)
     assert code == 2 and frame is None
-    assert "pass --awd-ref PATH" in _one_line_error(output)
+    assert "pass --ref PATH" in _one_line_error(output)
 
 
 def test_no_clone_found_is_usage_error(tmp_path, monkeypatch):

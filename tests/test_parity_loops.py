@@ -27,7 +27,9 @@ from esverify.cli import main
 from esverify.oracle import Options, run_parity
 from esverify.oracle import adapters
 from esverify.oracle.adapters.es_awd import MAIN_VARIANTS
-from esverify.oracle.loop_rows import LOOP_OPS
+from esverify.oracle.adapters import all_adapters
+
+LOOP_OPS = tuple(op for a in all_adapters() for op in a.loop_ops)
 
 REACHED = {a.name: a.reached for a in adapters.all_adapters()}
 from esverify.paths import oracles_dir
@@ -127,7 +129,7 @@ def test_only_ref_explains_what_was_not_checked(tmp_path, monkeypatch):
                                        "--case", "*/f32/iid/fit*", "--iterations", "1", "--out", str(out),
                                        "--junit", str(junit)])
     assert result.exit_code == 0, result.output
-    assert "es-awd: not checked (no clone given: pass --awd-ref PATH" in result.output
+    assert "es-awd: not checked (no clone given: pass --ref PATH or set $ESVERIFY_AWD_REF" in result.output
     assert "main-mirror" in result.output
     not_checked = pd.read_csv(out / "parity-not_checked.csv")
     assert list(not_checked["target"]) == ["es-awd"] and "main-l2-lambda0" in not_checked["not_checked"][0]
@@ -135,10 +137,10 @@ def test_only_ref_explains_what_was_not_checked(tmp_path, monkeypatch):
     assert doc["sections"]["not_checked"][0]["target"] == "es-awd"
     for name in ("parity.md", "parity.html"):
         text = (out / name).read_text()
-        assert "not_checked" in text and "--awd-ref" in text, name
+        assert "not_checked" in text and "$ESVERIFY_AWD_REF" in text, name
     suite = ET.parse(junit).getroot()
     skipped = [c for c in suite if c.get("name") == "es-awd/not-checked"]
-    assert len(skipped) == 1 and "--awd-ref" in skipped[0].find("skipped").get("message")
+    assert len(skipped) == 1 and "$ESVERIFY_AWD_REF" in skipped[0].find("skipped").get("message")
     assert suite.get("failures") == "0" and suite.get("errors") == "0"
 
 

@@ -24,7 +24,9 @@ from click.testing import CliRunner
 
 from esverify.cli import main
 from esverify.oracle import Options, run_parity
-from esverify.oracle.loop_rows import LOOP_OPS
+from esverify.oracle.adapters import all_adapters
+
+LOOP_OPS = tuple(op for a in all_adapters() for op in a.loop_ops)
 from esverify.oracle.rows import COLUMNS
 from standins.mutants import STANDINS, make_mutant
 
@@ -94,7 +96,7 @@ def test_small_matrix_passes_on_both_standins(tmp_path):
 def test_default_matrix_both_targets_cli(tmp_path):
     """The ONE default-matrix run, of all four references: every CPU row passes (or is the caching
     artifact, or one of the skill sample's own defects)."""
-    code, output = _cli("--ref", AT_SCALE, "--awd-ref", AWD, "--ref", SKILL, "--out", str(tmp_path / "out"),
+    code, output = _cli("--ref", AT_SCALE, "--ref", AWD, "--ref", SKILL, "--out", str(tmp_path / "out"),
                         "--quiet")
     everything = pd.read_csv(tmp_path / "out" / "parity-cases.csv")
     assert code == 0, output

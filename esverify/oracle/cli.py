@@ -84,7 +84,7 @@ def _csv(value: str) -> tuple:
                                                   "to a minimal case printed as one command line.")
 @click.option("--case-json", "case_json", default=None, help="Run exactly this case (JSON, as --fuzz prints it).")
 @click.option("--iterations", type=int, default=3, show_default=True,
-              help="Length of the loop cases (es-at-scale's fit makes one update more: a reported quirk).")
+              help="Length of the loop cases (a loop that makes one update more is a reported quirk).")
 @click.option("--case", "case", default=None, help="Run only cases whose id matches (fnmatch; an exact case id "
                                                    "selects that case; else a substring). Default: every case.")
 @click.option("--keep-tensors", is_flag=True, help="Save both sides' tensors of failing cases under --out.")

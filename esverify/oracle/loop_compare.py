@@ -5,10 +5,11 @@ reference's (recorded in the child by oracles/child_loops.py) in time order
 and stops at the first difference, which the row's detail names
 ("iteration 2: coefficient of member 4: ours 0x... (...), theirs ..."):
 per iteration the members evaluated (seed, sign, engine, whether they were
-restored, es-awd's caching flag handed to their perturb and restore), every reward (f64 bits),
-es-at-scale's aggregated rewards and the mean/std handed to z_score, the
-seeds, coefficients (f64 bits), alpha, divisor and decay arguments handed
-to the update, es-awd's own iteration record, the
+restored, the caching flag handed to their perturb and restore where the
+reference's take one), every reward (f64 bits), the aggregated rewards and
+the mean/std handed to z_score (batched loops), the seeds, coefficients
+(f64 bits), alpha, divisor and decay arguments handed to the update, the
+reference's own iteration records, the
 parameters after the update (bit patterns, every slot; docs/numerics.md §7); then
 the number of updates, engine 0's final parameters and every state_dict
 saved with torch.save. A `Difference` carries a `kind` (seeds, values,
@@ -58,7 +59,7 @@ def _compare_members(label, ours, theirs, member_of):
         if t.get("restored") is False:   # ours restores every member: a perturbation left in place
             raise Difference(f"{label}: member {k} (evaluation {p}) was never restored by theirs (engine "
                              f"{t['engine']})", "seeds")
-        if o.get("caching") is not None:   # es-awd: perturb and restore pass caching through (docs/references.md §5)
+        if o.get("caching") is not None:   # perturb and restore that pass caching through (docs/references.md §5)
             # a method without a parameter of that name records None: not compared, like the update's extra
             for call, key in (("perturb", "caching"), ("restore", "restore_caching")):
                 if t.get(key) is not None and t[key] != o["caching"]:
@@ -135,7 +136,9 @@ def _compare_record(label, number, update, record):
 def compare_tapes(case: Case, ours: dict, theirs: dict, final_path: str):
     """(Comparison of the final parameters, first Difference or None) for one loop case."""
     names = ours["names"]
-    first_number = 0 if case.op == "fit" else 1
+    from .adapters import loop_spec
+    spec = loop_spec(case)
+    first_number = spec.first_record
     records = theirs.get("records")
     theirs_iterations = [it for it in theirs["iterations"] if it.get("update")]
     try:
@@ -174,12 +177,12 @@ def compare_tapes(case: Case, ours: dict, theirs: dict, final_path: str):
                              f"ours {ours['updates']}", "records")
         cmp = _compare_params("final parameters of engine 0", ours["final"], final_path, names)
         saved = theirs.get("saved", [])
-        if case.op != "fit" and not saved:
+        if spec.saves == "state_dict" and not saved:
             raise Difference("final state_dict: theirs saved none with torch.save", "records")
         after = theirs.get("after_last_update")
-        if case.op == "fit" and after is not None and not any(after.get(k) for k in ("torch_save", "save_calls",
+        if spec.saves == "any" and after is not None and not any(after.get(k) for k in ("torch_save", "save_calls",
                                                                                      "files")):
-            # docs/references.md §5 says fit saves engine 0's weights at the end, not how: any of the three
+            # docs/references.md §5 says such a loop saves engine 0's weights at the end, not how: any of the three
             raise Difference("final save: theirs saved nothing after its last update (no torch.save, no worker "
                              "method named *save*, no file written under its logging folder); "
                              "docs/references.md §5: fit saves engine 0's weights at the end", "records")

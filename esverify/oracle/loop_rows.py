@@ -1,43 +1,39 @@
 """Parity through the references' own training loops (docs/references.md §5; issue 9).
 
-Two ops join the matrix, for every dtype set, scheme and noise source (native noise:
-correlated only):
+Design record: a loop row runs a reference's own training loop in the
+child (oracles/child_loops.py, on stand-in engines, recording a tape) and
+the same loop on our side (`run_ours`), then compares the two tapes
+(loop_compare). Which loop, with which engines, data, sampling, decay,
+seed schedule and quirks, is the adapter's `LoopSpec`
+(esverify.oracle.adapters.base); nothing here names a reference. Loop
+rows appear for every dtype set, scheme and noise source (native noise:
+correlated only).
 
-- `fit` (es-at-scale): `EvolutionStrategiesTrainer.fit` for `--iterations`
-  K with FIT_ENGINES engines and a population that is not a multiple of
-  them (N, or N + 1 when N is), on FIT_DATA in mini-batches of
-  FIT_MINI_BATCH;
-- `main` (es-awd): `es.main` plain, `main-mirror` (mirror_sampling),
-  `main-caching`, `main-l1` / `main-l2` (anchored decay at LOOP_LAMBDA, not
-  a power of two) and `main-l1-lambda0` / `main-l2-lambda0` (lambda 0).
-
-The child (oracles/child_loops.py) runs the reference's loop on stand-in
-engines and records a tape; our side (`run_ours`) runs the same loop with
-esverify.es: the reference's seed schedule (`Config.seed_schedule`, the
+Our side runs the reference's seed schedule (`Config.seed_schedule`, the
 30-bit seeds of numpy's default_rng; each seed IS the member seed: under
 contract noise the hook's table maps every drawn seed to itself, under
 native noise the trainer's torch backend seeds torch's generator with
-it, as the reference's loop does), one
-replica of theta per engine with the members assigned to engines exactly
-as the reference groups them (a regenerate-restore is exact only up to
-`(x + t) - t`, so which engine a member ran on shows in the bits), the
-reward aggregation of esverify.es.schedule, and the update on replica 0
-followed by the broadcast. The loop's global seed is `loop_global_seed`
-(0 on the f32 rows, so the reference's `or 42` fallback runs; a seed
-other than the fallback on the others). es-at-scale's `fit` performs num_iterations + 1
-updates (docs/references.md §5): ours does the same under that loop and the
-report states it as a finding (`FINDINGS`).
+it, as the reference's loop does), one replica of theta per engine with
+the members assigned to engines exactly as the reference groups them (a
+regenerate-restore is exact only up to `(x + t) - t`, so which engine a
+member ran on shows in the bits), the reward aggregation of
+esverify.es.schedule (`batched`: the batch-weighted mean over
+mini-batches; `passes`: the mean over the data, one pass per sign), and
+the update on replica 0 followed by the broadcast. The loop's global seed
+is `loop_global_seed` (0 on the f32 rows, so the reference's `or 42`
+fallback runs; a seed other than the fallback on the others). A loop
+whose counter makes one update more than num_iterations
+(`LoopSpec.extra_update`) is reproduced and reported as a finding.
 
-`loop_compare.compare_tapes` walks both tapes in time order and names the first
-quantity that differs ("iteration 2: coefficient of member 4: ours ...,
-theirs ..."): per iteration the members evaluated (seed and sign), every
-reward (f64 bits), es-at-scale's aggregated rewards and the mean/std
-handed to z_score, the seeds, coefficients (f64 bits), alpha and divisor
-handed to the update, the parameters after it (bit patterns, every slot),
-es-awd's own iteration_updates/iteration_NNNNNN.json records; then the
-number of updates, the final parameters and the state_dict saved with
-torch.save. The report sections (findings, coverage, not checked) are
-built by `loop_report`.
+`loop_compare.compare_tapes` walks both tapes in time order and names the
+first quantity that differs ("iteration 2: coefficient of member 4: ours
+..., theirs ..."): per iteration the members evaluated (seed and sign),
+every reward (f64 bits), the aggregated rewards and the mean/std handed
+to z_score (batched loops), the seeds, coefficients (f64 bits), alpha and
+divisor handed to the update, the parameters after it (bit patterns,
+every slot), the reference's own iteration records; then the number of
+updates, the final parameters and the saved state. The report sections
+(findings, coverage, not checked) are built by `loop_report`.
 """
 from __future__ import annotations
 
@@ -53,17 +49,11 @@ from . import compare as _compare
 from .cases import Case
 from .loop_compare import compare_tapes
 from .ours import reward
-from .adapters.es_at_scale import FIT_ENGINES
-from .adapters.es_awd import MAIN_ENGINES, MAIN_VARIANTS
+from .adapters import get, loop_spec
 
-#: es-at-scale data: one dataloader batch of 5 prompts per iteration, mini-batches of 2, 2 and 1
-FIT_DATA = (0.01, -0.02, 0.03, 0.0, -0.005)
-FIT_MINI_BATCH = 2
-MAIN_DATA = (0.01, -0.01, 0.02)
-#: the small evaluation set each loop gets, so its evaluation path runs (es-at-scale's eval_step,
-#: es-awd's evaluate_model); engine 0 generates on it unperturbed, and nothing of it is compared
+#: the small evaluation set each loop gets, so its evaluation path runs (the references' evaluation
+#: steps); engine 0 generates on it unperturbed, and nothing of it is compared
 EVAL_DATA = (0.005, -0.015)
-LOOP_OPS = ("fit", *MAIN_VARIANTS)
 
 
 # ----------------------------------------------------------------- our side
@@ -111,28 +101,23 @@ def _evaluate(replicas, members, targets, engines):
 def run_ours(case: Case, names, tensors, seed, mapping: str, backend) -> dict:
     """Run the loop of `case` with esverify.es on copies of `tensors`; returns our tape (see compare_tapes).
     seed: the loop's global seed (`loop_global_seed`; 0 or None runs the schedule's `or 42` fallback)."""
-    updates = loop_updates(case)   # with the fit quirk, reproduced
-    if case.op == "fit":
-        mirror, caching, decay, lam = False, False, "none", 0.0
-        engines, schedule = FIT_ENGINES, "es-at-scale"
-    else:
-        mirror, caching, decay, lam = MAIN_VARIANTS[case.op]
-        engines, schedule = MAIN_ENGINES, "es-awd"
-    shaping = "zscore"
+    spec = loop_spec(case)
+    updates = loop_updates(case)   # with an extra-update quirk, reproduced
+    mirror, caching, decay, lam, engines = spec.mirror, bool(spec.caching), spec.decay, spec.lam, spec.engines
     config = Config(sigma=case.sigma, alpha=case.alpha, population=case.population, antithetic=mirror,
-                    scheme=case.scheme, mapping=mapping, profile=case.target, seed=int(seed or 0),
-                    shaping=shaping, anchor_decay=decay, anchor_lambda=lam, seed_schedule=schedule)
+                    scheme=case.scheme, mapping=mapping, profile=get(case.target).profile, seed=int(seed or 0),
+                    shaping="zscore", anchor_decay=decay, anchor_lambda=lam, seed_schedule=spec.schedule)
     replicas = _Replicas(names, tensors, config, backend, engines, case.extra.get("noise", "contract"))
     lead = replicas.trainers[0]
     n = case.population
     tape = {"iterations": [], "updates": 0}
     for _ in range(updates):
         replicas.sync_iteration()
-        if case.op == "fit":
+        if spec.style == "batched":
             seeds = [lead.member_seed(m) for m in range(n)]
             evaluations, per_member = [], {m: [] for m in range(n)}
-            for start in range(0, len(FIT_DATA), FIT_MINI_BATCH):
-                batch = FIT_DATA[start:start + FIT_MINI_BATCH]
+            for start in range(0, len(spec.data), spec.mini_batch):
+                batch = spec.data[start:start + spec.mini_batch]
                 for rec in _evaluate(replicas, list(range(n)), batch, engines):
                     evaluations.append(rec)
                     per_member[rec["member"]].append(rec["rewards"])
@@ -146,9 +131,9 @@ def run_ours(case: Case, names, tensors, seed, mapping: str, backend) -> dict:
             # one pass per sign, each in groups of the engines (docs/references.md §5.2): engine 0 runs the
             # seeds at positions 0, E, 2E, ... of each pass, which shows in its bits as (x + t) - t
             half = len(update_seeds)
-            evaluations = (_evaluate(replicas, order[:half], MAIN_DATA, engines) +
-                           _evaluate(replicas, order[half:], MAIN_DATA, engines)) if mirror else \
-                _evaluate(replicas, order, MAIN_DATA, engines)
+            evaluations = (_evaluate(replicas, order[:half], spec.data, engines) +
+                           _evaluate(replicas, order[half:], spec.data, engines)) if mirror else \
+                _evaluate(replicas, order, spec.data, engines)
             rewards = np.empty(n)
             rewards[order] = [mean_reward(rec["rewards"]) for rec in evaluations]
             stats = lead.update(rewards, order=order)   # numpy mean/std over the evaluation order
@@ -156,15 +141,15 @@ def run_ours(case: Case, names, tensors, seed, mapping: str, backend) -> dict:
         replicas.broadcast()
         members = [{"seed": lead.member_seed(rec["member"], stats["iteration"]),
                     "negate": bool(mirror and rec["member"] % 2), "engine": rec["engine"], "rewards": rec["rewards"],
-                    # es-awd's perturb and restore pass caching through (docs/references.md §5); fit's have none
-                    "caching": None if case.op == "fit" else caching}
+                    # a loop whose perturb and restore take caching passes it through (docs/references.md §5)
+                    "caching": None if spec.caching is None else caching}
                    for rec in evaluations]
         tape["iterations"].append({
             "members": members, "zscore": zscore,
             "update": {"seeds": update_seeds, "coeffs": [float(c) for c in stats["terms"]], "alpha": case.alpha,
                        "population_size": n,
-                       "extra": {} if case.op == "fit" else {"caching": caching, "weight_decay_type": decay,
-                                                               "weight_decay_lambda": lam}},
+                       "extra": {} if spec.caching is None else {"caching": caching, "weight_decay_type": decay,
+                                                                    "weight_decay_lambda": lam}},
             "params": [t.clone() for t in replicas.tensors[0]]})
         tape["updates"] += 1
     tape["final"] = replicas.tensors[0]
@@ -188,10 +173,10 @@ def loop_global_seed(case: Case, run_seed: int) -> int:
 
 
 def loop_updates(case: Case) -> int:
-    """How many updates the loop of `case` performs: --iterations, plus one for es-at-scale's `fit`
-    (its counter is tested after the increment, docs/references.md §5)."""
+    """How many updates the loop of `case` performs: --iterations, plus one when its LoopSpec has
+    `extra_update` (a counter tested after the increment, docs/references.md §5)."""
     iterations = int(case.extra.get("iterations", 3))
-    return iterations + 1 if case.op == "fit" else iterations
+    return iterations + 1 if loop_spec(case).extra_update else iterations
 
 
 def loop_command(case: Case, seed) -> dict:
@@ -201,8 +186,9 @@ def loop_command(case: Case, seed) -> dict:
     # the schedule's draws of the loop's iterations and their neighbours, with N and N/2 seeds: an
     # off-by-one schedule or a wrong count is then named as a seed difference instead of stopping at an
     # unknown seed
+    spec = loop_spec(case)
     seeds = set()
-    base = (int(seed or 0) or DEFAULT_GLOBAL_SEED) + FIRST_ITERATION["es-at-scale" if case.op == "fit" else "es-awd"]
+    base = (int(seed or 0) or DEFAULT_GLOBAL_SEED) + FIRST_ITERATION[spec.schedule]
     for b in range(base - 1, base + loop_updates(case) + 2):
         for count in {case.population, case.population // 2}:
             seeds.update(int(v) for v in np.random.default_rng(seed=b).integers(0, SEED_BOUND, size=count,
@@ -210,15 +196,10 @@ def loop_command(case: Case, seed) -> dict:
     command = {"handles": {str(s): _hexs(s) for s in sorted(seeds)}, "iterations": int(case.extra["iterations"]),
                "global_seed": seed, "noise": case.extra.get("noise", "contract"), "dtype": case.dtype,
                "data": [{"input": f"prompt {k}", "target": t}
-                        for k, t in enumerate(FIT_DATA if case.op == "fit" else MAIN_DATA)],
+                        for k, t in enumerate(spec.data)],
                # the evaluation paths run too (eval_step, evaluate_model): not compared, but covered
                "eval_data": [{"input": f"eval {k}", "target": t} for k, t in enumerate(EVAL_DATA)]}
-    if case.op == "fit":
-        command.update(op="fit", engines=FIT_ENGINES, batch_size=len(FIT_DATA), mini_batch_size=FIT_MINI_BATCH)
-    else:
-        mirror, caching, decay, lam = MAIN_VARIANTS[case.op]
-        command.update(op="main", engines=MAIN_ENGINES, mirror=mirror, caching=caching, decay=decay,
-                       **{"lambda": lam})
+    command.update(spec.command)
     return command
 
 
@@ -229,7 +210,7 @@ CACHING_ARTIFACT = ("artifact of the reference: with caching=True it reuses the 
 
 
 def reused_slots(names, tensors) -> list:
-    """Names of the slots whose (device, dtype, shape) repeats an earlier slot's: where es-awd's
+    """Names of the slots whose (device, dtype, shape) repeats an earlier slot's: where a reference's
     `caching=True` reuses the earlier slot's noise (docs/references.md §2), so iid noise cannot agree."""
     seen, reused = set(), []
     for name, t in zip(names, tensors):
@@ -279,9 +260,10 @@ def run_case(session, case: Case) -> dict:
     seed = loop_global_seed(case, opts.seed)
     command.update(loop_command(case, seed))
     # the child runs its loop while ours runs, as for the single-op rows; ours under the determinism
-    # switch the reference's entry point sets (es-awd's parse_args, given a global seed), so both sides
+    # switch the reference's entry point sets (LoopSpec.deterministic, given a global seed), so both sides
     # of the row run under the same setting; the reply says what the reference really ran under
-    ours_deterministic = case.op != "fit" and seed is not None
+    spec = loop_spec(case)
+    ours_deterministic = spec.deterministic and seed is not None
     reply, ours, failed = session.exchange(case, command, lambda: _deterministic(
         ours_deterministic, lambda: run_ours(case, names, tensors, seed, opts.mapping, backend)))
     if failed is not None:
@@ -294,9 +276,9 @@ def run_case(session, case: Case) -> dict:
     fields = cmp.fields() if cmp is not None else {}
     found = _compare.findings(reply.get("attribution"))
     notes = []
-    reused = reused_slots(names, tensors) if case.op == "main-caching" and case.scheme == "iid" else []
-    if case.op == "fit":
-        session.record_finding("fit-extra-update", case, f"{theirs['updates']} updates for num_iterations "
+    reused = reused_slots(names, tensors) if spec.caching_artifact and case.scheme == "iid" else []
+    if spec.finding:
+        session.record_finding(spec.finding, case, f"{theirs['updates']} updates for num_iterations "
                                                          f"{int(case.extra['iterations'])}")
     accounting = draw_notes(found)
     if found.eager and case.scheme == "iid":
@@ -316,8 +298,8 @@ def run_case(session, case: Case) -> dict:
         notes.append(settings_note)
     for i, it in enumerate(ours["iterations"]):
         repeated = duplicate_seeds(it["update"]["seeds"])
-        if repeated and case.op == "fit":   # es-at-scale keys members by seed value (docs/references.md §5)
-            notes.append(f"note: iteration {i} drew equal seeds {sorted(repeated)}: es-at-scale's loop merges "
+        if repeated and spec.merges_equal_seeds:   # members keyed by seed value (docs/references.md §5)
+            notes.append(f"note: iteration {i} drew equal seeds {sorted(repeated)}: {case.target}'s loop merges "
                          "them into one member (a quirk of the reference)")
     if status == "fail" and opts.keep_tensors:
         ours_path = paramsets.write(out / "ours.npz", names, ours["final"])

@@ -5,8 +5,8 @@ set, dtypes cycling f32, f16, bf16), named like a real transformer's
 (`model.embed_tokens.weight`, `...q_proj.weight`, `...q_proj.bias`,
 `model.norm.weight`, `lm_head.weight`: a reference that treats names
 specially must show it): odd sizes whose element counts are
-not multiples of 32 (so es-awd's rule `cpu` tail is exercised), two tensors
-of equal shape (es-awd's `caching=True` reuses noise between them), a
+not multiples of 32 (so a profile rule's `cpu` tail is exercised), two tensors
+of equal shape (a reference's `caching=True` reuses noise between them), a
 tensor of equal size but another shape, a 0-dim tensor, and, for
 single-operation cases, an `lm_head.weight` of >= 1M elements. A fuzzed
 case gives its own (name, shape) list instead, and the `layers` set

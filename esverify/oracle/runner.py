@@ -14,7 +14,7 @@ reason and how to check it: a device the child does not see, a reference
 file that needs a newer child Python, a target whose clone was not given),
 unverifiable (an iid row whose own draws were all attributed to one slot:
 eager consumption, docs/references.md §3), artifact (an iid row where the
-reference reused one slot's noise for another, as es-awd's `caching=True`
+reference reused one slot's noise for another, as a reference's `caching=True`
 does, and ours with the same reuse agrees bit for bit), unsupported (a case
 the `--impl` wrapper does not claim) and not-run (a row an interrupted run
 did not reach). Each row's status and named diagnoses (advanced, eager,

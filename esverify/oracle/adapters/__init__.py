@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from .base import Adapter, Cell, MatrixSpec
+from .base import Adapter, Cell, LoopSpec, MatrixSpec
 
 #: adapter name -> module defining `ADAPTER`; imported only when asked for. Order is report order.
 ADAPTER_MODULES = {
@@ -44,6 +44,16 @@ def all_adapters() -> list[Adapter]:
     return [get(n) for n in names()]
 
 
+def loop_ops() -> set:
+    """Every adapter's loop op names (the console legend, the loop sections of the report)."""
+    return {op for adapter in all_adapters() for op in adapter.loop_ops}
+
+
+def loop_spec(case):
+    """The LoopSpec of the loop case `case`, from its adapter."""
+    return get(case.target).loop_spec(case)
+
+
 def recognise(path) -> list[tuple[Adapter, object]]:
     """[(adapter, CloneInfo or the reason it is not a clone of that adapter (str))] for every adapter.
 
@@ -65,5 +75,5 @@ def not_recognised_message(path) -> str:
     return f"{path}: no reference adapter recognises it (looked for {looks})"
 
 
-__all__ = ["ADAPTER_MODULES", "Adapter", "Cell", "MatrixSpec", "all_adapters", "get", "names",
+__all__ = ["ADAPTER_MODULES", "Adapter", "Cell", "LoopSpec", "MatrixSpec", "all_adapters", "get", "loop_ops", "loop_spec", "names",
            "not_recognised_message", "recognise"]

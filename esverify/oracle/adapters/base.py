@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..case_model import Cell
+
 
 @dataclass(frozen=True)
 class MatrixSpec:
@@ -38,23 +40,41 @@ class MatrixSpec:
     loops: bool = True
 
 
-@dataclass
-class Cell:
-    """One (device, noise source, dtype set, scheme) of the matrix, handed to `Adapter.cell_cases`.
+@dataclass(frozen=True)
+class LoopSpec:
+    """How the core replays one training-loop row of a reference (esverify.oracle.loop_rows).
 
-    population: the main population; big: whether contract rows use the 1M-element set;
-    sweep: this is the set the population sweep and reward populations run on; shape_scheme: the
-    scheme the reward populations run on; add(op, n, big=False, tag="", extra=None, rewards=...,
-    layered=False): append one case of this cell (parameters drawn from the case seed)."""
-    device: str
-    noise: str
-    dtype: str
-    scheme: str
-    population: int
-    big: bool
-    sweep: bool
-    shape_scheme: str
-    add: object = None
+    style: "batched" (every member evaluated on each mini-batch of `data`, the batch-weighted mean
+    reward per member, z-scores handed over explicitly) or "passes" (one pass over the members per sign,
+    the mean reward over `data`, mirrored pairs when `mirror`); engines: engines the members are
+    grouped over; schedule: the seed schedule of esverify.es.schedule (and its FIRST_ITERATION key);
+    data, mini_batch: the reward targets of an iteration and the mini-batch size (batched);
+    mirror, caching, decay, lam: the loop's sampling and anchored-decay settings (caching None: its
+    perturb/restore take no such argument); extra_update: the loop makes one update more than
+    num_iterations (a documented quirk; `finding` names it in the adapter's findings);
+    deterministic: the entry point switches torch.use_deterministic_algorithms on when given a seed;
+    first_record: the number of its first iteration; saves: "state_dict" (final weights saved with
+    torch.save) or "any" (any save after the last update); merges_equal_seeds: members of equal seed
+    are one member (a note when the schedule draws equal seeds); caching_artifact: under iid, equal-
+    shaped slots reuse noise (the row is an artifact, not a fail, when only values differ);
+    command: the op-specific fields of the child's loop command."""
+    style: str
+    engines: int
+    schedule: str
+    data: tuple
+    command: dict
+    mini_batch: int = 0
+    mirror: bool = False
+    caching: bool | None = None
+    decay: str = "none"
+    lam: float = 0.0
+    extra_update: bool = False
+    finding: str | None = None
+    deterministic: bool = False
+    first_record: int = 1
+    saves: str = "state_dict"
+    merges_equal_seeds: bool = False
+    caching_artifact: bool = False
 
 
 class Adapter:
@@ -140,10 +160,10 @@ class Adapter:
 
     def cases(self, matrix: MatrixSpec) -> list:
         """This reference's part of the default matrix, in a stable order (device, noise, dtype,
-        scheme, op); ids unique. The default walks the cells (esverify.oracle.cases.walk_cells) and
+        scheme, op); ids unique. The default walks the cells (esverify.oracle.case_model.walk_cells) and
         asks `device_cases`, `cell_cases` and `loop_cases` for each."""
-        from .. import cases as _cases
-        return _cases.walk_cells(self, matrix)
+        from ..case_model import walk_cells
+        return walk_cells(self, matrix)
 
     def device_cases(self, matrix: MatrixSpec, device: str, population: int, add) -> None:
         """Cases without noise of one device (e.g. z-scores): add(dtype, scheme, op, n, noise, ...)."""
@@ -157,22 +177,26 @@ class Adapter:
         """The training-loop cases of one cell (small parameter sets only); none by default."""
         return []
 
+    def loop_spec(self, case) -> LoopSpec:
+        """How the core replays the loop row `case` (one of `loop_ops`); see LoopSpec."""
+        raise NotImplementedError(f"{type(self).__name__}.loop_spec must be overridden when it has loop_ops")
+
     def check_case(self, case) -> None:
         """ValueError with the reason when `case` is not a case of this reference (its op); the core
-        checks what every case shares (cases.check)."""
+        checks what every case shares (case_model.check_common)."""
         if case.op not in self.all_ops():
             raise ValueError(f"case: op {case.op!r} is not an op of target {case.target!r}")
 
     def random_case(self, rng, device: str, noises, iterations: int = 2):
-        """One random case of this reference for `--fuzz` (esverify.oracle.cases.random_case draws
+        """One random case of this reference for `--fuzz` (esverify.oracle.case_model.random_case_of draws
         the shapes and parameters; an adapter with other ops overrides this)."""
-        from .. import cases as _cases
-        return _cases.random_case_of(self, rng, device, noises, iterations)
+        from ..case_model import random_case_of
+        return random_case_of(self, rng, device, noises, iterations)
 
     def shrink_candidates(self, case) -> list:
-        """Simpler variants of `case`, simplest first (each passes cases.check)."""
-        from .. import cases as _cases
-        return _cases.generic_shrink_candidates(case)
+        """Simpler variants of `case`, simplest first (each passes this adapter's check and check_common)."""
+        from ..case_model import generic_shrink_candidates
+        return generic_shrink_candidates(case, self)
 
     # ------------------------------------------------------------- running a row
 
@@ -227,4 +251,4 @@ def even(n: int) -> int:
     return n + n % 2
 
 
-__all__ = ["Adapter", "Cell", "MatrixSpec", "even", "replace"]
+__all__ = ["Adapter", "Cell", "LoopSpec", "MatrixSpec", "even", "replace"]

@@ -10,11 +10,14 @@ path (esverify.oracle.loop_rows).
 """
 from __future__ import annotations
 
-from ..cases import PAPER_POPULATION, POPULATIONS, REWARD_SHAPES, Case
-from .base import Adapter
+from ..case_model import PAPER_POPULATION, POPULATIONS, REWARD_SHAPES, Case
+from .base import Adapter, LoopSpec
 
 #: the trainer loop's engines: the population is made not a multiple of them
 FIT_ENGINES = 2
+#: one dataloader batch of 5 prompts per iteration, mini-batches of 2, 2 and 1
+FIT_DATA = (0.01, -0.02, 0.03, 0.0, -0.005)
+FIT_MINI_BATCH = 2
 
 
 class EsAtScale(Adapter):
@@ -70,6 +73,15 @@ class EsAtScale(Adapter):
         if n != PAPER_POPULATION:
             add("update", PAPER_POPULATION, big)
         add("loop", n, False, extra={"iterations": matrix.iterations})
+
+    def loop_spec(self, case) -> LoopSpec:
+        # fit tests its counter after the increment: num_iterations + 1 updates (docs/references.md §5);
+        # it keys members by seed value, and its perturb/restore take no caching argument
+        return LoopSpec(style="batched", engines=FIT_ENGINES, schedule="es-at-scale", data=FIT_DATA,
+                        mini_batch=FIT_MINI_BATCH, extra_update=True, finding="fit-extra-update",
+                        first_record=0, saves="any", merges_equal_seeds=True,
+                        command={"op": "fit", "engines": FIT_ENGINES, "batch_size": len(FIT_DATA),
+                                 "mini_batch_size": FIT_MINI_BATCH})
 
     def loop_cases(self, device, dtype, scheme, population, sigma, alpha, iterations, noise="contract"):
         extra = {"iterations": iterations, "noise": noise}

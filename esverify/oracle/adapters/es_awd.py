@@ -6,14 +6,14 @@ cases (perturb, restore, update with decay none/l1/l2, the decay alone,
 mirrored, caching), the seven `main*` loop rows, the functions they reach,
 the offset parameter set its cases start from (theta != anchor, so decay
 shows) and the anchor it is given, the profile's cpu/cuda rules and the
-deprecated `--awd-ref` option.
+deprecated `--awd-ref` option (an alias of `--ref` for one release).
 """
 from __future__ import annotations
 
 import torch
 
-from ..cases import Case
-from .base import Adapter, even
+from ..case_model import Case
+from .base import Adapter, LoopSpec, even
 
 #: the main loop's engines
 MAIN_ENGINES = 4
@@ -29,6 +29,7 @@ MAIN_VARIANTS = {   # op -> (mirror_sampling, caching, decay type, lambda)
     "main-l1-lambda0": (False, False, "l1", 0.0),
     "main-l2-lambda0": (False, False, "l2", 0.0),
 }
+MAIN_DATA = (0.01, -0.01, 0.02)
 OPS = ("perturb", "restore", "update-none", "update-l1", "update-l2", "decay-l1", "decay-l2", "mirrored", "caching")
 
 
@@ -78,6 +79,16 @@ class EsAwd(Adapter):
             cases.append(Case(self.name, device, dtype, scheme, op, n, sigma, alpha, False, dict(extra), noise=noise))
         return cases
 
+    def loop_spec(self, case) -> LoopSpec:
+        mirror, caching, decay, lam = MAIN_VARIANTS[case.op]
+        # parse_args switches deterministic algorithms on when given a seed; perturb/restore pass caching
+        # through, and caching=True under iid reuses noise across equal-shaped slots (docs/references.md §2, §5)
+        return LoopSpec(style="passes", engines=MAIN_ENGINES, schedule="es-awd", data=MAIN_DATA, mirror=mirror,
+                        caching=caching, decay=decay, lam=lam, deterministic=True, first_record=1,
+                        saves="state_dict", caching_artifact=caching,
+                        command={"op": "main", "engines": MAIN_ENGINES, "mirror": mirror, "caching": caching,
+                                 "decay": decay, "lambda": lam})
+
     def set_variant(self, case) -> str:
         return "offset"   # theta != anchor: the decay has something to pull back (docs/numerics.md §5)
 
@@ -87,12 +98,6 @@ class EsAwd(Adapter):
     def rule_for(self, device: str) -> str:
         from ...es import get_profile
         return get_profile(self.profile).rule_for(torch.device(device))
-
-    def rerun_args(self, path) -> list[str]:
-        return ["--awd-ref", str(path)]
-
-    def how_to_give(self) -> str:
-        return f"--awd-ref PATH or set ${self.env_var}"
 
 
 ADAPTER = EsAwd()
