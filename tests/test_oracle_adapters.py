@@ -3,6 +3,7 @@ noise-backend policy of every row, and `fuzz.shrink` over a `run(case)` callable
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,19 +19,25 @@ from standins.mutants import STANDINS
 AT_SCALE, AWD = STANDINS / "es-at-scale", STANDINS / "es-awd"
 
 
-def test_each_stand_in_is_recognised_by_its_own_adapter_only():
-    for path, name in ((AT_SCALE, "es-at-scale"), (AWD, "es-awd")):
+def test_each_stand_in_is_recognised_by_its_own_adapters_only(tmp_path):
+    from standins.layouts import paper_fork
+    skill = STANDINS / "skill-sample"
+    # the es-at-scale clone holds the paper's scripts in archive/: two adapters claim it (issue 21)
+    for path, names in ((AT_SCALE, {"es-at-scale", "es-paper"}), (AWD, {"es-awd"}), (skill, {"skill-sample"}),
+                        (skill / "es_finetuning_skill.py", {"skill-sample"}),
+                        (paper_fork(tmp_path / "fork"), {"es-paper"})):
         claims = {a.name: info for a, info in adapters.recognise(path)}
-        assert not isinstance(claims[name], str) and claims[name].path == path.resolve()
-        assert all(isinstance(info, str) for other, info in claims.items() if other != name)
+        assert {n for n, info in claims.items() if not isinstance(info, str)} == names, path
+        assert all(claims[n].path == Path(path).resolve() for n in names)
 
 
 def test_repeated_ref_paths_are_sorted_to_their_adapters_whatever_the_order(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     for refs in ((str(AT_SCALE), str(AWD)), (str(AWD), str(AT_SCALE))):
         clones, not_given = resolve_clones(Options(ref=refs), adapters.names())
-        assert {n: c.path for n, c in clones.items()} == {"es-at-scale": AT_SCALE.resolve(), "es-awd": AWD.resolve()}
-        assert not_given == {}
+        assert {n: c.path for n, c in clones.items()} == {"es-at-scale": AT_SCALE.resolve(), "es-awd": AWD.resolve(),
+                                                          "es-paper": AT_SCALE.resolve()}
+        assert list(not_given) == ["skill-sample"]
 
 
 def test_the_deprecated_alias_names_only_its_adapter(monkeypatch, tmp_path):

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from esverify.oracle import Options, run_parity
-from esverify.oracle.cases import Case
+from esverify.oracle.case_model import Case
 from esverify.oracle.runner import Runner
 from esverify.oracle.adapters import get
 from esverify.oracle.adapters.base import MatrixSpec

@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 
-from ..cases import Case
+from ..case_model import Case
 from .base import Adapter
 
 SCRIPTS = {   # op -> (script file, iid, task)
@@ -98,7 +98,7 @@ class EsPaper(Adapter):
         return "the paper's scripts es_fine-tuning_*.py in archive/ or at the root"
 
     def module_key(self, case):
-        return None
+        return case.op      # the script of the row (its file key in `files`)
 
     def how_to_give(self) -> str:
         return f"--ref PATH (an es-at-scale clone or an es-fine-tuning-paper fork) or set ${self.env_var}"

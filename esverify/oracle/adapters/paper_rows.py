@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import compare as _compare
 from .. import paramsets
-from ..cases import REWARD_TARGET
+from ..case_model import REWARD_TARGET
 from ..session import BackendRefused
 
 

@@ -18,7 +18,7 @@ import torch
 
 from .. import compare as _compare
 from .. import paramsets
-from ..cases import REWARD_TARGET
+from ..case_model import REWARD_TARGET
 from ..session import BackendRefused
 
 

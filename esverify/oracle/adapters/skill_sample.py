@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from ..cases import Case
+from ..case_model import Case
 from .base import Adapter
 
 OP = "es_train_loop"
