@@ -30,7 +30,8 @@ CC = shutil.which("cc")
 
 def parity(tmp_path, impl=None, target="es-at-scale", noises=("contract",)):
     tmp_path.mkdir(parents=True, exist_ok=True)
-    opts = Options(ref=(str(STANDINS / "es-at-scale"), str(STANDINS / "es-awd")), target=target,
+    opts = Options(ref=(str(STANDINS / "es-at-scale"), str(STANDINS / "es-awd"), str(STANDINS / "skill-sample")),
+                   target=target,
                    dtypes=("f32", "bf16"), schemes=("correlated",), devices=("cpu",), devices_explicit=True,
                    noises=noises,
                    iterations=2, small=True, out=str(tmp_path / "out"), quiet=True)

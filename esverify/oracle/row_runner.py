@@ -50,13 +50,13 @@ def run_case(session, case) -> dict:
     if load_error and not session.variant_clone:
         return too_old_python(case, load_error, env) or session.row(case, status="error",
                                                                     detail=f"{case.op}: {load_error['message']}")
+    if case.op in session.adapter.loop_ops and session.impl_side is not None:   # also an adapter's own rows
+        return session.row(case, status="unsupported", detail=f"{case.op}: unsupported by --impl: the "
+                                                              "training-loop rows run the clean-room trainer only")
     owned = session.adapter.run_row(session, case)
     if owned is not None:
         return owned
     if case.op in session.adapter.loop_ops:   # the references' own training loops (issue 9)
-        if session.impl_side is not None:
-            return session.row(case, status="unsupported", detail=f"{case.op}: unsupported by --impl: the "
-                                                                  "training-loop rows run the clean-room trainer only")
         return _loop_rows.run_case(session, case)
     return run_single(session, case)
 

@@ -114,7 +114,7 @@ class SkillSample(Adapter):
         return f"--ref PATH (the sample's .py file or its folder) or set ${self.env_var}"
 
     def cases(self, matrix) -> list:
-        if not matrix.loops:
+        if not matrix.loops or "correlated" not in matrix.schemes:   # one flat vector: the correlated scheme
             return []
         sigma = SIGMA if matrix.sigma is None else matrix.sigma
         lr = LR if matrix.alpha is None else matrix.alpha
