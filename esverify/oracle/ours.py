@@ -16,7 +16,6 @@ noise, as a reference that reuses noise would.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,12 +32,9 @@ def case_rewards(seed: int, n: int, shape: str = "normal") -> np.ndarray:
 
 
 def reward(tensors, target: float = REWARD_TARGET) -> float:
-    """-fsum((f64(theta) - target)**2): the loop's reward; the child computes it the same way."""
-    total = []
-    for t in tensors:
-        d = t.detach().to("cpu").double().numpy().reshape(-1) - target
-        total.append(math.fsum((d * d).tolist()))
-    return -math.fsum(total)
+    """-fsum((f64(theta) - target)**2): the loop's reward; the child computes it the same way
+    (esverify.oracle.rewards.loop_reward)."""
+    return _rewards.loop_reward(tensors, target)
 
 
 @dataclass

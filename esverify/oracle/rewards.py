@@ -27,6 +27,17 @@ import math
 import numpy as np
 
 SHAPES = ("normal", "sparse", "outliers", "ties", "equal", "tiny")
+
+
+def loop_reward(tensors, target: float) -> float:
+    """-fsum((f64(theta) - target)**2): the training loops' reward of a member's parameters (tensors:
+    any dtype and device), f64; fsum per tensor, then over the tensors. The child computes it the same
+    way (oracles/child_server.py `reward`), so both sides of a loop row hand out identical rewards."""
+    total = []
+    for t in tensors:
+        d = t.detach().to("cpu").double().numpy().reshape(-1) - target
+        total.append(math.fsum((d * d).tolist()))
+    return -math.fsum(total)
 #: the smallest population whose single outlier can have |z| > 5 (sqrt(N - 1) > 5)
 OUTLIER_MIN = 27
 EQUAL_VALUE = 0.75

@@ -20,6 +20,7 @@ import numpy as np
 from .. import compare as _compare
 from .. import paramsets
 from ..case_model import REWARD_TARGET
+from ..rewards import loop_reward as reward
 from ..session import BackendRefused
 
 
@@ -76,7 +77,6 @@ def _first_member_difference(ours_rewards, members) -> str:
 def run_row(adapter, session, case) -> dict:
     from ...es.paper_loop import run_paper_loop
     from ...es.schedule import paper_seed_stream
-    from ..ours import reward
     if not session.ensure_child():
         return session.row(case, status="error", detail=f"the child could not be restarted: {session.start_error}")
     try:

@@ -19,6 +19,7 @@ import torch
 from .. import compare as _compare
 from .. import paramsets
 from ..case_model import REWARD_TARGET
+from ..rewards import loop_reward as reward
 from ..session import BackendRefused
 
 
@@ -50,7 +51,6 @@ def _pieces(flat: torch.Tensor, shapes) -> list:
 
 def run_row(adapter, session, case) -> dict:
     from ...es import skill_sample as ours_loop
-    from ..ours import reward
     if not session.ensure_child():
         return session.row(case, status="error", detail=f"the child could not be restarted: {session.start_error}")
     try:
