@@ -437,7 +437,7 @@ class NoiseHook:
         return result
 
     def _draw(self, draw: Draw):
-        shape, generator, dtype, device, out = draw.shape, draw.generator, draw.dtype, draw.device, draw.out
+        shape, generator, device = draw.shape, draw.generator, draw.device
         if generator is None:
             raise NoiseAttributionError(
                 f"{draw.entry} was called without a generator: the draw cannot be attributed to a "
@@ -469,22 +469,26 @@ class NoiseHook:
             noise = es_rng.gaussian(stream, numel, first=position, mapping=self.mapping, device=device,
                                     backend=self.backend)
             self.cache = {key: noise}   # one entry: correlated noise of consecutive equal-size tensors
-        result = noise.to(dtype).reshape(shape).clone()
-        # advance the real generator too: a reseed (by any path) then shows as a fresh state
-        self.original((1,), generator=generator, device=device)
-        if out is not None:
-            if tuple(out.shape) != shape:
-                out.resize_(shape)
-            out.copy_(result)
-            result = out
+        return self._deliver(draw, noise, position, numel)
+
+    def _deliver(self, draw: Draw, noise, position: int, numel: int):
+        """The f32 stream elements `noise` as the draw asked for them (dtype, shape, `out`), the real
+        generator advanced (a reseed, by any path, then shows as a fresh state) and its position moved."""
+        result = noise.to(draw.dtype).reshape(draw.shape).clone()
+        self.original((1,), generator=draw.generator, device=draw.device)
+        if draw.out is not None:
+            if tuple(draw.out.shape) != draw.shape:
+                draw.out.resize_(draw.shape)
+            draw.out.copy_(result)
+            result = draw.out
         else:
             result.requires_grad_(draw.requires_grad)
-        self._moved(generator, position + numel)
+        self._moved(draw.generator, position + numel)
         return result
 
     def _resolved(self, draw: Draw, handle: int):
         """A draw placed by the resolver (see configure): same stream semantics as _draw."""
-        shape, generator, dtype, device, out = draw.shape, draw.generator, draw.dtype, draw.device, draw.out
+        shape, generator, device = draw.shape, draw.generator, draw.device
         member, slot = self.resolver(handle)
         if generator.device.type != device.type:
             raise GeneratorDeviceError(
@@ -496,17 +500,7 @@ class NoiseHook:
         stream = es_rng.stream_seed(member, slot, self.scheme)
         noise = es_rng.gaussian(stream, numel, first=position, mapping=self.mapping, device=device,
                                 backend=self.backend)
-        result = noise.to(dtype).reshape(shape).clone()
-        self.original((1,), generator=generator, device=device)
-        if out is not None:
-            if tuple(out.shape) != shape:
-                out.resize_(shape)
-            out.copy_(result)
-            result = out
-        else:
-            result.requires_grad_(draw.requires_grad)
-        self._moved(generator, position + numel)
-        return result
+        return self._deliver(draw, noise, position, numel)
 
 
 HOOK = NoiseHook()

@@ -77,8 +77,6 @@ def _first_member_difference(ours_rewards, members) -> str:
 def run_row(adapter, session, case) -> dict:
     from ...es.paper_loop import run_paper_loop
     from ...es.schedule import paper_seed_stream
-    if not session.ensure_child():
-        return session.row(case, status="error", detail=f"the child could not be restarted: {session.start_error}")
     try:
         ours_backend, child_backend = session.backend(case)
     except BackendRefused as exc:
