@@ -56,7 +56,7 @@ def run_row(adapter, session, case) -> dict:
     except BackendRefused as exc:
         return session.row(case, status="error", detail=f"{case.op}: {exc}")
     opts = session.opts
-    names, tensors = session.fresh(case.dtype, False, "base", case.device)
+    names, tensors = session.fresh(case.dtype, case.big, "base", case.device)
     shapes = [tuple(t.shape) for t in tensors]
     flat = torch.nn.utils.parameters_to_vector(tensors).detach().clone()
     module = adapter.sample_module(session.clone_path)
@@ -65,7 +65,7 @@ def run_row(adapter, session, case) -> dict:
     seed_base, generations = int(case.extra.get("seed_base", 42)), case.iterations
     command = {"op": "skill-loop", "case_id": case.case_id, "device": case.device, "scheme": case.scheme,
                "mapping": opts.mapping, "backend": child_backend, "noise": case.noise,
-               "set": str(session.set_path(case.dtype, False, "base")), "sigma": case.sigma, "lr": case.alpha,
+               "set": str(session.set_path(case.dtype, case.big, "base")), "sigma": case.sigma, "lr": case.alpha,
                "population": case.population, "generations": generations, "seed_base": seed_base,
                "reward_target": REWARD_TARGET, "module": module.relative_to(root).as_posix() if module else "",
                "out": str(out)}

@@ -127,11 +127,15 @@ class SkillSample(Adapter):
                 if "f32" in matrix.dtypes:
                     for noise in matrix.noises:
                         out.append(self._case(device, "f32", noise, n, sigma, lr))
+            if not matrix.small and "f16" in matrix.dtypes and "contract" in matrix.noises:
+                # the update's f64 -> f16 rounding (through f32, as torch does) differs from one direct
+                # rounding on about 1 element in 14,000: the 1M-element set reaches it, the small set does not
+                out.append(self._case(device, "f16", "contract", POPULATIONS[0], sigma, lr, big=True))
         return out
 
-    def _case(self, device, dtype, noise, n, sigma, lr, generations=GENERATIONS):
-        return Case(self.name, device, dtype, "correlated", OP, n, sigma, lr, False,
-                    {"iterations": generations, "seed_base": SEED_BASE}, noise=noise)
+    def _case(self, device, dtype, noise, n, sigma, lr, generations=GENERATIONS, big=False):
+        return Case(self.name, device, dtype, "correlated", OP, n, sigma, lr, big,
+                    {"iterations": generations, "seed_base": SEED_BASE}, tag="big" if big else "", noise=noise)
 
     def check_case(self, case) -> None:
         if case.op != OP:
