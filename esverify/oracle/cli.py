@@ -128,9 +128,9 @@ def parity(ctx, ref, target, python, dtypes, schemes, devices, mapping, seed, po
            timeout, max_memory, max_output, small, require_all, overwrite, quiet, impl_cmd, no_loops, **aliases):
     """Bit-for-bit parity of the clean-room trainer against reference clones on identical noise.
 
-    Exit codes: 0 every row checked here passed (or is a documented artifact); 1 a row failed, erred or
-    is unverifiable, no row was checked (verdict "nothing checked"), or, with --require-all, a row was
-    not checked here; 2 usage or setup error (before any case runs; nothing is left behind);
+    Exit codes: 0 every row checked here passed (or is a documented artifact, or a reference's own
+    documented defect); 1 a row failed, erred or is unverifiable, no row was checked (verdict "nothing
+    checked"), or, with --require-all, a row was not checked here or is a defect; 2 usage or setup error (before any case runs; nothing is left behind);
     130/143/129 stopped by SIGINT/SIGTERM/SIGHUP (a partial report, verdict "interrupted").
     Configuration: command line > ESVERIFY_* environment > [tool.esverify] in pyproject.toml > default
     (docs/parity.md, "Configuration").
