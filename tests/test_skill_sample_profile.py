@@ -10,7 +10,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from esverify import rng
@@ -183,7 +183,10 @@ def test_perturb_equals_the_page_expression_and_the_reference(name, values, sigm
 
 
 @SETTINGS
-@given(dtype_st, params_st, st.floats(1e-5, 1.0), sigma_st, st.integers(0, 2**32 - 1), st.integers(1, 30))
+# member m draws seed + m: the largest seed leaves room for 30 members below numpy's 2**32 (hypothesis found
+# seed 4_294_967_267 with n = 30, whose last member is outside it: a fault of this test, kept as an example)
+@given(dtype_st, params_st, st.floats(1e-5, 1.0), sigma_st, st.integers(0, 2**32 - 30), st.integers(1, 30))
+@example("f32", [0.0], 1.0, 1.0, 2**32 - 30, 30)
 def test_update_equals_the_page_expression_and_the_reference(name, values, lr, sigma, seed, n):
     params = _params(values, name)
     eps = [S.native_noise(seed + m, params.size) for m in range(n)]
