@@ -49,7 +49,8 @@ def _csv(value: str) -> tuple:
 
 @click.command("parity", context_settings=CONTEXT)
 @click.option("--ref", "ref", type=click.Path(path_type=str), multiple=True,
-              help="A reference clone (or, for a reference that is one module, its .py file); repeat it for several (" + ", ".join(_reference_names()) + "): each is "
+              help="A reference clone (or, for a reference that is one module, its .py file); repeat it for "
+                   "several (" + ", ".join(_reference_names()) + "): each is "
                    "recognised by the reference adapters, and one clone may hold several references. Default: "
                    "each reference's $ESVERIFY_* variable, then [tool.esverify], then ./refs/<name>.")
 @_alias_options
@@ -130,8 +131,9 @@ def parity(ctx, ref, target, python, dtypes, schemes, devices, mapping, seed, po
 
     Exit codes: 0 every row checked here passed (or is a documented artifact, or a reference's own
     documented defect); 1 a row failed, erred or is unverifiable, no row was checked (verdict "nothing
-    checked"), or, with --require-all, a row was not checked here or is a defect; 2 usage or setup error (before any case runs; nothing is left behind);
-    130/143/129 stopped by SIGINT/SIGTERM/SIGHUP (a partial report, verdict "interrupted").
+    checked"), or, with --require-all, a row was not checked here or is a defect; 2 usage or setup error
+    (before any case runs; nothing is left behind); 130/143/129 stopped by SIGINT/SIGTERM/SIGHUP (a partial
+    report, verdict "interrupted").
     Configuration: command line > ESVERIFY_* environment > [tool.esverify] in pyproject.toml > default
     (docs/parity.md, "Configuration").
     """

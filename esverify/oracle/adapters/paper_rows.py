@@ -124,7 +124,8 @@ def run_row(adapter, session, case) -> dict:
 
     def run(k):
         return run_paper_loop(names, [t.clone() for t in tensors], iterations=k, population=case.population,
-                              sigma=case.sigma, alpha=case.alpha, initial_seed=initial_seed, gpu_threads=threads, iid=iid,
+                              sigma=case.sigma, alpha=case.alpha, initial_seed=initial_seed, gpu_threads=threads,
+                              iid=iid,
                               noise=case.noise, mapping=opts.mapping,
                               backend=ours_backend if case.noise == "contract" else None,
                               prompt_rewards=prompt_rewards, dataset_size=size, record_copies=True)
