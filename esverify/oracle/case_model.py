@@ -364,6 +364,17 @@ def random_case_of(adapter, rng: np.random.Generator, device: str = "cpu", noise
     return check_common(case)
 
 
+def whole_loop_shrink_candidates(case: Case) -> list:
+    """Simpler variants of a row that runs a reference's whole loop with its own seeds (no handles): two
+    members, one iteration (es-paper, skill-sample)."""
+    out = []
+    if case.population > 2:
+        out.append(replace(case, population=2))
+    if case.iterations > 1:
+        out.append(replace(case, extra={**case.extra, "iterations": 1}))
+    return out
+
+
 def generic_shrink_candidates(case: Case, adapter=None):
     """Simpler variants of `case`, simplest first: fewer tensors, smaller tensors, a smaller
     population, fewer loop iterations, f32, the correlated scheme, round parameters."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 
-from ..case_model import Case
+from ..case_model import Case, whole_loop_shrink_candidates
 from .base import Adapter
 
 SCRIPTS = {   # op -> (script file, iid, task)
@@ -160,11 +160,7 @@ class EsPaper(Adapter):
 
     def shrink_candidates(self, case) -> list:
         from dataclasses import replace
-        out = []
-        if case.population > 2:
-            out.append(replace(case, population=2))
-        if case.iterations > 1:
-            out.append(replace(case, extra={**case.extra, "iterations": 1}))
+        out = whole_loop_shrink_candidates(case)
         if int(case.extra.get("gpu_threads", GPU_THREADS)) > 1:
             out.append(replace(case, extra={**case.extra, "gpu_threads": 1}, tag="threads1"))
         return out

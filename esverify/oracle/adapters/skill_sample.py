@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from ..case_model import Case
+from ..case_model import Case, whole_loop_shrink_candidates
 from .base import Adapter
 
 OP = "es_train_loop"
@@ -150,13 +150,7 @@ class SkillSample(Adapter):
                           int(rng.integers(2, 31)), SIGMA, LR, generations=max(1, int(iterations)))
 
     def shrink_candidates(self, case) -> list:
-        from dataclasses import replace
-        out = []
-        if case.population > 2:
-            out.append(replace(case, population=2))
-        if case.iterations > 1:
-            out.append(replace(case, extra={**case.extra, "iterations": 1}))
-        return out
+        return whole_loop_shrink_candidates(case)
 
     def run_row(self, session, case) -> dict:
         from . import skill_rows
