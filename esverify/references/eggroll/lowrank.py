@@ -85,7 +85,8 @@ def evaluated_perturbation(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     acc = np.zeros((b64.shape[0], a64.shape[1]), dtype=np.float64)
     for j in range(a64.shape[0]):
         acc += np.multiply.outer(b64[:, j], a64[j, :])
-    return torch.from_numpy(acc.astype(np.float16))
+    with np.errstate(over="ignore"):     # beyond f16's range the IEEE result is +-inf
+        return torch.from_numpy(acc.astype(np.float16))
 
 
 # ----------------------------------------------------------------------------- shaping
@@ -236,6 +237,29 @@ def engine_members(population: int, engines: int) -> list[range]:
     return [range(i * per, (i + 1) * per) for i in range(engines)]
 
 
+def apply_update_(weights: Mapping[str, torch.Tensor], peft_shapes: Sequence[tuple[str, tuple]], shaped, *,
+                  sigma: float, lr: float, rank: int, generation: int, source, chunk: int | None = None,
+                  scale_lr_in_grad: bool = False, targets: dict | None = None) -> np.ndarray:
+    """One update of engine 0 (docs/numerics.md §9.4-§9.5), in place on `weights`; returns the f32 pair differences.
+
+    weights: vLLM-named CPU tensors; shaped: the N f64 shaped fitnesses;
+    source: `contract.factor_source(...)` of the run; generation: es_step
+    // steps_per_adapter; chunk: pairs per chunk or None for the default
+    of `rank` (capped at the pair count). Every targeted weight, in peft order, gets its Δ added to
+    its slice (`slice_map`).
+    """
+    targets = slice_map(peft_shapes) if targets is None else targets
+    d = pair_differences(shaped)
+    population = 2 * d.shape[0]
+    chunk = default_chunk(rank, d.shape[0], chunk)
+    for l, (name, (out_f, in_f)) in enumerate(peft_shapes):
+        delta = update_delta(lambda k, l=l, o=out_f, i=in_f: source(generation, k, l, rank, o, i), out_f, in_f,
+                             rank, d, sigma, lr, population, chunk, scale_lr_in_grad)
+        t = targets[name]
+        apply_delta_(weights[t.name][t.row_start:t.row_stop], delta)
+    return d
+
+
 # ----------------------------------------------------------------------------- the loop
 
 #: reward(es_step, member, weights (vLLM name -> tensor, read only), perturbations (peft name -> f16 (out, in)))
@@ -346,12 +370,8 @@ def run_lowrank_loop(weights: Mapping[str, torch.Tensor], peft_shapes: Sequence[
             run.perturbations[s] = perturbations
         F = np.stack(rows)
         f, std = shape_fitness(F, normalize_with_std)
-        d = pair_differences(f)
-        for l, (name, (out_f, in_f)) in enumerate(peft_shapes):
-            delta = update_delta(lambda k, l=l, o=out_f, i=in_f: source(s, k, l, rank, o, i), out_f, in_f, rank,
-                                 d, sigma, lr, population, chunk, scale_lr_in_grad)
-            t = targets[name]
-            apply_delta_(state[t.name][t.row_start:t.row_stop], delta)
+        d = apply_update_(state, peft_shapes, f, sigma=sigma, lr=lr, rank=rank, generation=s, source=source,
+                          chunk=chunk, scale_lr_in_grad=scale_lr_in_grad, targets=targets)
         run.steps.append(step)
         run.rewards.append(F)
         run.shaped.append(f)
