@@ -367,3 +367,39 @@ def test_loop_refuses_bad_arguments_before_any_work():
     assert not calls
     with pytest.raises(ValueError, match="member 1"):
         run(reward=lambda s, m, w, d: [float("nan")] if m == 1 else [0.0])
+
+
+# ----------------------------------------------------------------------------- the golden area
+
+def _golden():
+    import json
+    from pathlib import Path
+    doc = json.loads((Path(__file__).resolve().parents[1] / "goldens" / "lowrank.json").read_text())
+    return {v["id"]: v for v in doc["vectors"]}
+
+
+def test_the_goldens_hold_the_known_answers_of_the_real_code():
+    """G4's SHA-256 prefixes over the committed expected bits, G1's and G2's values: the file pins the real code."""
+    from esverify.goldens.compare import decode
+    vectors = _golden()
+    for (rank, dtype, _), (_, _, sha, _) in G4.items():
+        exp = vectors[f"update-g4-r{rank}-{'f32' if dtype == torch.float32 else 'bf16'}"]["expected"]
+        width = np.uint32 if dtype == torch.float32 else np.uint16
+        raw = b"".join(decode(exp[f"w.{n}"]).astype(width).tobytes() for n in VLLM_ORDER)
+        assert hashlib.sha256(raw).hexdigest()[:16] == sha
+    g1 = vectors["factors-native-g1"]["expected"]
+    assert hashlib.sha256(decode(g1["a"]).astype(np.uint32).tobytes()).hexdigest()[:16] == "675811b1cce88a80"
+    assert hashlib.sha256(decode(g1["b"]).astype(np.uint32).tobytes()).hexdigest()[:16] == "2bbb2311843dd7e5"
+    g2 = vectors["adapters-native-g2"]["expected"]
+    assert g2["m1.A"]["values"][:4] == [f"0x{int(np.float16(v).view(np.uint16)):04x}" for v in
+                                         (-0.141357421875, 0.0233612060546875, 0.0034027099609375, 0.035003662109375)]
+
+
+def test_the_area_refuses_inconsistent_sizes_before_computing():
+    from esverify.references.eggroll import area
+    v = dict(_golden()["update-g4-r2-f32"])
+    v["inputs"] = dict(v["inputs"], model=dict(v["inputs"]["model"], hidden=4096))
+    assert area.check_sizes(v)
+    with pytest.raises(ValueError, match="inconsistent"):
+        area.recompute(v, "numpy")
+    assert area.check_sizes(_golden()["loop-native-spa2-3steps-std"]) == []
