@@ -403,3 +403,72 @@ def test_the_area_refuses_inconsistent_sizes_before_computing():
     with pytest.raises(ValueError, match="inconsistent"):
         area.recompute(v, "numpy")
     assert area.check_sizes(_golden()["loop-native-spa2-3steps-std"]) == []
+
+
+# ----------------------------------------------------------------------------- replay of our low-rank runs
+
+def _logged_run(tmp_path, dtype=torch.bfloat16, **kw):
+    from esverify.replay.weights import save_weights
+    base = S.filled(TINY_VLLM, dtype, 0.0625)
+    base["model.embed_tokens.weight"] = torch.arange(12, dtype=torch.float32).reshape(3, 4).to(dtype)
+    r = run(weights=base, steps=3, normalize_with_std=True, run_log=tmp_path / "log", **kw)
+    save_weights(tmp_path / "base.safetensors", base)
+    save_weights(tmp_path / "final.safetensors", r.weights[-1])
+    return r
+
+
+@pytest.mark.parametrize("noise", ["native", "contract"])
+def test_replay_of_a_logged_low_rank_run_is_bit_equal(tmp_path, noise):
+    from esverify.replay.api import replay
+    _logged_run(tmp_path, noise=noise, seed=77 if noise == "contract" else None)
+    report, code = replay(tmp_path / "base.safetensors", tmp_path / "log", tmp_path / "final.safetensors",
+                          state_dir=tmp_path / "state")
+    assert code == 0 and report["verdict"] == "bit-equal" and report["model"]["iterations"] == 3
+    assert report["elements"] == 120 + 12 and (tmp_path / "state" / "report.json").is_file()
+
+
+def test_replay_names_the_first_tampered_element(tmp_path):
+    from esverify.replay.api import replay
+    from esverify.replay.weights import save_weights
+    r = _logged_run(tmp_path)
+    bad = {n: t.clone() for n, t in r.weights[-1].items()}
+    qkv = VLLM_ORDER[0]
+    bad[qkv].view(-1)[5] = bad[qkv].view(-1)[5] + 0.5
+    save_weights(tmp_path / "bad.safetensors", bad)
+    report, code = replay(tmp_path / "base.safetensors", tmp_path / "log", tmp_path / "bad.safetensors",
+                          state_dir=tmp_path / "state")
+    assert code == 1 and report["mismatches"] == 1
+    (entry,) = [t for t in report["tensors"] if t["replay"]["mismatches"]]
+    assert entry["name"] == qkv and entry["replay"]["first"]["index"] == 5
+
+
+def test_replay_refuses_a_broken_low_rank_log(tmp_path):
+    import json
+    from esverify.replay.api import ReplayError, replay
+    _logged_run(tmp_path)
+    (tmp_path / "log" / "iteration_updates" / "iteration_000001.json").unlink()
+    with pytest.raises(ReplayError, match="iteration_000002.json: expected iteration_000001.json"):
+        replay(tmp_path / "base.safetensors", tmp_path / "log", tmp_path / "final.safetensors")
+    path = tmp_path / "log" / "iteration_updates" / "iteration_000002.json"
+    path.rename(tmp_path / "log" / "iteration_updates" / "iteration_000001.json")
+    doc = json.loads((tmp_path / "log" / "iteration_updates" / "iteration_000001.json").read_text())
+    assert doc["iteration"] == 2
+    with pytest.raises(ReplayError, match="its iteration is 2"):
+        replay(tmp_path / "base.safetensors", tmp_path / "log", tmp_path / "final.safetensors")
+    with pytest.raises(ReplayError, match="fixes its profile"):
+        replay(tmp_path / "base.safetensors", tmp_path / "log", tmp_path / "final.safetensors", profile="es-awd")
+
+
+def test_replay_command_line_exit_codes(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    _logged_run(tmp_path)
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "esverify", "replay", "--base", str(tmp_path / "base.safetensors"),
+           "--log", str(tmp_path / "log"), "--expect", str(tmp_path / "final.safetensors"),
+           "--state-dir", str(tmp_path / "state")]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(root),
+                          "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert "verdict: BIT-EQUAL: 0 of 132 elements differ" in done.stdout

@@ -15,6 +15,9 @@ Design record:
   weight, the fused-slice mapping) and `run_lowrank_loop`, the whole loop
   a parity row calls on our side.
 - `area`: the golden area `lowrank` (goldens/lowrank.json).
+- `runlog`: the run log our loop writes and its replay, which `esverify
+  replay` dispatches to (docs/replay.md §10).
+- `shapes`: peft and vLLM names and shapes of a Qwen-style decoder.
 - No `REFERENCE` object here: the lead wires registration (adapter,
   driver, stand-in) into the references registry.
 

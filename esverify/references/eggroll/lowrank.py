@@ -328,7 +328,7 @@ def run_lowrank_loop(weights: Mapping[str, torch.Tensor], peft_shapes: Sequence[
                      scale_lr_in_grad: bool = False, chunk_size: int | None = None, engines: int = 1,
                      noise: str = "native", base_seed: int = 0, seed=None, mapping: str = "poly32",
                      backend: str | None = None, start_step: int = 0,
-                     keep_perturbations: bool = True) -> LowRankRun:
+                     keep_perturbations: bool = True, run_log=None) -> LowRankRun:
     """EGGROLL's loop on our side (docs/numerics.md §9.6): es_step = start_step .. steps - 1.
 
     weights: vLLM-named CPU tensors (f32/f16/bf16), engine 0's at
@@ -341,7 +341,9 @@ def run_lowrank_loop(weights: Mapping[str, torch.Tensor], peft_shapes: Sequence[
     taken, and every targeted weight, in peft order, receives its Δ in its
     slice. noise: "native" (torch's generator, `base_seed`) or "contract"
     (`seed`, default base_seed, `mapping`, `backend`). A resume passes the
-    checkpoint's weights and start_step = its es_step + 1.
+    checkpoint's weights and start_step = its es_step + 1. run_log: a
+    folder to write the run log `esverify replay` verifies (args.json and
+    one file per step, esverify.references.eggroll.runlog).
     Raises ValueError (named) before any work on bad arguments, and on a
     reward list of the wrong length or a non-finite reward.
     """
@@ -352,6 +354,13 @@ def run_lowrank_loop(weights: Mapping[str, torch.Tensor], peft_shapes: Sequence[
     source = factor_source(noise, base_seed, pairs, layers, seed, mapping, backend)
     state = {name: t.detach().clone() for name, t in weights.items()}
     run = LowRankRun()
+    if run_log is not None:
+        from . import runlog
+        runlog.write_args(run_log, runlog.settings_of(
+            peft_shapes, population=population, sigma=float(sigma), lr=float(lr), rank=rank,
+            steps_per_adapter=steps_per_adapter, normalize_with_std=bool(normalize_with_std),
+            scale_lr_in_grad=bool(scale_lr_in_grad), chunk_size=chunk_size, noise=noise, base_seed=int(base_seed),
+            seed=None if seed is None else int(seed), mapping=mapping, start_step=start_step))
     for step in range(start_step, steps):
         s = step // steps_per_adapter
         rows = []
@@ -372,6 +381,8 @@ def run_lowrank_loop(weights: Mapping[str, torch.Tensor], peft_shapes: Sequence[
         f, std = shape_fitness(F, normalize_with_std)
         d = apply_update_(state, peft_shapes, f, sigma=sigma, lr=lr, rank=rank, generation=s, source=source,
                           chunk=chunk, scale_lr_in_grad=scale_lr_in_grad, targets=targets)
+        if run_log is not None:
+            runlog.write_step(run_log, step, s, F, f)
         run.steps.append(step)
         run.rewards.append(F)
         run.shaped.append(f)
