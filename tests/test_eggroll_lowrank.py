@@ -25,8 +25,8 @@ from esverify.references.eggroll import shapes as S
 from esverify.rng import scalar
 
 TINY_PEFT, TINY_VLLM = S.tiny_model()
-VLLM_ORDER = ["model.layers.0.self_attn.qkv_proj.base_layer.weight", "model.layers.0.self_attn.o_proj.base_layer.weight",
-              "model.layers.0.mlp.gate_up_proj.base_layer.weight", "model.layers.0.mlp.down_proj.base_layer.weight"]
+VLLM_ORDER = [f"model.layers.0.{p}.base_layer.weight"
+              for p in ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")]
 
 
 def f32_bits(values) -> list[int]:
@@ -160,12 +160,13 @@ def test_factors_are_slices_of_one_stream(seed, rank, out_f, in_f, mapping):
 
 @given(base=st.integers(0, 2**31), pairs=st.integers(1, 64), layers=st.integers(1, 64), data=st.data())
 def test_decode_native_id_inverts_native_id(base, pairs, layers, data):
-    s, k, l = data.draw(st.integers(0, 1000)), data.draw(st.integers(0, pairs - 1)), data.draw(st.integers(0, layers - 1))
+    s, k = data.draw(st.integers(0, 1000)), data.draw(st.integers(0, pairs - 1))
+    l = data.draw(st.integers(0, layers - 1))
     assert C.decode_native_id(C.native_id(base, s, pairs, layers, k, l), base, pairs, layers) == (s, k, l)
 
 
 def test_native_streams_overlap_across_base_seeds():
-    """The reference's seed formula (a finding, docs/numerics.md §9.1): base_seed b + 1, weight l is b's weight l + 1."""
+    """The reference's seed formula (a finding, docs/numerics.md §9.1): base_seed b + 1, weight l is b's l + 1."""
     assert C.native_id(1, 0, 4, 14, 0, 3) == C.native_id(0, 0, 4, 14, 0, 4)
     assert C.native_id(14, 0, 4, 14, 0, 3) == C.native_id(0, 0, 4, 14, 1, 3)
 
@@ -189,7 +190,8 @@ f16s = st.integers(0, 0xFFFF).filter(lambda x: (x & 0x7C00) != 0x7C00).map(
 def test_evaluated_perturbation_is_the_exact_products_summed_in_f64_then_rounded(rank, data):
     out_f, in_f = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
     A = np.array(data.draw(st.lists(f16s, min_size=rank * in_f, max_size=rank * in_f)), np.float16).reshape(rank, in_f)
-    B = np.array(data.draw(st.lists(f16s, min_size=out_f * rank, max_size=out_f * rank)), np.float16).reshape(out_f, rank)
+    B = np.array(data.draw(st.lists(f16s, min_size=out_f * rank, max_size=out_f * rank)),
+                 np.float16).reshape(out_f, rank)
     got = LR.evaluated_perturbation(torch.from_numpy(A), torch.from_numpy(B)).numpy()
     for i in range(out_f):
         for k in range(in_f):

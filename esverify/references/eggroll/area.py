@@ -151,8 +151,9 @@ def _factor_vectors() -> list[dict]:
                        f"layer {x['layer']}: a then b, one stream")
         else:
             a, b = (t.numpy().reshape(-1) for t in _factors(x, None))
+            known = "G1" if case[0].endswith("g1") else "G2's draw"
             comment = ("native: torch's CPU generator seeded base_seed + P*L*s + L*k + l, two torch.normal "
-                       "draws (known answer " + ("G1" if case[0].endswith("g1") else "G2's draw") + " of the real code)")
+                       f"draws (known answer {known} of the real code)")
         out.append({"id": case[0], "comment": comment, "inputs": x,
                     "expected": {"a": encode(np.asarray(a, np.float32)), "b": encode(np.asarray(b, np.float32))}})
     return out

@@ -105,8 +105,8 @@ def read_lowrank_log(folder) -> tuple[dict, list[dict]]:
                                   f"from start_step {args['start_step']})")
         doc = _load(path)
         if not isinstance(doc, dict) or doc.get("iteration") != want:
-            raise LowRankLogError(f"{path}: its iteration is {doc.get('iteration') if isinstance(doc, dict) else doc!r}, "
-                                  f"the name says {want}")
+            said = doc.get("iteration") if isinstance(doc, dict) else doc
+            raise LowRankLogError(f"{path}: its iteration is {said!r}, the name says {want}")
         F = doc.get("fitness")
         try:
             F = np.asarray(F, dtype=np.float64)
