@@ -474,3 +474,42 @@ def test_replay_command_line_exit_codes(tmp_path):
                           "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
     assert "verdict: BIT-EQUAL: 0 of 132 elements differ" in done.stdout
+
+
+def _batched_for_rank_one(factors, out_f, in_f, rank, d, sigma, lr, n, chunk, scale=False):
+    d = torch.from_numpy(np.asarray(d, np.float32))
+    G = torch.zeros((out_f, in_f))
+    for k0 in range(0, d.shape[0], chunk):
+        drawn = [factors(k) for k in range(k0, min(k0 + chunk, d.shape[0]))]
+        a = torch.stack([x[0] for x in drawn]) * math.sqrt(sigma)
+        b = torch.stack([x[1] for x in drawn]) * math.sqrt(sigma / rank)
+        G += (torch.bmm(b, a) * d[k0:k0 + len(drawn)].view(-1, 1, 1)).sum(0)
+    delta = (G * (1.0 / (n * sigma + 1e-8))) * lr
+    return delta * math.sqrt(n) if scale else delta
+
+
+_SHAPE_FITNESS = LR.shape_fitness
+
+
+def _ddof_one(F, normalize_with_std):
+    f, std = _SHAPE_FITNESS(F, False)
+    return (f / (float(np.std(f, ddof=1)) + 1e-8) if normalize_with_std else f), std
+
+
+MUTANTS = {   # name -> (attribute of lowrank, replacement, vectors that must fail)
+    "no-epsilon": ("UPDATE_EPS", 0.0, {"update-g4-r2-f32", "update-g4-r1-f32"}),
+    "batched-rank-one": ("update_delta", _batched_for_rank_one, {"update-g4-r1-f32", "update-r1-chunk3-n16"}),
+    "std-ddof-one": ("shape_fitness", _ddof_one, {"shaping-g3-std", "loop-native-spa2-3steps-std"}),
+}
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_the_goldens_fail_mutants_of_the_profile(name, monkeypatch):
+    from pathlib import Path
+
+    from esverify.goldens import gate
+    attribute, replacement, must_fail = MUTANTS[name]
+    monkeypatch.setattr(LR, attribute, replacement)
+    result = gate.check(Path(__file__).resolve().parents[1] / "goldens", areas=["lowrank"], backends=["numpy"])
+    failing = {r["vector"] for r in result.rows if r["status"] == "mismatch"}
+    assert must_fail <= failing, failing
