@@ -513,3 +513,21 @@ def test_the_goldens_fail_mutants_of_the_profile(name, monkeypatch):
     result = gate.check(Path(__file__).resolve().parents[1] / "goldens", areas=["lowrank"], backends=["numpy"])
     failing = {r["vector"] for r in result.rows if r["status"] == "mismatch"}
     assert must_fail <= failing, failing
+
+
+def test_adapter_perturbations_read_an_adapter_file_as_the_loop_keys_them(tmp_path):
+    """A member's adapter written as safetensors under the peft lora names gives the loop's B·A, bit for bit."""
+    from safetensors.torch import load_file, save_file
+    r = run(steps=1)
+    source = C.factor_source("native", 3, 4, 7)
+    member, tensors = 3, {}
+    for l, (name, (out_f, in_f)) in enumerate(TINY_PEFT):
+        A, B = LR.adapter_factors(*source(0, member // 2, l, 2, out_f, in_f), 0.01, 2, member)
+        stem = name[: -len(".base_layer.weight")]
+        tensors[f"{stem}.lora_A.weight"], tensors[f"{stem}.lora_B.weight"] = A, B
+    save_file(tensors, tmp_path / "adapter_model.safetensors")
+    got = LR.adapter_perturbations(load_file(tmp_path / "adapter_model.safetensors"))
+    assert set(got) == {n for n, _ in TINY_PEFT}
+    assert all(same_bits(got[n], r.perturbations[0][member][n]) for n in got)
+    with pytest.raises(ValueError, match="both factors"):
+        LR.adapter_perturbations({k: v for k, v in tensors.items() if "q_proj.lora_B" not in k})

@@ -89,6 +89,32 @@ def evaluated_perturbation(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
         return torch.from_numpy(acc.astype(np.float16))
 
 
+_LORA = re.compile(r"^(?P<stem>.*_proj)\.lora_(?P<which>[AB])(?:\.default)?\.weight$")
+
+
+def adapter_perturbations(adapter: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """B·A per targeted weight from an adapter's tensors (the safetensors file a member is served).
+
+    adapter: ``<stem>_proj.lora_A.weight`` (r, in) and ``<stem>_proj.lora_B.weight``
+    (out, r) f16 tensors, peft names (``.default`` tolerated). Returns
+    ``<stem>_proj.base_layer.weight`` -> `evaluated_perturbation(A, B)`,
+    the keys of `run_lowrank_loop`'s perturbations. ValueError naming an
+    unpaired factor or a name of another form.
+    """
+    pairs: dict[str, dict] = {}
+    for name, tensor in adapter.items():
+        m = _LORA.match(name)
+        if m is None:
+            raise ValueError(f"adapter tensor {name!r} is not <...>_proj.lora_A.weight or .lora_B.weight")
+        pairs.setdefault(m["stem"], {})[m["which"]] = tensor
+    out = {}
+    for stem, factors in pairs.items():
+        if set(factors) != {"A", "B"}:
+            raise ValueError(f"adapter has lora_{''.join(factors)} but not both factors for {stem!r}")
+        out[f"{stem}.base_layer.weight"] = evaluated_perturbation(factors["A"], factors["B"])
+    return out
+
+
 # ----------------------------------------------------------------------------- shaping
 
 def shape_fitness(F, normalize_with_std: bool) -> tuple[np.ndarray, float]:
