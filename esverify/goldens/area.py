@@ -53,6 +53,7 @@ AREA_MODULES = {
     "es-awd": "esverify.goldens.es_area",
     "es-paper": "esverify.goldens.paper_area",
     "skill-sample": "esverify.goldens.skill_area",
+    "lowrank": "esverify.references.eggroll.area",
 }
 
 

@@ -109,7 +109,19 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     for every usage or setup error, before any work.
     """
     from esverify.es.profiles import get_profile
+    from esverify.references.eggroll import runlog as lowrank_log
     from esverify.report import write_atomic
+
+    if lowrank_log.is_lowrank_log(log):   # our low-rank loop's log (docs/replay.md §10)
+        if profile not in (None, "lowrank") or noise is not None:
+            raise ReplayError(f"--log {log}: a low-rank run log fixes its profile (lowrank) and noise; "
+                              f"drop --profile/--noise")
+        from .weights import WeightsError as _WeightsError
+        try:
+            return lowrank_log.replay_lowrank(base, log, expect, out=out, report_path=report_path,
+                                              state_dir=state_dir)
+        except (ValueError, _WeightsError) as exc:   # LowRankLogError and named argument errors
+            raise ReplayError(f"--log {log}: {exc}") from None
 
     from . import kernel, runners
     from .report import build_report, render_text

@@ -1,0 +1,27 @@
+"""EGGROLL (eggroll-vllm), the fifth reference: low-rank ES through LoRA adapters (issue 31).
+
+Design record:
+- The reference is GPL-3.0 and runs only in the oracle's child process;
+  nothing here comes from its code. What is here is OUR SIDE, written from
+  the low-rank profile of docs/numerics.md §9 and the contract area
+  `lowrank` of docs/CONTRACT.md §10.
+- `contract`: the contract area `lowrank` v1 (`LOWRANK_DOMAIN`,
+  `lowrank_stream_seed`, `lowrank_factors`) and the native noise
+  (`native_factors`: torch's CPU generator seeded with the reference's id,
+  two draws). One small module, imported by our trainer AND by the child
+  driver's hook, so the two sides cannot spell the stream differently.
+- `lowrank`: the pieces of the profile (adapters, evaluated perturbation
+  B·A, fitness shaping, pair differences, chunk sizes, the update of one
+  weight, the fused-slice mapping) and `run_lowrank_loop`, the whole loop
+  a parity row calls on our side.
+- `area`: the golden area `lowrank` (goldens/lowrank.json).
+- `runlog`: the run log our loop writes and its replay, which `esverify
+  replay` dispatches to (docs/replay.md §10).
+- `shapes`: peft and vLLM names and shapes of a Qwen-style decoder.
+- No `REFERENCE` object here: the lead wires registration (adapter,
+  driver, stand-in) into the references registry.
+
+Dependencies point one way: this package -> esverify.rng, numpy, torch.
+Checks: ``python -m pytest -q tests/test_eggroll_lowrank.py`` and
+``esverify goldens check --area lowrank``.
+"""
