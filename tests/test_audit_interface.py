@@ -200,6 +200,7 @@ def test_without_interface_data_the_same_regions_are_findings(tmp_path, refs):
     assert result.findings >= 1 and (sim["status"] == "interface").sum() == 0
 
 
+@pytest.mark.slow
 def test_the_whole_repository_audits_clean_with_interface_regions_as_evidence(refs):
     result, sim = audit(ROOT, refs)
     assert result.findings == 0, sim[sim["status"] == "finding"][["tree_file", "ref_file", "not_interface"]]
