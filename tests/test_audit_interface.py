@@ -341,3 +341,25 @@ def test_a_function_comment_and_docstring_planted_into_a_standin_are_findings(tm
     # the stand-ins' interface stays interface beside the planted copies: nothing else is a finding
     others = sim[(sim["status"] == "finding") & ~sim["ref_file"].str.endswith("spectral_smoother.py")]
     assert len(others) == 0, others[["tree_file", "ref_file", "not_interface"]].to_dict("records")
+
+
+@pytest.mark.parametrize("name, entry", [(n, e) for n, spec in DATA.items() for e in spec["files"]],
+                         ids=lambda v: v if isinstance(v, str) else v["file"])
+def test_every_listed_declaration_is_found_in_a_module_made_of_it(name, entry):
+    """Differential against the data itself: the interface-only module of each file entry (generated from
+    the data) holds exactly the listed declarations, and `declarations` finds each one of them."""
+    src = gen.module_source(name, entry)
+    labels = [d.label for d in interface.declarations(src, [(name, entry)])]
+    imports = [lab for lab in labels if lab.startswith(("import ", "from "))]
+    assert len(imports) == len(entry.get("module_imports", []))   # the generator writes one per line
+    classes = entry.get("classes") or {}
+    expected = ({f"def {f}(" for f in entry.get("functions") or {}}
+                | {f"class {c}" for c in classes}
+                | {f"def {c}.{m}(" for c, spec in classes.items() for m in spec.get("methods") or {}}
+                | {f"flag {f['flag']}" for f in entry.get("argparse_flags") or []}
+                | {f"constant {k} = " for k in entry.get("module_constants") or {}}
+                | {f"field {c}.{f['name']}" for c, fields in (entry.get("dataclass_fields") or {}).items()
+                   for f in fields})
+    found = {lab for lab in labels if not lab.startswith(("import ", "from ", "argparse parser"))}
+    missing = [e for e in expected if not any(lab == e or lab.startswith(e) for lab in found)]
+    assert missing == [] and len(found) == len(expected), (missing, sorted(found))
