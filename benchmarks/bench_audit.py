@@ -390,7 +390,8 @@ def detection_standins(cache) -> None:
             frame, _ = similarity.compare([similarity.fingerprint(tree_e)], [("r", similarity.fingerprint(ref_e))],
                                           interface=interface.Classifier(data))
             hit = frame[frame["status"] == "finding"]
-            lines = [int(x.split(" ")[1].split(":")[0]) for x in
+            # the last line of each non-interface run of the tree side ("tree L:C-L:C `...` (N tokens)")
+            lines = [int(x.split(" ")[1].split("-")[1].split(":")[0]) for x in
                      (hit.iloc[0]["not_interface"].split("; ") if len(hit) else []) if x.startswith("tree ")]
             rows.append({"mode": mode, "fn_lines": src.count("\n") + 1,
                          "found": bool(len(hit)) and any(line >= first for line in lines)})

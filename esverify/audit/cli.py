@@ -64,8 +64,8 @@ def _formats(ctx, param, values) -> tuple[str, ...]:
               help="Largest file or archive member read (a size, e.g. 64M, as parity's --max-memory); a larger one "
                    "is a finding 'too large to audit' (sizes are checked before reading).")
 @click.pass_context
-def audit(ctx, tree, wheels, history, refs, interfaces, out, overwrite, formats, threshold, min_tokens, min_words, ngram,
-          max_file_bytes):
+def audit(ctx, tree, wheels, history, refs, interfaces, out, overwrite, formats, threshold, min_tokens, min_words,
+          ngram, max_file_bytes):
     """Evidence for the clean-room claim: similarity, text, identity, import
     boundary and provenance. Exit 0: nothing found; 1: a finding; 2: usage error (an --out that
     cannot be written is found before any work); 130/143/129: stopped by SIGINT/SIGTERM/SIGHUP (a

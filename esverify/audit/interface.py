@@ -58,6 +58,8 @@ FLAG_KEYS = ("type", "choices", "default", "action")
 #: and copydetect's string placeholders (`S` for a string's contents, `"` for a quote); a non-interface
 #: run made only of these is listed and not counted (the text pass compares docstring words)
 NO_CODE = frozenset('()[]{},:;S"')
+#: filtered tokens of a run shown in the report (the line:column range gives the whole run)
+SHOWN = 60
 
 
 @dataclass(frozen=True)
@@ -442,8 +444,8 @@ def side(fp, tokens: Tokens, slices, gap: int, min_tokens: int) -> SideReport:
         for run in np.split(bad, breaks + 1):
             a, b = int(run[0]), int(run[-1]) + 1
             chars = code[a:b]
-            spot = _spot(where, a, b)
-            item = f"{spot} `{chars}`"
+            shown = chars if len(chars) <= SHOWN else chars[:SHOWN] + "..."
+            item = f"{_spot(where, a, b)} `{shown}` ({b - a} tokens)"
             (delims if set(chars) <= NO_CODE else runs).append(item)
     return SideReport([decls[j].label for j in sorted(seen, key=lambda j: decls[j].start)], runs, delims)
 
