@@ -363,3 +363,34 @@ def test_every_listed_declaration_is_found_in_a_module_made_of_it(name, entry):
     found = {lab for lab in labels if not lab.startswith(("import ", "from ", "argparse parser"))}
     missing = [e for e in expected if not any(lab == e or lab.startswith(e) for lab in found)]
     assert missing == [] and len(found) == len(expected), (missing, sorted(found))
+
+
+def test_a_standin_paired_with_another_references_clone_declares_its_own_interface(tmp_path):
+    """Two references whose import blocks are alike: the tree file named as reference A's file is classified
+    against A's interface too (interface); the same text under a name no reference lists is a finding,
+    its imports being declarations of no reference the pair involves."""
+    names_a = [f"alpha_{i}" for i in range(12)]   # bound names are filtered to V: the two blocks are alike
+    names_b = [f"beta_{i}" for i in range(12)]
+
+    def listed(names):
+        return [{"from": "shared", "name": n, "as": n} for n in names]
+    data = {"toy-a": {"files": [{"file": "pkg_a/a.py", "module_imports": listed(names_a)}]},
+            "toy-b": {"files": [{"file": "b.py", "module_imports": listed(names_b)}]}}
+    path = tmp_path / "interfaces.json"
+    path.write_text(json.dumps(data))
+    ref = tmp_path / "clone_b"
+    ref.mkdir()
+    (ref / "b.py").write_text("".join(f"from shared import {n}\n" for n in names_b))
+    tree = tmp_path / "tree"
+    text = "".join(f"from shared import {n}\n" for n in names_a)
+    for rel in ("standins/toy-a/pkg_a/a.py", "elsewhere/mine.py"):
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+    result = run_audit(AuditOptions(tree=tree, refs=[ref], interfaces=path))
+    sim = result.sections["similarity"].set_index("tree_file")
+    assert sim.loc["standins/toy-a/pkg_a/a.py", "status"] == "interface"
+    assert "toy-b" in sim.loc["standins/toy-a/pkg_a/a.py", "interface"]
+    assert "toy-a (the tree file's own)" in sim.loc["standins/toy-a/pkg_a/a.py", "interface"]
+    assert sim.loc["elsewhere/mine.py", "status"] == "finding"
+    assert sim.loc["elsewhere/mine.py", "not_interface"].startswith("tree 1:1-12:")
+    assert result.findings == 1

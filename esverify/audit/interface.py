@@ -11,11 +11,14 @@ The line is drawn by the project's interface data (`oracles/interfaces.json`,
 docs/references.md §5.3): per reference, the entry-point files with their
 declarations, as data. For a pair (tree file, reference file):
 
-1. the reference file's entries are every file of the data whose path is a
-   suffix of the reference file's path inside its clone, or the reverse
-   (`es.py` matches es-awd's `es.py`; `es_fine-tuning_countdown.py` at the
-   root of a fork matches `archive/es_fine-tuning_countdown.py`), over all
-   references the data holds;
+1. a clone is the references of the data that list one of its files, by
+   path suffix either way (`es.py` matches es-awd's `es.py`;
+   `es_fine-tuning_countdown.py` at the root of a fork matches
+   `archive/es_fine-tuning_countdown.py`), over all references the data
+   holds; the reference side is classified against every file those
+   references list, the tree side against the same plus the references its
+   own path matches (a stand-in of one reference paired with another
+   reference's clone declares its own reference's interface);
 2. `declarations` locates, with `ast` and `tokenize`, the declarations of a
    file that appear in those entries: a top-level import statement all of
    whose bound names are listed; a `def`/`class` header (from its bare
@@ -520,10 +523,14 @@ class Classifier:
             self._refs[label] = references_in([rf.entry.path], self.data)
             self._entries[label] = entries_for(self._refs[label], self.data)
         entries = self._entries[label]
+        # the tree side may also declare the interface of the reference it stands in for (a stand-in of one
+        # reference paired with another's clone: both import blocks are declared interface)
+        own = [n for n in references_in([tf.entry.plain_path], self.data) if n not in self._refs[label]]
+        tree_entries = entries + entries_for(own, self.data)
         k = tf.fp.k
-        tree_side = side(tf.fp, self._classified(tf, entries), get_copied_slices(idx_tree, k), gap, min_tokens)
+        tree_side = side(tf.fp, self._classified(tf, tree_entries), get_copied_slices(idx_tree, k), gap, min_tokens)
         ref_side = side(rf.fp, self._classified(rf, entries), get_copied_slices(idx_ref, k), gap, min_tokens)
-        names = self._refs[label]
+        names = self._refs[label] + [f"{n} (the tree file's own)" for n in own]
         labels = list(dict.fromkeys(tree_side.entries + ref_side.entries))
         entries_text = (f"{', '.join(names)}: " if names else "no interface data for this reference: ") \
             + "; ".join(labels)
