@@ -2,6 +2,7 @@
 
     python benchmarks/bench_audit.py            # the two timed cases
     python benchmarks/bench_audit.py --measure  # false positives / detection on site-packages
+    python benchmarks/bench_audit.py --detection-only  # planted functions only (esverify hosts, stand-ins)
 
 Case 1: this project's tree against two generated reference folders of a
 few hundred files each (target: under 30 s on the 2-core dev machine).
@@ -305,6 +306,7 @@ def measure(text_only: bool = False) -> None:
                    "ref_lines"]].to_string(index=False))
     print("\ntotal unrelated pairs:", sum(int(c.split("(")[1].split()[0]) for c in allf["corpus"].unique()))
     detection(cache)
+    detection_standins(cache)
     text_measure(cache, pairs)
 
 
@@ -328,10 +330,95 @@ def text_measure(cache, pairs) -> None:
     print(top[["corpus", "tree_file", "ref_file", "longest_run_words", "tree_lines"]].to_string(index=False))
 
 
+def _planted_functions(cache, trials: int = 120, seed: int = 7):
+    """(donor fingerprint, dedented function source, ast node) drawn as `detection` draws them."""
+    import ast
+    import textwrap
+    rng = random.Random(seed)
+    donors = [f for f in cache["hypothesis"]]
+    out = []
+    for _ in range(trials):
+        donor = rng.choice(donors)
+        try:
+            tree = ast.parse(donor.entry.text)
+        except SyntaxError:
+            continue
+        fns = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+        if not fns:
+            continue
+        fn = rng.choice(fns)
+        src = ast.get_source_segment(donor.entry.text, fn)
+        if src:
+            out.append((donor, textwrap.dedent(src), fn, rng))
+    return out
+
+
+def detection_standins(cache) -> None:
+    """Interface-aware detection in the stand-ins (issue 28): hypothesis functions planted into every
+    stand-in file the interface data lists, against a reference made of that file's interface only
+    (tests/audit_interface_refs.py) plus the original function. Found: the pair is a finding at the
+    defaults AND a `not_interface` run lies in the planted lines. Control: the same pairs without a
+    plant must be `interface`."""
+    import ast
+    import pandas as pd
+    sys.path.insert(0, str(ROOT / "tests"))
+    import audit_interface_refs as gen
+    from esverify.audit import interface
+    data = interface.load(interface.default_path())
+    hosts = []
+    for path in sorted((ROOT / "tests" / "standins").rglob("*.py")):
+        rel = path.relative_to(ROOT / "tests" / "standins").as_posix().split("/", 1)[-1]
+        names = interface.references_in([rel], data)
+        entry = next(((n, e) for n in names for e in data[n]["files"]
+                      if interface._matches(rel, e["file"])), None)
+        if entry:
+            hosts.append((path, entry))
+    rows, control = [], []
+    for n, (donor, src, fn, rng) in enumerate(_planted_functions(cache)):
+        path, (name, entry) = hosts[n % len(hosts)]
+        host_text = path.read_text()
+        ref_text = gen.module_source(name, entry)
+        for mode in ("verbatim", "renamed"):
+            body = src
+            if mode == "renamed":
+                for ident in sorted({x.id for x in ast.walk(fn) if isinstance(x, ast.Name)}, key=len, reverse=True):
+                    if len(ident) > 2:
+                        body = body.replace(ident, f"renamed_{abs(hash(ident)) % 997}")
+            first = host_text.count("\n") + 3
+            tree_e = sources.classify("plant", f"plant/{path.name}", (host_text + "\n\n" + body + "\n").encode())
+            ref_e = sources.classify("ref", entry["file"], (ref_text + "\n\n" + src + "\n").encode())
+            frame, _ = similarity.compare([similarity.fingerprint(tree_e)], [("r", similarity.fingerprint(ref_e))],
+                                          interface=interface.Classifier(data))
+            hit = frame[frame["status"] == "finding"]
+            # the last line of each non-interface run of the tree side ("tree L:C-L:C `...` (N tokens)")
+            lines = [int(x.split(" ")[1].split("-")[1].split(":")[0]) for x in
+                     (hit.iloc[0]["not_interface"].split("; ") if len(hit) else []) if x.startswith("tree ")]
+            rows.append({"mode": mode, "fn_lines": src.count("\n") + 1,
+                         "found": bool(len(hit)) and any(line >= first for line in lines)})
+        if n < len(hosts):
+            tree_e = sources.classify("plant", f"plant/{path.name}", host_text.encode())
+            ref_e = sources.classify("ref", entry["file"], ref_text.encode())
+            frame, _ = similarity.compare([similarity.fingerprint(tree_e)], [("r", similarity.fingerprint(ref_e))],
+                                          interface=interface.Classifier(data))
+            control.append({"stand-in": path.name, "statuses": ",".join(frame["status"]) or "(no row)"})
+    frame = pd.DataFrame(rows)
+    frame["size"] = pd.cut(frame["fn_lines"], [0, 5, 10, 20, 40, 10_000],
+                           labels=["1-5", "6-10", "11-20", "21-40", ">40"])
+    table = (frame.groupby(["mode", "size"], observed=True)["found"].agg(["size", "sum"])
+             .rename(columns={"size": "n", "sum": "found@125/0.05 (interface-aware)"}))
+    print("\ndetection of hypothesis functions planted into stand-ins, against their interface plus the "
+          "function (defaults, interface-aware):")
+    print(table.to_string())
+    print("control, the same stand-ins without a plant (expected: interface or below threshold only):")
+    print(pd.DataFrame(control).to_string(index=False))
+
+
 def detection(cache) -> None:
     """Plant functions of known size from one corpus into files of another, measure detection."""
     import ast
     import pandas as pd
+    from esverify.audit import interface
+    classifier = interface.Classifier(interface.load(interface.default_path()))
     rng = random.Random(7)
     donors = [f for f in cache["hypothesis"]]
     hosts = [f for f in cache["esverify"] if len(f.entry.text) > 2000]
@@ -363,10 +450,13 @@ def detection(cache) -> None:
             fp = similarity.fingerprint(e)
             frame, _ = similarity.compare([fp], [("r", donor)], threshold=0.01, min_tokens=1, list_floor=0.0)
             row = frame.iloc[0] if len(frame) else None
+            # the same pair at the defaults with the shipped interface data, as `esverify audit` runs it
+            audited, _ = similarity.compare([fp], [("r", donor)], interface=classifier)
             rows.append({"mode": mode, "fn_lines": src.count("\n") + 1,
                          "span": int(row["longest_region_tokens"]) if row is not None else 0,
                          "maxsim": (float(max(row["similarity_tree"], row["similarity_ref"]))
-                                    if row is not None else 0.0)})
+                                    if row is not None else 0.0),
+                         "audited": bool((audited["status"] == "finding").any())})
     frame = pd.DataFrame(rows)
     frame["size"] = pd.cut(frame["fn_lines"], [0, 5, 10, 20, 40, 10_000],
                            labels=["1-5", "6-10", "11-20", "21-40", ">40"])
@@ -375,6 +465,7 @@ def detection(cache) -> None:
         entry = {"mode": mode, "function lines": size, "n": len(g)}
         for mt, th in ((100, 0.05), (125, 0.05), (150, 0.05), (150, 0.2), (150, 0.5)):
             entry[f"found@{mt}/{th}"] = int(((g["span"] >= mt) & (g["maxsim"] >= th)).sum())
+        entry["found (audit, interface-aware)"] = int(g["audited"].sum())
         out.append(entry)
     print("\ndetection of functions planted from hypothesis into esverify files (host > 2 kB):")
     print(pd.DataFrame(out).to_string(index=False))
@@ -384,8 +475,16 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--measure", action="store_true", help="run the threshold measurement instead")
     parser.add_argument("--text-only", action="store_true", help="with --measure: only the text pass")
+    parser.add_argument("--detection-only", action="store_true",
+                        help="only the planted-function detection (esverify hosts and stand-ins)")
     args = parser.parse_args()
-    if args.measure:
+    if args.detection_only:
+        own = [ROOT / r for r in (sources.git(ROOT, "ls-files", "--cached", "--others", "--exclude-standard") or "")
+               .splitlines() if r.endswith(".py") and not r.startswith("tests/fixtures/audit")]
+        cache = {"hypothesis": _fps(_corpus("hypothesis")), "esverify": _fps(own)}
+        detection(cache)
+        detection_standins(cache)
+    elif args.measure:
         measure(text_only=args.text_only)
     else:
         bench()

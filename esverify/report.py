@@ -157,7 +157,7 @@ HEADER_KEYS = ("verdict", "exit_code", "reason", "counts", "started_utc", "finis
 #: statuses from the most to the least alarming: the colour of a summary cell is its worst status
 SEVERITY = ("fail", "mismatch", "error", "unverifiable", "finding", "changed-without-bump", "removed-without-bump",
             "version-backwards", "interrupted", "not-run", "libm-divergence", "artifact", "review", "skipped",
-            "info", "listed", "trivial", "below threshold", "pass", "ok")
+            "info", "listed", "interface", "trivial", "below threshold", "pass", "ok")
 
 
 def tidy(frame: pd.DataFrame) -> pd.DataFrame:

@@ -37,6 +37,9 @@ def _formats(ctx, param, values) -> tuple[str, ...]:
 @click.option("--history", is_flag=True, help="Also audit every blob ever committed (git objects).")
 @click.option("--ref", "refs", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="A reference clone (any reference). Repeatable. Without it sections 1-3 are skipped.")
+@click.option("--interfaces", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Interface data telling a shared interface from shared code (docs/audit.md, 'Interface "
+                   "regions'). Default: the oracles/interfaces.json esverify ships.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Report folder, checked before any work; one holding an earlier audit report is refused unless "
                    "--overwrite. Default: a fresh audit-<UTC time>-<pid>-<random>/ under $ESVERIFY_REPORTS, then "
@@ -61,8 +64,8 @@ def _formats(ctx, param, values) -> tuple[str, ...]:
               help="Largest file or archive member read (a size, e.g. 64M, as parity's --max-memory); a larger one "
                    "is a finding 'too large to audit' (sizes are checked before reading).")
 @click.pass_context
-def audit(ctx, tree, wheels, history, refs, out, overwrite, formats, threshold, min_tokens, min_words, ngram,
-          max_file_bytes):
+def audit(ctx, tree, wheels, history, refs, interfaces, out, overwrite, formats, threshold, min_tokens, min_words,
+          ngram, max_file_bytes):
     """Evidence for the clean-room claim: similarity, text, identity, import
     boundary and provenance. Exit 0: nothing found; 1: a finding; 2: usage error (an --out that
     cannot be written is found before any work); 130/143/129: stopped by SIGINT/SIGTERM/SIGHUP (a
@@ -89,7 +92,8 @@ def audit(ctx, tree, wheels, history, refs, out, overwrite, formats, threshold, 
         raise click.UsageError("--history needs the top level of a git checkout (default tree or --tree PATH)")
     opts = AuditOptions(tree=tree.resolve() if tree else None, wheels=list(wheels), history=history,
                         refs=[r.resolve() for r in refs], threshold=threshold, min_tokens=min_tokens,
-                        ngram=ngram, min_words=min_words, max_file_bytes=max_file_bytes)
+                        ngram=ngram, min_words=min_words, max_file_bytes=max_file_bytes,
+                        interfaces=interfaces.resolve() if interfaces else None)
     from esverify.interrupt import Interrupted, catching
     from esverify.outputs import OutputError, claim_report_folder, missing_folders, remove_empty
     from esverify.report import report_patterns
@@ -118,8 +122,13 @@ def audit(ctx, tree, wheels, history, refs, out, overwrite, formats, threshold, 
                 raise SystemExit(exc.exit_code) from None
     finally:
         folder.release()
+    sim = result.sections["similarity"]
+    shared_interface = sim[sim["status"] == "interface"] if len(sim) else sim
+    reason = (result.metadata.get("interface") or {}).get("reason")
     result.metadata = {"verdict": result.metadata["verdict"], "exit_code": 1 if result.findings else 0,
-                       "counts": {"findings": result.findings, "review": result.review},
+                       **({"reason": reason} if reason else {}),
+                       "counts": {"findings": result.findings, "review": result.review,
+                                  "interface": len(shared_interface)},
                        "started_utc": result.metadata.get("started_utc"),
                        "finished_utc": result.metadata.get("finished_utc"),
                        "command_line": " ".join(["esverify", *__import__("sys").argv[1:]]), **result.metadata,
@@ -142,6 +151,11 @@ def audit(ctx, tree, wheels, history, refs, out, overwrite, formats, threshold, 
         if len(hits):
             click.echo(f"\n{name} findings:")
             click.echo(console_table(hits, max_rows=20))
+    if len(shared_interface):   # evidence, not findings: which files share which declared interface
+        click.echo(f"\ninterface (not findings): {reason}")
+        shown = shared_interface[["tree_file", "ref", "ref_file", "longest_region_tokens"]].copy()
+        shown["declarations"] = shared_interface["interface"].map(_declarations_brief)
+        click.echo(console_table(shown, max_rows=20))
     imp = result.sections["imports"]
     review = imp[imp["status"] == "review"] if len(imp) else imp
     if len(review):
@@ -154,6 +168,15 @@ def audit(ctx, tree, wheels, history, refs, out, overwrite, formats, threshold, 
         raise click.BadParameter(f"cannot write the report under {out}: {write_error}", param_hint="--out")
     click.echo(f"\nreport: {out} ({len(written)} files; exit {code})")
     raise SystemExit(code)
+
+
+def _declarations_brief(text: str, shown: int = 3) -> str:
+    """'es-awd: import os; def f(a); ...' cut to its first `shown` declarations and a count (the report
+    has them all)."""
+    head, _, rest = str(text).partition(": ")
+    items = [i for i in rest.split("; ") if i]
+    more = f" (+{len(items) - shown} more)" if len(items) > shown else ""
+    return f"{len(items)} from {head}: " + "; ".join(items[:shown]) + more
 
 
 def _write_interrupted(out: Path, formats, exc, started) -> None:

@@ -159,6 +159,8 @@ STATEMENT = (
     "What this audit establishes: for the scanned sources (files, SHA-256 manifest below) and the named "
     "reference clones at the recorded commits, (1) no code file shares winnowed token fingerprints "
     "(copydetect; robust to renaming and reformatting) above the similarity threshold and token minimum, "
+    "other than regions made only of interface declarations listed in the interface data (`interface` "
+    "rows: imports, signatures with defaults, argparse flags, constants, dataclass fields), "
     "(2) no comment, docstring or prose file shares a run of normalised words at or above the run "
     "minimum, (3) no non-trivial file is byte-identical to a reference file, and (4) the esverify package "
     "neither imports reference modules or the oracle area nor loads them by a statically visible path. "

@@ -8,13 +8,14 @@ click command in `cli.py` owns the terminal.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from . import identity, imports, provenance, similarity, sources, text
+from . import identity, imports, interface, provenance, similarity, sources, text
 
 SKIP_NO_REF = "skipped: no --ref given (sections 1-3 need a reference clone)"
 READABILITY_COLUMNS = ["status", "origin", "path", "kind", "size", "reason"]
@@ -35,6 +36,8 @@ class AuditOptions:
     ngram: int = text.DEFAULT_NGRAM
     min_words: int = text.DEFAULT_MIN_WORDS
     max_file_bytes: int = sources.DEFAULT_MAX_FILE_BYTES
+    #: the interface data (docs/references.md §5.3); None: the one esverify ships (`interface.default_path`)
+    interfaces: Path | None = None
 
 
 @dataclass
@@ -61,6 +64,23 @@ def refs_inside_tree(tree: Path | None, refs) -> list[str]:
     return [f"--ref {ref} lies inside the audited tree {tree}: its files are audited as the tree's too, so "
             "each is found as a copy of itself; pass a clone outside the tree to audit the tree against it"
             for ref in refs if Path(ref).resolve().is_relative_to(root)]
+
+
+def interface_note(count: int, path: Path, data: dict, classifier, has_ref: bool) -> dict:
+    """What `interface` means in this report, where its data came from and which references each clone is
+    (the report's first screen repeats `reason`)."""
+    if not has_ref:
+        return {"reason": None}
+    digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
+    where = f"{path} (sha256 {digest})"
+    reason = (f"{count} similarity pair(s) share only the references' declared interface and are listed as "
+              "`interface`, not findings: every copied region of >= min_tokens tokens is, in both files, made "
+              "of declarations the interface data lists (imports, def/class headers with their parameters "
+              "and defaults, argparse flags and their parser, module constants, dataclass fields); any other "
+              f"token keeps a finding. Interface data: {where}; docs/audit.md, 'Interface regions'.")
+    return {"reason": reason, "data": where, "references in the data": ", ".join(data) or None,
+            "clones recognised": {label: ", ".join(names) or "none"
+                                  for label, names in classifier.recognised().items()} or None}
 
 
 def collect(opts: AuditOptions):
@@ -128,8 +148,13 @@ def run_audit(opts: AuditOptions) -> AuditResult:
     """Run all five sections; see the package docstring for what each checks."""
     started = dt.datetime.now(dt.timezone.utc)
     t0 = time.perf_counter()
-    targets, refs, prov_rows = collect(opts)
     has_ref = bool(opts.refs)
+    interface_path = Path(opts.interfaces) if opts.interfaces else interface.default_path()
+    interface_data = {}
+    if has_ref and (opts.interfaces or interface_path.is_file()):
+        interface_data = interface.load(interface_path)   # ValueError: a usage error (exit 2), before any work
+    classifier = interface.Classifier(interface_data, str(interface_path))
+    targets, refs, prov_rows = collect(opts)
     everything = targets + [r for _, r in refs]
     skipped_rows = [{"origin": e.origin, "path": e.path, "reason": e.error}
                     for e in everything if e.kind in ("binary", "symlink", *sources.UNREADABLE_KINDS)]
@@ -156,7 +181,7 @@ def run_audit(opts: AuditOptions) -> AuditResult:
         tree_fps = [f for _, f in fps([(e.origin, e) for e in targets])]
         ref_fps = fps(refs)
         sim, stats["similarity"] = similarity.compare(tree_fps, ref_fps, threshold=opts.threshold,
-                                                      min_tokens=opts.min_tokens)
+                                                      min_tokens=opts.min_tokens, interface=classifier)
         stats["similarity"].update(tree_code_files=len(tree_fps), ref_code_files=len(ref_fps))
         txt, stats["text"] = text.compare([e for e in targets if e.kind in ("code", "prose")],
                                           [(lab, e) for lab, e in refs if e.kind in ("code", "prose")],
@@ -203,7 +228,8 @@ def run_audit(opts: AuditOptions) -> AuditResult:
         if name == "similarity" and has_ref:
             s = stats["similarity"]
             note = (f"{s['tree_code_files']} code files x {s['ref_code_files']} reference code files; "
-                    f"{s['compared']} pairs compared, {s['prefiltered_out']} ruled out by the exact prefilter")
+                    f"{s['compared']} pairs compared, {s['prefiltered_out']} ruled out by the exact prefilter; "
+                    f"{s['interface']} pair(s) share only declared interface (`interface`, not findings)")
         elif name == "text" and has_ref:
             note = f"{stats['text']['tree_documents']} documents x {stats['text']['ref_documents']} reference documents"
         elif name == "identity" and has_ref:
@@ -229,6 +255,8 @@ def run_audit(opts: AuditOptions) -> AuditResult:
         "verdict": "FINDING" if total else "pass", "findings": total,
         "parameters": params, "tools": tools, "statement": provenance.STATEMENT,
         "warnings": refs_inside_tree(opts.tree, opts.refs),
+        "interface": interface_note(stats.get("similarity", {}).get("interface", 0), interface_path,
+                                    interface_data, classifier, has_ref),
     }
     sections = {"summary": pd.DataFrame(summary_rows), "similarity": sim, "text": txt, "identity": ident,
                 "imports": imp, "readability": readability, "provenance": prov, "tools": tools_frame, "manifest": manifest,

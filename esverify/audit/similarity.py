@@ -53,7 +53,10 @@ LOW_ENTROPY_CHARS = 4
 _NEWLINE = re.compile("\n")
 
 COLUMNS = ["status", "origin", "tree_file", "ref", "ref_file", "similarity_tree", "similarity_ref",
-           "shared_tokens", "longest_region_tokens", "tree_lines", "ref_lines"]
+           "shared_tokens", "longest_region_tokens", "tree_lines", "ref_lines", "interface", "not_interface",
+           "delimiters"]
+#: row order: findings first, then interface-only pairs (evidence), then pairs listed for a human
+STATUS_ORDER = {"finding": 0, "interface": 1, "below threshold": 2}
 
 
 @dataclass
@@ -159,13 +162,20 @@ def _candidates(tf: Fingerprint, index: dict[int, list[int]], k: int, floor: int
 
 def compare(tree_fps: list[Fingerprint], ref_fps: list[tuple[str, Fingerprint]], *,
             threshold: float = DEFAULT_THRESHOLD, min_tokens: int = DEFAULT_MIN_TOKENS,
-            prefilter: bool = True, list_floor: float = 0.5, gap: int = DEFAULT_GAP) -> tuple[pd.DataFrame, dict]:
+            prefilter: bool = True, list_floor: float = 0.5, gap: int = DEFAULT_GAP,
+            interface=None) -> tuple[pd.DataFrame, dict]:
     """Compare every tree fingerprint with every reference fingerprint.
 
     ref_fps: (reference label, Fingerprint) pairs. Rows are listed when the
     copied region reaches `list_floor * min_tokens` tokens; status is
-    "finding" when both criteria hold, else "below threshold". Returns (frame, stats) with
-    stats: pairs, compared, prefiltered_out.
+    "finding" when both criteria hold, else "below threshold". With
+    `interface` (an `esverify.audit.interface.Classifier`), a pair meeting
+    both criteria whose regions of >= min_tokens tokens are made only of
+    declarations its interface data lists, on both sides, is "interface"
+    instead (not a finding); columns `interface` (the declarations met),
+    `not_interface` (the runs of other tokens, line:column and filtered
+    form, that keep a finding) and `delimiters` say why. Returns (frame,
+    stats) with stats: pairs, compared, prefiltered_out, interface.
     """
     from copydetect import compare_files
     from copydetect.utils import find_fingerprint_overlap, get_copied_slices
@@ -176,6 +186,8 @@ def compare(tree_fps: list[Fingerprint], ref_fps: list[tuple[str, Fingerprint]],
         for h in rf.fp.hashes:
             index[h].append(j)
     rows, compared = [], 0
+    if interface is not None:
+        interface.prepare(ref_fps)
     for tf in tree_fps:
         if prefilter:
             candidates = _candidates(tf, index, k, floor, gap)
@@ -194,7 +206,13 @@ def compare(tree_fps: list[Fingerprint], ref_fps: list[tuple[str, Fingerprint]],
             if longest < floor:
                 continue
             found = max(s_tree, s_ref) >= threshold and longest >= min_tokens
-            rows.append({"status": "finding" if found else "below threshold",
+            status, why = ("finding" if found else "below threshold"), {}
+            if found and interface is not None:
+                report = interface.pair(tf, label, rf, idx_tree, idx_ref, gap, min_tokens)
+                status = "interface" if report.interface else "finding"
+                why = {"interface": report.entries, "not_interface": report.not_interface,
+                       "delimiters": report.delimiters}
+            rows.append({"status": status, **why,
                          "origin": tf.entry.origin, "tree_file": tf.entry.path, "ref": label, "ref_file": rf.entry.path,
                          "similarity_tree": round(float(s_tree), 4),
                          "similarity_ref": round(float(s_ref), 4),
@@ -203,6 +221,8 @@ def compare(tree_fps: list[Fingerprint], ref_fps: list[tuple[str, Fingerprint]],
     total = len(tree_fps) * len(ref_fps)
     frame = pd.DataFrame(rows, columns=COLUMNS)
     if len(frame):
-        frame = frame.sort_values(["status", "shared_tokens"], ascending=[False, False],
-                                  kind="stable").reset_index(drop=True)
-    return frame, {"pairs": total, "compared": compared, "prefiltered_out": total - compared}
+        order = frame["status"].map(STATUS_ORDER)
+        frame = (frame.assign(_order=order).sort_values(["_order", "shared_tokens"], ascending=[True, False],
+                                                        kind="stable").drop(columns="_order").reset_index(drop=True))
+    return frame, {"pairs": total, "compared": compared, "prefiltered_out": total - compared,
+                   "interface": int((frame["status"] == "interface").sum()) if len(frame) else 0}

@@ -1,0 +1,396 @@
+"""The audit tells a shared interface from shared code (issue 28; docs/audit.md, "Interface regions").
+
+The references are never used here (clean room). Their stand-ins
+(tests/standins/) share the references' interface by design; the tests
+audit them against *interface-only references* generated from the
+interface data (tests/audit_interface_refs.py: every declaration the data
+lists, bodies of our own), which share with a stand-in exactly what a real
+clone shares with it by design. Planted copies come from the project's own
+fixture reference (tests/fixtures/audit/reference/).
+
+- interface-only regions are `interface` (not findings), listing the
+  declarations they consist of; the whole repository audits clean;
+- a reference function body (verbatim, or renamed and reformatted), a
+  comment block or a docstring planted into any stand-in is a finding;
+- the classification's parts have known answers (declarations found,
+  filtered-token positions equal copydetect's own filtered text).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import audit_interface_refs as gen
+from esverify.audit import interface, similarity, sources
+from esverify.audit.run import AuditOptions, run_audit
+
+ROOT = Path(__file__).resolve().parents[1]
+STANDINS = ROOT / "tests" / "standins"
+FIXTURES = ROOT / "tests" / "fixtures" / "audit"
+SMOOTHER = FIXTURES / "reference" / "lattice_tools" / "spectral_smoother.py"
+RENAMED = FIXTURES / "variants" / "renamed.py"
+DATA = interface.load(interface.default_path())
+
+
+@pytest.fixture(scope="module")
+def refs(tmp_path_factory) -> list[Path]:
+    """One interface-only clone per reference the interface data holds (whatever it holds)."""
+    root = tmp_path_factory.mktemp("interface_refs")
+    out = []
+    for n, name in enumerate(DATA):
+        clone = root / f"ref{n}"
+        gen.write_reference(clone, name, DATA)
+        out.append(clone)
+    return out
+
+
+def standin_files() -> list[Path]:
+    """Stand-in files the interface data lists (by path suffix), for every reference in the data."""
+    found = []
+    for path in sorted(STANDINS.rglob("*.py")):
+        rel = path.relative_to(STANDINS).as_posix().split("/", 1)[-1]
+        if interface.references_in([rel], DATA):
+            found.append(path)
+    return found
+
+
+def audit(tree: Path, refs: list[Path]):
+    result = run_audit(AuditOptions(tree=tree, refs=refs))
+    return result, result.sections["similarity"]
+
+
+# ------------------------------------------------------------------ known answers
+
+SOURCE = '''"""Doc."""
+import os
+import numpy as np
+from typing import List, Any
+import json
+
+LIMIT = 3
+OTHER = 4
+
+
+@dataclass
+class Args:
+    name: str = "x"
+    size: int = 2
+
+    def run(self, seed, scale=1.0):
+        return seed
+
+
+def main(args, *, quiet=False):
+    parser = argparse.ArgumentParser(description="d")
+    parser.add_argument("--sigma", type=float, default=0.5)
+    parser.add_argument("--extra", type=int)
+    return parser.parse_args()
+'''
+
+ENTRY = {"file": "pkg/mod.py",
+         "module_imports": [{"module": "os", "as": "os"}, {"module": "numpy", "as": "np"},
+                            {"from": "typing", "name": "List", "as": "List"},
+                            {"from": "typing", "name": "Any", "as": "Any"}],
+         "functions": {"main": [{"name": "args", "default": None},
+                                {"name": "quiet", "default": "False", "keyword_only": True}]},
+         "classes": {"Args": {"bases": [], "methods": {"run": [{"name": "self", "default": None},
+                                                               {"name": "seed", "default": None},
+                                                               {"name": "scale", "default": "1.0"}]}}},
+         "dataclass_fields": {"Args": [{"name": "name", "annotation": "str", "default": "'x'"},
+                                       {"name": "size", "annotation": "int", "default": "3"}]},
+         "argparse_flags": [{"flag": "--sigma", "type": "float", "default": "0.5"}],
+         "module_constants": {"LIMIT": 3, "OTHER": 5}}
+
+
+def test_declarations_are_exactly_the_listed_ones():
+    decls = interface.declarations(SOURCE, [("toy", ENTRY)])
+    labels = [d.label for d in decls]
+    assert labels == ["import os", "import numpy as np", "from typing import List, Any", "constant LIMIT = 3",
+                      "class Args", "field Args.name", "def Args.run(self, seed, scale=1.0)",
+                      "def main(args, quiet=False)", "argparse parser parser", "flag --sigma",
+                      "argparse parser parser (parse)"]
+    # not listed, or listed with another value: `import json`, OTHER = 4 (listed 5), size default 2
+    # (listed 3), the flag --extra; the class header starts at its bare decorator
+    spans = {d.label: (d.start, d.end) for d in decls}
+    assert spans["class Args"] == ((11, 0), (12, 11))
+    assert SOURCE.splitlines()[19] == "def main(args, *, quiet=False):"
+    assert spans["def main(args, quiet=False)"] == ((20, 0), (20, 31))   # to the header's colon
+
+
+def test_a_declaration_that_differs_from_the_data_is_not_interface():
+    changed = json.loads(json.dumps(ENTRY))
+    changed["functions"]["main"][0]["name"] = "argv"            # another parameter name
+    changed["classes"]["Args"]["methods"]["run"][2]["default"] = "2.0"   # another default
+    changed["argparse_flags"][0]["default"] = "0.25"
+    changed["module_imports"] = changed["module_imports"][:1]   # only `os` listed
+    labels = [d.label for d in interface.declarations(SOURCE, [("toy", changed)])]
+    assert labels == ["import os", "constant LIMIT = 3", "class Args", "field Args.name"]
+
+
+def test_no_entries_or_unparsable_source_has_no_declarations():
+    assert interface.declarations(SOURCE, []) == []
+    assert interface.declarations("def (:\n", [("toy", ENTRY)]) == []
+
+
+@pytest.mark.parametrize("path", sorted(STANDINS.rglob("*.py"))[:40], ids=lambda p: p.name)
+def test_filtered_positions_reproduce_copydetects_filtered_text(path):
+    """Differential: our lexing of every stand-in gives copydetect's own filtered text, and each
+    filtered character points at a source token that yields it."""
+    entry = sources.classify("tree", path.name, path.read_bytes())
+    fp = similarity.fingerprint(entry)
+    filtered, where = interface.filtered_positions(entry.text, "python")
+    assert filtered == fp.fp.filtered_code
+    lines = entry.text.splitlines()
+    for ch, (line, col) in zip(filtered, where):
+        if ch not in "VFOS\"P":
+            assert lines[line - 1][col] == ch or ch.isalpha(), (ch, line, col)
+
+
+def test_references_are_recognised_by_path_suffix_for_every_reference_in_the_data():
+    for name, spec in DATA.items():
+        for entry in spec["files"]:
+            assert name in interface.references_in([entry["file"]], DATA)
+            assert name in interface.references_in(["clone/" + entry["file"]], DATA)
+            assert name in interface.references_in([entry["file"].rsplit("/", 1)[-1]], DATA)
+    assert interface.references_in(["unrelated/thing.py"], DATA) == []
+
+
+def test_bad_interface_data_is_a_one_line_usage_error(tmp_path):
+    bad = tmp_path / "interfaces.json"
+    bad.write_text('{"x": []}')
+    with pytest.raises(ValueError, match="interface data .*interfaces.json"):
+        interface.load(bad)
+    with pytest.raises(ValueError, match="cannot read"):
+        interface.load(tmp_path / "missing.json")
+
+
+# ------------------------------------------------------------------ interface regions
+
+def test_standins_share_only_interface_with_interface_only_references(tmp_path, refs):
+    tree = tmp_path / "tree"
+    shutil.copytree(STANDINS, tree / "standins")
+    result, sim = audit(tree, refs)
+    assert result.findings == 0, sim[sim["status"] == "finding"].to_dict("records")
+    shared = sim[sim["status"] == "interface"]
+    assert len(shared) >= 1
+    # every row names the declarations it consists of, and no token outside them
+    for _, row in shared.iterrows():
+        assert row["not_interface"] == ""
+        head, _, items = row["interface"].partition(": ")
+        assert head and items.count("; ") >= 3, row["interface"]
+        assert row["longest_region_tokens"] >= similarity.DEFAULT_MIN_TOKENS
+    # the stand-ins that carry an argparse block or many imports are among them
+    assert {"es.py", "distributed_utils.py"} <= {Path(f).name for f in shared["tree_file"]}
+
+
+def test_without_interface_data_the_same_regions_are_findings(tmp_path, refs):
+    """The control: the same pairs with empty interface data are findings, so `interface` above is the
+    classification's doing, not pairs below the thresholds."""
+    tree = tmp_path / "tree"
+    shutil.copytree(STANDINS, tree / "standins")
+    empty = tmp_path / "none.json"
+    empty.write_text("{}")
+    result = run_audit(AuditOptions(tree=tree, refs=refs, interfaces=empty))
+    sim = result.sections["similarity"]
+    assert result.findings >= 1 and (sim["status"] == "interface").sum() == 0
+
+
+@pytest.mark.slow
+def test_the_whole_repository_audits_clean_with_interface_regions_as_evidence(refs):
+    result, sim = audit(ROOT, refs)
+    assert result.findings == 0, sim[sim["status"] == "finding"][["tree_file", "ref_file", "not_interface"]]
+    shared = sim[sim["status"] == "interface"]
+    assert len(shared) and all(f.startswith("tests/standins/") for f in shared["tree_file"])
+    note = result.metadata["interface"]
+    assert "interface data" in note["reason"].lower() and str(interface.default_path()) in note["data"]
+
+
+def test_interface_regions_in_wheel_and_history_modes(tmp_path, refs):
+    """The classification is the similarity section's, whatever the source: an sdist holding stand-ins and
+    a history blob of one are classified the same way."""
+    import subprocess
+    import tarfile
+    tree = tmp_path / "repo"
+    shutil.copytree(STANDINS / "es-awd", tree / "standin")
+    sdist = tmp_path / "pkg-0.1.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tar:
+        tar.add(tree, arcname="pkg-0.1")
+    result = run_audit(AuditOptions(wheels=[sdist], refs=refs))
+    sim = result.sections["similarity"]
+    assert result.findings == 0 and (sim["status"] == "interface").sum() >= 1
+    git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "a"], check=True)
+    es = tree / "standin" / "es.py"
+    es.write_text(es.read_text() + "\n# changed\n")
+    subprocess.run([*git, "commit", "-qam", "b"], check=True)
+    result = run_audit(AuditOptions(tree=tree, history=True, refs=refs))
+    sim = result.sections["similarity"]
+    history = sim[(sim["origin"] == "history") & (sim["status"] == "interface")]
+    assert result.findings == 0 and len(history) >= 1
+
+
+# ------------------------------------------------------------------ planted code is still caught
+
+def _function(src: str, name: str) -> ast.FunctionDef:
+    return next(n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+def _body_text(path: Path, name: str) -> str:
+    """The body (below the header, docstring and comments included) of function `name`, dedented."""
+    src = path.read_text()
+    node = _function(src, name)
+    lines = src.splitlines()
+    return textwrap.dedent("\n".join(lines[node.lineno:node.end_lineno])) + "\n"
+
+
+def _replace_body(src: str, node, body: str) -> str:
+    lines = src.splitlines()
+    pad = " " * (node.col_offset + 4)
+    header_end = node.body[0].lineno - 1
+    if (isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+            and isinstance(node.body[0].value.value, str)):   # keep the stand-in's own docstring
+        header_end = node.body[0].end_lineno
+    new = textwrap.indent(body, pad).rstrip("\n").splitlines()
+    return "\n".join(lines[:header_end] + new + lines[node.end_lineno:]) + "\n"
+
+
+def _first_listed_function(path: Path):
+    """(name, node) of the first function or method of the stand-in whose header the data lists."""
+    src = path.read_text()
+    rel = path.relative_to(STANDINS).as_posix().split("/", 1)[-1]
+    entries = interface.entries_for(interface.references_in([rel], DATA), DATA)
+    listed = [d.label for d in interface.declarations(src, entries) if d.label.startswith("def ")]
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and len(node.body) >= 1 \
+                and any(lab.split("(")[0].endswith(("." + node.name, " " + node.name)) for lab in listed):
+            return node
+    return None
+
+
+PLANTS = ("verbatim", "renamed")
+
+
+@pytest.mark.parametrize("mode", PLANTS)
+@pytest.mark.parametrize("path", standin_files(), ids=lambda p: p.relative_to(STANDINS).as_posix())
+def test_a_reference_body_planted_into_a_listed_function_of_a_standin_is_a_finding(tmp_path, refs, path, mode):
+    """The fixture reference's smooth_spectrum body becomes the body of a declared function in both the
+    reference and a copy of the stand-in: the header is interface, the body is not, so the pair is a
+    finding and `not_interface` points into the stand-in's planted lines."""
+    node = _first_listed_function(path)
+    if node is None:
+        pytest.skip("no listed function in this stand-in")
+    body = _body_text(SMOOTHER, "smooth_spectrum")
+    planted = _body_text(RENAMED, "blur_bins") if mode == "renamed" else body
+    rel = path.relative_to(STANDINS).as_posix().split("/", 1)[-1]
+    # the reference: the interface-only clone with the fixture body in that same function
+    clone = tmp_path / "ref"
+    names = interface.references_in([rel], DATA)
+    for name in names:
+        gen.write_reference(clone, name, DATA)
+    ref_file = next(p for p in clone.rglob("*.py") if p.relative_to(clone).as_posix().endswith(rel)
+                    or rel.endswith(p.relative_to(clone).as_posix()))
+    ref_src = ref_file.read_text()
+    ref_file.write_text(_replace_body(ref_src, _function(ref_src, node.name), body))
+    tree = tmp_path / "tree"
+    target = tree / path.relative_to(STANDINS)
+    target.parent.mkdir(parents=True)
+    src = path.read_text()
+    target.write_text(_replace_body(src, node, planted))
+    result, sim = audit(tree, [clone])
+    hits = sim[sim["status"] == "finding"]
+    assert result.findings >= 1 and target.relative_to(tree).as_posix() in set(hits["tree_file"]), \
+        sim[["status", "tree_file", "ref_file", "longest_region_tokens"]].to_dict("records")
+    row = hits[hits["tree_file"] == target.relative_to(tree).as_posix()].iloc[0]
+    start = _function(target.read_text(), node.name).lineno
+    end = _function(target.read_text(), node.name).end_lineno
+    spots = [int(s.split(":")[0]) for s in row["not_interface"].replace("tree ", "").split("; ")
+             if s and s[0].isdigit()]
+    assert spots and all(start <= line <= end for line in spots), (row["not_interface"], start, end)
+
+
+@pytest.mark.parametrize("path", standin_files(), ids=lambda p: p.relative_to(STANDINS).as_posix())
+def test_a_function_comment_and_docstring_planted_into_a_standin_are_findings(tmp_path, refs, path):
+    """Against the interface-only clones plus the project's fixture reference: a whole reference
+    function appended to a stand-in (verbatim and renamed/reformatted) is a similarity finding; its
+    comment block pasted as comments, or as a docstring, is a text finding."""
+    fn = ast.get_source_segment(SMOOTHER.read_text(), _function(SMOOTHER.read_text(), "smooth_spectrum"))
+    comment = "\n".join(line.strip() for line in fn.splitlines() if line.strip().startswith("#"))
+    words = " ".join(line.lstrip("# ") for line in comment.splitlines())
+    plants = {"verbatim.py": fn, "renamed.py": RENAMED.read_text().split("\n\n\n", 1)[1],
+              "comment.py": comment, "docstring.py": f'def helper():\n    """{words}"""\n    return None'}
+    tree = tmp_path / "tree"
+    for name, code in plants.items():
+        target = tree / name.removesuffix(".py") / path.relative_to(STANDINS)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(path.read_text() + "\n\n" + code + "\n")
+    result = run_audit(AuditOptions(tree=tree, refs=[*refs, FIXTURES / "reference"]))
+    sim, txt = result.sections["similarity"], result.sections["text"]
+    found_sim = {f.split("/")[0] for f in sim[(sim["status"] == "finding")
+                                               & sim["ref_file"].str.endswith("spectral_smoother.py")]["tree_file"]}
+    found_txt = {f.split("/")[0] for f in txt[(txt["status"] == "finding")
+                                               & txt["ref_file"].str.endswith("spectral_smoother.py")]["tree_file"]}
+    assert {"verbatim", "renamed"} <= found_sim
+    assert {"comment", "docstring"} <= found_txt
+    # the stand-ins' interface stays interface beside the planted copies: nothing else is a finding
+    others = sim[(sim["status"] == "finding") & ~sim["ref_file"].str.endswith("spectral_smoother.py")]
+    assert len(others) == 0, others[["tree_file", "ref_file", "not_interface"]].to_dict("records")
+
+
+@pytest.mark.parametrize("name, entry", [(n, e) for n, spec in DATA.items() for e in spec["files"]],
+                         ids=lambda v: v if isinstance(v, str) else v["file"])
+def test_every_listed_declaration_is_found_in_a_module_made_of_it(name, entry):
+    """Differential against the data itself: the interface-only module of each file entry (generated from
+    the data) holds exactly the listed declarations, and `declarations` finds each one of them."""
+    src = gen.module_source(name, entry)
+    labels = [d.label for d in interface.declarations(src, [(name, entry)])]
+    imports = [lab for lab in labels if lab.startswith(("import ", "from "))]
+    assert len(imports) == len(entry.get("module_imports", []))   # the generator writes one per line
+    classes = entry.get("classes") or {}
+    expected = ({f"def {f}(" for f in entry.get("functions") or {}}
+                | {f"class {c}" for c in classes}
+                | {f"def {c}.{m}(" for c, spec in classes.items() for m in spec.get("methods") or {}}
+                | {f"flag {f['flag']}" for f in entry.get("argparse_flags") or []}
+                | {f"constant {k} = " for k in entry.get("module_constants") or {}}
+                | {f"field {c}.{f['name']}" for c, fields in (entry.get("dataclass_fields") or {}).items()
+                   for f in fields})
+    found = {lab for lab in labels if not lab.startswith(("import ", "from ", "argparse parser"))}
+    missing = [e for e in expected if not any(lab == e or lab.startswith(e) for lab in found)]
+    assert missing == [] and len(found) == len(expected), (missing, sorted(found))
+
+
+def test_a_standin_paired_with_another_references_clone_declares_its_own_interface(tmp_path):
+    """Two references whose import blocks are alike: the tree file named as reference A's file is classified
+    against A's interface too (interface); the same text under a name no reference lists is a finding,
+    its imports being declarations of no reference the pair involves."""
+    names_a = [f"alpha_{i}" for i in range(12)]   # bound names are filtered to V: the two blocks are alike
+    names_b = [f"beta_{i}" for i in range(12)]
+
+    def listed(names):
+        return [{"from": "shared", "name": n, "as": n} for n in names]
+    data = {"toy-a": {"files": [{"file": "pkg_a/a.py", "module_imports": listed(names_a)}]},
+            "toy-b": {"files": [{"file": "b.py", "module_imports": listed(names_b)}]}}
+    path = tmp_path / "interfaces.json"
+    path.write_text(json.dumps(data))
+    ref = tmp_path / "clone_b"
+    ref.mkdir()
+    (ref / "b.py").write_text("".join(f"from shared import {n}\n" for n in names_b))
+    tree = tmp_path / "tree"
+    text = "".join(f"from shared import {n}\n" for n in names_a)
+    for rel in ("standins/toy-a/pkg_a/a.py", "elsewhere/mine.py"):
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+    result = run_audit(AuditOptions(tree=tree, refs=[ref], interfaces=path))
+    sim = result.sections["similarity"].set_index("tree_file")
+    assert sim.loc["standins/toy-a/pkg_a/a.py", "status"] == "interface"
+    assert "toy-b" in sim.loc["standins/toy-a/pkg_a/a.py", "interface"]
+    assert "toy-a (the tree file's own)" in sim.loc["standins/toy-a/pkg_a/a.py", "interface"]
+    assert sim.loc["elsewhere/mine.py", "status"] == "finding"
+    assert sim.loc["elsewhere/mine.py", "not_interface"].startswith("tree 1:1-12:")
+    assert result.findings == 1
