@@ -11,8 +11,8 @@ import hashlib
 import json
 import math
 import signal
-import struct
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -215,3 +215,153 @@ def test_a_worker_of_another_rank_changes_nothing(tmp_path):
         assert engine.collective_rpc("apply_lora_es_update",
                                      args=(np.array([0.5, -1.25]), shapes, 0, module.Args(population_size=2))) == [False]
         assert all(same_bits(a, b) for a, b in zip(before, engine.esverify_tensors))
+
+
+# ----------------------------------------------------------------- whole runs through main
+
+def chunk_size(args: dict, pairs: int) -> int:
+    if args.get("es_update_chunk_size") is not None:
+        return min(int(args["es_update_chunk_size"]), pairs)
+    r = args["lora_r"]
+    return min(128 if r <= 2 else 64 if r <= 8 else 32, pairs)
+
+
+def documented_shaping(F: np.ndarray, std: bool) -> np.ndarray:
+    """docs/references.md (EGGROLL, shaping): per-prompt centring, then the mean over prompts; optionally
+    divided by the population std (ddof 0) + 1e-8."""
+    f = (F - F.mean(axis=0)).mean(axis=1)
+    return f / (f.std() + 1e-8) if std else f
+
+
+def documented_update(weights: dict, fitnesses: np.ndarray, args: dict, es_step: int, dtype) -> dict:
+    """docs/references.md (EGGROLL, the update and where it lands), restated slowly: per weight, pairs in
+    chunks, rank 1 as one mm, rank > 1 as bmm then a sum over the pair axis; two f32 scalings (and sqrt(N));
+    Δ rounded to the dtype, then added in place to its slice."""
+    N, sigma, r, lr = len(fitnesses), args["sigma"], args["lora_r"], args["learning_rate"]
+    P = N // 2
+    shapes = stubs.peft_shapes(driver.TINY)
+    L = len(shapes)
+    s = es_step // args["steps_per_adapter"]
+    c = chunk_size(args, P)
+    diffs = torch.tensor([fitnesses[2 * k] - fitnesses[2 * k + 1] for k in range(P)], dtype=torch.float64).float()
+    out = {k: v.clone() for k, v in weights.items()}
+    for l, ((peft, (o, i)), (_, target, first)) in enumerate(zip(shapes, stubs.placement(driver.TINY))):
+        G = torch.zeros(o, i)
+        for start in range(0, P, c):
+            ks = range(start, min(start + c, P))
+            a_s, b_s = [], []
+            for k in ks:
+                g = torch.Generator().manual_seed(args["base_seed"] + P * L * s + L * k + l)
+                a_s.append(torch.normal(0.0, 1.0, size=(r, i), generator=g))
+                b_s.append(torch.normal(0.0, 1.0, size=(o, r), generator=g))
+            A = torch.stack(a_s) * math.sqrt(sigma)
+            B = torch.stack(b_s) * math.sqrt(sigma / r)
+            d = diffs[start:start + len(ks)]
+            if r == 1:
+                G = G + torch.mm((B[:, :, 0] * d[:, None]).t(), A[:, 0, :])
+            else:
+                G = G + (torch.bmm(B, A) * d[:, None, None]).sum(dim=0)
+        delta = (1.0 / (N * sigma + 1e-8)) * G * lr
+        if args.get("scale_lr_in_grad"):
+            delta = delta * math.sqrt(N)
+        rows = slice(first, first + o) if target.split(".")[-3] in ("qkv_proj", "gate_up_proj") else slice(None)
+        out[target][rows] = out[target][rows] + delta.to(dtype)
+    return out
+
+
+RUNS = {   # id: (dtype, engines, Args keywords)
+    "f32-r1-e1": ("f32", 1, dict(population_size=4, num_iterations=2, lora_r=1)),
+    "f16-r2-e2-std": ("f16", 2, dict(population_size=8, num_iterations=2, lora_r=2, normalize_with_std=True)),
+    "bf16-r16-e4-scale": ("bf16", 4, dict(population_size=8, num_iterations=2, lora_r=16, scale_lr_in_grad=True)),
+    "f32-r2-e2-spa2-3steps": ("f32", 2, dict(population_size=4, num_iterations=3, lora_r=2, steps_per_adapter=2,
+                                             normalize_with_std=True)),
+    "bf16-r1-e2-chunk3": ("bf16", 2, dict(population_size=14, num_iterations=2, lora_r=1, es_update_chunk_size=3,
+                                          normalize_with_std=True)),
+    "f16-r3-e1-std": ("f16", 1, dict(population_size=6, num_iterations=2, lora_r=3, normalize_with_std=True)),
+}
+BASE_ARGS = dict(sigma=0.01, learning_rate=0.05, base_seed=3, steps_per_adapter=4, save_freq=-1)
+
+
+def run_case(tmp_path, dtype, engines, args, clone=CLONE, **extra):
+    """(case, reply) of one run through main: weights N(0, 0.5^2) (init seed 11), targets 0.25 and -0.5."""
+    case = {"out": str(tmp_path), "dtype": dtype, "engines": engines, "noise": "native", "init_seed": 11,
+            "init_std": 0.5, "targets": [0.25, -0.5], "args": {**BASE_ARGS, **args}, **extra}
+    return case, driver.run(case, clone)
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_whole_run_follows_the_documented_loop(tmp_path, name):
+    dtype, engines, args = RUNS[name]
+    args = {**BASE_ARGS, **args}
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    seed_before, np_before = torch.initial_seed(), np.random.get_state()[1].copy()
+    case, reply = run_case(tmp_path, dtype, engines, args)
+    tape = reply["tape"]
+    # the process is as it was: handlers, seeds; during the run torch's global seed was base_seed
+    assert {s: signal.getsignal(s) for s in handlers} == handlers
+    assert torch.initial_seed() == seed_before and np.array_equal(np.random.get_state()[1], np_before)
+    assert tape["seeds_after"] == {"torch_initial_seed": 3, "numpy_legacy": 3}
+    N, T = args["population_size"], args["num_iterations"]
+    assert tape["updates"] == T and [s["es_step"] for s in tape["steps"]] == list(range(T))
+    assert tape["lora_folders"] == [f"es_lora_population_{i}" for i in range(engines)]
+    assert [k["max_loras"] for k in tape["llm_kwargs"]] == [math.ceil(N / engines)] * engines
+    assert {k["max_lora_rank"] for k in tape["llm_kwargs"]} == {max(args["lora_r"], 8)}
+    weights = dict(zip(tape["names"], driver.Row(case, tmp_path).initial))
+    generation_digests = {}
+    for step in tape["steps"]:
+        s = step["es_step"]
+        F = np.array([[float.fromhex(v) for v in row] for row in step["rewards"]])
+        assert F.shape == (N, 2) and step["reward_members"] == list(range(N))
+        # each reward is the engine's reward of the weights at the step's start with the member's adapter
+        ad = adapters_of(step)
+        for m in range(N):
+            adapter = {}
+            for l, (peft, _) in enumerate(stubs.peft_shapes(driver.TINY)):
+                module = peft[:-len(".base_layer.weight")]
+                adapter[f"{module}.lora_A.weight"] = ad[f"m{m}.l{l}.A"]
+                adapter[f"{module}.lora_B.weight"] = ad[f"m{m}.l{l}.B"]
+            w = stubs.perturbed(weights, adapter, driver.TINY)
+            assert [stubs.reward(w, t) for t in (0.25, -0.5)] == F[m].tolist()
+        fitnesses = np.array([float.fromhex(v) for v in step["update"]["fitnesses"]])
+        assert np.array_equal(fitnesses.view(np.uint64),
+                              documented_shaping(F, args.get("normalize_with_std", False)).view(np.uint64))
+        weights = documented_update(weights, fitnesses, args, s, DTYPES[dtype])
+        after = load_bits(step["engines_after"])
+        K = len(tape["names"])
+        assert len(after) == K * engines and step["engines_identical"] is True
+        for e in range(engines):
+            for k, name in enumerate(tape["names"]):
+                assert same_bits(after[e * K + k], weights[name]), (name, e, s)
+        digest = [m["ba_sha256"] for m in step["members"]]
+        generation_digests.setdefault(s // args["steps_per_adapter"], set()).add(tuple(digest))
+    # one adapter set per generation (reused within it), a new one at each boundary
+    assert all(len(v) == 1 for v in generation_digests.values())
+    assert len({v for d in generation_digests.values() for v in d}) == len(generation_digests)
+    final = load_bits(reply["results"])
+    assert all(same_bits(a, weights[n]) for n, a in zip(tape["names"], final))
+    # the last step is checkpointed (save_freq -1), engine 0's weights in the parameter dtype
+    (ckpt,) = tape["checkpoints"]
+    state = json.loads((Path(ckpt) / "training_state.json").read_text())
+    assert state["es_step"] == T - 1 and len(state["fitnesses_so_far"]) == T and state["task_state"] == {"batches": T}
+
+
+def test_resume_from_a_checkpoint_ends_bit_identical(tmp_path):
+    args = dict(population_size=4, num_iterations=3, lora_r=2, steps_per_adapter=2, save_freq=1)
+    _, full = run_case(tmp_path / "full", "bf16", 2, args)
+    assert [c.rsplit("_", 1)[-1] for c in full["tape"]["checkpoints"]] == ["1", "2"]
+    resume = full["tape"]["checkpoints"][0]
+    _, resumed = run_case(tmp_path / "resumed", "bf16", 2, {**args, "resume_from": resume})
+    steps = resumed["tape"]["steps"]
+    assert [s["es_step"] for s in steps] == [2] and resumed["tape"]["updates"] == 1
+    assert steps[0]["members"] == full["tape"]["steps"][2]["members"]   # adapters written on the first resumed step
+    for a, b in zip(load_bits(resumed["results"]), load_bits(full["results"])):
+        assert same_bits(a, b)
+
+
+def test_the_moe_sibling_gives_the_same_bits_on_a_dense_model(tmp_path):
+    args = dict(population_size=4, num_iterations=2, lora_r=2)
+    _, dense = run_case(tmp_path / "dense", "f16", 2, args)
+    _, moe = run_case(tmp_path / "moe", "f16", 2, args, file="es_lora_multinode_moe.py")
+    assert moe["tape"]["llm_kwargs"][0]["worker_extension_cls"] == "es_lora_multinode_moe.WorkerExtension"
+    for a, b in zip(load_bits(moe["results"]), load_bits(dense["results"])):
+        assert same_bits(a, b)
