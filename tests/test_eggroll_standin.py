@@ -233,7 +233,14 @@ def documented_shaping(F: np.ndarray, std: bool) -> np.ndarray:
     return f / (f.std() + 1e-8) if std else f
 
 
-def documented_update(weights: dict, fitnesses: np.ndarray, args: dict, es_step: int, dtype) -> dict:
+def torch_noise(stream_id: int, r: int, i: int, o: int) -> tuple:
+    """a (r x in), b (out x r): two torch.normal draws from one CPU generator seeded stream_id (native noise)."""
+    g = torch.Generator().manual_seed(stream_id)
+    return torch.normal(0.0, 1.0, size=(r, i), generator=g), torch.normal(0.0, 1.0, size=(o, r), generator=g)
+
+
+def documented_update(weights: dict, fitnesses: np.ndarray, args: dict, es_step: int, dtype,
+                      noise=torch_noise) -> dict:
     """docs/references.md (EGGROLL, the update and where it lands), restated slowly: per weight, pairs in
     chunks, rank 1 as one mm, rank > 1 as bmm then a sum over the pair axis; two f32 scalings (and sqrt(N));
     Δ rounded to the dtype, then added in place to its slice."""
@@ -251,9 +258,9 @@ def documented_update(weights: dict, fitnesses: np.ndarray, args: dict, es_step:
             ks = range(start, min(start + c, P))
             a_s, b_s = [], []
             for k in ks:
-                g = torch.Generator().manual_seed(args["base_seed"] + P * L * s + L * k + l)
-                a_s.append(torch.normal(0.0, 1.0, size=(r, i), generator=g))
-                b_s.append(torch.normal(0.0, 1.0, size=(o, r), generator=g))
+                a, b = noise(args["base_seed"] + P * L * s + L * k + l, r, i, o)
+                a_s.append(a)
+                b_s.append(b)
             A = torch.stack(a_s) * math.sqrt(sigma)
             B = torch.stack(b_s) * math.sqrt(sigma / r)
             d = diffs[start:start + len(ks)]
