@@ -133,7 +133,9 @@ class Row:
         self.case, self.out = case, out
         self.dtype = DTYPES[case.get("dtype", "f32")]
         self.model_config = dict(case.get("model") or TINY)
-        layout = stubs.vllm_layout(self.model_config)
+        # `vllm_shapes`: {vLLM name: shape} overrides (a tensor of another width: the reference's failing add)
+        overrides = {k: tuple(v) for k, v in (case.get("vllm_shapes") or {}).items()}
+        layout = [(n, overrides.get(n, s)) for n, s in stubs.vllm_layout(self.model_config)]
         self.names = [n for n, _ in layout]
         self.initial = self._initial(layout)
         args = case.get("args") or {}
