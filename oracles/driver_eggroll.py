@@ -346,16 +346,24 @@ def _resolver(case, args):
 
 
 def _draw_findings(draws, case, args, dims) -> dict:
-    """Per draw (id, position, elements): a at position 0 with r·in elements, b at r·in with out·r."""
+    """The draws in call order, per id: a at position 0 with r·in elements, then b continuing at r·in with
+    out·r elements; anything else (a restarted b, a reused generator, other sizes) is `unexpected`."""
     shapes = stubs.peft_shapes(dict(case.get("model") or TINY))
     P, L = dims
     r = int(args.lora_r)
     odd = []
+    expecting_b: dict = {}
     for handle, _, position, numel in draws:
         offset = int(handle) - int(args.base_seed)
         l = offset % L if offset >= 0 else 0
         out_dim, in_dim = shapes[l][1]
-        if (position, numel) not in ((0, r * in_dim), (r * in_dim, out_dim * r)):
+        if expecting_b.get(handle):
+            ok = (position, numel) == (r * in_dim, out_dim * r)
+            expecting_b[handle] = False
+        else:
+            ok = (position, numel) == (0, r * in_dim)
+            expecting_b[handle] = ok
+        if not ok:
             odd.append({"id": int(handle), "weight": l, "position": int(position), "elements": int(numel)})
     return {"draws": len(draws), "unexpected": odd[:8], "unexpected_count": len(odd)}
 

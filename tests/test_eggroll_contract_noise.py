@@ -143,3 +143,27 @@ def test_a_whole_run_under_contract_noise_follows_the_documented_update(tmp_path
         lora_a = torch.from_numpy(data["m0.l0.A"].astype(np.int16)).view(torch.float16)
     a, _ = noise(3, r, 4, 4)
     assert same_bits(lora_a, (math.sqrt(0.01) * a).half())
+
+
+def test_contract_noise_sees_a_restarted_stream_and_passes_a_reseeded_generator(tmp_path):
+    """b drawn from a fresh generator reads its stream from 0 (the audit says where); one generator reseeded
+    per call is the same noise (a reseed rewinds)."""
+    from standins.eggroll_mutants import EQUIVALENTS, MUTANTS
+    from standins.mutants import make_variant
+    args = {**BASE_ARGS, "population_size": 4, "num_iterations": 1, "lora_r": 1}
+    _, clean = run_case(tmp_path / "clean", "f32", 1, args, noise="contract")
+    fresh = make_variant(tmp_path / "m", "eggroll-vllm", MUTANTS["b-from-a-fresh-generator"].edits)
+    _, mutant = run_case(tmp_path / "mutant", "f32", 1, args, clone=fresh, noise="contract")
+    draws = mutant["tape"]["draws"]
+    # every b draw (out x 1 elements at position 0 instead of 1 x in): 4 members + 2 pairs, 7 weights each
+    assert draws["unexpected_count"] == (4 + 2) * 7 and draws["unexpected"][0]["position"] == 0
+    assert mutant["attribution"]["ok"] is False
+    assert not _same(mutant["results"], clean["results"])
+    reseeded = make_variant(tmp_path / "e", "eggroll-vllm", EQUIVALENTS["one-generator-reseeded"].edits)
+    _, equivalent = run_case(tmp_path / "equivalent", "f32", 1, args, clone=reseeded, noise="contract")
+    assert equivalent["tape"]["draws"]["unexpected_count"] == 0
+    assert _same(equivalent["results"], clean["results"])
+
+
+def _same(a, b) -> bool:
+    return all(same_bits(x, y) for x, y in zip(load_bits(a), load_bits(b)))

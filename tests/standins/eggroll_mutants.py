@@ -137,6 +137,13 @@ MUTANTS = {
           '            start = {"q_proj": 0, "k_proj": q_rows, "v_proj": q_rows}[proj]\n')],
         "map_peft_updates_to_vllm: v_proj's update lands on k_proj's rows of qkv_proj",
         "every run: k's rows get k's and v's update, v's rows none", UPDATE_ONLY),
+    "b-from-a-fresh-generator": EggrollMutant(
+        [(TRAINER, _DRAWS, _DRAWS.replace("size=shapes[1], generator=generator)",
+                                          "size=shapes[1], generator=torch.Generator().manual_seed(seed))"))],
+        "get_rng_noise: b drawn from a new generator seeded the same id (it restarts the stream a was drawn "
+        "from instead of continuing it)",
+        "every run, both noise kinds; under contract noise the draw audit also shows b at position 0 of its "
+        "stream instead of r·in", EVERYTHING),
     "sign-on-update-flipped": EggrollMutant(
         [(TRAINER, "        pair_diffs = torch.from_numpy(fitnesses[0::2] - fitnesses[1::2]).to(torch.float32)\n",
           "        pair_diffs = torch.from_numpy(fitnesses[1::2] - fitnesses[0::2]).to(torch.float32)\n")],
@@ -160,6 +167,13 @@ EQUIVALENTS = {
           "            chunk = args.es_update_chunk_size\n")],
         "apply_lora_es_update: an explicit chunk size not capped at P",
         "a chunk larger than P covers the same pairs in one chunk (the range stops at P)"),
+    "one-generator-reseeded": EggrollMutant(
+        [(TRAINER, "    generator = torch.Generator(device=\"cpu\")\n    generator.manual_seed(seed)\n",
+          "    generator = _GENERATOR\n    generator.manual_seed(seed)\n"),
+         (TRAINER, "\n\nclass WorkerExtension:", "\n\n_GENERATOR = torch.Generator(device=\"cpu\")\n\n\nclass WorkerExtension:")],
+        "get_rng_noise: one module-level generator reseeded per call instead of a new one",
+        "manual_seed rewinds a generator to the start of its stream (docs/references.md §3a), under torch's noise "
+        "and the hook's alike"),
     "update-scalar-on-the-right": EggrollMutant(
         [(TRAINER, _LR, _LR.replace("delta * args.learning_rate", "args.learning_rate * delta"))],
         "apply_lora_es_update: lr · Δ instead of Δ · lr",
