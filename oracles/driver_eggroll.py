@@ -35,7 +35,10 @@ and f32 scalars as `float.hex` strings, exact):
   instead of computing them (a unit check of the loop's shaping through `main`);
 - `tape.updates`: the number of apply_lora_es_update calls that returned True on engine 0;
 - `tape.calls`, `tape.llm_kwargs`, `tape.checkpoints`, `tape.lora_folders`, `tape.failed_adds`
-  (the reference's "ERROR updating" lines), `tape.draws` (contract noise) and `tape.seeds_after`.
+  (the reference's "ERROR updating" lines), `tape.draws` (contract noise), `tape.seeds_after` (torch's
+  and numpy's global seeds as main left them, before they are put back), `tape.at_import` (the module
+  globals as the import bound them: EXPERIMENT_DIR, LORA_POPULATION_PATH, LORA_TARGET_MODULES) and
+  `tape.static` (static_findings: the documented defects with their lines).
 Never imported by esverify.
 """
 from __future__ import annotations
@@ -295,6 +298,56 @@ class Row:
         return {"results": str(final), "steps": steps}
 
 
+def static_findings(clone: Path, rel: str = "es_lora_multinode.py") -> dict:
+    """What the clone's source shows without running it (ast; nothing imported), each with its line, for the
+    parent's findings: `tasks_unresolved_imports` (top-level imports of tasks.py that neither the clone nor
+    this interpreter has, e.g. egg_img), `three_argument_get_fitness` (tasks.py classes whose get_fitness
+    takes fewer positional parameters than the loop's four-argument call), `dev_shm` (module-level lines
+    of `rel` naming /dev/shm) and `skipped_add` (lines of `rel` printing "ERROR updating")."""
+    import ast
+    import importlib.util
+    out = {"tasks_unresolved_imports": [], "three_argument_get_fitness": [], "dev_shm": [], "skipped_add": []}
+    tasks = clone / "tasks.py"
+    if tasks.is_file():
+        try:
+            tree = ast.parse(tasks.read_text(encoding="utf-8"))
+        except SyntaxError:
+            tree = None
+        for node in tree.body if tree else []:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                for name in names:
+                    top = name.split(".")[0]
+                    local = (clone / f"{top}.py").is_file() or (clone / top).is_dir()
+                    try:
+                        found = local or importlib.util.find_spec(top) is not None
+                    except (ImportError, ValueError):
+                        found = False
+                    if top and not found:
+                        out["tasks_unresolved_imports"].append({"module": name, "line": node.lineno})
+            if isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef) and item.name == "get_fitness":
+                        params = [a.arg for a in item.args.args][1:]
+                        if len(params) < 4:
+                            out["three_argument_get_fitness"].append({"class": node.name, "line": item.lineno,
+                                                                      "params": params})
+    trainer = clone / rel
+    if trainer.is_file():
+        try:
+            tree = ast.parse(trainer.read_text(encoding="utf-8"))
+        except SyntaxError:
+            tree = None
+        for node in tree.body if tree else []:
+            if isinstance(node, ast.Assign) and "/dev/shm" in ast.unparse(node):
+                out["dev_shm"].append({"line": node.lineno, "code": ast.unparse(node)[:160]})
+        for node in ast.walk(tree) if tree else []:
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
+                    and "ERROR updating" in ast.unparse(node)):
+                out["skipped_add"].append({"line": node.lineno})
+    return out
+
+
 def _where(exc: BaseException, clone: Path) -> dict:
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if Path(f.filename).resolve().is_relative_to(clone)]
@@ -452,6 +505,8 @@ def run(case: dict, clone) -> dict:
             with imported(clone, rel, row, tee) as module, contextlib.redirect_stdout(tee):
                 _needs(module, rel, ("Args", "main"))
                 args = _args(module, rel, args_in)
+                at_import = {k: getattr(module, k, None) for k in ("EXPERIMENT_DIR", "LORA_POPULATION_PATH",
+                                                                    "LORA_TARGET_MODULES")}
                 module.args = args
                 module.LORA_POPULATION_PATH = str(scratch / "lora" / "es_lora_population")
                 resolve, dims = _resolver(case, args)
@@ -482,7 +537,9 @@ def run(case: dict, clone) -> dict:
             "update_calls": row.update_calls, "calls": row.calls[-400:], "llm_kwargs": row.llm_kwargs,
             "checkpoints": checkpoints, "lora_folders": sorted(p.name for p in lora_root.iterdir()),
             "failed_adds": [line for line in tee.lines if line.startswith("ERROR updating")],
-            "seeds_after": seeds_after, "args": {k: v for k, v in vars(args).items()}}
+            "seeds_after": seeds_after, "args": {k: v for k, v in vars(args).items()},
+            "at_import": {k: v if isinstance(v, (str, list, type(None))) else repr(v) for k, v in at_import.items()},
+            "static": static_findings(clone, rel)}
     if case.get("noise", "native") == "contract":
         tape["draws"] = _draw_findings(draws, case, args, dims)
     return {"results": reply["results"], "tape": tape, "settings": settings,

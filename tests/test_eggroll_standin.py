@@ -484,3 +484,21 @@ def test_a_failing_add_is_printed_and_skipped(tmp_path):
     for name in reply["names"]:
         if name != o_proj:
             assert reply["delta"][name] == reference["delta"][name], name
+
+
+def test_the_driver_names_the_documented_defects_with_their_lines(tmp_path):
+    _, reply = run_case(tmp_path, "f32", 1, dict(population_size=2, num_iterations=1, lora_r=1))
+    tape = reply["tape"]
+    static = tape["static"]
+    source = (CLONE / "tasks.py").read_text().splitlines()
+    egg = [f for f in static["tasks_unresolved_imports"] if f["module"] == "egg_img"]
+    assert len(egg) == 1 and source[egg[0]["line"] - 1] == "from egg_img import EGG_IMG, CHICK_IMG"
+    assert [f["class"] for f in static["three_argument_get_fitness"]] == ["ZerosTask", "RandomTask", "CountdownTask"]
+    assert all(f["params"] == ["generations", "answer", "pass_at_k"] for f in static["three_argument_get_fitness"])
+    trainer = (CLONE / "es_lora_multinode.py").read_text().splitlines()
+    (shm,) = static["dev_shm"]
+    assert trainer[shm["line"] - 1].startswith("LORA_POPULATION_PATH = ")
+    (add,) = static["skipped_add"]
+    assert "ERROR updating" in trainer[add["line"] - 1]
+    assert tape["at_import"]["LORA_POPULATION_PATH"].startswith("/dev/shm/es_lora_population_async_")
+    assert tape["lora_folders"] == ["es_lora_population_0"]     # the run's adapters went to the scratch folder
