@@ -99,15 +99,19 @@ def placement(config: dict) -> list:
 
 
 def lowrank_product_f16(lora_a: torch.Tensor, lora_b: torch.Tensor) -> torch.Tensor:
-    """B·A as the stand-in engine serves it: the f16 factors widened to f64, the r outer products
-    B[:, j] A[j, :] (each exact in f64) summed in j order from j = 0 in f64, then converted to f16 by
-    torch's `.to(torch.float16)` (on torch 2.13's CPU an f64 tensor goes through f32 first). Shapes:
-    A (r, in), B (out, r) -> (out, in) f16."""
-    a, b = lora_a.to(torch.float64), lora_b.to(torch.float64)
-    total = b[:, 0:1] * a[0:1, :]
-    for j in range(1, a.shape[0]):
-        total = total + b[:, j:j + 1] * a[j:j + 1, :]
-    return total.to(torch.float16)
+    """B·A as the stand-in engine serves it: an f64 accumulator of zeros, to which the r outer products
+    B[:, j] ⊗ A[j, :] of the f16 factors widened to f64 (each product exact: 11 + 11 significant bits) are
+    added in j order from j = 0, then one rounding of the f64 sum to f16 (numpy's conversion, nearest-even;
+    not torch's, which goes through f32 on the CPU). The same definition as our side's
+    esverify.references.eggroll.lowrank.evaluated_perturbation. Shapes: A (r, in), B (out, r) -> (out, in)
+    f16 CPU tensor."""
+    a = lora_a.detach().to("cpu", torch.float16).numpy().astype(np.float64)
+    b = lora_b.detach().to("cpu", torch.float16).numpy().astype(np.float64)
+    total = np.zeros((b.shape[0], a.shape[1]), dtype=np.float64)
+    for j in range(a.shape[0]):
+        total += np.multiply.outer(b[:, j], a[j, :])
+    with np.errstate(over="ignore"):     # beyond f16's range the IEEE result is +-inf
+        return torch.from_numpy(total.astype(np.float16))
 
 
 def perturbed(tensors: dict, adapter: dict, config: dict) -> dict:

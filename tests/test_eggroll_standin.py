@@ -11,12 +11,14 @@ import hashlib
 import json
 import math
 import signal
+import struct
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 from safetensors.torch import save_file
 
 from esverify.paths import oracles_dir
@@ -502,3 +504,38 @@ def test_the_driver_names_the_documented_defects_with_their_lines(tmp_path):
     assert "ERROR updating" in trainer[add["line"] - 1]
     assert tape["at_import"]["LORA_POPULATION_PATH"].startswith("/dev/shm/es_lora_population_async_")
     assert tape["lora_folders"] == ["es_lora_population_0"]     # the run's adapters went to the scratch folder
+
+
+# ----------------------------------------------------------------- the engine's B·A
+
+def slow_ba(A: torch.Tensor, B: torch.Tensor) -> list:
+    """Python floats: per element 0.0 + B[i,0]·A[0,k] + B[i,1]·A[1,k] + ... (f64, in j order), then one
+    rounding to f16 by struct's 'e' format (nearest-even); as bit patterns."""
+    out = []
+    for i in range(B.shape[0]):
+        for k in range(A.shape[1]):
+            total = 0.0
+            for j in range(A.shape[0]):
+                total += float(B[i, j]) * float(A[j, k])
+            try:
+                out.append(struct.unpack("<H", struct.pack("<e", total))[0])
+            except OverflowError:
+                out.append(0x7C00 if total > 0 else 0xFC00)
+    return out
+
+
+@settings(max_examples=60)
+@given(r=st.integers(1, 4), o=st.integers(1, 4), i=st.integers(1, 4), data=st.data())
+def test_the_engines_ba_is_one_f16_rounding_of_the_f64_sum(r, o, i, data):
+    bits = st.integers(0, 0xFFFF).filter(lambda b: (b & 0x7C00) != 0x7C00)      # finite f16 values
+    A = torch.tensor(data.draw(st.lists(bits, min_size=r * i, max_size=r * i)), dtype=torch.int32).to(torch.int16)
+    B = torch.tensor(data.draw(st.lists(bits, min_size=o * r, max_size=o * r)), dtype=torch.int32).to(torch.int16)
+    A, B = A.view(torch.float16).reshape(r, i), B.view(torch.float16).reshape(o, r)
+    got = stubs.lowrank_product_f16(A, B)
+    assert tensor_bits(got).reshape(-1).tolist() == slow_ba(A, B)
+
+
+def test_the_engines_ba_keeps_positive_zero_where_the_products_are_negative_zeros():
+    A = torch.tensor([[-1.0, 2.0]], dtype=torch.float16)
+    B = torch.tensor([[0.0], [-0.0]], dtype=torch.float16)
+    assert tensor_bits(stubs.lowrank_product_f16(A, B)).tolist() == [[0, 0], [0, 0]]
