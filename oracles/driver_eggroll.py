@@ -31,6 +31,8 @@ and f32 scalars as `float.hex` strings, exact):
   0 right after the update), `engines_after` (.npz of every engine, engine-major, after the step's
   synchronisation) and `engines_identical`; `tape.evals`: rewards of unadapted requests (the math
   tasks' evaluation), each with the number of updates before it;
+- `case["extra_tensors"]` (optional): the engine's model also holds tensors that are never targets
+  (embeddings, norms); by default it holds the four targeted tensors per layer;
 - `case["scripted_rewards"]` (optional, per es_step an N x P matrix): the engines answer these rewards
   instead of computing them (a unit check of the loop's shaping through `main`);
 - `tape.updates`: the number of apply_lora_es_update calls that returned True on engine 0;
@@ -138,7 +140,8 @@ class Row:
         self.model_config = dict(case.get("model") or TINY)
         # `vllm_shapes`: {vLLM name: shape} overrides (a tensor of another width: the reference's failing add)
         overrides = {k: tuple(v) for k, v in (case.get("vllm_shapes") or {}).items()}
-        layout = [(n, overrides.get(n, s)) for n, s in stubs.vllm_layout(self.model_config)]
+        layout = [(n, overrides.get(n, s))
+                  for n, s in stubs.vllm_layout(self.model_config, bool(case.get("extra_tensors", False)))]
         self.names = [n for n, _ in layout]
         self.initial = self._initial(layout)
         args = case.get("args") or {}

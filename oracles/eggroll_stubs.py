@@ -66,19 +66,23 @@ def peft_shapes(config: dict) -> list:
     return out
 
 
-def vllm_layout(config: dict) -> list:
-    """[(vLLM tensor name, shape)] of the stand-in engine's model, in module order."""
+def vllm_layout(config: dict, extra: bool = False) -> list:
+    """[(vLLM tensor name, shape)] of the stand-in engine's model, in module order: per layer qkv_proj,
+    o_proj, gate_up_proj, down_proj (each `.base_layer.weight`), the names and order of our side's
+    esverify.references.eggroll.shapes.model_shapes; with `extra`, also tensors that are never targets
+    (the embeddings, two norms per layer, the final norm)."""
     h, i, heads, kv, hd = (config[k] for k in ("hidden", "intermediate", "heads", "kv_heads", "head_dim"))
-    out = [("model.embed_tokens.weight", (config.get("vocab", 8), h))]
+    out = [("model.embed_tokens.weight", (config.get("vocab", 8), h))] if extra else []
     for layer in range(config["layers"]):
         p = f"model.layers.{layer}"
         out += [(f"{p}.self_attn.qkv_proj.base_layer.weight", ((heads + 2 * kv) * hd, h)),
                 (f"{p}.self_attn.o_proj.base_layer.weight", (h, heads * hd)),
                 (f"{p}.mlp.gate_up_proj.base_layer.weight", (2 * i, h)),
-                (f"{p}.mlp.down_proj.base_layer.weight", (h, i)),
-                (f"{p}.input_layernorm.weight", (h,)),
-                (f"{p}.post_attention_layernorm.weight", (h,))]
-    out.append(("model.norm.weight", (h,)))
+                (f"{p}.mlp.down_proj.base_layer.weight", (h, i))]
+        if extra:
+            out += [(f"{p}.input_layernorm.weight", (h,)), (f"{p}.post_attention_layernorm.weight", (h,))]
+    if extra:
+        out.append(("model.norm.weight", (h,)))
     return out
 
 

@@ -162,8 +162,9 @@ G4 = {
 UPDATED = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 
 
-def g4_update(tmp_path, dtype, r, fill, noise="native", clone=CLONE, **extra):
+def g4_update(tmp_path, dtype, r, fill, noise="native", clone=CLONE, extra_tensors=False, **extra):
     case = {"out": str(tmp_path), "dtype": dtype, "fill": fill, "noise": noise, "es_step": 5,
+            "extra_tensors": extra_tensors,
             "fitnesses": [0.5, -1.25, 2.0, 0.75],
             "args": {"population_size": 4, "sigma": 0.01, "base_seed": 3, "lora_r": r, "steps_per_adapter": 4,
                      "learning_rate": 0.05, **extra}}
@@ -190,9 +191,10 @@ def g4_report(reply) -> tuple:
 @pytest.mark.parametrize("dtype,r", sorted(G4))
 def test_g4_one_update_on_the_tiny_model(tmp_path, dtype, r):
     fill, dq, dd, digest, unchanged = G4[(dtype, r)]
-    reply = g4_update(tmp_path, dtype, r, fill)
+    reply = g4_update(tmp_path, dtype, r, fill, extra_tensors=True)
     assert reply["returned"] == [True] and reply["failed_adds"] == []
     assert g4_report(reply) == (dq, dd, digest, unchanged)
+    assert len(reply["names"]) == 4 + 1 + 2 + 1
     # embeddings and norms are never targets
     after, before = load_bits(reply["results"]), load_bits(reply["before"])
     for name, a, b in zip(reply["names"], after, before):
@@ -539,3 +541,13 @@ def test_the_engines_ba_keeps_positive_zero_where_the_products_are_negative_zero
     A = torch.tensor([[-1.0, 2.0]], dtype=torch.float16)
     B = torch.tensor([[0.0], [-0.0]], dtype=torch.float16)
     assert tensor_bits(stubs.lowrank_product_f16(A, B)).tolist() == [[0, 0], [0, 0]]
+
+
+def test_tensors_that_are_no_targets_never_change_in_a_run(tmp_path):
+    case, reply = run_case(tmp_path, "bf16", 2, dict(population_size=4, num_iterations=2, lora_r=2),
+                           extra_tensors=True)
+    names = reply["tape"]["names"]
+    assert "model.embed_tokens.weight" in names and "model.norm.weight" in names
+    initial = driver.Row(case, tmp_path).initial
+    for name, a, b in zip(names, load_bits(reply["results"]), initial):
+        assert same_bits(a, b) == (not name.endswith(".base_layer.weight")), name
