@@ -138,12 +138,14 @@ def perturbed(tensors: dict, adapter: dict, config: dict) -> dict:
 
 
 def reward(tensors64: dict, target: float) -> float:
-    """-fsum((w - target)**2) over every element of every tensor (f64, exactly summed)."""
-    total = []
+    """The member's reward for one prompt: -fsum((w - target)**2) over every element of every tensor, where w
+    is the f64 weight of `perturbed`, w - target and its square each rounded to f64 (numpy), and one exactly
+    rounded sum (math.fsum) over all of them; then negated."""
+    squares = []
     for t in tensors64.values():
         d = t.numpy().reshape(-1) - target
-        total.append(math.fsum((d * d).tolist()))
-    return -math.fsum(total)
+        squares.append(d * d)
+    return -math.fsum(np.concatenate(squares).tolist()) if squares else -0.0
 
 
 # ----------------------------------------------------------------- small pieces
