@@ -18,29 +18,63 @@ the contract stream lowrank_stream_seed(seed, s, P, L, k, l) read as a stream (d
 semantics, child_server's hook): the first draw returns elements [0, n1), the next continues at n1
 (so a = [0, r·in), b = [r·in, r·in + out·r)), a reseed rewinds.
 
+The case (JSON; every key but `out` optional):
+- `out`: the row's folder (replies' files, the scratch folder with the adapters and checkpoints);
+- `file`: the entry script (default `es_lora_multinode.py`; `es_lora_multinode_moe.py` too);
+- `args`: Args keywords; the driver adds model_name "esverify/tiny-qwen2", task "zeros", verbose and
+  use_wandb False, checkpoint_dir <out>/scratch/checkpoints and prompt_batch_size len(targets) unless
+  given (`resume_from`: a checkpoint folder);
+- `engines` (1): Ray's GPU count, hence the engine count at tensor parallel size 1;
+- `dtype` ("f32", "f16", "bf16"); `model` (TINY's keys: layers, hidden, intermediate, heads,
+  kv_heads, head_dim, vocab); the initial weights: `set` (a child_server parameter set whose names
+  are vllm_layout's), or `fill` (every element), or `init_seed` / `init_std` (default 0 / 0.02: per
+  tensor k of vllm_layout, torch.randn(shape, generator=Generator().manual_seed(init_seed + k)) in f32
+  times init_std, then rounded to dtype; written to no file: the parent makes the same tensors or
+  passes a `set`);
+- `targets` (default 0.5, -0.25, ... one per prompt): prompt j is "prompt j <target=t_j>";
+- `extra_tensors` (false): the engine also holds tensors that are never targets (embeddings, norms);
+- `vllm_distributed` (true): vllm.distributed present (absent: init_inter_engine_group raises);
+  `vllm_shapes` ({vLLM name: shape} overrides, e.g. a wider tensor whose add fails);
+- `scripted_rewards` (per es_step an N x P matrix): the engines answer these instead of computing
+  them (a unit check of the loop's shaping through `main`);
+- `noise` ("native" default, or "contract"), `seed` (the contract u64 run seed, int or hex string;
+  default base_seed), `mapping` ("poly32"), `backend`.
+The op `eggroll-update` (run_update) takes `fitnesses`, `es_step`, `args` and the model keys above.
+
+The engine's reward of member m's request with target t (eggroll_stubs.perturbed and reward): every
+vLLM tensor widened to f64; on each targeted slice the f64 value of B·A in f16
+(eggroll_stubs.lowrank_product_f16: from f64 zeros, the r exact outer products added in j order, one
+numpy rounding to f16) added once; reward = -fsum((w - t)**2) over every element of every tensor
+((w - t) and its square rounded to f64, one exactly rounded sum). No alpha / r scaling.
+
 The reply (JSON; tensors as raw bit patterns in .npz files written by child_server.save_results, f64
 and f32 scalars as `float.hex` strings, exact):
 - `results`: engine 0's tensors after the run (`tape.names` order);
 - `tape.steps`: one record per es_step the loop ran: `es_step`, `rewards` (N rows of P hex f64: the
-  reward each member's request got, member-major, as the engine computed it), `members` (per member:
-  engine, lora_name, lora_int_id, the adapter's `ba_sha256` = SHA-256 of B·A in f16 per weight,
-  concatenated in peft order, and `factors_sha256` of the A and B bits), `adapters` (an .npz:
+  reward each member's request got, member-major, as the engine computed it; `reward_members` the
+  rows' members), `members` (per member: engine, lora_name, lora_int_id, folder, adapter_config, the
+  adapter's `ba_sha256` = SHA-256 of the B·A f16 bits per weight, concatenated in peft order, and
+  `factors_sha256` of the A and B bits, A then B per weight), `adapters` (an .npz:
   `m<m>.l<l>.A|B|BA` as uint16 bit patterns), `update`
   (`fitnesses`: the shaped fitnesses engine 0's apply_lora_es_update received, hex f64;
-  `pair_differences`: f32(f[2k] - f[2k+1]) as hex; `returned` per engine; `engine0`: an .npz of engine
-  0 right after the update), `engines_after` (.npz of every engine, engine-major, after the step's
-  synchronisation) and `engines_identical`; `tape.evals`: rewards of unadapted requests (the math
-  tasks' evaluation), each with the number of updates before it;
-- `case["extra_tensors"]` (optional): the engine's model also holds tensors that are never targets
-  (embeddings, norms); by default it holds the four targeted tensors per layer;
-- `case["scripted_rewards"]` (optional, per es_step an N x P matrix): the engines answer these rewards
-  instead of computing them (a unit check of the loop's shaping through `main`);
-- `tape.updates`: the number of apply_lora_es_update calls that returned True on engine 0;
+  `pair_differences`: f32(f[2k] - f[2k+1]) as hex; `targets` the peft names and shapes it was given;
+  `returned` per engine; `engine0`: an .npz of engine 0 right after the update), `engines_after`
+  (.npz of every engine, engine-major, after the step's synchronisation) and `engines_identical`;
+- `tape.evals`: rewards of unadapted requests (the math tasks' evaluation), each with the number of
+  updates before it;
+- `tape.updates`: the number of apply_lora_es_update calls that returned True on engine 0
+  (`update_calls`: all calls);
+- `tape.names`, `dtype`, `model`, `targets`, `args` (the Args as main left them);
 - `tape.calls`, `tape.llm_kwargs`, `tape.checkpoints`, `tape.lora_folders`, `tape.failed_adds`
-  (the reference's "ERROR updating" lines), `tape.draws` (contract noise), `tape.seeds_after` (torch's
-  and numpy's global seeds as main left them, before they are put back), `tape.at_import` (the module
-  globals as the import bound them: EXPERIMENT_DIR, LORA_POPULATION_PATH, LORA_TARGET_MODULES) and
-  `tape.static` (static_findings: the documented defects with their lines).
+  (the reference's "ERROR updating" lines), `tape.draws` (contract noise: draws, unexpected ones in
+  call order), `tape.seeds_after` (torch's and numpy's global seeds as main left them, before they
+  are put back), `tape.at_import` (the module globals as the import bound them: EXPERIMENT_DIR,
+  LORA_POPULATION_PATH, LORA_TARGET_MODULES) and `tape.static` (static_findings: the documented
+  defects with their lines);
+- `attribution` ({"ok", "calls"}: false when the contract draw audit found unexpected draws) and
+  `settings` (torch's determinism switches and threads).
+A reference failure raises DriverError, whose `info` (kind, file, line, function, code,
+updates_before) the child server puts in the error reply.
 Never imported by esverify.
 """
 from __future__ import annotations
