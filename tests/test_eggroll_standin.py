@@ -208,10 +208,13 @@ def test_g4_lora_alpha_is_not_read(tmp_path):
 
 
 def test_a_worker_of_another_rank_changes_nothing(tmp_path):
+    import os
+    environ = dict(os.environ)
     case = {"out": str(tmp_path), "dtype": "f32", "fill": 0.0, "noise": "native", "es_step": 0,
             "fitnesses": [0.5, -1.25], "args": {"population_size": 2, "lora_r": 1}}
+    from loop_seams import Seams
     row = driver.Row(case, tmp_path)
-    with driver.imported(CLONE, "es_lora_multinode.py", row) as module:
+    with Seams(), driver.imported(CLONE, "es_lora_multinode.py", row) as module:   # ESNcclLLM edits os.environ
         engine = module.ESNcclLLM(model="x", worker_extension_cls="es_lora_multinode.WorkerExtension")
         engine.collective_rpc("init_inter_engine_group", args=("127.0.0.1", 1, 1, 2))
         before = [t.clone() for t in engine.esverify_tensors]
@@ -219,6 +222,8 @@ def test_a_worker_of_another_rank_changes_nothing(tmp_path):
         assert engine.collective_rpc("apply_lora_es_update",
                                      args=(np.array([0.5, -1.25]), shapes, 0, module.Args(population_size=2))) == [False]
         assert all(same_bits(a, b) for a, b in zip(before, engine.esverify_tensors))
+        assert os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0"
+    assert dict(os.environ) == environ
 
 
 # ----------------------------------------------------------------- whole runs through main
@@ -551,3 +556,17 @@ def test_tensors_that_are_no_targets_never_change_in_a_run(tmp_path):
     initial = driver.Row(case, tmp_path).initial
     for name, a, b in zip(names, load_bits(reply["results"]), initial):
         assert same_bits(a, b) == (not name.endswith(".base_layer.weight")), name
+
+
+def test_the_moe_siblings_launch_engines_needs_no_global_args_at_tensor_parallel_size_1(tmp_path):
+    from loop_seams import Seams
+    row = driver.Row({"out": str(tmp_path)}, tmp_path)
+    with Seams(), driver.imported(CLONE, "es_lora_multinode_moe.py", row) as module:   # ESNcclLLM edits os.environ
+        assert not hasattr(module, "args")
+        engines, groups = module.launch_engines(2, "esverify/tiny-qwen2", 4, 1, 1, 16, 3)
+        assert len(engines) == len(groups) == 2
+        assert [k["max_num_seqs"] for k in row.llm_kwargs] == [6, 6]
+        assert module.Args(model_name="Qwen/Qwen1.5-MoE-A2.7B").tensor_parallel_size == 2
+        assert module.Args(model_name="openai/gpt-oss-20b").tensor_parallel_size == 4
+        with pytest.raises(NameError, match="name 'args' is not defined"):
+            module.launch_engines(2, "esverify/tiny-qwen2", 4, 1, 2, 16, 3)
