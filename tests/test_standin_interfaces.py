@@ -94,3 +94,76 @@ def test_a_drifted_paper_script_is_found(tmp_path):
                      ("archive/es_fine-tuning_countdown_iid.py", "signature", "process_seed",
                       [{"name": "seed_args", "default": None}, {"name": "k", "default": None}]),
                      ("archive/es_fine-tuning_conciseness_iid.py", "constant", "initial_seed", 42)]
+
+
+# ----------------------------------------------------------------- eggroll-vllm (docs/references.md, EGGROLL)
+
+EGGROLL = "eggroll-vllm"
+EGGROLL_ENTRIES = json.loads(MANIFEST.read_text())[EGGROLL]["files"]
+#: the keys extract() computes; the eggroll entry adds the dataclass fields, module globals and tyro flags
+EXTRACTED = ("module_imports", "functions", "classes")
+
+
+def _dataclass_fields(path, cls: str) -> list:
+    """[{name, annotation, default}] of the annotated fields of class `cls` (source text, ast.unparse)."""
+    import ast
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    (node,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls]
+    return [{"name": item.target.id, "annotation": ast.unparse(item.annotation),
+             "default": ast.unparse(item.value) if item.value is not None else None}
+            for item in node.body if isinstance(item, ast.AnnAssign)]
+
+
+def _module_globals(path) -> dict:
+    """name -> whether its value is a literal, for the top-level UPPER_CASE assignments."""
+    import ast
+    found = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id.isupper():
+                    try:
+                        ast.literal_eval(node.value)
+                        found[target.id] = True
+                    except ValueError:
+                        found[target.id] = False
+    return found
+
+
+def test_the_manifest_lists_the_eggroll_files():
+    assert [e["file"] for e in EGGROLL_ENTRIES] == ["es_lora_multinode.py", "es_lora_multinode_moe.py", "tasks.py"]
+
+
+@pytest.mark.parametrize("entry", EGGROLL_ENTRIES, ids=[e["file"] for e in EGGROLL_ENTRIES])
+def test_eggroll_standin_file_has_exactly_the_manifest_interface(entry):
+    path = STANDINS / EGGROLL / entry["file"]
+    actual = drift.extract(path)
+    expected = {k: entry[k] for k in EXTRACTED}
+    assert json.dumps(actual, indent=1) == json.dumps(expected, indent=1)
+    if "dataclass_fields" in entry:
+        assert {cls: _dataclass_fields(path, cls) for cls in entry["dataclass_fields"]} == entry["dataclass_fields"]
+    if "module_globals_not_literal" in entry:
+        assert _module_globals(path) == {name: False for name in entry["module_globals_not_literal"]}
+
+
+@pytest.mark.parametrize("entry", [e for e in EGGROLL_ENTRIES if e["file"] == "es_lora_multinode.py"],
+                         ids=["es_lora_multinode.py"])
+def test_eggroll_tyro_flags_follow_from_the_dataclass(entry):
+    """tyro 0.9.35 turns each field into a kebab-case flag and each boolean into --x / --no-x."""
+    flags = []
+    for field in entry["dataclass_fields"]["Args"]:
+        flag = "--" + field["name"].replace("_", "-")
+        flags += [flag, "--no-" + flag[2:]] if field["annotation"] == "bool" else [flag]
+    assert sorted(flags) == sorted(entry["cli_flags_tyro_0.9.35"])
+
+
+def test_check_clone_of_the_eggroll_standin_finds_nothing():
+    assert drift.check_clone(STANDINS / EGGROLL, EGGROLL, MANIFEST) == []
+
+
+def test_the_eggroll_standin_licence_names_the_gpl_3():
+    from esverify.audit.provenance import recognise_licence
+    text = (STANDINS / EGGROLL / "LICENSE").read_text()
+    heading = text.splitlines()[0]
+    assert "GNU GENERAL PUBLIC LICENSE" in heading and "Version 3" in heading
+    assert recognise_licence(text) == ("GPL", False)
