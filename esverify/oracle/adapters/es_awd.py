@@ -46,6 +46,7 @@ class EsAwd(Adapter):
              "distributed_utils": "distributed_utils.py"}
     ops_need = {"perturb": "weight_update_utils", "restore": "weight_update_utils",
                 "update": "weight_update_utils", "decay": "weight_update_utils", "main": "es_main"}
+    identifying = ("weight_update_utils", "distributed_utils")   # es.py alone: many projects have one
     profile = "es-awd"
     ops = OPS
     loop_ops = tuple(MAIN_VARIANTS)
