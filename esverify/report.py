@@ -156,7 +156,8 @@ def _jsonable(value):
 HEADER_KEYS = ("verdict", "exit_code", "reason", "counts", "started_utc", "finished_utc", "command_line")
 #: statuses from the most to the least alarming: the colour of a summary cell is its worst status
 SEVERITY = ("fail", "mismatch", "error", "unverifiable", "finding", "changed-without-bump", "removed-without-bump",
-            "version-backwards", "interrupted", "not-run", "libm-divergence", "artifact", "review", "skipped",
+            "version-backwards", "defect", "interrupted", "not-run", "libm-divergence", "artifact", "review",
+            "unsupported", "skipped",
             "info", "listed", "trivial", "below threshold", "pass", "ok")
 
 
@@ -345,7 +346,8 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .st-removed-without-bump,.st-version-backwards{background:#f7c5c5}.st-error{background:#f5b27a}
 .st-unverifiable{background:#e3d0f5}.st-interrupted,.st-not-run{background:#cfd8e3}
 .st-skipped,.st-info,.st-listed,.st-trivial,.st-below-threshold{background:#ececec}
-.st-artifact,.st-libm-divergence,.st-review{background:#fff0a8}
+.st-artifact,.st-libm-divergence,.st-review{background:#fff0a8}.st-defect{background:#e8c39e}
+.st-unsupported{background:#dcdcf0}
 table.grid{font-size:.8em}table.grid td,table.grid th{padding:.15em .3em}
 table.grid td{white-space:normal;max-width:7em}table.grid td a{color:inherit;display:block}
 table.grid th{max-width:7em;white-space:normal}table.grid td:nth-child(-n+3){white-space:nowrap}

@@ -213,11 +213,11 @@ def test_needs_attention_lists_one_example_per_kind_of_artifact_and_every_failur
                          columns=COLUMNS)
     text = _console(frame, summary_pivot(frame), {"wall_time_s": 1.0, "warnings": []}, Path("out"), 1, "fail")
     attention = text[text.index("needs attention:"):]
-    assert "  fail: es-awd/cpu/f32/iid/update-l1/N7\n" in attention
-    assert "  fail: es-awd/cpu/f16/iid/update-l1/N7\n" in attention
-    assert "  artifact: es-awd/cpu/f32/iid/caching/N7 and 2 more\n" in attention
+    assert "  fail (1 row): es-awd/cpu/f32/iid/update-l1/N7\n" in attention
+    assert "  fail (1 row): es-awd/cpu/f16/iid/update-l1/N7\n" in attention
+    assert "  artifact (3 rows): es-awd/cpu/f32/iid/caching/N7 and 2 more\n" in attention
     assert "1001 of 9" in attention and "993 of 9" not in attention
-    assert attention.index("fail:") < attention.index("artifact:")
+    assert attention.index("fail (") < attention.index("artifact (")
 
 
 def test_no_loops_names_each_targets_own_loop_rows():

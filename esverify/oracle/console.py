@@ -98,6 +98,30 @@ def status_counts(frame: pd.DataFrame) -> dict:
     return {s: int(counts[s]) for s in STATUSES if s in counts}
 
 
+#: the statuses a report lists under "needs attention" (the failing ones, then documented behaviour)
+ATTENTION = (*FAILING, "artifact", "defect")
+#: the statuses of rows not checked here
+NOT_CHECKED = ("skipped", "unsupported", "not-run")
+
+
+def accounting(frame: pd.DataFrame) -> dict:
+    """Every row in one of three places (issue 32 item 3): {"rows": n, "pass": p, "needs_attention":
+    {status: n}, "not_checked": {status: n}}, each dict in STATUSES order; pass + the two sums == rows."""
+    counts = status_counts(frame)
+    return {"rows": int(len(frame)), "pass": counts.get("pass", 0),
+            "needs_attention": {s: n for s, n in counts.items() if s in ATTENTION},
+            "not_checked": {s: n for s, n in counts.items() if s in NOT_CHECKED}}
+
+
+def accounting_line(account: dict) -> str:
+    """"806 rows = 392 pass + 11 need attention (4 defect, 7 artifact) + 403 not checked here (403 skipped)"."""
+    def part(counts: dict, words: str) -> str:
+        inner = ", ".join(f"{n} {s}" for s, n in counts.items())
+        return f"{sum(counts.values())} {words}" + (f" ({inner})" if inner else "")
+    return (f"{account['rows']} rows = {account['pass']} pass + {part(account['needs_attention'], 'need attention')}"
+            f" + {part(account['not_checked'], 'not checked here')}")
+
+
 def progress_bar(total: int, quiet: bool):
     """The progress bar on stderr: drawn only when stderr is a terminal (cliutil.progress_enabled)."""
     from tqdm import tqdm
@@ -173,6 +197,8 @@ def console_text(frame, summary, metadata, out_dir, code, verdict, require_all=F
     """Verdict and counts (cpu and cuda apart), the summary grid, the rows that need attention grouped
     by their detail (each detail in full, wrapped), the 'not checked here' list, warnings, the report."""
     lines = [f"esverify parity: {verdict.upper()} (exit {code}): {len(frame)} cases: {counts_line(frame)}"]
+    if metadata.get("clones_run"):   # which clones ran, from where (issue 32)
+        lines += _wrap(terminal_text(str(metadata["clones_run"])), indent="  ", width=110)
     if verdict == NOTHING_CHECKED:   # not "FAIL with 0 failed": what kept every row from being checked
         lines += [f"  nothing checked: {target}: {reason}" for target, reason in nothing_checked_reasons(frame).items()]
     for device in ("cpu", "cuda"):
@@ -189,13 +215,14 @@ def console_text(frame, summary, metadata, out_dir, code, verdict, require_all=F
                      + "\n(the full grid, one column per dtype/scheme, is in the report's parity.md and "
                        "parity.html)")
         lines += ["", table, *legend(grid)]
-    attention = frame[frame["status"].isin([*FAILING, "artifact"])]
+    attention = frame[frame["status"].isin(ATTENTION)]
+    lines += ["", accounting_line(accounting(frame))]
     if len(attention):
-        lines += ["", "needs attention:"]
-        rank = {s: i for i, s in enumerate([*FAILING, "artifact"])}
-        # failing rows group by their whole detail; artifacts (documented reference behaviour, exit 0)
-        # by target, op and diagnosis, whose details differ only in counts: one example each
-        key = attention["detail"].where(attention["status"] != "artifact",
+        lines += ["needs attention:"]
+        rank = {s: i for i, s in enumerate(ATTENTION)}
+        # failing rows group by their whole detail; artifacts and defects (documented reference behaviour,
+        # exit 0) by target, op and diagnosis, whose details differ only in counts: one example each
+        key = attention["detail"].where(~attention["status"].isin(["artifact", "defect"]),
                                         attention["target"] + "/" + attention["op"] + "/"
                                         + attention["diagnosis"].fillna("").astype(str))
         grouped = attention.assign(_key=key).groupby(["status", "_key"], sort=False)
@@ -204,11 +231,11 @@ def console_text(frame, summary, metadata, out_dir, code, verdict, require_all=F
         for (status, detail), rows in groups[:12]:
             first = rows["case"].iloc[0]
             more = f" and {len(rows) - 1} more" if len(rows) > 1 else ""
-            lines.append(f"  {status}: {first}{more}")
+            lines.append(f"  {status} ({len(rows)} row{'s' if len(rows) != 1 else ''}): {first}{more}")
             lines += _wrap(terminal_text(str(detail or status)))
         if len(groups) > 12:
             lines.append(f"  ... {len(groups) - 12} more kinds of rows: see {out_dir / 'parity.md'}")
-    skipped = frame[frame["status"].isin(["skipped", "not-run"])]
+    skipped = frame[frame["status"].isin(NOT_CHECKED)]
     if len(skipped):
         lines += ["", "not checked here" + (" (--require-all: exit 1):" if require_all else ":")]
         for detail, rows in skipped.groupby("detail", sort=False):

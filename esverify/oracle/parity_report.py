@@ -22,6 +22,8 @@ import shlex
 
 import pandas as pd
 
+from .console import accounting
+
 #: the largest parity.md, in characters: a pull-request comment holds 65,536
 MD_LIMIT = 60_000
 #: rows of the cases table parity.md shows (the worst first); every row is in CSV, JSON and HTML
@@ -29,7 +31,7 @@ MD_CASE_ROWS = 60
 #: characters of one cell parity.md shows (a longer one is cut, marked, and whole in CSV/JSON/HTML)
 MD_CELL = 300
 
-ATTENTION = ("fail", "error", "unverifiable", "artifact")
+ATTENTION = ("fail", "error", "unverifiable", "artifact", "defect")
 NOT_CHECKED = ("skipped", "not-run", "unsupported")
 ATTENTION_COLUMNS = ["status", "diagnosis", "target", "op", "rows", "example", "reason", "first_difference",
                      "rerun", "other_cases"]
@@ -312,7 +314,7 @@ def layout(frame: pd.DataFrame, summary: pd.DataFrame, extra: dict, opts, select
             "grid_links": grid_links(grid, frame), "json_sections": json_sections,
             "html_after": {"attention": ulp_plots(frame, profiles or {})},
             "html_instead": {"attention": attention_html(entries)},
-            "json_extra": {"schema_version": SCHEMA_VERSION}}
+            "json_extra": {"schema_version": SCHEMA_VERSION, "accounting": accounting(frame)}}
 
 
 def step_summary(header: dict, sections: dict, out_dir) -> str:

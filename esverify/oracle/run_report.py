@@ -28,7 +28,8 @@ from . import loop_report as _loop_report
 from . import parity_report as _parity_report
 from .child_process import default_max_memory
 from .clones import git_identity
-from .console import console_text, exit_code, status_counts, summary_pivot, verdict_for, verdict_reason
+from .console import (accounting, accounting_line, console_text, exit_code, status_counts, summary_pivot,
+                      verdict_for, verdict_reason)
 from .options import SetupError
 from .rows import COLUMNS
 from .session import startup_timeout
@@ -124,9 +125,10 @@ def finish(runner, out_dir: Path, run: dict) -> RunResult:
                             list(not_given.values()))
     reason = verdict_reason(verdict, frame, interrupted.signal_name if interrupted else None)
     header = {"verdict": verdict, "exit_code": code, **({"reason": reason} if reason else {}),
-              "counts": status_counts(frame), "started_utc": runner.started_utc, "finished_utc": utc_now(),
-              "command_line": " ".join(opts.argv)}
-    metadata = {**header, **metadata}
+              "counts": status_counts(frame), "accounted": accounting_line(accounting(frame)),
+              **({"clones_run": run["clones_line"]} if run.get("clones_line") else {}),
+              "started_utc": runner.started_utc, "finished_utc": utc_now(), "command_line": " ".join(opts.argv)}
+    metadata = {**header, **metadata, "accounting": accounting(frame)}
     if interrupted:
         metadata["interrupted_by"] = interrupted.signal_name
     if fuzz_report is not None:
