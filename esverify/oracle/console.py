@@ -233,6 +233,9 @@ def console_text(frame, summary, metadata, out_dir, code, verdict, require_all=F
             more = f" and {len(rows) - 1} more" if len(rows) > 1 else ""
             lines.append(f"  {status} ({len(rows)} row{'s' if len(rows) != 1 else ''}): {first}{more}")
             lines += _wrap(terminal_text(str(detail or status)))
+            blame = str(rows["blame"].iloc[0] or "") if "blame" in rows else ""
+            if blame:
+                lines += _wrap("code: " + terminal_text(blame))
         if len(groups) > 12:
             lines.append(f"  ... {len(groups) - 12} more kinds of rows: see {out_dir / 'parity.md'}")
     skipped = frame[frame["status"].isin(NOT_CHECKED)]

@@ -75,6 +75,8 @@ class Options:
     loops: bool = True                   #: the training-loop rows fit / main-* (esverify.oracle.loop_rows)
     #: with --ref paths given, also run the references found elsewhere ($ESVERIFY_* variables, ./refs/<name>)
     discover: bool = False
+    #: the commit a failing row's blame counts the clone's changes from (None: the validated commit)
+    blame_base: str | None = None
     child_env: dict = field(default_factory=dict)   #: extra environment for the children (tests, diagnostics)
     argv: list = field(default_factory=lambda: list(sys.argv))
 

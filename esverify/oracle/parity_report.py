@@ -34,7 +34,7 @@ MD_CELL = 300
 ATTENTION = ("fail", "error", "unverifiable", "artifact", "defect")
 NOT_CHECKED = ("skipped", "not-run", "unsupported")
 ATTENTION_COLUMNS = ["status", "diagnosis", "target", "op", "rows", "example", "reason", "first_difference",
-                     "rerun", "other_cases"]
+                     "code", "rerun", "other_cases"]
 NOT_CHECKED_COLUMNS = ["rows", "devices", "targets", "reason", "how_to_check"]
 #: the identity of a row, then why it has its status, then the numbers
 IDENTITY = ["target", "device", "dtype", "scheme", "noise", "op", "population", "case"]
@@ -124,6 +124,7 @@ def attention(frame: pd.DataFrame, opts, cases_by_id: dict, clone_paths: dict) -
             "status": example["status"], "diagnosis": example["diagnosis"], "target": example["target"],
             "op": example["op"], "rows": len(group), "example": example["case"],
             "reason": str(example["detail"] or example["status"]), "first_difference": first_difference(example),
+            "code": str(example.get("blame") or ""),
             "rerun": rerun_command(opts, case, clone_paths) if case is not None else "",
             "other_cases": ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")})
     return pd.DataFrame(entries, columns=ATTENTION_COLUMNS)
@@ -225,6 +226,8 @@ def attention_markdown(entries: pd.DataFrame, max_entries: int | None = None) ->
         lines.append(f"  - reason: {md_cell(_cut(e['reason'], 500))}")
         if e["first_difference"]:
             lines.append(f"  - first difference: {md_cell(e['first_difference'])}")
+        if e.get("code"):
+            lines.append(f"  - code: {md_cell(_cut(e['code'], 500))}")
         if e["rerun"]:
             lines.append(f"  - re-run only this row: ``{e['rerun'].replace('`', chr(39))}``")
     if len(entries) > cap:
@@ -425,6 +428,7 @@ def attention_html(entries: pd.DataFrame) -> str:
             f"{e['rows']} row(s), e.g. <a href='#{esc(anchor_id(e['example']))}'>{esc(str(e['example']))}</a>{more}</p>"
             f"<p>reason: {esc(str(e['reason']))}</p>"
             + (f"<p>first difference: {esc(str(e['first_difference']))}</p>" if e["first_difference"] else "")
+            + (f"<p>code: {esc(str(e['code']))}</p>" if e.get("code") else "")
             + (f"<p>re-run only this row:</p><pre class='cmd'>{esc(str(e['rerun']))}</pre>" if e["rerun"] else "")
             + "</div>")
     return "".join(parts)

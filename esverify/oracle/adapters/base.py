@@ -120,6 +120,9 @@ class Adapter:
     reached: dict = {}
     #: finding key -> description of a documented reference quirk a row may observe
     findings: dict = {}
+    #: op (or op family, the part before "-") -> ["clone file::qualified function"] that compute its
+    #: results: a failing row of a clean clone names them (esverify.oracle.blame; docs/parity.md "Blame")
+    computes: dict = {}
 
     # ------------------------------------------------------------- the clone
 
@@ -233,6 +236,11 @@ class Adapter:
         return None
 
     # ------------------------------------------------------------- reports
+
+    def computes_for(self, case) -> list[str]:
+        """["file::function"] that compute the results of `case`'s op (`computes`; [] when unknown)."""
+        return list(self.computes.get(case.op) or self.computes.get(case.kind)
+                    or self.computes.get(case.op.split("-")[0]) or [])
 
     def rerun_args(self, path) -> list[str]:
         """The options naming this reference's clone in a rerun command line."""
