@@ -57,8 +57,9 @@ def test_the_counts_add_up_in_every_format(run):
     console = result.output
     assert _sums(console) == want
     attention = console[console.index("needs attention:"):console.index("\nnot checked here")]
-    assert sum(int(n) for n in re.findall(r"^  \w[\w-]* \((\d+) rows?\): ", attention, re.M)) == want[2]
-    assert "defect (4 rows): skill-sample/cpu/bf16/" in attention and "es_finetuning_skill.py:90" in attention
+    assert sum(int(n) for n in re.findall(r"^  (?:fail|error|unverifiable|artifact|defect) \((\d+) rows?[,;)]", attention, re.M)) == want[2]
+    assert "  defect (4 rows, diagnosis reference-defect; targets skill-sample;" in attention
+    assert "e.g. skill-sample/cpu/bf16/" in attention and "es_finetuning_skill.py:90" in attention
     unchecked = console[console.index("\nnot checked here"):]
     assert sum(int(n) for n in re.findall(r"^  (\d+) rows \(", unchecked, re.M)) == want[3]
     # parity.md: the header line, the needs-attention entries, the not-checked table

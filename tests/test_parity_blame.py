@@ -127,3 +127,41 @@ def test_a_failing_row_names_the_patched_function(tmp_path, committed):
         assert "in weight_update_utils.py:" in r["blame"] and ", in update_parameters_from_seeds, which this row ran; " \
             "no other changed line ran" in r["blame"], r["blame"]
     assert all(r["blame"] == "" for r in rows if r["status"] == "pass")
+
+
+def test_rows_of_one_cause_are_one_block_and_every_cause_is_on_the_first_screen():
+    """81 failing rows of one changed hunk (any dtype, scheme, op, detail) are ONE cause with its count
+    and span, in the console (within its first 40 lines, beside the other cause), parity.md and HTML."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from esverify.oracle import parity_report
+    from esverify.oracle.console import console_text, summary_pivot
+    from esverify.oracle.rows import COLUMNS
+    blame = (f"the clone differs from 574a9d1 in {WORKER}:107, in WorkerExtension.update_weights_from_seeds, "
+             "which this row ran; no other changed line ran")
+    rows = []
+    for k in range(81):
+        dtype, scheme, op = ("f32", "f16", "bf16")[k % 3], ("iid", "correlated")[k % 2], ("update", "loop")[k % 2]
+        r = {c: "" for c in COLUMNS}
+        r.update(target="es-at-scale", device="cpu", dtype=dtype, scheme=scheme, noise="contract", op=op,
+                 population=7 + k, case=f"es-at-scale/cpu/{dtype}/{scheme}/{op}/N{7 + k}", status="fail",
+                 detail=f"{op}: {k + 1} of 99 elements differ", blame=blame)
+        rows.append(r)
+    other = dict(rows[0], case="es-at-scale/cpu/f32/iid/zscore/N7", op="zscore", status="error",
+                 detail="zscore: the reference side raised ValueError", blame="the clone is clean at 574a9d1; the "
+                 "first differing quantity is computed by z_score (es_at_scale/utils/reward_shaping.py)")
+    frame = pd.DataFrame(rows + [other], columns=COLUMNS)
+    entries = parity_report.attention(frame, None, {}, {})
+    assert list(entries["rows"]) == [81, 1]
+    assert entries["spans"].iloc[0] == ("targets es-at-scale; devices cpu; dtypes f32, f16, bf16; schemes iid, "
+                                        "correlated; ops update, loop; noise contract")
+    text = console_text(frame, summary_pivot(frame), {"wall_time_s": 1.0, "warnings": []}, Path("out"), 1, "fail")
+    screen = "\n".join(text.split("\n")[:40])
+    assert "needs attention: 2 causes" in screen and "  fail (81 rows; targets es-at-scale;" in screen
+    assert "WorkerExtension.update_weights_from_seeds" in screen and "  error (1 row;" in screen and "z_score" in screen
+    md = parity_report.attention_markdown(entries)
+    assert md.count("\n- **") == 1 and "81 row(s)" in md and "  - code: the clone differs from 574a9d1" in md
+    page = parity_report.attention_html(entries)
+    assert page.count("<div class='entry'>") == 2 and "<p>spans: targets es-at-scale;" in page

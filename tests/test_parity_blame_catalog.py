@@ -6,6 +6,7 @@ uncommitted edit. Slow: it runs the catalogs' rows again (tests/test_parity_muta
 test_parity_loops.py and test_parity_new_refs.py check their statuses)."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -36,9 +37,10 @@ def git_mutant(tmp: Path, folder: str, edits) -> tuple[Path, dict]:
         path = root / rel
         text = path.read_text()
         assert text.count(old) == 1, (rel, old)
+        at = text.index(old)   # where the edit lands (its new text may also occur elsewhere)
         text = text.replace(old, new)
         path.write_text(text)
-        start = text[:text.index(new)].count("\n") + 1
+        start = text[:at].count("\n") + 1
         functions = functions_of(text)
         patched.setdefault(rel, set()).update(enclosing(functions, n) for n in range(start, start + new.count("\n") + 1))
     return root, patched
@@ -68,11 +70,11 @@ def _new_ref_cases(target, mutant):
 
 def catalog():
     """[(name, target, stand-in folder, edits, cases)] of every mutant of the three catalogs."""
-    out = [(n, m.target, m.target, m.edits, lambda m=m: _single_cases(m)) for n, m in MUTANTS.items()]
-    out += [(n, t, t, e, lambda t=t: _loop_cases(t)) for n, (t, e, _) in LOOP_MUTANTS.items()]
-    out += [(n, "es-paper", m.target, m.edits, lambda m=m: _new_ref_cases("es-paper", m))
+    out = [(f"mutants:{n}", m.target, m.target, m.edits, lambda m=m: _single_cases(m)) for n, m in MUTANTS.items()]
+    out += [(f"loop:{n}", t, t, e, lambda t=t: _loop_cases(t)) for n, (t, e, _) in LOOP_MUTANTS.items()]
+    out += [(f"paper:{n}", "es-paper", m.target, m.edits, lambda m=m: _new_ref_cases("es-paper", m))
             for n, m in PAPER_MUTANTS.items()]
-    out += [(n, "skill-sample", m.target, m.edits, lambda m=m: _new_ref_cases("skill-sample", m))
+    out += [(f"skill:{n}", "skill-sample", m.target, m.edits, lambda m=m: _new_ref_cases("skill-sample", m))
             for n, m in SKILL_MUTANTS.items()]
     return out
 
@@ -88,13 +90,18 @@ def run_catalog(tmp_path) -> dict:
         runner = Runner(Options(target=target, devices=("cpu",), quiet=True, timeout=120, iterations=1))
         with runner.session(target, base) as run:
             for name, _, folder, edits, make_cases in entries:
-                root, patched = git_mutant(tmp_path / name, folder, edits)
+                root, patched = git_mutant(tmp_path / name.replace(":", "-"), folder, edits)
                 clone = get(target).clone_root(root) if target != "skill-sample" else root
                 rows = [run(c, clone=clone) for c in make_cases()]
                 bad = [r for r in rows if r["status"] in FAILING]
                 results[name] = (bool(bad), all(names_it(r["blame"], patched) for r in bad),
                                  next((r["blame"] for r in bad if not names_it(r["blame"], patched)),
                                       bad[0]["blame"] if bad else ""), patched)
+                log = os.environ.get("ESVERIFY_BLAME_LOG")   # progress of a long run, one line per mutant
+                if log:
+                    with open(log, "a", encoding="utf-8") as fh:
+                        fh.write(f"{name}\tdetected={results[name][0]}\tnamed={results[name][1]}\t"
+                                 f"{results[name][2]}\t{sorted((k, sorted(v)) for k, v in patched.items())}\n")
     return results
 
 

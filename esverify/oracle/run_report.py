@@ -165,6 +165,7 @@ def finish(runner, out_dir: Path, run: dict) -> RunResult:
         raise SetupError(f"cannot write the report under {out_dir}: {exc}; no report file was left there") from None
     if start_error is not None:   # one line for the console; the rows are in the report
         raise SetupError(f"{start_error}; report: {out_dir}")
-    console = console_text(frame, summary, metadata, out_dir, code, verdict, opts.require_all)
+    console = console_text(frame, summary, metadata, out_dir, code, verdict, opts.require_all,
+                           entries=layout["sections"]["attention"])
     return RunResult(frame, summary, metadata, code, out_dir, written, _loop_report.console_lines(extra, console),
                      step_summary)
