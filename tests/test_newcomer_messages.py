@@ -88,7 +88,9 @@ def test_the_report_note_explains_native_loop_rows(tmp_path):
     import torch
     result = run_parity(Options(**SMALL, case="*/perturb/*", out=str(tmp_path / "out")))
     note = result.metadata["note"]
-    assert f"({torch.__version__} here)" in note
+    # the torch of each child that ran native rows, and the parent's (issue 32 item 6)
+    assert f"the parent (our side's native noise): torch {torch.__version__})" in note
+    assert f"(the children: es-at-scale torch {torch.__version__} on cpu;" in note
     assert "native loop rows (fit, main*)" in note and "30-bit seeds" in note
     assert "checkpoints trained with torch's noise" in note
 
