@@ -156,7 +156,8 @@ def _jsonable(value):
 HEADER_KEYS = ("verdict", "exit_code", "reason", "counts", "started_utc", "finished_utc", "command_line")
 #: statuses from the most to the least alarming: the colour of a summary cell is its worst status
 SEVERITY = ("fail", "mismatch", "error", "unverifiable", "finding", "changed-without-bump", "removed-without-bump",
-            "version-backwards", "interrupted", "not-run", "libm-divergence", "artifact", "review", "skipped",
+            "version-backwards", "defect", "interrupted", "not-run", "libm-divergence", "artifact", "review",
+            "unsupported", "skipped",
             "info", "listed", "interface", "trivial", "below threshold", "pass", "ok")
 
 
@@ -345,11 +346,16 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .st-removed-without-bump,.st-version-backwards{background:#f7c5c5}.st-error{background:#f5b27a}
 .st-unverifiable{background:#e3d0f5}.st-interrupted,.st-not-run{background:#cfd8e3}
 .st-skipped,.st-info,.st-listed,.st-trivial,.st-below-threshold{background:#ececec}
-.st-artifact,.st-libm-divergence,.st-review{background:#fff0a8}
+.st-artifact,.st-libm-divergence,.st-review{background:#fff0a8}.st-defect{background:#e8c39e}
+.st-unsupported{background:#dcdcf0}
 table.grid{font-size:.8em}table.grid td,table.grid th{padding:.15em .3em}
 table.grid td{white-space:normal;max-width:7em}table.grid td a{color:inherit;display:block}
 table.grid th{max-width:7em;white-space:normal}table.grid td:nth-child(-n+3){white-space:nowrap}
 details{margin:.4em 0 1em}summary{cursor:pointer}
+table.focus{table-layout:fixed;width:100%}table.focus td,table.focus th{white-space:normal;overflow-wrap:anywhere;
+min-width:0;max-width:none}table.focus th:nth-child(1){width:7%}table.focus th:nth-child(2){width:20%}
+table.focus th:nth-child(3){width:7%}table.focus th:nth-child(4){width:33%}table.focus th:nth-child(5){width:25%}
+table.focus th:nth-child(6){width:8%}
 svg.ulp{display:block;margin:.2em 0 .8em}svg.ulp text{font:11px sans-serif}
 div.entry{max-width:90em;border-left:4px solid #ddd;padding:.1em .8em;margin:.6em 0}div.entry p{margin:.3em 0}
 pre.cmd{background:#f6f6f6;padding:.3em .6em;white-space:pre-wrap;word-break:break-all;margin:.2em 0}
@@ -376,12 +382,15 @@ def anchor_id(case) -> str:
     return "c-" + re.sub(r"[^A-Za-z0-9_-]+", "_", str(case))
 
 
-def _html_table(frame: pd.DataFrame, table_id: str, grid: bool = False, links: Mapping | None = None) -> str:
+def _html_table(frame: pd.DataFrame, table_id: str, grid: bool = False, links: Mapping | None = None,
+                no_ids: Iterable = (), css: str = "") -> str:
     """An escaped HTML table; status cells (and every cell of a summary grid, a heatmap) carry status
     classes, and a table with a status column gets a filter (one checkbox per status). A table with a
     `case` column gives each row the id `anchor_id(case)`; `links` {(row position, column): case}
-    turns a grid cell into a link to that case's row."""
+    turns a grid cell into a link to that case's row; cases in `no_ids` get no id (another table
+    holds it: an id is unique in a page)."""
     frame = tidy(frame)
+    no_ids = set(no_ids)
     esc = _esc
     status_cols = [c for c in frame.columns if str(c) in ("status", "verdict")]
     if status_cols and not grid:   # a reader scans the status first; the wide numbers can scroll
@@ -393,14 +402,15 @@ def _html_table(frame: pd.DataFrame, table_id: str, grid: bool = False, links: M
                  f"data-status='{esc(s)}' onchange='esvFilter(this)'> <span class='{status_class(s)}'>"
                  f"{esc(s)}</span> ({n})</label>" for s, n in counts.items()]
         parts.append("<div class='filter'>show: " + "".join(boxes) + "</div>")
-    parts.append(f"<table id='{esc(table_id)}'" + (" class='grid'" if grid else "") + "><thead><tr>"
+    css = "grid" if grid else css
+    parts.append(f"<table id='{esc(table_id)}'" + (f" class='{esc(css)}'" if css else "") + "><thead><tr>"
                  + "".join(f"<th>{esc(str(c)).replace('/', '/<wbr>') if grid else esc(str(c))}</th>"
                            for c in frame.columns) + "</tr></thead><tbody>")
     numeric = {c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and frame[c].dtype != bool}
     links = links or {}
     for position, row in enumerate(frame.to_dict(orient="records")):
         attrs = f" data-status='{esc(cell_text(row[status_cols[0]]))}'" if status_cols else ""
-        if "case" in row and not grid:
+        if "case" in row and not grid and row["case"] not in no_ids:
             attrs += f" id='{esc(anchor_id(row['case']))}'"
         cells = []
         for col, value in row.items():
@@ -430,7 +440,8 @@ def _html_value(value) -> str:
         if not value:
             return ""
         if all(isinstance(v, Mapping) for v in value):
-            return _html_table(pd.DataFrame(list(value)), f"t{id(value)}")
+            # no anchors: a case's id belongs to its row in the cases table (ids are unique in a page)
+            return _html_table(pd.DataFrame(list(value)), f"t{id(value)}", no_ids=[v.get("case") for v in value])
         return "<ul>" + "".join(f"<li>{_html_value(v)}</li>" for v in value) + "</ul>"
     return esc(cell_text(value))
 
@@ -438,17 +449,20 @@ def _html_value(value) -> str:
 def to_html(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: str,
             header: Mapping | None = None, titles: Mapping[str, str] | None = None,
             grid_links: Mapping | None = None, html_after: Mapping[str, str] | None = None,
-            collapsed: Iterable[str] = (), html_instead: Mapping[str, str] | None = None) -> str:
+            collapsed: Iterable[str] = (), html_instead: Mapping[str, str] | None = None,
+            html_focus: Mapping | None = None) -> str:
     """A standalone HTML page: the verdict block, then the sections in order (`titles` names their
     headings; the `summary` grid is a heatmap coloured by status whose cells link to their rows,
     `grid_links` {(row position, column): case}); rows filterable by status; then the metadata as
     small tables. `html_after` {section: HTML made by esverify} is put after a section (e.g. plots),
     `html_instead` {section: HTML made by esverify} shows a section (its table then follows in a closed
-    <details>); sections named in `collapsed` are in a closed <details>. Every value from a frame is
-    escaped; the HTML blocks are made by esverify, which escapes what they quote."""
+    <details>); sections named in `collapsed` are in a closed <details>; `html_focus` {section:
+    (frame -> the rows to show, what they are)} shows those rows and puts the whole table in a closed
+    <details>. Every value from a frame is escaped; the HTML blocks are made by esverify, which escapes
+    what they quote."""
     esc = _esc
     titles, html_after, collapsed = dict(titles or {}), dict(html_after or {}), set(collapsed)
-    html_instead = dict(html_instead or {})
+    html_instead, html_focus = dict(html_instead or {}), dict(html_focus or {})
     head, rest = split_header(metadata, header)
     body = [f"<h1>{esc(title)}</h1>"]
     if head:
@@ -463,9 +477,19 @@ def to_html(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: str,
             df = df[0]
         table_id = "s%d-%s" % (i, re.sub(r"[^A-Za-z0-9_-]+", "-", str(name)))
         heading = titles.get(name, name)
-        table = (_html_table(df, table_id, grid=(name == "summary"), links=grid_links if name == "summary" else None)
+        focus, focus_ids = None, ()
+        if name in html_focus and len(df):
+            pick, words = html_focus[name]
+            focus = pick(df)
+            focus_ids = set(focus["case"]) if "case" in focus else ()
+        table = (_html_table(df, table_id, grid=(name == "summary"), links=grid_links if name == "summary" else None,
+                             no_ids=focus_ids)
                  if len(df) else "<p>no rows</p>")
-        if (name in collapsed or name in html_instead) and len(df):
+        if focus is not None:
+            shown = _html_table(focus, table_id + "-focus", css="focus") if len(focus) else "<p>none</p>"
+            table = (f"<p>{len(focus)} of {len(df)} rows: {esc(words)}</p>{shown}<details><summary>all {len(df)} "
+                     f"rows (click to show)</summary>{table}</details>")
+        elif (name in collapsed or name in html_instead) and len(df):
             table = f"<details><summary>{len(df)} rows as a table (click to show)</summary>{table}</details>"
         table = html_instead.get(name, "") + table
         body += [f"<h2 id='{esc(table_id)}-h'>{esc(str(heading))}</h2>", table, html_after.get(name, "")]
@@ -541,7 +565,8 @@ def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, p
                  header: Mapping | None = None, titles: Mapping[str, str] | None = None,
                  md_sections: Mapping | None = None, md_limit: int | None = None, grid_links: Mapping | None = None,
                  html_after: Mapping[str, str] | None = None, collapsed: Iterable[str] = (),
-                 html_instead: Mapping[str, str] | None = None,
+                 html_instead: Mapping[str, str] | None = None, html_focus: Mapping | None = None,
+                 html_order: Iterable[str] | None = None,
                  json_extra: Mapping | None = None, json_sections: Mapping | None = None, into=None) -> list[Path]:
     """Write a report in the chosen formats under `out_dir`; returns the paths.
 
@@ -553,7 +578,8 @@ def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, p
     and `<stem>-metadata.json`; json, md and html write `<stem>.<ext>`.
     titles: headings of the sections in md/html; md_sections: the sections as the Markdown shows them
     (default `sections`), kept under `md_limit` characters (to_markdown); grid_links, html_after,
-    collapsed, html_instead: see to_html; json_extra: top-level keys of the JSON document after the header (e.g.
+    collapsed, html_instead, html_focus: see to_html; html_order: the section names in the order the HTML
+    shows them (default the given order; a section not named follows in the given order); json_extra: top-level keys of the JSON document after the header (e.g.
     "schema_version"); json_sections: the sections as the JSON holds them (default `sections`).
     Raises ValueError on an unknown format (before anything is written).
     The files are one `esverify.reportset.ReportSet`: all written or none
@@ -593,9 +619,11 @@ def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, p
                 md_sections if md_sections is not None else sections, metadata, title, head, titles, md_limit,
                 full_names=f"{stem}.json and {stem}.html")))
         elif fmt == "html":
-            written.append(write_atomic(out / f"{stem}.html", to_html(sections, metadata, title, head, titles,
+            order = [n for n in (html_order or ()) if n in sections]
+            ordered = {n: sections[n] for n in [*order, *(n for n in sections if n not in order)]}
+            written.append(write_atomic(out / f"{stem}.html", to_html(ordered, metadata, title, head, titles,
                                                                       grid_links, html_after, collapsed,
-                                                                      html_instead)))
+                                                                      html_instead, html_focus)))
     if into is None:
         whole.commit()
     return written

@@ -199,5 +199,52 @@ def save(command: dict, target: str, extra: dict | None = None):
     os.replace(tmp, store)
 
 
+_ROW = {"ran": {}, "prefix": None, "last": None}
+
+
+def _on_profile(frame, event, arg):
+    if event == "call":
+        code = frame.f_code
+        if code.co_filename.startswith(_ROW["prefix"]):
+            _ROW["ran"].setdefault(code.co_filename, set()).add(_qualname(code))
+
+
+def row_start():
+    """Record which of the clone's functions the next command runs (a profile hook: sys.setprofile is
+    apart from sys.settrace, which coverage.py and the function table may hold; sys.monitoring's
+    per-code DISABLE does not affect it). Every call costs a Python callback while the command runs."""
+    import threading
+    _ROW.update(ran={}, prefix=_STATE["prefix"], last=None)
+    if _ROW["prefix"] is None:
+        return
+    sys.setprofile(_on_profile)
+    threading.setprofile(_on_profile)
+
+
+def row_end() -> dict | None:
+    """{clone-relative file: [qualified names]} the command ran since row_start (None: not recorded)."""
+    import threading
+    sys.setprofile(None)
+    threading.setprofile(None)
+    if _ROW["prefix"] is None:
+        return None
+    clone = _STATE["clone"]
+    out = {}
+    for path, names in _ROW["ran"].items():
+        try:
+            rel = Path(path).resolve().relative_to(clone).as_posix()
+        except ValueError:
+            continue
+        out[rel] = sorted(names)
+    _ROW["last"] = out
+    return out
+
+
+def last_row() -> dict | None:
+    """What the last command ran (row_end's value), for its reply; forgotten once asked."""
+    last, _ROW["last"] = _ROW["last"], None
+    return last
+
+
 def note_error(message: str):
     _STATE["error"] = message

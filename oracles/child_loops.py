@@ -92,13 +92,25 @@ def save_coverage(command: dict):
                                           "interface_error": _STATE["interface_error"]})
 
 
+def _reply_ran(answer: dict):
+    answer["ran"] = child_coverage.last_row()
+
+
 def with_coverage(handlers: dict) -> dict:
-    """The handlers, each followed by save_coverage (a failure to save never hides the reply)."""
+    """The handlers, each run under per-row function recording (the reply's `ran`: {clone file:
+    [functions]}) and followed by save_coverage (a failure to save never hides the reply)."""
+    if _reply_ran not in child_server.ANSWER_HOOKS:
+        child_server.ANSWER_HOOKS.append(_reply_ran)
     def wrap(fn):
         def run(command, modules):
+            child_coverage.row_start()   # the functions this command runs: the reply's `ran` (blame)
             try:
                 return fn(command, modules)
             finally:
+                try:
+                    child_coverage.row_end()
+                except Exception as exc:  # noqa: BLE001 - coverage is a report section, not a verdict
+                    child_coverage.note_error(f"per-row coverage failed: {type(exc).__name__}: {exc}")
                 try:
                     save_coverage(command)
                 except Exception as exc:  # noqa: BLE001 - coverage is a report section, not a verdict

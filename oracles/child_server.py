@@ -732,6 +732,8 @@ def _error(exc: BaseException) -> dict:
 
 #: callables run after every command (a driver's own hooks reset themselves there)
 AFTER_COMMAND: list = []
+#: callables given every answer before it is sent (child_loops adds the functions the command ran)
+ANSWER_HOOKS: list = []
 
 
 def serve(target: str, load_modules, handlers: dict, threads: int | None = None):
@@ -775,6 +777,8 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
         HOOK.configure(None, {}, "correlated", "poly32", None, "contract")
         for hook in AFTER_COMMAND:   # other hooks a driver installed (numpy's legacy generator, ...)
             hook()
+        for hook in ANSWER_HOOKS:
+            hook(answer)
         flush = flush_to_zero_status()   # the op may have loaded more of the clone, or set the flags itself
         if flush.flushing:
             answer["flush_to_zero"] = list(flush.findings)

@@ -88,7 +88,9 @@ def test_the_report_note_explains_native_loop_rows(tmp_path):
     import torch
     result = run_parity(Options(**SMALL, case="*/perturb/*", out=str(tmp_path / "out")))
     note = result.metadata["note"]
-    assert f"({torch.__version__} here)" in note
+    # the torch of each child that ran native rows, and the parent's (issue 32 item 6)
+    assert f"the parent (our side's native noise): torch {torch.__version__})" in note
+    assert f"(the children: es-at-scale torch {torch.__version__} on cpu;" in note
     assert "native loop rows (fit, main*)" in note and "30-bit seeds" in note
     assert "checkpoints trained with torch's noise" in note
 
@@ -191,9 +193,10 @@ def test_an_interpreter_that_fails_to_start_is_told_in_one_line(tmp_path):
                               "pyenv: python3.12: command not found | 3.12.1")
 
 
-def test_needs_attention_lists_one_example_per_kind_of_artifact_and_every_failure():
-    """Three `reuse` artifacts of one op differ only in their counts: one entry, "and 2 more"; failures
-    keep one entry per distinct detail (a failing row never hides behind another)."""
+def test_needs_attention_lists_one_block_per_cause_with_its_count_and_span():
+    """Three `reuse` artifacts of one op differ only in their counts: one entry of 3 rows; two failures
+    that differ only in their counts are one cause of 2 rows, naming what they span (issue 32 item 2:
+    a cause is one block, its rows counted, none hidden)."""
     from pathlib import Path
 
     from esverify.oracle.console import console_text as _console, summary_pivot
@@ -213,11 +216,12 @@ def test_needs_attention_lists_one_example_per_kind_of_artifact_and_every_failur
                          columns=COLUMNS)
     text = _console(frame, summary_pivot(frame), {"wall_time_s": 1.0, "warnings": []}, Path("out"), 1, "fail")
     attention = text[text.index("needs attention:"):]
-    assert "  fail: es-awd/cpu/f32/iid/update-l1/N7\n" in attention
-    assert "  fail: es-awd/cpu/f16/iid/update-l1/N7\n" in attention
-    assert "  artifact: es-awd/cpu/f32/iid/caching/N7 and 2 more\n" in attention
-    assert "1001 of 9" in attention and "993 of 9" not in attention
-    assert attention.index("fail:") < attention.index("artifact:")
+    assert attention.startswith("needs attention: 2 causes\n")
+    assert ("  fail (2 rows; targets es-awd; devices cpu; dtypes f32, f16; schemes iid; ops update-l1; noise "
+            "contract)\n    e.g. es-awd/cpu/f32/iid/update-l1/N7: update: 3 of 9 elements differ\n") in attention
+    assert "  artifact (3 rows, diagnosis reuse; targets es-awd; devices cpu; dtypes f32, f16, bf16;" in attention
+    assert "e.g. es-awd/cpu/f32/iid/caching/N7: reuse: 1001 of 9" in attention and "993 of 9" not in attention
+    assert attention.index("fail (") < attention.index("artifact (")
 
 
 def test_no_loops_names_each_targets_own_loop_rows():

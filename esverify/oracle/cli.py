@@ -53,6 +53,13 @@ def _csv(value: str) -> tuple:
                    "several (" + ", ".join(_reference_names()) + "): each is "
                    "recognised by the reference adapters, and one clone may hold several references. Default: "
                    "each reference's $ESVERIFY_* variable, then [tool.esverify], then ./refs/<name>.")
+@click.option("--discover", is_flag=True,
+              help="With --ref given, also run the references found elsewhere ($ESVERIFY_* variables, "
+                   "./refs/<name>); without it only the --ref clones run.")
+@click.option("--blame-base", "blame_base", default=None, metavar="COMMIT",
+              help="The commit of the clone its changes are counted from when a failing row names the code "
+                   "(default: the commit docs/references.md was validated against, when the clone's history "
+                   "has it; else its uncommitted changes only).")
 @_alias_options
 @click.option("--target", type=Choice([*_reference_names(), "all"]), default=None,
               help="Which reference(s) to run (default: every reference whose clone is found).")
@@ -124,7 +131,7 @@ def _csv(value: str) -> tuple:
 @click.option("--no-loops", is_flag=True, help="Leave out the training-loop rows (fit, main-*); the report "
                                                "lists them as not checked.")
 @click.pass_context
-def parity(ctx, ref, target, python, dtypes, schemes, devices, mapping, seed, population, sigma, alpha,
+def parity(ctx, ref, discover, blame_base, target, python, dtypes, schemes, devices, mapping, seed, population, sigma, alpha,
            case_seed, noise, fuzz, case_json, iterations, case, keep_tensors, out, formats, junit, summary_path,
            timeout, max_memory, max_output, small, require_all, overwrite, quiet, impl_cmd, no_loops, **aliases):
     """Bit-for-bit parity of the clean-room trainer against reference clones on identical noise.
@@ -162,7 +169,7 @@ def parity(ctx, ref, target, python, dtypes, schemes, devices, mapping, seed, po
                    out=out, formats=_csv(formats), junit=junit, summary=summary_path, timeout=timeout,
                    quiet=quiet, small=small, reports=settings.get("reports"), settings=settings.metadata(),
                    max_memory=max_memory, max_output=max_output, require_all=require_all, overwrite=overwrite,
-                   loops=not no_loops,
+                   loops=not no_loops, discover=discover, blame_base=blame_base,
                    argv=["esverify"] + sys.argv[1:], **extra)
     side = None
     try:

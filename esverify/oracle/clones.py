@@ -31,11 +31,12 @@ class CloneInfo:
     licence_file: str | None = None
     licence_sha256: str | None = None
     warnings: list = field(default_factory=list)
+    source: str = ""   #: whence the path came: "--ref", "$ESVERIFY_REF", "./refs/NAME (the default path)", ...
 
     def metadata(self) -> dict:
         return {"path": str(self.path), "git_commit": self.commit, "dirty": self.dirty,
                 "licence_file": self.licence_file, "licence_sha256": self.licence_sha256,
-                "missing_files": self.missing, "warnings": self.warnings}
+                "missing_files": self.missing, "warnings": self.warnings, "source": self.source}
 
 
 def git_identity(path: Path) -> tuple[str | None, bool | None]:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..interrupt import VERDICT as INTERRUPTED
 from ..report import console_table, terminal_text
+from .accounting import ATTENTION, NOT_CHECKED, accounting, accounting_line, status_counts
 from .rows import FAILING, STATUSES
 
 
@@ -92,12 +93,6 @@ def verdict_reason(verdict: str, frame: pd.DataFrame, signal_name: str | None = 
     return ""
 
 
-def status_counts(frame: pd.DataFrame) -> dict:
-    """{status: rows} in STATUSES order, statuses with no rows left out."""
-    counts = frame["status"].value_counts().to_dict() if len(frame) else {}
-    return {s: int(counts[s]) for s in STATUSES if s in counts}
-
-
 def progress_bar(total: int, quiet: bool):
     """The progress bar on stderr: drawn only when stderr is a terminal (cliutil.progress_enabled)."""
     from tqdm import tqdm
@@ -169,16 +164,57 @@ def legend(grid) -> list[str]:
     return _wrap("; ".join(said) + "; see docs/parity.md, 'What a pass certifies'", indent="")
 
 
-def console_text(frame, summary, metadata, out_dir, code, verdict, require_all=False) -> str:
-    """Verdict and counts (cpu and cuda apart), the summary grid, the rows that need attention grouped
-    by their detail (each detail in full, wrapped), the 'not checked here' list, warnings, the report."""
+#: console lines one cause of needing attention may take (its code line is cut to fit)
+CAUSE_LINES = 8
+
+
+def _cut_lines(lines: list[str], most: int) -> list[str]:
+    """At most `most` lines, the last one marked when some were left out (the report has them whole)."""
+    return lines if len(lines) <= most else lines[:most - 1] + [lines[most - 1] + " \u2026"]
+
+
+def _cause_lines(e: dict) -> list[str]:
+    """One cause of needing attention on the console: status, count, what it spans; the code it
+    involves; an example with its detail; the re-run command. At most CAUSE_LINES lines."""
+    spans = f"; {e['spans']}" if e.get("spans") else ""
+    diagnosis = f", diagnosis {e['diagnosis']}" if e.get("diagnosis") else ""
+    lines = _wrap(terminal_text(f"{e['status']} ({e['rows']} row{'s' if e['rows'] != 1 else ''}{diagnosis}{spans})"),
+                  indent="  ", width=110)[:2]
+    if e.get("code"):
+        lines += _cut_lines(_wrap("code: " + terminal_text(str(e["code"])), width=110), 3)
+    example = f"e.g. {e['example']}: {e['reason']}"
+    lines += _cut_lines(_wrap(terminal_text(example), width=110), 3)
+    if e.get("rerun"):
+        lines.append("    re-run: " + terminal_text(str(e["rerun"])))
+    return lines[:CAUSE_LINES + 1] if e.get("rerun") else lines[:CAUSE_LINES]
+
+
+def console_text(frame, summary, metadata, out_dir, code, verdict, require_all=False, entries=None) -> str:
+    """Verdict, which clones ran, counts (cpu and cuda apart), the accounting line, then every cause of
+    needing attention (`entries`: parity_report.attention's, computed here without re-run commands when
+    not given; issue 32: each cause is one block, so they all fit the first screen), then the summary
+    grid, the 'not checked here' list, warnings, the report."""
+    from .parity_report import attention as _attention
     lines = [f"esverify parity: {verdict.upper()} (exit {code}): {len(frame)} cases: {counts_line(frame)}"]
+    if metadata.get("clones_run"):   # which clones ran, from where (issue 32)
+        lines += _wrap(terminal_text(str(metadata["clones_run"])), indent="  ", width=110)
     if verdict == NOTHING_CHECKED:   # not "FAIL with 0 failed": what kept every row from being checked
         lines += [f"  nothing checked: {target}: {reason}" for target, reason in nothing_checked_reasons(frame).items()]
     for device in ("cpu", "cuda"):
         rows = frame[frame["device"] == device]
         if len(rows):
             lines.append(f"  {device}: {counts_line(rows)}")
+    lines += ["", accounting_line(accounting(frame))]
+    if entries is None:
+        entries = _attention(frame, None, {}, {})
+    if len(entries):
+        records = entries.to_dict(orient="records")
+        lines += [f"needs attention: {len(records)} cause{'s' if len(records) != 1 else ''}"]
+        # every cause on the first screen: fewer lines per cause when there are many
+        budget = max(1, 30 // max(1, len(records)))
+        for e in records:
+            block = _cause_lines(e)
+            lines += block if len(block) <= budget else block[:max(1, budget)]
     # the grid of the devices where something ran; an all-skipped device is the line above
     ran = set(frame.loc[~frame["status"].isin(["skipped", "not-run"]), "device"])
     grid = summary[summary["device"].isin(ran)] if len(summary) else summary
@@ -189,26 +225,7 @@ def console_text(frame, summary, metadata, out_dir, code, verdict, require_all=F
                      + "\n(the full grid, one column per dtype/scheme, is in the report's parity.md and "
                        "parity.html)")
         lines += ["", table, *legend(grid)]
-    attention = frame[frame["status"].isin([*FAILING, "artifact"])]
-    if len(attention):
-        lines += ["", "needs attention:"]
-        rank = {s: i for i, s in enumerate([*FAILING, "artifact"])}
-        # failing rows group by their whole detail; artifacts (documented reference behaviour, exit 0)
-        # by target, op and diagnosis, whose details differ only in counts: one example each
-        key = attention["detail"].where(attention["status"] != "artifact",
-                                        attention["target"] + "/" + attention["op"] + "/"
-                                        + attention["diagnosis"].fillna("").astype(str))
-        grouped = attention.assign(_key=key).groupby(["status", "_key"], sort=False)
-        groups = [((status, rows["detail"].iloc[0]), rows) for (status, _), rows in grouped]
-        groups.sort(key=lambda g: rank[g[0][0]])
-        for (status, detail), rows in groups[:12]:
-            first = rows["case"].iloc[0]
-            more = f" and {len(rows) - 1} more" if len(rows) > 1 else ""
-            lines.append(f"  {status}: {first}{more}")
-            lines += _wrap(terminal_text(str(detail or status)))
-        if len(groups) > 12:
-            lines.append(f"  ... {len(groups) - 12} more kinds of rows: see {out_dir / 'parity.md'}")
-    skipped = frame[frame["status"].isin(["skipped", "not-run"])]
+    skipped = frame[frame["status"].isin(NOT_CHECKED)]
     if len(skipped):
         lines += ["", "not checked here" + (" (--require-all: exit 1):" if require_all else ":")]
         for detail, rows in skipped.groupby("detail", sort=False):

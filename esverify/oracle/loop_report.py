@@ -70,6 +70,9 @@ def _not_checked(runner, wanted, clones, skipped_targets, failed):
             for what, why in adapter.never_checked():
                 rows.append({"target": name, "not_checked": what, "why": why})
             continue
+        said = next((s.split(": ", 1)[1] for s in skipped_targets if s.startswith(f"{name}: ")), "")
+        if said.startswith("not asked for"):   # --ref named other clones: the clones line says it, once
+            continue
         if name not in wanted:
             why = f"not selected (--target {runner.opts.target})"
         elif name in failed:

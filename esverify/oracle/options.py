@@ -73,6 +73,10 @@ class Options:
     require_all: bool = False            #: a skipped row (not checked here) makes the exit code 1
     overwrite: bool = False              #: replace an earlier report in --out
     loops: bool = True                   #: the training-loop rows fit / main-* (esverify.oracle.loop_rows)
+    #: with --ref paths given, also run the references found elsewhere ($ESVERIFY_* variables, ./refs/<name>)
+    discover: bool = False
+    #: the commit a failing row's blame counts the clone's changes from (None: the validated commit)
+    blame_base: str | None = None
     child_env: dict = field(default_factory=dict)   #: extra environment for the children (tests, diagnostics)
     argv: list = field(default_factory=lambda: list(sys.argv))
 

@@ -22,6 +22,8 @@ import shlex
 
 import pandas as pd
 
+from .accounting import accounting
+
 #: the largest parity.md, in characters: a pull-request comment holds 65,536
 MD_LIMIT = 60_000
 #: rows of the cases table parity.md shows (the worst first); every row is in CSV, JSON and HTML
@@ -29,10 +31,10 @@ MD_CASE_ROWS = 60
 #: characters of one cell parity.md shows (a longer one is cut, marked, and whole in CSV/JSON/HTML)
 MD_CELL = 300
 
-ATTENTION = ("fail", "error", "unverifiable", "artifact")
+ATTENTION = ("fail", "error", "unverifiable", "artifact", "defect")
 NOT_CHECKED = ("skipped", "not-run", "unsupported")
-ATTENTION_COLUMNS = ["status", "diagnosis", "target", "op", "rows", "example", "reason", "first_difference",
-                     "rerun", "other_cases"]
+ATTENTION_COLUMNS = ["status", "diagnosis", "target", "op", "rows", "spans", "example", "reason",
+                     "first_difference", "code", "rerun", "other_cases"]
 NOT_CHECKED_COLUMNS = ["rows", "devices", "targets", "reason", "how_to_check"]
 #: the identity of a row, then why it has its status, then the numbers
 IDENTITY = ["target", "device", "dtype", "scheme", "noise", "op", "population", "case"]
@@ -104,25 +106,56 @@ def rerun_command(opts, case, clone_paths: dict) -> str:
     return shlex.join(args)
 
 
+def cause_of(row: dict) -> str:
+    """The cause a row needing attention shares with others (issue 32 item 2): for a failing row with a
+    blame, its diagnosis and blame (one changed hunk or function, whatever the dtype, scheme or op); an
+    artifact or a defect, its target, op and diagnosis; else its target, op and detail with the numbers
+    blanked out (rows that differ only in their counts)."""
+    status, diagnosis = str(row.get("status")), str(row.get("diagnosis") or "")
+    if status in ("artifact", "defect"):
+        return f"{status}|{row.get('target')}|{row.get('op')}|{diagnosis}"
+    blame = str(row.get("blame") or "")
+    if blame and blame == blame:   # NaN-safe: a CSV's empty cell
+        return f"{status}|{diagnosis}|{blame}"
+    return f"{status}|{row.get('target')}|{row.get('op')}|{diagnosis}|{_kind(row.get('detail'))}"
+
+
+def spans(group: pd.DataFrame) -> str:
+    """"targets REF; dtypes f32, bf16; schemes iid, correlated; ops perturb, restore; noise contract":
+    what the rows of one cause span."""
+    parts = []
+    for column, word in (("target", "targets"), ("device", "devices"), ("dtype", "dtypes"), ("scheme", "schemes"),
+                         ("op", "ops"), ("noise", "noise")):
+        if column in group:
+            values = [str(v) for v in dict.fromkeys(group[column]) if str(v) not in ("", "nan", "None")]
+            if values:
+                parts.append(f"{word} {', '.join(values)}")
+    return "; ".join(parts)
+
+
 def attention(frame: pd.DataFrame, opts, cases_by_id: dict, clone_paths: dict) -> pd.DataFrame:
-    """One row per kind of problem among the rows needing attention (ATTENTION statuses), the
-    failing ones first; see the module docstring."""
+    """One row per cause among the rows needing attention (ATTENTION statuses; `cause_of`), the failing
+    ones first, each with its count, what its rows span, an example and the command that re-runs it;
+    see the module docstring."""
     rows = frame[frame["status"].isin(ATTENTION)]
     if rows.empty:
         return pd.DataFrame(columns=ATTENTION_COLUMNS)
     rank = {s: i for i, s in enumerate(ATTENTION)}
-    keyed = rows.assign(_kind=rows["detail"].map(_kind), _rank=rows["status"].map(rank))
-    keyed = keyed.sort_values("_rank", kind="stable")     # the failing kinds first, each in matrix order
+    records = rows.to_dict(orient="records")
+    keyed = rows.assign(_cause=[cause_of(r) for r in records], _rank=rows["status"].map(rank))
+    keyed = keyed.sort_values("_rank", kind="stable")     # the failing causes first, each in matrix order
     entries = []
-    for _, group in keyed.groupby(["_rank", "status", "target", "op", "diagnosis", "_kind"], sort=False):
+    for _, group in keyed.groupby(["_rank", "_cause"], sort=False):
         example = group.iloc[0].to_dict()
         case = cases_by_id.get(example["case"])
         others = list(group["case"].iloc[1:])
+        ops = list(dict.fromkeys(group["op"]))
         entries.append({
             "status": example["status"], "diagnosis": example["diagnosis"], "target": example["target"],
-            "op": example["op"], "rows": len(group), "example": example["case"],
+            "op": ", ".join(ops), "rows": len(group), "spans": spans(group), "example": example["case"],
             "reason": str(example["detail"] or example["status"]), "first_difference": first_difference(example),
-            "rerun": rerun_command(opts, case, clone_paths) if case is not None else "",
+            "code": str(example.get("blame") or "") if example.get("blame") == example.get("blame") else "",
+            "rerun": rerun_command(opts, case, clone_paths) if case is not None and opts is not None else "",
             "other_cases": ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")})
     return pd.DataFrame(entries, columns=ATTENTION_COLUMNS)
 
@@ -220,9 +253,13 @@ def attention_markdown(entries: pd.DataFrame, max_entries: int | None = None) ->
         more = f" (and {e['rows'] - 1} more like it: {md_cell(e['other_cases'])})" if e["rows"] > 1 else ""
         lines.append(f"- **{md_cell(e['status'])}** {md_cell(e['target'])} `{md_cell(e['op'])}`{diagnosis}: "
                      f"{e['rows']} row(s), e.g. `{md_cell(e['example'])}`{more}")
+        if e.get("spans") and e["rows"] > 1:
+            lines.append(f"  - spans: {md_cell(e['spans'])}")
         lines.append(f"  - reason: {md_cell(_cut(e['reason'], 500))}")
         if e["first_difference"]:
             lines.append(f"  - first difference: {md_cell(e['first_difference'])}")
+        if e.get("code"):
+            lines.append(f"  - code: {md_cell(_cut(e['code'], 500))}")
         if e["rerun"]:
             lines.append(f"  - re-run only this row: ``{e['rerun'].replace('`', chr(39))}``")
     if len(entries) > cap:
@@ -312,7 +349,22 @@ def layout(frame: pd.DataFrame, summary: pd.DataFrame, extra: dict, opts, select
             "grid_links": grid_links(grid, frame), "json_sections": json_sections,
             "html_after": {"attention": ulp_plots(frame, profiles or {})},
             "html_instead": {"attention": attention_html(entries)},
-            "json_extra": {"schema_version": SCHEMA_VERSION}}
+            "html_focus": {"cases": (focus_cases, "those that are not pass or skipped")},
+            "html_order": HTML_ORDER,
+            "json_extra": {"schema_version": SCHEMA_VERSION, "accounting": accounting(frame)}}
+
+
+#: the HTML reads from the top (issue 32 item 4): the causes, the findings, what was not checked, then
+#: the grid and the cases
+HTML_ORDER = ("attention", "findings", "not_checked_here", "not_checked", "summary", "cases")
+#: the columns of the HTML's shown cases (the rows that are not pass or skipped): fit 1,400 px
+FOCUS_COLUMNS = ("case", "status", "diagnosis", "detail", "blame", "max_ulp_diff")
+
+
+def focus_cases(cases: pd.DataFrame) -> pd.DataFrame:
+    """The cases the HTML shows open: every row that is not a pass or skipped, in a few columns."""
+    rows = cases[~cases["status"].isin(["pass", "skipped"])]
+    return rows[[c for c in FOCUS_COLUMNS if c in rows.columns]]
 
 
 def step_summary(header: dict, sections: dict, out_dir) -> str:
@@ -386,7 +438,9 @@ def ulp_plots(frame: pd.DataFrame, profiles: dict) -> str:
     if rows.empty:
         return ""
     rows = rows.assign(_r=rows["status"].map({"fail": 0, "artifact": 1})).sort_values("_r", kind="stable")
-    parts = ["<h3>Where the two sides differ</h3><p>Per slot that differs: the largest ulp distance along its "
+    # closed: the page reads verdict, causes, findings first (issue 32 item 4); the plots are one click away
+    parts = [f"<details class='plots'><summary><b>Where the two sides differ</b>: {min(len(rows), MAX_PLOTS)} "
+             "row(s) plotted (click to show)</summary><p>Per slot that differs: the largest ulp distance along its "
              "elements (64 runs of equal length; bar height log2(1 + ulp), red; purple: NaN or infinity). "
              "Hover a bar for its elements.</p>"]
     for r in rows.head(MAX_PLOTS).to_dict(orient="records"):
@@ -400,7 +454,7 @@ def ulp_plots(frame: pd.DataFrame, profiles: dict) -> str:
                      f"</summary>{strips}{more}</details>")
     if len(rows) > MAX_PLOTS:
         parts.append(f"<p>{len(rows) - MAX_PLOTS} more rows differ; their numbers are in the cases table.</p>")
-    return "".join(parts)
+    return "".join(parts) + "</details>"
 
 
 
@@ -421,8 +475,10 @@ def attention_html(entries: pd.DataFrame) -> str:
             f"<div class='entry'><p><span class='verdict {status_class(e['status'])}' style='font-size:1em'>"
             f"{esc(str(e['status']))}</span> <b>{esc(str(e['target']))} {esc(str(e['op']))}</b>{diagnosis}: "
             f"{e['rows']} row(s), e.g. <a href='#{esc(anchor_id(e['example']))}'>{esc(str(e['example']))}</a>{more}</p>"
-            f"<p>reason: {esc(str(e['reason']))}</p>"
+            + (f"<p>spans: {esc(str(e['spans']))}</p>" if e.get("spans") and e["rows"] > 1 else "")
+            + f"<p>reason: {esc(str(e['reason']))}</p>"
             + (f"<p>first difference: {esc(str(e['first_difference']))}</p>" if e["first_difference"] else "")
+            + (f"<p>code: {esc(str(e['code']))}</p>" if e.get("code") else "")
             + (f"<p>re-run only this row:</p><pre class='cmd'>{esc(str(e['rerun']))}</pre>" if e["rerun"] else "")
             + "</div>")
     return "".join(parts)

@@ -21,7 +21,7 @@ from . import compare as _compare
 from . import loop_rows as _loop_rows
 from . import ours as _ours
 from . import paramsets
-from .rows import NO_CUDA, flush_row, too_old_python
+from .rows import FAILING as BLAMED, NO_CUDA, flush_row, too_old_python
 from .session import BackendRefused
 
 
@@ -29,12 +29,19 @@ def checked_case(session, case) -> dict:
     """run_case, then the child's float-environment probe of that case (rows.flush_row); a runner
     failure on the case is an error row, not a crash."""
     session.child.last_flush = []
+    session.last_ran = None
     try:
         row = run_case(session, case)
     except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others' rows
         return session.row(case, status="error", detail=f"{case.op}: the runner failed on this case: "
                                                          f"{type(exc).__name__}: {exc}")
-    return flush_row(row, session.child.last_flush, session.adapter.name)
+    row = flush_row(row, session.child.last_flush, session.adapter.name)
+    if row["status"] in BLAMED and not row.get("blame"):
+        try:   # the reference's code this row involves (issue 32); never a reason to lose the row
+            row["blame"] = session.blame(case)
+        except Exception as exc:  # noqa: BLE001
+            row["blame"] = f"the clone's changes could not be read: {type(exc).__name__}: {exc}"
+    return row
 
 
 def run_case(session, case) -> dict:

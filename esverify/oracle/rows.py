@@ -13,7 +13,7 @@ from ..numerics_probe import SETTINGS_HINT
 
 COLUMNS = ["target", "device", "dtype", "scheme", "noise", "op", "population", "case", "rule", "elements",
            "mismatches", "max_abs_diff", "max_ulp_diff", "first_mismatch_index", "first_mismatch_ours",
-           "first_mismatch_theirs", "status", "diagnosis", "detail", "params", "reference_settings"]
+           "first_mismatch_theirs", "status", "diagnosis", "detail", "params", "reference_settings", "blame"]
 #: every row status, in report order; "not-run" marks the rows an interrupted run did not reach
 #: "unsupported": a case the --impl wrapper does not claim (never a pass); "defect": the reference itself
 #: cannot run the case, a documented defect of it (a finding of the reference, never a pass, never ours)
@@ -33,7 +33,8 @@ def make_row(case, **fields) -> dict:
            "elements": None, "mismatches": None,
            "max_abs_diff": None, "max_ulp_diff": None, "first_mismatch_index": "",
            "first_mismatch_ours": "", "first_mismatch_theirs": "", "status": "error", "diagnosis": "",
-           "detail": "", "params": case.params_text() if case.op != "zscore" else "", "reference_settings": ""}
+           "detail": "", "params": case.params_text() if case.op != "zscore" else "", "reference_settings": "",
+           "blame": ""}
     row.update(fields)
     return row
 

@@ -28,7 +28,8 @@ from . import loop_report as _loop_report
 from . import parity_report as _parity_report
 from .child_process import default_max_memory
 from .clones import git_identity
-from .console import console_text, exit_code, status_counts, summary_pivot, verdict_for, verdict_reason
+from .console import (accounting, accounting_line, console_text, exit_code, status_counts, summary_pivot,
+                      verdict_for, verdict_reason)
 from .options import SetupError
 from .rows import COLUMNS
 from .session import startup_timeout
@@ -99,10 +100,41 @@ def run_metadata(runner, clones, environments, probe, wall, skipped_targets) -> 
                 "on identical noise; native rows let the reference draw torch's own noise and reproduce "
                 "it with the trainer's noise='torch': they certify runs made with torch's generator on "
                 "that device type, bitwise only with the same torch version "
-                f"({torch.__version__} here); native loop rows (fit, main*) let the reference's own loop "
-                "seed torch's generators with its 30-bit seeds, and our replicas seed theirs with the "
-                "same seeds: a pass speaks for checkpoints trained with torch's noise",
+                f"({children_torch(environments, torch.__version__)}); native loop rows (fit, main*) let the "
+                "reference's own loop seed torch's generators with its 30-bit seeds, and our replicas seed theirs "
+                "with the same seeds: a pass speaks for checkpoints trained with torch's noise",
     }
+
+
+def _device_of(env: dict) -> str:
+    names = env.get("cuda_devices") or []
+    return f"cuda ({', '.join(map(str, names))}) and cpu" if env.get("cuda") else "cpu"
+
+
+def children_torch(environments: dict, parent_torch: str) -> str:
+    """"the children: REF torch 2.14.1+cu130 on cuda (...) and cpu; ...; the parent (our side's native
+    noise): torch 2.13.0+cpu": which torch drew each side's native noise (issue 32 item 6)."""
+    said = [f"{name} torch {env.get('torch')} on {_device_of(env)}" for name, env in environments.items()
+            if isinstance(env, dict) and env.get("torch")]
+    return ("the children: " + "; ".join(said) + "; " if said else "") + \
+        f"the parent (our side's native noise): torch {parent_torch}"
+
+
+def version_warnings(environments: dict, parent_torch: str, frame: pd.DataFrame) -> list[str]:
+    """One warning per reference whose child ran another torch than the parent while native rows were
+    compared: torch's generator of two versions is compared there (a fail may be the version)."""
+    from .console import CHECKED
+    out = []
+    for name, env in environments.items():
+        child = (env or {}).get("torch") if isinstance(env, dict) else None
+        if not child or child == parent_torch or frame.empty:
+            continue
+        native = frame[(frame["target"] == name) & (frame["noise"] == "native") & frame["status"].isin(CHECKED)]
+        if len(native):
+            out.append(f"{name}: the child ran torch {child} on {_device_of(env)}, the parent torch {parent_torch}: "
+                       f"its {len(native)} native rows compare torch's generator of two versions (a fail there may "
+                       "be the version, not the code); fix: the same torch on both sides, or --noise contract")
+    return out
 
 
 def finish(runner, out_dir: Path, run: dict) -> RunResult:
@@ -124,9 +156,12 @@ def finish(runner, out_dir: Path, run: dict) -> RunResult:
                             list(not_given.values()))
     reason = verdict_reason(verdict, frame, interrupted.signal_name if interrupted else None)
     header = {"verdict": verdict, "exit_code": code, **({"reason": reason} if reason else {}),
-              "counts": status_counts(frame), "started_utc": runner.started_utc, "finished_utc": utc_now(),
-              "command_line": " ".join(opts.argv)}
-    metadata = {**header, **metadata}
+              "counts": status_counts(frame), "accounted": accounting_line(accounting(frame)),
+              **({"clones_run": run["clones_line"]} if run.get("clones_line") else {}),
+              "started_utc": runner.started_utc, "finished_utc": utc_now(), "command_line": " ".join(opts.argv)}
+    metadata = {**header, **metadata, "accounting": accounting(frame)}
+    import torch
+    metadata["warnings"] = list(metadata["warnings"]) + version_warnings(run["environments"], torch.__version__, frame)
     if interrupted:
         metadata["interrupted_by"] = interrupted.signal_name
     if fuzz_report is not None:
@@ -163,6 +198,7 @@ def finish(runner, out_dir: Path, run: dict) -> RunResult:
         raise SetupError(f"cannot write the report under {out_dir}: {exc}; no report file was left there") from None
     if start_error is not None:   # one line for the console; the rows are in the report
         raise SetupError(f"{start_error}; report: {out_dir}")
-    console = console_text(frame, summary, metadata, out_dir, code, verdict, opts.require_all)
+    console = console_text(frame, summary, metadata, out_dir, code, verdict, opts.require_all,
+                           entries=layout["sections"]["attention"])
     return RunResult(frame, summary, metadata, code, out_dir, written, _loop_report.console_lines(extra, console),
                      step_summary)

@@ -58,7 +58,7 @@ from .row_runner import checked_case
 from .rows import make_row
 from .run_report import RunResult, finish, utc_now
 from .session import Session, startup_timeout
-from .setup import probe_python, resolve_clones, select_cases, wanted_adapters
+from .setup import NotAskedFor, clones_line, probe_python, resolve_clones, select_cases, wanted_adapters
 
 #: the files of one parity report in its folder (an earlier one is refused unless --overwrite)
 REPORT_PATTERNS = report_patterns("parity") + ("child-*.log", "tensors")
@@ -203,6 +203,9 @@ class Runner:
                 # every setup fault is one line (what, why, the fix) before any case runs (issue 12 item 4)
                 wanted = run["wanted"] = wanted_adapters(opts)
                 clones, not_given = run["clones"], run["not_given"] = resolve_clones(opts, wanted)
+                # a reference --ref did not name runs no case (issue 32): not even as skipped rows
+                wanted = run["wanted"] = [n for n in wanted if not isinstance(not_given.get(n), NotAskedFor)]
+                run["clones_line"] = clones_line(clones, not_given)
                 run["probe"] = probe_python(opts.python, startup_timeout(opts.timeout), opts.python_explicit)
                 _check_child_packages(opts, run["probe"])
                 selected = run["selected"] = select_cases(opts, wanted, self.alpha)

@@ -82,6 +82,8 @@ class Session:
         self.pool = ThreadPoolExecutor(max_workers=1)   #: waits for the child's reply beside our side
         self.variant_clone = None    #: Runner.session: the clone the next case runs on
         self.last_theirs = None      #: (case id, the reference's result bits) of the case just run
+        self.last_ran = None         #: {clone file: [functions]} the child ran for the last command, or None
+        self._changes = {}           #: clone root -> blame.Changes (git is asked once per clone)
 
     # -- the run's state, read through the runner
     @property
@@ -159,6 +161,7 @@ class Session:
                                                                                     else ""))
         finally:
             clock["reference_s"] += time.perf_counter() - started
+        self.last_ran = _ran_of(reply)
         if ours_error is not None:
             return None, None, self.row(case, status="error", detail=f"{case.op}: our side raised "
                                                                      f"{type(ours_error).__name__}: {ours_error}")
@@ -182,6 +185,20 @@ class Session:
         if note:
             self.note(note)
         return ours, theirs
+
+    def changes(self):
+        """blame.Changes of the clone the last case ran on (asked of git once per clone)."""
+        from .blame import clone_changes
+        root = Path(self.adapter.clone_root(self.clone_path)).resolve()
+        if root not in self._changes:
+            self._changes[root] = clone_changes(root, getattr(self.opts, "blame_base", None)
+                                                or self.adapter.validated_commit)
+        return self._changes[root]
+
+    def blame(self, case) -> str:
+        """The row's blame line (esverify.oracle.blame.explain): the clone's changes this case ran."""
+        from .blame import explain
+        return explain(self.changes(), self.last_ran, self.adapter.computes_for(case))
 
     # -- rows and the run's shared state
     def row(self, case, **fields) -> dict:
@@ -214,3 +231,11 @@ class Session:
 
     def note(self, text: str):
         self.runner.notes.add(text)
+
+
+def _ran_of(reply) -> dict | None:
+    """The reply's `ran` ({clone file: [function names]}) when it has that shape, else None."""
+    ran = reply.get("ran") if isinstance(reply, dict) else None
+    if not isinstance(ran, dict) or not all(isinstance(k, str) and isinstance(v, list) for k, v in ran.items()):
+        return None
+    return {k: [str(n) for n in v] for k, v in ran.items()}

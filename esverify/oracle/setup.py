@@ -71,9 +71,12 @@ def resolve_clones(opts, wanted: list[str]) -> tuple[dict, dict]:
 
     Explicit paths first (`opts.ref`, then the adapters' deprecated options in `opts.aliases`): a path
     that does not exist, or that no adapter recognises, is a SetupError naming what each adapter looks
-    for. Then, for each wanted adapter no path claimed: its environment variable (a bad path there is a
-    SetupError naming the variable), then its default path (missing: not given, or with --target a
-    SetupError saying which option to pass)."""
+    for (or, when one adapter matched a generic file name only, what that clone lacks). When explicit
+    paths were given, they are what runs: a wanted adapter none of them claims is not run (its
+    environment variable and default path are looked at only with `opts.discover`, issue 32). With no
+    explicit path, for each wanted adapter: its environment variable (a bad path there is a SetupError
+    naming the variable), then its default path (missing: not given, or with --target a SetupError
+    saying which option to pass). Each CloneInfo's `source` says whence it came."""
     clones, not_given = {}, {}
     explicit = [(p, _source(opts, "--ref", "ref"), None) for p in ref_paths(opts)]
     by_flag = {a.alias_flag: a for a in _adapters.all_adapters() if a.alias_flag}
@@ -93,6 +96,11 @@ def resolve_clones(opts, wanted: list[str]) -> tuple[dict, dict]:
                              "clone (docs/parity.md, 'The reference clones')")
         claimed = [a for a in candidates if a.recognise(where) is None]
         if not claimed:
+            near = [(a, a.near_miss(where)) for a in candidates if a.near_miss(where)]
+            if len(near) == 1:   # one adapter matched a generic file name only: say what that clone lacks
+                adapter, reason = near[0]
+                raise SetupError(f"{source} {path}: {reason}; fix: pass the top folder of your {adapter.name} "
+                                 "clone (docs/parity.md, 'The reference clones')")
             if only is None and len(wanted) > 1:
                 raise SetupError(f"{source} {_adapters.not_recognised_message(path)}; fix: pass the top folder "
                                  "of a reference clone (docs/parity.md, 'The reference clones')")
@@ -106,16 +114,29 @@ def resolve_clones(opts, wanted: list[str]) -> tuple[dict, dict]:
                 raise SetupError(f"{source} {path}: a second {adapter.name} clone (the first: "
                                  f"{clones[adapter.name].path}); fix: pass one clone per reference")
             clones[adapter.name] = _inspect(adapter, where, source)
+    discover = not explicit or getattr(opts, "discover", False)
     for name in wanted:
         if name in clones:
             continue
         adapter = _adapters.get(name)
+        if not discover:
+            found = _found_elsewhere(adapter)
+            if opts.target not in (None, "all"):
+                raise SetupError(f"--target {opts.target} needs the {name} clone, and no --ref path is one; fix: "
+                                 f"pass {adapter.how_to_give().split(' or set ')[0]}"
+                                 + (f", or --discover to run the one at {found}" if found else ""))
+            not_given[name] = NotAskedFor(
+                f"not asked for: only the clones given with --ref run"
+                + (f"; found {found}: pass --discover to run it too" if found else ""))
+            not_given[name].found = found
+            continue
         if os.environ.get(adapter.env_var):
             path = os.environ[adapter.env_var]
             clones[name] = _inspect(adapter, path, f"${adapter.env_var}")
             continue
         try:
             clones[name] = inspect_clone(adapter, adapter.default_path)
+            clones[name].source = f"./{adapter.default_path} (the default path)"
         except CloneError as exc:
             if opts.target is None:
                 not_given[name] = str(exc)
@@ -130,9 +151,37 @@ def resolve_clones(opts, wanted: list[str]) -> tuple[dict, dict]:
     return clones, not_given
 
 
+class NotAskedFor(str):
+    """The not-given reason of a reference that was not asked for (--ref named others, no --discover):
+    its cases are left out of the run, not listed as skipped rows; `found`: where a clone was seen."""
+    found = ""
+
+
+def _found_elsewhere(adapter) -> str:
+    """Where a clone of `adapter` would have been found without --ref ("$VAR PATH", "./refs/NAME"), or ""."""
+    value = os.environ.get(adapter.env_var)
+    if value:
+        return f"${adapter.env_var} {value}"
+    if adapter.default_path and adapter.recognise(Path(adapter.default_path)) is None:
+        return f"./{adapter.default_path}"
+    return ""
+
+
+def clones_line(clones: dict, not_given: dict) -> str:
+    """One line: which clones run, from where; and the references found elsewhere that did not run."""
+    said = [f"{name} {info.path} (from {info.source or '?'})" for name, info in clones.items()]
+    line = "clones: " + ("; ".join(said) or "none")
+    unasked = [f"{n} at {r.found}" for n, r in not_given.items() if isinstance(r, NotAskedFor) and r.found]
+    if unasked:
+        line += "; found elsewhere, not run (--discover runs them): " + "; ".join(unasked)
+    return line
+
+
 def _inspect(adapter, path, source: str):
     try:
-        return inspect_clone(adapter, path)
+        info = inspect_clone(adapter, path)
+        info.source = source
+        return info
     except CloneError as exc:
         raise SetupError(f"{source} {path}: {exc}; fix: pass the top folder of your {adapter.name} clone "
                          "(docs/parity.md, 'The reference clones')") from None

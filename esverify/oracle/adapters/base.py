@@ -101,6 +101,9 @@ class Adapter:
     files: dict = {}
     #: op (or op family) -> module key it needs
     ops_need: dict = {}
+    #: module keys whose file alone identifies a clone (None: every key of `files`); a file of a generic
+    #: name (an `es.py`) is no clone of this reference without one of these beside it
+    identifying: tuple | None = None
     #: our numerics profile (esverify.es.profiles) the clean-room side runs this reference's cases under
     profile: str = ""
     #: the single-operation ops a case of this reference may have
@@ -117,6 +120,9 @@ class Adapter:
     reached: dict = {}
     #: finding key -> description of a documented reference quirk a row may observe
     findings: dict = {}
+    #: op (or op family, the part before "-") -> ["clone file::qualified function"] that compute its
+    #: results: a failing row of a clean clone names them (esverify.oracle.blame; docs/parity.md "Blame")
+    computes: dict = {}
 
     # ------------------------------------------------------------- the clone
 
@@ -126,9 +132,21 @@ class Adapter:
         path = Path(path)
         if not path.is_dir():
             return f"{path} is not a directory"
-        if any((path / rel).is_file() for rel in self.files.values()):
+        keys = self.files if self.identifying is None else self.identifying
+        if any((path / self.files[k]).is_file() for k in keys):
             return None
+        found = sorted(rel for rel in self.files.values() if (path / rel).is_file())
+        if found:   # a generic file name matched, nothing that identifies the reference
+            lacks = sorted(rel for rel in self.files.values() if rel not in found)
+            return (f"not an {self.name} clone: it lacks {', '.join(lacks)} (it has only {', '.join(found)}, "
+                    "a name other code uses too)")
         return f"{path} is not a clone of {self.name}: none of its files {sorted(self.files.values())} is there"
+
+    def near_miss(self, path: Path) -> str | None:
+        """The reason `path` is not a clone of this reference when it has some of its files (a generic
+        name matched) but lacks the rest; None when it is a clone or has none of its files."""
+        reason = self.recognise(path)
+        return reason if reason and reason.startswith(f"not an {self.name} clone: it lacks") else None
 
     def layout(self, path: Path) -> dict:
         """module key -> path relative to the clone root, as the clone at `path` has them (the default:
@@ -218,6 +236,11 @@ class Adapter:
         return None
 
     # ------------------------------------------------------------- reports
+
+    def computes_for(self, case) -> list[str]:
+        """["file::function"] that compute the results of `case`'s op (`computes`; [] when unknown)."""
+        return list(self.computes.get(case.op) or self.computes.get(case.kind)
+                    or self.computes.get(case.op.split("-")[0]) or [])
 
     def rerun_args(self, path) -> list[str]:
         """The options naming this reference's clone in a rerun command line."""

@@ -18,6 +18,7 @@ FIT_ENGINES = 2
 #: one dataloader batch of 5 prompts per iteration, mini-batches of 2, 2 and 1
 FIT_DATA = (0.01, -0.02, 0.03, 0.0, -0.005)
 FIT_MINI_BATCH = 2
+_WORKER = "es_at_scale/utils/worker_extension.py"
 
 
 class EsAtScale(Adapter):
@@ -53,6 +54,14 @@ class EsAtScale(Adapter):
                                                          "WorkerExtension.update_weights_from_seeds",
                                                          "WorkerExtension.save_self_weights_to_disk"],
                "es_at_scale/utils/reward_shaping.py": ["z_score"]}
+    computes = {"perturb": [f"{_WORKER}::WorkerExtension.perturb_self_weights"],
+                "restore": [f"{_WORKER}::WorkerExtension.restore_self_weights"],
+                "update": [f"{_WORKER}::WorkerExtension.update_weights_from_seeds"],
+                "loop": [f"{_WORKER}::WorkerExtension.{m}" for m in ("perturb_self_weights", "restore_self_weights",
+                                                                     "update_weights_from_seeds")],
+                "zscore": ["es_at_scale/utils/reward_shaping.py::z_score"],
+                "fit": ["es_at_scale/trainer/es_trainer.py::EvolutionStrategiesTrainer.train_step",
+                        f"{_WORKER}::WorkerExtension.update_weights_from_seeds"]}
     findings = {"fit-extra-update": "EvolutionStrategiesTrainer.fit performs num_iterations + 1 updates "
                                     "(docs/references.md §5): its counter is tested after the increment; our side "
                                     "reproduces it under the es-at-scale loop so that the rows compare like "

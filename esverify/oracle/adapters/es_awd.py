@@ -46,6 +46,7 @@ class EsAwd(Adapter):
              "distributed_utils": "distributed_utils.py"}
     ops_need = {"perturb": "weight_update_utils", "restore": "weight_update_utils",
                 "update": "weight_update_utils", "decay": "weight_update_utils", "main": "es_main"}
+    identifying = ("weight_update_utils", "distributed_utils")   # es.py alone: many projects have one
     profile = "es-awd"
     ops = OPS
     loop_ops = tuple(MAIN_VARIANTS)
@@ -59,6 +60,15 @@ class EsAwd(Adapter):
                                         "WorkerExtension.write_weights_to_disk"],
                "weight_update_utils.py": ["generate_noise", "apply_seeded_noise_to_parameters",
                                           "update_parameters_from_seeds", "apply_reference_weight_decay_"]}
+    computes = {"perturb": ["weight_update_utils.py::apply_seeded_noise_to_parameters"],
+                "restore": ["weight_update_utils.py::apply_seeded_noise_to_parameters"],
+                "mirrored": ["weight_update_utils.py::update_parameters_from_seeds"],   # update calls, other
+                "caching": ["weight_update_utils.py::update_parameters_from_seeds"],    # arguments
+                "update": ["weight_update_utils.py::update_parameters_from_seeds",
+                           "weight_update_utils.py::apply_reference_weight_decay_"],
+                "decay": ["weight_update_utils.py::apply_reference_weight_decay_"],
+                "main": ["es.py::main", "distributed_utils.py::WorkerExtension.update_weights_from_seeds",
+                         "weight_update_utils.py::update_parameters_from_seeds"]}
     findings = {}
 
     def cell_cases(self, matrix, cell):

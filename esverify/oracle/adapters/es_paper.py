@@ -62,6 +62,7 @@ class EsPaper(Adapter):
     ops = ()
     loop_ops = tuple(SCRIPTS)
     reached = {f"archive/{spec[0]}": ["main", "process_seed"] for spec in SCRIPTS.values()}
+    computes = {op: [f"archive/{spec[0]}::main"] for op, spec in SCRIPTS.items()}
     findings = {
         "restore-drift": "the scripts restore a member with add_(-SIGMA * noise), which is not exact in the "
                          "parameter dtype: each model copy carries the rounding drift of the members it served "

@@ -68,6 +68,7 @@ class SkillSample(Adapter):
     ops = ()
     loop_ops = (OP,)
     reached = {}
+    computes = {OP: ["*::es_train_loop"]}   # the sample's file name is the user's
     findings = {
         "utilities-by-member": "utilities is indexed by member number, never by reward rank (the page says it "
                                "ranks members by reward): member 0 always gets the largest weight",

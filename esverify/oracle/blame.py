@@ -1,0 +1,204 @@
+"""Which of the reference's code a failing row involves (docs/parity.md, "Blame"; issue 32 item 1).
+
+Design record: two facts, each cheap, intersected. (1) What the clone
+changed against the commit docs/references.md was validated against:
+`git diff -U0 BASE` of the clone's work tree (committed and uncommitted
+changes alike) plus its untracked files, each hunk mapped to the function
+that encloses it (ast of the clone's current file). (2) Which of the
+clone's functions the row ran: the child records them per command
+(oracles/child_coverage.py, a profile hook while the command runs) and
+replies with them (`ran`). A changed function the row ran is named; a
+changed function it did not run is said to be elsewhere. A clean clone
+(or one that is not a git checkout) names instead the reference function
+that computes the row's op (the adapter's `computes`, narrowed to what
+ran). Nothing here names a reference; git and ast only, never running the
+clone's code.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import gitinfo
+
+#: the hunks a blame names before "and N more"
+SHOWN = 3
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """Changed lines of one clone file: `first`..`last` of its current text (a deletion: the line
+    after which lines were removed), inside `function` ("module level" outside any function)."""
+    path: str
+    first: int
+    last: int
+    function: str
+
+    def where(self) -> str:
+        lines = f"{self.first}" if self.first == self.last else f"{self.first}-{self.last}"
+        return f"{self.path}:{lines}"
+
+
+@dataclass
+class Changes:
+    """A clone's changes against its base. state: "changed", "clean", "no-git" (not the top of a git
+    checkout) or "no-commit" (a checkout without commits); base: the commit compared with (short);
+    note: what a reader must know about the base (an unknown commit, a history without the validated
+    one), "" when the clone sits on the validated commit or after it."""
+    state: str
+    base: str = ""
+    head: str = ""
+    note: str = ""
+    hunks: list = field(default_factory=list)
+
+    def files(self) -> list[str]:
+        return list(dict.fromkeys(h.path for h in self.hunks))
+
+
+def functions_of(source: str) -> list[tuple[str, int, int]]:
+    """(qualified name, first line, last line) of every function and method in `source`, outer ones
+    first (decorators count as the function's lines); [] when it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    found = []
+
+    def walk(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = f"{prefix}{child.name}"
+                first = min([child.lineno] + [d.lineno for d in child.decorator_list])
+                found.append((name, first, child.end_lineno))
+                walk(child, f"{name}.")
+            elif isinstance(child, ast.ClassDef):
+                walk(child, f"{prefix}{child.name}.")
+            else:
+                walk(child, prefix)
+    walk(tree, "")
+    return found
+
+
+def enclosing(functions, line: int) -> str:
+    """The innermost function of `functions` (functions_of) holding `line`, or "module level"."""
+    inside = [(last - first, name) for name, first, last in functions if first <= line <= last]
+    return min(inside)[1] if inside else "module level"
+
+
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
+
+
+def parse_diff(text: str) -> list[tuple[str, int, int]]:
+    """(path, first, last) per hunk of a `git diff -U0` text, in the new file's lines; a pure deletion
+    is the line after which it removed lines (0: at the top). A deleted file has no new lines: it is
+    skipped (nothing of it can run)."""
+    out, path = [], None
+    for line in text.splitlines():
+        if line.startswith("+++ "):
+            name = line[4:].strip()
+            path = None if name == "/dev/null" else re.sub(r"^b/", "", name)
+        elif path is not None:
+            match = _HUNK.match(line)
+            if match:
+                start, count = int(match.group(1)), int(match.group(2) if match.group(2) is not None else 1)
+                out.append((path, start, start + count - 1) if count else (path, start, start))
+    return out
+
+
+def clone_changes(root, validated: str) -> Changes:
+    """The changes of the clone at `root` (its top folder) against `validated` (a commit prefix):
+    against that commit when the clone's history holds it (committed and uncommitted changes), else
+    against the clone's own HEAD (its uncommitted changes only, and `note` says why)."""
+    root = Path(root)
+    top = gitinfo.toplevel(root)
+    if top is None or top.resolve() != root.resolve():
+        return Changes("no-git", note="the clone is not a git checkout: its changes cannot be named")
+    head = (gitinfo.git(root, "rev-parse", "HEAD") or "").strip()
+    if not head:
+        return Changes("no-commit", note="the clone's git checkout has no commit: its changes cannot be named")
+    base, note = head, ""
+    full = (gitinfo.git(root, "rev-parse", "--verify", "--quiet", f"{validated}^{{commit}}") or "").strip() \
+        if validated else ""
+    if full and gitinfo.git(root, "merge-base", "--is-ancestor", full, head) is not None:
+        base = full
+        if not head.startswith(validated):
+            note = f"the clone is at {head[:7]}, after the validated {validated}: its commits since count"
+    elif validated:
+        note = (f"the clone is at {head[:7]}, whose history lacks the validated commit {validated}: only its "
+                "uncommitted changes are named")
+    diff = gitinfo.git(root, "diff", "-U0", "--no-color", "--no-ext-diff", "--no-renames", base, "--") or ""
+    spans = parse_diff(diff)
+    untracked = (gitinfo.git(root, "ls-files", "--others", "--exclude-standard") or "").split("\n")
+    for rel in filter(None, untracked):
+        if rel.endswith(".py") and "__pycache__" not in rel:
+            count = len((root / rel).read_text(errors="replace").splitlines())
+            spans.append((rel, 1, max(1, count)))
+    hunks, parsed = [], {}
+    for rel, first, last in spans:
+        if rel not in parsed:
+            path = root / rel
+            parsed[rel] = functions_of(path.read_text(errors="replace")) if rel.endswith(".py") and \
+                path.is_file() else []
+        functions = parsed[rel]
+        names = list(dict.fromkeys(enclosing(functions, ln) for ln in range(first, last + 1)))
+        # a hunk spanning several functions is one hunk per function (each may or may not have run)
+        for name in names:
+            lines = [ln for ln in range(first, last + 1) if enclosing(functions, ln) == name]
+            hunks.append(Hunk(rel, lines[0], lines[-1], name))
+    return Changes("changed" if hunks else "clean", base=base[:7], head=head[:7], note=note, hunks=hunks)
+
+
+def _ran_in(ran: dict, hunk: Hunk) -> bool:
+    """Whether the row ran `hunk`: its function ran, or (module level) any function of its file ran."""
+    names = set(ran.get(hunk.path) or ())
+    return bool(names) if hunk.function == "module level" else hunk.function in names
+
+
+def _list(hunks) -> str:
+    said = [f"{h.where()}, in {h.function}" for h in hunks[:SHOWN]]
+    return "; ".join(said) + (f" and {len(hunks) - SHOWN} more hunks" if len(hunks) > SHOWN else "")
+
+
+def explain(changes: Changes, ran: dict | None, computes: list[str]) -> str:
+    """One line naming the reference's code a failing row involves.
+
+    changes: clone_changes of its clone; ran: {clone file: [functions the row ran]} or None (unknown:
+    the child replied nothing, e.g. it died); computes: ["file::function"] that compute the row's op
+    (the adapter's `computes`), for a clone with no changes to name."""
+    note = f" ({changes.note})" if changes.note else ""
+    if changes.state == "changed":
+        if ran is None:
+            return (f"the clone differs from {changes.base}{note} in {_list(changes.hunks)}; which of it this row "
+                    "ran is unknown (the child reported no functions for it)")
+        hit = [h for h in changes.hunks if _ran_in(ran, h)]
+        miss = [h for h in changes.hunks if not _ran_in(ran, h)]
+        if hit:
+            return (f"the clone differs from {changes.base}{note} in {_list(hit)}, which this row ran; "
+                    + ("no other changed line ran" if not miss else
+                       f"other changed lines did not run: {_list(miss)}"))
+        text = (f"the clone differs from {changes.base}{note} in {_list(miss)}, none of which this row ran; "
+                "the difference comes from code that is not changed")
+    else:
+        text = {"clean": f"the clone is clean at {changes.head}{note}"}.get(changes.state, changes.note or
+                                                                           "the clone's changes are unknown")
+    return text + "; " + computing(ran, computes)
+
+
+def computing(ran: dict | None, computes: list[str]) -> str:
+    """The reference function(s) that compute the row's op, narrowed to those the row ran."""
+    pairs = [c.split("::", 1) for c in computes if "::" in c]
+    if ran is not None:   # "*::name": that function in whichever clone file has it
+        did = [(g, n) for f, n in pairs for g in ([f] if f != "*" else list(ran)) if n in set(ran.get(g) or ())]
+        if did:
+            return "the first differing quantity is computed by " + ", ".join(f"{n} ({f})" for f, n in did)
+        if not pairs:   # nothing declared: every clone function the row ran
+            every = [(f, n) for f, names in ran.items() for n in names]
+            if every:
+                return ("the row ran " + ", ".join(f"{n} ({f})" for f, n in every[:6])
+                        + (f" and {len(every) - 6} more" if len(every) > 6 else ""))
+    if pairs:
+        return "the first differing quantity is computed by " + ", ".join(n if f == "*" else f"{n} ({f})"
+                                                                          for f, n in pairs)
+    return "no reference function is known to compute it"
