@@ -315,7 +315,7 @@ def test_the_seed_schedule_vectors_pass_with_numpys_stream():
 def test_fma_as_an_f64_product_and_sum_rounded_twice_fails_the_gate(monkeypatch):
     """rd32(rd64(x + y*a)) instead of one rounding passed every vector before; now exactly the
     fma-double-rounding vector fails, on its perturbed theta_0 (one ulp), and nothing else does."""
-    from esverify.es.profiles import es_awd
+    from esverify.references.es_awd import profile as es_awd
     monkeypatch.setattr(es_awd, "fma32", lambda x, y, k: (x.to(torch.float64) + y.to(torch.float64) * k)
                         .to(torch.float32))
     result = gate.check(COMMITTED, ["es-awd"], backends=["numpy"])

@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..es.profiles import es_at_scale, es_awd
+from ..references.es_at_scale import profile as es_at_scale
+from ..references.es_awd import profile as es_awd
 from .area import Area
 from .compare import decode, encode, encode_ints
 
@@ -595,10 +596,10 @@ def trace_libm(vector: dict, draw) -> set:
 
 AREAS = {
     "es-at-scale": Area(name="es-at-scale", version=es_at_scale.VERSION,
-                        version_constant="esverify.es.profiles.es_at_scale.VERSION",
+                        version_constant="esverify.references.es_at_scale.profile.VERSION",
                         generate=_generate("es-at-scale"), backends=_backends("es-at-scale"), recompute=recompute,
                         check_sizes=check_sizes, libm_trace=libm_trace),
-    "es-awd": Area(name="es-awd", version=es_awd.VERSION, version_constant="esverify.es.profiles.es_awd.VERSION",
+    "es-awd": Area(name="es-awd", version=es_awd.VERSION, version_constant="esverify.references.es_awd.profile.VERSION",
                    generate=_generate("es-awd"), backends=_backends("es-awd"), recompute=recompute,
                    check_sizes=check_sizes, libm_trace=libm_trace),
 }

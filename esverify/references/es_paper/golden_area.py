@@ -9,7 +9,7 @@ Design record:
   numpy roundings, scalar-RNG contract noise); native noise is torch's own
   generator by definition, so native vectors draw it with ``torch.randn``
   and hold CPU values (bitwise only on torch CPU of the same version).
-  The gate recomputes through esverify.es.paper_loop.run_paper_loop on
+  The gate recomputes through esverify.references.es_paper.loop.run_paper_loop on
   every CPU target of esverify.rng.backend_targets() (the profile is
   measured on CPU only, so no CUDA target).
 - The reward must be language-neutral and exact: prompt k of a copy with
@@ -21,7 +21,7 @@ Design record:
   numpy's global generator itself (``np.random.seed`` then
   ``np.random.randint``, state saved and restored around it), recomputed
   through the private ``RandomState`` of esverify.es.schedule.
-- The area's version is the profile's (esverify.es.profiles.es_paper.VERSION).
+- The area's version is the profile's (esverify.references.es_paper.profile.VERSION).
 """
 from __future__ import annotations
 
@@ -29,10 +29,10 @@ import math
 
 import numpy as np
 
-from ..es.profiles import es_paper
-from .area import Area
-from .compare import decode, encode, encode_ints
-from .es_area import _f64, _f64_from_bits, _numel, _param_inputs, _tensor_from_bits
+from . import profile as es_paper
+from esverify.goldens.area import Area
+from esverify.goldens.compare import decode, encode, encode_ints
+from esverify.goldens.es_area import _f64, _f64_from_bits, _numel, _param_inputs, _tensor_from_bits
 
 MIXED = [("w", (5, 3), "f32"), ("b", (), "f16"), ("v", (9,), "bf16"), ("h", (6,), "f16")]
 SAME = {d: [("w", (4, 3), d), ("b", (), d), ("v", (9,), d)] for d in ("f32", "f16", "bf16")}
@@ -40,7 +40,7 @@ PROMPTS = 3
 
 
 def _initial(layout, seed: int, scale: float = 1.0) -> list:
-    from ..es import reference as R
+    from esverify.es import reference as R
     rng = np.random.default_rng(seed)
     return [np.asarray(rng.standard_normal(shape) * scale).astype(np.float32).astype(R.NP_DTYPES[dt])
             for _, shape, dt in layout]
@@ -110,8 +110,8 @@ def _cases() -> list[dict]:
 
 def _native_draw(iid: bool):
     import torch
-    from ..es import reference as R
-    from ..es.numerics import NAME_DTYPES
+    from esverify.es import reference as R
+    from esverify.es.numerics import NAME_DTYPES
 
     def draw(seed, slot, shape, name):
         g = torch.Generator(device="cpu")
@@ -122,7 +122,7 @@ def _native_draw(iid: bool):
 
 
 def _contract_draw(iid: bool, mapping: str):
-    from ..es import reference as R
+    from esverify.es import reference as R
 
     def draw(seed, slot, shape, name):
         return R.paper_contract_noise(seed, slot, _numel(shape), iid, mapping, name).reshape(shape)
@@ -144,7 +144,7 @@ def _record(tape, layout, to_np) -> dict:
 
 
 def _vector(case: dict) -> dict:
-    from ..es import reference as R
+    from esverify.es import reference as R
     run = case["run"]
     draw = _native_draw(run["iid"]) if run["noise"] == "native" else _contract_draw(run["iid"], run["mapping"])
     tape = R.paper_loop([p.copy() for p in case["params"]], iterations=run["iterations"],
@@ -190,12 +190,12 @@ def generate() -> list[dict]:
 
 
 def _targets() -> list[str]:
-    from ..rng import backend_targets
+    from esverify.rng import backend_targets
     return [label for label, _, device in backend_targets() if device != "cuda"]
 
 
 def _noise_backend(label: str) -> str:
-    from ..rng import backend_targets
+    from esverify.rng import backend_targets
     return {lab: name for lab, name, _ in backend_targets()}[label]
 
 
@@ -239,7 +239,7 @@ def check_sizes(vector: dict) -> list[str]:
 
 def recompute(vector: dict, backend: str) -> dict:
     """run_paper_loop (or the private RandomState) on `backend`, a CPU label of backend_targets()."""
-    from ..es import schedule
+    from esverify.es import schedule
     if backend not in _targets():
         raise ValueError(f"es-paper backend {backend!r} is unknown or not available here; available: {_targets()}")
     problems = check_sizes(vector)
@@ -249,7 +249,7 @@ def recompute(vector: dict, backend: str) -> dict:
     if x["kind"] == "seed-schedule":
         stream = schedule.paper_seed_stream(x["initial_seed"], x["count"])
         return {f"it{i}.seeds": encode_ints(next(stream), "u64") for i in range(x["iterations"])}
-    from ..es.paper_loop import run_paper_loop
+    from .loop import run_paper_loop
     tensors = [_tensor_from_bits(p["bits"], tuple(p["shape"]), "cpu") for p in x["params"]]
     k = x["reward"]["prompts"]
     weights = decode(x["reward"]["weights"]).view(np.float64).reshape(k, -1)
@@ -266,5 +266,5 @@ def recompute(vector: dict, backend: str) -> dict:
     return _record(tape, layout, lambda t: t)
 
 
-AREA = Area(name="es-paper", version=es_paper.VERSION, version_constant="esverify.es.profiles.es_paper.VERSION",
+AREA = Area(name="es-paper", version=es_paper.VERSION, version_constant="esverify.references.es_paper.profile.VERSION",
             generate=generate, backends=_targets, recompute=recompute, check_sizes=check_sizes)

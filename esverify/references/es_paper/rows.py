@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import compare as _compare
-from .. import paramsets
-from ..case_model import REWARD_TARGET
-from ..rewards import loop_reward as reward
-from ..session import BackendRefused
+from esverify.oracle import compare as _compare
+from esverify.oracle import paramsets
+from esverify.oracle.case_model import REWARD_TARGET
+from esverify.oracle.rewards import loop_reward as reward
+from esverify.oracle.session import BackendRefused
 
 
 def _hexf(x: float) -> str:
@@ -75,8 +75,8 @@ def _first_member_difference(ours_rewards, members) -> str:
 
 
 def run_row(adapter, session, case) -> dict:
-    from ...es.paper_loop import run_paper_loop
-    from ...es.schedule import paper_seed_stream
+    from .loop import run_paper_loop
+    from esverify.es.schedule import paper_seed_stream
     try:
         ours_backend, child_backend = session.backend(case)
     except BackendRefused as exc:
