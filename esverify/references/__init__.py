@@ -53,14 +53,13 @@ class Reference:
 
 
 def load(spec: str):
-    """The object a ``"module:attr"`` string names; ImportError/AttributeError/KeyError otherwise.
+    """The object a ``"module:attr"`` string names (attr may be dotted); ImportError/AttributeError otherwise.
 
-    attr may be dotted; a part reached in a dict is a key (``"esverify.goldens.es_area:AREAS.es-awd"``).
     Nothing is cached here beyond Python's modules, so a value replaced in its module is seen."""
     module, _, attr = spec.partition(":")
     obj = importlib.import_module(module)
     for part in filter(None, attr.split(".")):
-        obj = obj[part] if isinstance(obj, dict) else getattr(obj, part)
+        obj = getattr(obj, part)
     return obj
 
 

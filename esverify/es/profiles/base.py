@@ -40,3 +40,5 @@ class Profile:
     apply: Callable = field(repr=False)
     version_constant: str = ""                      #: where `version` lives, for messages
     scale: Callable = field(default=lambda alpha, population: alpha / population, repr=False)
+    #: protocol v1's wire config can name it (docs/PROTOCOL.md; protocol.schema.json, config.profile)
+    wire: bool = False

@@ -1,7 +1,7 @@
 """es-at-scale, the ES-at-scale library (docs/references.md): everything esverify knows about it on the parent side.
 
 adapter: the parity adapter (`--ref`); profile: numerics profile `es-at-scale`;
-its golden area is the trainer area of esverify.goldens.es_area. Its child
+golden_area: its golden area (the Trainer area of esverify.goldens.es_area). Its child
 driver is oracles/driver_es_at_scale.py.
 """
 from esverify.references import Reference
@@ -10,5 +10,5 @@ REFERENCE = Reference(
     name="es-at-scale",
     adapter="esverify.references.es_at_scale.adapter:ADAPTER",
     profiles=("esverify.references.es_at_scale.profile:PROFILE",),
-    golden_areas=("esverify.goldens.es_area:AREAS.es-at-scale",),
+    golden_areas=("esverify.references.es_at_scale.golden_area:AREA",),
 )

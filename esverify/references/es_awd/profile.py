@@ -93,4 +93,4 @@ def apply(theta, acc, scale, rule, first, numel, out):
 
 PROFILE = Profile(name="es-awd", version=VERSION, rules=("cpu", "cuda"), rule_for=rule_for,
                   perturb=perturb, new_acc=new_acc, accumulate=accumulate, apply=apply,
-                  version_constant="esverify.references.es_awd.profile.VERSION")
+                  version_constant="esverify.references.es_awd.profile.VERSION", wire=True)

@@ -50,7 +50,7 @@ def _f64s(xs) -> dict:
     return encode(np.asarray(xs, dtype=np.float64))
 
 
-def _f64_from_bits(array: dict) -> np.ndarray:
+def f64_from_bits(array: dict) -> np.ndarray:
     if array["format"] != "f64":
         raise ValueError(f"expected an f64 bit array, got {array['format']}")
     return decode(array).view(np.float64)
@@ -170,7 +170,7 @@ def recompute(vector: dict, backend: str) -> dict:
     """run_skill_loop on CPU with noise backend `backend` (a label of backend_targets) and the prescribed rewards."""
     from . import loop as S
     from esverify.es.numerics import NAME_DTYPES
-    from esverify.goldens.es_area import _tensor_from_bits
+    from esverify.goldens.es_area import tensor_from_bits
     targets = _targets()
     if backend not in targets:
         raise ValueError(f"skill-sample backend {backend!r} is unknown or not available here; "
@@ -181,14 +181,14 @@ def recompute(vector: dict, backend: str) -> dict:
     x = vector["inputs"]
     if x["kind"] == "skill-utilities":
         return {"utilities": _f64s(P.utilities())}
-    flat = _tensor_from_bits(x["params"], (len(x["params"]["values"]),), "cpu")
+    flat = tensor_from_bits(x["params"], (len(x["params"]["values"]),), "cpu")
     if flat.dtype != NAME_DTYPES[x["dtype"]]:
         raise ValueError(f"vector {vector['id']!r}: params are {x['params']['format']}, dtype says {x['dtype']}")
-    rewards = [_f64_from_bits(g["rewards"]).tolist() for g in x["generations"]]
+    rewards = [f64_from_bits(g["rewards"]).tolist() for g in x["generations"]]
     calls = iter([r for gen in rewards for r in gen])
     contract = x["noise"] == "contract"
     out = S.run_skill_loop(flat, generations=len(rewards), population=x["population"],
-                           sigma=float(_f64_from_bits(x["sigma"])[0]), lr=float(_f64_from_bits(x["lr"])[0]),
+                           sigma=float(f64_from_bits(x["sigma"])[0]), lr=float(f64_from_bits(x["lr"])[0]),
                            seed_base=x["seed_base"], noise=x["noise"], mapping=x.get("mapping", "poly32"),
                            backend=targets[backend] if contract else None, reward=lambda v: next(calls))
     got = {}

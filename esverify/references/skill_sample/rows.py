@@ -20,7 +20,7 @@ from esverify.oracle import compare as _compare
 from esverify.oracle import paramsets
 from esverify.oracle.case_model import REWARD_TARGET
 from esverify.oracle.rewards import loop_reward as reward
-from esverify.oracle.session import BackendRefused
+from esverify.oracle.noise_policy import BackendRefused
 
 
 def _hexf(x: float) -> str:
