@@ -238,7 +238,7 @@ def draw_notes(found) -> str:
     return "; ".join(parts)
 
 
-def run_case(session, case: Case) -> dict:
+def run_loop_case(session, case: Case) -> dict:
     """One loop row on `session` (esverify.oracle.session.Session): our loop, the reference's loop in
     the child, the comparison of the two tapes."""
     from .rows import too_old_python

@@ -174,7 +174,7 @@ def run_row(adapter, session, case) -> dict:
         notes.append(f"{case.op}: {len(found.foreign)} draws with seeds no member of the schedule has")
     if threads > 1 and iterations:
         drift = [k for k, copy in enumerate(ours["copies_before_update"])
-                 if any(not np.array_equal(paramsets.bits_of(a), paramsets.bits_of(b))
+                 if any(not np.array_equal(paramsets.tensor_bits(a), paramsets.tensor_bits(b))
                         for a, b in zip(copy, snapshots[-1] if snapshots else tensors))]
         if drift:
             session.record_finding("restore-drift", case, f"copies {drift} drifted in the last iteration")
