@@ -206,7 +206,9 @@ class Tape:
         caching = bool(call.get("caching", False))
         if method in ("perturb_self_weights", "restore_self_weights"):
             seed = int(values[0])
-            self._check(label, expected_draws(tensors, [seed], caching))
+            # one draw per (seed, slot), caching or not: a slot that reuses another's draw is then seen as
+            # never drawn, and the parent judges that reuse by the one rule of every row (compare.judge_reuse)
+            self._check(label, expected_draws(tensors, [seed]))
             # the caching flag each call got (None: the method has no such parameter, es-at-scale's)
             flag = caching if "caching" in call else None
             if method == "perturb_self_weights":
@@ -220,7 +222,7 @@ class Tape:
                     record.update(restored=True, restore_caching=flag)
         elif method == "update_weights_from_seeds":
             seeds = [int(s) for s in values[0]]
-            self._check(label, expected_draws(tensors, seeds, caching))
+            self._check(label, expected_draws(tensors, seeds))
             self.updates += 1
             path = self.out / f"theirs-update-{self.updates:03d}.npz"
             save_results(path, tensors)

@@ -58,10 +58,13 @@ def op_perturb(case, modules):
     h = case["member_handle"]
     ext.perturb_self_weights(h, case["sigma"])
     audit.check("perturb_self_weights", expected_draws(tensors, [h]))
-    if case["op"] == "restore":
+    extra = {}
+    if case["op"] == "restore":   # the perturbed state, compared too (a slot never perturbed shows there)
+        extra["perturbed"] = case["out"] + "/theirs-perturbed.npz"
+        save_results(extra["perturbed"], tensors)
         ext.restore_self_weights(h, case["sigma"])
         audit.check("restore_self_weights", expected_draws(tensors, [h]))
-    return _finish(case, tensors, audit)
+    return _finish(case, tensors, audit, **extra)
 
 
 def op_update(case, modules):

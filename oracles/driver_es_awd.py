@@ -39,9 +39,9 @@ def _setup(case, modules):
     return utils, model, tensors, anchor
 
 
-def _finish(case, tensors, audit):
+def _finish(case, tensors, audit, **extra):
     save_results(case["out"] + "/theirs.npz", tensors)
-    return {"results": case["out"] + "/theirs.npz", "attribution": audit.result()}
+    return {"results": case["out"] + "/theirs.npz", "attribution": audit.result(), **extra}
 
 
 def op_perturb(case, modules):
@@ -50,10 +50,13 @@ def op_perturb(case, modules):
     h, caching = case["member_handle"], case.get("caching", False)
     utils.apply_seeded_noise_to_parameters(model.parameters(), h, case["sigma"], caching=caching)
     audit.check("apply_seeded_noise_to_parameters(+sigma)", expected_draws(tensors, [h]))
-    if case["op"] == "restore":
+    extra = {}
+    if case["op"] == "restore":   # the perturbed state, compared too (a slot never perturbed shows there)
+        extra["perturbed"] = case["out"] + "/theirs-perturbed.npz"
+        save_results(extra["perturbed"], tensors)
         utils.apply_seeded_noise_to_parameters(model.parameters(), h, -case["sigma"], caching=caching)
         audit.check("apply_seeded_noise_to_parameters(-sigma)", expected_draws(tensors, [h]))
-    return _finish(case, tensors, audit)
+    return _finish(case, tensors, audit, **extra)
 
 
 def op_update(case, modules):

@@ -42,13 +42,14 @@ class OursResult:
     tensors: list                     #: result tensors in slot order (f64 coefficients for zscore)
     command: dict                     #: case fields the child needs (handles, seeds, coeffs, ...)
     rewards: list | None = None       #: loop: rewards per iteration, member order
+    perturbed: list | None = None     #: restore: the perturbed state before the restore (copies)
 
 
 def _hex(seed: int) -> str:
     return f"0x{seed:016x}"
 
 
-class _Trainer(Trainer):
+class SlotMappedTrainer(Trainer):
     """The trainer with an optional slot -> noise-slot map (the `reuse` what-if; identity otherwise)."""
     slot_map: dict = {}
 
@@ -56,15 +57,15 @@ class _Trainer(Trainer):
         return super().stream_seed(member, self.slot_map.get(slot, slot), iteration)
 
 
-def _trainer(case: Case, named, config: Config, backend, table: dict, slot_map=None) -> _Trainer:
+def _trainer(case: Case, named, config: Config, backend, table: dict, slot_map=None) -> SlotMappedTrainer:
     """A trainer for `case`: contract noise, or torch noise seeded with the handles of `table`
     (u64 member seed -> handle, filled by the caller before any draw)."""
     if case.noise == "native":
         def torch_seed(member_seed, table=table):
             return table[member_seed]
-        trainer = _Trainer(named, config, noise="torch", torch_seed=torch_seed)
+        trainer = SlotMappedTrainer(named, config, noise="torch", torch_seed=torch_seed)
     else:
-        trainer = _Trainer(named, config, backend=backend)
+        trainer = SlotMappedTrainer(named, config, backend=backend)
     trainer.slot_map = dict(slot_map or {})
     return trainer
 
@@ -112,9 +113,11 @@ def prepare(case: Case, names, tensors, anchor, seed: int, mapping: str, backend
 
         def compute():
             trainer.perturb(m)
-            if case.op == "restore":
+            perturbed = None
+            if case.op == "restore":   # the perturbed state is compared too: a slot never perturbed shows there
+                perturbed = [t.clone() for t in tensors]
                 trainer.restore(m)
-            return OursResult(tensors, command)
+            return OursResult(tensors, command, perturbed=perturbed)
         return command, compute
     if case.kind == "decay":
         command = {"handles": {}, "decay": case.decay, "lambda": case.lam}
