@@ -163,6 +163,7 @@ class Tape:
         self.events: list = []
         self.saved: list = []
         self.updates = 0
+        self.engines: list = []   # the precision each engine was launched with, by engine
         # under native noise torch draws itself: there is nothing for the hook to count
         self.native = case.get("noise", "contract") == "native"
         # the loop's logging folder, and its files as the last update left them: what the loop wrote
@@ -288,6 +289,7 @@ class Tape:
                  "files": sorted(k for k, v in self._files().items() if self.logs_at_update.get(k) != v)}
         return {"results": str(final), "tape": {"iterations": self.iterations, "updates": self.updates,
                                                  "saved": saved, "events": self.events[-200:],
+                                                 "engine_precisions": self.engines,
                                                  "after_last_update": after},
                 "attribution": self.audit.result()}
 
@@ -300,12 +302,17 @@ class LoopModel(StandInModel):
         return dict(zip(self.names, self.tensors))
 
 
-def _engines(case, worker_cls, tape, count):
+def _engines(case, worker_cls, tape, count, precision=None):
+    """`count` stand-in engines on copies of the case's set, launched with `precision` (recorded on the
+    tape: the report names it, and each engine computes its rewards in it)."""
     names, tensors = load_set(case["set"], case["device"])
     engines: list = []
+    tape.audit.names = list(names)   # the accounting names its slots
+    tape.engines.extend(loop_stubs.precision_name(precision) for _ in range(count))
     for j in range(count):
         model = LoopModel(names, [t.clone() for t in tensors])
-        engines.append(loop_stubs.StandInEngine(j, engines, worker_cls, model, StandInModelRunner, tape, reward))
+        engines.append(loop_stubs.StandInEngine(j, engines, worker_cls, model, StandInModelRunner, tape, reward,
+                                                precision))
     table = {int(h): int(s, 16) for h, s in case["handles"].items()}
     HOOK.configure(engines[0].model, table, case["scheme"], case["mapping"], case["backend"])
     return engines
@@ -404,7 +411,6 @@ def op_fit(case, modules):
     out = Path(case["out"])
     logs = _fresh_logs(out)
     tape = Tape(out, case)
-    engines = _engines(case, worker_mod.WorkerExtension, tape, case["engines"])
     inputs, targets = _prompts(case["data"])
     size = case["batch_size"]
     loader = [(inputs[k:k + size], targets[k:k + size]) for k in range(0, len(inputs), size)]
@@ -412,8 +418,14 @@ def op_fit(case, modules):
     evals = {"stand-in": [(eval_inputs, eval_targets)]} if eval_inputs else {}
     cls = trainer_mod.EvolutionStrategiesTrainer
 
-    def launch_engines(self, num_engines=4, n_gpu_per_vllm_engine=1, model_name=None, precision=None, **kwargs):
-        return engines[:int(num_engines)], []
+    # the precision the reference launches with: what its call passes, else its own launch_engines' default
+    own = _default_of(cls.launch_engines, "precision")
+    launched = {}
+
+    def launch_engines(self, num_engines=4, n_gpu_per_vllm_engine=1, model_name=None, precision=own, **kwargs):
+        if not launched:
+            launched["engines"] = _engines(case, worker_mod.WorkerExtension, tape, case["engines"], precision)
+        return launched["engines"][:int(num_engines)], []
 
     shaping = sys.modules.get("es_at_scale.utils.reward_shaping")
     settings = {}
@@ -440,9 +452,20 @@ def op_fit(case, modules):
             seams.restore_signals()   # its handlers would exit the child on SIGINT/SIGTERM (docs/references.md §5.1)
             settings = _settings(seams, before)
             _run("fit", trainer.fit, callee=cls.fit)
-    reply = tape.finish(engines)
+    if not launched:
+        raise RuntimeError("fit never called launch_engines: no engine ran")
+    reply = tape.finish(launched["engines"])
     reply["settings"] = settings
     return reply
+
+
+def _default_of(fn, parameter):
+    """The default of `parameter` in fn's signature (None when it has none or cannot be read)."""
+    try:
+        value = inspect.signature(fn).parameters[parameter].default
+    except (KeyError, TypeError, ValueError):
+        return None
+    return None if value is inspect.Parameter.empty else value
 
 
 # ----------------------------------------------------------------- es-awd: main
@@ -459,7 +482,7 @@ def main_argv(case, experiment_dir: Path, run_name: str) -> list:
             "--alpha", repr(float(case["alpha"])), "--population_size", str(case["population"]),
             "--num_engines", str(case["engines"]), "--num_iterations", str(case["iterations"]),
             "--experiment_dir", str(experiment_dir), "--run_name", run_name, "--cuda_devices", "",
-            "--precision", PRECISION.get(case.get("dtype", ""), "float32"),
+            "--precision", case.get("precision") or PRECISION.get(case.get("dtype", ""), "float32"),
             "--weight_decay_type", case["decay"], "--weight_decay_lambda", repr(float(case["lambda"])),
             "--eval_interval", "0", "--wandb_project", "esverify-parity", "--wandb_mode", "disabled"]
     if case["mirror"]:
@@ -480,8 +503,11 @@ def op_main(case, modules):
     tape = Tape(out, case)
     launched: list = []
 
-    def launch_engines(num_engines, model_name=None, precision=None, *args, **kwargs):
-        launched.extend(_engines(case, worker_mod.WorkerExtension, tape, int(num_engines)))
+    # the precision the reference launches with: what its call passes, else its launch_engines' default
+    own = _default_of(getattr(es, "launch_engines", None), "precision")
+
+    def launch_engines(num_engines, model_name=None, precision=own, *args, **kwargs):
+        launched.extend(_engines(case, worker_mod.WorkerExtension, tape, int(num_engines), precision))
         return launched, [loop_stubs.Inert() for _ in launched]
 
     def get_data(tokenizer, *args, **kwargs):

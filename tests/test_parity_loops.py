@@ -223,6 +223,12 @@ EXPECTED = {
     "restore-caching-ignored": ({"fail": _both(["main-caching"], [F, B, M])},
                                 "iteration 1: caching handed to the restore of member 0"),
     "noise-f64-then-cast": ({"fail": _rows(AWD_DRAWING, [F, B, M], ("/native",))}, "iteration 1: reward of member 0"),
+    # the stand-in engines compute rewards in the precision they are launched with (issue 34)
+    "fit-engines-float16": ({"fail": _rows(["fit"], [F, B, M])}, "theirs launched in float16, documented bfloat16"),
+    "fit-engines-default-float16": ({"fail": _rows(["fit"], [F, B, M])},
+                                    "theirs launched in float16, documented bfloat16"),
+    # the bf16 rows hand --precision bfloat16 anyway; f32 and mixed hand float32
+    "main-engines-bfloat16": ({"fail": _both(ALL_MAIN, [F, M])}, "theirs launched in bfloat16, documented float32"),
 }
 #: mutants whose fault changes nothing the last iteration leaves behind: run for 2 iterations
 ITERATIONS = {"broadcast-before-update": 2, "snapshot-every-iteration": 2}
@@ -269,6 +275,27 @@ def test_loop_mutant_fails_exactly_its_rows(tmp_path, name):
             said = words[status] if isinstance(words, dict) else words
             assert op in detail and (said in detail or op not in LOOP_OPS), f"{name} {case}: {detail}"
     assert result.exit_code == 1
+
+
+@pytest.mark.slow
+def test_reuse_of_an_equal_size_draw_gets_one_verdict_in_every_row_kind(tmp_path):
+    """A reference that reuses, within a call, one draw per (seed, element count, dtype, device): under
+    torch's generator and correlated contract noise that is the same computation (every row passes, the
+    restore and `layers` rows too), under iid the reuse artifact in every row that draws, single-op,
+    in-process loop and `fit` alike (ours replays the same reuse and agrees bit for bit; issue 34)."""
+    from standins.mutants import make_mutant
+    clone = make_mutant(tmp_path, "reuse-equal-size-every-draw")
+    result = run_parity(Options(ref=str(clone), target="es-at-scale", devices=("cpu",), dtypes=("f32", "bf16"),
+                                schemes=("iid", "correlated"), iterations=1, small=True,
+                                out=str(tmp_path / "out"), quiet=True))
+    frame = result.frame
+    drawing_iid = frame["op"].isin(["perturb", "restore", "update", "loop", "fit"]) & (frame["scheme"] == "iid")
+    assert set(frame.loc[drawing_iid, "op"]) == {"perturb", "restore", "update", "loop", "fit"}
+    wrong = frame.loc[drawing_iid & (frame["status"] != "artifact"), ["case", "status", "detail"]]
+    assert wrong.empty, wrong.to_string()
+    assert all("ours with the same reuse agrees bit for bit" in d for d in frame.loc[drawing_iid, "detail"])
+    others = frame.loc[~drawing_iid & (frame["status"] != "pass"), ["case", "status", "detail"]]
+    assert others.empty, others.to_string()
 
 
 @pytest.mark.slow

@@ -51,6 +51,9 @@ from .loop_compare import compare_tapes
 from .ours import SlotMappedTrainer, reward
 from .adapters import get, loop_spec
 
+#: LoopSpec.engine_dtype -> the torch dtype our rewards are computed in (None: the weights' own)
+ENGINE_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32, "auto": None}
+
 #: the small evaluation set each loop gets, so its evaluation path runs (the references' evaluation
 #: steps); engine 0 generates on it unperturbed, and nothing of it is compared
 EVAL_DATA = (0.005, -0.015)
@@ -86,15 +89,16 @@ class _Replicas:
                     mine.copy_(source)
 
 
-def _evaluate(replicas, members, targets, engines):
-    """Perturb each member on its engine, score every target, restore; members: trainer member ids."""
+def _evaluate(replicas, members, targets, engines, dtype=None):
+    """Perturb each member on its engine, score every target (the reward in the engines' documented
+    precision `dtype`), restore; members: trainer member ids."""
     records = []
     for start in range(0, len(members), engines):
         group = members[start:start + engines]
         for j, m in enumerate(group):
             replicas.trainers[j].perturb(m)
         for j, m in enumerate(group):
-            records.append({"member": m, "engine": j, "rewards": [reward(replicas.tensors[j], t) for t in targets]})
+            records.append({"member": m, "engine": j, "rewards": [reward(replicas.tensors[j], t, dtype) for t in targets]})
         for j, m in enumerate(group):
             replicas.trainers[j].restore(m)
     return records
@@ -112,6 +116,7 @@ def run_ours(case: Case, names, tensors, seed, mapping: str, backend, slot_map=N
                     scheme=case.scheme, mapping=mapping, profile=get(case.target).profile, seed=int(seed or 0),
                     shaping="zscore", anchor_decay=decay, anchor_lambda=lam, seed_schedule=spec.schedule)
     replicas = _Replicas(names, tensors, config, backend, engines, case.extra.get("noise", "contract"), slot_map)
+    dtype = ENGINE_DTYPES[spec.engine_dtype]   # the precision the reference documents for its engines
     lead = replicas.trainers[0]
     n = case.population
     tape = {"iterations": [], "updates": 0}
@@ -122,7 +127,7 @@ def run_ours(case: Case, names, tensors, seed, mapping: str, backend, slot_map=N
             evaluations, per_member = [], {m: [] for m in range(n)}
             for start in range(0, len(spec.data), spec.mini_batch):
                 batch = spec.data[start:start + spec.mini_batch]
-                for rec in _evaluate(replicas, list(range(n)), batch, engines):
+                for rec in _evaluate(replicas, list(range(n)), batch, engines, dtype):
                     evaluations.append(rec)
                     per_member[rec["member"]].append(rec["rewards"])
             rewards = [batch_weighted_mean(per_member[m]) for m in range(n)]
@@ -135,9 +140,9 @@ def run_ours(case: Case, names, tensors, seed, mapping: str, backend, slot_map=N
             # one pass per sign, each in groups of the engines (docs/references.md §5.2): engine 0 runs the
             # seeds at positions 0, E, 2E, ... of each pass, which shows in its bits as (x + t) - t
             half = len(update_seeds)
-            evaluations = (_evaluate(replicas, order[:half], spec.data, engines) +
-                           _evaluate(replicas, order[half:], spec.data, engines)) if mirror else \
-                _evaluate(replicas, order, spec.data, engines)
+            evaluations = (_evaluate(replicas, order[:half], spec.data, engines, dtype) +
+                           _evaluate(replicas, order[half:], spec.data, engines, dtype)) if mirror else \
+                _evaluate(replicas, order, spec.data, engines, dtype)
             rewards = np.empty(n)
             rewards[order] = [mean_reward(rec["rewards"]) for rec in evaluations]
             stats = lead.update(rewards, order=order)   # numpy mean/std over the evaluation order
@@ -309,6 +314,14 @@ def run_case(session, case: Case) -> dict:
             notes.insert(0, f"{case.op}: {text}")
     if settings_note:
         notes.append(settings_note)
+    launched = list(theirs.get("engine_precisions") or [])
+    if launched:   # the report names the precision each engine was launched with
+        settings = (settings + " " if settings else "") + "engines=" + ",".join(launched)
+        other = sorted({p for p in launched if p.split(" ")[0] != spec.engine_dtype})
+        if other:
+            notes.insert(0, f"engines: theirs launched in {', '.join(other)}, documented {spec.engine_dtype}: the "
+                            "stand-in engines compute each reward in the precision they are launched with, ours "
+                            "in the documented one")
     for i, it in enumerate(ours["iterations"]):
         repeated = duplicate_seeds(it["update"]["seeds"])
         if repeated and spec.merges_equal_seeds:   # members keyed by seed value (docs/references.md §5)

@@ -142,9 +142,11 @@ def run_single(session, case) -> dict:
         sources = _compare.reuse_sources([k for k in found.missing if k not in untouched], layout)
         if case.scheme == "iid" and sources and (cmp.mismatches or other) and not found.eager:
             whatif = _whatif(session, case, dtype, variant, backend, sources, theirs, theirs_dtypes, result_names,
-                             perturbed[0] if perturbed is not None else None)
+                             perturbed[0] if perturbed is not None else None, reply.get("rewards", []),
+                             [it["coeffs"] for it in ours.command.get("iterations", [])] if case.op == "loop" else None)
+    # the what-if compares what `other` names too (a restore's perturbed state, the loop's rewards)
     status, diagnoses, notes = _compare.diagnose(case.scheme, cmp, other, found, untouched, sources, whatif,
-                                                 whatif_covers_note=perturbed is not None and not reward_note)
+                                                 whatif_covers_note=True)
     if cmp.mismatches:
         notes.append(f"{case.op}{' (population %d)' % case.population if case.kind == 'update' else ''}: "
                      f"{cmp.summary()}")
@@ -175,19 +177,24 @@ def _perturbed(out, reply, ours, result_names):
 
 
 def _whatif(session, case, dtype, variant, backend, sources, theirs, theirs_dtypes, result_names,
-            theirs_perturbed=None):
+            theirs_perturbed=None, theirs_rewards=(), loop_coeffs=None):
     """Ours re-run with the reference's noise reuse (slot k draws slot sources[k]'s noise),
     compared with theirs (and, for a restore, the perturbed state too: its mismatches count when the
-    result agrees): the `reuse` diagnosis under iid (compare.diagnose)."""
+    result agrees; for the in-process loop its rewards too): the `reuse` diagnosis under iid
+    (compare.diagnose)."""
     names, tensors = session.fresh(dtype, case.big, variant, case.device, case.shapes, case.ties)
     anchor = session.fresh(dtype, case.big, "base", case.device, case.shapes, case.ties)[1] \
         if session.adapter.needs_anchor(case) else None
     try:
         again = _ours.run(case, names, tensors, anchor, session.opts.seed, session.opts.mapping, backend,
-                          slot_map=sources)
+                          slot_map=sources, loop_coeffs=loop_coeffs)
     except Exception:  # noqa: BLE001 - no what-if, no artifact: the row stays a fail
         return None
     cmp = _compare.compare(again.tensors, theirs, theirs_dtypes, result_names)
+    if case.op == "loop" and not cmp.mismatches and not cmp.layout_error:
+        note = _compare.compare_rewards(again.rewards, theirs_rewards)
+        if note:   # the rewards still differ with the same reuse: counted as one more difference
+            return _compare.Comparison(elements=cmp.elements, mismatches=1, first_index=note)
     if theirs_perturbed is not None and again.perturbed is not None and not cmp.mismatches and not cmp.layout_error:
         inner = _compare.compare(again.perturbed, theirs_perturbed, theirs_dtypes, result_names)
         if inner.mismatches or inner.layout_error:

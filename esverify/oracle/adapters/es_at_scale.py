@@ -18,6 +18,8 @@ FIT_ENGINES = 2
 #: one dataloader batch of 5 prompts per iteration, mini-batches of 2, 2 and 1
 FIT_DATA = (0.01, -0.02, 0.03, 0.0, -0.005)
 FIT_MINI_BATCH = 2
+#: the precision fit's engines are launched with: launch_engines' default, bfloat16 (docs/references.md §5.1)
+FIT_ENGINE_DTYPE = "bfloat16"
 
 
 class EsAtScale(Adapter):
@@ -80,6 +82,7 @@ class EsAtScale(Adapter):
         return LoopSpec(style="batched", engines=FIT_ENGINES, schedule="es-at-scale", data=FIT_DATA,
                         mini_batch=FIT_MINI_BATCH, extra_update=True, finding="fit-extra-update",
                         first_record=0, saves="any", merges_equal_seeds=True,
+                        engine_dtype=FIT_ENGINE_DTYPE,
                         command={"op": "fit", "engines": FIT_ENGINES, "batch_size": len(FIT_DATA),
                                  "mini_batch_size": FIT_MINI_BATCH})
 
