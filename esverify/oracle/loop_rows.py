@@ -98,7 +98,8 @@ def _evaluate(replicas, members, targets, engines, dtype=None):
         for j, m in enumerate(group):
             replicas.trainers[j].perturb(m)
         for j, m in enumerate(group):
-            records.append({"member": m, "engine": j, "rewards": [reward(replicas.tensors[j], t, dtype) for t in targets]})
+            records.append({"member": m, "engine": j,
+                            "rewards": [reward(replicas.tensors[j], t, dtype) for t in targets]})
         for j, m in enumerate(group):
             replicas.trainers[j].restore(m)
     return records

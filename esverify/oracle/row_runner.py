@@ -169,10 +169,12 @@ def _perturbed(out, reply, ours, result_names):
         return None
     try:
         if out.resolve() not in Path(path).resolve().parents:
-            return None, f"protocol violation by the child: its perturbed-state file {path!r} is outside the case folder"
+            return None, (f"protocol violation by the child: its perturbed-state file {path!r} is outside the "
+                          "case folder")
         _, bits, dtypes = paramsets.read(path)
     except Exception as exc:  # noqa: BLE001 - the child wrote the file: a bad one is its protocol error
-        return None, f"protocol violation by the child: its perturbed-state file cannot be read ({type(exc).__name__}: {exc})"
+        return None, (f"protocol violation by the child: its perturbed-state file cannot be read "
+                      f"({type(exc).__name__}: {exc})")
     return bits, _compare.compare(ours.perturbed, bits, dtypes, result_names)
 
 
