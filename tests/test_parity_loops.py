@@ -314,6 +314,32 @@ def test_loop_equivalents_and_unseen_faults_pass_every_row(tmp_path, name):
     assert result.exit_code == 0
 
 
+def test_engine_precision_rounds_the_weights_before_the_reward():
+    """A stand-in engine computes its reward on its weights rounded to the precision it was launched with
+    (issue 34): float16 and bfloat16 give other rewards than float32 on the same weights, and our reward in
+    the documented precision is the child's bit for bit."""
+    import importlib.util
+    import torch
+    from esverify.oracle.rewards import loop_reward
+    spec = importlib.util.spec_from_file_location("loop_stubs_under_test", oracles_dir() / "loop_stubs.py")
+    stubs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stubs)
+    g = torch.Generator().manual_seed(5)
+    weights = [torch.randn(7, 3, generator=g) * 0.1, torch.randn(5, generator=g, dtype=torch.float64)]
+    by = {}
+    for name in ("float32", "float16", "bfloat16", "auto"):
+        dtype = stubs.precision_dtype(name)
+        by[name] = loop_reward(weights, 0.01, dtype)
+        rounded = weights if dtype is None else [w.to(dtype) for w in weights]
+        assert np.float64(by[name]).tobytes() == np.float64(loop_reward(rounded, 0.01)).tobytes()
+    assert len({np.float64(v).tobytes() for v in (by["float32"], by["float16"], by["bfloat16"])}) == 3
+    assert by["auto"] == loop_reward(weights, 0.01)      # the weights' own dtypes (one is f64)
+    assert stubs.precision_dtype("fp16") is torch.float16 and stubs.precision_dtype(torch.bfloat16) is torch.bfloat16
+    assert stubs.precision_name("bf16") == "bfloat16"
+    with pytest.raises(ValueError, match="unknown precision 'float8'"):
+        stubs.precision_dtype("float8")
+
+
 def test_loop_global_seed_runs_the_fallback_and_a_given_seed():
     """f32 rows hand global seed 0 (the reference's `or 42` runs), the others a seed that is not the fallback,
     so a changed fallback and an ignored seed both show (loop mutants seed-fallback-changed, global-seed-ignored)."""
