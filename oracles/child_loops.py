@@ -170,6 +170,7 @@ class Tape:
         self.events: list = []
         self.saved: list = []
         self.updates = 0
+        self.engines: list = []   # the precision each engine was launched with, by engine
         # under native noise torch draws itself: there is nothing for the hook to count
         self.native = case.get("noise", "contract") == "native"
         # the loop's logging folder, and its files as the last update left them: what the loop wrote
@@ -213,7 +214,9 @@ class Tape:
         caching = bool(call.get("caching", False))
         if method in ("perturb_self_weights", "restore_self_weights"):
             seed = int(values[0])
-            self._check(label, expected_draws(tensors, [seed], caching))
+            # one draw per (seed, slot), caching or not: a slot that reuses another's draw is then seen as
+            # never drawn, and the parent judges that reuse by the one rule of every row (compare.judge_reuse)
+            self._check(label, expected_draws(tensors, [seed]))
             # the caching flag each call got (None: the method has no such parameter, es-at-scale's)
             flag = caching if "caching" in call else None
             if method == "perturb_self_weights":
@@ -227,7 +230,7 @@ class Tape:
                     record.update(restored=True, restore_caching=flag)
         elif method == "update_weights_from_seeds":
             seeds = [int(s) for s in values[0]]
-            self._check(label, expected_draws(tensors, seeds, caching))
+            self._check(label, expected_draws(tensors, seeds))
             self.updates += 1
             path = self.out / f"theirs-update-{self.updates:03d}.npz"
             save_results(path, tensors)
@@ -293,6 +296,7 @@ class Tape:
                  "files": sorted(k for k, v in self._files().items() if self.logs_at_update.get(k) != v)}
         return {"results": str(final), "tape": {"iterations": self.iterations, "updates": self.updates,
                                                  "saved": saved, "events": self.events[-200:],
+                                                 "engine_precisions": self.engines,
                                                  "after_last_update": after},
                 "attribution": self.audit.result()}
 
@@ -305,12 +309,17 @@ class LoopModel(StandInModel):
         return dict(zip(self.names, self.tensors))
 
 
-def engines(case, worker_cls, tape, count):
+def engines(case, worker_cls, tape, count, precision=None):
+    """`count` stand-in engines on copies of the case's set, launched with `precision` (recorded on the
+    tape: the report names it, and each engine computes its rewards in it)."""
     names, tensors = load_set(case["set"], case["device"])
     engines: list = []
+    tape.audit.names = list(names)   # the accounting names its slots
+    tape.engines.extend(loop_stubs.precision_name(precision) for _ in range(count))
     for j in range(count):
         model = LoopModel(names, [t.clone() for t in tensors])
-        engines.append(loop_stubs.StandInEngine(j, engines, worker_cls, model, StandInModelRunner, tape, reward))
+        engines.append(loop_stubs.StandInEngine(j, engines, worker_cls, model, StandInModelRunner, tape, reward,
+                                                precision))
     table = {int(h): int(s, 16) for h, s in case["handles"].items()}
     HOOK.configure(engines[0].model, table, case["scheme"], case["mapping"], case["backend"])
     return engines
@@ -375,3 +384,13 @@ class Noise:
         if self.noise == "native":
             child_server.install_hook()
         return False
+
+
+def default_of(fn, parameter):
+    """The default of `parameter` in fn's signature (None when it has none or cannot be read): the
+    precision a loop's own launch_engines launches with when its caller passes none."""
+    try:
+        value = inspect.signature(fn).parameters[parameter].default
+    except (KeyError, TypeError, ValueError):
+        return None
+    return None if value is inspect.Parameter.empty else value

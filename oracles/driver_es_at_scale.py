@@ -71,10 +71,13 @@ def op_perturb(case, modules):
     h = case["member_handle"]
     ext.perturb_self_weights(h, case["sigma"])
     audit.check("perturb_self_weights", expected_draws(tensors, [h]))
-    if case["op"] == "restore":
+    extra = {}
+    if case["op"] == "restore":   # the perturbed state, compared too (a slot never perturbed shows there)
+        extra["perturbed"] = case["out"] + "/theirs-perturbed.npz"
+        save_results(extra["perturbed"], tensors)
         ext.restore_self_weights(h, case["sigma"])
         audit.check("restore_self_weights", expected_draws(tensors, [h]))
-    return _finish(case, tensors, audit)
+    return _finish(case, tensors, audit, **extra)
 
 
 def op_update(case, modules):
@@ -139,7 +142,6 @@ def op_fit(case, modules):
     out = Path(case["out"])
     logs = loops.fresh_logs(out)
     tape = loops.Tape(out, case)
-    engines = loops.engines(case, worker_mod.WorkerExtension, tape, case["engines"])
     inputs, targets = loops.prompts(case["data"])
     size = case["batch_size"]
     loader = [(inputs[k:k + size], targets[k:k + size]) for k in range(0, len(inputs), size)]
@@ -147,8 +149,14 @@ def op_fit(case, modules):
     evals = {"stand-in": [(eval_inputs, eval_targets)]} if eval_inputs else {}
     cls = trainer_mod.EvolutionStrategiesTrainer
 
-    def launch_engines(self, num_engines=4, n_gpu_per_vllm_engine=1, model_name=None, precision=None, **kwargs):
-        return engines[:int(num_engines)], []
+    # the precision the reference launches with: what its call passes, else its own launch_engines' default
+    own = loops.default_of(cls.launch_engines, "precision")
+    launched = {}
+
+    def launch_engines(self, num_engines=4, n_gpu_per_vllm_engine=1, model_name=None, precision=own, **kwargs):
+        if not launched:
+            launched["engines"] = loops.engines(case, worker_mod.WorkerExtension, tape, case["engines"], precision)
+        return launched["engines"][:int(num_engines)], []
 
     shaping = sys.modules.get("es_at_scale.utils.reward_shaping")
     settings = {}
@@ -175,7 +183,9 @@ def op_fit(case, modules):
             seams.restore_signals()   # its handlers would exit the child on SIGINT/SIGTERM (docs/references.md §5.1)
             settings = loops.reference_settings(seams, before)
             loops.run_op("fit", trainer.fit, callee=cls.fit)
-    reply = tape.finish(engines)
+    if not launched:
+        raise RuntimeError("fit never called launch_engines: no engine ran")
+    reply = tape.finish(launched["engines"])
     reply["settings"] = settings
     return reply
 

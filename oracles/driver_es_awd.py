@@ -52,9 +52,9 @@ def _setup(case, modules):
     return utils, model, tensors, anchor
 
 
-def _finish(case, tensors, audit):
+def _finish(case, tensors, audit, **extra):
     save_results(case["out"] + "/theirs.npz", tensors)
-    return {"results": case["out"] + "/theirs.npz", "attribution": audit.result()}
+    return {"results": case["out"] + "/theirs.npz", "attribution": audit.result(), **extra}
 
 
 def op_perturb(case, modules):
@@ -63,10 +63,13 @@ def op_perturb(case, modules):
     h, caching = case["member_handle"], case.get("caching", False)
     utils.apply_seeded_noise_to_parameters(model.parameters(), h, case["sigma"], caching=caching)
     audit.check("apply_seeded_noise_to_parameters(+sigma)", expected_draws(tensors, [h]))
-    if case["op"] == "restore":
+    extra = {}
+    if case["op"] == "restore":   # the perturbed state, compared too (a slot never perturbed shows there)
+        extra["perturbed"] = case["out"] + "/theirs-perturbed.npz"
+        save_results(extra["perturbed"], tensors)
         utils.apply_seeded_noise_to_parameters(model.parameters(), h, -case["sigma"], caching=caching)
         audit.check("apply_seeded_noise_to_parameters(-sigma)", expected_draws(tensors, [h]))
-    return _finish(case, tensors, audit)
+    return _finish(case, tensors, audit, **extra)
 
 
 def op_update(case, modules):
@@ -110,7 +113,7 @@ def main_argv(case, experiment_dir: Path, run_name: str) -> list:
             "--alpha", repr(float(case["alpha"])), "--population_size", str(case["population"]),
             "--num_engines", str(case["engines"]), "--num_iterations", str(case["iterations"]),
             "--experiment_dir", str(experiment_dir), "--run_name", run_name, "--cuda_devices", "",
-            "--precision", PRECISION.get(case.get("dtype", ""), "float32"),
+            "--precision", case.get("precision") or PRECISION.get(case.get("dtype", ""), "float32"),
             "--weight_decay_type", case["decay"], "--weight_decay_lambda", repr(float(case["lambda"])),
             "--eval_interval", "0", "--wandb_project", "esverify-parity", "--wandb_mode", "disabled"]
     if case["mirror"]:
@@ -131,8 +134,11 @@ def op_main(case, modules):
     tape = loops.Tape(out, case)
     launched: list = []
 
-    def launch_engines(num_engines, model_name=None, precision=None, *args, **kwargs):
-        launched.extend(loops.engines(case, worker_mod.WorkerExtension, tape, int(num_engines)))
+    # the precision the reference launches with: what its call passes, else its launch_engines' default
+    own = loops.default_of(getattr(es, "launch_engines", None), "precision")
+
+    def launch_engines(num_engines, model_name=None, precision=own, *args, **kwargs):
+        launched.extend(loops.engines(case, worker_mod.WorkerExtension, tape, int(num_engines), precision))
         return launched, [loop_stubs.Inert() for _ in launched]
 
     def get_data(tokenizer, *args, **kwargs):

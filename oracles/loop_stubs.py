@@ -257,17 +257,46 @@ class _Method:
         return self
 
 
+#: the precision names a loop may launch its engines with (vLLM's `dtype=`, es-awd's --precision, the
+#: paper scripts' torch_dtype); "auto" and None keep each weight's own dtype
+PRECISIONS = {"float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
+              "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+              "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
+              "auto": None, None: None}
+
+
+def precision_dtype(precision):
+    """The torch dtype an engine launched with `precision` (a name above or a torch dtype) computes in;
+    ValueError naming an unknown one."""
+    if isinstance(precision, torch.dtype):
+        return precision
+    key = precision.lower() if isinstance(precision, str) else precision
+    if key not in PRECISIONS:
+        raise ValueError(f"stand-in engine: unknown precision {precision!r} (known: float16, bfloat16, float32, "
+                         "their short names, auto)")
+    return PRECISIONS[key]
+
+
+def precision_name(precision) -> str:
+    """The launched precision as the report names it ('bfloat16', 'auto (the weights' own dtypes)')."""
+    dtype = precision_dtype(precision)
+    return "auto (the weights' own dtypes)" if dtype is None else str(dtype).replace("torch.", "")
+
+
 class StandInEngine:
     """One engine of a loop: a stand-in model, the reference's WorkerExtension on it, a tape.
 
     index: the engine's position; group: the list of all engines (engine 0
     is the broadcast source); worker_cls: the reference's WorkerExtension;
     model / runner: child_server's StandInModel / StandInModelRunner; tape:
-    the shared Tape; reward_fn(tensors, target) -> f64.
+    the shared Tape; reward_fn(tensors, target, dtype) -> f64; precision: what the loop launched the
+    engine with (precision_dtype): the engine generates in it, so each reward is computed on the weights
+    rounded to it, and a loop launching another precision than documented gets other rewards.
     """
 
-    def __init__(self, index, group, worker_cls, model, runner_cls, tape, reward_fn):
+    def __init__(self, index, group, worker_cls, model, runner_cls, tape, reward_fn, precision=None):
         self.index, self.group, self.model, self.tape, self.reward_fn = index, group, model, tape, reward_fn
+        self.precision, self.dtype = precision, precision_dtype(precision)
         self.ext = worker_cls()
         self.ext.model_runner = runner_cls(model)
         # what a vLLM worker carries and init_inter_engine_group reads (docs/references.md §5.1); a
@@ -308,7 +337,7 @@ class StandInEngine:
             if not mark:
                 raise ValueError(f"stand-in engine: prompt {text[:60]!r} carries no <target=...> mark; "
                                  "the loop changed the prompt beyond the template")
-            value = self.reward_fn(self.model.tensors, float(mark.group(1)))
+            value = self.reward_fn(self.model.tensors, float(mark.group(1)), self.dtype)
             self.tape.reward(self, value)
             outputs.append(_RequestOutput(text, [repr(value)] * n))
         return outputs

@@ -229,6 +229,34 @@ def test_skip_is_a_fail_naming_the_slot_never_harmless():
         assert not any("harmless" in n for n in notes)
 
 
+def test_bits_decide_accounting_is_never_a_verdict_over_equal_bits():
+    """A slot the accounting saw no draw for fails only where bits differ; over equal bits the row passes
+    and says that the accounting and the bits disagree (issue 34: 0 of 10,827 elements differing)."""
+    found = _found(missing=[{"slot": 40, "name": "model.norm.weight"}])
+    for scheme in ("iid", "correlated"):
+        status, diagnoses, notes = compare.diagnose(scheme, _cmp(0), "", found, untouched=[40], sources={})
+        assert (status, diagnoses) == ("pass", [])
+        assert "accounting and the bits disagree" in notes[0] and "slot 40 (model.norm.weight)" in notes[0]
+        assert compare.diagnose(scheme, _cmp(0), "rewards first differ", found, [40], {})[:2] == ("fail", ["skip"])
+
+
+def test_judge_reuse_is_one_rule():
+    assert compare.judge_reuse("correlated", False, None, "slot 2 (k) <- slot 1")[0] == "pass"
+    assert compare.judge_reuse("iid", False, None, "p")[0] == "pass"
+    status, text = compare.judge_reuse("correlated", True, None, "p")
+    assert status == "fail" and "not the reuse" in text
+    assert compare.judge_reuse("iid", True, True, "p")[0] == "artifact"
+    status, text = compare.judge_reuse("iid", True, False, "slot 2 (k) <- slot 1", 7)
+    assert status == "fail" and "reused noise (slot 2 (k) <- slot 1" in text and "7 element(s) still differ" in text
+    status, text = compare.judge_reuse("iid", True, False, "p", "iteration 1: reward of member 0")
+    assert status == "fail" and "still differs (iteration 1: reward of member 0)" in text
+
+
+def test_reuse_sources_take_a_same_dtype_draw_of_equal_size_before_another_dtype_of_equal_shape():
+    layout = [("f32", (6,)), ("bf16", (2, 3)), ("f32", (3, 2)), ("bf16", (3, 2))]
+    assert compare.reuse_sources([2, 3], layout) == {2: 0, 3: 1}
+
+
 def test_reuse_is_an_artifact_under_iid_only_when_ours_with_the_reuse_agrees():
     found = _found(missing=[{"slot": 2, "name": "k"}])
     status, diagnoses, notes = compare.diagnose("iid", _cmp(9, ["k"]), "", found, [], {2: 1}, whatif=_cmp(0))

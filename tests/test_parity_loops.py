@@ -223,6 +223,12 @@ EXPECTED = {
     "restore-caching-ignored": ({"fail": _both(["main-caching"], [F, B, M])},
                                 "iteration 1: caching handed to the restore of member 0"),
     "noise-f64-then-cast": ({"fail": _rows(AWD_DRAWING, [F, B, M], ("/native",))}, "iteration 1: reward of member 0"),
+    # the stand-in engines compute rewards in the precision they are launched with (issue 34)
+    "fit-engines-float16": ({"fail": _rows(["fit"], [F, B, M])}, "theirs launched in float16, documented bfloat16"),
+    "fit-engines-default-float16": ({"fail": _rows(["fit"], [F, B, M])},
+                                    "theirs launched in float16, documented bfloat16"),
+    # the bf16 rows hand --precision bfloat16 anyway; f32 and mixed hand float32
+    "main-engines-bfloat16": ({"fail": _both(ALL_MAIN, [F, M])}, "theirs launched in bfloat16, documented float32"),
 }
 #: mutants whose fault changes nothing the last iteration leaves behind: run for 2 iterations
 ITERATIONS = {"broadcast-before-update": 2, "snapshot-every-iteration": 2}
@@ -272,6 +278,27 @@ def test_loop_mutant_fails_exactly_its_rows(tmp_path, name):
 
 
 @pytest.mark.slow
+def test_reuse_of_an_equal_size_draw_gets_one_verdict_in_every_row_kind(tmp_path):
+    """A reference that reuses, within a call, one draw per (seed, element count, dtype, device): under
+    torch's generator and correlated contract noise that is the same computation (every row passes, the
+    restore and `layers` rows too), under iid the reuse artifact in every row that draws, single-op,
+    in-process loop and `fit` alike (ours replays the same reuse and agrees bit for bit; issue 34)."""
+    from standins.mutants import make_mutant
+    clone = make_mutant(tmp_path, "reuse-equal-size-every-draw")
+    result = run_parity(Options(ref=str(clone), target="es-at-scale", devices=("cpu",), dtypes=("f32", "bf16"),
+                                schemes=("iid", "correlated"), iterations=1, small=True,
+                                out=str(tmp_path / "out"), quiet=True))
+    frame = result.frame
+    drawing_iid = frame["op"].isin(["perturb", "restore", "update", "loop", "fit"]) & (frame["scheme"] == "iid")
+    assert set(frame.loc[drawing_iid, "op"]) == {"perturb", "restore", "update", "loop", "fit"}
+    wrong = frame.loc[drawing_iid & (frame["status"] != "artifact"), ["case", "status", "detail"]]
+    assert wrong.empty, wrong.to_string()
+    assert all("ours with the same reuse agrees bit for bit" in d for d in frame.loc[drawing_iid, "detail"])
+    others = frame.loc[~drawing_iid & (frame["status"] != "pass"), ["case", "status", "detail"]]
+    assert others.empty, others.to_string()
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted({**LOOP_EQUIVALENTS, **LOOP_UNSEEN}))
 def test_loop_equivalents_and_unseen_faults_pass_every_row(tmp_path, name):
     """The catalogued equivalents and known false passes (each with its reason) pass every row as the mutants
@@ -285,6 +312,32 @@ def test_loop_equivalents_and_unseen_faults_pass_every_row(tmp_path, name):
     frame = result.frame
     assert (frame["status"] == "pass").all(), frame.loc[frame["status"] != "pass", ["case", "detail"]].to_string()
     assert result.exit_code == 0
+
+
+def test_engine_precision_rounds_the_weights_before_the_reward():
+    """A stand-in engine computes its reward on its weights rounded to the precision it was launched with
+    (issue 34): float16 and bfloat16 give other rewards than float32 on the same weights, and our reward in
+    the documented precision is the child's bit for bit."""
+    import importlib.util
+    import torch
+    from esverify.oracle.rewards import loop_reward
+    spec = importlib.util.spec_from_file_location("loop_stubs_under_test", oracles_dir() / "loop_stubs.py")
+    stubs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stubs)
+    g = torch.Generator().manual_seed(5)
+    weights = [torch.randn(7, 3, generator=g) * 0.1, torch.randn(5, generator=g, dtype=torch.float64)]
+    by = {}
+    for name in ("float32", "float16", "bfloat16", "auto"):
+        dtype = stubs.precision_dtype(name)
+        by[name] = loop_reward(weights, 0.01, dtype)
+        rounded = weights if dtype is None else [w.to(dtype) for w in weights]
+        assert np.float64(by[name]).tobytes() == np.float64(loop_reward(rounded, 0.01)).tobytes()
+    assert len({np.float64(v).tobytes() for v in (by["float32"], by["float16"], by["bfloat16"])}) == 3
+    assert by["auto"] == loop_reward(weights, 0.01)      # the weights' own dtypes (one is f64)
+    assert stubs.precision_dtype("fp16") is torch.float16 and stubs.precision_dtype(torch.bfloat16) is torch.bfloat16
+    assert stubs.precision_name("bf16") == "bfloat16"
+    with pytest.raises(ValueError, match="unknown precision 'float8'"):
+        stubs.precision_dtype("float8")
 
 
 def test_loop_global_seed_runs_the_fallback_and_a_given_seed():

@@ -185,19 +185,55 @@ def findings(attribution: dict | None) -> Findings:
 
 def reuse_sources(missing, layout) -> dict:
     """{slot k: slot j} for each missing slot k that could have reused an earlier slot j's noise:
-    same (dtype, shape) first, then same shape, then same element count; earliest first.
-    layout: [(dtype, shape)] per slot."""
+    same (dtype, shape) first, then same dtype and element count (a draw reused reshaped), then same
+    shape, then same element count; earliest first. layout: [(dtype, shape)] per slot."""
     sources = {}
+
+    def numel(shape):
+        return int(np.prod(shape, dtype=np.int64))
     for k in sorted(missing):
         dt, shape = layout[k]
-        numel = int(np.prod(shape, dtype=np.int64))
-        for rank in (lambda j: layout[j] == (dt, shape), lambda j: layout[j][1] == shape,
-                     lambda j: int(np.prod(layout[j][1], dtype=np.int64)) == numel):
+        for rank in (lambda j: layout[j] == (dt, shape),
+                     lambda j: layout[j][0] == dt and numel(layout[j][1]) == numel(shape),
+                     lambda j: layout[j][1] == shape, lambda j: numel(layout[j][1]) == numel(shape)):
             hits = [j for j in range(k) if j not in missing and rank(j)]
             if hits:
                 sources[k] = hits[0]
                 break
     return sources
+
+
+def judge_reuse(scheme: str, differs: bool, whatif_agrees: bool | None, pairs: str, left=None) -> tuple[str, str]:
+    """The one rule for a reference that reused a draw across slots (docs/parity.md, "Diagnoses"), for
+    every row kind: (status, note).
+
+    differs: the row's compared bits differ; whatif_agrees: ours re-run with the same reuse agrees bit
+    for bit (None: not run); pairs: the reuse in words ("slot 4 (k) <- slot 2"); left: what still
+    differs from ours with the same reuse (a count or a described first difference). Under correlated
+    noise the noise of equal-size slots is the same, so reuse is no difference at all: the bits decide.
+    Under iid: `artifact` when ours with the same reuse agrees, else `fail` with both explanations."""
+    if not differs:
+        return "pass", (f"reuse: the reference reused noise ({pairs}; never drawn there), and every compared "
+                        "bit agrees" + (": under correlated noise equal-size slots draw the same noise"
+                                        if scheme != "iid" else ""))
+    if scheme != "iid":
+        return "fail", (f"reuse: the reference reused noise ({pairs}; never drawn there): under correlated noise "
+                        "that is no difference, so the difference is not the reuse")
+    if whatif_agrees:
+        return "artifact", (f"reuse: the reference reused noise ({pairs}; never drawn there): under iid an "
+                            "artifact of the reference (each slot has its own noise), and ours with the same "
+                            "reuse agrees bit for bit; the correlated rows must agree")
+    left = "" if left is None else (f"{left} element(s) still differ" if isinstance(left, int) else
+                                    f"still differs ({left})")
+    return "fail", (f"reuse: the reference reused noise ({pairs}; never drawn there), and "
+                    + (f"ours with the same reuse {left}" if left else "ours with the same reuse could not be run")
+                    + ": not only the reuse")
+
+
+def reuse_pairs(found, sources) -> str:
+    """The reuse in words: 'slot k (name) <- slot j, ...'."""
+    return ", ".join(f"slot {k} ({found.missing[k][0]}) <- slot {sources[k]}" for k in sorted(sources)
+                     if k in found.missing)
 
 
 def _calls(calls) -> str:
@@ -206,17 +242,18 @@ def _calls(calls) -> str:
 
 
 def diagnose(scheme: str, cmp: Comparison, reward_note: str, found: Findings, untouched=(), sources=None,
-             whatif: Comparison | None = None) -> tuple[str, list, list]:
+             whatif: Comparison | None = None, whatif_covers_note: bool = False) -> tuple[str, list, list]:
     """(status, diagnoses, notes) of one row from its comparison and its own draw accounting.
 
     scheme: the row's scheme ("iid"/"correlated"); cmp: ours vs theirs; reward_note: the loop's
     first differing reward ('' when none); untouched: missing slots whose result still equals the
     input bits; sources: {missing slot: slot whose noise it may have reused}; whatif: ours re-run
-    with that reuse vs theirs (iid rows only). The rules (docs/parity.md "Diagnoses"):
+    with that reuse vs theirs (iid rows only); whatif_covers_note: the what-if compared what reward_note
+    names too (a restore's perturbed state), so its agreement alone decides. The rules (docs/parity.md "Diagnoses"):
     - eager: iid -> unverifiable; correlated: verified as usual (the noise does not depend on the slot);
-    - skip (a slot never drawn and untouched, or with nothing to reuse) -> fail, naming the slot;
-    - reuse: iid -> artifact when ours with the reuse agrees bit for bit, else fail; correlated: the
-      comparison decides (it must agree);
+    - skip (a slot never drawn and untouched, or with nothing to reuse) -> fail, naming the slot, where
+      the bits differ; over equal bits only a note that the accounting and the bits disagree (bits decide);
+    - reuse: judge_reuse, the one rule of every row kind;
     - advanced, extra: named in the detail; the comparison decides.
     """
     sources = dict(sources or {})
@@ -239,36 +276,36 @@ def diagnose(scheme: str, cmp: Comparison, reward_note: str, found: Findings, un
             notes.insert(0, text + ", so iid noise cannot be attributed to slots")
         else:
             notes.append(text + "; correlated noise does not depend on the slot, so this row is verified")
+    differs = bool(cmp.mismatches or reward_note)
     skipped = [k for k in sorted(found.missing) if k in untouched or k not in sources]
     reused = [k for k in sorted(found.missing) if k not in skipped]
-    for k in skipped:
-        name, calls = found.missing[k]
-        notes.insert(0, f"skip: slot {k} ({name}) was never drawn in {_calls(calls)} while the case expected "
-                        "draws" + (" and is left unchanged" if k in untouched else ""))
-    if skipped:
+    skip_text = [f"skip: slot {k} ({found.missing[k][0]}) was never drawn in {_calls(found.missing[k][1])} while "
+                 "the case expected draws" + (" and is left unchanged" if k in untouched else "") for k in skipped]
+    if skipped and differs:
+        notes[:0] = skip_text
         diagnoses.append("skip")
         if status != "unverifiable":
             status = "fail"
+    elif skipped:
+        # bits decide: the accounting is a diagnosis of a difference, never a verdict over equal bits
+        notes.append("note: the draw accounting and the bits disagree: " + "; ".join(skip_text)
+                     + ", yet every compared element agrees bit for bit, so the bits decide")
     if reused:
-        diagnoses.append("reuse")
-        pairs = ", ".join(f"slot {k} ({found.missing[k][0]}) <- slot {sources[k]}" for k in reused)
-        if status == "unverifiable" or skipped:
+        pairs = reuse_pairs(found, {k: sources[k] for k in reused})
+        if status == "unverifiable" or (skipped and differs):
+            diagnoses.append("reuse")
             notes.append(f"reuse: {pairs}")
-        elif scheme == "iid" and cmp.mismatches:
-            if whatif is not None and not whatif.layout_error and not whatif.mismatches and not reward_note:
-                status = "artifact"
-                notes.insert(0, f"reuse: the reference reused noise ({pairs}; never drawn there): under iid an "
-                                "artifact of the reference (each slot has its own noise), and ours with the same "
-                                "reuse agrees bit for bit; the correlated rows must agree")
-            else:
-                left = whatif.mismatches if whatif is not None else cmp.mismatches
-                notes.insert(0, f"reuse: the reference reused noise ({pairs}), and {left} element(s) still differ "
-                                "from ours with the same reuse: not only the reuse")
-        elif scheme != "iid":
-            notes.append(f"reuse: the reference reused noise ({pairs}; never drawn there): under correlated "
-                         "noise it must agree" + (", and it does" if not cmp.mismatches else ", and it does not"))
         else:
-            notes.append(f"reuse: {pairs}")
+            agrees = None if whatif is None else (not whatif.layout_error and not whatif.mismatches
+                                                  and (whatif_covers_note or not reward_note))
+            left = None if whatif is None or whatif.layout_error else (whatif.mismatches or None)
+            verdict, text = judge_reuse(scheme, differs, agrees, pairs, left)
+            if verdict != "pass":
+                diagnoses.append("reuse")
+                notes.insert(0, text)
+                status = verdict
+            else:
+                notes.append("note: " + text)
     if found.foreign:
         diagnoses.append("foreign")
         call, entry, seed, slot, name = found.foreign[0]

@@ -41,15 +41,18 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..es import Config, Trainer
+from ..es import Config
 from ..es.schedule import (DEFAULT_GLOBAL_SEED, FIRST_ITERATION, SEED_BOUND, batch_weighted_mean, duplicate_seeds,
                            mean_reward)
 from . import paramsets
 from . import compare as _compare
 from .cases import Case
 from .loop_compare import compare_tapes
-from .ours import reward
+from .ours import SlotMappedTrainer, reward
 from .adapters import get, loop_spec
+
+#: LoopSpec.engine_dtype -> the torch dtype our rewards are computed in (None: the weights' own)
+ENGINE_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32, "auto": None}
 
 #: the small evaluation set each loop gets, so its evaluation path runs (the references' evaluation
 #: steps); engine 0 generates on it unperturbed, and nothing of it is compared
@@ -65,13 +68,15 @@ def _hexs(seed: int) -> str:
 class _Replicas:
     """One trainer per engine, each on its own copy of theta (docs/numerics.md §1: member-parallel replicas)."""
 
-    def __init__(self, names, tensors, config, backend, engines, noise="contract"):
+    def __init__(self, names, tensors, config, backend, engines, noise="contract", slot_map=None):
         self.tensors = [[t.clone() for t in tensors] for _ in range(engines)]
         # replica 0 is built on the initial weights: with decay on, that is the anchor (docs/numerics.md §6).
         # Native noise: torch's own generator seeded with the member seed, which under a numpy seed schedule
         # is the 30-bit seed the reference's loop hands to torch (esverify.es.noise.TorchNoise)
         kind = {"contract": {"backend": backend}, "native": {"noise": "torch"}}[noise]
-        self.trainers = [Trainer(list(zip(names, ts)), config, **kind) for ts in self.tensors]
+        self.trainers = [SlotMappedTrainer(list(zip(names, ts)), config, **kind) for ts in self.tensors]
+        for trainer in self.trainers:   # the reuse what-if: slot k draws slot slot_map[k]'s noise
+            trainer.slot_map = dict(slot_map or {})
 
     def sync_iteration(self):
         for trainer in self.trainers[1:]:
@@ -84,30 +89,35 @@ class _Replicas:
                     mine.copy_(source)
 
 
-def _evaluate(replicas, members, targets, engines):
-    """Perturb each member on its engine, score every target, restore; members: trainer member ids."""
+def _evaluate(replicas, members, targets, engines, dtype=None):
+    """Perturb each member on its engine, score every target (the reward in the engines' documented
+    precision `dtype`), restore; members: trainer member ids."""
     records = []
     for start in range(0, len(members), engines):
         group = members[start:start + engines]
         for j, m in enumerate(group):
             replicas.trainers[j].perturb(m)
         for j, m in enumerate(group):
-            records.append({"member": m, "engine": j, "rewards": [reward(replicas.tensors[j], t) for t in targets]})
+            records.append({"member": m, "engine": j,
+                            "rewards": [reward(replicas.tensors[j], t, dtype) for t in targets]})
         for j, m in enumerate(group):
             replicas.trainers[j].restore(m)
     return records
 
 
-def run_ours(case: Case, names, tensors, seed, mapping: str, backend) -> dict:
+def run_ours(case: Case, names, tensors, seed, mapping: str, backend, slot_map=None) -> dict:
     """Run the loop of `case` with esverify.es on copies of `tensors`; returns our tape (see compare_tapes).
-    seed: the loop's global seed (`loop_global_seed`; 0 or None runs the schedule's `or 42` fallback)."""
+    seed: the loop's global seed (`loop_global_seed`; 0 or None runs the schedule's `or 42` fallback);
+    slot_map: {slot: noise slot} for the reuse what-if (every draw of slot k is slot slot_map[k]'s, as the
+    single-op rows replay it, esverify.oracle.ours)."""
     spec = loop_spec(case)
     updates = loop_updates(case)   # with an extra-update quirk, reproduced
     mirror, caching, decay, lam, engines = spec.mirror, bool(spec.caching), spec.decay, spec.lam, spec.engines
     config = Config(sigma=case.sigma, alpha=case.alpha, population=case.population, antithetic=mirror,
                     scheme=case.scheme, mapping=mapping, profile=get(case.target).profile, seed=int(seed or 0),
                     shaping="zscore", anchor_decay=decay, anchor_lambda=lam, seed_schedule=spec.schedule)
-    replicas = _Replicas(names, tensors, config, backend, engines, case.extra.get("noise", "contract"))
+    replicas = _Replicas(names, tensors, config, backend, engines, case.extra.get("noise", "contract"), slot_map)
+    dtype = ENGINE_DTYPES[spec.engine_dtype]   # the precision the reference documents for its engines
     lead = replicas.trainers[0]
     n = case.population
     tape = {"iterations": [], "updates": 0}
@@ -118,7 +128,7 @@ def run_ours(case: Case, names, tensors, seed, mapping: str, backend) -> dict:
             evaluations, per_member = [], {m: [] for m in range(n)}
             for start in range(0, len(spec.data), spec.mini_batch):
                 batch = spec.data[start:start + spec.mini_batch]
-                for rec in _evaluate(replicas, list(range(n)), batch, engines):
+                for rec in _evaluate(replicas, list(range(n)), batch, engines, dtype):
                     evaluations.append(rec)
                     per_member[rec["member"]].append(rec["rewards"])
             rewards = [batch_weighted_mean(per_member[m]) for m in range(n)]
@@ -131,9 +141,9 @@ def run_ours(case: Case, names, tensors, seed, mapping: str, backend) -> dict:
             # one pass per sign, each in groups of the engines (docs/references.md §5.2): engine 0 runs the
             # seeds at positions 0, E, 2E, ... of each pass, which shows in its bits as (x + t) - t
             half = len(update_seeds)
-            evaluations = (_evaluate(replicas, order[:half], spec.data, engines) +
-                           _evaluate(replicas, order[half:], spec.data, engines)) if mirror else \
-                _evaluate(replicas, order, spec.data, engines)
+            evaluations = (_evaluate(replicas, order[:half], spec.data, engines, dtype) +
+                           _evaluate(replicas, order[half:], spec.data, engines, dtype)) if mirror else \
+                _evaluate(replicas, order, spec.data, engines, dtype)
             rewards = np.empty(n)
             rewards[order] = [mean_reward(rec["rewards"]) for rec in evaluations]
             stats = lead.update(rewards, order=order)   # numpy mean/std over the evaluation order
@@ -205,29 +215,15 @@ def loop_command(case: Case, seed) -> dict:
 
 # ----------------------------------------------------------------- the runner's row
 
-CACHING_ARTIFACT = ("artifact of the reference: with caching=True it reuses the first tensor's noise for "
-                    "tensors of equal (device, dtype, shape), which iid gives different noise (docs/references.md §2)")
-
-
-def reused_slots(names, tensors) -> list:
-    """Names of the slots whose (device, dtype, shape) repeats an earlier slot's: where a reference's
-    `caching=True` reuses the earlier slot's noise (docs/references.md §2), so iid noise cannot agree."""
-    seen, reused = set(), []
-    for name, t in zip(names, tensors):
-        key = (str(t.device), t.dtype, tuple(t.shape))
-        if key in seen:
-            reused.append(name)
-        seen.add(key)
-    return reused
-
-
-def draw_notes(found) -> str:
-    """The loop's draw accounting in words ('' when every call drew once per seed and slot)."""
+def draw_notes(found, missing=True) -> str:
+    """The loop's draw accounting in words ('' when every call drew once per seed and slot); missing:
+    name the slots never drawn too."""
     parts = []
     if found.eager:
         call, slot, name = found.eager[0]
         parts.append(f"eager: every draw of {call} landed on slot {slot} ({name})")
-    for label, slots in (("skip or reuse: never drawn", found.missing), ("extra draws", found.extra)):
+    for label, slots in ((("skip or reuse: never drawn", found.missing),) if missing else ()) + \
+            (("extra draws", found.extra),):
         if slots:
             parts.append(f"{label}: " + ", ".join(f"slot {k} ({n}) in {calls[0]}" for k, (n, calls) in
                                                    sorted(slots.items())[:4]))
@@ -275,27 +271,58 @@ def run_loop_case(session, case: Case) -> dict:
     cmp, diff = compare_tapes(case, ours, theirs, reply["results"])
     fields = cmp.fields() if cmp is not None else {}
     found = _compare.findings(reply.get("attribution"))
-    notes = []
-    reused = reused_slots(names, tensors) if spec.caching_artifact and case.scheme == "iid" else []
+    notes, diagnoses = [], []
     if spec.finding:
         session.record_finding(spec.finding, case, f"{theirs['updates']} updates for num_iterations "
                                                          f"{int(case.extra['iterations'])}")
-    accounting = draw_notes(found)
+    # the reuse is established once for the case from what the hook saw (slots never drawn that an earlier
+    # slot of equal size could have lent its draw) and judged by the one rule of every row kind
+    layout = [(paramsets.dtype_name(t), tuple(t.shape)) for t in tensors]
+    sources = _compare.reuse_sources(list(found.missing), layout) if found.missing else {}
+    skipped = [k for k in sorted(found.missing) if k not in sources]
+    status = "fail" if diff is not None else "pass"
+    if diff is not None:
+        notes.append(f"{case.op}: {diff}")
     if found.eager and case.scheme == "iid":
         status = "unverifiable"
-        notes.append(f"{case.op}: {accounting}: iid noise could not be attributed to slots")
-    elif diff is not None and reused and diff.kind in ("values", "records"):
-        status = "artifact"
-        notes += [CACHING_ARTIFACT + f"; slots reusing noise: {', '.join(reused)}", f"{case.op}: {diff}"]
-    elif diff is not None:
-        status = "fail"
-        notes.append(f"{case.op}: {diff}")
-    else:
-        status = "pass"
-    if accounting and not (found.eager and case.scheme == "iid"):
-        notes.append(f"{case.op}: {accounting}")
+        notes.insert(0, f"{case.op}: {draw_notes(found)}: iid noise could not be attributed to slots")
+    elif skipped and diff is not None:
+        diagnoses.append("skip")
+        notes.insert(0, f"{case.op}: skip: " + ", ".join(f"slot {k} ({found.missing[k][0]}) never drawn in "
+                                                        f"{found.missing[k][1][0]}" for k in skipped[:4]))
+    elif skipped:
+        notes.append(f"note: the draw accounting and the bits disagree: slot(s) "
+                     + ", ".join(f"{k} ({found.missing[k][0]})" for k in skipped[:4])
+                     + " never drawn, yet every compared quantity agrees bit for bit, so the bits decide")
+    if sources and status != "unverifiable" and not (skipped and diff is not None):
+        agrees, left = None, None
+        if diff is not None and case.scheme == "iid":
+            try:   # ours again with the reference's reuse, as the single-op rows replay it
+                again = _deterministic(ours_deterministic, lambda: run_ours(
+                    case, names, session.fresh(dtype, False, "base", case.device)[1], seed, opts.mapping,
+                    backend, slot_map=sources))
+                _, diff_again = compare_tapes(case, again, theirs, reply["results"])
+                agrees, left = diff_again is None, (None if diff_again is None else str(diff_again))
+            except Exception as exc:  # noqa: BLE001 - no what-if, no artifact: the row stays a fail
+                left = f"the what-if raised {type(exc).__name__}: {exc}"
+        verdict, text = _compare.judge_reuse(case.scheme, diff is not None, agrees,
+                                             _compare.reuse_pairs(found, sources), left)
+        if verdict == "pass":
+            notes.append(f"note: {case.op}: {text}")
+        else:
+            status = verdict
+            diagnoses.append("reuse")
+            notes.insert(0, f"{case.op}: {text}")
     if settings_note:
         notes.append(settings_note)
+    launched = list(theirs.get("engine_precisions") or [])
+    if launched:   # the report names the precision each engine was launched with
+        settings = (settings + " " if settings else "") + "engines=" + ",".join(launched)
+        other = sorted({p for p in launched if p.split(" ")[0] != spec.engine_dtype})
+        if other:
+            notes.insert(0, f"engines: theirs launched in {', '.join(other)}, documented {spec.engine_dtype}: the "
+                            "stand-in engines compute each reward in the precision they are launched with, ours "
+                            "in the documented one")
     for i, it in enumerate(ours["iterations"]):
         repeated = duplicate_seeds(it["update"]["seeds"])
         if repeated and spec.merges_equal_seeds:   # members keyed by seed value (docs/references.md §5)
@@ -305,9 +332,10 @@ def run_loop_case(session, case: Case) -> dict:
         ours_path = paramsets.write(out / "ours.npz", names, ours["final"])
         session.keep(case.case_id, ours_path, reply["results"])   # engine 0's final parameters
     # the named diagnoses of the single-op rows (compare.diagnose), from this row's own draws
-    diagnoses = (["eager"] if found.eager else []) + (["reuse"] if status == "artifact" else []) + \
-        (["skip"] if found.missing and status != "artifact" else []) + (["extra"] if found.extra else []) + \
+    diagnoses = (["eager"] if found.eager else []) + diagnoses + (["extra"] if found.extra else []) + \
         (["advanced"] if found.advanced else [])
+    if found.extra or found.advanced:
+        notes.append(f"{case.op}: {draw_notes(found, missing=False)}")
     return session.row(case, status=status, diagnosis=",".join(diagnoses), detail="; ".join(notes),
                         reference_settings=settings, **fields)
 

@@ -31,10 +31,10 @@ def case_rewards(seed: int, n: int, shape: str = "normal") -> np.ndarray:
     return _rewards.draw(shape, seed, n)
 
 
-def reward(tensors, target: float = REWARD_TARGET) -> float:
-    """-fsum((f64(theta) - target)**2): the loop's reward; the child computes it the same way
-    (esverify.oracle.rewards.loop_reward)."""
-    return _rewards.loop_reward(tensors, target)
+def reward(tensors, target: float = REWARD_TARGET, dtype=None) -> float:
+    """-fsum((f64(theta) - target)**2): the loop's reward, in precision `dtype` (None: the tensors'
+    own); the child computes it the same way (esverify.oracle.rewards.loop_reward)."""
+    return _rewards.loop_reward(tensors, target, dtype)
 
 
 @dataclass
@@ -42,13 +42,14 @@ class OursResult:
     tensors: list                     #: result tensors in slot order (f64 coefficients for zscore)
     command: dict                     #: case fields the child needs (handles, seeds, coeffs, ...)
     rewards: list | None = None       #: loop: rewards per iteration, member order
+    perturbed: list | None = None     #: restore: the perturbed state before the restore (copies)
 
 
 def _hex(seed: int) -> str:
     return f"0x{seed:016x}"
 
 
-class _Trainer(Trainer):
+class SlotMappedTrainer(Trainer):
     """The trainer with an optional slot -> noise-slot map (the `reuse` what-if; identity otherwise)."""
     slot_map: dict = {}
 
@@ -56,15 +57,15 @@ class _Trainer(Trainer):
         return super().stream_seed(member, self.slot_map.get(slot, slot), iteration)
 
 
-def _trainer(case: Case, named, config: Config, backend, table: dict, slot_map=None) -> _Trainer:
+def _trainer(case: Case, named, config: Config, backend, table: dict, slot_map=None) -> SlotMappedTrainer:
     """A trainer for `case`: contract noise, or torch noise seeded with the handles of `table`
     (u64 member seed -> handle, filled by the caller before any draw)."""
     if case.noise == "native":
         def torch_seed(member_seed, table=table):
             return table[member_seed]
-        trainer = _Trainer(named, config, noise="torch", torch_seed=torch_seed)
+        trainer = SlotMappedTrainer(named, config, noise="torch", torch_seed=torch_seed)
     else:
-        trainer = _Trainer(named, config, backend=backend)
+        trainer = SlotMappedTrainer(named, config, backend=backend)
     trainer.slot_map = dict(slot_map or {})
     return trainer
 
@@ -83,15 +84,18 @@ def _config(case: Case, seed: int, mapping: str, **overrides) -> Config:
 
 
 def run(case: Case, names, tensors, anchor, seed: int, mapping: str, backend: str | None,
-        slot_map=None) -> OursResult:
+        slot_map=None, loop_coeffs=None) -> OursResult:
     """Run `case` on `tensors` (modified in place) with esverify.es; see OursResult.
 
-    slot_map: {slot: noise slot} for a what-if run (the reference reused another slot's noise)."""
-    _, compute = prepare(case, names, tensors, anchor, seed, mapping, backend, slot_map)
+    slot_map: {slot: noise slot} for a what-if run (the reference reused another slot's noise);
+    loop_coeffs: the in-process loop's coefficients per iteration as the child was handed them (a
+    what-if replays the child's run, whose updates used our first run's coefficients)."""
+    _, compute = prepare(case, names, tensors, anchor, seed, mapping, backend, slot_map, loop_coeffs)
     return compute()
 
 
-def prepare(case: Case, names, tensors, anchor, seed: int, mapping: str, backend: str | None, slot_map=None):
+def prepare(case: Case, names, tensors, anchor, seed: int, mapping: str, backend: str | None, slot_map=None,
+            loop_coeffs=None):
     """(command, compute): the child's command, known before our side computes (None for the loop,
     whose coefficients come from its own rewards), and compute() -> OursResult doing the work. The
     runner sends the command first, so the child and our side work at the same time."""
@@ -112,9 +116,11 @@ def prepare(case: Case, names, tensors, anchor, seed: int, mapping: str, backend
 
         def compute():
             trainer.perturb(m)
-            if case.op == "restore":
+            perturbed = None
+            if case.op == "restore":   # the perturbed state is compared too: a slot never perturbed shows there
+                perturbed = [t.clone() for t in tensors]
                 trainer.restore(m)
-            return OursResult(tensors, command)
+            return OursResult(tensors, command, perturbed=perturbed)
         return command, compute
     if case.kind == "decay":
         command = {"handles": {}, "decay": case.decay, "lambda": case.lam}
@@ -126,7 +132,7 @@ def prepare(case: Case, names, tensors, anchor, seed: int, mapping: str, backend
     if case.kind == "update":
         return _update(case, names, tensors, anchor, seed, mapping, backend, slot_map)
     if case.op == "loop":
-        return None, lambda: _loop(case, named, seed, mapping, backend, slot_map)
+        return None, lambda: _loop(case, named, seed, mapping, backend, slot_map, loop_coeffs)
     raise ValueError(f"unknown op {case.op!r}")
 
 
@@ -171,10 +177,12 @@ def _update(case, names, tensors, anchor, seed, mapping, backend, slot_map):
     return command, compute
 
 
-def _loop(case, named, seed, mapping, backend, slot_map) -> OursResult:
+def _loop(case, named, seed, mapping, backend, slot_map, loop_coeffs=None) -> OursResult:
     tensors = [t for _, t in named]
     table = {}
-    trainer = _trainer(case, named, _config(case, seed, mapping, shaping="zscore"), backend, table, slot_map)
+    # given coefficients are applied as they are (shaping none); else the z-scores of our own rewards
+    shaping = "none" if loop_coeffs is not None else "zscore"
+    trainer = _trainer(case, named, _config(case, seed, mapping, shaping=shaping), backend, table, slot_map)
     iterations, rewards = [], []
     for index in range(case.iterations):
         members = list(range(case.population))
@@ -184,9 +192,9 @@ def _loop(case, named, seed, mapping, backend, slot_map) -> OursResult:
             handles[case.handle(m, index)] = _hex(trainer.member_seed(m))
         row = []
 
-        def evaluate(member, row=row):
+        def evaluate(member, row=row, index=index):
             row.append(reward(tensors))
-            return row[-1]
+            return row[-1] if loop_coeffs is None else loop_coeffs[index][member]
 
         stats = trainer.step(evaluate)
         iterations.append({"index": index, "handles": handles, "seeds": [case.handle(m, index) for m in members],

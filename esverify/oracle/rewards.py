@@ -29,13 +29,17 @@ import numpy as np
 SHAPES = ("normal", "sparse", "outliers", "ties", "equal", "tiny")
 
 
-def loop_reward(tensors, target: float) -> float:
+def loop_reward(tensors, target: float, dtype=None) -> float:
     """-fsum((f64(theta) - target)**2): the training loops' reward of a member's parameters (tensors:
-    any dtype and device), f64; fsum per tensor, then over the tensors. The child computes it the same
-    way (oracles/child_server.py `reward`), so both sides of a loop row hand out identical rewards."""
+    any dtype and device), f64; fsum per tensor, then over the tensors. dtype: the precision the engine
+    computing it runs in (a torch dtype; None: each tensor's own): each tensor is rounded to it first,
+    as an engine launched in that precision holds its weights (docs/parity.md, "The training loops").
+    The child computes it the same way (oracles/child_server.py `reward`), so both sides of a loop row
+    hand out identical rewards."""
     total = []
     for t in tensors:
-        d = t.detach().to("cpu").double().numpy().reshape(-1) - target
+        t = t.detach() if dtype is None else t.detach().to(dtype)
+        d = t.to("cpu").double().numpy().reshape(-1) - target
         total.append(math.fsum((d * d).tolist()))
     return -math.fsum(total)
 #: the smallest population whose single outlier can have |z| > 5 (sqrt(N - 1) > 5)

@@ -14,6 +14,7 @@ what-if. Nothing here names a reference.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -129,23 +130,37 @@ def run_single(session, case) -> dict:
     if cmp.layout_error:
         return session.row(case, status="error", detail=f"{case.op}: result layout differs: {cmp.layout_error}")
     reward_note = _compare.compare_rewards(ours.rewards, reply.get("rewards", [])) if case.op == "loop" else ""
+    # a restore row also compares the perturbed state the child saved before restoring: a slot the
+    # reference never perturbs (nor restores) leaves a round trip unchanged, but not the perturbed state
+    perturbed = _perturbed(out, reply, ours, result_names) if case.kind == "restore" else None
+    if perturbed is not None and isinstance(perturbed[1], str):
+        return session.row(case, status="error", detail=f"{case.op}: {perturbed[1]}")
+    other = reward_note
+    if perturbed is not None and perturbed[1].mismatches:
+        other = f"the perturbed state inside the restore: {perturbed[1].summary()}"
     found = _compare.findings(reply.get("attribution"))
     untouched, sources, whatif = [], {}, None
     if found.missing:
+        # the state each slot should have changed in: the result, or (restore) the perturbed state
+        changed = theirs if perturbed is None else perturbed[0]
         untouched = [k for k in found.missing
-                     if np.array_equal(paramsets.tensor_bits(inputs[k]).reshape(-1), theirs[k].reshape(-1))]
+                     if np.array_equal(paramsets.tensor_bits(inputs[k]).reshape(-1), changed[k].reshape(-1))]
         layout = [(paramsets.dtype_name(t), tuple(t.shape)) for t in inputs]
         sources = _compare.reuse_sources([k for k in found.missing if k not in untouched], layout)
-        if case.scheme == "iid" and sources and (cmp.mismatches or reward_note) and not found.eager:
-            whatif = _whatif(session, case, dtype, variant, backend, sources, theirs, theirs_dtypes, result_names)
-    status, diagnoses, notes = _compare.diagnose(case.scheme, cmp, reward_note, found, untouched, sources, whatif)
+        if case.scheme == "iid" and sources and (cmp.mismatches or other) and not found.eager:
+            whatif = _whatif(session, case, dtype, variant, backend, sources, theirs, theirs_dtypes, result_names,
+                             perturbed[0] if perturbed is not None else None, reply.get("rewards", []),
+                             [it["coeffs"] for it in ours.command.get("iterations", [])] if case.op == "loop" else None)
+    # the what-if compares what `other` names too (a restore's perturbed state, the loop's rewards)
+    status, diagnoses, notes = _compare.diagnose(case.scheme, cmp, other, found, untouched, sources, whatif,
+                                                 whatif_covers_note=True)
     if cmp.mismatches:
         notes.append(f"{case.op}{' (population %d)' % case.population if case.kind == 'update' else ''}: "
                      f"{cmp.summary()}")
         if cmp.specials:
             notes.append(cmp.specials)
-    if reward_note:
-        notes.insert(0, f"{case.op}: {reward_note}")
+    if other:
+        notes.insert(0, f"{case.op}: {other}")
     if status in ("fail", "artifact") and cmp.profile:
         session.record_profile(case.case_id, cmp.profile)
     if status == "fail" and opts.keep_tensors:
@@ -153,15 +168,44 @@ def run_single(session, case) -> dict:
     return session.row(case, status=status, diagnosis=",".join(diagnoses), detail="; ".join(notes), **cmp.fields())
 
 
-def _whatif(session, case, dtype, variant, backend, sources, theirs, theirs_dtypes, result_names):
+def _perturbed(out, reply, ours, result_names):
+    """(theirs' perturbed bits, Comparison with ours') of a restore row; None when either side has no
+    perturbed state (an --impl side); (None, reason) when the child's file is not usable."""
+    path = reply.get("perturbed")
+    if path is None or ours.perturbed is None:
+        return None
+    try:
+        if out.resolve() not in Path(path).resolve().parents:
+            return None, (f"protocol violation by the child: its perturbed-state file {path!r} is outside the "
+                          "case folder")
+        _, bits, dtypes = paramsets.read(path)
+    except Exception as exc:  # noqa: BLE001 - the child wrote the file: a bad one is its protocol error
+        return None, (f"protocol violation by the child: its perturbed-state file cannot be read "
+                      f"({type(exc).__name__}: {exc})")
+    return bits, _compare.compare(ours.perturbed, bits, dtypes, result_names)
+
+
+def _whatif(session, case, dtype, variant, backend, sources, theirs, theirs_dtypes, result_names,
+            theirs_perturbed=None, theirs_rewards=(), loop_coeffs=None):
     """Ours re-run with the reference's noise reuse (slot k draws slot sources[k]'s noise),
-    compared with theirs: the `reuse` diagnosis under iid (compare.diagnose)."""
+    compared with theirs (and, for a restore, the perturbed state too: its mismatches count when the
+    result agrees; for the in-process loop its rewards too): the `reuse` diagnosis under iid
+    (compare.diagnose)."""
     names, tensors = session.fresh(dtype, case.big, variant, case.device, case.shapes, case.ties)
     anchor = session.fresh(dtype, case.big, "base", case.device, case.shapes, case.ties)[1] \
         if session.adapter.needs_anchor(case) else None
     try:
         again = _ours.run(case, names, tensors, anchor, session.opts.seed, session.opts.mapping, backend,
-                          slot_map=sources)
+                          slot_map=sources, loop_coeffs=loop_coeffs)
     except Exception:  # noqa: BLE001 - no what-if, no artifact: the row stays a fail
         return None
-    return _compare.compare(again.tensors, theirs, theirs_dtypes, result_names)
+    cmp = _compare.compare(again.tensors, theirs, theirs_dtypes, result_names)
+    if case.op == "loop" and not cmp.mismatches and not cmp.layout_error:
+        note = _compare.compare_rewards(again.rewards, theirs_rewards)
+        if note:   # the rewards still differ with the same reuse: counted as one more difference
+            return _compare.Comparison(elements=cmp.elements, mismatches=1, first_index=note)
+    if theirs_perturbed is not None and again.perturbed is not None and not cmp.mismatches and not cmp.layout_error:
+        inner = _compare.compare(again.perturbed, theirs_perturbed, theirs_dtypes, result_names)
+        if inner.mismatches or inner.layout_error:
+            return inner
+    return cmp

@@ -155,6 +155,17 @@ LOOP_MUTANTS = {
                                         "return torch.randn(shape, dtype=torch.float64, device=device, "
                                         "generator=generator).to(dtype)")],
                             "generate_noise draws f64 and casts instead of drawing in the parameter dtype"),
+    # the engines launched in another precision than documented: the stand-in engines compute each reward
+    # in the precision they are launched with (es-at-scale documents bfloat16, es-awd its --precision)
+    "fit-engines-float16": ("es-at-scale", [(TRAINER, "                                                     "
+                                                      "model_name=model_name)",
+                                             "                                                     "
+                                             "model_name=model_name, precision=\"float16\")")],
+                            "fit launches its engines in float16 where it documents bfloat16"),
+    "fit-engines-default-float16": ("es-at-scale", [(TRAINER, "precision='bfloat16'):", "precision='float16'):")],
+                                    "launch_engines' default precision float16 instead of bfloat16"),
+    "main-engines-bfloat16": ("es-awd", [(ES, "precision=args.precision)", "precision=\"bfloat16\")")],
+                              "main launches its engines in bfloat16 whatever --precision says"),
     "fit-no-final-save": ("es-at-scale", [(TRAINER, '        ray.get(self.engines[0].collective_rpc.remote('
                                                     '"save_self_weights_to_disk", args=(path,)))', "        pass")],
                           "fit never saves engine 0's weights at the end"),

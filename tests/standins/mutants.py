@@ -85,6 +85,15 @@ _AWD_APPLY = "        param.add_(acc, alpha=alpha / population_size)\n"
 _AWD_PERTURB = "param.add_(noise, alpha=scale)"
 
 
+#: a draw reused within a call per (seed, element count, dtype, device), reshaped (needs `_cache = {}` per call)
+_REUSED_DRAW = """key = (seed, param.numel(), param.dtype, str(param.device))
+if key not in _cache:
+    generator = torch.Generator(device=param.device)
+    generator.manual_seed(seed)
+    _cache[key] = torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=generator)
+noise = _cache[key].reshape(param.shape)"""
+
+
 def _awd_each_key(new_key: str) -> list:
     """The noise cache key edited in both places that cache (apply, 12 spaces in; update, 16 in)."""
     return [(AWD, "\n" + " " * pad + _AWD_KEY, "\n" + " " * pad + new_key) for pad in (12, 16)]
@@ -275,10 +284,33 @@ noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generat
             param.data.add_(scale * noise)""")],
         "perturb reuses one draw for tensors of equal size and dtype", "accounting",
         {"dtypes": ("f32", "bf16"), "case": "*/perturb/*"},
-        # the `layers` set: the reuse by element count is not the one the what-if tries first (same shape),
-        # so more than the reuse differs there: a fail; its correlated rows must agree, and do
-        [("*/f32/iid/*", "artifact"), ("*/bf16/iid/*", "artifact"), ("*/mixed/iid/*/layers", "fail"),
-         ("*/mixed/iid/*", "artifact")], "reuse"),
+        # the `layers` set too: the what-if takes a same-dtype draw of equal size before another dtype's
+        # draw of equal shape; its correlated rows agree
+        [("*/iid/*", "artifact")], "reuse"),
+    # the same-size draw reused within a call, at every draw (perturb, restore, update): under torch's
+    # generator and correlated contract noise every slot of a member draws the same stream, so this is the
+    # same computation (every row passes, restore and `layers` rows included); under iid it is the reuse
+    # artifact wherever ours with the same reuse agrees bit for bit
+    "reuse-equal-size-every-draw": Mutant(A, [
+        (WORKER, "        self._set_seed(seed)\n        for name, param in",
+         "        self._set_seed(seed)\n        _cache = {}\n        for name, param in"),
+        (WORKER, "        scale = -noise_scale if negate else noise_scale\n",
+         "        scale = -noise_scale if negate else noise_scale\n        _cache = {}\n"),
+        (WORKER, _UPDATE_LOOP, "        _cache = {}\n" + _UPDATE_LOOP),
+        *_each_draw(_REUSED_DRAW)],
+        "every draw reuses, within a call, one draw per (seed, element count, dtype, device), reshaped",
+        "accounting", {"dtypes": ("f32", "bf16"), "case": "*/[pru][ep][rsd]*/N7*"},
+        [("*/iid/*", "artifact")], "reuse"),
+    # a slot really never perturbed (nor restored): perturb rows see it, and restore rows in the perturbed
+    # state they compare besides the round trip's result (which alone may agree bit for bit)
+    "skip-norm-perturb-restore": Mutant(A, [
+        (WORKER, _PERTURB_LOOP, _PERTURB_LOOP.replace(
+            "            generator = torch.Generator",
+            "            if name.endswith(\"norm.weight\"):\n                continue\n            generator = torch.Generator")),
+        (WORKER, "            param.data.add_(-sigma * noise)",
+         "            if name.endswith(\"norm.weight\"):\n                continue\n            param.data.add_(-sigma * noise)")],
+        "perturb and restore skip the norm weights (drawing the restore's noise all the same)", "accounting",
+        {"dtypes": ("f32",), "case": "*/[pr]e[rs]*/*"}, ALL, "skip"),
     "skip-first-seed": Mutant(A, [(WORKER, _UPDATE_SEEDS, "            for seed, coeff in list(zip(seeds, coeffs))[1:]:")],
         "update leaves out the first member", "accounting", UPDATE, ALL, "skip"),
     "awd-cache-key-no-dtype": Mutant(W, _awd_each_key("key = (seed, str(param.device), tuple(param.shape))"),

@@ -55,9 +55,12 @@ class LoopSpec:
     deterministic: the entry point switches torch.use_deterministic_algorithms on when given a seed;
     first_record: the number of its first iteration; saves: "state_dict" (final weights saved with
     torch.save) or "any" (any save after the last update); merges_equal_seeds: members of equal seed
-    are one member (a note when the schedule draws equal seeds); caching_artifact: under iid, equal-
-    shaped slots reuse noise (the row is an artifact, not a fail, when only values differ);
-    command: the op-specific fields of the child's loop command."""
+    are one member (a note when the schedule draws equal seeds); engine_dtype: the precision the
+    reference documents launching its engines with ("bfloat16", "float16", "float32"; "auto": the
+    weights' own): our rewards are computed in it, the stand-in engines compute theirs in what the loop
+    really launched (docs/parity.md, "The training loops"); command: the op-specific fields of the
+    child's loop command. (A loop whose caching=True reuses noise needs no flag: the hook sees the
+    reuse and the one rule of every row judges it, esverify.oracle.compare.judge_reuse.)"""
     style: str
     engines: int
     schedule: str
@@ -74,7 +77,7 @@ class LoopSpec:
     first_record: int = 1
     saves: str = "state_dict"
     merges_equal_seeds: bool = False
-    caching_artifact: bool = False
+    engine_dtype: str = "auto"
 
 
 class Adapter:

@@ -19,6 +19,8 @@ FIT_ENGINES = 2
 FIT_DATA = (0.01, -0.02, 0.03, 0.0, -0.005)
 FIT_MINI_BATCH = 2
 _WORKER = "es_at_scale/utils/worker_extension.py"
+#: the precision fit's engines are launched with: launch_engines' default, bfloat16 (docs/references.md §5.1)
+FIT_ENGINE_DTYPE = "bfloat16"
 
 
 class EsAtScale(Adapter):
@@ -89,6 +91,7 @@ class EsAtScale(Adapter):
         return LoopSpec(style="batched", engines=FIT_ENGINES, schedule="es-at-scale", data=FIT_DATA,
                         mini_batch=FIT_MINI_BATCH, extra_update=True, finding="fit-extra-update",
                         first_record=0, saves="any", merges_equal_seeds=True,
+                        engine_dtype=FIT_ENGINE_DTYPE,
                         command={"op": "fit", "engines": FIT_ENGINES, "batch_size": len(FIT_DATA),
                                  "mini_batch_size": FIT_MINI_BATCH})
 

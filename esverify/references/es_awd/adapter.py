@@ -30,6 +30,9 @@ MAIN_VARIANTS = {   # op -> (mirror_sampling, caching, decay type, lambda)
     "main-l2-lambda0": (False, False, "l2", 0.0),
 }
 MAIN_DATA = (0.01, -0.01, 0.02)
+#: the --precision the child hands main per dtype set (the mixed set: float32), which main launches its
+#: engines with (docs/references.md §5.2)
+MAIN_PRECISION = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 OPS = ("perturb", "restore", "update-none", "update-l1", "update-l2", "decay-l1", "decay-l2", "mirrored", "caching")
 
 
@@ -92,12 +95,13 @@ class EsAwd(Adapter):
     def loop_spec(self, case) -> LoopSpec:
         mirror, caching, decay, lam = MAIN_VARIANTS[case.op]
         # parse_args switches deterministic algorithms on when given a seed; perturb/restore pass caching
-        # through, and caching=True under iid reuses noise across equal-shaped slots (docs/references.md §2, §5)
+        # through (caching=True reuses noise across equal-shaped slots: the hook sees it, docs/references.md §2, §5)
         return LoopSpec(style="passes", engines=MAIN_ENGINES, schedule="es-awd", data=MAIN_DATA, mirror=mirror,
                         caching=caching, decay=decay, lam=lam, deterministic=True, first_record=1,
-                        saves="state_dict", caching_artifact=caching,
+                        saves="state_dict", engine_dtype=MAIN_PRECISION.get(case.dtype, "float32"),
                         command={"op": "main", "engines": MAIN_ENGINES, "mirror": mirror, "caching": caching,
-                                 "decay": decay, "lambda": lam})
+                                 "decay": decay, "lambda": lam,
+                                 "precision": MAIN_PRECISION.get(case.dtype, "float32")})
 
     def set_variant(self, case) -> str:
         return "offset"   # theta != anchor: the decay has something to pull back (docs/numerics.md §5)
