@@ -66,25 +66,56 @@ def _notes(log, profile: str, noise: str, device: str, batching: str) -> list[st
     return notes
 
 
-def _check_tensors(base, expect, base_path: str, expect_path: str):
-    """(name, shape, dtype) of the expected checkpoint, after checking base holds the same tensors and shapes."""
+def _check_tensors(base, expect, base_path: str, expect_path: str, slots, precision):
+    """(name, shape, replay dtype, layout) per tensor of the checkpoint (docs/replay.md §4).
+
+    The replay's dtype comes from the base and the log, never from the checkpoint under test: a
+    replayed float tensor has the log's `precision` (else the checkpoint's float dtype, as a run
+    loading the model in that precision, else the base's); every other tensor keeps the base's dtype.
+    `layout` names what differs ("" when the checkpoint's dtype and shape are the replay's): such a
+    tensor is a difference, compared in no element. A tensor missing on either side is an error.
+    """
+    import torch
     tensors = []
     base_names = set(base.names())
+    run_dtype = getattr(torch, precision) if precision else None
     for name in expect.names():
         shape, dtype = expect.info(name)
         if name not in base_names:
             raise ReplayError(f"{base_path}: has no tensor {name!r}, which {expect_path} has")
         bshape, bdtype = base.info(name)
+        replayed = bdtype in FLOATS and (slots is None or name in slots)
+        if replayed:
+            run = run_dtype or (dtype if dtype in FLOATS else bdtype)
+        else:
+            run = bdtype
+        problems = []
+        if dtype != run:
+            problems.append(f"dtype {str(dtype).removeprefix('torch.')} where the replay has "
+                            f"{str(run).removeprefix('torch.')}")
         if tuple(bshape) != tuple(shape):
-            raise ReplayError(f"{expect_path}: tensor {name} has shape {tuple(shape)}, the base {base_path} has "
-                              f"{tuple(bshape)} (a checkpoint of another model?)")
-        if (bdtype in FLOATS) != (dtype in FLOATS):
-            raise ReplayError(f"{expect_path}: tensor {name} is {dtype}, the base has {bdtype}")
-        tensors.append((name, tuple(shape), dtype))
-    extra = sorted(base_names - {n for n, _, _ in tensors})
+            problems.append(f"shape {tuple(shape)} where the replay (the base {base_path}) has {tuple(bshape)}")
+        tensors.append((name, tuple(bshape) if problems else tuple(shape), run,
+                        f"{expect_path}: tensor {name}: " + "; ".join(problems) if problems else ""))
+    extra = sorted(base_names - {t[0] for t in tensors})
     if extra:
         raise ReplayError(f"{expect_path}: has no tensor {extra[0]!r}, which the base {base_path} has")
     return tensors
+
+
+def _layout_units(units, tensors) -> list:
+    """One whole-tensor unit, marked with its `layout`, per tensor whose dtype or shape differs (the
+    replay still runs, for --out; the checkpoint's elements are not compared)."""
+    layout = {name: msg for name, _, _, msg in tensors if msg}
+    out, seen = [], set()
+    for u in units:
+        if u.name in layout:
+            if u.name in seen:
+                continue
+            seen.add(u.name)
+            u = Unit(0, u.name, 0, u.numel, u.numel, u.shape, u.dtype, u.kind, layout[u.name])
+        out.append(Unit(len(out), u.name, u.start, u.end, u.numel, u.shape, u.dtype, u.kind, u.layout))
+    return out
 
 
 def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=None, ray=None, state_dir=None,
@@ -138,19 +169,22 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
         raise ReplayError(f"--workers must be >= 1, got {workers}")
     try:
         base_w, expect_w = open_weights(base), open_weights(expect)
-        tensors = _check_tensors(base_w, expect_w, str(base), str(expect))
+        tensors = _check_tensors(base_w, expect_w, str(base), str(expect), run_log.slots, run_log.precision)
+        base_dtypes = {name: base_w.info(name)[1] for name in base_w.names()}
     except WeightsError as exc:
         raise ReplayError(str(exc)) from None
-    slots = run_log.slots if run_log.slots is not None else tuple(n for n, _, d in tensors if d in FLOATS)
-    missing = [s for s in slots if s not in {n for n, _, _ in tensors}]
+    slots = run_log.slots if run_log.slots is not None else tuple(n for n, *_ in tensors
+                                                                  if base_dtypes[n] in FLOATS)
+    missing = [s for s in slots if s not in {n for n, *_ in tensors}]
     if missing:
         raise ReplayError(f"{expect}: has no tensor {missing[0]!r}, which the log's slot list names")
     if noise == "contract" and run_log.scheme not in ("correlated", "iid"):
         raise ReplayError(f"--log {log}: args.json: unknown noise scheme {run_log.scheme!r}")
-    units = plan_units(tensors, noise, shard)
+    units = plan_units([(n, shape, dtype) for n, shape, dtype, _ in tensors], noise, shard)
     if run_log.slots is not None:   # a trainer log: tensors it did not register were never changed
         units = [Unit(u.index, u.name, u.start, u.end, u.numel, u.shape, u.dtype,
                       u.kind if u.name in slots else "static") for u in units]
+    units = _layout_units(units, tensors)
     iterations = tuple((it.seeds, it.coeffs, tuple(run_log.evaluated(it, batching))) for it in run_log.iterations)
     parts = {"version": __version__, "log": log_digest(log), "profile": profile, "noise": noise, "shard": shard,
              "device": device, "batching": batching if run_log.source == "es-awd" else None}
@@ -233,7 +267,7 @@ def _write_out(out, units, state, tensors) -> None:
 
     from .weights import open_weights as _open
     from .weights import save_weights
-    shapes = {name: shape for name, shape, _ in tensors}
+    shapes = {name: shape for name, shape, *_ in tensors}
     pieces = {}
     for unit in units:
         pieces.setdefault(unit.name, []).append(_open(state.piece(unit.index)).read("values"))

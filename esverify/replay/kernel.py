@@ -24,10 +24,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
-from esverify import bits
+from esverify import bitcompare
 from esverify.es.decay import decay_chunk
 from esverify.es.numerics import DEFAULT_CHUNK
 from esverify.es.profiles import get_profile
@@ -178,57 +177,19 @@ def replay_elements(job: Job, unit: Unit, base: torch.Tensor) -> tuple[torch.Ten
     return theta, naive
 
 
-def _describe(values: torch.Tensor, i: int) -> str:
-    try:
-        raw, fmt = bits.array_bits(values[i:i + 1])
-        return bits.describe(int(raw[0]), fmt)
-    except TypeError:
-        return repr(values[i].item())
-
-
 def compare(got: torch.Tensor, expected: torch.Tensor, start: int) -> dict:
-    """Bitwise comparison of two flat tensors of one dtype (docs/numerics.md §7).
+    """Bitwise comparison of two flat tensors through esverify.bitcompare (docs/numerics.md §7).
 
-    Returns {"mismatches": count, "first": None or {"index" (flat, in the
-    whole tensor), "expected", "got" (hex and value), "ulp" (None for
-    NaN/inf or non-float)}, "max_ulp": largest finite distance or None}.
+    Nothing is converted: a dtype or shape that differs is a difference of every element, with
+    `layout` naming both. Returns {"mismatches": count, "first": None or {"index" (flat, in the whole
+    tensor), "expected", "got" (hex and value), "ulp" (None for NaN/inf or non-float)}, "max_ulp":
+    largest finite distance or None}, plus "layout" when dtypes or shapes differ.
     """
-    got, expected = got.detach().cpu(), expected.detach().cpu()
-    try:
-        gb, fmt = bits.array_bits(got)
-        eb, _ = bits.array_bits(expected)
-    except TypeError:   # integer/bool buffers without a bit format: value equality
-        diff = np.flatnonzero((got != expected).numpy())
-        first = None if not diff.size else {"index": start + int(diff[0]), "expected": _describe(expected, diff[0]),
-                                            "got": _describe(got, diff[0]), "ulp": None}
-        return {"mismatches": int(diff.size), "first": first, "max_ulp": None}
-    diff = np.flatnonzero(gb != eb)
-    if not diff.size:
-        return {"mismatches": 0, "first": None, "max_ulp": None}
-    dist, finite = _distances(gb[diff], eb[diff], fmt)
-    i = int(diff[0])
-    first = {"index": start + i, "expected": bits.describe(int(eb[i]), fmt), "got": bits.describe(int(gb[i]), fmt),
-             "ulp": None if dist[0] is None else int(dist[0])}
-    return {"mismatches": int(diff.size), "first": first, "max_ulp": max(finite) if finite else None}
-
-
-def _distances(a, b, fmt: str):
-    """(ulp distance of the first pair or None, finite distances) of differing bit patterns (docs/numerics.md §7).
-
-    f32/f16/bf16 ordinals fit int64 (esverify.bits.ordinal), so the distances are computed vectorised
-    there, NaN/inf masked by their exponent bits; f64 goes through bits.ulp_distance (Python ints)."""
-    if fmt not in bits.FLOAT_FORMATS:
-        return [None], []
-    if fmt == "f64":
-        dist = bits.ulp_distance(a, b, fmt)
-        return [dist[0]], [int(d) for d in dist if d is not None]
-    width, exp, man = bits.FLOAT_FORMATS[fmt]
-    mask = ((1 << exp) - 1) << man
-    ai, bi = a.astype(np.int64), b.astype(np.int64)
-    special = ((ai & mask) == mask) | ((bi & mask) == mask)
-    dist = np.abs(bits.ordinal(ai, fmt) - bits.ordinal(bi, fmt))
-    finite = dist[~special]
-    return [None if special[0] else int(dist[0])], [int(finite.max())] if finite.size else []
+    diff = bitcompare.compare(expected, got)
+    out = {"mismatches": diff.mismatches, "first": diff.first(start), "max_ulp": diff.max_ulp}
+    if diff.layout:
+        out["layout"] = diff.layout
+    return out
 
 
 def _save_piece(job: Job, unit: Unit, values: torch.Tensor) -> None:
@@ -243,14 +204,18 @@ def run_unit(job: Job, unit: Unit) -> dict:
     (each a `compare` result). Raises WeightsError for unreadable files.
     """
     base_w, exp_w = _weights(job.base), _weights(job.expect)
-    expected = exp_w.read(unit.name, unit.start, unit.end).to(job.device)
-    base = base_w.read(unit.name, unit.start, unit.end).to(device=job.device, dtype=expected.dtype)
+    base = base_w.read(unit.name, unit.start, unit.end)
     if unit.kind == "static":
-        got = naive = base
+        got = naive = base.to(job.device)     # never cast: a buffer of another dtype is a difference
     else:
+        base = base.to(device=job.device, dtype=getattr(torch, unit.dtype))
         with torch.no_grad():
             got, naive = replay_elements(job, unit, base)
     if job.pieces is not None:
         _save_piece(job, unit, got)
-    return {"unit": unit.index, "name": unit.name, "start": unit.start, "end": unit.end,
-            "replay": compare(got, expected, unit.start), "naive": compare(naive, expected, unit.start)}
+    result = {"unit": unit.index, "name": unit.name, "start": unit.start, "end": unit.end}
+    if unit.layout:   # the checkpoint's dtype or shape is not the replay's: nothing to compare element-wise
+        side = {"mismatches": max(unit.end - unit.start, 1), "first": None, "max_ulp": None, "layout": unit.layout}
+        return {**result, "replay": side, "naive": dict(side)}
+    expected = exp_w.read(unit.name, unit.start, unit.end)
+    return {**result, "replay": compare(got, expected, unit.start), "naive": compare(naive, expected, unit.start)}

@@ -4,7 +4,8 @@
 report: per tensor the number of differing elements of the replay and of
 the naive replay (updates only), the first differing element with both
 values and its ulp distance (docs/numerics.md §7), and the largest
-finite ulp distance; the verdict is "bit-equal" only when the replay
+finite ulp distance; a tensor whose dtype or shape is not the replay's
+has `layout` naming both (every element counts as differing); the verdict is "bit-equal" only when the replay
 matches every element. `render_text(report)` is the human form.
 """
 from __future__ import annotations
@@ -19,9 +20,13 @@ REPORT_FORMAT = "esverify.replay.report/1"
 def _fold(parts: list[dict]) -> dict:
     firsts = [p["first"] for p in parts if p["first"] is not None]
     ulps = [p["max_ulp"] for p in parts if p["max_ulp"] is not None]
-    return {"mismatches": sum(p["mismatches"] for p in parts),
-            "first": min(firsts, key=lambda f: f["index"]) if firsts else None,
-            "max_ulp": max(ulps) if ulps else None}
+    out = {"mismatches": sum(p["mismatches"] for p in parts),
+           "first": min(firsts, key=lambda f: f["index"]) if firsts else None,
+           "max_ulp": max(ulps) if ulps else None}
+    layouts = [p["layout"] for p in parts if p.get("layout")]
+    if layouts:    # the checkpoint's dtype or shape is not the replay's (esverify.bitcompare)
+        out["layout"] = layouts[0]
+    return out
 
 
 def build_report(units, results: dict, context: dict) -> dict:
@@ -54,6 +59,8 @@ def build_report(units, results: dict, context: dict) -> dict:
 
 def _first(side: dict) -> str:
     f = side["first"]
+    if side.get("layout"):
+        return side["layout"]
     if f is None:
         return ""
     ulp = "nan/inf" if f["ulp"] is None else f"{f['ulp']} ulp"

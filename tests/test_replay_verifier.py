@@ -1,0 +1,95 @@
+"""`esverify replay` cannot be fooled (issue 27): each kind of failure as a table over its variants.
+
+Kinds: a checkpoint tensor of another dtype or shape is a difference (never a cast); resume is keyed on
+the bytes each unit read; strict JSON in and out; every later failure is one line with a non-verdict
+exit code; signals tear everything down; every safetensors dtype is read and the verdict does not
+depend on the file format."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+sys.path.insert(0, str(Path(__file__).parent))
+from replay_runs import awd_run  # noqa: E402
+
+from esverify.replay import replay  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_resource_tracker():
+    yield
+    from multiprocessing import resource_tracker
+    resource_tracker._resource_tracker._stop()
+
+
+@pytest.fixture(scope="module")
+def awd(tmp_path_factory):
+    return awd_run(tmp_path_factory.mktemp("awd"), dtype=torch.float32, engines=2, population=6, mirror=True,
+                   iterations=2)
+
+
+BUFFERS = {"steps": torch.tensor([5000000000, 1, -3], dtype=torch.int64),
+           "mask": torch.tensor([True, False, True]),
+           "scale": torch.tensor([0.5, 2.0, -1.0], dtype=torch.float64)}
+
+
+@pytest.fixture(scope="module")
+def buffered(awd, tmp_path_factory):
+    """The awd run with integer, bool and f64 buffers in the base and the checkpoint (ES never changes them)."""
+    folder = tmp_path_factory.mktemp("buffered")
+    from safetensors.torch import load_file
+    base = load_file(awd["base"])
+    save_file({**base, **BUFFERS}, folder / "base.safetensors")
+    final = torch.load(awd["final"], weights_only=True)
+    torch.save({**final, **BUFFERS}, folder / "final.pt")
+    return {"base": folder / "base.safetensors", "log": awd["log"], "final": folder / "final.pt", "sd": final}
+
+
+def _run(run, expect, tmp_path, name="s", **kw):
+    kw.setdefault("workers", 1)
+    return replay(run["base"], run["log"], expect, state_dir=tmp_path / name, **kw)
+
+
+# ------------------------------------------------------------------ kind 1: comparisons never convert
+
+@pytest.mark.parametrize("name,tampered,dtypes", [
+    ("steps", BUFFERS["steps"].to(torch.int32), ("int32", "int64")),      # 5000000000 wraps to 705032704
+    ("steps", BUFFERS["steps"].to(torch.bool), ("bool", "int64")),
+    ("steps", BUFFERS["steps"].to(torch.uint64) if hasattr(torch, "uint64") else None, ("uint64", "int64")),
+    ("steps", BUFFERS["steps"].to(torch.float64), ("float64", "int64")),
+    ("mask", BUFFERS["mask"].to(torch.uint8), ("uint8", "bool")),
+    ("scale", BUFFERS["scale"].to(torch.int64), ("int64", "float64")),
+    ("scale", BUFFERS["scale"].to(torch.float32), ("float32", "float64")),
+    ("w1", None, ("float16", "float32")),        # a replayed tensor in another float dtype than the log's precision
+    ("b1", None, ("float64", "float32"))])
+def test_a_tensor_of_another_dtype_is_a_difference_naming_both(buffered, tmp_path, name, tampered, dtypes):
+    sd = {**buffered["sd"], **BUFFERS}
+    if tampered is None:
+        tampered = sd[name].to(getattr(torch, dtypes[0]))
+    sd[name] = tampered
+    torch.save(sd, tmp_path / "t.pt")
+    report, code = _run(buffered, tmp_path / "t.pt", tmp_path)
+    bad = [t for t in report["tensors"] if t["replay"]["mismatches"]]
+    assert (code, report["verdict"], [t["name"] for t in bad]) == (1, "differs", [name])
+    assert bad[0]["replay"]["mismatches"] == bad[0]["elements"]
+    assert f"dtype {dtypes[0]} where the replay has {dtypes[1]}" in bad[0]["replay"]["layout"]
+    assert f"tensor {name}: dtype {dtypes[0]}" in report["text"]
+
+
+def test_the_untampered_buffers_are_bit_equal(buffered, tmp_path):
+    report, code = _run(buffered, buffered["final"], tmp_path)
+    assert (code, report["mismatches"]) == (0, 0)
+    sd = {**buffered["sd"], **BUFFERS}
+    sd["steps"] = sd["steps"].clone()
+    sd["steps"][0] += 1
+    torch.save(sd, tmp_path / "t.pt")
+    report, code = _run(buffered, tmp_path / "t.pt", tmp_path, name="s2")
+    (t,) = [t for t in report["tensors"] if t["replay"]["mismatches"]]
+    assert (code, t["name"], t["replay"]["first"]["index"]) == (1, "steps", 0)
