@@ -93,3 +93,53 @@ def test_the_untampered_buffers_are_bit_equal(buffered, tmp_path):
     report, code = _run(buffered, tmp_path / "t.pt", tmp_path, name="s2")
     (t,) = [t for t in report["tensors"] if t["replay"]["mismatches"]]
     assert (code, t["name"], t["replay"]["first"]["index"]) == (1, "steps", 0)
+
+
+# ------------------------------------------------------------------ kind 2: resume keyed on content
+
+def _edit_in_place(path: Path, offset_from_end: int) -> None:
+    """Flip one byte of `path` in place, keeping its size and restoring its access and modification times."""
+    st = os.stat(path)
+    with open(path, "r+b") as fh:
+        fh.seek(st.st_size - offset_from_end)
+        byte = fh.read(1)
+        fh.seek(st.st_size - offset_from_end)
+        fh.write(bytes([byte[0] ^ 0x01]))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (os.stat(path).st_size, os.stat(path).st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+
+
+@pytest.mark.parametrize("which,fmt", [("expect", "safetensors"), ("expect", "pt"), ("base", "safetensors")])
+def test_resume_reuses_a_unit_only_on_the_same_bytes(awd, tmp_path, which, fmt):
+    """An in-place edit that keeps size and mtime (cp -p, touch -r, a restored backup) is re-verified."""
+    from safetensors.torch import load_file
+    run = dict(awd)
+    final = torch.load(awd["final"], weights_only=True)
+    if fmt == "safetensors":
+        save_file({k: v.contiguous() for k, v in final.items()}, tmp_path / "final.safetensors")
+        run["final"] = tmp_path / "final.safetensors"
+    else:
+        shutil.copy(awd["final"], tmp_path / "final.pt")
+        run["final"] = tmp_path / "final.pt"
+    shutil.copy(awd["base"], tmp_path / "base.safetensors")
+    run["base"] = tmp_path / "base.safetensors"
+    first, code = _run(run, run["final"], tmp_path, name="state")
+    assert (code, first["resumed_units"]) == (0, 0)
+    again, code = _run(run, run["final"], tmp_path, name="state")
+    assert (code, again["resumed_units"], again["reverified_units"]) == (0, again["units"], 0)
+    target = run["base"] if which == "base" else run["final"]
+    if fmt == "pt":   # the last tensor's storage lies before the zip's central directory: edit inside it
+        data = open(target, "rb").read()
+        raw = final[list(final)[-1]].contiguous().view(torch.uint8).numpy().tobytes()
+        offset = len(data) - data.rindex(raw)
+    else:             # safetensors: the data region ends the file; its last byte belongs to the last tensor
+        offset = 1
+    _edit_in_place(target, offset)
+    changed = load_file(target) if fmt == "safetensors" else torch.load(target, weights_only=True)
+    assert any(not torch.equal(changed[k].view(torch.uint8) if changed[k].dtype != torch.bool else changed[k],
+                               (load_file(awd["base"]) if which == "base" else final)[k].view(torch.uint8))
+               for k in changed)
+    edited, code = _run(run, run["final"], tmp_path, name="state")
+    assert code == 1 and edited["verdict"] == "differs"
+    assert edited["reverified_units"] == 1 and edited["resumed_units"] == edited["units"] - 1
+    assert "re-verified: 1 units" in edited["text"]

@@ -35,9 +35,8 @@ class ReplayError(ValueError):
 
 def _fingerprint(paths: list, parts: dict) -> str:
     h = hashlib.sha256(json.dumps(parts, sort_keys=True).encode())
-    for path in paths:   # size and mtime, not contents: hashing 14 GB of weights would cost a replay's worth
-        st = os.stat(path)
-        h.update(f"{Path(path).resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    for path in paths:   # names only: contents are checked per unit (kernel.input_digest), never size or mtime
+        h.update(f"{Path(path).resolve()}\0".encode())
     return h.hexdigest()
 
 
@@ -205,9 +204,18 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
                      scheme=run_log.scheme, slots=tuple(slots), sigma=run_log.sigma, alpha=run_log.alpha,
                      population=run_log.population, decay=run_log.decay, lam=run_log.lam, iterations=iterations,
                      device=device, pieces=str(state.pieces) if out is not None else None)
-    results = state.done(need_pieces=out is not None)
-    results = {k: v for k, v in results.items() if k < len(units)}
-    resumed = len(results)
+    recorded = state.done(need_pieces=out is not None)
+    results = {}
+    try:
+        if recorded:
+            base_w, expect_w = open_weights(base), open_weights(expect)
+        for k, result in recorded.items():   # reused only on the same bytes (docs/replay.md §6)
+            if k < len(units) and result.get("key") == kernel.unit_key(units[k]) and \
+                    result.get("inputs") == kernel.current_digest(units[k], base_w, expect_w):
+                results[k] = result
+    except WeightsError as exc:
+        raise ReplayError(str(exc)) from None
+    resumed, reverified = len(results), len(recorded) - len(results)
     todo = [u for u in units if u.index not in results]
     show = sys.stderr.isatty() if progress is None else progress
     from tqdm import tqdm
@@ -232,7 +240,8 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     finally:
         bar.close()
     context = {"esverify_version": __version__, "base": str(base), "expect": str(expect), "log": str(log),
-               "units": len(units), "resumed_units": resumed, "state_dir": str(state_dir),
+               "units": len(units), "resumed_units": resumed,
+               "reverified_units": reverified, "state_dir": str(state_dir),
                "runner": f"ray {ray}" if ray is not None else f"pool of {min(workers, max(len(todo), 1))}",
                "model": {"source": run_log.source, "profile": profile, "noise": noise, "device": device,
                          "iterations": len(run_log.iterations), "num_engines": run_log.num_engines,

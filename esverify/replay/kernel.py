@@ -21,8 +21,10 @@ chunk boundaries (docs/replay.md §5).
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -80,10 +82,18 @@ _OPEN: dict = {}
 
 
 def _weights(path: str):
-    """One lazy reader per file and process: a pool worker replays many units of the same files."""
-    if path not in _OPEN:
-        _OPEN[path] = open_weights(path)
-    return _OPEN[path]
+    """One lazy reader per file and process: a pool worker replays many units of the same files.
+
+    Keyed on the file's identity too (inode, size, mtime of every file), so that a file replaced
+    between two replays in one process is never read through a stale reader."""
+    p = Path(path)
+    files = sorted(q for q in p.iterdir() if q.is_file()) if p.is_dir() else [p]
+    key = (path,) + tuple((str(q), st.st_ino, st.st_size, st.st_mtime_ns) for q in files for st in [q.stat()])
+    if key not in _OPEN:
+        for old in [k for k in _OPEN if k[0] == path]:
+            del _OPEN[old]
+        _OPEN[key] = open_weights(path)
+    return _OPEN[key]
 
 
 def native_noise(seed: int, shape: tuple, dtype: torch.dtype, device: str) -> torch.Tensor:
@@ -197,6 +207,36 @@ def _save_piece(job: Job, unit: Unit, values: torch.Tensor) -> None:
     save_weights(os.path.join(job.pieces, f"unit-{unit.index:08d}.safetensors"), {"values": values.cpu()})
 
 
+def unit_key(unit: Unit) -> str:
+    """What a unit is, beside its inputs: a recorded result is reused only for the same key (§6)."""
+    return f"{unit.name}\0{unit.start}\0{unit.end}\0{unit.shape}\0{unit.dtype}\0{unit.kind}\0{unit.layout}"
+
+
+def input_digest(unit: Unit, base: torch.Tensor, expected: torch.Tensor | None) -> str:
+    """sha256 of the bytes a unit read (its base and checkpoint elements, with their dtypes; docs/replay.md §6).
+
+    Resume trusts a recorded unit only when the bytes there now hash the same: a file edited in
+    place with its size and modification time restored is re-verified. Hashing costs a read, far
+    less than the replay.
+    """
+    h = hashlib.sha256(unit_key(unit).encode())
+    for t in (base, expected):
+        if t is None:
+            h.update(b"\0none")
+            continue
+        t = t.detach().cpu().contiguous().reshape(-1)
+        h.update(f"\0{t.dtype}\0{t.numel()}\0".encode())
+        h.update(t.view(torch.uint8).numpy().data)
+    return h.hexdigest()
+
+
+def current_digest(unit: Unit, base_w, expect_w) -> str:
+    """`input_digest` of the bytes the unit reads now from readers freshly opened (the resume check, §6)."""
+    base = base_w.read(unit.name, unit.start, unit.end)
+    expected = None if unit.layout else expect_w.read(unit.name, unit.start, unit.end)
+    return input_digest(unit, base, expected)
+
+
 def run_unit(job: Job, unit: Unit) -> dict:
     """Replay one unit and compare it with the expected checkpoint (docs/replay.md §5).
 
@@ -205,6 +245,8 @@ def run_unit(job: Job, unit: Unit) -> dict:
     """
     base_w, exp_w = _weights(job.base), _weights(job.expect)
     base = base_w.read(unit.name, unit.start, unit.end)
+    expected = None if unit.layout else exp_w.read(unit.name, unit.start, unit.end)
+    digest = input_digest(unit, base, expected)
     if unit.kind == "static":
         got = naive = base.to(job.device)     # never cast: a buffer of another dtype is a difference
     else:
@@ -213,9 +255,9 @@ def run_unit(job: Job, unit: Unit) -> dict:
             got, naive = replay_elements(job, unit, base)
     if job.pieces is not None:
         _save_piece(job, unit, got)
-    result = {"unit": unit.index, "name": unit.name, "start": unit.start, "end": unit.end}
+    result = {"unit": unit.index, "name": unit.name, "start": unit.start, "end": unit.end,
+              "key": unit_key(unit), "inputs": digest}
     if unit.layout:   # the checkpoint's dtype or shape is not the replay's: nothing to compare element-wise
         side = {"mismatches": max(unit.end - unit.start, 1), "first": None, "max_ulp": None, "layout": unit.layout}
         return {**result, "replay": side, "naive": dict(side)}
-    expected = exp_w.read(unit.name, unit.start, unit.end)
     return {**result, "replay": compare(got, expected, unit.start), "naive": compare(naive, expected, unit.start)}

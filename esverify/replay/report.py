@@ -82,5 +82,9 @@ def render_text(report: dict) -> str:
     for note in report.get("notes", []):
         lines.append(f"note: {note}")
     if report.get("resumed_units"):
-        lines.append(f"resumed: {report['resumed_units']} of {report['units']} units were verified by an earlier run")
+        lines.append(f"resumed: {report['resumed_units']} of {report['units']} units were verified by an earlier "
+                     f"run on the same bytes and reused")
+    if report.get("reverified_units"):
+        lines.append(f"re-verified: {report['reverified_units']} units recorded by an earlier run read other bytes "
+                     f"now and were replayed again")
     return "\n".join(lines)
