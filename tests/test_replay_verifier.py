@@ -143,3 +143,83 @@ def test_resume_reuses_a_unit_only_on_the_same_bytes(awd, tmp_path, which, fmt):
     assert code == 1 and edited["verdict"] == "differs"
     assert edited["reverified_units"] == 1 and edited["resumed_units"] == edited["units"] - 1
     assert "re-verified: 1 units" in edited["text"]
+
+
+# ------------------------------------------------------------------ kind 3: strict JSON in, strict JSON out
+
+def _copy_log(run, tmp_path) -> Path:
+    log = tmp_path / "log"
+    shutil.copytree(run["log"], log)
+    return log
+
+
+def _with_text(path: Path, edit) -> None:
+    path.write_text(edit(path.read_text()))
+
+
+_STRICT = [   # (file, edit of its text, what the error says)
+    ("args.json", lambda t: t.replace('"sigma": ', '"sigma": 0.02, "sigma": ', 1), "duplicate key 'sigma'"),
+    ("args.json", lambda t: t.replace('"precision": "float32"', '"precision": NaN'), "non-finite literal NaN"),
+    ("args.json", lambda t: t.replace('"alpha": 0.05', '"alpha": Infinity'), "non-finite literal Infinity"),
+    ("args.json", lambda t: t.replace('"alpha": 0.05', '"alpha": 1e999'), "overflows to inf"),
+    ("iteration_updates/iteration_000001.json",
+     lambda t: t.replace('"update_coefficients": ', '"update_coefficients": [0, 0, 0], "update_coefficients": '),
+     "duplicate key 'update_coefficients'"),
+    ("iteration_updates/iteration_000002.json", lambda t: t.replace('"update_coefficients": [',
+                                                                    '"update_coefficients": [-Infinity, ', 1),
+     "non-finite literal -Infinity")]
+
+
+@pytest.mark.parametrize("name,edit,message", _STRICT)
+def test_the_run_log_is_read_as_strict_json(awd, tmp_path, name, edit, message):
+    from click.testing import CliRunner
+
+    from esverify.cli import main
+    log = _copy_log(awd, tmp_path)
+    _with_text(log / name, edit)
+    result = CliRunner().invoke(main, ["replay", "--base", str(awd["base"]), "--log", str(log), "--expect",
+                                       str(awd["final"]), "--workers", "1", "--state-dir", str(tmp_path / "s")])
+    assert result.exit_code == 2, result.output
+    assert name in result.output and message in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("key,value", [
+    ("precision", "fp8"), ("precision", 16), ("precision", ["float32"]), ("weight_decay_type", ["l2"]),
+    ("weight_decay_type", 2), ("esverify.noise", "gpu"), ("esverify.scheme", "shared"),
+    ("esverify.mapping", "libm32"), ("esverify.profile", 3), ("esverify.noise", True)])
+def test_a_setting_is_one_of_its_known_names(tmp_path, key, value):
+    """A setting that names something is checked against the names esverify knows, whatever JSON type."""
+    from esverify.replay.log import LogError, read_log
+    from replay_runs import trainer_run
+    run = trainer_run(tmp_path / "run", iterations=1)
+    args = json.loads((run["log"] / "args.json").read_text())
+    where, _, leaf = key.rpartition(".")
+    (args[where] if where else args)[leaf] = value
+    (run["log"] / "args.json").write_text(json.dumps(args))
+    with pytest.raises(LogError, match=rf"args\.json( esverify)?: {leaf} must be one of"):
+        read_log(run["log"])
+
+
+def test_shard_index_and_state_are_strict(awd, tmp_path):
+    from esverify.replay import ReplayError
+    sd = torch.load(awd["final"], weights_only=True)
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    save_file({k: v.contiguous() for k, v in sd.items()}, folder / "a.safetensors")
+    names = list(sd)
+    entries = ", ".join(f'"{k}": "a.safetensors"' for k in names)
+    (folder / "model.safetensors.index.json").write_text(
+        '{"weight_map": {' + entries + f', "{names[0]}": "b.safetensors"' + '}}')
+    with pytest.raises(ReplayError, match=rf"model\.safetensors\.index\.json.*duplicate key '{names[0]}'"):
+        _run(awd, folder, tmp_path)
+    # report.json and every unit record are strict JSON that reads back
+    from esverify import jsonin
+    report, _ = _run(awd, awd["final"], tmp_path, name="ok")
+    for path in [tmp_path / "ok" / "report.json", *sorted((tmp_path / "ok" / "units").glob("*.json"))]:
+        jsonin.load_path(path)
+    # a unit record with a key given twice is not trusted: the unit is replayed again
+    unit = sorted((tmp_path / "ok" / "units").glob("*.json"))[0]
+    _with_text(unit, lambda t: t.replace('"unit": ', '"unit": 0, "unit": ', 1))
+    again, code = _run(awd, awd["final"], tmp_path, name="ok")
+    assert code == 0 and again["resumed_units"] == again["units"] - 1

@@ -14,12 +14,11 @@ Exit codes (docs/replay.md §7): 0 bit-equal, 1 differs, 2 usage or setup error.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sys
 from pathlib import Path
 
-from esverify import __version__
+from esverify import __version__, jsonin
 
 from .log import LogError, log_digest, read_log
 from .units import DEFAULT_SHARD, FLOATS, Unit, plan_units
@@ -34,7 +33,7 @@ class ReplayError(ValueError):
 
 
 def _fingerprint(paths: list, parts: dict) -> str:
-    h = hashlib.sha256(json.dumps(parts, sort_keys=True).encode())
+    h = hashlib.sha256(jsonin.dumps(parts, sort_keys=True).encode())
     for path in paths:   # names only: contents are checked per unit (kernel.input_digest), never size or mtime
         h.update(f"{Path(path).resolve()}\0".encode())
     return h.hexdigest()
@@ -262,7 +261,7 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     if out is not None:
         _write_out(out, units, state, tensors)
         report["out"] = str(out)
-    text = json.dumps(report, indent=1) + "\n"
+    text = jsonin.dumps(report, indent=1) + "\n"   # strict: never NaN or Infinity (docs/replay.md §7)
     write_atomic(state_dir / "report.json", text)
     if report_path is not None:
         write_atomic(report_path, text)

@@ -11,11 +11,12 @@ naming the file (and the tensor).
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import torch
+
+from esverify import jsonin
 
 _ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64,
               "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
@@ -139,8 +140,8 @@ def open_weights(path) -> Weights:
             raise WeightsError(f"{path}: a folder without {' / '.join(_HF_FILES)} (not a Hugging Face model folder)")
         top = path / found[0]
         if top.name.endswith(".index.json"):
-            try:
-                weight_map = json.loads(top.read_text())["weight_map"]
+            try:   # strict JSON (esverify.jsonin): a tensor mapped twice is refused, not the last copy taken
+                weight_map = jsonin.load_path(top)["weight_map"]
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise WeightsError(f"{top}: not a shard index with a weight_map ({exc})") from None
             readers, files = {}, {}
