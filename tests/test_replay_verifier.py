@@ -223,3 +223,116 @@ def test_shard_index_and_state_are_strict(awd, tmp_path):
     _with_text(unit, lambda t: t.replace('"unit": ', '"unit": 0, "unit": ', 1))
     again, code = _run(awd, awd["final"], tmp_path, name="ok")
     assert code == 0 and again["resumed_units"] == again["units"] - 1
+
+
+# ------------------------------------------------------------------ kind 4: every later failure is one line
+
+def _sharded(awd, tmp_path, weight_map_edit) -> Path:
+    sd = torch.load(awd["final"], weights_only=True)
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    names = list(sd)
+    save_file({k: sd[k].contiguous() for k in names[:2]}, folder / "model-1.safetensors")
+    save_file({k: sd[k].contiguous() for k in names[2:]}, folder / "model-2.safetensors")
+    weight_map = {k: "model-1.safetensors" if i < 2 else "model-2.safetensors" for i, k in enumerate(names)}
+    weight_map_edit(weight_map, names)
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    return folder
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda m, n: m.update({n[0]: "model-3.safetensors"}), "shard model-3.safetensors (of tensor w1) does not exist"),
+    (lambda m, n: m.update({n[0]: "model-2.safetensors"}), "maps tensor w1 to model-2.safetensors, which does not hold it"),
+    (lambda m, n: m.update({n[3]: "model-1.safetensors"}), "maps tensor emb to model-1.safetensors, which does not"),
+    (lambda m, n: m.update({n[0]: "../model-1.safetensors"}), "is not a file name in"),
+    (lambda m, n: m.update({n[0]: ["model-1.safetensors"]}), "weight_map must map tensor names to shard file names")])
+def test_the_whole_shard_index_is_checked_up_front(awd, tmp_path, edit, message):
+    from click.testing import CliRunner
+
+    from esverify.cli import main
+    folder = _sharded(awd, tmp_path, edit)
+    result = CliRunner().invoke(main, ["replay", "--base", str(awd["base"]), "--log", str(awd["log"]), "--expect",
+                                       str(folder), "--workers", "1", "--state-dir", str(tmp_path / "s")])
+    assert result.exit_code == 2 and message in result.output and "model.safetensors.index.json" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "s").exists()
+
+
+def _truncate(path):
+    with open(path, "r+b") as fh:
+        fh.truncate(os.path.getsize(path) // 2)
+
+
+def _kill_workers(_result):
+    import multiprocessing
+    import signal
+    for child in multiprocessing.active_children():
+        os.kill(child.pid, signal.SIGKILL)
+
+
+def _raise_inside(monkeypatch):
+    from esverify.replay import kernel
+    monkeypatch.setattr(kernel, "replay_elements", lambda *a: (_ for _ in ()).throw(AttributeError("no .x\nline 2")))
+
+
+@pytest.mark.parametrize("case,workers,error,message", [
+    ("checkpoint cut short", 1, "ReplayError", "final.safetensors: not a readable safetensors file"),
+    ("checkpoint cut short", 2, "ReplayError", "final.safetensors: "),
+    ("checkpoint removed", 1, "ReplayError", "final.safetensors: no such file or folder"),
+    ("worker killed", 2, "ReplayInfrastructureError", "a worker process died"),
+    ("error inside a unit", 1, "ReplayInfrastructureError", "failed: AttributeError: no .x")])
+def test_a_failure_while_units_run_is_one_line_and_keeps_the_verified_units(awd, tmp_path, monkeypatch, case,
+                                                                           workers, error, message):
+    import esverify.replay as api
+    expect = tmp_path / "final.safetensors"
+    save_file({k: v.contiguous() for k, v in torch.load(awd["final"], weights_only=True).items()}, expect)
+    hook = {"checkpoint cut short": lambda r: _truncate(expect), "checkpoint removed": lambda r: expect.unlink(),
+            "worker killed": _kill_workers, "error inside a unit": None}[case]
+    if case == "error inside a unit":
+        _raise_inside(monkeypatch)
+        hook = None
+    seen = []
+
+    def after(result):
+        seen.append(result["unit"])
+        if len(seen) == 1 and hook is not None:
+            hook(result)
+    with pytest.raises(getattr(api, error)) as info:
+        replay(awd["base"], awd["log"], expect, workers=workers, state_dir=tmp_path / "s", after_unit=after)
+    text = str(info.value)
+    assert message in text and "\n" not in text
+    assert f"the {len(seen)} of 4 units verified so far are kept" in text
+    assert len(list((tmp_path / "s" / "units").glob("unit-*.json"))) == len(seen)
+    assert not (tmp_path / "s" / "report.json").exists()
+
+
+def test_paths_reach_the_workers_absolute(awd, tmp_path, monkeypatch):
+    """Relative paths are resolved before a Job is built (a Ray worker runs elsewhere, in another folder)."""
+    from esverify.replay import kernel, runners
+    jobs = []
+    real = runners.run_local
+    monkeypatch.setattr(runners, "run_local", lambda job, *a: (jobs.append(job), real(job, *a))[1])
+    monkeypatch.chdir(awd["log"].parent)
+    report, code = replay("base.safetensors", "log", "final_model_weights.pt", workers=1,
+                          state_dir="rel-state", out="out.safetensors")
+    assert code == 0 and isinstance(jobs[0], kernel.Job)
+    assert all(Path(p).is_absolute() for p in (jobs[0].base, jobs[0].expect, jobs[0].pieces))
+    shutil.rmtree("rel-state")
+    os.unlink("out.safetensors")
+
+
+def test_ray_without_a_cluster_names_esverifys_own_flag(awd, tmp_path, monkeypatch):
+    """Ray's own message tells the user to set "the --address flag"; esverify's option is --ray."""
+    import types
+
+    from esverify.replay import ReplayError
+
+    def init(**kwargs):
+        raise ConnectionError("Could not find any running Ray instance. Please specify the one to connect to by "
+                              "setting `--address` flag or `RAY_ADDRESS` environment variable.")
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=init)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    with pytest.raises(ReplayError) as info:
+        _run(awd, awd["final"], tmp_path, ray="auto")
+    text = str(info.value)
+    assert text.startswith("--ray auto: cannot connect to a Ray cluster") and "--ray HOST:PORT" in text
+    assert "--address" not in text and "\n" not in text

@@ -9,7 +9,9 @@ write the report (and with `out` the reconstructed weights) atomically.
 Everything that can be checked before the work starts is checked first:
 a bad input costs no compute and writes nothing.
 
-Exit codes (docs/replay.md §7): 0 bit-equal, 1 differs, 2 usage or setup error.
+Exit codes (docs/replay.md §7): 0 bit-equal, 1 differs, 2 usage or setup error or input that cannot
+be replayed, 3 an infrastructure failure (a worker killed, a lost Ray node), 128 + signal when
+interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
 """
 from __future__ import annotations
 
@@ -18,18 +20,22 @@ import os
 import sys
 from pathlib import Path
 
-from esverify import __version__, jsonin
+from esverify import __version__, interrupt, jsonin
 
 from .log import LogError, log_digest, read_log
 from .units import DEFAULT_SHARD, FLOATS, Unit, plan_units
 from .weights import WeightsError, open_weights
 
-EXIT_BIT_EQUAL, EXIT_DIFFERS, EXIT_SETUP = 0, 1, 2
+EXIT_BIT_EQUAL, EXIT_DIFFERS, EXIT_SETUP, EXIT_INFRASTRUCTURE = 0, 1, 2, 3
 NOISES = ("native", "contract")
 
 
 class ReplayError(ValueError):
     """A replay that cannot run (bad log, weights, options or state); one message naming the file. Exit 2."""
+
+
+class ReplayInfrastructureError(RuntimeError):
+    """The machinery failed while the units ran (a worker killed, a lost Ray node); one line. Exit 3."""
 
 
 def _fingerprint(paths: list, parts: dict) -> str:
@@ -134,8 +140,13 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     after each unit is recorded (tests use it to interrupt); batching:
     how es-awd handed members to engines, "members" or "passes"
     (docs/replay.md §3; RunLog.evaluated).
-    Returns (report dict, exit code 0 or 1). Raises ReplayError (exit 2)
-    for every usage or setup error, before any work.
+    Returns (report dict, exit code): 0 bit-equal, 1 differs, or 128 + the
+    signal number when SIGINT, SIGTERM or SIGHUP stopped it (the workers
+    stopped, the verified units kept, the partial report written with the
+    verdict "interrupted"). Raises ReplayError (exit 2) for every usage or
+    setup error, before any work, and for input that turns out unreadable
+    while the units run (the units verified so far kept);
+    ReplayInfrastructureError (exit 3) when a worker or Ray node fails.
     """
     from esverify.es.profiles import get_profile
     from esverify.report import write_atomic
@@ -187,7 +198,7 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     parts = {"version": __version__, "log": log_digest(log), "profile": profile, "noise": noise, "shard": shard,
              "device": device, "batching": batching if run_log.source == "es-awd" else None}
     fingerprint = _fingerprint(_weight_files(base) + _weight_files(expect), parts)
-    state_dir = Path(state_dir) if state_dir else Path.cwd() / f"esverify-replay-{fingerprint[:12]}"
+    state_dir = Path(state_dir).resolve() if state_dir else Path.cwd() / f"esverify-replay-{fingerprint[:12]}"
     from esverify.outputs import OutputError, check_file
     try:
         for path, option in ((out, "--out"), (report_path, "--report")):
@@ -199,7 +210,7 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
         state = State(state_dir, fingerprint)
     except StateError as exc:
         raise ReplayError(str(exc)) from None
-    job = kernel.Job(base=str(base), expect=str(expect), profile=profile, noise=noise, mapping=run_log.mapping,
+    job = kernel.Job(base=str(Path(base).resolve()), expect=str(Path(expect).resolve()), profile=profile, noise=noise, mapping=run_log.mapping,
                      scheme=run_log.scheme, slots=tuple(slots), sigma=run_log.sigma, alpha=run_log.alpha,
                      population=run_log.population, decay=run_log.decay, lam=run_log.lam, iterations=iterations,
                      device=device, pieces=str(state.pieces) if out is not None else None)
@@ -227,15 +238,24 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
         bar.update(1)
         if after_unit is not None:
             after_unit(result)
+    stopped = None
+
+    def kept() -> str:
+        return f"the {len(results)} of {len(units)} units verified so far are kept in {state_dir}"
     try:
-        if ray is not None:
-            runners.run_ray(job, todo, None if ray == "" else ray, on_result)
-        else:
-            runners.run_local(job, todo, workers, on_result)
+        with interrupt.catching():   # SIGINT, SIGTERM, SIGHUP: stop the workers, write the partial report
+            if ray is not None:
+                runners.run_ray(job, todo, None if ray == "" else ray, on_result)
+            else:
+                runners.run_local(job, todo, workers, on_result)
+    except interrupt.Interrupted as exc:
+        stopped = exc
     except runners.RunnerError as exc:
         raise ReplayError(str(exc)) from None
-    except WeightsError as exc:
-        raise ReplayError(str(exc)) from None
+    except WeightsError as exc:   # input that cannot be replayed, found while the units ran
+        raise ReplayError(f"{exc}; {kept()}") from None
+    except runners.InfrastructureError as exc:
+        raise ReplayInfrastructureError(f"{exc}; {kept()}; run the same command again to continue") from None
     finally:
         bar.close()
     context = {"esverify_version": __version__, "base": str(base), "expect": str(expect), "log": str(log),
@@ -251,6 +271,15 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
                          "residue": "logged per iteration" if run_log.source == "esverify" else
                          f"engine 0 of {run_log.num_engines}, batching {batching}"},
                "notes": _notes(run_log, profile, noise, device, batching)}
+    if stopped is not None:
+        context["signal"] = stopped.signal_name
+        report = build_report(units, results, context, verdict=interrupt.VERDICT)
+        text = jsonin.dumps(report, indent=1) + "\n"
+        write_atomic(state_dir / "report.json", text)
+        if report_path is not None:
+            write_atomic(report_path, text)
+        report["text"] = render_text(report)
+        return report, stopped.exit_code
     report = build_report(units, results, context)
     seeds = len(run_log.iterations[0].seeds) if run_log.iterations else 0
     if report["verdict"] == "differs" and run_log.source == "es-awd" and seeds % run_log.num_engines:
@@ -258,13 +287,16 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
         report["notes"].append(f"{seeds} seeds per iteration are not a multiple of num_engines "
                                f"({run_log.num_engines}): the two ways members can be handed to engines differ "
                                f"here; try --batching {other} (docs/replay.md §3)")
-    if out is not None:
-        _write_out(out, units, state, tensors)
-        report["out"] = str(out)
-    text = jsonin.dumps(report, indent=1) + "\n"   # strict: never NaN or Infinity (docs/replay.md §7)
-    write_atomic(state_dir / "report.json", text)
-    if report_path is not None:
-        write_atomic(report_path, text)
+    try:
+        if out is not None:
+            _write_out(out, units, state, tensors)
+            report["out"] = str(out)
+        text = jsonin.dumps(report, indent=1) + "\n"   # strict: never NaN or Infinity (docs/replay.md §7)
+        write_atomic(state_dir / "report.json", text)
+        if report_path is not None:
+            write_atomic(report_path, text)
+    except (OSError, WeightsError) as exc:
+        raise ReplayError(f"cannot write the results ({exc}); {kept()}") from None
     report["text"] = render_text(report)
     return report, EXIT_BIT_EQUAL if report["verdict"] == "bit-equal" else EXIT_DIFFERS
 

@@ -34,7 +34,7 @@ from esverify.es.numerics import DEFAULT_CHUNK
 from esverify.es.profiles import get_profile
 
 from .units import Unit
-from .weights import open_weights
+from .weights import WeightsError, open_weights
 
 #: noise elements an iteration may keep so that a residue seed's draw is reused by the update
 CACHE_ELEMENTS = 1 << 25
@@ -87,8 +87,13 @@ def _weights(path: str):
     Keyed on the file's identity too (inode, size, mtime of every file), so that a file replaced
     between two replays in one process is never read through a stale reader."""
     p = Path(path)
-    files = sorted(q for q in p.iterdir() if q.is_file()) if p.is_dir() else [p]
-    key = (path,) + tuple((str(q), st.st_ino, st.st_size, st.st_mtime_ns) for q in files for st in [q.stat()])
+    try:
+        files = sorted(q for q in p.iterdir() if q.is_file()) if p.is_dir() else [p]
+        key = (path,) + tuple((str(q), st.st_ino, st.st_size, st.st_mtime_ns) for q in files for st in [q.stat()])
+    except FileNotFoundError:
+        raise WeightsError(f"{path}: no such file or folder") from None
+    except OSError as exc:
+        raise WeightsError(f"{path}: cannot be read ({exc})") from None
     if key not in _OPEN:
         for old in [k for k in _OPEN if k[0] == path]:
             del _OPEN[old]
@@ -207,6 +212,19 @@ def _save_piece(job: Job, unit: Unit, values: torch.Tensor) -> None:
     save_weights(os.path.join(job.pieces, f"unit-{unit.index:08d}.safetensors"), {"values": values.cpu()})
 
 
+def _read(weights, unit: Unit) -> torch.Tensor:
+    """The unit's elements of one checkpoint; any failure to read them (a file changed or cut short since
+    the up-front checks: OS errors, safetensors' own errors) is a WeightsError naming the file and tensor."""
+    try:
+        return weights.read(unit.name, unit.start, unit.end)
+    except WeightsError:
+        raise
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise WeightsError(f"{weights.path}: tensor {unit.name}: cannot be read ({type(exc).__name__}: "
+                           f"{first})") from None
+
+
 def unit_key(unit: Unit) -> str:
     """What a unit is, beside its inputs: a recorded result is reused only for the same key (§6)."""
     return f"{unit.name}\0{unit.start}\0{unit.end}\0{unit.shape}\0{unit.dtype}\0{unit.kind}\0{unit.layout}"
@@ -232,8 +250,8 @@ def input_digest(unit: Unit, base: torch.Tensor, expected: torch.Tensor | None) 
 
 def current_digest(unit: Unit, base_w, expect_w) -> str:
     """`input_digest` of the bytes the unit reads now from readers freshly opened (the resume check, §6)."""
-    base = base_w.read(unit.name, unit.start, unit.end)
-    expected = None if unit.layout else expect_w.read(unit.name, unit.start, unit.end)
+    base = _read(base_w, unit)
+    expected = None if unit.layout else _read(expect_w, unit)
     return input_digest(unit, base, expected)
 
 
@@ -244,8 +262,8 @@ def run_unit(job: Job, unit: Unit) -> dict:
     (each a `compare` result). Raises WeightsError for unreadable files.
     """
     base_w, exp_w = _weights(job.base), _weights(job.expect)
-    base = base_w.read(unit.name, unit.start, unit.end)
-    expected = None if unit.layout else exp_w.read(unit.name, unit.start, unit.end)
+    base = _read(base_w, unit)
+    expected = None if unit.layout else _read(exp_w, unit)
     digest = input_digest(unit, base, expected)
     if unit.kind == "static":
         got = naive = base.to(job.device)     # never cast: a buffer of another dtype is a difference

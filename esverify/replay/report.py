@@ -29,28 +29,37 @@ def _fold(parts: list[dict]) -> dict:
     return out
 
 
-def build_report(units, results: dict, context: dict) -> dict:
+def build_report(units, results: dict, context: dict, verdict: str | None = None) -> dict:
     """The report of a finished replay (JSON-able).
 
     units: the plan (esverify.replay.units.Unit); results: unit index ->
     kernel.run_unit result, one per unit; context: the inputs, model and
     notes (api.replay fills it). Keys: format, verdict ("bit-equal" |
     "differs"), elements, mismatches, naive_mismatches, tensors (one entry
-    per tensor in file order), and the context's keys.
+    per tensor in file order), and the context's keys. verdict: given for a
+    partial report ("interrupted"): then `results` may lack units, each
+    tensor says how many of its units were verified (`verified_units`), and
+    only those count.
     """
     per = OrderedDict()
     for unit in units:
-        per.setdefault(unit.name, {"unit": unit, "replay": [], "naive": []})
-        per[unit.name]["replay"].append(results[unit.index]["replay"])
-        per[unit.name]["naive"].append(results[unit.index]["naive"])
+        per.setdefault(unit.name, {"unit": unit, "replay": [], "naive": [], "units": 0})
+        per[unit.name]["units"] += 1
+        if unit.index in results:
+            per[unit.name]["replay"].append(results[unit.index]["replay"])
+            per[unit.name]["naive"].append(results[unit.index]["naive"])
     tensors = []
     for name, entry in per.items():
         unit = entry["unit"]
         replay, naive = _fold(entry["replay"]), _fold(entry["naive"])
         tensors.append({"name": name, "shape": list(unit.shape), "dtype": unit.dtype, "elements": unit.numel,
-                        "kind": unit.kind, "units": len(entry["replay"]), "replay": replay, "naive": naive})
+                        "kind": unit.kind, "units": entry["units"], "replay": replay, "naive": naive})
+        if verdict is not None:
+            tensors[-1]["verified_units"] = len(entry["replay"])
     mismatches = sum(t["replay"]["mismatches"] for t in tensors)
-    report = {"format": REPORT_FORMAT, "verdict": "bit-equal" if mismatches == 0 else "differs",
+    if verdict is None:
+        verdict = "bit-equal" if mismatches == 0 else "differs"
+    report = {"format": REPORT_FORMAT, "verdict": verdict,
               "elements": sum(t["elements"] for t in tensors), "mismatches": mismatches,
               "naive_mismatches": sum(t["naive"]["mismatches"] for t in tensors), "tensors": tensors}
     report.update(context)
@@ -72,6 +81,11 @@ def render_text(report: dict) -> str:
     lines = [f"replay of {report['log']} ({report['model']['iterations']} iterations, "
              f"profile {report['model']['profile']}, noise {report['model']['noise']}) against {report['expect']}",
              f"verdict: {report['verdict'].upper()}: {report['mismatches']} of {report['elements']} elements differ"]
+    if report["verdict"] == "interrupted":
+        done = sum(t.get("verified_units", t["units"]) for t in report["tensors"])
+        lines[1] = (f"verdict: INTERRUPTED by {report.get('signal', 'a signal')}: {done} of {report['units']} units "
+                    f"verified ({report['mismatches']} differing elements among them); they are kept: run the "
+                    f"same command again to continue")
     bad = [t for t in report["tensors"] if t["replay"]["mismatches"]]
     if bad:
         rows = [[t["name"], t["dtype"], f"{t['replay']['mismatches']}/{t['elements']}", _first(t["replay"]),

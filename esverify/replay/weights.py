@@ -144,10 +144,21 @@ def open_weights(path) -> Weights:
                 weight_map = jsonin.load_path(top)["weight_map"]
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise WeightsError(f"{top}: not a shard index with a weight_map ({exc})") from None
-            readers, files = {}, {}
-            for name, shard in weight_map.items():
+            if not isinstance(weight_map, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                           for k, v in weight_map.items()):
+                raise WeightsError(f"{top}: weight_map must map tensor names to shard file names")
+            readers, held, files = {}, {}, {}
+            for name, shard in weight_map.items():   # the whole index, up front (docs/replay.md §4)
                 if shard not in readers:
+                    if Path(shard).name != shard or shard in (".", ".."):
+                        raise WeightsError(f"{top}: shard {shard!r} (of tensor {name}) is not a file name in "
+                                           f"{path}")
+                    if not (path / shard).is_file():
+                        raise WeightsError(f"{top}: shard {shard} (of tensor {name}) does not exist in {path}")
                     readers[shard] = _file(path / shard)
+                    held[shard] = set(readers[shard].names())
+                if name not in held[shard]:
+                    raise WeightsError(f"{top}: maps tensor {name} to {shard}, which does not hold it")
                 files[name] = readers[shard]
             return Weights(path, files)
         path = top
