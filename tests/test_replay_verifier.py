@@ -336,3 +336,173 @@ def test_ray_without_a_cluster_names_esverifys_own_flag(awd, tmp_path, monkeypat
     text = str(info.value)
     assert text.startswith("--ray auto: cannot connect to a Ray cluster") and "--ray HOST:PORT" in text
     assert "--address" not in text and "\n" not in text
+
+
+# ------------------------------------------------------------------ kind 5: signals tear everything down
+
+def _children() -> dict:
+    """{pid: parent pid} of every process, from /proc (psutil is not a dependency)."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            out[int(entry)] = (int(fields[1]), fields[0])   # (ppid, state)
+    return out
+
+
+def _descendants(pid: int) -> set:
+    table, found, todo = _children(), set(), [pid]
+    while todo:
+        parent = todo.pop()
+        for child, (ppid, _) in table.items():
+            if ppid == parent and child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _alive(pids) -> set:
+    table = _children()
+    return {p for p in pids if p in table and table[p][1] != "Z"}
+
+
+def _wait_for(predicate, seconds: float) -> bool:
+    import time
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory):
+    """A trainer run cut into thousands of one-element units: long enough to be signalled mid-way."""
+    from replay_runs import trainer_run
+    return trainer_run(tmp_path_factory.mktemp("long"), iterations=2, sizes={"w": (3000,)})
+
+
+def _start(run, state):
+    import subprocess
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent))
+    return subprocess.Popen([sys.executable, "-m", "esverify", "replay", "--base", str(run["base"]), "--log",
+                             str(run["log"]), "--expect", str(run["final"]), "--workers", "2",
+                             "--shard-elements", "1", "--state-dir", str(state)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_signal_stops_the_workers_and_writes_the_partial_report(long_run, tmp_path, signame):
+    import signal
+    sig = getattr(signal, signame)
+    proc = _start(long_run, tmp_path / "s")
+    units = tmp_path / "s" / "units"
+    try:
+        # a worker's first unit compiles the contract noise (numba): on a loaded machine that takes a while
+        assert _wait_for(lambda: units.is_dir() and len(list(units.glob("unit-*.json"))) >= 3, 600)
+        workers = _descendants(proc.pid)
+        assert len(workers) >= 2            # the pool (and multiprocessing's resource tracker)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + sig, err
+    assert err.strip().splitlines()[-1].startswith("report: ") and "Traceback" not in err
+    report = json.loads((tmp_path / "s" / "report.json").read_text())
+    kept = len(list(units.glob("unit-*.json")))
+    assert report["verdict"] == "interrupted" and report["signal"] == signame
+    assert sum(t["verified_units"] for t in report["tensors"]) == kept >= 3 and kept < report["units"]
+    assert f"INTERRUPTED by {signame}" in out
+    assert _wait_for(lambda: not _alive(workers), 60), f"left running: {_alive(workers)}"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_worker_whose_parent_died_exits_by_itself(long_run, tmp_path):
+    import signal
+    proc = _start(long_run, tmp_path / "s")
+    units = tmp_path / "s" / "units"
+    try:
+        # a worker's first unit compiles the contract noise (numba): on a loaded machine that takes a while
+        assert _wait_for(lambda: units.is_dir() and len(list(units.glob("unit-*.json"))) >= 3, 600)
+        workers = _descendants(proc.pid)
+        proc.send_signal(signal.SIGKILL)    # no handler runs: the workers must notice on their own
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert _wait_for(lambda: not _alive(workers), 60), f"left running: {_alive(workers)}"
+
+
+# ------------------------------------------------------------------ kind 6: every safetensors dtype, any format
+
+def _table_buffers() -> dict:
+    """One buffer per dtype of the safetensors table that this torch has (ES never changes buffers); F32, F16
+    and BF16 tensors are the replayed parameters (the awd run's own tensors, here F32)."""
+    from esverify.replay.weights import _ST_DTYPES
+    g = torch.Generator().manual_seed(3)
+    out = {}
+    for code, dtype in _ST_DTYPES.items():
+        if code in ("F32", "F16", "BF16"):
+            continue
+        size = torch.empty(0, dtype=dtype).element_size()
+        raw = torch.randint(0, 256, (5 * size,), dtype=torch.uint8, generator=g)
+        if dtype == torch.bool:
+            raw = raw & 1
+        out[f"buf_{code}"] = raw.view(dtype).clone()
+    return out
+
+
+@pytest.mark.parametrize("tamper", [False, True])
+def test_every_safetensors_dtype_is_read_and_the_format_does_not_change_the_verdict(awd, tmp_path, tamper):
+    from safetensors.torch import load_file
+    buffers = _table_buffers()
+    assert {"buf_U16", "buf_U32", "buf_U64", "buf_F8_E4M3", "buf_F8_E5M2", "buf_BOOL", "buf_C64"} <= set(buffers)
+    save_file({**load_file(awd["base"]), **buffers}, tmp_path / "base.safetensors")
+    expect = {**torch.load(awd["final"], weights_only=True), **{k: v.clone() for k, v in buffers.items()}}
+    if tamper:      # one element of every buffer changes in one bit
+        for k, v in buffers.items():
+            raw = expect[k].view(torch.uint8) if v.dtype != torch.bool else None
+            if raw is None:
+                expect[k][2] = not bool(expect[k][2])
+            else:
+                raw[2 * v.element_size()] ^= 1
+    save_file({k: v.contiguous() for k, v in expect.items()}, tmp_path / "e.safetensors")
+    torch.save(expect, tmp_path / "e.pt")
+    run = {"base": tmp_path / "base.safetensors", "log": awd["log"]}
+    reports = {}
+    for fmt in ("safetensors", "pt"):
+        report, code = _run(run, tmp_path / f"e.{fmt}", tmp_path, name=fmt)
+        reports[fmt] = sorted((t["name"], t["dtype"], json.dumps(t["replay"])) for t in report["tensors"])
+        assert code == (1 if tamper else 0)
+        bad = {t["name"]: t["replay"] for t in report["tensors"] if t["replay"]["mismatches"]}
+        assert set(bad) == (set(buffers) if tamper else set())
+        assert all(b["mismatches"] == 1 and b["first"]["index"] == 2 for b in bad.values())
+    assert reports["safetensors"] == reports["pt"]
+
+
+@pytest.mark.parametrize("code", ["F4", "F6_E2M3", "F6_E3M2"])
+def test_a_dtype_torch_does_not_have_is_refused_in_one_line(awd, tmp_path, code):
+    """The format names dtypes torch has none for: refused naming the dtype, never read as something else."""
+    import struct
+
+    from click.testing import CliRunner
+
+    from esverify.cli import main
+    from esverify.replay.weights import _ST_DTYPES
+    if code in _ST_DTYPES:
+        pytest.skip(f"this torch has a dtype for {code}")
+    header = json.dumps({"x": {"dtype": code, "shape": [4], "data_offsets": [0, 3]}}).encode()
+    header += b" " * (-len(header) % 8)
+    path = tmp_path / "odd.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 3)
+    result = CliRunner().invoke(main, ["replay", "--base", str(path), "--log", str(awd["log"]), "--expect", str(path),
+                                       "--workers", "1", "--state-dir", str(tmp_path / "s")])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
+    assert f"odd.safetensors: tensor x has dtype {code}, a dtype of the safetensors format" in result.output
