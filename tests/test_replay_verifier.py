@@ -498,10 +498,11 @@ def test_a_dtype_torch_does_not_have_is_refused_in_one_line(awd, tmp_path, code)
     from esverify.replay.weights import _ST_DTYPES
     if code in _ST_DTYPES:
         pytest.skip(f"this torch has a dtype for {code}")
-    header = json.dumps({"x": {"dtype": code, "shape": [4], "data_offsets": [0, 3]}}).encode()
+    size = 4 * (4 if code == "F4" else 6) // 8     # four elements of 4 or 6 bits
+    header = json.dumps({"x": {"dtype": code, "shape": [4], "data_offsets": [0, size]}}).encode()
     header += b" " * (-len(header) % 8)
     path = tmp_path / "odd.safetensors"
-    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 3)
+    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * size)
     result = CliRunner().invoke(main, ["replay", "--base", str(path), "--log", str(awd["log"]), "--expect", str(path),
                                        "--workers", "1", "--state-dir", str(tmp_path / "s")])
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1

@@ -18,9 +18,14 @@ import torch
 
 from esverify import jsonin
 
-_ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64,
-              "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
-              "BOOL": torch.bool}
+#: the safetensors format's whole dtype table -> torch's dtype name; None where torch has no such dtype
+#: (sub-byte floats: torch packs float4 two per byte and has no float6), which is refused naming the dtype
+_ST_TABLE = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "I32": "int32",
+             "U32": "uint32", "I64": "int64", "U64": "uint64", "F16": "float16", "BF16": "bfloat16",
+             "F32": "float32", "F64": "float64", "C64": "complex64", "F8_E4M3": "float8_e4m3fn",
+             "F8_E5M2": "float8_e5m2", "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2FNUZ": "float8_e5m2fnuz",
+             "F8_E8M0": "float8_e8m0fnu", "F4": None, "F6_E2M3": None, "F6_E3M2": None}
+_ST_DTYPES = {k: getattr(torch, v) for k, v in _ST_TABLE.items() if v is not None and hasattr(torch, v)}
 _HF_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
              "pytorch_model.bin.index.json")
 
@@ -50,7 +55,10 @@ class _SafetensorsFile:
         sl = self._fh.get_slice(name)
         dtype = _ST_DTYPES.get(sl.get_dtype())
         if dtype is None:
-            raise WeightsError(f"{self.path}: tensor {name} has an unsupported dtype {sl.get_dtype()}")
+            known = "a dtype of the safetensors format" if sl.get_dtype() in _ST_TABLE else "an unknown dtype"
+            raise WeightsError(f"{self.path}: tensor {name} has dtype {sl.get_dtype()}, {known} that this torch "
+                               f"({torch.__version__}) has no dtype for; esverify compares tensors only in their "
+                               f"own dtype")
         return tuple(sl.get_shape()), dtype
 
     def read(self, name, start=None, end=None):
