@@ -33,12 +33,12 @@ def replay(base, log_dir, expect, out, profile, noise, workers, ray_address, sta
     """Rebuild CKPT from BASE and the logged seeds and coefficients, bit for bit, and say where it differs.
 
     \b
-    Exit codes (docs/replay.md §7):
+    Exit codes (docs/replay.md, "The report and exit codes"):
       0    bit-equal
       1    differs (the report names the elements)
       2    usage or setup error, or input that cannot be replayed (names the file)
       3    infrastructure failure: a worker killed, a lost Ray node (verified units kept)
-      130  interrupted by SIGINT (143 SIGTERM, 129 SIGHUP): partial report, verified units kept
+      130  interrupted by SIGINT; 143 SIGTERM, 129 SIGHUP (partial report, verified units kept)
     """
     from .api import ReplayError, ReplayInfrastructureError
     from .api import replay as run
