@@ -61,8 +61,8 @@ def test_same_dtype_differs_exactly_where_the_bytes_differ(dtype, n, data):
     for i in flips:      # change one byte of element i (bool: its only valid bit)
         raw[i * size] ^= 1 if dtype == torch.bool else data.draw(st.integers(1, 255))
     y = _tensor(bytes(raw), dtype)
-    want = [i for i in range(n) if bytes(raw[i * size:(i + 1) * size]) !=
-            (x.to(torch.uint8) if dtype == torch.bool else x.view(torch.uint8)).numpy().tobytes()[i * size:(i + 1) * size]]
+    before = (x.to(torch.uint8) if dtype == torch.bool else x.view(torch.uint8)).numpy().tobytes()
+    want = [i for i in range(n) if raw[i * size:(i + 1) * size] != before[i * size:(i + 1) * size]]
     diff = bitcompare.compare(x, y)
     assert diff.layout == "" and diff.index.tolist() == want and diff.mismatches == len(want)
     if want:

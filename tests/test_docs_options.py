@@ -133,7 +133,8 @@ def test_help_and_guide_name_the_same_exit_codes(path, doc, index):
     assert help_codes == doc_codes and {0, 1, 2, 130, 143, 129} <= doc_codes
 
 
-@pytest.mark.parametrize("path, doc", [(("parity",), "parity.md"), (("replay",), "replay.md"), (("audit",), "audit.md")])
+@pytest.mark.parametrize("path, doc", [(("parity",), "parity.md"), (("replay",), "replay.md"),
+                                       (("audit",), "audit.md")])
 def test_the_defaults_a_table_names_are_the_cli_defaults(path, doc):
     """A table row saying "`X` (default)" or "(default: X)" names the option's real default (replay's table
     said `--batching members` while the CLI's default is passes)."""

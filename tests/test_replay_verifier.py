@@ -242,7 +242,8 @@ def _sharded(awd, tmp_path, weight_map_edit) -> Path:
 
 @pytest.mark.parametrize("edit,message", [
     (lambda m, n: m.update({n[0]: "model-3.safetensors"}), "shard model-3.safetensors (of tensor w1) does not exist"),
-    (lambda m, n: m.update({n[0]: "model-2.safetensors"}), "maps tensor w1 to model-2.safetensors, which does not hold it"),
+    (lambda m, n: m.update({n[0]: "model-2.safetensors"}),
+     "maps tensor w1 to model-2.safetensors, which does not hold it"),
     (lambda m, n: m.update({n[3]: "model-1.safetensors"}), "maps tensor emb to model-1.safetensors, which does not"),
     (lambda m, n: m.update({n[0]: "../model-1.safetensors"}), "is not a file name in"),
     (lambda m, n: m.update({n[0]: ["model-1.safetensors"]}), "weight_map must map tensor names to shard file names")])
@@ -276,9 +277,8 @@ def _raise_inside(monkeypatch):
 
 @pytest.mark.parametrize("case,workers,error,message", [
     ("checkpoint cut short", 1, "ReplayError", "final.safetensors: not a readable safetensors file"),
-    ("checkpoint cut short", 2, "ReplayError", "final.safetensors: "),
+    ("checkpoint cut short before the pool starts", 2, "ReplayError", "final.safetensors: "),
     ("checkpoint removed", 1, "ReplayError", "final.safetensors: no such file or folder"),
-    ("worker killed", 2, "ReplayInfrastructureError", "a worker process died"),
     ("error inside a unit", 1, "ReplayInfrastructureError", "failed: AttributeError: no .x")])
 def test_a_failure_while_units_run_is_one_line_and_keeps_the_verified_units(awd, tmp_path, monkeypatch, case,
                                                                            workers, error, message):
@@ -286,10 +286,13 @@ def test_a_failure_while_units_run_is_one_line_and_keeps_the_verified_units(awd,
     expect = tmp_path / "final.safetensors"
     save_file({k: v.contiguous() for k, v in torch.load(awd["final"], weights_only=True).items()}, expect)
     hook = {"checkpoint cut short": lambda r: _truncate(expect), "checkpoint removed": lambda r: expect.unlink(),
-            "worker killed": _kill_workers, "error inside a unit": None}[case]
+            }.get(case)
     if case == "error inside a unit":
         _raise_inside(monkeypatch)
-        hook = None
+    if case.endswith("before the pool starts"):   # after the up-front checks; no timing: every unit fails
+        from esverify.replay import runners
+        real = runners.run_local
+        monkeypatch.setattr(runners, "run_local", lambda *a: (_truncate(expect), real(*a))[1])
     seen = []
 
     def after(result):
@@ -507,3 +510,22 @@ def test_a_dtype_torch_does_not_have_is_refused_in_one_line(awd, tmp_path, code)
                                        "--workers", "1", "--state-dir", str(tmp_path / "s")])
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
     assert f"odd.safetensors: tensor x has dtype {code}, a dtype of the safetensors format" in result.output
+
+
+def test_a_killed_worker_is_an_infrastructure_failure_that_keeps_the_verified_units(long_run, tmp_path):
+    """A pool worker killed (the OOM killer's SIGKILL) mid-run: exit 3's error, one line, units kept; the run
+    has thousands of units, so some are always left when the first result arrives."""
+    from esverify.replay import ReplayInfrastructureError
+    seen = []
+
+    def after(result):
+        seen.append(result["unit"])
+        if len(seen) == 1:
+            _kill_workers(result)
+    with pytest.raises(ReplayInfrastructureError) as info:
+        replay(long_run["base"], long_run["log"], long_run["final"], workers=2, shard_elements=1,
+               state_dir=tmp_path / "s", after_unit=after)
+    text = str(info.value)
+    assert text.startswith("a worker process died while replaying unit") and "\n" not in text
+    assert f"the {len(seen)} of 3000 units verified so far are kept" in text
+    assert len(list((tmp_path / "s" / "units").glob("unit-*.json"))) == len(seen)

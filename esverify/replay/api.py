@@ -210,7 +210,8 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
         state = State(state_dir, fingerprint)
     except StateError as exc:
         raise ReplayError(str(exc)) from None
-    job = kernel.Job(base=str(Path(base).resolve()), expect=str(Path(expect).resolve()), profile=profile, noise=noise, mapping=run_log.mapping,
+    job = kernel.Job(base=str(Path(base).resolve()), expect=str(Path(expect).resolve()), profile=profile,
+                     noise=noise, mapping=run_log.mapping,
                      scheme=run_log.scheme, slots=tuple(slots), sigma=run_log.sigma, alpha=run_log.alpha,
                      population=run_log.population, decay=run_log.decay, lam=run_log.lam, iterations=iterations,
                      device=device, pieces=str(state.pieces) if out is not None else None)
