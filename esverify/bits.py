@@ -5,18 +5,24 @@ distance of two values of one format is |ord(a) - ord(b)| where `ord` maps
 the bit pattern to a monotone integer with ord(+0) = ord(-0) = 0. NaN and
 infinities are never given a distance: they are reported by name.
 
-Formats: "f64", "f32", "f16", "bf16" (floats) and "u64", "u32" (integers,
-compared for equality only). Hex strings are "0x" plus 16 (f64, u64),
-8 (f32, u32) or 4 (f16, bf16) lowercase hex digits.
+Formats: "f64", "f32", "f16", "bf16", "f8e5m2", "f8e4m3fn" (floats) and
+"u64", "u32", "u16", "u8" (integers and other patterns, compared for
+equality only). Hex strings are "0x" plus 16 (f64, u64), 8 (f32, u32),
+4 (f16, bf16, u16) or 2 (f8, u8) lowercase hex digits. f8e4m3fn has no
+infinities and one NaN pattern per sign (all exponent and mantissa bits set).
+The one comparator of bit patterns built on these is esverify.bitcompare.
 """
 from __future__ import annotations
 
 import numpy as np
 
 #: format -> (width in bits, exponent bits, mantissa bits)
-FLOAT_FORMATS = {"f64": (64, 11, 52), "f32": (32, 8, 23), "f16": (16, 5, 10), "bf16": (16, 8, 7)}
-INT_FORMATS = {"u64": 64, "u32": 32}
-_UINT = {64: np.uint64, 32: np.uint32, 16: np.uint16}
+FLOAT_FORMATS = {"f64": (64, 11, 52), "f32": (32, 8, 23), "f16": (16, 5, 10), "bf16": (16, 8, 7),
+                 "f8e5m2": (8, 5, 2), "f8e4m3fn": (8, 4, 3)}
+INT_FORMATS = {"u64": 64, "u32": 32, "u16": 16, "u8": 8}
+_UINT = {64: np.uint64, 32: np.uint32, 16: np.uint16, 8: np.uint8}
+#: float formats whose all-ones exponent is not reserved for inf/NaN (NaN only with an all-ones mantissa)
+_NO_INF = ("f8e4m3fn",)
 
 
 def width(fmt: str) -> int:
@@ -93,8 +99,12 @@ def classify(bits, fmt: str) -> np.ndarray:
     b = np.asarray(bits, dtype=np.uint64).astype(object) if w == 64 else np.asarray(bits).astype(np.int64)
     exp_all = ((1 << e) - 1) << m
     frac = (1 << m) - 1
-    is_special = (b & exp_all) == exp_all
-    is_nan = is_special & ((b & frac) != 0)
+    if fmt in _NO_INF:
+        is_special = (b & (exp_all | frac)) == (exp_all | frac)
+        is_nan = is_special
+    else:
+        is_special = (b & exp_all) == exp_all
+        is_nan = is_special & ((b & frac) != 0)
     neg = (b & (1 << (w - 1))) != 0
     out = np.full(len(np.atleast_1d(b)), "", dtype=object)
     out[np.atleast_1d(is_special & ~is_nan & ~neg)] = "+inf"
@@ -129,6 +139,10 @@ def describe(bits: int, fmt: str) -> str:
         return h
     if fmt == "bf16":
         value = np.array([int(bits) << 16], dtype=np.uint32).view(np.float32)[0]
+    elif fmt.startswith("f8"):
+        import torch   # numpy has no f8 types; torch (a dependency) has both
+        value = torch.tensor([int(bits)], dtype=torch.uint8).view(
+            {"f8e5m2": torch.float8_e5m2, "f8e4m3fn": torch.float8_e4m3fn}[fmt]).float().item()
     else:
         value = np.array([int(bits)], dtype=_UINT[width(fmt)]).view({"f64": np.float64, "f32": np.float32, "f16": np.float16}[fmt])[0]
     return f"{h} ({float(value)!r})"

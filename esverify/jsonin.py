@@ -11,16 +11,26 @@ are not UTF-8/16/32), `ValueError` from the 4300-digit integer limit
 thread with a small stack). `loads` checks the size and the nesting depth
 *before* the parser runs (depth counted over the bytes, without recursion)
 and turns every parser failure into one `JSONInputError`, a `ValueError`
-whose message names the input. Each caller maps it to its documented
+whose message names the input. It is strict JSON (RFC 8259): an object
+holding one key twice is refused (Python keeps the last copy silently, so
+a verdict would depend on which copy an attacker puts last), and so are
+the non-finite literals `NaN`, `Infinity`, `-Infinity` and numbers that
+overflow to an infinity (`1e999`). Each caller maps it to its documented
 outcome: a protocol error (a wrapper: `wire.FrameError`, setup error exit 2
 or an `error` row), a usage error (``--case-json``: exit 2), a readability
 finding (a notebook: audit exit 1), a golden-file error (exit 2).
+
+Out: `dumps` is the one writer of the JSON esverify writes for others
+(reports, run logs, replay state): `allow_nan=False`, with every
+non-finite float written as the string "nan", "inf" or "-inf" first, so
+that the output is always valid JSON (the report schemas say so).
 
 This module imports no other esverify module.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -40,7 +50,8 @@ class JSONInputError(ValueError):
     """Outside JSON that is too large, too deep, not decodable, not JSON, or that the parser refused.
 
     ``reason`` is one of "size", "depth", "encoding", "syntax", "integer" (a number past the
-    interpreter's digit limit), "duplicate-key", "recursion"."""
+    interpreter's digit limit), "duplicate-key", "non-finite" (NaN, Infinity, a number overflowing
+    to one), "recursion"."""
 
     def __init__(self, message: str, reason: str):
         super().__init__(message)
@@ -57,6 +68,21 @@ def nesting_depth(raw: bytes) -> int:
 
 class _DuplicateKey(ValueError):
     pass
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _no_constant(name: str):
+    raise _NonFinite(f"the non-finite literal {name} (not JSON, RFC 8259 §6)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NonFinite(f"the number {text[:40]} overflows to {value} (no finite double)")
+    return value
 
 
 def _no_duplicate_keys(pairs):
@@ -92,14 +118,18 @@ def _utf8(data: str | bytes | bytearray | memoryview, source: str) -> bytes:
 
 
 def loads(data: str | bytes | bytearray | memoryview, source: str, *, max_bytes: int = MAX_BYTES,
-          max_depth: int = MAX_DEPTH, duplicate_keys: bool = True):
-    """Parse outside JSON text, bounded; returns the Python value.
+          max_depth: int = MAX_DEPTH, duplicate_keys: bool = False, nonfinite: bool = False):
+    """Parse outside JSON text, bounded and strict; returns the Python value.
 
     data: str, or bytes in UTF-8 (or UTF-16/32, detected as RFC 8259 allows);
     source: how messages name the input ("the wrapper's reply header",
     "--case-json", a path). Refused before parsing: more than `max_bytes`
-    bytes, nesting deeper than `max_depth`. `duplicate_keys=False` refuses an
-    object holding one key twice (plain JSON keeps the last). Raises
+    bytes, nesting deeper than `max_depth`. Refused while parsing: an object
+    holding one key twice (`duplicate_keys=True` lets the last win, as plain
+    Python does: only for a caller that documents why), NaN, Infinity,
+    -Infinity and numbers overflowing to an infinity (`nonfinite=True` reads
+    them as floats: only for the replies of esverify's own child server,
+    whose Python writer spells a reference's NaN reward that way). Raises
     JSONInputError (a ValueError) for every failure, never RecursionError,
     UnicodeDecodeError or the integer-limit ValueError.
     """
@@ -111,9 +141,12 @@ def loads(data: str | bytes | bytearray | memoryview, source: str, *, max_bytes:
     if depth > max_depth:
         raise JSONInputError(f"{source} nests {depth} brackets deep, over the bound of {max_depth}", "depth")
     try:
-        return json.loads(raw, object_pairs_hook=None if duplicate_keys else _no_duplicate_keys)
+        return json.loads(raw, object_pairs_hook=None if duplicate_keys else _no_duplicate_keys,
+                          **({} if nonfinite else {"parse_constant": _no_constant, "parse_float": _finite_float}))
     except _DuplicateKey as exc:
         raise JSONInputError(f"{source} is refused: {exc}", "duplicate-key") from None
+    except _NonFinite as exc:
+        raise JSONInputError(f"{source} is refused: it holds {exc}", "non-finite") from None
     except json.JSONDecodeError as exc:
         raise JSONInputError(f"{source} is not JSON: {exc}", "syntax") from None
     except UnicodeDecodeError as exc:
@@ -125,7 +158,7 @@ def loads(data: str | bytes | bytearray | memoryview, source: str, *, max_bytes:
 
 
 def load_path(path: str | os.PathLike, source: str | None = None, *, max_bytes: int = MAX_BYTES,
-              max_depth: int = MAX_DEPTH, duplicate_keys: bool = True):
+              max_depth: int = MAX_DEPTH, duplicate_keys: bool = False):
     """`loads` of a file, its size checked from the file before reading. OSError is left to the caller."""
     path = Path(path)
     source = source or str(path)
@@ -135,3 +168,20 @@ def load_path(path: str | os.PathLike, source: str | None = None, *, max_bytes: 
     with open(path, "rb") as fh:
         raw = fh.read(max_bytes + 1)     # the file may have grown since stat
     return loads(raw, source, max_bytes=max_bytes, max_depth=max_depth, duplicate_keys=duplicate_keys)
+
+
+def finite(value):
+    """`value` with every non-finite float (at any depth of dicts, lists and tuples) as "nan", "inf" or "-inf"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if value != value else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def dumps(value, **kwargs) -> str:
+    """Strict JSON text of `value` (json.dumps keywords pass through): `allow_nan=False`, non-finite floats
+    written as the strings "nan", "inf", "-inf" (`finite`), so a reader never meets NaN or Infinity."""
+    return json.dumps(finite(value), allow_nan=False, **kwargs)

@@ -74,9 +74,13 @@ def csv_cell(text: str) -> str:
     return visible_controls(text).replace("\r", "\\r")
 
 
-def _esc(text) -> str:
-    """HTML text: XML 1.0 characters only (controls made visible), then &, <, >, quotes escaped."""
+def html_text(text) -> str:
+    """The one HTML escaper of every cell and block of every report: XML 1.0 characters only (controls,
+    ESC included, made visible as escapes), then &, <, >, quotes escaped (safe in text and attributes)."""
     return html.escape(xml_text(text if isinstance(text, str) else str(text)))
+
+
+_esc = html_text
 
 
 def escape_frame(frame: pd.DataFrame, escape) -> pd.DataFrame:

@@ -101,3 +101,56 @@ def test_every_parity_command_in_the_docs_names_a_clone():
                     and not re.search(r"--(awd-)?ref[ =]", command):
                 offenders.append(f"{doc.name}: {line.strip()}")
     assert offenders == []
+
+
+def _exit_codes(text: str) -> set:
+    """The exit codes named in a help text's "Exit" paragraph (numbers, not section signs)."""
+    at = text.find("Exit")
+    assert at >= 0, "no Exit paragraph"
+    paragraph = re.split(r"\n\s*\n", text[at:], maxsplit=1)[0]
+    return {int(n) for n in re.findall(r"(?<![\w.§])(\d{1,3})\b", paragraph)}
+
+
+def _doc_exit_table(text: str, index: int) -> set:
+    """The codes in the first column of the `index`-th `| exit | meaning |` table of a guide."""
+    tables = text.split("| exit | meaning |")[1:]
+    rows = []
+    for line in tables[index].splitlines()[2:]:   # [0] is the rest of the header line, [1] the rule
+        if not line.startswith("|"):
+            break
+        rows.append(line)
+    codes = set()
+    for line in rows:
+        codes |= {int(n) for n in re.findall(r"\d+", line.split("|")[1])}
+    return codes
+
+
+@pytest.mark.parametrize("path, doc, index", [(("replay",), "replay.md", 0), (("goldens", "check"), "goldens.md", 0),
+                                              (("goldens", "generate"), "goldens.md", 1)])
+def test_help_and_guide_name_the_same_exit_codes(path, doc, index):
+    """`--help` and the guide's exit table agree code for code (issue 27 item 8: replay --help omitted 130)."""
+    help_codes = _exit_codes(_command(*path).help)
+    doc_codes = _doc_exit_table((ROOT / "docs" / doc).read_text(), index)
+    assert help_codes == doc_codes and {0, 1, 2, 130, 143, 129} <= doc_codes
+
+
+@pytest.mark.parametrize("path, doc", [(("parity",), "parity.md"), (("replay",), "replay.md"),
+                                       (("audit",), "audit.md")])
+def test_the_defaults_a_table_names_are_the_cli_defaults(path, doc):
+    """A table row saying "`X` (default)" or "(default: X)" names the option's real default (replay's table
+    said `--batching members` while the CLI's default is passes)."""
+    cmd = _command(*path)
+    defaults = {o: p.default for p in cmd.params if isinstance(p, click.Option) for o in p.opts}
+    checked = 0
+    for line in (ROOT / "docs" / doc).read_text().splitlines():
+        if not line.startswith("| `--"):
+            continue
+        option = re.findall(r"`(--[a-z0-9-]+)", line.split("|")[1])[0]
+        named = re.findall(r"`([^`]+)` \(default\)", line) + re.findall(r"\(default:? `?([^)`,;]+)`?\)", line)
+        for value in named:
+            if option in defaults and isinstance(defaults[option], (str, int, float)) \
+                    and not isinstance(defaults[option], bool):
+                checked += 1
+                assert str(defaults[option]) == value.strip(), f"{option}: the table says {value}"
+    if path == ("replay",):
+        assert checked >= 2     # --batching and --device

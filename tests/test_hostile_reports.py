@@ -131,3 +131,32 @@ def test_audit_reports_of_a_tree_with_hostile_file_names(tmp_path):
     assert_markdown_table_intact(md, "manifest", len(doc["sections"]["manifest"]),
                                  len(doc["sections"]["manifest"][0]))
     assert "\x1b" not in md
+
+
+CONTROLS = "\x1b\x00\x07\x0b\x0c\x7f\x85\x9b\ud800\ufffe"
+
+
+@given(st.sampled_from(NASTY), st.text(alphabet=st.characters(max_codepoint=0x9f), max_size=8))
+def test_every_parity_html_block_goes_through_the_shared_escaper(nasty, extra):
+    """The "needs attention" block, the ulp plots and their SVG labels show control characters (ESC
+    from a reference's error text) as escapes and carry no live HTML, like the tables (issue 27 item 7)."""
+    from esverify.oracle import parity_report
+    text = nasty + extra
+    entries = pd.DataFrame([{"status": text, "target": text, "op": text, "diagnosis": text, "rows": 2,
+                             "other_cases": text, "example": text, "reason": text, "first_difference": text,
+                             "rerun": text}])
+    frame = pd.DataFrame({"case": [text], "status": ["fail"], "max_ulp_diff": [3]})
+    profiles = {text: [{"slot": text, "elements": 64, "mismatches": 1, "bins": [0] * 63 + [3]}]}
+    for block in (parity_report.attention_html(entries), parity_report.ulp_plots(frame, profiles)):
+        assert not any(ch in block for ch in CONTROLS + "".join(chr(c) for c in range(0x20) if chr(c) not in "\n\t\r"))
+        assert "<script>" not in block
+        if "\x1b" in text:
+            assert "\\x1b" in block
+
+
+def test_one_html_escaper():
+    """No module but esverify/report.py escapes HTML itself: every block uses report.html_text."""
+    root = Path(__file__).parent.parent / "esverify"
+    users = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                   if "html.escape" in p.read_text(encoding="utf-8") and p.name != "report.py")
+    assert users == []

@@ -13,6 +13,8 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from esverify import jsonin
 from esverify.audit import sources
@@ -55,7 +57,9 @@ def test_size_and_duplicate_keys_and_the_bounds_that_pass():
         jsonin.loads(b'{"a": 1234}', "input", max_bytes=10)
     with pytest.raises(jsonin.JSONInputError, match="duplicate key 'a'"):
         jsonin.loads('{"a": 1, "a": 2}', "input", duplicate_keys=False)
-    assert jsonin.loads('{"a": 1, "a": 2}', "input") == {"a": 2}
+    with pytest.raises(jsonin.JSONInputError, match="duplicate key 'a'"):   # refused by default too
+        jsonin.loads('{"a": 1, "a": 2}', "input")
+    assert jsonin.loads('{"a": 1, "a": 2}', "input", duplicate_keys=True) == {"a": 2}
     assert jsonin.loads(b"[" * 32 + b"]" * 32, "input") == eval("[" * 32 + "]" * 32)
     assert jsonin.loads('{"a": [1, "]]]"]}'.encode("utf-16"), "input") == {"a": [1, "]]]"]}   # RFC 8259 §8.1
     assert jsonin.loads(b'{"n": ' + b"9" * 4300 + b"}", "input")["n"] == int("9" * 4300)
@@ -124,3 +128,77 @@ def test_a_hostile_pyproject_in_an_audited_tree_is_noted_not_a_crash(tmp_path, t
         assert "declared_licence" not in row
     else:
         assert row["declared_licence"].startswith("unreadable pyproject.toml") and words in row["declared_licence"]
+
+
+# ------------------------------------------------------------------ strict in, strict out (issue 27 item 3)
+
+_SCALARS = st.none() | st.booleans() | st.integers(-10 ** 6, 10 ** 6) | st.text(max_size=5) | \
+    st.floats(allow_nan=False, allow_infinity=False)
+_DOCS = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3) |
+                     st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=12)
+_POISON = {"NaN": "non-finite", "Infinity": "non-finite", "-Infinity": "non-finite", "1e999": "non-finite",
+           "-2.5e400": "non-finite"}
+
+
+def _embed(doc, text: str, path: list) -> str:
+    """JSON text of `doc` with `text` (raw JSON) put where `path` (indices into the choices) leads."""
+    import json
+    marker = "\u0000marker\u0000"
+
+    def put(node, depth):
+        if isinstance(node, dict) and node and depth < len(path):
+            key = sorted(node)[path[depth] % len(node)]
+            return {**node, key: put(node[key], depth + 1)}
+        if isinstance(node, list) and node and depth < len(path):
+            i = path[depth] % len(node)
+            return node[:i] + [put(node[i], depth + 1)] + node[i + 1:]
+        return [marker]
+    return json.dumps(put(doc, 0)).replace(json.dumps(marker), text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(doc=_DOCS, poison=st.sampled_from(sorted(_POISON)), path=st.lists(st.integers(0, 5), max_size=4))
+def test_a_non_finite_literal_anywhere_is_refused(doc, poison, path):
+    with pytest.raises(jsonin.JSONInputError) as info:
+        jsonin.loads(_embed(doc, poison, path), "input")
+    assert info.value.reason == "non-finite"
+
+
+@settings(max_examples=200, deadline=None)
+@given(doc=_DOCS, key=st.text(max_size=3), path=st.lists(st.integers(0, 5), max_size=4))
+def test_a_key_given_twice_anywhere_is_refused(doc, key, path):
+    import json
+    dup = "{" + f"{json.dumps(key)}: 1, {json.dumps(key)}: 2" + "}"
+    with pytest.raises(jsonin.JSONInputError) as info:
+        jsonin.loads(_embed(doc, dup, path), "input")
+    assert info.value.reason == "duplicate-key" and repr(key) in str(info.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(doc=st.recursive(_SCALARS | st.floats(), lambda inner: st.lists(inner, max_size=3) |
+                        st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=12))
+def test_what_esverify_writes_is_strict_json_that_reads_back(doc):
+    """jsonin.dumps never writes NaN/Infinity: non-finite floats become "nan", "inf", "-inf"."""
+    import math
+    back = jsonin.loads(jsonin.dumps(doc), "output")
+
+    def same(a, b):
+        if isinstance(a, float) and not math.isfinite(a):
+            return b == ("nan" if a != a else "inf" if a > 0 else "-inf")
+        if isinstance(a, (list, tuple)):
+            return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        if isinstance(a, dict):
+            return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        return a == b
+    assert same(doc, back)
+
+
+@pytest.mark.parametrize("text", ['{"a": 1, "a": 2}', '{"a": NaN}', '{"a": [1e999]}'])
+def test_a_strict_refusal_reaches_every_reader(text, tmp_path):
+    """--case-json and a wrapper header refuse what the strict reader refuses (the readers of
+    replay's run log, shard index and state are in tests/test_replay_verifier.py)."""
+    from esverify.oracle import cases
+    with pytest.raises(ValueError, match="--case-json is refused"):
+        cases.from_json(text)
+    with pytest.raises(wire.FrameError, match="header is not UTF-8 JSON"):
+        wire.decode(text.encode(), b"")

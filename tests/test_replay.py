@@ -188,12 +188,15 @@ def test_inconsistent_iteration_records_name_the_file(awd, tmp_path, edit, messa
         read_log(log)
 
 
-def test_checkpoint_of_another_shape_is_an_error(awd, tmp_path):
+def test_checkpoint_of_another_shape_differs_and_a_missing_tensor_is_an_error(awd, tmp_path):
     sd = torch.load(awd["final"], weights_only=True)
     sd["w1"] = sd["w1"][:-1].clone()
     torch.save(sd, tmp_path / "other.pt")
-    with pytest.raises(ReplayError, match=r"other\.pt: tensor w1 has shape \(32, 7\), the base .* has \(33, 7\)"):
-        replay(awd["base"], awd["log"], tmp_path / "other.pt", workers=1, state_dir=tmp_path / "s")
+    report, code = replay(awd["base"], awd["log"], tmp_path / "other.pt", workers=1, state_dir=tmp_path / "s0")
+    (w1,) = [t for t in report["tensors"] if t["replay"]["mismatches"]]
+    assert (code, w1["name"], w1["replay"]["mismatches"]) == (1, "w1", 33 * 7)
+    assert "shape (32, 7) where the replay" in w1["replay"]["layout"] and "(33, 7)" in w1["replay"]["layout"]
+    assert "other.pt: tensor w1: shape (32, 7)" in report["text"]
     del sd["w1"]
     torch.save(sd, tmp_path / "fewer.pt")
     with pytest.raises(ReplayError, match=r"fewer\.pt: has no tensor 'w1'"):

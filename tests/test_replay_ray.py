@@ -48,3 +48,30 @@ def test_ray_and_pool_give_identical_results(local_ray, tmp_path, kind):
     assert pcode == rcode == 1 and on_ray["runner"] == "ray auto"
     assert _essence(on_ray) == _essence(pool) and on_ray["mismatches"] == pool["mismatches"] >= 1
     assert (tmp_path / "pool.safetensors").read_bytes() == (tmp_path / "ray.safetensors").read_bytes()
+
+
+def test_relative_paths_and_a_remote_error(local_ray, tmp_path, monkeypatch):
+    """Relative paths reach Ray tasks absolute; a unit's error on the cluster is one line, exit 2 (issue 27)."""
+    import os
+
+    from safetensors.torch import save_file
+
+    from esverify.replay import ReplayError
+    from esverify.replay import runners
+    run = awd_run(tmp_path / "run", iterations=1)
+    monkeypatch.chdir(tmp_path / "run")
+    report, code = replay("base.safetensors", "log", "final_model_weights.pt", ray="auto", state_dir="s")
+    assert code == 0 and report["runner"] == "ray auto"
+    expect = tmp_path / "final.safetensors"
+    save_file({k: v.contiguous() for k, v in torch.load(run["final"], weights_only=True).items()}, expect)
+    real = runners.run_ray
+
+    def cut_then_run(*args):   # after the up-front checks, before any task reads it
+        with open(expect, "r+b") as fh:
+            fh.truncate(os.path.getsize(expect) // 2)
+        return real(*args)
+    monkeypatch.setattr(runners, "run_ray", cut_then_run)
+    with pytest.raises(ReplayError) as info:
+        replay("base.safetensors", "log", expect, ray="auto", state_dir="s2")
+    assert str(info.value).startswith(f"{expect}: ") and "\n" not in str(info.value)
+    assert "the 0 of 4 units verified so far are kept" in str(info.value)

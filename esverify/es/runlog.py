@@ -14,10 +14,11 @@ torch seeds under torch noise.
 """
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
+
+from esverify import jsonin
 
 FORMAT = "esverify.es.runlog/1"
 UPDATES = "iteration_updates"
@@ -28,7 +29,7 @@ def _write(path: Path, doc: dict) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(doc, fh)
+            fh.write(jsonin.dumps(doc))   # strict JSON: never NaN or Infinity
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -58,7 +59,7 @@ class RunLogWriter:
                              "restore": cfg.restore}}
         path = self.folder / "args.json"
         if path.exists():
-            known = json.loads(path.read_text())
+            known = jsonin.load_path(path)
             known_first = known.get("esverify", {}).get("first_iteration")
             mine = dict(args, esverify=dict(args["esverify"], first_iteration=known_first))
             if known != mine:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import bits
+from .. import bitcompare, bits
 
 COLUMNS = ["area", "backend", "vector", "field", "element", "expected", "got", "ulp", "status", "detail"]
 SYSTEMATIC = "systematic-divergence"
@@ -81,10 +81,11 @@ def compare_vector(area: str, backend: str, vector: dict, got: dict, libm_trace=
             rows.append(row(area, backend, vector["id"], field,
                             detail=f"{len(b)} values where the golden has {len(a)}"))
             continue
-        (where,) = np.nonzero(a != b)
+        diff = bitcompare.compare(bitcompare.of_format(a, fmt), bitcompare.of_format(b, have["format"]))
+        where = diff.index
         if not len(where):
             continue
-        dist = bits.ulp_distance(a[where], b[where], fmt)
+        dist = diff.ulps()
         kinds_a = bits.classify(a[where], fmt) if fmt in bits.FLOAT_FORMATS else None
         kinds_b = bits.classify(b[where], fmt) if fmt in bits.FLOAT_FORMATS else None
         for k, i in enumerate(where.tolist()):

@@ -622,7 +622,8 @@ class Child:
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
         try:   # bounded (esverify.jsonin): the child runs reference code we did not write
-            return jsonin.loads(line, "reply line", max_bytes=len(line), max_depth=REPLY_MAX_DEPTH)
+            return jsonin.loads(line, "reply line", max_bytes=len(line), max_depth=REPLY_MAX_DEPTH,
+                                nonfinite=True)   # our child server's json.dumps spells a NaN reward NaN
         except ValueError as exc:
             shown = line[:120].decode("utf-8", "replace")
             self._violation(f"a reply line that is not JSON while {what} ({type(exc).__name__}: {exc}; "

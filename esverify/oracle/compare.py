@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import bits
+from .. import bitcompare, bits
 
 _FLOAT_OF = {"f64": np.float64, "f32": np.float32, "f16": np.float16}
 PROFILE_BINS = 64   #: element runs per slot in Comparison.profile
@@ -87,20 +87,25 @@ def compare(ours: list, theirs: list, theirs_dtypes: list, names: list | None = 
             result.layout_error = (f"slot {k} ({names[k]}): ours is {o_fmt} {o_shape}, "
                                    f"theirs {t_fmt} {tuple(t_raw.shape)}")
             return result
-        t_bits = np.ascontiguousarray(t_raw).reshape(-1).astype(o_bits.dtype)
+        try:   # the one comparator (esverify.bitcompare): their patterns are never cast to fit ours
+            found = bitcompare.compare(bitcompare.of_format(o_bits, o_fmt, o_shape),
+                                       bitcompare.of_format(t_raw, t_fmt))
+        except ValueError as exc:
+            result.layout_error = f"slot {k} ({names[k]}): theirs: {exc}"
+            return result
         result.elements += o_bits.size
-        diff = np.flatnonzero(o_bits != t_bits)
+        diff = found.index
         if not diff.size:
             continue
         bad_slots.append(names[k])
         result.mismatches += int(diff.size)
-        ob, tb = o_bits[diff], t_bits[diff]
+        ob, tb = found.expected_bits, found.got_bits
         if not result.first_index:
             i = int(diff[0])
             result.first_index = f"{names[k]}[{i}]"
-            result.first_ours = bits.describe(int(o_bits[i]), o_fmt)
-            result.first_theirs = bits.describe(int(t_bits[i]), o_fmt)
-        ulps = bits.ulp_distance(ob, tb, o_fmt)
+            result.first_ours = bits.describe(int(ob[0]), o_fmt)
+            result.first_theirs = bits.describe(int(tb[0]), o_fmt)
+        ulps = found.ulps()
         finite = np.array([u is not None for u in ulps], dtype=bool)
         bins = np.zeros(min(PROFILE_BINS, o_bits.size), dtype=np.int64)
         where = diff * bins.size // o_bits.size

@@ -398,8 +398,9 @@ _BAR_W, _BAR_H, _LABEL_W = 5, 22, 300
 def _slot_svg(slot: dict, top: int) -> str:
     """One slot's strip: a bar per run of elements, its height log2(1 + largest ulp distance) scaled to
     the row's largest; a NaN/inf mismatch (no distance) is a full-height purple bar."""
-    import html
     import math
+
+    from ..report import html_text
     bars = []
     scale = math.log2(1 + top) if top > 0 else 1.0
     for i, ulp in enumerate(slot["bins"]):
@@ -411,7 +412,7 @@ def _slot_svg(slot: dict, top: int) -> str:
         bars.append(f"<rect x='{_LABEL_W + i * _BAR_W}' y='{_BAR_H - h:.1f}' width='{_BAR_W - 1}' height='{h:.1f}' "
                     f"fill='{colour}'><title>elements {i * slot['elements'] // len(slot['bins'])}-"
                     f"{(i + 1) * slot['elements'] // len(slot['bins']) - 1}: {title}</title></rect>")
-    label = html.escape(f"{slot['slot']}: {slot['mismatches']} of {slot['elements']}")
+    label = html_text(f"{slot['slot']}: {slot['mismatches']} of {slot['elements']}")
     width = _LABEL_W + len(slot["bins"]) * _BAR_W
     return (f"<svg class='ulp' width='{width}' height='{_BAR_H + 2}' role='img' aria-label='{label}'>"
             f"<rect x='{_LABEL_W}' y='0' width='{len(slot['bins']) * _BAR_W}' height='{_BAR_H}' fill='#f4f4f4'/>"
@@ -431,9 +432,8 @@ def ulp_plots(frame: pd.DataFrame, profiles: dict) -> str:
     """HTML (inline SVG, made here: every name escaped) of where the two sides differ for each failing
     or artifact row with tensor results: per mismatching slot, the largest ulp distance along its
     elements (compare.PROFILE_BINS runs). At most MAX_PLOTS rows, the failing ones first."""
-    import html
-
     from ..report import anchor_id
+    from ..report import html_text as esc
     rows = frame[frame["case"].isin(list(profiles)) & frame["status"].isin(["fail", "artifact"])]
     if rows.empty:
         return ""
@@ -449,8 +449,8 @@ def ulp_plots(frame: pd.DataFrame, profiles: dict) -> str:
         strips = "".join(_slot_svg(s, top) for s in profile[:8])
         more = f"<p>and {len(profile) - 8} more slots</p>" if len(profile) > 8 else ""
         parts.append(f"<details open><summary><span class='{'st-fail' if r['status'] == 'fail' else 'st-artifact'}'>"
-                     f"{html.escape(str(r['status']))}</span> <a href='#{html.escape(anchor_id(r['case']))}'>"
-                     f"{html.escape(str(r['case']))}</a> (max {html.escape(_int_text(r.get('max_ulp_diff')))} ulp)"
+                     f"{esc(str(r['status']))}</span> <a href='#{esc(anchor_id(r['case']))}'>"
+                     f"{esc(str(r['case']))}</a> (max {esc(_int_text(r.get('max_ulp_diff')))} ulp)"
                      f"</summary>{strips}{more}</details>")
     if len(rows) > MAX_PLOTS:
         parts.append(f"<p>{len(rows) - MAX_PLOTS} more rows differ; their numbers are in the cases table.</p>")
@@ -461,12 +461,10 @@ def ulp_plots(frame: pd.DataFrame, profiles: dict) -> str:
 def attention_html(entries: pd.DataFrame) -> str:
     """The `attention` entries as HTML blocks that fit a 1400 px window (a wide table does not): the
     status and what, the reason, the first difference, and the re-run command in a copyable box."""
-    import html
-
     from ..report import anchor_id, status_class
+    from ..report import html_text as esc   # the shared escaper: a reference's ESC bytes shown, not sent
     if entries.empty:
         return "<p>nothing: every row checked here passed</p>"
-    esc = html.escape
     parts = []
     for e in entries.to_dict(orient="records"):
         diagnosis = f", diagnosis <code>{esc(str(e['diagnosis']))}</code>" if e["diagnosis"] else ""

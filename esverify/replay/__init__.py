@@ -21,6 +21,8 @@ command is `esverify.replay.cli.replay`.
 
 Checks: ``python -m pytest -q tests/test_replay.py tests/test_replay_ray.py``.
 """
-from .api import EXIT_BIT_EQUAL, EXIT_DIFFERS, EXIT_SETUP, ReplayError, replay
+from .api import (EXIT_BIT_EQUAL, EXIT_DIFFERS, EXIT_INFRASTRUCTURE, EXIT_SETUP, ReplayError,
+                  ReplayInfrastructureError, replay)
 
-__all__ = ["replay", "ReplayError", "EXIT_BIT_EQUAL", "EXIT_DIFFERS", "EXIT_SETUP"]
+__all__ = ["replay", "ReplayError", "ReplayInfrastructureError", "EXIT_BIT_EQUAL", "EXIT_DIFFERS", "EXIT_SETUP",
+           "EXIT_INFRASTRUCTURE"]

@@ -9,23 +9,24 @@ write the report (and with `out` the reconstructed weights) atomically.
 Everything that can be checked before the work starts is checked first:
 a bad input costs no compute and writes nothing.
 
-Exit codes (docs/replay.md §7): 0 bit-equal, 1 differs, 2 usage or setup error.
+Exit codes (docs/replay.md §7): 0 bit-equal, 1 differs, 2 usage or setup error or input that cannot
+be replayed, 3 an infrastructure failure (a worker killed, a lost Ray node), 128 + signal when
+interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sys
 from pathlib import Path
 
-from esverify import __version__
+from esverify import __version__, interrupt, jsonin
 
 from .log import LogError, log_digest, read_log
 from .units import DEFAULT_SHARD, FLOATS, Unit, plan_units
 from .weights import WeightsError, open_weights
 
-EXIT_BIT_EQUAL, EXIT_DIFFERS, EXIT_SETUP = 0, 1, 2
+EXIT_BIT_EQUAL, EXIT_DIFFERS, EXIT_SETUP, EXIT_INFRASTRUCTURE = 0, 1, 2, 3
 NOISES = ("native", "contract")
 
 
@@ -33,11 +34,14 @@ class ReplayError(ValueError):
     """A replay that cannot run (bad log, weights, options or state); one message naming the file. Exit 2."""
 
 
+class ReplayInfrastructureError(RuntimeError):
+    """The machinery failed while the units ran (a worker killed, a lost Ray node); one line. Exit 3."""
+
+
 def _fingerprint(paths: list, parts: dict) -> str:
-    h = hashlib.sha256(json.dumps(parts, sort_keys=True).encode())
-    for path in paths:   # size and mtime, not contents: hashing 14 GB of weights would cost a replay's worth
-        st = os.stat(path)
-        h.update(f"{Path(path).resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    h = hashlib.sha256(jsonin.dumps(parts, sort_keys=True).encode())
+    for path in paths:   # names only: contents are checked per unit (kernel.input_digest), never size or mtime
+        h.update(f"{Path(path).resolve()}\0".encode())
     return h.hexdigest()
 
 
@@ -66,25 +70,56 @@ def _notes(log, profile: str, noise: str, device: str, batching: str) -> list[st
     return notes
 
 
-def _check_tensors(base, expect, base_path: str, expect_path: str):
-    """(name, shape, dtype) of the expected checkpoint, after checking base holds the same tensors and shapes."""
+def _check_tensors(base, expect, base_path: str, expect_path: str, slots, precision):
+    """(name, shape, replay dtype, layout) per tensor of the checkpoint (docs/replay.md §4).
+
+    The replay's dtype comes from the base and the log, never from the checkpoint under test: a
+    replayed float tensor has the log's `precision` (else the checkpoint's float dtype, as a run
+    loading the model in that precision, else the base's); every other tensor keeps the base's dtype.
+    `layout` names what differs ("" when the checkpoint's dtype and shape are the replay's): such a
+    tensor is a difference, compared in no element. A tensor missing on either side is an error.
+    """
+    import torch
     tensors = []
     base_names = set(base.names())
+    run_dtype = getattr(torch, precision) if precision else None
     for name in expect.names():
         shape, dtype = expect.info(name)
         if name not in base_names:
             raise ReplayError(f"{base_path}: has no tensor {name!r}, which {expect_path} has")
         bshape, bdtype = base.info(name)
+        replayed = bdtype in FLOATS and (slots is None or name in slots)
+        if replayed:
+            run = run_dtype or (dtype if dtype in FLOATS else bdtype)
+        else:
+            run = bdtype
+        problems = []
+        if dtype != run:
+            problems.append(f"dtype {str(dtype).removeprefix('torch.')} where the replay has "
+                            f"{str(run).removeprefix('torch.')}")
         if tuple(bshape) != tuple(shape):
-            raise ReplayError(f"{expect_path}: tensor {name} has shape {tuple(shape)}, the base {base_path} has "
-                              f"{tuple(bshape)} (a checkpoint of another model?)")
-        if (bdtype in FLOATS) != (dtype in FLOATS):
-            raise ReplayError(f"{expect_path}: tensor {name} is {dtype}, the base has {bdtype}")
-        tensors.append((name, tuple(shape), dtype))
-    extra = sorted(base_names - {n for n, _, _ in tensors})
+            problems.append(f"shape {tuple(shape)} where the replay (the base {base_path}) has {tuple(bshape)}")
+        tensors.append((name, tuple(bshape) if problems else tuple(shape), run,
+                        f"{expect_path}: tensor {name}: " + "; ".join(problems) if problems else ""))
+    extra = sorted(base_names - {t[0] for t in tensors})
     if extra:
         raise ReplayError(f"{expect_path}: has no tensor {extra[0]!r}, which the base {base_path} has")
     return tensors
+
+
+def _layout_units(units, tensors) -> list:
+    """One whole-tensor unit, marked with its `layout`, per tensor whose dtype or shape differs (the
+    replay still runs, for --out; the checkpoint's elements are not compared)."""
+    layout = {name: msg for name, _, _, msg in tensors if msg}
+    out, seen = [], set()
+    for u in units:
+        if u.name in layout:
+            if u.name in seen:
+                continue
+            seen.add(u.name)
+            u = Unit(0, u.name, 0, u.numel, u.numel, u.shape, u.dtype, u.kind, layout[u.name])
+        out.append(Unit(len(out), u.name, u.start, u.end, u.numel, u.shape, u.dtype, u.kind, u.layout))
+    return out
 
 
 def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=None, ray=None, state_dir=None,
@@ -105,8 +140,13 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     after each unit is recorded (tests use it to interrupt); batching:
     how es-awd handed members to engines, "members" or "passes"
     (docs/replay.md §3; RunLog.evaluated).
-    Returns (report dict, exit code 0 or 1). Raises ReplayError (exit 2)
-    for every usage or setup error, before any work.
+    Returns (report dict, exit code): 0 bit-equal, 1 differs, or 128 + the
+    signal number when SIGINT, SIGTERM or SIGHUP stopped it (the workers
+    stopped, the verified units kept, the partial report written with the
+    verdict "interrupted"). Raises ReplayError (exit 2) for every usage or
+    setup error, before any work, and for input that turns out unreadable
+    while the units run (the units verified so far kept);
+    ReplayInfrastructureError (exit 3) when a worker or Ray node fails.
     """
     from esverify.es.profiles import get_profile
     from esverify.references.eggroll import runlog as lowrank_log
@@ -150,24 +190,27 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
         raise ReplayError(f"--workers must be >= 1, got {workers}")
     try:
         base_w, expect_w = open_weights(base), open_weights(expect)
-        tensors = _check_tensors(base_w, expect_w, str(base), str(expect))
+        tensors = _check_tensors(base_w, expect_w, str(base), str(expect), run_log.slots, run_log.precision)
+        base_dtypes = {name: base_w.info(name)[1] for name in base_w.names()}
     except WeightsError as exc:
         raise ReplayError(str(exc)) from None
-    slots = run_log.slots if run_log.slots is not None else tuple(n for n, _, d in tensors if d in FLOATS)
-    missing = [s for s in slots if s not in {n for n, _, _ in tensors}]
+    slots = run_log.slots if run_log.slots is not None else tuple(n for n, *_ in tensors
+                                                                  if base_dtypes[n] in FLOATS)
+    missing = [s for s in slots if s not in {n for n, *_ in tensors}]
     if missing:
         raise ReplayError(f"{expect}: has no tensor {missing[0]!r}, which the log's slot list names")
     if noise == "contract" and run_log.scheme not in ("correlated", "iid"):
         raise ReplayError(f"--log {log}: args.json: unknown noise scheme {run_log.scheme!r}")
-    units = plan_units(tensors, noise, shard)
+    units = plan_units([(n, shape, dtype) for n, shape, dtype, _ in tensors], noise, shard)
     if run_log.slots is not None:   # a trainer log: tensors it did not register were never changed
         units = [Unit(u.index, u.name, u.start, u.end, u.numel, u.shape, u.dtype,
                       u.kind if u.name in slots else "static") for u in units]
+    units = _layout_units(units, tensors)
     iterations = tuple((it.seeds, it.coeffs, tuple(run_log.evaluated(it, batching))) for it in run_log.iterations)
     parts = {"version": __version__, "log": log_digest(log), "profile": profile, "noise": noise, "shard": shard,
              "device": device, "batching": batching if run_log.source == "es-awd" else None}
     fingerprint = _fingerprint(_weight_files(base) + _weight_files(expect), parts)
-    state_dir = Path(state_dir) if state_dir else Path.cwd() / f"esverify-replay-{fingerprint[:12]}"
+    state_dir = Path(state_dir).resolve() if state_dir else Path.cwd() / f"esverify-replay-{fingerprint[:12]}"
     from esverify.outputs import OutputError, check_file
     try:
         for path, option in ((out, "--out"), (report_path, "--report")):
@@ -179,13 +222,23 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
         state = State(state_dir, fingerprint)
     except StateError as exc:
         raise ReplayError(str(exc)) from None
-    job = kernel.Job(base=str(base), expect=str(expect), profile=profile, noise=noise, mapping=run_log.mapping,
+    job = kernel.Job(base=str(Path(base).resolve()), expect=str(Path(expect).resolve()), profile=profile,
+                     noise=noise, mapping=run_log.mapping,
                      scheme=run_log.scheme, slots=tuple(slots), sigma=run_log.sigma, alpha=run_log.alpha,
                      population=run_log.population, decay=run_log.decay, lam=run_log.lam, iterations=iterations,
                      device=device, pieces=str(state.pieces) if out is not None else None)
-    results = state.done(need_pieces=out is not None)
-    results = {k: v for k, v in results.items() if k < len(units)}
-    resumed = len(results)
+    recorded = state.done(need_pieces=out is not None)
+    results = {}
+    try:
+        if recorded:
+            base_w, expect_w = open_weights(base), open_weights(expect)
+        for k, result in recorded.items():   # reused only on the same bytes (docs/replay.md §6)
+            if k < len(units) and result.get("key") == kernel.unit_key(units[k]) and \
+                    result.get("inputs") == kernel.current_digest(units[k], base_w, expect_w):
+                results[k] = result
+    except WeightsError as exc:
+        raise ReplayError(str(exc)) from None
+    resumed, reverified = len(results), len(recorded) - len(results)
     todo = [u for u in units if u.index not in results]
     show = sys.stderr.isatty() if progress is None else progress
     from tqdm import tqdm
@@ -198,19 +251,29 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
         bar.update(1)
         if after_unit is not None:
             after_unit(result)
+    stopped = None
+
+    def kept() -> str:
+        return f"the {len(results)} of {len(units)} units verified so far are kept in {state_dir}"
     try:
-        if ray is not None:
-            runners.run_ray(job, todo, None if ray == "" else ray, on_result)
-        else:
-            runners.run_local(job, todo, workers, on_result)
+        with interrupt.catching():   # SIGINT, SIGTERM, SIGHUP: stop the workers, write the partial report
+            if ray is not None:
+                runners.run_ray(job, todo, None if ray == "" else ray, on_result)
+            else:
+                runners.run_local(job, todo, workers, on_result)
+    except interrupt.Interrupted as exc:
+        stopped = exc
     except runners.RunnerError as exc:
         raise ReplayError(str(exc)) from None
-    except WeightsError as exc:
-        raise ReplayError(str(exc)) from None
+    except WeightsError as exc:   # input that cannot be replayed, found while the units ran
+        raise ReplayError(f"{exc}; {kept()}") from None
+    except runners.InfrastructureError as exc:
+        raise ReplayInfrastructureError(f"{exc}; {kept()}; run the same command again to continue") from None
     finally:
         bar.close()
     context = {"esverify_version": __version__, "base": str(base), "expect": str(expect), "log": str(log),
-               "units": len(units), "resumed_units": resumed, "state_dir": str(state_dir),
+               "units": len(units), "resumed_units": resumed,
+               "reverified_units": reverified, "state_dir": str(state_dir),
                "runner": f"ray {ray}" if ray is not None else f"pool of {min(workers, max(len(todo), 1))}",
                "model": {"source": run_log.source, "profile": profile, "noise": noise, "device": device,
                          "iterations": len(run_log.iterations), "num_engines": run_log.num_engines,
@@ -221,6 +284,15 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
                          "residue": "logged per iteration" if run_log.source == "esverify" else
                          f"engine 0 of {run_log.num_engines}, batching {batching}"},
                "notes": _notes(run_log, profile, noise, device, batching)}
+    if stopped is not None:
+        context["signal"] = stopped.signal_name
+        report = build_report(units, results, context, verdict=interrupt.VERDICT)
+        text = jsonin.dumps(report, indent=1) + "\n"
+        write_atomic(state_dir / "report.json", text)
+        if report_path is not None:
+            write_atomic(report_path, text)
+        report["text"] = render_text(report)
+        return report, stopped.exit_code
     report = build_report(units, results, context)
     seeds = len(run_log.iterations[0].seeds) if run_log.iterations else 0
     if report["verdict"] == "differs" and run_log.source == "es-awd" and seeds % run_log.num_engines:
@@ -228,13 +300,16 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
         report["notes"].append(f"{seeds} seeds per iteration are not a multiple of num_engines "
                                f"({run_log.num_engines}): the two ways members can be handed to engines differ "
                                f"here; try --batching {other} (docs/replay.md §3)")
-    if out is not None:
-        _write_out(out, units, state, tensors)
-        report["out"] = str(out)
-    text = json.dumps(report, indent=1) + "\n"
-    write_atomic(state_dir / "report.json", text)
-    if report_path is not None:
-        write_atomic(report_path, text)
+    try:
+        if out is not None:
+            _write_out(out, units, state, tensors)
+            report["out"] = str(out)
+        text = jsonin.dumps(report, indent=1) + "\n"   # strict: never NaN or Infinity (docs/replay.md §7)
+        write_atomic(state_dir / "report.json", text)
+        if report_path is not None:
+            write_atomic(report_path, text)
+    except (OSError, WeightsError) as exc:
+        raise ReplayError(f"cannot write the results ({exc}); {kept()}") from None
     report["text"] = render_text(report)
     return report, EXIT_BIT_EQUAL if report["verdict"] == "bit-equal" else EXIT_DIFFERS
 
@@ -245,7 +320,7 @@ def _write_out(out, units, state, tensors) -> None:
 
     from .weights import open_weights as _open
     from .weights import save_weights
-    shapes = {name: shape for name, shape, _ in tensors}
+    shapes = {name: shape for name, shape, *_ in tensors}
     pieces = {}
     for unit in units:
         pieces.setdefault(unit.name, []).append(_open(state.piece(unit.index)).read("values"))

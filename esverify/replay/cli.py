@@ -2,7 +2,10 @@
 
 Exit codes: 0 the checkpoint is bit-equal to the replay, 1 it differs
 (the report names the first differing element of every tensor), 2 a
-usage or setup error (bad log, weights, options; nothing was computed).
+usage or setup error (bad log, weights, options; nothing was computed) or
+input found unreadable while the units ran, 3 an infrastructure failure
+(a worker killed, a lost Ray node), 128 + signal when interrupted (the
+partial report written, the verified units kept).
 """
 from __future__ import annotations
 
@@ -29,9 +32,15 @@ def replay(base, log_dir, expect, out, profile, noise, workers, ray_address, sta
            shard_elements, batching, device):
     """Rebuild CKPT from BASE and the logged seeds and coefficients, bit for bit, and say where it differs.
 
-    Exit 0: bit-equal; 1: differs; 2: usage or setup error (docs/replay.md).
+    \b
+    Exit codes (docs/replay.md, "The report and exit codes"):
+      0    bit-equal
+      1    differs (the report names the elements)
+      2    usage or setup error, or input that cannot be replayed (names the file)
+      3    infrastructure failure: a worker killed, a lost Ray node (verified units kept)
+      130  interrupted by SIGINT; 143 SIGTERM, 129 SIGHUP (partial report, verified units kept)
     """
-    from .api import ReplayError
+    from .api import ReplayError, ReplayInfrastructureError
     from .api import replay as run
     try:
         report, code = run(base, log_dir, expect, out=out, profile=profile, noise=noise, workers=workers,
@@ -40,6 +49,9 @@ def replay(base, log_dir, expect, out, profile, noise, workers, ray_address, sta
     except ReplayError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+    except ReplayInfrastructureError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(3)
     except KeyboardInterrupt:
         click.echo("interrupted: the units verified so far are kept; run the same command again to continue",
                    err=True)

@@ -21,19 +21,20 @@ chunk boundaries (docs/replay.md §5).
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
-import numpy as np
 import torch
 
-from esverify import bits
+from esverify import bitcompare
 from esverify.es.decay import decay_chunk
 from esverify.es.numerics import DEFAULT_CHUNK
 from esverify.es.profiles import get_profile
 
 from .units import Unit
-from .weights import open_weights
+from .weights import WeightsError, open_weights
 
 #: noise elements an iteration may keep so that a residue seed's draw is reused by the update
 CACHE_ELEMENTS = 1 << 25
@@ -81,10 +82,23 @@ _OPEN: dict = {}
 
 
 def _weights(path: str):
-    """One lazy reader per file and process: a pool worker replays many units of the same files."""
-    if path not in _OPEN:
-        _OPEN[path] = open_weights(path)
-    return _OPEN[path]
+    """One lazy reader per file and process: a pool worker replays many units of the same files.
+
+    Keyed on the file's identity too (inode, size, mtime of every file), so that a file replaced
+    between two replays in one process is never read through a stale reader."""
+    p = Path(path)
+    try:
+        files = sorted(q for q in p.iterdir() if q.is_file()) if p.is_dir() else [p]
+        key = (path,) + tuple((str(q), st.st_ino, st.st_size, st.st_mtime_ns) for q in files for st in [q.stat()])
+    except FileNotFoundError:
+        raise WeightsError(f"{path}: no such file or folder") from None
+    except OSError as exc:
+        raise WeightsError(f"{path}: cannot be read ({exc})") from None
+    if key not in _OPEN:
+        for old in [k for k in _OPEN if k[0] == path]:
+            del _OPEN[old]
+        _OPEN[key] = open_weights(path)
+    return _OPEN[key]
 
 
 def native_noise(seed: int, shape: tuple, dtype: torch.dtype, device: str) -> torch.Tensor:
@@ -178,62 +192,67 @@ def replay_elements(job: Job, unit: Unit, base: torch.Tensor) -> tuple[torch.Ten
     return theta, naive
 
 
-def _describe(values: torch.Tensor, i: int) -> str:
-    try:
-        raw, fmt = bits.array_bits(values[i:i + 1])
-        return bits.describe(int(raw[0]), fmt)
-    except TypeError:
-        return repr(values[i].item())
-
-
 def compare(got: torch.Tensor, expected: torch.Tensor, start: int) -> dict:
-    """Bitwise comparison of two flat tensors of one dtype (docs/numerics.md §7).
+    """Bitwise comparison of two flat tensors through esverify.bitcompare (docs/numerics.md §7).
 
-    Returns {"mismatches": count, "first": None or {"index" (flat, in the
-    whole tensor), "expected", "got" (hex and value), "ulp" (None for
-    NaN/inf or non-float)}, "max_ulp": largest finite distance or None}.
+    Nothing is converted: a dtype or shape that differs is a difference of every element, with
+    `layout` naming both. Returns {"mismatches": count, "first": None or {"index" (flat, in the whole
+    tensor), "expected", "got" (hex and value), "ulp" (None for NaN/inf or non-float)}, "max_ulp":
+    largest finite distance or None}, plus "layout" when dtypes or shapes differ.
     """
-    got, expected = got.detach().cpu(), expected.detach().cpu()
-    try:
-        gb, fmt = bits.array_bits(got)
-        eb, _ = bits.array_bits(expected)
-    except TypeError:   # integer/bool buffers without a bit format: value equality
-        diff = np.flatnonzero((got != expected).numpy())
-        first = None if not diff.size else {"index": start + int(diff[0]), "expected": _describe(expected, diff[0]),
-                                            "got": _describe(got, diff[0]), "ulp": None}
-        return {"mismatches": int(diff.size), "first": first, "max_ulp": None}
-    diff = np.flatnonzero(gb != eb)
-    if not diff.size:
-        return {"mismatches": 0, "first": None, "max_ulp": None}
-    dist, finite = _distances(gb[diff], eb[diff], fmt)
-    i = int(diff[0])
-    first = {"index": start + i, "expected": bits.describe(int(eb[i]), fmt), "got": bits.describe(int(gb[i]), fmt),
-             "ulp": None if dist[0] is None else int(dist[0])}
-    return {"mismatches": int(diff.size), "first": first, "max_ulp": max(finite) if finite else None}
-
-
-def _distances(a, b, fmt: str):
-    """(ulp distance of the first pair or None, finite distances) of differing bit patterns (docs/numerics.md §7).
-
-    f32/f16/bf16 ordinals fit int64 (esverify.bits.ordinal), so the distances are computed vectorised
-    there, NaN/inf masked by their exponent bits; f64 goes through bits.ulp_distance (Python ints)."""
-    if fmt not in bits.FLOAT_FORMATS:
-        return [None], []
-    if fmt == "f64":
-        dist = bits.ulp_distance(a, b, fmt)
-        return [dist[0]], [int(d) for d in dist if d is not None]
-    width, exp, man = bits.FLOAT_FORMATS[fmt]
-    mask = ((1 << exp) - 1) << man
-    ai, bi = a.astype(np.int64), b.astype(np.int64)
-    special = ((ai & mask) == mask) | ((bi & mask) == mask)
-    dist = np.abs(bits.ordinal(ai, fmt) - bits.ordinal(bi, fmt))
-    finite = dist[~special]
-    return [None if special[0] else int(dist[0])], [int(finite.max())] if finite.size else []
+    diff = bitcompare.compare(expected, got)
+    out = {"mismatches": diff.mismatches, "first": diff.first(start), "max_ulp": diff.max_ulp}
+    if diff.layout:
+        out["layout"] = diff.layout
+    return out
 
 
 def _save_piece(job: Job, unit: Unit, values: torch.Tensor) -> None:
     from .weights import save_weights
     save_weights(os.path.join(job.pieces, f"unit-{unit.index:08d}.safetensors"), {"values": values.cpu()})
+
+
+def _read(weights, unit: Unit) -> torch.Tensor:
+    """The unit's elements of one checkpoint; any failure to read them (a file changed or cut short since
+    the up-front checks: OS errors, safetensors' own errors) is a WeightsError naming the file and tensor."""
+    try:
+        return weights.read(unit.name, unit.start, unit.end)
+    except WeightsError:
+        raise
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise WeightsError(f"{weights.path}: tensor {unit.name}: cannot be read ({type(exc).__name__}: "
+                           f"{first})") from None
+
+
+def unit_key(unit: Unit) -> str:
+    """What a unit is, beside its inputs: a recorded result is reused only for the same key (§6)."""
+    return f"{unit.name}\0{unit.start}\0{unit.end}\0{unit.shape}\0{unit.dtype}\0{unit.kind}\0{unit.layout}"
+
+
+def input_digest(unit: Unit, base: torch.Tensor, expected: torch.Tensor | None) -> str:
+    """sha256 of the bytes a unit read (its base and checkpoint elements, with their dtypes; docs/replay.md §6).
+
+    Resume trusts a recorded unit only when the bytes there now hash the same: a file edited in
+    place with its size and modification time restored is re-verified. Hashing costs a read, far
+    less than the replay.
+    """
+    h = hashlib.sha256(unit_key(unit).encode())
+    for t in (base, expected):
+        if t is None:
+            h.update(b"\0none")
+            continue
+        t = t.detach().cpu().contiguous().reshape(-1)
+        h.update(f"\0{t.dtype}\0{t.numel()}\0".encode())
+        h.update(t.view(torch.uint8).numpy().data)
+    return h.hexdigest()
+
+
+def current_digest(unit: Unit, base_w, expect_w) -> str:
+    """`input_digest` of the bytes the unit reads now from readers freshly opened (the resume check, §6)."""
+    base = _read(base_w, unit)
+    expected = None if unit.layout else _read(expect_w, unit)
+    return input_digest(unit, base, expected)
 
 
 def run_unit(job: Job, unit: Unit) -> dict:
@@ -243,14 +262,20 @@ def run_unit(job: Job, unit: Unit) -> dict:
     (each a `compare` result). Raises WeightsError for unreadable files.
     """
     base_w, exp_w = _weights(job.base), _weights(job.expect)
-    expected = exp_w.read(unit.name, unit.start, unit.end).to(job.device)
-    base = base_w.read(unit.name, unit.start, unit.end).to(device=job.device, dtype=expected.dtype)
+    base = _read(base_w, unit)
+    expected = None if unit.layout else _read(exp_w, unit)
+    digest = input_digest(unit, base, expected)
     if unit.kind == "static":
-        got = naive = base
+        got = naive = base.to(job.device)     # never cast: a buffer of another dtype is a difference
     else:
+        base = base.to(device=job.device, dtype=getattr(torch, unit.dtype))
         with torch.no_grad():
             got, naive = replay_elements(job, unit, base)
     if job.pieces is not None:
         _save_piece(job, unit, got)
-    return {"unit": unit.index, "name": unit.name, "start": unit.start, "end": unit.end,
-            "replay": compare(got, expected, unit.start), "naive": compare(naive, expected, unit.start)}
+    result = {"unit": unit.index, "name": unit.name, "start": unit.start, "end": unit.end,
+              "key": unit_key(unit), "inputs": digest}
+    if unit.layout:   # the checkpoint's dtype or shape is not the replay's: nothing to compare element-wise
+        side = {"mismatches": max(unit.end - unit.start, 1), "first": None, "max_ulp": None, "layout": unit.layout}
+        return {**result, "replay": side, "naive": dict(side)}
+    return {**result, "replay": compare(got, expected, unit.start), "naive": compare(naive, expected, unit.start)}

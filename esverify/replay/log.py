@@ -10,18 +10,22 @@ message starts with the file it is about; nothing is guessed.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from esverify import jsonin
 #: the `esverify` block of a clean-room trainer's args.json: the writer's own spelling (esverify.es.runlog)
 from esverify.es.runlog import FORMAT as ESVERIFY_FORMAT
 
 UPDATES = "iteration_updates"
 _NAME = re.compile(r"iteration_(\d{6,})\.json")
 DECAYS = ("none", "l1", "l2")
+#: es-awd's --precision names (the dtype its engines load the model in, docs/replay.md §2)
+PRECISIONS = ("float16", "bfloat16", "float32")
+NOISES = ("torch", "contract")
+SCHEMES = ("correlated", "iid")
 
 
 class LogError(ValueError):
@@ -98,16 +102,15 @@ class RunLog:
 
 
 def _load_json(path: Path, rel: str):
+    """A log file through esverify.jsonin: strict JSON (no key given twice, no NaN or Infinity), bounded."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return jsonin.load_path(path, rel)
     except FileNotFoundError:
         raise LogError(f"{rel}: missing") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise LogError(f"{rel}: cannot be read ({exc})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise LogError(f"{rel}: not valid JSON ({exc})") from None
+    except jsonin.JSONInputError as exc:
+        raise LogError(f"{rel}: not valid JSON: {exc}") from None
 
 
 def _real(args: dict, key: str, rel: str, default=None, required: bool = True) -> float:
@@ -137,6 +140,16 @@ def _bool(args: dict, key: str, rel: str) -> bool:
     return value
 
 
+def _name(args: dict, key: str, rel: str, known: tuple):
+    """A setting that names one of `known` (or is absent/null: None); anything else is a LogError."""
+    value = args.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in known:
+        raise LogError(f"{rel}: {key} must be one of {known}, got {value!r}")
+    return value
+
+
 def _read_args(folder: Path) -> dict:
     args = _load_json(folder / "args.json", "args.json")
     if not isinstance(args, dict):
@@ -145,16 +158,15 @@ def _read_args(folder: Path) -> dict:
     block = args.get("esverify")
     if block is not None and (not isinstance(block, dict) or block.get("format") != ESVERIFY_FORMAT):
         raise LogError(f"{rel}: esverify block of an unknown format {block!r}; expected format {ESVERIFY_FORMAT!r}")
-    decay = args.get("weight_decay_type", "none") or "none"
-    if decay not in DECAYS:
-        raise LogError(f"{rel}: weight_decay_type {decay!r} is not one of {DECAYS}")
+    decay = _name(args, "weight_decay_type", rel, DECAYS + ("",)) or "none"   # es-awd may leave it empty
     lam = _real(args, "weight_decay_lambda", rel, 0.0, required=False)
     if lam < 0:
         raise LogError(f"{rel}: weight_decay_lambda must be >= 0, got {lam!r}")
     out = dict(alpha=_real(args, "alpha", rel), sigma=_real(args, "sigma", rel),
                population=_int(args, "population_size", rel, 1), mirror=_bool(args, "mirror_sampling", rel),
                caching=_bool(args, "caching", rel), decay=decay, lam=lam,
-               num_engines=_int(args, "num_engines", rel, 1), precision=args.get("precision"))
+               num_engines=_int(args, "num_engines", rel, 1),
+               precision=_name(args, "precision", rel, PRECISIONS))
     if out["alpha"] < 0 or not out["sigma"] > 0:
         raise LogError(f"{rel}: alpha must be >= 0 and sigma > 0, got alpha {out['alpha']!r}, sigma {out['sigma']!r}")
     if out["mirror"] and out["population"] % 2:
@@ -171,8 +183,13 @@ def _read_args(folder: Path) -> dict:
         slots = block.get("slots")
         if slots is not None and not (isinstance(slots, list) and all(isinstance(s, str) for s in slots)):
             raise LogError(f"{rel}: esverify.slots must be a list of tensor names, got {slots!r}")
-        out.update(source="esverify", profile=block.get("profile"), noise=block.get("noise"),
-                   mapping=block.get("mapping", "poly32"), scheme=block.get("scheme", "correlated"),
+        from esverify.es.profiles import PROFILES
+        from esverify.rng import MAPPINGS
+        rel_block = rel + " esverify"
+        out.update(source="esverify", profile=_name(block, "profile", rel_block, tuple(PROFILES)),
+                   noise=_name(block, "noise", rel_block, NOISES),
+                   mapping=_name(block, "mapping", rel_block, tuple(MAPPINGS)) or "poly32",
+                   scheme=_name(block, "scheme", rel_block, SCHEMES) or "correlated",
                    slots=tuple(slots) if slots is not None else None,
                    first=_int(block, "first_iteration", rel + " esverify", 0, default=0))
     return out

@@ -4,7 +4,8 @@
 report: per tensor the number of differing elements of the replay and of
 the naive replay (updates only), the first differing element with both
 values and its ulp distance (docs/numerics.md §7), and the largest
-finite ulp distance; the verdict is "bit-equal" only when the replay
+finite ulp distance; a tensor whose dtype or shape is not the replay's
+has `layout` naming both (every element counts as differing); the verdict is "bit-equal" only when the replay
 matches every element. `render_text(report)` is the human form.
 """
 from __future__ import annotations
@@ -19,33 +20,46 @@ REPORT_FORMAT = "esverify.replay.report/1"
 def _fold(parts: list[dict]) -> dict:
     firsts = [p["first"] for p in parts if p["first"] is not None]
     ulps = [p["max_ulp"] for p in parts if p["max_ulp"] is not None]
-    return {"mismatches": sum(p["mismatches"] for p in parts),
-            "first": min(firsts, key=lambda f: f["index"]) if firsts else None,
-            "max_ulp": max(ulps) if ulps else None}
+    out = {"mismatches": sum(p["mismatches"] for p in parts),
+           "first": min(firsts, key=lambda f: f["index"]) if firsts else None,
+           "max_ulp": max(ulps) if ulps else None}
+    layouts = [p["layout"] for p in parts if p.get("layout")]
+    if layouts:    # the checkpoint's dtype or shape is not the replay's (esverify.bitcompare)
+        out["layout"] = layouts[0]
+    return out
 
 
-def build_report(units, results: dict, context: dict) -> dict:
+def build_report(units, results: dict, context: dict, verdict: str | None = None) -> dict:
     """The report of a finished replay (JSON-able).
 
     units: the plan (esverify.replay.units.Unit); results: unit index ->
     kernel.run_unit result, one per unit; context: the inputs, model and
     notes (api.replay fills it). Keys: format, verdict ("bit-equal" |
     "differs"), elements, mismatches, naive_mismatches, tensors (one entry
-    per tensor in file order), and the context's keys.
+    per tensor in file order), and the context's keys. verdict: given for a
+    partial report ("interrupted"): then `results` may lack units, each
+    tensor says how many of its units were verified (`verified_units`), and
+    only those count.
     """
     per = OrderedDict()
     for unit in units:
-        per.setdefault(unit.name, {"unit": unit, "replay": [], "naive": []})
-        per[unit.name]["replay"].append(results[unit.index]["replay"])
-        per[unit.name]["naive"].append(results[unit.index]["naive"])
+        per.setdefault(unit.name, {"unit": unit, "replay": [], "naive": [], "units": 0})
+        per[unit.name]["units"] += 1
+        if unit.index in results:
+            per[unit.name]["replay"].append(results[unit.index]["replay"])
+            per[unit.name]["naive"].append(results[unit.index]["naive"])
     tensors = []
     for name, entry in per.items():
         unit = entry["unit"]
         replay, naive = _fold(entry["replay"]), _fold(entry["naive"])
         tensors.append({"name": name, "shape": list(unit.shape), "dtype": unit.dtype, "elements": unit.numel,
-                        "kind": unit.kind, "units": len(entry["replay"]), "replay": replay, "naive": naive})
+                        "kind": unit.kind, "units": entry["units"], "replay": replay, "naive": naive})
+        if verdict is not None:
+            tensors[-1]["verified_units"] = len(entry["replay"])
     mismatches = sum(t["replay"]["mismatches"] for t in tensors)
-    report = {"format": REPORT_FORMAT, "verdict": "bit-equal" if mismatches == 0 else "differs",
+    if verdict is None:
+        verdict = "bit-equal" if mismatches == 0 else "differs"
+    report = {"format": REPORT_FORMAT, "verdict": verdict,
               "elements": sum(t["elements"] for t in tensors), "mismatches": mismatches,
               "naive_mismatches": sum(t["naive"]["mismatches"] for t in tensors), "tensors": tensors}
     report.update(context)
@@ -54,6 +68,8 @@ def build_report(units, results: dict, context: dict) -> dict:
 
 def _first(side: dict) -> str:
     f = side["first"]
+    if side.get("layout"):
+        return side["layout"]
     if f is None:
         return ""
     ulp = "nan/inf" if f["ulp"] is None else f"{f['ulp']} ulp"
@@ -65,6 +81,11 @@ def render_text(report: dict) -> str:
     lines = [f"replay of {report['log']} ({report['model']['iterations']} iterations, "
              f"profile {report['model']['profile']}, noise {report['model']['noise']}) against {report['expect']}",
              f"verdict: {report['verdict'].upper()}: {report['mismatches']} of {report['elements']} elements differ"]
+    if report["verdict"] == "interrupted":
+        done = sum(t.get("verified_units", t["units"]) for t in report["tensors"])
+        lines[1] = (f"verdict: INTERRUPTED by {report.get('signal', 'a signal')}: {done} of {report['units']} units "
+                    f"verified ({report['mismatches']} differing elements among them); they are kept: run the "
+                    f"same command again to continue")
     bad = [t for t in report["tensors"] if t["replay"]["mismatches"]]
     if bad:
         rows = [[t["name"], t["dtype"], f"{t['replay']['mismatches']}/{t['elements']}", _first(t["replay"]),
@@ -75,5 +96,9 @@ def render_text(report: dict) -> str:
     for note in report.get("notes", []):
         lines.append(f"note: {note}")
     if report.get("resumed_units"):
-        lines.append(f"resumed: {report['resumed_units']} of {report['units']} units were verified by an earlier run")
+        lines.append(f"resumed: {report['resumed_units']} of {report['units']} units were verified by an earlier "
+                     f"run on the same bytes and reused")
+    if report.get("reverified_units"):
+        lines.append(f"re-verified: {report['reverified_units']} units recorded by an earlier run read other bytes "
+                     f"now and were replayed again")
     return "\n".join(lines)

@@ -17,7 +17,11 @@ however many workers, since a unit's bits depend on nothing else.
 from __future__ import annotations
 
 import multiprocessing
+import os
+import sys
+import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 
 from .kernel import run_unit
 
@@ -28,8 +32,68 @@ class RunnerError(RuntimeError):
     """A runner that cannot start (Ray missing or unreachable); one line for the user."""
 
 
-def _init_worker() -> None:
+class InfrastructureError(RuntimeError):
+    """The machinery failed while units ran, not the inputs: a worker process killed (the OOM killer,
+    a signal: BrokenProcessPool), a lost Ray node or worker, an unexpected error in a unit. One line;
+    the units verified before it are kept (docs/replay.md §7, exit 3)."""
+
+
+def _unit_failure(unit, exc: BaseException) -> Exception:
+    """The one-line error of a unit that raised: WeightsError (input it cannot read) passes through,
+    anything else is an InfrastructureError naming the unit."""
+    from .weights import WeightsError
+    if isinstance(exc, WeightsError):
+        return WeightsError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return InfrastructureError(f"unit {unit.index} (tensor {unit.name}) failed: {type(exc).__name__}"
+                               + (f": {first}" if first else ""))
+
+
+def stop_pool(pool, wait: bool) -> None:
+    """Shut a pool down; unless `wait`, kill its workers now (an error or a signal must not leave a
+    worker replaying a unit nobody will read, nor re-parented to PID 1)."""
+    processes = list(getattr(pool, "_processes", {}).values())
+    if not wait:
+        for proc in processes:
+            if proc.is_alive():
+                proc.kill()
+    pool.shutdown(wait=wait, cancel_futures=True)
+    for proc in processes:
+        proc.join(timeout=5)
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A worker whose parent died exits by itself: PR_SET_PDEATHSIG on Linux, else a parent-pid watch."""
+    import signal
+    import threading
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(1, signal.SIGKILL, 0, 0, 0) == 0:   # PR_SET_PDEATHSIG = 1
+                if os.getppid() != parent:                    # the parent died before prctl ran
+                    os._exit(1)
+                return
+        except (OSError, AttributeError):
+            pass
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True, name="esverify-parent-watch").start()
+
+
+def _init_worker(parent: int) -> None:
+    import signal
+
     import torch
+    _exit_with_parent(parent)
+    # the parent handles SIGINT/SIGTERM/SIGHUP (esverify.interrupt) and stops the pool: a Ctrl-C sent to
+    # the whole process group must not make every worker print a KeyboardInterrupt traceback
+    for sig in (signal.SIGINT, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            signal.signal(sig, signal.SIG_IGN)
 
     from esverify.rng import numba_backend
     # workers are the parallelism: one torch thread and one noise thread each (neither changes a bit,
@@ -42,18 +106,34 @@ def run_local(job, units, workers: int, on_result) -> None:
     """Run `units` here (workers == 1) or on a spawn pool of `workers` processes; results to on_result."""
     if workers <= 1 or len(units) <= 1:
         for unit in units:
-            on_result(run_unit(job, unit))
+            try:
+                result = run_unit(job, unit)
+            except Exception as exc:
+                raise _unit_failure(unit, exc) from None
+            on_result(result)
         return
     ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(units)), mp_context=ctx, initializer=_init_worker)
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(units)), mp_context=ctx, initializer=_init_worker,
+                               initargs=(os.getpid(),))
+    clean = False
     try:
-        pending = {pool.submit(run_unit, job, unit) for unit in units}
+        pending = {pool.submit(run_unit, job, unit): unit for unit in units}
         while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
-                on_result(future.result())
+                unit = pending.pop(future)
+                try:
+                    result = future.result()
+                except BrokenProcessPool as exc:
+                    raise InfrastructureError(f"a worker process died while replaying unit {unit.index} (tensor "
+                                              f"{unit.name}): killed by a signal or the out-of-memory killer? "
+                                              f"({exc})") from None
+                except Exception as exc:   # an error raised inside the unit, pickled back
+                    raise _unit_failure(unit, exc) from None
+                on_result(result)
+        clean = True
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        stop_pool(pool, wait=clean)
 
 
 def _ray():
@@ -76,17 +156,34 @@ def run_ray(job, units, address, on_result) -> None:
     if not ray.is_initialized():
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
-        except Exception as exc:   # ConnectionError and Ray's own types
-            raise RunnerError(f"--ray {address}: cannot connect to a Ray cluster ({exc})") from None
+        except Exception as exc:   # ConnectionError and Ray's own types; Ray's text names its own flags
+            raise RunnerError(f"--ray {address}: cannot connect to a Ray cluster ({type(exc).__name__}); start "
+                              f"one here (ray start --head) for --ray auto, or give a running cluster's "
+                              f"address: --ray HOST:PORT") from None
         started = True
+    pending = {}
+    clean = False
     try:
-        task = ray.remote(num_cpus=1)(run_unit)
+        task = ray.remote(num_cpus=1, max_retries=0)(run_unit)
         job_ref = ray.put(job)   # the seeds of every iteration go to the object store once, not per task
-        pending = [task.remote(job_ref, unit) for unit in units]
+        pending = {task.remote(job_ref, unit): unit for unit in units}
         while pending:
-            done, pending = ray.wait(pending, num_returns=1)
+            done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
-                on_result(ray.get(ref))
+                unit = pending.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except Exception as exc:   # RayTaskError (wrapping the unit's own error), a lost node or worker
+                    cause = getattr(exc, "cause", None)
+                    raise _unit_failure(unit, cause if isinstance(cause, Exception) else exc) from None
+                on_result(result)
+        clean = True
     finally:
+        if not clean:
+            for ref in pending:   # an error or a signal: the tasks still queued or running are cancelled
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:   # already finished or its node is gone: nothing left to stop
+                    pass
         if started:
             ray.shutdown()

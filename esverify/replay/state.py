@@ -9,9 +9,9 @@ skips the units already there. A folder made for other inputs is refused
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from esverify import jsonin
 from esverify.report import write_atomic
 
 STATE_FORMAT = "esverify.replay.state/1"
@@ -29,8 +29,8 @@ class State:
         job = self.folder / "job.json"
         if job.exists():
             try:
-                known = json.loads(job.read_text()).get("fingerprint")
-            except (OSError, ValueError, AttributeError) as exc:
+                known = jsonin.load_path(job).get("fingerprint")
+            except (OSError, ValueError, AttributeError) as exc:   # JSONInputError is a ValueError
                 raise StateError(f"{job}: unreadable resume state ({exc}); remove the folder or pass another "
                                  f"--state-dir") from None
             if known != fingerprint:
@@ -39,7 +39,7 @@ class State:
         else:
             try:
                 self.folder.mkdir(parents=True, exist_ok=True)
-                write_atomic(job, json.dumps({"format": STATE_FORMAT, "fingerprint": fingerprint}) + "\n")
+                write_atomic(job, jsonin.dumps({"format": STATE_FORMAT, "fingerprint": fingerprint}) + "\n")
             except OSError as exc:
                 raise StateError(f"{self.folder}: cannot write the resume state ({exc})") from None
         (self.folder / "units").mkdir(exist_ok=True)
@@ -57,7 +57,9 @@ class State:
         out = {}
         for path in sorted((self.folder / "units").glob("unit-*.json")):
             try:
-                result = json.loads(path.read_text())
+                result = jsonin.load_path(path)
+                if not isinstance(result, dict) or not isinstance(result.get("unit"), int):
+                    continue
             except (OSError, ValueError):
                 continue   # written atomically, so only a foreign file lands here: redo that unit
             if not need_pieces or self.piece(result["unit"]).exists():
@@ -66,4 +68,4 @@ class State:
 
     def record(self, result: dict) -> None:
         """Store one unit's result atomically."""
-        write_atomic(self._path(result["unit"]), json.dumps(result) + "\n")
+        write_atomic(self._path(result["unit"]), jsonin.dumps(result) + "\n")

@@ -25,7 +25,9 @@ FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 class Unit:
     """One work unit: elements [start, end) of tensor `name` (numel elements, shape, dtype name).
 
-    kind: "replay" (an ES parameter) or "static" (compared as is).
+    kind: "replay" (an ES parameter) or "static" (compared as is); dtype: the replay's (never
+    taken from the checkpoint under test); layout: "" or how the checkpoint's dtype or shape differs
+    from the replay's (then every element is a difference and none is compared).
     """
 
     index: int
@@ -36,6 +38,7 @@ class Unit:
     shape: tuple
     dtype: str
     kind: str
+    layout: str = ""
 
 
 def plan_units(tensors, noise: str, shard_elements: int = DEFAULT_SHARD) -> list[Unit]:

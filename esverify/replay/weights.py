@@ -11,15 +11,21 @@ naming the file (and the tensor).
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import torch
 
-_ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64,
-              "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
-              "BOOL": torch.bool}
+from esverify import jsonin
+
+#: the safetensors format's whole dtype table -> torch's dtype name; None where torch has no such dtype
+#: (sub-byte floats: torch packs float4 two per byte and has no float6), which is refused naming the dtype
+_ST_TABLE = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "I32": "int32",
+             "U32": "uint32", "I64": "int64", "U64": "uint64", "F16": "float16", "BF16": "bfloat16",
+             "F32": "float32", "F64": "float64", "C64": "complex64", "F8_E4M3": "float8_e4m3fn",
+             "F8_E5M2": "float8_e5m2", "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2FNUZ": "float8_e5m2fnuz",
+             "F8_E8M0": "float8_e8m0fnu", "F4": None, "F6_E2M3": None, "F6_E3M2": None}
+_ST_DTYPES = {k: getattr(torch, v) for k, v in _ST_TABLE.items() if v is not None and hasattr(torch, v)}
 _HF_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
              "pytorch_model.bin.index.json")
 
@@ -49,7 +55,10 @@ class _SafetensorsFile:
         sl = self._fh.get_slice(name)
         dtype = _ST_DTYPES.get(sl.get_dtype())
         if dtype is None:
-            raise WeightsError(f"{self.path}: tensor {name} has an unsupported dtype {sl.get_dtype()}")
+            known = "a dtype of the safetensors format" if sl.get_dtype() in _ST_TABLE else "an unknown dtype"
+            raise WeightsError(f"{self.path}: tensor {name} has dtype {sl.get_dtype()}, {known} that this torch "
+                               f"({torch.__version__}) has no dtype for; esverify compares tensors only in their "
+                               f"own dtype")
         return tuple(sl.get_shape()), dtype
 
     def read(self, name, start=None, end=None):
@@ -139,14 +148,25 @@ def open_weights(path) -> Weights:
             raise WeightsError(f"{path}: a folder without {' / '.join(_HF_FILES)} (not a Hugging Face model folder)")
         top = path / found[0]
         if top.name.endswith(".index.json"):
-            try:
-                weight_map = json.loads(top.read_text())["weight_map"]
+            try:   # strict JSON (esverify.jsonin): a tensor mapped twice is refused, not the last copy taken
+                weight_map = jsonin.load_path(top)["weight_map"]
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise WeightsError(f"{top}: not a shard index with a weight_map ({exc})") from None
-            readers, files = {}, {}
-            for name, shard in weight_map.items():
+            if not isinstance(weight_map, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                           for k, v in weight_map.items()):
+                raise WeightsError(f"{top}: weight_map must map tensor names to shard file names")
+            readers, held, files = {}, {}, {}
+            for name, shard in weight_map.items():   # the whole index, up front (docs/replay.md §4)
                 if shard not in readers:
+                    if Path(shard).name != shard or shard in (".", ".."):
+                        raise WeightsError(f"{top}: shard {shard!r} (of tensor {name}) is not a file name in "
+                                           f"{path}")
+                    if not (path / shard).is_file():
+                        raise WeightsError(f"{top}: shard {shard} (of tensor {name}) does not exist in {path}")
                     readers[shard] = _file(path / shard)
+                    held[shard] = set(readers[shard].names())
+                if name not in held[shard]:
+                    raise WeightsError(f"{top}: maps tensor {name} to {shard}, which does not hold it")
                 files[name] = readers[shard]
             return Weights(path, files)
         path = top
