@@ -60,7 +60,7 @@ def patterns(values) -> Patterns:
         name = str(t.dtype).removeprefix("torch.")
         if view is None or t.dtype.is_complex and size != 8:
             raise TypeError(f"no bit format for tensor dtype {t.dtype}")
-        raw = t.view(view).numpy().view(bits._UINT[8 * size])
+        raw = t.view(view).numpy().view(bits.UINT_OF_WIDTH[8 * size])
         return Patterns(raw, name, _format(name, 8 * size), tuple(values.shape))
     a = np.asarray(values)
     flat = np.ascontiguousarray(a).reshape(-1)
@@ -68,7 +68,7 @@ def patterns(values) -> Patterns:
     if size not in (1, 2, 4, 8):
         raise TypeError(f"no bit format for numpy dtype {flat.dtype}")
     name = flat.dtype.name
-    return Patterns(flat.view(bits._UINT[8 * size]), name, _format(name, 8 * size), tuple(a.shape))
+    return Patterns(flat.view(bits.UINT_OF_WIDTH[8 * size]), name, _format(name, 8 * size), tuple(a.shape))
 
 
 def of_format(raw, fmt: str, shape: tuple | None = None) -> Patterns:
@@ -82,7 +82,7 @@ def of_format(raw, fmt: str, shape: tuple | None = None) -> Patterns:
     if flat.size:
         if flat.dtype.kind not in "ui" or int(flat.min()) < 0 or int(flat.max()) >= 1 << w:
             raise ValueError(f"bit patterns of dtype {flat.dtype} do not all fit {fmt}")
-    return Patterns(flat.astype(bits._UINT[w]), fmt, fmt, tuple(a.shape) if shape is None else tuple(shape))
+    return Patterns(flat.astype(bits.UINT_OF_WIDTH[w]), fmt, fmt, tuple(a.shape) if shape is None else tuple(shape))
 
 
 @dataclass

@@ -20,7 +20,8 @@ import numpy as np
 FLOAT_FORMATS = {"f64": (64, 11, 52), "f32": (32, 8, 23), "f16": (16, 5, 10), "bf16": (16, 8, 7),
                  "f8e5m2": (8, 5, 2), "f8e4m3fn": (8, 4, 3)}
 INT_FORMATS = {"u64": 64, "u32": 32, "u16": 16, "u8": 8}
-_UINT = {64: np.uint64, 32: np.uint32, 16: np.uint16, 8: np.uint8}
+#: unsigned integer dtype of each bit width (the patterns a comparison works on)
+UINT_OF_WIDTH = {64: np.uint64, 32: np.uint32, 16: np.uint16, 8: np.uint8}
 #: float formats whose all-ones exponent is not reserved for inf/NaN (NaN only with an all-ones mantissa)
 _NO_INF = ("f8e4m3fn",)
 
@@ -68,14 +69,14 @@ def array_bits(values) -> tuple[np.ndarray, str]:
             raise TypeError(f"no bit format for tensor dtype {t.dtype}")
         view = {64: torch.int64, 32: torch.int32, 16: torch.int16}[width(fmt)]
         raw = t.view(view).numpy()
-        return raw.view(_UINT[width(fmt)]), fmt
+        return raw.view(UINT_OF_WIDTH[width(fmt)]), fmt
     a = np.ascontiguousarray(values).reshape(-1)
     name = a.dtype.name
     fmt = {"float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16",
            "uint64": "u64", "int64": "u64", "uint32": "u32"}.get(name)
     if fmt is None:
         raise TypeError(f"no bit format for numpy dtype {a.dtype}")
-    return a.view(_UINT[width(fmt)]), fmt
+    return a.view(UINT_OF_WIDTH[width(fmt)]), fmt
 
 
 def ordinal(bits, fmt: str) -> np.ndarray:
@@ -144,5 +145,5 @@ def describe(bits: int, fmt: str) -> str:
         value = torch.tensor([int(bits)], dtype=torch.uint8).view(
             {"f8e5m2": torch.float8_e5m2, "f8e4m3fn": torch.float8_e4m3fn}[fmt]).float().item()
     else:
-        value = np.array([int(bits)], dtype=_UINT[width(fmt)]).view({"f64": np.float64, "f32": np.float32, "f16": np.float16}[fmt])[0]
+        value = np.array([int(bits)], dtype=UINT_OF_WIDTH[width(fmt)]).view({"f64": np.float64, "f32": np.float32, "f16": np.float16}[fmt])[0]
     return f"{h} ({float(value)!r})"

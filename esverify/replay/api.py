@@ -149,18 +149,19 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     ReplayInfrastructureError (exit 3) when a worker or Ray node fails.
     """
     from esverify.es.profiles import get_profile
-    from esverify.references.eggroll import runlog as lowrank_log
+    from esverify import references
     from esverify.report import write_atomic
 
-    if lowrank_log.is_lowrank_log(log):   # our low-rank loop's log (docs/replay.md §10)
-        if profile not in (None, "lowrank") or noise is not None:
-            raise ReplayError(f"--log {log}: a low-rank run log fixes its profile (lowrank) and noise; "
+    for fmt in references.runlog_formats().values():   # a reference's own log format (docs/replay.md §10)
+        if not fmt.detect(log):
+            continue
+        if profile not in (None, fmt.profile) or noise is not None:
+            raise ReplayError(f"--log {log}: a {fmt.name} run log fixes its profile ({fmt.profile}) and noise; "
                               f"drop --profile/--noise")
         from .weights import WeightsError as _WeightsError
         try:
-            return lowrank_log.replay_lowrank(base, log, expect, out=out, report_path=report_path,
-                                              state_dir=state_dir)
-        except (ValueError, _WeightsError) as exc:   # LowRankLogError and named argument errors
+            return fmt.replay(base, log, expect, out=out, report_path=report_path, state_dir=state_dir)
+        except (ValueError, _WeightsError) as exc:   # the format's own errors and named argument errors
             raise ReplayError(f"--log {log}: {exc}") from None
 
     from . import kernel, runners

@@ -13,11 +13,28 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 from esverify import jsonin
 #: the `esverify` block of a clean-room trainer's args.json: the writer's own spelling (esverify.es.runlog)
 from esverify.es.runlog import FORMAT as ESVERIFY_FORMAT
+
+
+
+@dataclass(frozen=True)
+class RunLogFormat:
+    """A run-log format a reference package brings (esverify.references, `runlog_formats`); replay asks each.
+
+    name: the format's tag; detect(log folder) -> bool, cheap, reading no more than the folder's
+    settings file; replay(base, log, expect, *, out, report_path, state_dir) -> (report dict, exit
+    code), raising ValueError (or esverify.replay.weights.WeightsError) for input it cannot replay;
+    profile: the profile such a log fixes (`--profile` may only repeat it, and `--noise` is refused)."""
+    name: str
+    detect: Callable
+    replay: Callable
+    profile: str
+
 
 UPDATES = "iteration_updates"
 _NAME = re.compile(r"iteration_(\d{6,})\.json")

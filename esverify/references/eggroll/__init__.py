@@ -31,4 +31,5 @@ from esverify.references import Reference
 REFERENCE = Reference(
     name="eggroll",
     golden_areas=("esverify.references.eggroll.area:AREA",),
+    runlog_formats=("esverify.references.eggroll.runlog:RUNLOG_FORMAT",),
 )

@@ -369,7 +369,7 @@ def run_lowrank_loop(weights: Mapping[str, torch.Tensor], peft_shapes: Sequence[
     (`seed`, default base_seed, `mapping`, `backend`). A resume passes the
     checkpoint's weights and start_step = its es_step + 1. run_log: a
     folder to write the run log `esverify replay` verifies (args.json and
-    one file per step, esverify.references.eggroll.runlog).
+    one file per step, esverify.references.eggroll.logfile).
     Raises ValueError (named) before any work on bad arguments, and on a
     reward list of the wrong length or a non-finite reward.
     """
@@ -381,7 +381,7 @@ def run_lowrank_loop(weights: Mapping[str, torch.Tensor], peft_shapes: Sequence[
     state = {name: t.detach().clone() for name, t in weights.items()}
     run = LowRankRun()
     if run_log is not None:
-        from . import runlog
+        from . import logfile as runlog
         runlog.write_args(run_log, runlog.settings_of(
             peft_shapes, population=population, sigma=float(sigma), lr=float(lr), rank=rank,
             steps_per_adapter=steps_per_adapter, normalize_with_std=bool(normalize_with_std),

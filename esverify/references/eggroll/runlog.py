@@ -20,18 +20,18 @@ Checks: ``python -m pytest -q tests/test_eggroll_lowrank.py -k replay``.
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 
+from ... import jsonin
+from ...replay.log import RunLogFormat
 from ...report import write_atomic
 from . import lowrank as LR
 from .contract import factor_source
+from .logfile import FORMAT, SETTINGS, STEPS_DIR, settings_of, step_file, write_args, write_step  # noqa: F401
 
-FORMAT = "esverify.references.eggroll.runlog/1"
-STEPS_DIR = "iteration_updates"
 REPORT_FORMAT = "esverify.replay.report/1"
 
 
@@ -39,30 +39,10 @@ class LowRankLogError(ValueError):
     """A low-rank run log that cannot be replayed; the message starts with the file."""
 
 
-def step_file(folder, step: int) -> Path:
-    return Path(folder) / STEPS_DIR / f"iteration_{step:06d}.json"
-
-
-def write_args(folder, settings: dict) -> None:
-    """Write `args.json` (settings plus the format tag) atomically; creates the folder and iteration_updates/."""
-    folder = Path(folder)
-    (folder / STEPS_DIR).mkdir(parents=True, exist_ok=True)
-    write_atomic(folder / "args.json", json.dumps({**settings, "esverify": {"format": FORMAT}}, indent=1,
-                                                  sort_keys=True) + "\n")
-
-
-def write_step(folder, step: int, generation: int, rewards: np.ndarray, shaped: np.ndarray) -> None:
-    """Write one step's file atomically: {"iteration", "generation", "fitness" (N x P'), "shaped" (N)}."""
-    doc = {"iteration": int(step), "generation": int(generation),
-           "fitness": [[float(v) for v in row] for row in np.asarray(rewards, dtype=np.float64)],
-           "shaped": [float(v) for v in np.asarray(shaped, dtype=np.float64)]}
-    write_atomic(step_file(folder, step), json.dumps(doc) + "\n")
-
-
 def is_lowrank_log(folder) -> bool:
     """True when `folder/args.json` carries this module's format tag (never raises)."""
     try:
-        args = json.loads((Path(folder) / "args.json").read_text(encoding="utf-8"))
+        args = jsonin.load_path(Path(folder) / "args.json")
         return isinstance(args, dict) and (args.get("esverify") or {}).get("format") == FORMAT
     except (OSError, ValueError, AttributeError):
         return False
@@ -70,15 +50,12 @@ def is_lowrank_log(folder) -> bool:
 
 def _load(path: Path):
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return jsonin.load_path(path)
     except OSError as exc:
         raise LowRankLogError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     except ValueError as exc:
         raise LowRankLogError(f"{path}: not JSON ({exc})") from None
 
-
-SETTINGS = ("population", "sigma", "lr", "rank", "steps_per_adapter", "normalize_with_std", "scale_lr_in_grad",
-            "chunk_size", "noise", "base_seed", "seed", "mapping", "start_step", "peft_shapes")
 
 
 def read_lowrank_log(folder) -> tuple[dict, list[dict]]:
@@ -192,7 +169,7 @@ def replay_lowrank(base, log, expect, *, out=None, report_path=None, state_dir=N
     from ...replay.log import log_digest
     state_dir = Path(state_dir) if state_dir else Path.cwd() / f"esverify-replay-{log_digest(log)[:12]}"
     report["state_dir"] = str(state_dir)
-    text = json.dumps(report, indent=1) + "\n"
+    text = jsonin.dumps(report, indent=1) + "\n"
     write_atomic(state_dir / "report.json", text)
     if report_path is not None:
         write_atomic(report_path, text)
@@ -201,8 +178,6 @@ def replay_lowrank(base, log, expect, *, out=None, report_path=None, state_dir=N
     return report, 0 if report["verdict"] == "bit-equal" else 1
 
 
-def settings_of(peft_shapes, **kw) -> dict:
-    """args.json's settings from the loop's arguments (JSON-able; peft_shapes as [name, [out, in]])."""
-    out = {k: kw[k] for k in SETTINGS if k != "peft_shapes"}
-    out["peft_shapes"] = [[name, [int(shape[0]), int(shape[1])]] for name, shape in peft_shapes]
-    return out
+#: this log's entry in the references registry (`runlog_formats`): esverify replay detects and dispatches it
+RUNLOG_FORMAT = RunLogFormat(name=FORMAT, detect=is_lowrank_log, replay=replay_lowrank, profile="lowrank")
+
