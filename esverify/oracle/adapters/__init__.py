@@ -13,7 +13,14 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from .base import Adapter, Cell, LoopSpec, MatrixSpec
+
+def __getattr__(name):
+    # the base classes (and the torch they pull in) load on first use (PEP 562): `names()` is what
+    # `esverify parity --help` needs, and it must cost nothing
+    if name in ("Adapter", "Cell", "LoopSpec", "MatrixSpec"):
+        from . import base
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: adapter name -> module defining `ADAPTER`; imported only when asked for. Order is report order.
 ADAPTER_MODULES = {
@@ -21,6 +28,13 @@ ADAPTER_MODULES = {
     "es-awd": "esverify.oracle.adapters.es_awd",
     "es-paper": "esverify.oracle.adapters.es_paper",
     "skill-sample": "esverify.oracle.adapters.skill_sample",
+}
+
+#: adapter name -> (alias_flag, env_var, default_path) of each adapter with a deprecated per-reference
+#: option: `esverify parity` builds its options from here without importing the adapters; `get`
+#: checks each adapter against it
+ALIAS_OPTIONS = {
+    "es-awd": ("--awd-ref", "ESVERIFY_AWD_REF", "refs/es-awd"),
 }
 
 
@@ -33,9 +47,12 @@ def get(name: str) -> Adapter:
     """The adapter registered under `name`; KeyError naming the known adapters."""
     if name not in ADAPTER_MODULES:
         raise KeyError(f"unknown reference {name!r}; known: {names()}")
+    from .base import Adapter
     adapter = importlib.import_module(ADAPTER_MODULES[name]).ADAPTER
     if not isinstance(adapter, Adapter) or adapter.name != name:   # like numpy's Generator: check it is one
         raise TypeError(f"{ADAPTER_MODULES[name]}.ADAPTER is not the Adapter named {name!r}")
+    if adapter.alias_flag and (adapter.alias_flag, adapter.env_var, str(adapter.default_path)) != ALIAS_OPTIONS.get(name):
+        raise TypeError(f"{ADAPTER_MODULES[name]}.ADAPTER: its alias_flag {adapter.alias_flag!r} is not in ALIAS_OPTIONS")
     return adapter
 
 
@@ -75,5 +92,5 @@ def not_recognised_message(path) -> str:
     return f"{path}: no reference adapter recognises it (looked for {looks})"
 
 
-__all__ = ["ADAPTER_MODULES", "Adapter", "Cell", "LoopSpec", "MatrixSpec", "all_adapters", "get", "loop_ops", "loop_spec", "names",
+__all__ = ["ADAPTER_MODULES", "ALIAS_OPTIONS", "Adapter", "Cell", "LoopSpec", "MatrixSpec", "all_adapters", "get", "loop_ops", "loop_spec", "names",
            "not_recognised_message", "recognise"]
