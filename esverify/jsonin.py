@@ -35,7 +35,6 @@ import os
 import re
 from pathlib import Path
 
-import numpy as np
 
 #: Default nesting bound: every format esverify reads needs at most 8 (golden files), the wrapper
 #: protocol's headers 5, a notebook 6 (cells, outputs, data, mime bundle, lines).
@@ -60,6 +59,7 @@ class JSONInputError(ValueError):
 
 def nesting_depth(raw: bytes) -> int:
     """Deepest [ / { nesting of UTF-8 JSON text, counted without recursion (brackets in strings ignored)."""
+    import numpy as np   # here, not at the top: `esverify audit --help` loads this module
     stripped = np.frombuffer(_STRING.sub(b'""', raw), dtype=np.uint8)
     step = ((stripped == ord("[")) | (stripped == ord("{"))).astype(np.int64)
     step -= ((stripped == ord("]")) | (stripped == ord("}"))).astype(np.int64)

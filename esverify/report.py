@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Iterable, Mapping
 from xml.etree import ElementTree as ET
 
-import pandas as pd
+# pandas is imported inside the functions that use it: `esverify parity --help` reads FORMATS from
+# this module and must not pay for pandas
 
 FORMATS = ("csv", "json", "md", "html")
 
@@ -85,6 +86,7 @@ _esc = html_text
 
 def escape_frame(frame: pd.DataFrame, escape) -> pd.DataFrame:
     """A copy of `frame` with `escape` applied to every text cell and column name."""
+    import pandas as pd
     out = frame.copy()
     for col in out.columns:
         if out[col].dtype == object or pd.api.types.is_string_dtype(out[col]):
@@ -168,6 +170,7 @@ SEVERITY = ("fail", "mismatch", "error", "unverifiable", "finding", "changed-wit
 def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy for writing: integer-valued columns become nullable integers (no `6.0`), so that
     missing cells stay empty instead of turning a whole integer column into floats."""
+    import pandas as pd
     frame = frame.copy()
     for col in frame.columns:
         series = frame[col]
@@ -185,6 +188,7 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
 
 def cell_text(value) -> str:
     """One value as report text: empty for None/NaN/NA, integers as integers, floats round-trip exact."""
+    import pandas as pd
     if value is None or value is pd.NA:
         return ""
     if isinstance(value, float):
@@ -203,6 +207,7 @@ def cell_text(value) -> str:
 
 def frame_records(frame: pd.DataFrame) -> list[dict]:
     """Rows of a frame as JSON-ready dicts (NaN becomes null, integer columns ints)."""
+    import pandas as pd
     frame = tidy(frame)
     frame = frame.astype(object).where(pd.notna(frame), None)
     return [_jsonable(r) for r in frame.to_dict(orient="records")]
@@ -255,6 +260,7 @@ def md_table(frame: pd.DataFrame) -> str:
 
 def _md_meta(metadata: Mapping, level: int = 2) -> list[str]:
     """Scalars in one key/value table; each dict or list of dicts as its own small table."""
+    import pandas as pd
     scalars, nested = [], []
     for key, value in metadata.items():
         if isinstance(value, Mapping) and value:
@@ -393,6 +399,7 @@ def _html_table(frame: pd.DataFrame, table_id: str, grid: bool = False, links: M
     `case` column gives each row the id `anchor_id(case)`; `links` {(row position, column): case}
     turns a grid cell into a link to that case's row; cases in `no_ids` get no id (another table
     holds it: an id is unique in a page)."""
+    import pandas as pd
     frame = tidy(frame)
     no_ids = set(no_ids)
     esc = _esc
@@ -434,6 +441,7 @@ def _html_table(frame: pd.DataFrame, table_id: str, grid: bool = False, links: M
 
 def _html_value(value) -> str:
     """Metadata value: dicts as small nested tables, lists as lists, scalars escaped."""
+    import pandas as pd
     esc = _esc
     if isinstance(value, Mapping):
         if not value:
@@ -590,6 +598,7 @@ def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, p
     (OSError); with `into` (a ReportSet) they join that set instead, and
     are written by its commit().
     """
+    import pandas as pd
     from .reportset import ReportSet
     whole = into if into is not None else ReportSet()
 

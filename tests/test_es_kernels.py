@@ -246,3 +246,41 @@ def test_fma32_numba_path_equals_torch_path(data_seed, shift, kshift):
     assert got.dtype == torch.float32
     assert torch.equal(got.view(torch.int32), fma32_torch(tx, ty, k).view(torch.int32))
     assert torch.equal(fma32(tx[3], ty[3], k).view(torch.int32), fma32_torch(tx[3], ty[3], k).view(torch.int32))
+
+
+@settings(max_examples=examples(15))
+@given(st.integers(0, 2**32 - 1), st.integers(-140, 120), st.floats(-1e3, 1e3, allow_nan=False),
+       st.sampled_from([0, 1, 4095, 4096, 4097, 3 * 4096 + 517]))
+def test_es_awd_f32_in_place_path_equals_torch_path(data_seed, shift, coeff, n):
+    """es-awd's f32 CPU kernels write the numba fma32 straight into their output (in place for the
+    accumulator, `out` = theta for perturb and apply): the bits of the torch path (scaled_add), across
+    several FMA_BLOCK blocks, special values included (the replay and the trainer run on it)."""
+    from esverify.es import cpu_kernels
+    from esverify.es.profiles import get_profile
+    if not cpu_kernels.ENABLED:
+        pytest.skip("numba is not installed")
+    assert cpu_kernels.FMA_BLOCK == 4096   # the sizes above straddle its blocks
+    prof = get_profile("es-awd")
+    rng = np.random.default_rng(data_seed)
+    with np.errstate(over="ignore"):
+        theta = (rng.standard_normal(n) * 2.0 ** shift).astype(np.float32)
+    theta[: min(n, 8)] = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 2.0 ** -149, -(2.0 ** -149), 3.4e38],
+                                  np.float32)[: min(n, 8)]
+    noises = [torch.from_numpy((rng.standard_normal(n) * 4).astype(np.float32)) for _ in range(3)]
+    results = []
+    for enabled in (True, False):
+        old = cpu_kernels.ENABLED
+        cpu_kernels.ENABLED = enabled
+        try:
+            t = torch.from_numpy(theta.copy())
+            prof.perturb(t, noises[0], 0.37, "cpu", 0, n, t)
+            perturbed = t.clone()
+            acc = prof.new_acc(n, torch.float32, "cpu")
+            for e, c in zip(noises, (coeff, -coeff * 0.5, 1e-30)):
+                acc = prof.accumulate(acc, e, c, torch.float32, "cpu", 0, n)
+            prof.apply(t, acc, 0.05 / 3, "cpu", 0, n, t)
+            results.append((perturbed, acc.clone(), t))
+        finally:
+            cpu_kernels.ENABLED = old
+    for name, a, b in zip(("perturb", "accumulate", "apply"), results[0], results[1]):
+        assert_bitwise(a, b, f"es-awd {name} numba vs torch")

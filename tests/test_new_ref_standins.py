@@ -245,6 +245,7 @@ def test_countdown_without_its_data_file_raises_file_not_found(tmp_path, monkeyp
         module.main()
 
 
+@pytest.mark.slow   # a paper script run whole, two iterations (--durations: 24-39 s each at load 17)
 @pytest.mark.parametrize("script", PAPER_SCRIPTS)
 def test_paper_main_runs_two_iterations_on_f32_and_matches_the_documented_loop(tmp_path, monkeypatch,
                                                                                  stand_in_modules, script):
@@ -270,6 +271,7 @@ def test_paper_main_runs_two_iterations_on_f32_and_matches_the_documented_loop(t
     assert not torch.equal(state["weight"], TinyModel().weight.detach())     # the run moved the model
 
 
+@pytest.mark.slow   # a paper script run whole, two iterations (--durations: 24-39 s each at load 17)
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_paper_main_matches_the_documented_loop_in_half_precision(tmp_path, monkeypatch, stand_in_modules, dtype):
     _, state, _, _ = run_paper_script(tmp_path, monkeypatch, PAPER_SCRIPTS[1], dtype)

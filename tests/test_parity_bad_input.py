@@ -83,6 +83,7 @@ def test_no_clone_found_is_usage_error(tmp_path, monkeypatch):
     assert code == 2 and "no reference clone found" in output and frame is None
 
 
+@pytest.mark.slow   # --durations: 90-146 s at load 18 (children killed and restarted)
 def test_file_missing_fails_only_its_ops(tmp_path):
     clone = tmp_path / "clone"
     shutil.copytree(AT_SCALE, clone)
@@ -99,6 +100,7 @@ def test_file_missing_fails_only_its_ops(tmp_path):
     assert "file missing" in output
 
 
+@pytest.mark.slow   # --durations: 90-146 s at load 18 (children killed and restarted)
 def test_file_needing_a_newer_python_is_not_checked_here_not_passed(tmp_path):
     clone = make_bad(tmp_path, "shaping-needs-3.12")
     code, output, frame = _cli(tmp_path, "--ref", str(clone), "--target", "es-at-scale", *QUICK)
@@ -129,6 +131,7 @@ def test_absent_package(tmp_path):
     assert others["detail"].str.contains("--python").all()
 
 
+@pytest.mark.slow   # --durations: 90-146 s at load 18 (children killed and restarted)
 def test_hang_past_timeout_is_killed_and_run_goes_on(tmp_path):
     clone = make_bad(tmp_path, "hang")
     code, output, frame = _cli(tmp_path, "--ref", str(clone), "--target", "es-at-scale", "--timeout", "3",
@@ -142,6 +145,7 @@ def test_hang_past_timeout_is_killed_and_run_goes_on(tmp_path):
     assert meta["children"]["es-at-scale"]["restarts"] == (frame["op"] == "perturb").sum() == 2
 
 
+@pytest.mark.slow   # --durations: 90-146 s at load 18 (children killed and restarted)
 def test_reference_that_kills_its_process(tmp_path):
     clone = make_bad(tmp_path, "self-kill")
     code, output, frame = _cli(tmp_path, "--ref", str(clone), "--target", "es-at-scale",

@@ -32,6 +32,8 @@ SKILL_DIR = STANDINS / "skill-sample"
 SKILL_FILE = SKILL_DIR / "es_finetuning_skill.py"
 
 
+# every test that runs a whole parity matrix (a child per reference) is marked slow: the fast tier
+# (`pytest -m "not slow"`) leaves it out, CI runs it
 def _run(tmp_path, refs, **kw):
     opts = Options(ref=[str(r) for r in refs], devices=("cpu",), out=str(tmp_path / "report"), quiet=True, **kw)
     return run_parity(opts)
@@ -41,6 +43,7 @@ def _by_case(frame) -> dict:
     return dict(zip(frame["case"], frame["status"]))
 
 
+@pytest.mark.slow
 def test_paper_scripts_pass_every_row(tmp_path):
     result = _run(tmp_path, [AT_SCALE], target="es-paper")
     rows = result.frame
@@ -56,6 +59,7 @@ def test_paper_scripts_pass_every_row(tmp_path):
     assert "es_fine-tuning_countdown_accl.py" in text      # the vLLM version is listed as not checked
 
 
+@pytest.mark.slow
 def test_es_at_scale_clone_yields_both_targets_and_a_fork_only_the_scripts(tmp_path):
     both = _run(tmp_path / "a", [AT_SCALE], case="*/cpu/f32/correlated/[mp][ae][ir][nt]*", small=True)
     assert {"es-at-scale", "es-paper"} <= set(both.frame["target"])
@@ -68,6 +72,7 @@ def test_es_at_scale_clone_yields_both_targets_and_a_fork_only_the_scripts(tmp_p
         " ".join(only.frame["detail"])
 
 
+@pytest.mark.slow
 def test_skill_sample_as_one_file(tmp_path):
     result = _run(tmp_path, [SKILL_FILE])
     others = result.frame[result.frame["target"] != "skill-sample"]
@@ -93,6 +98,7 @@ def test_skill_sample_as_one_file(tmp_path):
         assert needle in text, needle
 
 
+@pytest.mark.slow
 def test_require_all_counts_defect_rows(tmp_path):
     result = _run(tmp_path, [SKILL_DIR], case="skill-sample/*/f32/*/N40", require_all=True)
     assert list(result.frame["status"]) == ["defect"] and result.exit_code == 1
@@ -125,6 +131,7 @@ FIXES = {"unused-accumulation-dropped"}
 UNSEEN = {}
 
 
+@pytest.mark.slow
 def test_paper_mutants_fail_and_equivalents_pass(tmp_path):
     cases = [c for c in _matrix_cases("es-paper") if c.dtype != "f16" or c.noise == "native"]
     table = {**PAPER_MUTANTS, **{k: v for k, v in EQUIVALENTS.items() if v.target != "skill-sample"}}
@@ -140,6 +147,7 @@ def test_paper_mutants_fail_and_equivalents_pass(tmp_path):
     assert not any("/f32/" in c for c in got["accumulator-f32"])   # an f32 accumulator is the f32 scripts' own
 
 
+@pytest.mark.slow
 def test_skill_mutants_fail_and_equivalents_pass(tmp_path):
     cases = _matrix_cases("skill-sample")
     table = {**SKILL_MUTANTS, **{k: v for k, v in EQUIVALENTS.items() if v.target == "skill-sample"}}

@@ -38,8 +38,6 @@ import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 
-import numpy as np
-import pandas as pd
 
 #: copydetect defaults: noise threshold k = 25, guarantee 25 (window 1).
 DEFAULT_K = 25
@@ -145,6 +143,7 @@ def _candidates(tf: Fingerprint, index: dict[int, list[int]], k: int, floor: int
     use (the tree positions of all shared hashes). A pair's region is the
     smaller of both sides', so neither stage can drop a listable pair.
     """
+    import numpy as np
     from copydetect.utils import get_copied_slices
     shared: dict[int, list[int]] = defaultdict(list)
     for h in tf.fp.hashes:
@@ -177,6 +176,7 @@ def compare(tree_fps: list[Fingerprint], ref_fps: list[tuple[str, Fingerprint]],
     form, that keep a finding) and `delimiters` say why. Returns (frame,
     stats) with stats: pairs, compared, prefiltered_out, interface.
     """
+    import pandas as pd
     from copydetect import compare_files
     from copydetect.utils import find_fingerprint_overlap, get_copied_slices
     k = tree_fps[0].fp.k if tree_fps else DEFAULT_K

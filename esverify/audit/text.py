@@ -22,7 +22,6 @@ import re
 import tokenize
 from collections import defaultdict
 
-import pandas as pd
 
 DEFAULT_NGRAM = 8
 DEFAULT_MIN_WORDS = 30
@@ -116,6 +115,7 @@ def compare(tree_entries, ref_entries: list[tuple[str, object]], *, ngram: int =
     run reaches `list_floor * min_words` words; "finding" when it reaches
     `min_words`. Returns (frame, stats).
     """
+    import pandas as pd
     refs = []
     index: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for r, (label, entry) in enumerate(ref_entries):

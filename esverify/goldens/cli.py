@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import click
-import pandas as pd
 
 from .. import paths, report
 from ..cliutil import CONTEXT
@@ -133,6 +132,7 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir, impl_
     --against without a version move; 2 missing/unreadable/bad-schema file, version mismatch,
     unknown --against ref; 130/143/129 stopped by SIGINT/SIGTERM/SIGHUP (a report marked interrupted).
     """
+    import pandas as pd
     from . import gate
     _check_outputs([("--junit", junit, "file"), ("--json", json_path, "file")])
     directory = goldens_dir or paths.goldens_dir()
@@ -208,6 +208,7 @@ def _junit_cases(result, summary: pd.DataFrame, table: pd.DataFrame, strict: boo
     """One testcase per checked unit, an (area, backend), whatever its status (issue 20 item 4): "fail"
     with every failing difference of that unit in its detail, else "pass"; one skipped testcase per
     vector the --impl wrapper does not claim (not checked); one error testcase per exit-2 error."""
+    import pandas as pd
     from .compare import FAILING as failing
     bad = set(failing) | ({"libm-divergence"} if strict else set())
     rows = []
@@ -252,6 +253,7 @@ def _command_line() -> str:
 
 def _interrupted_check_report(exc: Interrupted, started, junit, json_path, directory, against, strict):
     """The gate was stopped by a signal: say so, leave a marked report where one was asked, exit 128+N."""
+    import pandas as pd
     code = exc.exit_code
     verdict = f"goldens check: {INTERRUPTED.upper()} by {exc.signal_name} (exit {code})"
     header = {"verdict": INTERRUPTED, "exit_code": code, "counts": {}, "started_utc": started,

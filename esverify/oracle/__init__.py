@@ -11,13 +11,26 @@ reference is its adapter (`adapters`). Entry points: `esverify parity` (`cli`),
 `run_parity(Options)` and `Runner(options).session(target, clone)` (one
 child, cases run one at a time: fuzz shrinking, mutant catalogs).
 """
-from .options import Options, UsageError
-from .run_report import RunResult
-from .runner import Runner
+from __future__ import annotations
+
+import importlib
+
+#: public name -> the submodule defining it; imported on first use (PEP 562), so that loading
+#: `esverify.oracle.cli` for `esverify parity --help` or a usage error imports no torch
+_LAZY = {"Options": "options", "UsageError": "options", "RunResult": "run_report", "Runner": "runner"}
 
 
-def run_parity(options: Options) -> RunResult:
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def run_parity(options) -> "RunResult":
     """Run a parity matrix; see Options and docs/parity.md. Raises UsageError on bad options."""
+    from .runner import Runner
     return Runner(options).run()
 
 

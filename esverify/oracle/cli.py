@@ -30,17 +30,30 @@ def _reference_names() -> list[str]:
 
 
 def _alias_options(command):
-    """The deprecated per-reference options (an adapter's `alias_flag`, e.g. the first --ref's
-    successor), each kept for one release as another way to name that reference's clone."""
-    from .adapters import all_adapters
-    for adapter in reversed(all_adapters()):
-        if adapter.alias_flag:
-            dest = adapter.alias_flag.lstrip("-").replace("-", "_")
-            command = click.option(adapter.alias_flag, dest, type=click.Path(file_okay=False, path_type=str),
-                                   default=None, help=f"Deprecated alias of --ref for the {adapter.name} clone "
-                                                      f"(default: ${adapter.env_var}, then [tool.esverify] "
-                                                      f"{dest.replace('_', '-')}, then ./{adapter.default_path}).")(command)
+    """The deprecated per-reference options (the registry's alias options: an adapter's `alias_flag`,
+    e.g. the first --ref's successor), each kept for one release as another way to name that reference's
+    clone. Read from the registry, not the adapters: building this command imports no adapter."""
+    from .adapters import alias_options
+    for name, (flag, env_var, default_path) in reversed(alias_options().items()):
+        dest = flag.lstrip("-").replace("-", "_")
+        command = click.option(flag, dest, type=click.Path(file_okay=False, path_type=str),
+                               default=None, help=f"Deprecated alias of --ref for the {name} clone "
+                                                  f"(default: ${env_var}, then [tool.esverify] "
+                                                  f"{dest.replace('_', '-')}, then ./{default_path}).")(command)
     return command
+
+
+def _check_given_paths(ref, aliases) -> None:
+    """A clone path typed on the command line that does not exist is a usage error answered before
+    the oracle (torch, the adapters) is imported; the same words as esverify.oracle.setup, which checks
+    every other path (environment, config file)."""
+    given = [("--ref", p) for p in ref or ()]
+    given += [("--" + n.replace("_", "-"), p) for n, p in aliases.items() if p]
+    for option, path in given:
+        if not os.path.exists(os.path.expanduser(path)):
+            click.echo(f"esverify parity: error: {option} {path}: does not exist; fix: pass the top folder of a "
+                       "reference clone (docs/parity.md, 'The reference clones')", err=True)
+            sys.exit(2)
 
 
 def _csv(value: str) -> tuple:
@@ -144,13 +157,14 @@ def parity(ctx, ref, discover, blame_base, target, python, dtypes, schemes, devi
     Configuration: command line > ESVERIFY_* environment > [tool.esverify] in pyproject.toml > default
     (docs/parity.md, "Configuration").
     """
-    from .options import Options, UsageError
-    from .runner import Runner
     try:
         settings = resolve(ctx, ["ref", *aliases, "python", "formats", "reports"])   # cliutil.settings_table() has each alias
     except ConfigError as exc:
         click.echo(f"esverify parity: error: {exc.message}", err=True)
         sys.exit(2)
+    _check_given_paths(ref, aliases)
+    from .options import Options, UsageError
+    from .runner import Runner
     # each reference's clone variable is the runner's own (it names it in its messages): only the
     # command line and the config file are passed as paths
     given = {n: None if settings.sources[n].startswith("environment") else settings.values[n]

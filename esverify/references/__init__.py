@@ -50,6 +50,9 @@ class Reference:
     profiles: tuple = ()
     golden_areas: tuple = ()
     runlog_formats: tuple = ()
+    #: (flag, environment variable, default path) of a deprecated per-reference option of `esverify parity`
+    #: (its adapter's alias_flag, env_var, default_path), read without importing the adapter
+    alias_option: tuple | None = None
 
 
 def load(spec: str):

@@ -21,8 +21,17 @@ command is `esverify.replay.cli.replay`.
 
 Checks: ``python -m pytest -q tests/test_replay.py tests/test_replay_ray.py``.
 """
-from .api import (EXIT_BIT_EQUAL, EXIT_DIFFERS, EXIT_INFRASTRUCTURE, EXIT_SETUP, ReplayError,
-                  ReplayInfrastructureError, replay)
+import importlib
+
+
+def __getattr__(name):
+    # the api (torch, numpy) is imported on first use (PEP 562): `esverify replay --help` needs none of it
+    if name in __all__:
+        value = getattr(importlib.import_module(".api", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["replay", "ReplayError", "ReplayInfrastructureError", "EXIT_BIT_EQUAL", "EXIT_DIFFERS", "EXIT_SETUP",
            "EXIT_INFRASTRUCTURE"]

@@ -23,7 +23,7 @@ from pathlib import Path
 from esverify import __version__, interrupt, jsonin
 
 from .log import LogError, log_digest, read_log
-from .units import DEFAULT_SHARD, FLOATS, Unit, plan_units
+from .units import DEFAULT_SHARD, FLOATS, Unit, default_workers, plan_units
 from .weights import WeightsError, open_weights
 
 EXIT_BIT_EQUAL, EXIT_DIFFERS, EXIT_SETUP, EXIT_INFRASTRUCTURE = 0, 1, 2, 3
@@ -131,7 +131,7 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     Hugging Face folder); log: the run's logging folder; out: optional path
     for the reconstructed weights (.safetensors or torch); profile, noise:
     override what the log implies (es-awd logs: "es-awd", "native");
-    workers: local processes (None: the number of cores); ray: None, or a
+    workers: local processes (None: from the work, `units.default_workers`); ray: None, or a
     Ray address ("auto") to run the units as Ray tasks; state_dir: the
     resume folder (None: ./esverify-replay-<fingerprint>); shard_elements:
     elements per unit under contract noise; device: the run's device type;
@@ -186,8 +186,7 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     shard = DEFAULT_SHARD if shard_elements is None else shard_elements
     if isinstance(shard, bool) or not isinstance(shard, int) or shard < 1:
         raise ReplayError(f"--shard-elements must be an integer >= 1, got {shard!r}")
-    workers = workers or os.cpu_count() or 1
-    if workers < 1:
+    if workers and workers < 1:   # 0 or None: chosen from the work below
         raise ReplayError(f"--workers must be >= 1, got {workers}")
     try:
         base_w, expect_w = open_weights(base), open_weights(expect)
@@ -208,6 +207,7 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
                       u.kind if u.name in slots else "static") for u in units]
     units = _layout_units(units, tensors)
     iterations = tuple((it.seeds, it.coeffs, tuple(run_log.evaluated(it, batching))) for it in run_log.iterations)
+    workers = workers or default_workers(units, iterations, os.cpu_count() or 1)
     parts = {"version": __version__, "log": log_digest(log), "profile": profile, "noise": noise, "shard": shard,
              "device": device, "batching": batching if run_log.source == "es-awd" else None}
     fingerprint = _fingerprint(_weight_files(base) + _weight_files(expect), parts)

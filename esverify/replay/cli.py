@@ -21,7 +21,7 @@ import click
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Also write the reconstructed weights here (.safetensors, else torch).")
 @click.option("--profile", type=click.Choice(["es-awd", "es-at-scale"]), default=None, help="Numerics profile (default: from the log; es-awd logs: es-awd).")
 @click.option("--noise", type=click.Choice(["native", "contract"]), default=None, help="native: torch's generator; contract: esverify's (default: from the log).")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Local worker processes (default: the number of cores).")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Local worker processes (default: one per 2^29 member-elements of work, at most the number of cores; a small model runs in this process).")
 @click.option("--ray", "ray_address", default=None, metavar="ADDRESS|auto", help="Run the work units as Ray tasks on this cluster.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, help="Resume state and report.json (default: ./esverify-replay-<fingerprint>).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Also write report.json here.")

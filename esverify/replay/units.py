@@ -19,6 +19,10 @@ import torch
 #: default elements per unit under contract noise (64 MiB of f32)
 DEFAULT_SHARD = 1 << 24
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+#: member-elements (elements x seeds, summed over iterations) that pay for one more worker process:
+#: a spawned worker costs seconds of start-up (torch, the noise kernels), about what one worker
+#: replays of this much work, so a smaller replay runs in this process (docs/replay.md §5)
+WORK_PER_WORKER = 1 << 29
 
 
 @dataclass(frozen=True)
@@ -62,3 +66,14 @@ def plan_units(tensors, noise: str, shard_elements: int = DEFAULT_SHARD) -> list
             units.append(Unit(len(units), name, start, min(numel, start + step), numel, tuple(shape),
                               str(dtype).removeprefix("torch."), kind))
     return units
+
+
+def default_workers(units, iterations, cores: int) -> int:
+    """Workers a replay gets when --workers is not given: one per WORK_PER_WORKER member-elements of
+    its replay units, at least 1, at most `cores` and the number of replay units (docs/replay.md §5).
+
+    units: the Units; iterations: per iteration (seeds, ...); cores: the cores available."""
+    members = sum(len(it[0]) for it in iterations)
+    work = members * sum(u.end - u.start for u in units if u.kind == "replay")
+    replay_units = sum(1 for u in units if u.kind == "replay")
+    return max(1, min(cores, replay_units, work // WORK_PER_WORKER))

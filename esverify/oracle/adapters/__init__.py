@@ -12,7 +12,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .base import Adapter, Cell, LoopSpec, MatrixSpec
+
+def __getattr__(name):
+    # the base classes (and the torch they pull in) load on first use (PEP 562): `names()` is what
+    # `esverify parity --help` needs, and it must cost nothing
+    if name in ("Adapter", "Cell", "LoopSpec", "MatrixSpec"):
+        from . import base
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def alias_options() -> dict:
+    """{reference name: (alias flag, env var, default path)} of each reference whose record declares a
+    deprecated per-reference option (esverify.references.Reference.alias_option): `esverify parity`
+    builds its options from here without importing an adapter; `get` checks each adapter against it."""
+    from ... import references
+    return {n: tuple(references.get(n).alias_option) for n in references.adapter_names()
+            if references.get(n).alias_option}
+
 
 def names() -> list[str]:
     """The registered adapter names, in report order."""
@@ -23,9 +39,15 @@ def names() -> list[str]:
 def get(name: str) -> Adapter:
     """The adapter registered under `name`; KeyError naming the known adapters."""
     from ... import references
+    from .base import Adapter
     adapter = references.adapter(name)
     if not isinstance(adapter, Adapter) or adapter.name != name:   # like numpy's Generator: check it is one
         raise TypeError(f"{references.get(name).adapter} is not the Adapter named {name!r}")
+    declared = references.get(name).alias_option
+    if (adapter.alias_flag or declared) and \
+            (adapter.alias_flag, adapter.env_var, str(adapter.default_path)) != tuple(declared or (None,) * 3):
+        raise TypeError(f"{references.get(name).adapter}: its alias_flag {adapter.alias_flag!r} is not its record's "
+                        f"alias_option {declared!r}")
     return adapter
 
 
@@ -65,5 +87,6 @@ def not_recognised_message(path) -> str:
     return f"{path}: no reference adapter recognises it (looked for {looks})"
 
 
-__all__ = ["Adapter", "Cell", "LoopSpec", "MatrixSpec", "all_adapters", "get", "loop_ops", "loop_spec", "names",
+__all__ = ["Adapter", "Cell", "LoopSpec", "MatrixSpec", "alias_options", "all_adapters", "get", "loop_ops", "loop_spec",
+           "names",
            "not_recognised_message", "recognise"]

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import torch
 
+from esverify.es import cpu_kernels
 from esverify.es.numerics import fma32, rd32, rd_dt32, round_to, scalar32, widen
 from esverify.es.profiles.base import Profile
 
@@ -71,8 +72,20 @@ def scaled_add(x: torch.Tensor, y: torch.Tensor, a: float, rule: str, first: int
     return torch.cat([body, tail])
 
 
+def _f32_into(x, y, a, rule, out) -> bool:
+    """scaled_add of f32 CPU chunks written straight into `out` (the numba fma32, no temporary):
+    True when it applied. Both rules are fma32(x, y, rd32(a)) on f32; the bits are scaled_add's
+    (the same kernel; tests/test_es_kernels.py). `out` may be x."""
+    if rule not in ("cpu", "cuda") or not cpu_kernels.usable(x, y, out):
+        return False
+    cpu_kernels.fma32(x, y, rd32(a), out)
+    return True
+
+
 def perturb(theta, eps, s, rule, first, numel, out):
     """out <- scaled_add(theta, rd_dt(eps), s) under `rule` (docs/numerics.md §3); `out` may be theta."""
+    if _f32_into(theta, eps, s, rule, out):
+        return
     out.copy_(scaled_add(theta, round_to(eps, theta.dtype), s, rule, first, numel))
 
 
@@ -82,12 +95,17 @@ def new_acc(n, dtype, device):
 
 
 def accumulate(acc, eps, coeff, dtype, rule, first, numel):
-    """scaled_add(acc, rd_dt(eps), coeff) as a new tensor of acc's dtype (docs/numerics.md §3)."""
+    """scaled_add(acc, rd_dt(eps), coeff) as a tensor of acc's dtype: acc itself, updated in place, on the
+    f32 CPU path, else a new tensor (docs/numerics.md §3)."""
+    if dtype == torch.float32 and _f32_into(acc, eps, coeff, rule, acc):
+        return acc
     return scaled_add(acc, round_to(eps, dtype), coeff, rule, first, numel)
 
 
 def apply(theta, acc, scale, rule, first, numel, out):
     """out <- scaled_add(theta, acc, scale), scale = alpha / N (f64); `out` may be theta."""
+    if _f32_into(theta, acc, scale, rule, out):
+        return
     out.copy_(scaled_add(theta, acc, scale, rule, first, numel))
 
 
