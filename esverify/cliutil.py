@@ -100,15 +100,17 @@ CORE_SETTINGS = {
 
 def settings_table() -> dict:
     """setting -> (environment variable, key of [tool.esverify]): CORE_SETTINGS, plus after "ref" one per
-    reference adapter with an alias flag (its deprecated option naming its clone, e.g. "--x-ref" -> setting
-    "x_ref", key "x-ref", variable the adapter's env_var)."""
+    reference with an alias option (its deprecated option naming its clone, e.g. "--x-ref" -> setting
+    "x_ref", key "x-ref", the record's environment variable). Read from the references' records, not
+    their adapters: a command line answers its usage errors without importing an adapter."""
     from . import references
     table = {"ref": CORE_SETTINGS["ref"]}
     for name in references.adapter_names():
-        adapter = references.adapter(name)
-        if adapter.alias_flag:
-            key = adapter.alias_flag.lstrip("-")
-            table[key.replace("-", "_")] = (adapter.env_var, key)
+        option = references.get(name).alias_option
+        if option:
+            flag, env_var, _ = option
+            key = flag.lstrip("-")
+            table[key.replace("-", "_")] = (env_var, key)
     table.update(CORE_SETTINGS)
     return table
 

@@ -60,7 +60,8 @@ def goldens():
 
 @goldens.command()
 @click.option("--area", "areas", multiple=True, metavar="AREA",
-              help=f"Area(s) to generate (repeatable; default: all of {area_mod.area_names()}).")
+              help="Area(s) to generate (repeatable; default: every registered area, the contract's `rng` "
+                   "and each reference's, as `goldens check` lists them).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write the files here instead of the goldens folder.")
 @click.option("--bump", is_flag=True, help="Allow changed or removed vector ids: checks that the area's version "
