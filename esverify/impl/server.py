@@ -186,8 +186,9 @@ def _shaping(args):
     coeffs, stats = shape_rewards(args["rewards"].values().reshape(-1).astype(np.float64), args["shaping"])
     out = {"coefficients": Tensor.of(np.asarray(coeffs, dtype=np.float64))}
     if args["shaping"] == "zscore":   # numpy's mean and std (ddof 0), pinned by the shaping goldens
-        out.update(mean=Tensor.of(np.array([stats["mean"]], dtype=np.float64)),
-                   std=Tensor.of(np.array([stats["std"]], dtype=np.float64)))
+        # 0-dim tensors, shape []: the protocol's scalars (a [1] is a mismatch, docs/PROTOCOL.md §2)
+        out.update(mean=Tensor.of(np.array(stats["mean"], dtype=np.float64)),
+                   std=Tensor.of(np.array(stats["std"], dtype=np.float64)))
     return out
 
 

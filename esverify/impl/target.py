@@ -43,6 +43,15 @@ class Unsupported(Exception):
         self.detail = f"unsupported: {reason}"
 
 
+class ShapeMismatch(Exception):
+    """A reply tensor whose shape is not the vector's (status `mismatch`; docs/PROTOCOL.md §2, exact shapes)."""
+    status = "mismatch"
+
+    def __init__(self, detail: str):
+        super().__init__(detail)
+        self.detail = detail
+
+
 class CaseError(Exception):
     """No usable reply for this vector (status `error`); the detail says which request and why."""
     status = "error"
@@ -57,11 +66,24 @@ def _bits(array: dict) -> Tensor:
     return Tensor(array["format"], decode(array).astype(_UINT[array["format"]]))
 
 
-def _golden(t: Tensor, what: str) -> dict:
-    """A wire tensor as a golden bit array (flattened, row-major)."""
+def _golden(t: Tensor, what: str, shape=None) -> dict:
+    """A wire tensor as a golden bit array (flattened, row-major).
+
+    shape: the shape the vector asks for (a tuple; None: already checked by the caller). A reply of
+    another shape (a scalar as [1], a row as a column) raises ShapeMismatch naming both shapes.
+    """
     if not isinstance(t, Tensor):
         raise CaseError(f"the reply's {what} is not a tensor")
+    if shape is not None:
+        check_shape(t, tuple(shape), what)
     return {"format": t.dtype, "values": [bits.to_hex(v, t.dtype) for v in t.bits.reshape(-1).tolist()]}
+
+
+def check_shape(t: Tensor, shape: tuple, what: str) -> None:
+    """ShapeMismatch unless the reply tensor `t` has exactly `shape` (no reshaping: [] is not [1])."""
+    if tuple(t.shape) != tuple(shape):
+        raise ShapeMismatch(f"{what}: the reply's tensor has shape {list(t.shape)}, the vector's shape is "
+                            f"{list(shape)} (shapes must be exact, docs/PROTOCOL.md §2)")
 
 
 def _u64_tensor(values) -> Tensor:
@@ -195,8 +217,9 @@ class ImplTarget:
     # -- rng vectors -------------------------------------------------------------
     def _at(self, seed_hex: str, indices) -> dict:
         self._need(["at"])
+        indices = list(indices)
         r = self._call("at", {"seed": seed_hex, "indices": _u64_tensor(indices)})
-        return {"outputs": _golden(self._field(r, "outputs", "at"), "outputs")}
+        return {"outputs": _golden(self._field(r, "outputs", "at"), "at outputs", (len(indices),))}
 
     def _sequential(self, x):
         return self._at(x["seed"], range(x["n"]))
@@ -208,15 +231,20 @@ class ImplTarget:
         r = self._call("member_seed", {"seed": x["seed"], "iteration": u64_hex(x["iteration"]),
                                        "population": u64_hex(x["population"]), "members": _u64_tensor(members),
                                        "antithetic": bool(x["antithetic"])})
-        return self._field(r, "member_seeds", "member_seed")
+        t = self._field(r, "member_seeds", "member_seed")
+        _golden(t, "member_seed member_seeds", (len(members),))
+        return t
 
     def _member_seed(self, x):
         self._need(["member_seed"])
         return {"member_seeds": _golden(self._member_seeds(x, x["members"]), "member_seeds")}
 
     def _stream_seeds(self, member_seed: str, scheme: str, slots) -> Tensor:
+        slots = list(slots)
         r = self._call("stream_seed", {"member_seed": member_seed, "scheme": scheme, "slots": _u64_tensor(slots)})
-        return self._field(r, "stream_seeds", "stream_seed")
+        t = self._field(r, "stream_seeds", "stream_seed")
+        _golden(t, "stream_seed stream_seeds", (len(slots),))
+        return t
 
     def _stream_seed(self, x):
         self._need(["stream_seed"], schemes=[x["scheme"]])
@@ -225,7 +253,7 @@ class ImplTarget:
 
     def _values(self, mapping: str, seed_hex: str, first: int, n: int) -> dict:
         r = self._call("gaussian", {"mapping": mapping, "seed": seed_hex, "first": u64_hex(first), "n": u64_hex(n)})
-        return _golden(self._field(r, "values", "gaussian"), "values")
+        return _golden(self._field(r, "values", "gaussian"), "gaussian values", (n,))
 
     def _gaussian(self, x):
         self._need(["gaussian"], mappings=[x["mapping"]])
@@ -244,10 +272,12 @@ class ImplTarget:
         self._need(["shaping"], shapings=["zscore", "centered_ranks"])
         z = self._call("shaping", {"shaping": "zscore", "rewards": _bits(x["rewards"])})
         ranks = self._call("shaping", {"shaping": "centered_ranks", "rewards": _bits(x["rewards"])})
-        return {"zscore.coefficients": _golden(self._field(z, "coefficients", "shaping"), "coefficients"),
-                "zscore.mean": _golden(self._field(z, "mean", "shaping"), "mean"),
-                "zscore.std": _golden(self._field(z, "std", "shaping"), "std"),
-                "centered_ranks.coefficients": _golden(self._field(ranks, "coefficients", "shaping"), "coefficients")}
+        n = (len(x["rewards"]["values"]),)
+        return {"zscore.coefficients": _golden(self._field(z, "coefficients", "shaping"), "shaping coefficients", n),
+                "zscore.mean": _golden(self._field(z, "mean", "shaping"), "shaping mean", ()),
+                "zscore.std": _golden(self._field(z, "std", "shaping"), "shaping std", ()),
+                "centered_ranks.coefficients": _golden(self._field(ranks, "coefficients", "shaping"),
+                                                       "shaping coefficients", n)}
 
     def _es_run(self, x):
         c = x["config"]
@@ -279,7 +309,8 @@ class ImplTarget:
                 got[f"it{it}.perturb.{name}"] = _golden(a, "params")
                 got[f"it{it}.restore.{name}"] = _golden(b, "params")
                 got[f"it{it}.update.{name}"] = _golden(d, "params")
-            got[f"it{it}.coefficients"] = _golden(self._field(r, "coefficients", "update"), "coefficients")
+            got[f"it{it}.coefficients"] = _golden(self._field(r, "coefficients", "update"), "update coefficients",
+                                                  (len(step["rewards"]["values"]),))
         return got
 
     @staticmethod
@@ -311,7 +342,8 @@ class ImplTarget:
             args["anchor"] = params
         r = self._call("step", args)
         got = {f"step.{p['name']}": _golden(t, "params") for p, t in zip(x["params"], self._params(r, "step", params))}
-        got["coefficients"] = _golden(self._field(r, "coefficients", "step"), "coefficients")
+        got["coefficients"] = _golden(self._field(r, "coefficients", "step"), "step coefficients",
+                                      (len(x["rewards"]["values"]),))
         return got
 
     def _params(self, result: dict, op: str, like: list) -> list:
@@ -319,6 +351,7 @@ class ImplTarget:
         if not isinstance(out, list) or len(out) != len(like):
             raise CaseError(f"{op}: the reply's params is not a list of {len(like)} tensors")
         for k, (a, b) in enumerate(zip(out, like)):
-            if not isinstance(a, Tensor) or a.dtype != b.dtype or a.bits.size != b.bits.size:
-                raise CaseError(f"{op}: reply params[{k}] is not a {b.dtype} tensor of {b.bits.size} elements")
-        return [Tensor(a.dtype, np.ascontiguousarray(a.bits).reshape(b.shape)) for a, b in zip(out, like)]
+            if not isinstance(a, Tensor) or a.dtype != b.dtype:
+                raise CaseError(f"{op}: reply params[{k}] is not a {b.dtype} tensor")
+            check_shape(a, b.shape, f"{op} params[{k}]")
+        return [Tensor(a.dtype, np.array(a.bits, order="C")) for a in out]   # (ascontiguousarray makes 0-dim 1-dim)

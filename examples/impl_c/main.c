@@ -153,6 +153,14 @@ static void put_f64s(const double *v, size_t n) {
     for (size_t k = 0; k < n; k++) { le_store(b, bits_of_f64(v[k]), 8); sb_put(&body, b, 8); }
 }
 
+/* a scalar is a 0-dim tensor, shape [] (docs/PROTOCOL.md §2): a [1] is a mismatch */
+static void put_f64_scalar(double v) {
+    put_tensor_desc("f64", NULL, 0);
+    unsigned char b[8];
+    le_store(b, bits_of_f64(v), 8);
+    sb_put(&body, b, 8);
+}
+
 /* ---- ES requests ---- */
 static const char *dtype_names[] = {"f32", "f16", "bf16"};
 
@@ -280,9 +288,9 @@ static void op_shaping(const jval *args) {
     put_f64s(coeffs, r.n);
     if (shaping == SH_ZSCORE) {   /* the shaping goldens pin numpy's mean and std too */
         sb_printf(&head, ",\"mean\":");
-        put_f64s(&mean, 1);
+        put_f64_scalar(mean);
         sb_printf(&head, ",\"std\":");
-        put_f64s(&std, 1);
+        put_f64_scalar(std);
     }
 }
 
