@@ -104,6 +104,19 @@ def _gaussian(args, backend=None):
     return {"values": Tensor.of(np.ascontiguousarray(values, dtype=np.float32))}
 
 
+def _gaussian_ranges(args, backend=None):
+    """The bulk request: every range's values, concatenated (docs/PROTOCOL.md §4, `gaussian_ranges`)."""
+    from .. import rng
+    seeds, firsts, counts = (_u64s(args[k], k) for k in ("seeds", "firsts", "counts"))
+    if not len(seeds) == len(firsts) == len(counts):
+        raise ValueError(f"seeds, firsts and counts must have one entry per range, got {len(seeds)}, "
+                         f"{len(firsts)}, {len(counts)}")
+    parts = [np.asarray(rng.gaussian(int(s), int(n), int(f), args["mapping"], backend=backend), dtype=np.float32)
+             for s, f, n in zip(seeds.tolist(), firsts.tolist(), counts.tolist())]
+    values = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+    return {"values": Tensor.of(values)}
+
+
 def config_from_wire(c: dict):
     """An esverify.es.Config from a wire config (ValueError naming a bad field)."""
     from ..es import Config
@@ -204,7 +217,8 @@ def _decay(args):
 def trainer_handlers(backend: str | None = None) -> dict:
     """op -> handler for the clean-room trainer; `backend` picks esverify.rng's noise backend."""
     return {"at": _at, "member_seed": _member_seed, "stream_seed": _stream_seed,
-            "gaussian": lambda a: _gaussian(a, backend), "perturb": lambda a: _perturb(a, backend),
+            "gaussian": lambda a: _gaussian(a, backend), "gaussian_ranges": lambda a: _gaussian_ranges(a, backend),
+            "perturb": lambda a: _perturb(a, backend),
             "restore": lambda a: _restore(a, backend), "update": lambda a: _update(a, backend),
             "step": lambda a: _step(a, backend), "shaping": _shaping, "decay": _decay}
 
@@ -224,8 +238,8 @@ def trainer_capabilities() -> dict:
             # protocol v1's wire config carries these two profiles only (protocol.schema.json); es-paper's
             # loop has no protocol op (docs/PROTOCOL.md §5), so it is not claimed
             "profiles": {name: p.version for name, p in PROFILES.items() if name in WIRE_PROFILES},
-            "operations": ["at", "member_seed", "stream_seed", "gaussian", "perturb", "restore", "update",
-                           "shaping", "decay", "step"],
+            "operations": ["at", "member_seed", "stream_seed", "gaussian", "gaussian_ranges", "perturb", "restore",
+                           "update", "shaping", "decay", "step"],
             "mappings": ["poly32", "libm64"], "dtypes": ["f32", "f16", "bf16"], "schemes": ["iid", "correlated"],
             "shapings": ["zscore", "centered_ranks", "none"], "decays": ["l1", "l2"],
             "restores": ["regenerate", "snapshot"], "antithetic": True, "noise": "contract"}

@@ -8,6 +8,10 @@ gives the gate an Area whose only backend is ``impl:<name>`` and whose
 - rng ``splitmix64-*`` -> `at`; ``member-seed`` -> `member_seed`;
   ``stream-seed`` -> `stream_seed`; ``gaussian`` -> `gaussian`; ``noise``
   -> `member_seed`, `stream_seed` and one `gaussian` per slot;
+- rng ``gaussian-digest`` -> one `gaussian_ranges` (the bulk request) whose
+  reply the gate hashes; ``noise-digest`` -> `member_seed`, `stream_seed`,
+  then one `gaussian_ranges`; a differing digest is located by asking
+  `gaussian_ranges` again for sub-ranges (esverify.goldens.digest);
 - es ``es-run`` -> per iteration `perturb`, `restore`, `update`, chained on
   the implementation's own results (as a trainer would run).
 
@@ -29,7 +33,7 @@ from . import client
 from .wire import Tensor, u64_hex
 
 UNSUPPORTED = "unsupported"
-OPERATIONS = ("at", "member_seed", "stream_seed", "gaussian", "perturb", "restore", "update", "shaping", "decay",
+OPERATIONS = ("at", "member_seed", "stream_seed", "gaussian", "gaussian_ranges", "perturb", "restore", "update", "shaping", "decay",
               "step")
 _UINT = {"f32": np.uint32, "f16": np.uint16, "bf16": np.uint16, "f64": np.uint64, "u64": np.uint64}
 
@@ -162,9 +166,11 @@ class ImplTarget:
             version = caps.get("profiles", {}).get(area.name, area.version)
             const = f"capabilities.profiles[{area.name!r}]"
         trace = None if area.libm_trace is None else (lambda vector, backend: self.libm_trace(vector))
+        locate = None if area.locate is None else (lambda vector, backend, got: self.locate(area.name, vector, got))
         return dataclasses.replace(area, version=version, version_constant=f"{const} of {self.label}",
                                    backends=lambda: [self.label],
-                                   recompute=lambda vector, backend: self.recompute(vector), libm_trace=trace)
+                                   recompute=lambda vector, backend: self.recompute(vector), libm_trace=trace,
+                                   locate=locate)
 
     def libm_trace(self, vector: dict) -> set:
         """The es vector's (field, element) pairs downstream of a libm64 value the wrapper's own
@@ -189,6 +195,7 @@ class ImplTarget:
         handler = {"splitmix64-sequential": self._sequential, "splitmix64-counter": self._counter,
                    "member-seed": self._member_seed, "stream-seed": self._stream_seed,
                    "gaussian": self._gaussian, "noise": self._noise, "es-run": self._es_run,
+                   "gaussian-digest": self._digest, "noise-digest": self._digest,
                    "shaping": self._shaping, "decay": self._decay, "step": self._step}.get(kind)
         if handler is None:
             raise Unsupported(f"vector kind {kind!r} has no protocol mapping in this esverify")
@@ -266,6 +273,49 @@ class ImplTarget:
         ss = self._stream_seeds(ms_hex, x["scheme"], range(len(x["slot_sizes"]))).bits.reshape(-1)
         return {f"slot_{k}": self._values(x["mapping"], u64_hex(int(ss[k])), 0, size)
                 for k, size in enumerate(x["slot_sizes"])}
+
+    # -- long-stream digests (esverify.goldens.digest) ----------------------------
+    def _digest_ranges(self, x) -> list:
+        """The vector's (seed, first, n) ranges, noise seeds derived by the wrapper itself."""
+        from ..goldens.rng_area import ranges_of
+        if x["kind"] == "gaussian-digest":
+            self._need(["gaussian_ranges"], mappings=[x["mapping"]])
+            return ranges_of(x)
+        self._need(["member_seed", "stream_seed", "gaussian_ranges"], mappings=[x["mapping"]], schemes=[x["scheme"]])
+        member_seed = lambda m: int(self._member_seeds(x, [m]).bits.reshape(-1)[0])   # noqa: E731
+        stream_seed = lambda ms, slots: self._stream_seeds(u64_hex(ms), x["scheme"], slots).bits.reshape(-1).tolist()  # noqa: E731,E501
+        return ranges_of(x, member_seed, stream_seed)
+
+    def _ranges_values(self, mapping: str, ranges) -> np.ndarray:
+        """One `gaussian_ranges` request: the f32 values of `ranges`, concatenated (exact shape checked)."""
+        r = self._call("gaussian_ranges", {"mapping": mapping, "seeds": _u64_tensor([s for s, _, _ in ranges]),
+                                           "firsts": _u64_tensor([f for _, f, _ in ranges]),
+                                           "counts": _u64_tensor([n for _, _, n in ranges])})
+        t = self._field(r, "values", "gaussian_ranges")
+        if not isinstance(t, Tensor) or t.dtype != "f32":
+            raise CaseError("gaussian_ranges: the reply's values is not an f32 tensor")
+        check_shape(t, (sum(n for _, _, n in ranges),), "gaussian_ranges values")
+        return t.bits.view(np.float32)
+
+    def _digest(self, x):
+        from ..goldens import digest
+        ranges = self._digest_ranges(x)
+        return digest.digest_fields(self._ranges_values(x["mapping"], ranges))
+
+    def locate(self, area: str, vector: dict, got: dict) -> list | None:
+        """Rows naming the first differing values of a digest vector (by sub-range requests); None for
+        other kinds."""
+        from ..goldens import digest
+        from ..goldens.gate import libm_allowance
+        from ..goldens.rng_area import ranges_of
+        if not digest.is_digest(vector):
+            return None
+        x = vector["inputs"]
+        mine = self._digest_ranges(x)
+        limit = libm_allowance(digest.count_of(vector)) + 1
+        found, requests = digest.locate(lambda lo, hi: self._ranges_values(x["mapping"], digest.split(mine, lo, hi)),
+                                        ranges_of(x), x["mapping"], limit)
+        return digest.rows(area, self.label, vector, ranges_of(x), found, requests, got)
 
     # -- es vectors --------------------------------------------------------------
     def _shaping(self, x):

@@ -334,7 +334,7 @@ static void op_gaussian(const jval *args) {
     uint64_t seed = hex64(jreq(args, "seed"), "seed"), first = hex64(jreq(args, "first"), "first");
     uint64_t n = hex64(jreq(args, "n"), "n");
     if (n > (1ull << 32)) fail("n = %llu is too large for one request", (unsigned long long)n);
-    if (first + n < first) fail("first + n exceeds 2^64");
+    if (n && first + (n - 1) < first) fail("first + n exceeds 2^64");   /* first + n == 2^64 is allowed */
     float *v = xalloc((size_t)n * 4 + 1);
     gaussian(seed, first, n, mapping, v);
     long long shape[1] = {(long long)n};
@@ -345,11 +345,40 @@ static void op_gaussian(const jval *args) {
     sb_put(&body, dst, (size_t)n * 4);
 }
 
+/* the bulk request: ranges (seeds[k], firsts[k], counts[k]), values concatenated in range order */
+static void op_gaussian_ranges(const jval *args) {
+    int mapping = mapping_of(jstr(jreq(args, "mapping"), "mapping"));
+    tensor seeds = get_typed(jreq(args, "seeds"), "seeds", "u64");
+    tensor firsts = get_typed(jreq(args, "firsts"), "firsts", "u64");
+    tensor counts = get_typed(jreq(args, "counts"), "counts", "u64");
+    if (seeds.n != firsts.n || seeds.n != counts.n) fail("seeds, firsts and counts must have one entry per range");
+    uint64_t total = 0;
+    for (size_t k = 0; k < counts.n; k++) {
+        uint64_t n = tensor_u64(&counts, k), first = tensor_u64(&firsts, k);
+        if (n && first + (n - 1) < first) fail("range %zu: first + n exceeds 2^64", k);
+        total += n;
+        if (total > (1ull << 32) || total < n) fail("the ranges hold too many values for one request");
+    }
+    float *v = xalloc((size_t)total * 4 + 1);
+    uint64_t at = 0;
+    for (size_t k = 0; k < counts.n; k++) {
+        uint64_t n = tensor_u64(&counts, k);
+        gaussian(tensor_u64(&seeds, k), tensor_u64(&firsts, k), n, mapping, v + at);
+        at += n;
+    }
+    long long shape[1] = {(long long)total};
+    sb_printf(&head, "\"values\":");
+    put_tensor_desc("f32", shape, 1);
+    unsigned char *dst = xalloc((size_t)total * 4 + 1);
+    for (uint64_t k = 0; k < total; k++) { uint32_t b; memcpy(&b, &v[k], 4); le_store(dst + 4 * k, b, 4); }
+    sb_put(&body, dst, (size_t)total * 4);
+}
+
 static const char *CAPABILITIES =
     "{\"protocol\":1,"
     "\"implementation\":{\"name\":\"esimpl-c\",\"version\":\"0.1.0\",\"language\":\"C11\"},"
     "\"contract_version\":1,\"profiles\":{\"es-at-scale\":1},"
-    "\"operations\":[\"at\",\"member_seed\",\"stream_seed\",\"gaussian\",\"perturb\",\"restore\",\"update\","
+    "\"operations\":[\"at\",\"member_seed\",\"stream_seed\",\"gaussian\",\"gaussian_ranges\",\"perturb\",\"restore\",\"update\","
     "\"shaping\",\"decay\"],"
     "\"mappings\":[\"poly32\",\"libm64\"],\"dtypes\":[\"f32\",\"f16\",\"bf16\"],\"schemes\":[\"iid\",\"correlated\"],"
     "\"shapings\":[\"zscore\",\"centered_ranks\",\"none\"],\"decays\":[\"l1\",\"l2\"],\"restores\":[\"regenerate\",\"snapshot\"],"
@@ -362,6 +391,7 @@ static void dispatch(const char *op, const jval *args) {
     else if (!strcmp(op, "member_seed")) op_member_seed(args);
     else if (!strcmp(op, "stream_seed")) op_stream_seed(args);
     else if (!strcmp(op, "gaussian")) op_gaussian(args);
+    else if (!strcmp(op, "gaussian_ranges")) op_gaussian_ranges(args);
     else if (!strcmp(op, "perturb")) op_perturb(args, 0);
     else if (!strcmp(op, "restore")) op_perturb(args, 1);
     else if (!strcmp(op, "update")) op_update(args);
