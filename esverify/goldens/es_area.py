@@ -38,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..es.profiles import es_at_scale, es_awd
+from . import chain
 from .area import Area
 from .compare import decode, encode, encode_ints
 
@@ -602,3 +603,4 @@ AREAS = {
                    generate=_generate("es-awd"), backends=_backends("es-awd"), recompute=recompute,
                    check_sizes=check_sizes, libm_trace=libm_trace),
 }
+AREAS = {name: chain.with_chain(area) for name, area in AREAS.items()}   # issue 29: the chained MC vectors

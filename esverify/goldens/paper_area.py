@@ -30,6 +30,7 @@ import math
 import numpy as np
 
 from ..es.profiles import es_paper
+from . import chain
 from .area import Area
 from .compare import decode, encode, encode_ints
 from .es_area import _f64, _f64_from_bits, _numel, _param_inputs, _tensor_from_bits
@@ -268,3 +269,4 @@ def recompute(vector: dict, backend: str) -> dict:
 
 AREA = Area(name="es-paper", version=es_paper.VERSION, version_constant="esverify.es.profiles.es_paper.VERSION",
             generate=generate, backends=_targets, recompute=recompute, check_sizes=check_sizes)
+AREA = chain.with_chain(AREA)   # issue 29: the chained MC vector of the es-paper profile

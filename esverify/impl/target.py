@@ -195,7 +195,7 @@ class ImplTarget:
         handler = {"splitmix64-sequential": self._sequential, "splitmix64-counter": self._counter,
                    "member-seed": self._member_seed, "stream-seed": self._stream_seed,
                    "gaussian": self._gaussian, "noise": self._noise, "es-run": self._es_run,
-                   "gaussian-digest": self._digest, "noise-digest": self._digest,
+                   "gaussian-digest": self._digest, "noise-digest": self._digest, "es-chain": self._chain,
                    "shaping": self._shaping, "decay": self._decay, "step": self._step}.get(kind)
         if handler is None:
             raise Unsupported(f"vector kind {kind!r} has no protocol mapping in this esverify")
@@ -303,11 +303,13 @@ class ImplTarget:
         return digest.digest_fields(self._ranges_values(x["mapping"], ranges))
 
     def locate(self, area: str, vector: dict, got: dict) -> list | None:
-        """Rows naming the first differing values of a digest vector (by sub-range requests); None for
-        other kinds."""
-        from ..goldens import digest
+        """Rows naming the first differing values of a digest vector (by sub-range requests) or of a
+        chain vector (its first iteration and element); None for other kinds."""
+        from ..goldens import chain, digest
         from ..goldens.gate import libm_allowance
         from ..goldens.rng_area import ranges_of
+        if vector["inputs"].get("kind") == chain.KIND:
+            return self._locate_chain(area, vector, got)
         if not digest.is_digest(vector):
             return None
         x = vector["inputs"]
@@ -316,6 +318,54 @@ class ImplTarget:
         found, requests = digest.locate(lambda lo, hi: self._ranges_values(x["mapping"], digest.split(mine, lo, hi)),
                                         ranges_of(x), x["mapping"], limit)
         return digest.rows(area, self.label, vector, ranges_of(x), found, requests, got)
+
+    # -- chained Monte Carlo vectors (esverify.goldens.chain) ------------------------
+    def _run_chain(self, x, stop=None):
+        """The chain through perturb, restore and update requests, each on the wrapper's own previous
+        result; (fields as esverify.goldens.chain.Recorder gives them, the state after `stop`)."""
+        from ..es.reference import NP_DTYPES
+        from ..goldens import chain
+        c = x["config"]
+        self._need(["perturb", "restore", "update"], profiles=[c["profile"]], mappings=[c["mapping"]],
+                   schemes=[c["scheme"]], dtypes=sorted({p["dtype"] for p in x["params"]}),
+                   shapings=[c["shaping"]], restores=[c["restore"]], antithetic=c["antithetic"])
+        config = _wire_config(c)
+        params = [Tensor(p["dtype"], a.view(_UINT[p["dtype"]])) for p, a in zip(x["params"], chain.initial_params(x))]
+        rec = chain.Recorder(x)
+        last = x["iterations"] - 1 if stop is None else stop
+        state = None
+        for it in range(last + 1):
+            base = {"config": config, "iteration": u64_hex(it)}
+            rewards = []
+            for member in range(c["population"]):
+                perturbed = self._params(self._call("perturb", {**base, "params": params, "member": member}),
+                                         "perturb", params)
+                rewards.append(chain.reward([t.bits.view(NP_DTYPES[t.dtype]) for t in perturbed]))
+                args = {**base, "params": perturbed, "member": member}
+                if c["restore"] == "snapshot":
+                    args["snapshot"] = params
+                params = self._params(self._call("restore", args), "restore", params)
+            r = self._call("update", {**base, "params": params,
+                                      "rewards": Tensor("f64", np.array(rewards, dtype=np.float64).view(np.uint64))})
+            params = self._params(r, "update", params)
+            state = [t.bits.view(NP_DTYPES[t.dtype]) for t in params]
+            rec.record(it, state)
+        return rec.result(), state
+
+    def _chain(self, x):
+        return self._run_chain(x)[0]
+
+    def _locate_chain(self, area: str, vector: dict, got: dict) -> list | None:
+        from ..goldens import chain
+        it = chain.first_iteration(vector, got)
+        if it is None:
+            return None
+        ref = chain._reference_label("")
+        ref_fields, want = chain.run(vector["inputs"], *chain._label_target(ref), stop=it)
+        if ref_fields["trace"]["values"] != vector["expected"]["trace"]["values"][:it + 1]:
+            return None
+        _, have = self._run_chain(vector["inputs"], stop=it)
+        return chain.located_rows(area, self.label, vector, it, want, have, f"located against esverify's {ref}")
 
     # -- es vectors --------------------------------------------------------------
     def _shaping(self, x):
