@@ -288,9 +288,16 @@ static void op_shaping(const jval *args) {
     put_f64s(coeffs, r.n);
     if (shaping == SH_ZSCORE) {   /* the shaping goldens pin numpy's mean and std too */
         sb_printf(&head, ",\"mean\":");
+#ifdef FAULT_SCALAR_AS_1
+        /* a planted fault (tests/test_goldens_mutants.py): the scalars sent with shape [1] */
+        put_f64s(&mean, 1);
+        sb_printf(&head, ",\"std\":");
+        put_f64s(&std, 1);
+#else
         put_f64_scalar(mean);
         sb_printf(&head, ",\"std\":");
         put_f64_scalar(std);
+#endif
     }
 }
 
