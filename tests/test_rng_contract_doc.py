@@ -27,6 +27,33 @@ def test_contract_doc_verifier_passes_on_the_committed_goldens(tmp_path):
     assert re.search(r"\d+ vectors, 0 mismatching values", res.stdout)
 
 
+def test_contract_doc_verifier_checks_a_digest_vector(tmp_path):
+    """The stdlib verifier's digest path (--long) on a short digest vector of each kind: equal to
+    esverify's digest, and a changed digest word is caught."""
+    from esverify.goldens import digest, rng_area
+    namespace = {}
+    exec(compile(_snippet(), "CONTRACT.md", "exec"), namespace)  # noqa: S102 - our own doc
+    g = {"kind": "gaussian-digest", "mapping": "poly32",
+         "ranges": [{"seed": "0x%016x" % 7, "first": "0x%016x" % (2**64 - 3), "n": 3},
+                    {"seed": "0x%016x" % 0, "first": "0x%016x" % 1, "n": 4}]}
+    n = {"kind": "noise-digest", "seed": "0x%016x" % 2026, "iteration": 3, "population": 10, "members": [0, 7],
+         "antithetic": True, "scheme": "iid", "mapping": "libm64", "slot_sizes": [2, 5]}
+    vectors = []
+    for k, x in enumerate((g, n)):
+        h = digest.Hasher()
+        for seed, first, count in rng_area.ranges_of(x):
+            h.update(rng_area._gaussian_values(seed, count, first, x["mapping"], "numpy"))
+        vectors.append({"id": f"d{k}", "comment": "c", "inputs": x, "expected": h.fields()})
+    doc = {"contract": {"name": "rng", "version": 1}, "vectors": vectors}
+    path = tmp_path / "rng.json"
+    path.write_text(json.dumps(doc))
+    assert namespace["verify"](str(path), long=True) == 0
+    assert namespace["verify"](str(path)) == 0          # skipped without --long
+    vectors[1]["expected"]["sha256"]["values"][3] = "0x%016x" % 5
+    path.write_text(json.dumps(doc))
+    assert namespace["verify"](str(path), long=True) == 1
+
+
 def test_contract_doc_verifier_catches_a_flipped_bit(tmp_path):
     namespace = {}
     exec(compile(_snippet(), "CONTRACT.md", "exec"), namespace)  # noqa: S102 - our own doc

@@ -43,3 +43,7 @@ class Area:
     #: backend that differs from the reference's: only there is a one-ulp difference `libm-divergence`
     #: (issue 20). None: every value of a libm-class vector is the mapping's own output (the rng area)
     libm_trace: Callable[[dict, str], set] | None = None
+    #: (vector, backend, recomputed fields) -> gate rows naming the first differing value of a vector that
+    #: does not carry its values (a digest, esverify.goldens.digest; a chain, esverify.goldens.chain), or
+    #: None for a kind it does not locate; asked only when the vector differs
+    locate: Callable[[dict, str, dict], list | None] | None = None

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import chain
 from .area import Area
 from .compare import decode, encode, encode_ints
 
@@ -593,11 +594,12 @@ def trace_libm(vector: dict, draw) -> set:
 
 
 def trainer_area(profile, version_constant: str) -> Area:
-    """The golden area of the Trainer profile `profile` (a `Profile`; the area takes its name and version).
+    """The golden area of the Trainer profile `profile` (a `Profile`; the area takes its name and version),
+    with the profile's chained Monte Carlo vector (esverify.goldens.chain).
 
     version_constant: where that version lives, quoted by the gate's messages. A reference whose profile
     the Trainer runs declares its area as ``trainer_area(PROFILE, "<module>.VERSION")``."""
     name = profile.name
-    return Area(name=name, version=profile.version, version_constant=version_constant,
-                generate=_generate(name), backends=_backends(name), recompute=recompute,
-                check_sizes=check_sizes, libm_trace=libm_trace)
+    return chain.with_chain(Area(name=name, version=profile.version, version_constant=version_constant,
+                                 generate=_generate(name), backends=_backends(name), recompute=recompute,
+                                 check_sizes=check_sizes, libm_trace=libm_trace))

@@ -39,7 +39,7 @@ import pandas as pd
 
 from .. import numerics_probe
 from . import areas as area_mod
-from . import compare, fileformat, history
+from . import compare, digest, fileformat, history
 
 #: Allowed one-ulp libm differences per libm-class value compared (docs/CONTRACT.md §3a expects about 1e-8).
 LIBM_RATE_CAP = 1e-5
@@ -197,7 +197,24 @@ def _size_problems(area, doc, path) -> list[str]:
 
 
 def _libm_values(vector: dict) -> int:
-    return sum(len(f["values"]) for f in vector["expected"].values()) if compare.is_libm_class(vector) else 0
+    if not compare.is_libm_class(vector):
+        return 0
+    if digest.is_digest(vector):   # a digest stands for `count` values of the stream
+        return digest.count_of(vector)
+    return sum(len(f["values"]) for f in vector["expected"].values())
+
+
+def _located(area, vector, backend, got, rows) -> list:
+    """A failing vector's rows replaced by the first differing values (a digest's element, a chain's
+    iteration and element), found by asking the backend again (Area.locate); unchanged when the area
+    does not locate this kind (locate returns None)."""
+    try:
+        located = area.locate(vector, backend, got)
+    except Exception as exc:  # locating is a courtesy: the compared rows still fail the vector
+        return rows + [compare.row(area.name, backend, vector["id"], status="error",
+                                   detail=f"the vector differs; locating the first difference failed "
+                                          f"({type(exc).__name__}: {exc})")]
+    return rows if located is None else located
 
 
 def _recompute_area(area, doc, backends, result: CheckResult) -> None:
@@ -223,7 +240,10 @@ def _recompute_area(area, doc, backends, result: CheckResult) -> None:
             trace = None
             if area.libm_trace is not None:
                 trace = (lambda v=vector, b=backend: area.libm_trace(v, b))
-            rows += compare.compare_vector(area.name, backend, vector, got, libm_trace=trace)
+            found = compare.compare_vector(area.name, backend, vector, got, libm_trace=trace)
+            if found and area.locate is not None:
+                found = _located(area, vector, backend, got, found)
+            rows += found
         n_libm = sum(_libm_values(v) for v in doc["vectors"])
         div, cap = sum(r["status"] == compare.LIBM_DIVERGENCE for r in rows), libm_allowance(n_libm)
         if div > cap:

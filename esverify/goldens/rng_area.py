@@ -20,6 +20,13 @@ backend of `esverify.rng` for the same fields. Vector kinds (inputs.kind):
 - ``noise``: end to end, (seed, iteration, population, member, scheme,
   slot sizes) -> the noise of every slot (under ``correlated`` equal-size
   slots repeat one stream).
+- ``gaussian-digest`` and ``noise-digest`` (issue 29): long streams (2**20
+  values each) carried as a SHA-256 of their bits and a count, not as
+  values (`esverify.goldens.digest`): gaussian ranges over several seeds,
+  odd starts, counters crossing 2**32 and ending at 2**64, and the noise of
+  several members over 24 slots (every slot derivation of a scheme). A
+  differing digest is located (`locate`): the first differing element,
+  both values and the ulp distance.
 
 Backends: ``numpy``, ``numba``, ``torch-cpu`` and, when CUDA is
 available, ``torch-cuda``. Counter access (`at`) has numpy-array and
@@ -34,6 +41,7 @@ import numpy as np
 from .. import bits
 from ..rng import CONTRACT_VERSION
 from ..rng import scalar
+from . import digest
 from .area import Area
 from .compare import encode, encode_ints
 
@@ -174,10 +182,73 @@ def _noise_vectors() -> list[dict]:
     return out
 
 
+#: values per long-stream digest vector (docs/goldens.md: at least 2**20)
+DIGEST_VALUES = 1 << 20
+#: a digest vector asking for more values than this is refused before computing (a hostile count)
+MAX_DIGEST_VALUES = 1 << 24
+#: the noise digest's slot sizes: odd and tiny sizes, 16 equal slots (correlated repeats one stream),
+#: and a long tail, 2**18 values per member
+_DIGEST_SLOTS = [1, 2, 3, 5, 7, 64, 1000] + [4096] * 16 + [(1 << 18) - 1082 - 16 * 4096]
+_DIGEST_MEMBERS = [0, 7, 998, 999]
+
+
+def _gaussian_digest_ranges() -> list[tuple[int, int, int]]:
+    q = DIGEST_VALUES // 4
+    return [(0, 0, q), (U64, 1, q), (0x0123456789ABCDEF, 2**32 - q // 2 - 1, q), (1234567, 2**64 - q, q)]
+
+
+def ranges_of(x: dict, member_seed=None, stream_seed=None) -> list[tuple[int, int, int]]:
+    """The (seed, first, n) ranges a digest vector's stream concatenates (esverify.goldens.digest).
+
+    member_seed, stream_seed: the derivations to use for noise-digest (default the scalar reference's);
+    an implementation under test passes its own.
+    """
+    if x["kind"] == "gaussian-digest":
+        return [(int(r["seed"], 16), int(r["first"], 16), r["n"]) for r in x["ranges"]]
+    member_seed = member_seed or (lambda m: scalar.member_seed(int(x["seed"], 16), x["iteration"],
+                                                               x["population"], _member(m, x["antithetic"])))
+    stream_seed = stream_seed or (lambda ms, slots: [scalar.stream_seed(ms, s, x["scheme"]) for s in slots])
+    out = []
+    for m in x["members"]:
+        seeds = stream_seed(member_seed(m), range(len(x["slot_sizes"])))
+        out += [(int(seed), 0, size) for seed, size in zip(seeds, x["slot_sizes"])]
+    return out
+
+
+def _digest_vectors() -> list[dict]:
+    out = []
+    for mapping in ("poly32", "libm64"):
+        x = {"kind": "gaussian-digest", "mapping": mapping,
+             "ranges": [{"seed": h64(s), "first": h64(f), "n": n} for s, f, n in _gaussian_digest_ranges()]}
+        comment = (f"{mapping}: {DIGEST_VALUES} gaussian values carried as SHA-256 of their f32 bits (little-endian) "
+                   f"and the count: seeds 0, 2**64-1 (odd start), 0x0123456789abcdef across counter 2**32 and "
+                   f"1234567 up to the last element 2**64-1; about 2**19 cosine and 2**19 sine halves, so a fault "
+                   f"in one value of a thousand is met hundreds of times")
+        out.append(_vector(f"gaussian-digest-{mapping}-2p20", comment, x, _digest_expected(x, mapping)))
+    for scheme in ("iid", "correlated"):
+        for mapping in ("poly32", "libm64"):
+            x = {"kind": "noise-digest", "seed": h64(2026), "iteration": 2**33 + 5, "population": 1000,
+                 "members": _DIGEST_MEMBERS, "antithetic": True, "scheme": scheme, "mapping": mapping,
+                 "slot_sizes": _DIGEST_SLOTS}
+            comment = (f"{scheme} noise, {mapping}: members {_DIGEST_MEMBERS} (antithetic: 7 uses 6's seed, 999 "
+                       f"998's) at iteration 2**33+5 of population 1000 (the member counter passes 2**42), "
+                       f"{len(_DIGEST_SLOTS)} slots of sizes {_DIGEST_SLOTS[:7]} + 16 x 4096 + a tail: "
+                       f"{DIGEST_VALUES} values as SHA-256 and count")
+            out.append(_vector(f"noise-digest-{scheme}-{mapping}-2p20", comment, x, _digest_expected(x, mapping)))
+    return out
+
+
+def _digest_expected(x: dict, mapping: str) -> dict:
+    h = digest.Hasher()
+    for seed, first, n in ranges_of(x):
+        h.update(np.array(scalar.gaussian(seed, n, first, mapping), dtype=np.float32))
+    return h.fields()
+
+
 def generate() -> list[dict]:
     """Every rng vector, expected values from esverify.rng.scalar (deterministic order)."""
     return (_splitmix_vectors() + _member_seed_vectors() + _stream_seed_vectors()
-            + _gaussian_vectors() + _noise_vectors())
+            + _gaussian_vectors() + _noise_vectors() + _digest_vectors())
 
 
 def backends() -> list[str]:
@@ -227,6 +298,15 @@ def check_sizes(vector: dict) -> list[str]:
     """
     x, exp = vector["inputs"], vector["expected"]
     kind = x.get("kind")
+    if kind in ("gaussian-digest", "noise-digest"):
+        if set(exp) != set(digest.FIELDS) or len(exp["sha256"]["values"]) != 4 or len(exp["count"]["values"]) != 1:
+            return [f"expected fields must be sha256 (4 u64 words) and count (1 u64), got {sorted(exp)}"]
+        declared = (sum(r["n"] for r in x["ranges"]) if kind == "gaussian-digest"
+                    else len(x["members"]) * sum(x["slot_sizes"]))
+        if declared > MAX_DIGEST_VALUES:
+            return [f"asks for {declared} values, over the {MAX_DIGEST_VALUES} a digest vector may hold"]
+        count = digest.count_of(vector)
+        return [] if declared == count else [f"its ranges hold {declared} values, count is {count}"]
     if kind == "noise":
         sizes = x["slot_sizes"]
         want = {f"slot_{k}": size for k, size in enumerate(sizes)}
@@ -268,6 +348,11 @@ def recompute(vector: dict, backend: str) -> dict:
     if kind == "gaussian":
         return {"values": _gaussian(int(x["seed"], 16), x["n"], x["first"], x["mapping"], backend,
                                     x["chunk_elements"])}
+    if kind in ("gaussian-digest", "noise-digest"):
+        h = digest.Hasher()
+        for seed, first, n in _backend_ranges(x):
+            h.update(_gaussian_values(seed, n, first, x["mapping"], backend))
+        return h.fields()
     if kind == "noise":
         ms = rng.member_seed(int(x["seed"], 16), x["iteration"], x["population"],
                              _member(x["member"], x["antithetic"]))
@@ -277,5 +362,36 @@ def recompute(vector: dict, backend: str) -> dict:
     raise ValueError(f"vector {vector['id']!r} has unknown kind {kind!r}")
 
 
+def _backend_ranges(x: dict) -> list[tuple[int, int, int]]:
+    from .. import rng
+    return ranges_of(x, lambda m: rng.member_seed(int(x["seed"], 16), x["iteration"], x["population"],
+                                                  _member(m, x["antithetic"])),
+                     lambda ms, slots: [rng.stream_seed(ms, s, x["scheme"]) for s in slots])
+
+
+def _gaussian_values(seed: int, n: int, first: int, mapping: str, backend: str) -> np.ndarray:
+    from .. import rng
+    name, device = _spec(backend)
+    values = rng.gaussian(seed, n, first, mapping, device, backend=name)
+    return values.cpu().numpy() if hasattr(values, "cpu") else np.asarray(values)
+
+
+def locate(vector: dict, backend: str, got: dict) -> list[dict] | None:
+    """Rows naming the first values where `backend`'s stream differs (esverify.goldens.digest.locate)."""
+    from .gate import libm_allowance
+    if not digest.is_digest(vector):
+        return None
+    x = vector["inputs"]
+    mine = _backend_ranges(x)
+
+    def fetch(lo, hi):
+        parts = [_gaussian_values(s, n, f, x["mapping"], backend) for s, f, n in digest.split(mine, lo, hi)]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+    limit = libm_allowance(digest.count_of(vector)) + 1
+    found, requests = digest.locate(fetch, ranges_of(x), x["mapping"], limit)
+    return digest.rows("rng", backend, vector, ranges_of(x), found, requests, got)
+
+
 AREA = Area(name="rng", version=CONTRACT_VERSION, version_constant="esverify.rng.CONTRACT_VERSION",
-            generate=generate, backends=backends, recompute=recompute, check_sizes=check_sizes)
+            generate=generate, backends=backends, recompute=recompute, check_sizes=check_sizes,
+            locate=locate)

@@ -104,6 +104,19 @@ def _gaussian(args, backend=None):
     return {"values": Tensor.of(np.ascontiguousarray(values, dtype=np.float32))}
 
 
+def _gaussian_ranges(args, backend=None):
+    """The bulk request: every range's values, concatenated (docs/PROTOCOL.md §4, `gaussian_ranges`)."""
+    from .. import rng
+    seeds, firsts, counts = (_u64s(args[k], k) for k in ("seeds", "firsts", "counts"))
+    if not len(seeds) == len(firsts) == len(counts):
+        raise ValueError(f"seeds, firsts and counts must have one entry per range, got {len(seeds)}, "
+                         f"{len(firsts)}, {len(counts)}")
+    parts = [np.asarray(rng.gaussian(int(s), int(n), int(f), args["mapping"], backend=backend), dtype=np.float32)
+             for s, f, n in zip(seeds.tolist(), firsts.tolist(), counts.tolist())]
+    values = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+    return {"values": Tensor.of(values)}
+
+
 def config_from_wire(c: dict):
     """An esverify.es.Config from a wire config (ValueError naming a bad field)."""
     from ..es import Config
@@ -186,8 +199,9 @@ def _shaping(args):
     coeffs, stats = shape_rewards(args["rewards"].values().reshape(-1).astype(np.float64), args["shaping"])
     out = {"coefficients": Tensor.of(np.asarray(coeffs, dtype=np.float64))}
     if args["shaping"] == "zscore":   # numpy's mean and std (ddof 0), pinned by the shaping goldens
-        out.update(mean=Tensor.of(np.array([stats["mean"]], dtype=np.float64)),
-                   std=Tensor.of(np.array([stats["std"]], dtype=np.float64)))
+        # 0-dim tensors, shape []: the protocol's scalars (a [1] is a mismatch, docs/PROTOCOL.md §2)
+        out.update(mean=Tensor.of(np.array(stats["mean"], dtype=np.float64)),
+                   std=Tensor.of(np.array(stats["std"], dtype=np.float64)))
     return out
 
 
@@ -203,7 +217,8 @@ def _decay(args):
 def trainer_handlers(backend: str | None = None) -> dict:
     """op -> handler for the clean-room trainer; `backend` picks esverify.rng's noise backend."""
     return {"at": _at, "member_seed": _member_seed, "stream_seed": _stream_seed,
-            "gaussian": lambda a: _gaussian(a, backend), "perturb": lambda a: _perturb(a, backend),
+            "gaussian": lambda a: _gaussian(a, backend), "gaussian_ranges": lambda a: _gaussian_ranges(a, backend),
+            "perturb": lambda a: _perturb(a, backend),
             "restore": lambda a: _restore(a, backend), "update": lambda a: _update(a, backend),
             "step": lambda a: _step(a, backend), "shaping": _shaping, "decay": _decay}
 
@@ -231,8 +246,8 @@ def trainer_capabilities() -> dict:
             # protocol v1's wire config carries the `wire` profiles only (protocol.schema.json); a loop of
             # its own has no protocol op (docs/PROTOCOL.md §5), so it is not claimed
             "profiles": {name: p.version for name, p in PROFILES.items() if p.wire},
-            "operations": ["at", "member_seed", "stream_seed", "gaussian", "perturb", "restore", "update",
-                           "shaping", "decay", "step"],
+            "operations": ["at", "member_seed", "stream_seed", "gaussian", "gaussian_ranges", "perturb", "restore",
+                           "update", "shaping", "decay", "step"],
             "mappings": ["poly32", "libm64"], "dtypes": ["f32", "f16", "bf16"], "schemes": ["iid", "correlated"],
             "shapings": ["zscore", "centered_ranks", "none"], "decays": ["l1", "l2"],
             "restores": ["regenerate", "snapshot"], "antithetic": True, "noise": "contract"}

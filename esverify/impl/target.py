@@ -8,6 +8,10 @@ gives the gate an Area whose only backend is ``impl:<name>`` and whose
 - rng ``splitmix64-*`` -> `at`; ``member-seed`` -> `member_seed`;
   ``stream-seed`` -> `stream_seed`; ``gaussian`` -> `gaussian`; ``noise``
   -> `member_seed`, `stream_seed` and one `gaussian` per slot;
+- rng ``gaussian-digest`` -> one `gaussian_ranges` (the bulk request) whose
+  reply the gate hashes; ``noise-digest`` -> `member_seed`, `stream_seed`,
+  then one `gaussian_ranges`; a differing digest is located by asking
+  `gaussian_ranges` again for sub-ranges (esverify.goldens.digest);
 - es ``es-run`` -> per iteration `perturb`, `restore`, `update`, chained on
   the implementation's own results (as a trainer would run).
 
@@ -29,7 +33,7 @@ from . import client
 from .wire import Tensor, u64_hex
 
 UNSUPPORTED = "unsupported"
-OPERATIONS = ("at", "member_seed", "stream_seed", "gaussian", "perturb", "restore", "update", "shaping", "decay",
+OPERATIONS = ("at", "member_seed", "stream_seed", "gaussian", "gaussian_ranges", "perturb", "restore", "update", "shaping", "decay",
               "step")
 _UINT = {"f32": np.uint32, "f16": np.uint16, "bf16": np.uint16, "f64": np.uint64, "u64": np.uint64}
 
@@ -41,6 +45,15 @@ class Unsupported(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.detail = f"unsupported: {reason}"
+
+
+class ShapeMismatch(Exception):
+    """A reply tensor whose shape is not the vector's (status `mismatch`; docs/PROTOCOL.md §2, exact shapes)."""
+    status = "mismatch"
+
+    def __init__(self, detail: str):
+        super().__init__(detail)
+        self.detail = detail
 
 
 class CaseError(Exception):
@@ -57,11 +70,24 @@ def _bits(array: dict) -> Tensor:
     return Tensor(array["format"], decode(array).astype(_UINT[array["format"]]))
 
 
-def _golden(t: Tensor, what: str) -> dict:
-    """A wire tensor as a golden bit array (flattened, row-major)."""
+def _golden(t: Tensor, what: str, shape=None) -> dict:
+    """A wire tensor as a golden bit array (flattened, row-major).
+
+    shape: the shape the vector asks for (a tuple; None: already checked by the caller). A reply of
+    another shape (a scalar as [1], a row as a column) raises ShapeMismatch naming both shapes.
+    """
     if not isinstance(t, Tensor):
         raise CaseError(f"the reply's {what} is not a tensor")
+    if shape is not None:
+        check_shape(t, tuple(shape), what)
     return {"format": t.dtype, "values": [bits.to_hex(v, t.dtype) for v in t.bits.reshape(-1).tolist()]}
+
+
+def check_shape(t: Tensor, shape: tuple, what: str) -> None:
+    """ShapeMismatch unless the reply tensor `t` has exactly `shape` (no reshaping: [] is not [1])."""
+    if tuple(t.shape) != tuple(shape):
+        raise ShapeMismatch(f"{what}: the reply's tensor has shape {list(t.shape)}, the vector's shape is "
+                            f"{list(shape)} (shapes must be exact, docs/PROTOCOL.md §2)")
 
 
 def _u64_tensor(values) -> Tensor:
@@ -140,9 +166,11 @@ class ImplTarget:
             version = caps.get("profiles", {}).get(area.name, area.version)
             const = f"capabilities.profiles[{area.name!r}]"
         trace = None if area.libm_trace is None else (lambda vector, backend: self.libm_trace(vector))
+        locate = None if area.locate is None else (lambda vector, backend, got: self.locate(area.name, vector, got))
         return dataclasses.replace(area, version=version, version_constant=f"{const} of {self.label}",
                                    backends=lambda: [self.label],
-                                   recompute=lambda vector, backend: self.recompute(vector), libm_trace=trace)
+                                   recompute=lambda vector, backend: self.recompute(vector), libm_trace=trace,
+                                   locate=locate)
 
     def libm_trace(self, vector: dict) -> set:
         """The es vector's (field, element) pairs downstream of a libm64 value the wrapper's own
@@ -167,6 +195,7 @@ class ImplTarget:
         handler = {"splitmix64-sequential": self._sequential, "splitmix64-counter": self._counter,
                    "member-seed": self._member_seed, "stream-seed": self._stream_seed,
                    "gaussian": self._gaussian, "noise": self._noise, "es-run": self._es_run,
+                   "gaussian-digest": self._digest, "noise-digest": self._digest, "es-chain": self._chain,
                    "shaping": self._shaping, "decay": self._decay, "step": self._step}.get(kind)
         if handler is None:
             raise Unsupported(f"vector kind {kind!r} has no protocol mapping in this esverify")
@@ -195,8 +224,9 @@ class ImplTarget:
     # -- rng vectors -------------------------------------------------------------
     def _at(self, seed_hex: str, indices) -> dict:
         self._need(["at"])
+        indices = list(indices)
         r = self._call("at", {"seed": seed_hex, "indices": _u64_tensor(indices)})
-        return {"outputs": _golden(self._field(r, "outputs", "at"), "outputs")}
+        return {"outputs": _golden(self._field(r, "outputs", "at"), "at outputs", (len(indices),))}
 
     def _sequential(self, x):
         return self._at(x["seed"], range(x["n"]))
@@ -208,15 +238,20 @@ class ImplTarget:
         r = self._call("member_seed", {"seed": x["seed"], "iteration": u64_hex(x["iteration"]),
                                        "population": u64_hex(x["population"]), "members": _u64_tensor(members),
                                        "antithetic": bool(x["antithetic"])})
-        return self._field(r, "member_seeds", "member_seed")
+        t = self._field(r, "member_seeds", "member_seed")
+        _golden(t, "member_seed member_seeds", (len(members),))
+        return t
 
     def _member_seed(self, x):
         self._need(["member_seed"])
         return {"member_seeds": _golden(self._member_seeds(x, x["members"]), "member_seeds")}
 
     def _stream_seeds(self, member_seed: str, scheme: str, slots) -> Tensor:
+        slots = list(slots)
         r = self._call("stream_seed", {"member_seed": member_seed, "scheme": scheme, "slots": _u64_tensor(slots)})
-        return self._field(r, "stream_seeds", "stream_seed")
+        t = self._field(r, "stream_seeds", "stream_seed")
+        _golden(t, "stream_seed stream_seeds", (len(slots),))
+        return t
 
     def _stream_seed(self, x):
         self._need(["stream_seed"], schemes=[x["scheme"]])
@@ -225,7 +260,7 @@ class ImplTarget:
 
     def _values(self, mapping: str, seed_hex: str, first: int, n: int) -> dict:
         r = self._call("gaussian", {"mapping": mapping, "seed": seed_hex, "first": u64_hex(first), "n": u64_hex(n)})
-        return _golden(self._field(r, "values", "gaussian"), "values")
+        return _golden(self._field(r, "values", "gaussian"), "gaussian values", (n,))
 
     def _gaussian(self, x):
         self._need(["gaussian"], mappings=[x["mapping"]])
@@ -239,15 +274,110 @@ class ImplTarget:
         return {f"slot_{k}": self._values(x["mapping"], u64_hex(int(ss[k])), 0, size)
                 for k, size in enumerate(x["slot_sizes"])}
 
+    # -- long-stream digests (esverify.goldens.digest) ----------------------------
+    def _digest_ranges(self, x) -> list:
+        """The vector's (seed, first, n) ranges, noise seeds derived by the wrapper itself."""
+        from ..goldens.rng_area import ranges_of
+        if x["kind"] == "gaussian-digest":
+            self._need(["gaussian_ranges"], mappings=[x["mapping"]])
+            return ranges_of(x)
+        self._need(["member_seed", "stream_seed", "gaussian_ranges"], mappings=[x["mapping"]], schemes=[x["scheme"]])
+        member_seed = lambda m: int(self._member_seeds(x, [m]).bits.reshape(-1)[0])   # noqa: E731
+        stream_seed = lambda ms, slots: self._stream_seeds(u64_hex(ms), x["scheme"], slots).bits.reshape(-1).tolist()  # noqa: E731,E501
+        return ranges_of(x, member_seed, stream_seed)
+
+    def _ranges_values(self, mapping: str, ranges) -> np.ndarray:
+        """One `gaussian_ranges` request: the f32 values of `ranges`, concatenated (exact shape checked)."""
+        r = self._call("gaussian_ranges", {"mapping": mapping, "seeds": _u64_tensor([s for s, _, _ in ranges]),
+                                           "firsts": _u64_tensor([f for _, f, _ in ranges]),
+                                           "counts": _u64_tensor([n for _, _, n in ranges])})
+        t = self._field(r, "values", "gaussian_ranges")
+        if not isinstance(t, Tensor) or t.dtype != "f32":
+            raise CaseError("gaussian_ranges: the reply's values is not an f32 tensor")
+        check_shape(t, (sum(n for _, _, n in ranges),), "gaussian_ranges values")
+        return t.bits.view(np.float32)
+
+    def _digest(self, x):
+        from ..goldens import digest
+        ranges = self._digest_ranges(x)
+        return digest.digest_fields(self._ranges_values(x["mapping"], ranges))
+
+    def locate(self, area: str, vector: dict, got: dict) -> list | None:
+        """Rows naming the first differing values of a digest vector (by sub-range requests) or of a
+        chain vector (its first iteration and element); None for other kinds."""
+        from ..goldens import chain, digest
+        from ..goldens.gate import libm_allowance
+        from ..goldens.rng_area import ranges_of
+        if vector["inputs"].get("kind") == chain.KIND:
+            return self._locate_chain(area, vector, got)
+        if not digest.is_digest(vector):
+            return None
+        x = vector["inputs"]
+        mine = self._digest_ranges(x)
+        limit = libm_allowance(digest.count_of(vector)) + 1
+        found, requests = digest.locate(lambda lo, hi: self._ranges_values(x["mapping"], digest.split(mine, lo, hi)),
+                                        ranges_of(x), x["mapping"], limit)
+        return digest.rows(area, self.label, vector, ranges_of(x), found, requests, got)
+
+    # -- chained Monte Carlo vectors (esverify.goldens.chain) ------------------------
+    def _run_chain(self, x, stop=None):
+        """The chain through perturb, restore and update requests, each on the wrapper's own previous
+        result; (fields as esverify.goldens.chain.Recorder gives them, the state after `stop`)."""
+        from ..es.reference import NP_DTYPES
+        from ..goldens import chain
+        c = x["config"]
+        self._need(["perturb", "restore", "update"], profiles=[c["profile"]], mappings=[c["mapping"]],
+                   schemes=[c["scheme"]], dtypes=sorted({p["dtype"] for p in x["params"]}),
+                   shapings=[c["shaping"]], restores=[c["restore"]], antithetic=c["antithetic"])
+        config = _wire_config(c)
+        params = [Tensor(p["dtype"], a.view(_UINT[p["dtype"]])) for p, a in zip(x["params"], chain.initial_params(x))]
+        rec = chain.Recorder(x)
+        last = x["iterations"] - 1 if stop is None else stop
+        state = None
+        for it in range(last + 1):
+            base = {"config": config, "iteration": u64_hex(it)}
+            rewards = []
+            for member in range(c["population"]):
+                perturbed = self._params(self._call("perturb", {**base, "params": params, "member": member}),
+                                         "perturb", params)
+                rewards.append(chain.reward([t.bits.view(NP_DTYPES[t.dtype]) for t in perturbed]))
+                args = {**base, "params": perturbed, "member": member}
+                if c["restore"] == "snapshot":
+                    args["snapshot"] = params
+                params = self._params(self._call("restore", args), "restore", params)
+            r = self._call("update", {**base, "params": params,
+                                      "rewards": Tensor("f64", np.array(rewards, dtype=np.float64).view(np.uint64))})
+            params = self._params(r, "update", params)
+            state = [t.bits.view(NP_DTYPES[t.dtype]) for t in params]
+            rec.record(it, state)
+        return rec.result(), state
+
+    def _chain(self, x):
+        return self._run_chain(x)[0]
+
+    def _locate_chain(self, area: str, vector: dict, got: dict) -> list | None:
+        from ..goldens import chain
+        it = chain.first_iteration(vector, got)
+        if it is None:
+            return None
+        ref = chain._reference_label("")
+        ref_fields, want = chain.run(vector["inputs"], *chain._label_target(ref), stop=it)
+        if ref_fields["trace"]["values"] != vector["expected"]["trace"]["values"][:it + 1]:
+            return None
+        _, have = self._run_chain(vector["inputs"], stop=it)
+        return chain.located_rows(area, self.label, vector, it, want, have, f"located against esverify's {ref}")
+
     # -- es vectors --------------------------------------------------------------
     def _shaping(self, x):
         self._need(["shaping"], shapings=["zscore", "centered_ranks"])
         z = self._call("shaping", {"shaping": "zscore", "rewards": _bits(x["rewards"])})
         ranks = self._call("shaping", {"shaping": "centered_ranks", "rewards": _bits(x["rewards"])})
-        return {"zscore.coefficients": _golden(self._field(z, "coefficients", "shaping"), "coefficients"),
-                "zscore.mean": _golden(self._field(z, "mean", "shaping"), "mean"),
-                "zscore.std": _golden(self._field(z, "std", "shaping"), "std"),
-                "centered_ranks.coefficients": _golden(self._field(ranks, "coefficients", "shaping"), "coefficients")}
+        n = (len(x["rewards"]["values"]),)
+        return {"zscore.coefficients": _golden(self._field(z, "coefficients", "shaping"), "shaping coefficients", n),
+                "zscore.mean": _golden(self._field(z, "mean", "shaping"), "shaping mean", ()),
+                "zscore.std": _golden(self._field(z, "std", "shaping"), "shaping std", ()),
+                "centered_ranks.coefficients": _golden(self._field(ranks, "coefficients", "shaping"),
+                                                       "shaping coefficients", n)}
 
     def _es_run(self, x):
         c = x["config"]
@@ -279,7 +409,8 @@ class ImplTarget:
                 got[f"it{it}.perturb.{name}"] = _golden(a, "params")
                 got[f"it{it}.restore.{name}"] = _golden(b, "params")
                 got[f"it{it}.update.{name}"] = _golden(d, "params")
-            got[f"it{it}.coefficients"] = _golden(self._field(r, "coefficients", "update"), "coefficients")
+            got[f"it{it}.coefficients"] = _golden(self._field(r, "coefficients", "update"), "update coefficients",
+                                                  (len(step["rewards"]["values"]),))
         return got
 
     @staticmethod
@@ -311,7 +442,8 @@ class ImplTarget:
             args["anchor"] = params
         r = self._call("step", args)
         got = {f"step.{p['name']}": _golden(t, "params") for p, t in zip(x["params"], self._params(r, "step", params))}
-        got["coefficients"] = _golden(self._field(r, "coefficients", "step"), "coefficients")
+        got["coefficients"] = _golden(self._field(r, "coefficients", "step"), "step coefficients",
+                                      (len(x["rewards"]["values"]),))
         return got
 
     def _params(self, result: dict, op: str, like: list) -> list:
@@ -319,6 +451,7 @@ class ImplTarget:
         if not isinstance(out, list) or len(out) != len(like):
             raise CaseError(f"{op}: the reply's params is not a list of {len(like)} tensors")
         for k, (a, b) in enumerate(zip(out, like)):
-            if not isinstance(a, Tensor) or a.dtype != b.dtype or a.bits.size != b.bits.size:
-                raise CaseError(f"{op}: reply params[{k}] is not a {b.dtype} tensor of {b.bits.size} elements")
-        return [Tensor(a.dtype, np.ascontiguousarray(a.bits).reshape(b.shape)) for a, b in zip(out, like)]
+            if not isinstance(a, Tensor) or a.dtype != b.dtype:
+                raise CaseError(f"{op}: reply params[{k}] is not a {b.dtype} tensor")
+            check_shape(a, b.shape, f"{op} params[{k}]")
+        return [Tensor(a.dtype, np.array(a.bits, order="C")) for a in out]   # (ascontiguousarray makes 0-dim 1-dim)

@@ -63,6 +63,20 @@ float dt_from_bits(uint32_t b, int dtype) {
 
 float rd_dt(float x, int dtype) { return dtype == DT_F32 ? x : dt_from_bits(dt_bits(x, dtype), dtype); }
 
+#ifdef FAULT_UPDATE_F64
+/* f64 -> dtype rounded once (to nearest even): round to odd in f32 first (f32 has more than two bits
+ * beyond f16 and bf16, so the second rounding is then exact), then to the dtype */
+static float rd_dt_from_f64(double x, int dtype) {
+    float f = (float)x;
+    if ((double)f != x && dtype != DT_F32) {
+        uint32_t b = bits_of_f32(f);
+        if (fabs((double)f) > fabs(x)) b -= 1;     /* toward zero: the truncation */
+        f = f32_of_bits(b | 1u);                   /* sticky bit: odd */
+    }
+    return rd_dt(f, dtype);
+}
+#endif
+
 int shaping_of(const char *name) {
     if (strcmp(name, "zscore") == 0) return SH_ZSCORE;
     if (strcmp(name, "centered_ranks") == 0) return SH_RANKS;
@@ -189,7 +203,14 @@ void es_update(const es_config *c, slot *params, int nslots, uint64_t iteration,
         }
         for (size_t i = 0; i < p->n; i++) {
             float a = acc[i] * scale;
+#ifdef FAULT_UPDATE_F64
+            /* a planted fault (tests/test_goldens_mutants.py): the step acc x scale rounded once from f64
+             * to the dtype instead of to f32 first; they differ where the f32 value lands on a midpoint of
+             * the dtype (about one f16 step in 14,000) */
+            p->v[i] = rd_dt(p->v[i] + rd_dt_from_f64((double)acc[i] * (double)scale, p->dtype), p->dtype);
+#else
             p->v[i] = rd_dt(p->v[i] + rd_dt(a, p->dtype), p->dtype);
+#endif
         }
     }
 }

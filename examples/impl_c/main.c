@@ -153,6 +153,14 @@ static void put_f64s(const double *v, size_t n) {
     for (size_t k = 0; k < n; k++) { le_store(b, bits_of_f64(v[k]), 8); sb_put(&body, b, 8); }
 }
 
+/* a scalar is a 0-dim tensor, shape [] (docs/PROTOCOL.md §2): a [1] is a mismatch */
+static void put_f64_scalar(double v) {
+    put_tensor_desc("f64", NULL, 0);
+    unsigned char b[8];
+    le_store(b, bits_of_f64(v), 8);
+    sb_put(&body, b, 8);
+}
+
 /* ---- ES requests ---- */
 static const char *dtype_names[] = {"f32", "f16", "bf16"};
 
@@ -280,9 +288,16 @@ static void op_shaping(const jval *args) {
     put_f64s(coeffs, r.n);
     if (shaping == SH_ZSCORE) {   /* the shaping goldens pin numpy's mean and std too */
         sb_printf(&head, ",\"mean\":");
+#ifdef FAULT_SCALAR_AS_1
+        /* a planted fault (tests/test_goldens_mutants.py): the scalars sent with shape [1] */
         put_f64s(&mean, 1);
         sb_printf(&head, ",\"std\":");
         put_f64s(&std, 1);
+#else
+        put_f64_scalar(mean);
+        sb_printf(&head, ",\"std\":");
+        put_f64_scalar(std);
+#endif
     }
 }
 
@@ -326,7 +341,7 @@ static void op_gaussian(const jval *args) {
     uint64_t seed = hex64(jreq(args, "seed"), "seed"), first = hex64(jreq(args, "first"), "first");
     uint64_t n = hex64(jreq(args, "n"), "n");
     if (n > (1ull << 32)) fail("n = %llu is too large for one request", (unsigned long long)n);
-    if (first + n < first) fail("first + n exceeds 2^64");
+    if (n && first + (n - 1) < first) fail("first + n exceeds 2^64");   /* first + n == 2^64 is allowed */
     float *v = xalloc((size_t)n * 4 + 1);
     gaussian(seed, first, n, mapping, v);
     long long shape[1] = {(long long)n};
@@ -337,11 +352,40 @@ static void op_gaussian(const jval *args) {
     sb_put(&body, dst, (size_t)n * 4);
 }
 
+/* the bulk request: ranges (seeds[k], firsts[k], counts[k]), values concatenated in range order */
+static void op_gaussian_ranges(const jval *args) {
+    int mapping = mapping_of(jstr(jreq(args, "mapping"), "mapping"));
+    tensor seeds = get_typed(jreq(args, "seeds"), "seeds", "u64");
+    tensor firsts = get_typed(jreq(args, "firsts"), "firsts", "u64");
+    tensor counts = get_typed(jreq(args, "counts"), "counts", "u64");
+    if (seeds.n != firsts.n || seeds.n != counts.n) fail("seeds, firsts and counts must have one entry per range");
+    uint64_t total = 0;
+    for (size_t k = 0; k < counts.n; k++) {
+        uint64_t n = tensor_u64(&counts, k), first = tensor_u64(&firsts, k);
+        if (n && first + (n - 1) < first) fail("range %zu: first + n exceeds 2^64", k);
+        total += n;
+        if (total > (1ull << 32) || total < n) fail("the ranges hold too many values for one request");
+    }
+    float *v = xalloc((size_t)total * 4 + 1);
+    uint64_t at = 0;
+    for (size_t k = 0; k < counts.n; k++) {
+        uint64_t n = tensor_u64(&counts, k);
+        gaussian(tensor_u64(&seeds, k), tensor_u64(&firsts, k), n, mapping, v + at);
+        at += n;
+    }
+    long long shape[1] = {(long long)total};
+    sb_printf(&head, "\"values\":");
+    put_tensor_desc("f32", shape, 1);
+    unsigned char *dst = xalloc((size_t)total * 4 + 1);
+    for (uint64_t k = 0; k < total; k++) { uint32_t b; memcpy(&b, &v[k], 4); le_store(dst + 4 * k, b, 4); }
+    sb_put(&body, dst, (size_t)total * 4);
+}
+
 static const char *CAPABILITIES =
     "{\"protocol\":1,"
     "\"implementation\":{\"name\":\"esimpl-c\",\"version\":\"0.1.0\",\"language\":\"C11\"},"
     "\"contract_version\":1,\"profiles\":{\"es-at-scale\":1},"
-    "\"operations\":[\"at\",\"member_seed\",\"stream_seed\",\"gaussian\",\"perturb\",\"restore\",\"update\","
+    "\"operations\":[\"at\",\"member_seed\",\"stream_seed\",\"gaussian\",\"gaussian_ranges\",\"perturb\",\"restore\",\"update\","
     "\"shaping\",\"decay\"],"
     "\"mappings\":[\"poly32\",\"libm64\"],\"dtypes\":[\"f32\",\"f16\",\"bf16\"],\"schemes\":[\"iid\",\"correlated\"],"
     "\"shapings\":[\"zscore\",\"centered_ranks\",\"none\"],\"decays\":[\"l1\",\"l2\"],\"restores\":[\"regenerate\",\"snapshot\"],"
@@ -354,6 +398,7 @@ static void dispatch(const char *op, const jval *args) {
     else if (!strcmp(op, "member_seed")) op_member_seed(args);
     else if (!strcmp(op, "stream_seed")) op_stream_seed(args);
     else if (!strcmp(op, "gaussian")) op_gaussian(args);
+    else if (!strcmp(op, "gaussian_ranges")) op_gaussian_ranges(args);
     else if (!strcmp(op, "perturb")) op_perturb(args, 0);
     else if (!strcmp(op, "restore")) op_perturb(args, 1);
     else if (!strcmp(op, "update")) op_update(args);

@@ -101,6 +101,11 @@ void gaussian(uint64_t seed, uint64_t first, uint64_t n, int mapping, float *out
         double ub = (double)(b >> 11) * 0x1p-53;
         float c, s;
         if (mapping == MAP_POLY32) pair_poly32(ua, ub, &c, &s); else pair_libm64(ua, ub, &c, &s);
+#ifdef FAULT_COS_EVERY
+        /* a planted fault (tests/test_goldens_mutants.py): the cosine half one ulp up in about one pair of
+         * FAULT_COS_EVERY, as a wrong branch for some input range would give */
+        if ((a >> 11) % (FAULT_COS_EVERY) == 0) c = nextafterf(c, INFINITY);
+#endif
         if ((j & 1) == 0) {
             out[k++] = c;
             if (k < n) out[k++] = s;

@@ -30,6 +30,7 @@ import math
 import numpy as np
 
 from . import profile as es_paper
+from esverify.goldens import chain
 from esverify.goldens.area import Area
 from esverify.goldens.compare import decode, encode, encode_ints
 from esverify.goldens.es_area import f64_array, f64_from_bits, numel_of, param_inputs, tensor_from_bits
@@ -268,3 +269,4 @@ def recompute(vector: dict, backend: str) -> dict:
 
 AREA = Area(name="es-paper", version=es_paper.VERSION, version_constant="esverify.references.es_paper.profile.VERSION",
             generate=generate, backends=_targets, recompute=recompute, check_sizes=check_sizes)
+AREA = chain.with_chain(AREA)   # issue 29: the chained MC vector of the es-paper profile
