@@ -89,14 +89,33 @@ def progress_enabled(quiet: bool, stream=None) -> bool:
 
 # ----------------------------------------------------------------- configuration (issue 19 item 6)
 
-#: setting -> (environment variable, key of [tool.esverify]); the settings a command may read
-SETTINGS = {
+#: setting -> (environment variable, key of [tool.esverify]); the settings every command may read
+CORE_SETTINGS = {
     "ref": ("ESVERIFY_REF", "ref"),
-    "awd_ref": ("ESVERIFY_AWD_REF", "awd-ref"),
     "python": ("ESVERIFY_PYTHON", "python"),
     "formats": ("ESVERIFY_FORMAT", "format"),
     "reports": ("ESVERIFY_REPORTS", "reports"),
 }
+
+
+def settings_table() -> dict:
+    """setting -> (environment variable, key of [tool.esverify]): CORE_SETTINGS, plus after "ref" one per
+    reference adapter with an alias flag (its deprecated option naming its clone, e.g. "--x-ref" -> setting
+    "x_ref", key "x-ref", variable the adapter's env_var)."""
+    from . import references
+    table = {"ref": CORE_SETTINGS["ref"]}
+    for name in references.adapter_names():
+        adapter = references.adapter(name)
+        if adapter.alias_flag:
+            key = adapter.alias_flag.lstrip("-")
+            table[key.replace("-", "_")] = (adapter.env_var, key)
+    table.update(CORE_SETTINGS)
+    return table
+
+
+def path_keys(table: dict) -> set:
+    """The [tool.esverify] keys whose values are paths: the clones (ref and every alias) and reports."""
+    return {key for name, (_, key) in table.items() if name not in ("python", "formats")}
 
 
 class ConfigError(click.UsageError):
@@ -130,7 +149,8 @@ def read_config(path: Path | None) -> dict:
     table = tomllib.loads(path.read_text(encoding="utf-8"))["tool"]["esverify"]
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.esverify] must be a table")
-    keys = {key: name for name, (_, key) in SETTINGS.items()}
+    table = settings_table()
+    keys = {key: name for name, (_, key) in table.items()}
     out = {}
     for key, value in table.items():
         if key not in keys:
@@ -142,7 +162,7 @@ def read_config(path: Path | None) -> dict:
             raise ConfigError(f"{path}: [tool.esverify] {key} must be a string, got {value!r}")
         value = os.path.expanduser(value) if key != "format" else value
         # a relative path is relative to the pyproject.toml, as ruff's are; a bare `python3` is looked up on PATH
-        is_path = key in ("ref", "awd-ref", "reports") or (key == "python" and "/" in value)
+        is_path = key in path_keys(table) or (key == "python" and "/" in value)
         if is_path and not os.path.isabs(value):
             value = str(path.parent / value)
         out[keys[key]] = value
@@ -172,8 +192,9 @@ def resolve(ctx: click.Context, names, config_path: Path | None = None, environ=
     path = config_path if config_path is not None else find_config()
     config = read_config(path)
     settings = Settings()
+    table = settings_table()
     for name in names:
-        env_var, key = SETTINGS[name]
+        env_var, key = table[name]
         given = ctx.params.get(name)
         source = ctx.get_parameter_source(name) if name in ctx.params else None
         if given is not None and source is click.core.ParameterSource.COMMANDLINE:

@@ -12,22 +12,20 @@ a driver:
   without running it. `with_coverage(handlers)` saves the cumulative
   record and the interface findings after every command to
   `coverage-<target>.json` in the run's work folder;
-- `op_fit` (es-at-scale): the `EvolutionStrategiesTrainer` constructor with
-  every parameter by name, then `fit()`; the seams replaced for the run are
-  the module's `Pool`, `get_ip`, `get_open_port`, the class's
-  `launch_engines`, and the SIGINT/SIGTERM handlers the constructor
-  installs (restored right after construction);
-- `op_main` (es-awd): `parse_args()` on a command line set in `sys.argv`,
-  then `main(args)`, with `launch_engines`, `cleanup`, `get_data` and
-  `evaluate_reward` as module globals of ours.
+- what a driver's loop op needs (each reference's op lives in its driver,
+  one file per reference): `STATE` (the clone and target of this child),
+  `engines` (stand-in engines on a case's parameter set), `prompts`,
+  `fresh_logs`, `Tape`, `load_lazily`, `run_op` (a failure at a name the
+  driver supplies becomes an interface error), `reference_settings`, and
+  `Noise` (contract or native noise for one loop).
 Everything replaced is restored on exit, also when the reference raises
 (loop_seams.Seams). A failure at a name the driver supplies becomes an
 `interface` error (loop_errors); any other keeps the reference's message.
-Both record a tape of what the reference's own loop did (Tape): per
+A loop op records a tape of what the reference's own loop did (Tape): per
 iteration the members evaluated (seed, negate, per-prompt rewards), the
 arguments of the update, the parameters after it (bit patterns, one .npz
-per update), plus the files it saved with torch.save, and for es-awd its
-iteration_updates/*.json records. The parent compares them with ours.
+per update), plus the files it saved with torch.save, and what else its
+driver adds. The parent compares them with ours.
 Each loop also gets a small evaluation set (its outputs are not compared;
 its coverage shows).
 """
@@ -35,7 +33,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 import os
 import platform
 import shutil
@@ -48,12 +45,10 @@ import child_coverage
 import loop_errors
 import loop_stubs
 import child_server
-from loop_errors import Supplied
-from loop_seams import Seams
 from child_server import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, StandInModelRunner, expected_draws,
                           load_set, reward, save_results, syntax_error)
 
-_STATE = {"clone": None, "target": None, "interface": [], "interface_error": ""}
+STATE = {"clone": None, "target": None, "interface": [], "interface_error": ""}
 #: torch.save as the child found it (the loops' saves are recorded, then delegated to it)
 _TORCH_SAVE = torch.save
 MANIFEST = Path(__file__).resolve().with_name("interfaces.json")
@@ -66,12 +61,12 @@ def start(clone: Path, target: str, manifest_key=None, base: str = "", only=None
     clone's interface against the manifest entry `manifest_key` (None: `target`; False: no entry, no
     check; `base`, `only`: see interface_drift.check_clone)."""
     loop_stubs.install(also)
-    _STATE.update(clone=Path(clone).resolve(), target=target)
+    STATE.update(clone=Path(clone).resolve(), target=target)
     child_coverage.start(clone)
     if manifest_key is False:    # a reference with no manifest entry (the skill page's sample)
-        _STATE["interface"], _STATE["interface_error"] = [], ""
+        STATE["interface"], STATE["interface_error"] = [], ""
         return
-    _STATE["interface"], _STATE["interface_error"] = check_interface(Path(clone), manifest_key or target, base,
+    STATE["interface"], STATE["interface_error"] = check_interface(Path(clone), manifest_key or target, base,
                                                                      only)
 
 
@@ -85,11 +80,11 @@ def check_interface(clone: Path, target: str, base: str = "", only=None) -> tupl
 
 
 def save_coverage(command: dict):
-    target = _STATE["target"]
+    target = STATE["target"]
     if target is None:
         return
-    child_coverage.save(command, target, {"interface": _STATE["interface"],
-                                          "interface_error": _STATE["interface_error"]})
+    child_coverage.save(command, target, {"interface": STATE["interface"],
+                                          "interface_error": STATE["interface_error"]})
 
 
 def with_coverage(handlers: dict) -> dict:
@@ -111,7 +106,7 @@ def with_coverage(handlers: dict) -> dict:
 
 def import_reference(dotted: str, relpath: str):
     """Import a reference module by its dotted name (clone root on sys.path); ReferenceLoadError on failure."""
-    clone = _STATE["clone"]
+    clone = STATE["clone"]
     py = f"Python {platform.python_version()} ({sys.executable})"
     if clone is not None and not (clone / relpath).is_file():
         raise ReferenceLoadError({"kind": "missing", "file": relpath,
@@ -298,7 +293,7 @@ class LoopModel(StandInModel):
         return dict(zip(self.names, self.tensors))
 
 
-def _engines(case, worker_cls, tape, count):
+def engines(case, worker_cls, tape, count):
     names, tensors = load_set(case["set"], case["device"])
     engines: list = []
     for j in range(count):
@@ -309,27 +304,10 @@ def _engines(case, worker_cls, tape, count):
     return engines
 
 
-def _prompts(items) -> tuple[list, list]:
+def prompts(items) -> tuple[list, list]:
     """(prompts, targets) of a case's data items: each prompt carries its target as a <target=...> mark,
     which the stand-in engine reads to score the engine's current parameters."""
     return [f"{item['input']} <target={item['target']!r}>" for item in items], [float(item["target"]) for item in items]
-
-
-def reward_pair(response_text, target, *args, **kwargs):
-    """es-at-scale's reward function contract (docs/references.md §5.1): (label, reward); the response
-    text is the repr of the f64 reward the engine computed, so float() recovers it exactly."""
-    return ("stand-in", float(response_text))
-
-
-def evaluate_reward(output_text, data, *args, **kwargs):
-    """es-awd's task reward (docs/references.md §5.2): (r, response) with r["reward"] a float."""
-    value = float(output_text)
-    return Supplied(reward=value, reward_info=Supplied(format_reward=1.0, answer_reward=value)), output_text
-
-
-def template(prompt):
-    """es-at-scale's template function: the prompt unchanged (its <target=...> mark must survive)."""
-    return prompt
 
 
 loop_errors.SUPPLIED_CALLABLES.update({"reward_pair", "evaluate_reward", "template", "get_data", "launch_engines",
@@ -340,7 +318,7 @@ loop_errors.SUPPLIED_CLASSES.update({"ImmediatePool", "_Method", "_RequestOutput
                                      "StubModule"})
 
 
-def _fresh_logs(out: Path) -> Path:
+def fresh_logs(out: Path) -> Path:
     """The loop's logging folder, absent before the run: es-awd creates it with exist_ok=False, and a
     retried case must not find its predecessor's files."""
     logs = out / "theirs-logs"
@@ -349,25 +327,25 @@ def _fresh_logs(out: Path) -> Path:
     return logs
 
 
-def _run(op: str, fn, callee=None):
+def run_op(op: str, fn, callee=None):
     """fn(), with a failure at a name the driver supplies turned into an interface error (`callee`: the
     reference's entry point fn calls, named when the call itself fails)."""
     try:
         return fn()
     except (AttributeError, KeyError, TypeError) as exc:
-        raised = loop_errors.interface_error(exc, _STATE["clone"], op, callee=callee)
+        raised = loop_errors.interface_error(exc, STATE["clone"], op, callee=callee)
         if raised is exc:
             raise
         raise raised from exc
 
 
-def _settings(seams, before: dict) -> dict:
+def reference_settings(seams, before: dict) -> dict:
     """What the reference process ran under (the row's reference_settings): after its entry point ran."""
     during = seams.settings()
     return {**during, "changed_by_reference": sorted(k for k, v in during.items() if before.get(k) != v)}
 
 
-class _Noise:
+class Noise:
     """Context of one loop: contract noise keeps the hook; native noise (docs/references.md §3a) lets the
     reference draw torch's own noise, with the 30-bit seeds its loop drew going straight to torch."""
 
@@ -385,132 +363,3 @@ class _Noise:
         if self.noise == "native":
             child_server.install_hook()
         return False
-
-
-# ----------------------------------------------------------------- es-at-scale: fit
-
-TRAINER = "es_at_scale/trainer/es_trainer.py"
-WORKER = "es_at_scale/utils/worker_extension.py"
-#: eval_step after an iteration only when (i + 1) % eval_freq == 0: never, within a parity row (the
-#: eval_step(0) that fit runs first still reaches the evaluation path)
-FIT_EVAL_FREQ = 10 ** 9
-
-
-def op_fit(case, modules):
-    trainer_mod = load_lazily(modules, "es_trainer", "es_at_scale.trainer.es_trainer", TRAINER)
-    worker_mod = load_lazily(modules, "loop_worker", "es_at_scale.utils.worker_extension", WORKER)
-    out = Path(case["out"])
-    logs = _fresh_logs(out)
-    tape = Tape(out, case)
-    engines = _engines(case, worker_mod.WorkerExtension, tape, case["engines"])
-    inputs, targets = _prompts(case["data"])
-    size = case["batch_size"]
-    loader = [(inputs[k:k + size], targets[k:k + size]) for k in range(0, len(inputs), size)]
-    eval_inputs, eval_targets = _prompts(case.get("eval_data") or [])
-    evals = {"stand-in": [(eval_inputs, eval_targets)]} if eval_inputs else {}
-    cls = trainer_mod.EvolutionStrategiesTrainer
-
-    def launch_engines(self, num_engines=4, n_gpu_per_vllm_engine=1, model_name=None, precision=None, **kwargs):
-        return engines[:int(num_engines)], []
-
-    shaping = sys.modules.get("es_at_scale.utils.reward_shaping")
-    settings = {}
-    with Seams() as seams:
-        before = seams.settings()
-        seams.set(trainer_mod, "Pool", loop_stubs.Pool)
-        seams.set(trainer_mod, "get_ip", lambda *a, **k: "127.0.0.1")
-        seams.set(trainer_mod, "get_open_port", lambda *a, **k: 29500)
-        seams.set(cls, "launch_engines", launch_engines)
-        seams.set(torch, "save", tape.recording_save)
-        for owner in (trainer_mod, shaping):
-            if owner is not None and hasattr(owner, "z_score"):
-                seams.set(owner, "z_score", tape.wrap_zscore(owner.z_score))
-        with _Noise(case):
-            trainer = _run("fit", lambda: cls(
-                model_name="stand-in", checkpoint=None, sigma=case["sigma"], alpha=case["alpha"],
-                population_size=case["population"], reward_shaping="z-scores", num_iterations=case["iterations"],
-                max_tokens=16, batch_size=size, mini_batch_size=case["mini_batch_size"], reward_function=reward_pair,
-                template_function=template, train_dataloader=loader, eval_dataloader_dict=evals,
-                eval_freq=FIT_EVAL_FREQ, n_vllm_engines=case["engines"], n_gpu_per_vllm_engine=1, logging="none",
-                use_gpus="", global_seed=case["global_seed"], output_directory=str(out),
-                save_best_models=False, experiment_name=logs.name, wandb_project=None, reward_function_timeout=60),
-                callee=cls)
-            seams.restore_signals()   # its handlers would exit the child on SIGINT/SIGTERM (docs/references.md §5.1)
-            settings = _settings(seams, before)
-            _run("fit", trainer.fit, callee=cls.fit)
-    reply = tape.finish(engines)
-    reply["settings"] = settings
-    return reply
-
-
-# ----------------------------------------------------------------- es-awd: main
-
-ES = "es.py"
-PRECISION = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
-
-
-def main_argv(case, experiment_dir: Path, run_name: str) -> list:
-    """The command line es-awd's parse_args reads (docs/references.md §5.2): every setting of the case
-    as a flag; the periodic evaluation off (--eval_interval 0: it still evaluates before the loop and
-    after the last iteration), wandb disabled, no GPU named."""
-    argv = ["es.py", "--model_name", "stand-in", "--task", "countdown", "--sigma", repr(float(case["sigma"])),
-            "--alpha", repr(float(case["alpha"])), "--population_size", str(case["population"]),
-            "--num_engines", str(case["engines"]), "--num_iterations", str(case["iterations"]),
-            "--experiment_dir", str(experiment_dir), "--run_name", run_name, "--cuda_devices", "",
-            "--precision", PRECISION.get(case.get("dtype", ""), "float32"),
-            "--weight_decay_type", case["decay"], "--weight_decay_lambda", repr(float(case["lambda"])),
-            "--eval_interval", "0", "--wandb_project", "esverify-parity", "--wandb_mode", "disabled"]
-    if case["mirror"]:
-        argv.append("--mirror_sampling")
-    if case["caching"]:
-        argv.append("--caching")
-    if case["global_seed"] is not None:
-        argv += ["--global_seed", str(int(case["global_seed"]))]
-    return argv
-
-
-def op_main(case, modules):
-    es = load_lazily(modules, "es_main", "es", ES)
-    worker_mod = sys.modules.get("distributed_utils") or load_lazily(modules, "distributed_utils",
-                                                                      "distributed_utils", "distributed_utils.py")
-    out = Path(case["out"])
-    logs = _fresh_logs(out)
-    tape = Tape(out, case)
-    launched: list = []
-
-    def launch_engines(num_engines, model_name=None, precision=None, *args, **kwargs):
-        launched.extend(_engines(case, worker_mod.WorkerExtension, tape, int(num_engines)))
-        return launched, [loop_stubs.Inert() for _ in launched]
-
-    def get_data(tokenizer, *args, **kwargs):
-        return ([Supplied(context=p, target=t) for p, t in zip(*_prompts(case["data"]))],
-                [Supplied(context=p, target=t) for p, t in zip(*_prompts(case.get("eval_data") or []))])
-
-    settings = {}
-    with Seams() as seams:
-        before = seams.settings()
-        for name, value in (("launch_engines", launch_engines), ("cleanup", lambda *a, **k: None),
-                            ("get_data", get_data), ("evaluate_reward", evaluate_reward)):
-            seams.set(es, name, value)
-        seams.set(torch, "save", tape.recording_save)
-        sys.argv[:] = main_argv(case, out, logs.name)
-        try:
-            args = es.parse_args()
-        except SystemExit as exc:   # argparse's own refusal: an error row, not the end of the child
-            raise RuntimeError(f"es.parse_args() exited with status {exc.code} on the command line "
-                               f"{' '.join(sys.argv[1:])} (its message is in the child's log)") from None
-        settings = _settings(seams, before)
-        with _Noise(case):
-            _run("main", lambda: es.main(args), callee=es.main)
-    if not launched:
-        raise RuntimeError("es.main never called launch_engines: no engine ran")
-    reply = tape.finish(launched)
-    records = []
-    for path in sorted((logs / "iteration_updates").glob("iteration_*.json")):
-        try:
-            records.append({"file": path.name, "record": json.loads(path.read_text())})
-        except (OSError, ValueError) as exc:
-            records.append({"file": path.name, "error": f"{type(exc).__name__}: {exc}"})
-    reply["tape"]["records"] = records
-    reply["settings"] = settings
-    return reply

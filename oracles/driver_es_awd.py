@@ -6,16 +6,29 @@ reference's bits depend on the thread count). Loads `weight_update_utils.py`
 by path and answers perturb, restore, update (decay none/l1/l2, caching,
 mirrored: all the same reference call with different arguments) and decay
 (the decay alone), and main (`es.main`, the reference's own training loop:
-oracles/child_loops.py, which also measures coverage of the clone). Parameters are passed as the stand-in model's lazy
+`op_main` below: `parse_args()` on a command line set in `sys.argv`, then `main(args)`, with `launch_engines`,
+`cleanup`, `get_data` and `evaluate_reward` as module globals of ours, and its iteration_updates/*.json records
+added to the tape; oracles/child_loops.py measures coverage of the clone). Parameters are passed as the stand-in model's lazy
 `parameters()` generator; the anchor as a plain generator that does not
 move the slot. Never imported by esverify.
 """
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 from child_server import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, expected_draws, load_module,
                           load_set, load_ties, module_or_raise, save_results, serve)
 
 import child_loops as loops
+import loop_stubs
+import torch
+from loop_errors import Supplied
+from loop_seams import Seams
+import loop_errors
+
+loop_errors.claim(Path(__file__).stem)   # its loop op's objects are the driver's side, as in child_loops
 
 UTILS = "weight_update_utils.py"
 
@@ -77,7 +90,86 @@ def op_decay(case, modules):
     return _finish(case, tensors, audit)
 
 
+def evaluate_reward(output_text, data, *args, **kwargs):
+    """es-awd's task reward (docs/references.md §5.2): (r, response) with r["reward"] a float."""
+    value = float(output_text)
+    return Supplied(reward=value, reward_info=Supplied(format_reward=1.0, answer_reward=value)), output_text
+
+
+# ----------------------------------------------------------------- es-awd: main
+
+ES = "es.py"
+PRECISION = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+
+
+def main_argv(case, experiment_dir: Path, run_name: str) -> list:
+    """The command line es-awd's parse_args reads (docs/references.md §5.2): every setting of the case
+    as a flag; the periodic evaluation off (--eval_interval 0: it still evaluates before the loop and
+    after the last iteration), wandb disabled, no GPU named."""
+    argv = ["es.py", "--model_name", "stand-in", "--task", "countdown", "--sigma", repr(float(case["sigma"])),
+            "--alpha", repr(float(case["alpha"])), "--population_size", str(case["population"]),
+            "--num_engines", str(case["engines"]), "--num_iterations", str(case["iterations"]),
+            "--experiment_dir", str(experiment_dir), "--run_name", run_name, "--cuda_devices", "",
+            "--precision", PRECISION.get(case.get("dtype", ""), "float32"),
+            "--weight_decay_type", case["decay"], "--weight_decay_lambda", repr(float(case["lambda"])),
+            "--eval_interval", "0", "--wandb_project", "esverify-parity", "--wandb_mode", "disabled"]
+    if case["mirror"]:
+        argv.append("--mirror_sampling")
+    if case["caching"]:
+        argv.append("--caching")
+    if case["global_seed"] is not None:
+        argv += ["--global_seed", str(int(case["global_seed"]))]
+    return argv
+
+
+def op_main(case, modules):
+    es = loops.load_lazily(modules, "es_main", "es", ES)
+    worker_mod = sys.modules.get("distributed_utils") or loops.load_lazily(modules, "distributed_utils",
+                                                                      "distributed_utils", "distributed_utils.py")
+    out = Path(case["out"])
+    logs = loops.fresh_logs(out)
+    tape = loops.Tape(out, case)
+    launched: list = []
+
+    def launch_engines(num_engines, model_name=None, precision=None, *args, **kwargs):
+        launched.extend(loops.engines(case, worker_mod.WorkerExtension, tape, int(num_engines)))
+        return launched, [loop_stubs.Inert() for _ in launched]
+
+    def get_data(tokenizer, *args, **kwargs):
+        return ([Supplied(context=p, target=t) for p, t in zip(*loops.prompts(case["data"]))],
+                [Supplied(context=p, target=t) for p, t in zip(*loops.prompts(case.get("eval_data") or []))])
+
+    settings = {}
+    with Seams() as seams:
+        before = seams.settings()
+        for name, value in (("launch_engines", launch_engines), ("cleanup", lambda *a, **k: None),
+                            ("get_data", get_data), ("evaluate_reward", evaluate_reward)):
+            seams.set(es, name, value)
+        seams.set(torch, "save", tape.recording_save)
+        sys.argv[:] = main_argv(case, out, logs.name)
+        try:
+            args = es.parse_args()
+        except SystemExit as exc:   # argparse's own refusal: an error row, not the end of the child
+            raise RuntimeError(f"es.parse_args() exited with status {exc.code} on the command line "
+                               f"{' '.join(sys.argv[1:])} (its message is in the child's log)") from None
+        settings = loops.reference_settings(seams, before)
+        with loops.Noise(case):
+            loops.run_op("main", lambda: es.main(args), callee=es.main)
+    if not launched:
+        raise RuntimeError("es.main never called launch_engines: no engine ran")
+    reply = tape.finish(launched)
+    records = []
+    for path in sorted((logs / "iteration_updates").glob("iteration_*.json")):
+        try:
+            records.append({"file": path.name, "record": json.loads(path.read_text())})
+        except (OSError, ValueError) as exc:
+            records.append({"file": path.name, "error": f"{type(exc).__name__}: {exc}"})
+    reply["tape"]["records"] = records
+    reply["settings"] = settings
+    return reply
+
+
 if __name__ == "__main__":
     serve("es-awd", load_modules, loops.with_coverage(
         {"perturb": op_perturb, "restore": op_perturb, "update": op_update, "decay": op_decay,
-         "main": loops.op_main}), threads=1)
+         "main": op_main}), threads=1)

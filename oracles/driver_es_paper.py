@@ -230,7 +230,7 @@ def _audit(case, draws, resolve) -> dict:
 
 
 def op_paper_main(case, modules):
-    clone = loops._STATE["clone"]
+    clone = loops.STATE["clone"]
     rel = case["script"]
     out = Path(case["out"])
     scratch = out / "scratch"
@@ -266,8 +266,8 @@ def op_paper_main(case, modules):
         HOOK.draws = []
         os.chdir(scratch)
         try:
-            with loops._Noise(case):
-                module = loops._run("paper-main", lambda: _load_script(clone, rel, scratch, name))
+            with loops.Noise(case):
+                module = loops.run_op("paper-main", lambda: _load_script(clone, rel, scratch, name))
                 for constant, value in (("NUM_ITERATIONS", case["iterations"]), ("POPULATION_SIZE", case["population"]),
                                         ("SIGMA", case["sigma"]), ("ALPHA", case["alpha"]),
                                         ("initial_seed", case["initial_seed"])):
@@ -280,12 +280,12 @@ def op_paper_main(case, modules):
                     raise RuntimeError(f"esverify could not drive this clone: {rel} has no evaluate_model, "
                                        "which esverify replaces with the runner's reward (docs/references.md §6)")
                 module.evaluate_model = row.evaluate_model
-                settings = loops._settings(seams, before)
+                settings = loops.reference_settings(seams, before)
                 # the scripts collect garbage per member (force_memory_cleanup); the child's own heap (torch,
                 # numpy, esverify) is moved out of the collector's reach so each collection only scans what
                 # the script made since: same behaviour, a fraction of the time
                 gc.freeze()
-                loops._run("paper-main", module.main, callee=getattr(module, "main", None))
+                loops.run_op("paper-main", module.main, callee=getattr(module, "main", None))
         finally:
             os.chdir(cwd)
             sys.modules.pop(name, None)

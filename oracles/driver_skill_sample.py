@@ -112,7 +112,7 @@ def _plain(value):
 
 
 def op_skill_loop(case, modules):
-    clone = loops._STATE["clone"]
+    clone = loops.STATE["clone"]
     rel = case["module"]
     module = _load(clone, rel)
     names, tensors = load_set(case["set"], case["device"])

@@ -51,13 +51,22 @@ class Supplied(dict):
         raise SuppliedKeyError(key)
 
 
+def _is_ours(stem: str) -> bool:
+    return stem in _OURS
+
+
+def claim(stem: str):
+    """Count the child file `stem` (a driver holding its reference's loop op) as the driver's side too."""
+    _OURS.add(stem)
+
+
 def _ours(obj) -> bool:
     module = getattr(type(obj), "__module__", "") or ""
-    if module.split(".")[-1] in _OURS or module == "stub" or getattr(obj, "__esverify_stub__", False):
+    if _is_ours(module.split(".")[-1]) or module == "stub" or getattr(obj, "__esverify_stub__", False):
         return True
     fn = getattr(obj, "__func__", obj)
     code = getattr(fn, "__code__", None)
-    return code is not None and Path(code.co_filename).stem in _OURS
+    return code is not None and _is_ours(Path(code.co_filename).stem)
 
 
 def _frames(exc):
@@ -88,7 +97,7 @@ def _what(exc, to_reference: bool):
     if isinstance(exc, TypeError):
         text = str(exc)
         last = _frames(exc)[-1] if _frames(exc) else None
-        raised_by_us = last is not None and Path(last.filename).stem in _OURS
+        raised_by_us = last is not None and _is_ours(Path(last.filename).stem)
         call = _CALL.match(text)
         if call:
             name = call.group("kw") or call.group("missing") or call.group("dup") or call.group("name")

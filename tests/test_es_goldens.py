@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from esverify.goldens.area import get_area
+from esverify.goldens.areas import get_area
 from esverify.goldens.compare import compare_vector
 from esverify.paths import goldens_dir
 

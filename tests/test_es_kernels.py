@@ -13,7 +13,8 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from esverify.es import Config, Trainer, reference as R, scaled_add
+from esverify.es import Config, Trainer, reference as R
+from esverify.references.es_awd.profile import scaled_add
 from esverify.es.numerics import fma32
 from test_es_helpers import examples, assert_bitwise, dtypes, make_param, seeds, shapes, to_np, to_torch
 

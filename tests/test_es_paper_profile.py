@@ -22,8 +22,8 @@ from esverify.es import Config, Trainer, get_profile
 from esverify.es import reference as R
 from esverify.es.kernels import update_tensor_
 from esverify.es.numerics import NAME_DTYPES
-from esverify.es.paper_loop import normalise, run_paper_loop
-from esverify.es.profiles import es_paper
+from esverify.references.es_paper.loop import normalise, run_paper_loop
+from esverify.references.es_paper import profile as es_paper
 from esverify.es.schedule import SCHEDULES, paper_seed_stream, reference_seeds
 
 NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from esverify import rng
-from esverify.goldens import area as area_mod
+from esverify.goldens import areas as area_mod
 from esverify.goldens import gate, rng_area
 from test_goldens_support import COMMITTED, copy_goldens, flip_bit, load, run, save, vector
 

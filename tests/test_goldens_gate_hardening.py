@@ -20,6 +20,7 @@ import torch
 from esverify import numerics_probe
 from esverify.es import shaping
 from esverify.goldens import es_area, gate
+from esverify.references.es_at_scale import golden_area as at_scale_area
 from test_goldens_support import COMMITTED, copy_goldens, load, run, save, vector
 
 LIBM = "gaussian-libm64-seed-99-first-0-n-2053-chunk-256"
@@ -315,7 +316,7 @@ def test_the_seed_schedule_vectors_pass_with_numpys_stream():
 def test_fma_as_an_f64_product_and_sum_rounded_twice_fails_the_gate(monkeypatch):
     """rd32(rd64(x + y*a)) instead of one rounding passed every vector before; now exactly the
     fma-double-rounding vector fails, on its perturbed theta_0 (one ulp), and nothing else does."""
-    from esverify.es.profiles import es_awd
+    from esverify.references.es_awd import profile as es_awd
     monkeypatch.setattr(es_awd, "fma32", lambda x, y, k: (x.to(torch.float64) + y.to(torch.float64) * k)
                         .to(torch.float32))
     result = gate.check(COMMITTED, ["es-awd"], backends=["numpy"])
@@ -378,7 +379,7 @@ LIBM_RUN = "zscore-two-iterations-iid-libm64"
 
 def _one_ulp_off(monkeypatch, field, element):
     """A backend whose es result is one ulp off at (field, element) of LIBM_RUN (a bug, not libm)."""
-    real = es_area.AREAS["es-at-scale"].recompute
+    real = at_scale_area.AREA.recompute
 
     def recompute(vector, backend):
         got = real(vector, backend)
@@ -387,8 +388,7 @@ def _one_ulp_off(monkeypatch, field, element):
             values[element] = "0x%0*x" % (len(values[element]) - 2, int(values[element], 16) ^ 1)
         return got
     import dataclasses
-    monkeypatch.setitem(es_area.AREAS, "es-at-scale", dataclasses.replace(es_area.AREAS["es-at-scale"],
-                                                                          recompute=recompute))
+    monkeypatch.setattr(at_scale_area, "AREA", dataclasses.replace(at_scale_area.AREA, recompute=recompute))
 
 
 def test_a_one_ulp_bug_in_a_libm64_run_is_a_mismatch(monkeypatch):
@@ -404,8 +404,8 @@ def test_a_one_ulp_bug_in_a_libm64_run_is_a_mismatch(monkeypatch):
 def test_a_one_ulp_difference_downstream_of_a_differing_libm_value_is_a_divergence(monkeypatch):
     _one_ulp_off(monkeypatch, "it0.update.w", 3)
     import dataclasses
-    area = es_area.AREAS["es-at-scale"]
-    monkeypatch.setitem(es_area.AREAS, "es-at-scale", dataclasses.replace(
+    area = at_scale_area.AREA
+    monkeypatch.setattr(at_scale_area, "AREA", dataclasses.replace(
         area, libm_trace=lambda vector, backend: {("it0.update.w", 3)}))
     result = gate.check(COMMITTED, ["es-at-scale"], backends=["numpy"])
     assert [r["status"] for r in result.rows] == ["libm-divergence"] and result.exit_code(False) == 0

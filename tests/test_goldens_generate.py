@@ -7,7 +7,7 @@ whose vectors and version constant a test can change between runs; the
 import pytest
 
 from esverify import paths
-from esverify.goldens import area as area_mod
+from esverify.goldens import areas as area_mod
 from test_goldens_support import ToyArea, load, register_toy, run
 
 

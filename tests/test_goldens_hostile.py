@@ -233,7 +233,7 @@ def test_a_sigkilled_writer_leaves_a_temp_file_that_check_removes(tmp_path):
     script = ("import os, sys, time\n"
               "from esverify.goldens import fileformat\n"
               "os.replace = lambda *a: (print('written', flush=True), time.sleep(60))\n"
-              f"fileformat.write_atomic({str(goldens / 'rng.json')!r}, 'x' * 1000)\n")
+              f"fileformat.write_golden_file({str(goldens / 'rng.json')!r}, 'x' * 1000)\n")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:

@@ -13,7 +13,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from esverify.cli import main
-from esverify.goldens import area as area_mod
+from esverify.goldens import areas as area_mod
 from esverify.goldens.area import Area
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -225,7 +225,7 @@ def test_no_loops_names_each_targets_own_loop_rows():
     from types import SimpleNamespace
 
     from esverify.oracle.loop_report import _not_checked
-    from esverify.oracle.adapters.es_awd import MAIN_VARIANTS
+    from esverify.references.es_awd.adapter import MAIN_VARIANTS
     runner = SimpleNamespace(opts=SimpleNamespace(loops=False, target="all"))
     frame = _not_checked(runner, {"es-at-scale", "es-awd"}, {"es-at-scale": None, "es-awd": None}, [], {})
     got = {t: n for t, n in zip(frame["target"], frame["not_checked"]) if t in ("es-at-scale", "es-awd")}

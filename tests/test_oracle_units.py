@@ -45,30 +45,30 @@ child = _load_child_module()
 @given(st.lists(st.floats(-1e3, 1e3, width=32), min_size=1, max_size=50), st.data())
 def test_one_flipped_bit_is_found_with_its_ulp_distance(values, data):
     ours = torch.tensor(values, dtype=torch.float32)
-    raw = paramsets.bits_of(ours).copy()
+    raw = paramsets.tensor_bits(ours).copy()
     i = data.draw(st.integers(0, len(values) - 1))
     bit = data.draw(st.integers(0, 30))
     raw[i] ^= np.uint32(1 << bit)
     result = compare.compare([ours], [raw], ["f32"], ["w"])
     assert result.mismatches == 1 and result.elements == len(values)
     assert result.first_index == f"w[{i}]"
-    expected = bits.ulp_distance(paramsets.bits_of(ours)[i:i + 1], raw[i:i + 1], "f32")[0]
+    expected = bits.ulp_distance(paramsets.tensor_bits(ours)[i:i + 1], raw[i:i + 1], "f32")[0]
     assert result.max_ulp_diff == expected
     assert result.first_theirs == bits.describe(int(raw[i]), "f32")
 
 
 def test_identical_results_and_signed_zero():
     t = torch.tensor([0.0, 1.5, -2.0], dtype=torch.bfloat16)
-    same = compare.compare([t], [paramsets.bits_of(t)], ["bf16"])
+    same = compare.compare([t], [paramsets.tensor_bits(t)], ["bf16"])
     assert (same.mismatches, same.max_ulp_diff, same.max_abs_diff) == (0, 0, 0.0)
-    neg_zero = paramsets.bits_of(torch.tensor([-0.0, 1.5, -2.0], dtype=torch.bfloat16))
+    neg_zero = paramsets.tensor_bits(torch.tensor([-0.0, 1.5, -2.0], dtype=torch.bfloat16))
     diff = compare.compare([t], [neg_zero], ["bf16"])
     assert diff.mismatches == 1 and diff.max_ulp_diff == 0 and diff.first_index == "slot0[0]"
 
 
 def test_nan_and_layout_are_reported_by_name():
     t = torch.tensor([1.0, 2.0], dtype=torch.float16)
-    nan = paramsets.bits_of(torch.tensor([1.0, float("nan")], dtype=torch.float16))
+    nan = paramsets.tensor_bits(torch.tensor([1.0, float("nan")], dtype=torch.float16))
     result = compare.compare([t], [nan], ["f16"])
     assert result.mismatches == 1 and "nan" in result.specials
     assert "ours is f16 (2,), theirs f32 (2,)" in compare.compare([t], [np.zeros(2, np.uint32)], ["f32"]).layout_error
@@ -304,10 +304,10 @@ def test_parameter_sets_shapes_and_roundtrip(tmp_path):
     got_names, arrays, dtypes = paramsets.read(path)
     assert got_names == names and dtypes == [paramsets.dtype_name(t) for t in tensors]
     for t, a in zip(tensors, arrays):
-        assert np.array_equal(paramsets.bits_of(t), a) and a.shape == tuple(t.shape)
+        assert np.array_equal(paramsets.tensor_bits(t), a) and a.shape == tuple(t.shape)
     back = child.load_set(path, "cpu")[1]
     for b, t in zip(back, tensors):
-        assert b.dtype == t.dtype and np.array_equal(paramsets.bits_of(b), paramsets.bits_of(t))
+        assert b.dtype == t.dtype and np.array_equal(paramsets.tensor_bits(b), paramsets.tensor_bits(t))
     offset = paramsets.build("f32", big=False, variant="offset")[1]
     assert not torch.equal(offset[0], paramsets.build("f32", big=False)[1][0])
 
@@ -339,7 +339,7 @@ def test_hook_draws_the_contract_stream_of_the_current_slot(hook):
         stream = es_rng.stream_seed(0x5678, slot, "iid")
         want = torch.from_numpy(es_rng.gaussian(stream, t.numel(), mapping="poly32")).to(t.dtype).reshape(t.shape)
         assert d.dtype == t.dtype and d.shape == t.shape
-        assert np.array_equal(paramsets.bits_of(d), paramsets.bits_of(want))
+        assert np.array_equal(paramsets.tensor_bits(d), paramsets.tensor_bits(want))
     assert h.draws == [(2000, 0, 0, 15), (2000, 1, 0, 7)]      # (handle, slot, position, elements)
 
 

@@ -39,7 +39,7 @@ SIZES = ((), (1,), (7,), (15,), (16,), (17,), (3, 40), (1031, 3))
 
 
 def _bits(t: torch.Tensor) -> np.ndarray:
-    return paramsets.bits_of(t.detach()).reshape(-1)
+    return paramsets.tensor_bits(t.detach()).reshape(-1)
 
 
 def _gen(seed=1234, device="cpu"):

@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from esverify.cli import main
 from esverify.oracle import Options, run_parity
 from esverify.oracle import adapters
-from esverify.oracle.adapters.es_awd import MAIN_VARIANTS
+from esverify.references.es_awd.adapter import MAIN_VARIANTS
 from esverify.oracle.adapters import all_adapters
 
 #: the two library references' loops (the paper's scripts and the skill sample: tests/test_parity_new_refs.py)

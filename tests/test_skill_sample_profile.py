@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 
 from esverify import rng
 from esverify.bits import array_bits, ulp_distance
-from esverify.es import skill_reference as R
-from esverify.es import skill_sample as S
+from esverify.references.skill_sample import model as R
+from esverify.references.skill_sample import loop as S
 from esverify.es.profiles import LOOP_PROFILES, PROFILES
-from esverify.es.profiles import skill_sample as P
-from esverify.goldens import skill_area
+from esverify.references.skill_sample import profile as P
+from esverify.references.skill_sample import golden_area as skill_area
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -343,7 +343,7 @@ def paper_loop(params: list, *, iterations: int, population: int, sigma: float, 
     params: numpy arrays (f32/f16/bf16) in slot order; draw(seed, slot, shape, name) -> the noise
     array in dtype `name` (``randn`` with the generator seeded `seed`, or `seed + slot` in the iid
     scripts: the caller's draw decides); prompt_rewards(list of arrays) -> per-prompt f64 rewards.
-    Returns the tape of esverify.es.paper_loop.run_paper_loop with numpy arrays.
+    Returns the tape of esverify.references.es_paper.loop.run_paper_loop with numpy arrays.
     """
     copies = [[p.copy() for p in params] for _ in range(gpu_threads)]
     tape = {"seeds": [], "rewards": [], "normalised": []}

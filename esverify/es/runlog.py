@@ -1,6 +1,6 @@
 """The clean-room trainer's run log: the schema es-awd writes, so a run can be replayed (docs/replay.md §2).
 
-`RunLog(folder, trainer)` writes `args.json` (alpha, sigma,
+`RunLogWriter(folder, trainer)` writes `args.json` (alpha, sigma,
 population_size, mirror_sampling, caching, weight_decay_type/lambda,
 precision, num_engines, plus an `esverify` block: format, profile, noise,
 mapping, scheme, slot names, first iteration) and, after each update,
@@ -38,7 +38,7 @@ def _write(path: Path, doc: dict) -> None:
         raise
 
 
-class RunLog:
+class RunLogWriter:
     """Writes a trainer's run log into `folder` (created; docs/replay.md §2).
 
     An existing args.json must be the one this trainer would write (a

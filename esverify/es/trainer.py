@@ -148,8 +148,8 @@ class Trainer:
         self._evaluated = []   # members restored by regeneration since the last update (their residue stays)
         self._run_log = None
         if run_log is not None:
-            from .runlog import RunLog
-            self._run_log = RunLog(run_log, self)
+            from .runlog import RunLogWriter
+            self._run_log = RunLogWriter(run_log, self)
 
     # -- layout and seeds -------------------------------------------------
     @property

@@ -24,7 +24,6 @@ unless the gate runs with --strict.
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -44,27 +43,3 @@ class Area:
     #: backend that differs from the reference's: only there is a one-ulp difference `libm-divergence`
     #: (issue 20). None: every value of a libm-class vector is the mapping's own output (the rng area)
     libm_trace: Callable[[dict, str], set] | None = None
-
-
-#: area name -> module defining `AREA`; imported only when asked for.
-AREA_MODULES = {
-    "rng": "esverify.goldens.rng_area",
-    "es-at-scale": "esverify.goldens.es_area",
-    "es-awd": "esverify.goldens.es_area",
-    "es-paper": "esverify.goldens.paper_area",
-    "skill-sample": "esverify.goldens.skill_area",
-    "lowrank": "esverify.references.eggroll.area",
-}
-
-
-def get_area(name: str) -> Area:
-    """The Area registered under `name`; KeyError names the known areas."""
-    if name not in AREA_MODULES:
-        raise KeyError(f"unknown golden area {name!r}; known: {sorted(AREA_MODULES)}")
-    module = importlib.import_module(AREA_MODULES[name])
-    areas = getattr(module, "AREAS", None) or {module.AREA.name: module.AREA}
-    return areas[name]
-
-
-def area_names() -> list[str]:
-    return list(AREA_MODULES)

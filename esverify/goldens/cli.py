@@ -18,7 +18,7 @@ from ..interrupt import VERDICT as INTERRUPTED
 from ..interrupt import Interrupted, catching
 from ..outputs import OutputError, check_file, check_folder
 from ..reportset import ReportSet
-from . import area as area_mod
+from . import areas as area_mod
 
 #: every backend label an area can list (esverify.rng.backend_targets); `torch-cuda` needs a GPU
 BACKEND_LABELS = ("numpy", "numba", "torch-cpu", "torch-cuda")

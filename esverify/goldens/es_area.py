@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..es.profiles import es_at_scale, es_awd
 from .area import Area
 from .compare import decode, encode, encode_ints
 
@@ -45,7 +44,7 @@ U64 = (1 << 64) - 1
 _UINT = {"f32": np.uint32, "f16": np.uint16, "bf16": np.uint16, "f64": np.uint64}
 
 
-def _f64(x: float) -> dict:
+def f64_array(x: float) -> dict:
     return encode(np.array([x], dtype=np.float64))
 
 
@@ -53,13 +52,13 @@ def _f64s(xs) -> dict:
     return encode(np.asarray(xs, dtype=np.float64))
 
 
-def _f64_from_bits(array: dict) -> np.ndarray:
+def f64_from_bits(array: dict) -> np.ndarray:
     if array["format"] != "f64":
         raise ValueError(f"expected an f64 bit array, got {array['format']}")
     return decode(array).view(np.float64)
 
 
-def _tensor_from_bits(array: dict, shape, device):
+def tensor_from_bits(array: dict, shape, device):
     """A torch tensor of the array's float format with exactly its bits."""
     import torch
     from ..es.numerics import NAME_DTYPES
@@ -73,7 +72,7 @@ def _config_inputs(cfg: dict) -> dict:
     out = {}
     for k, v in cfg.items():
         if k in ("sigma", "alpha", "anchor_lambda"):
-            out[k] = _f64(v)
+            out[k] = f64_array(v)
         elif k == "seed":
             out[k] = f"0x{v:016x}"
         else:
@@ -84,7 +83,7 @@ def _config_inputs(cfg: dict) -> dict:
 def _config_from_inputs(x: dict) -> dict:
     out = dict(x)
     for k in ("sigma", "alpha", "anchor_lambda"):
-        out[k] = float(_f64_from_bits(x[k])[0])
+        out[k] = float(f64_from_bits(x[k])[0])
     out["seed"] = int(x["seed"], 16)
     return out
 
@@ -248,7 +247,7 @@ def _shaping_vectors() -> list[dict]:
                                    f"{name} rewards: pins numpy's pairwise-summation order at population {n}",
                         "inputs": {"kind": "shaping", "population": n, "rewards": _f64s(r)},
                         "expected": {"zscore.coefficients": _f64s(R.shape(r, "zscore")),
-                                     "zscore.mean": _f64(float(np.mean(r))), "zscore.std": _f64(float(np.std(r))),
+                                     "zscore.mean": f64_array(float(np.mean(r))), "zscore.std": f64_array(float(np.std(r))),
                                      "centered_ranks.coefficients": _f64s(R.shape(r, "centered_ranks"))}})
     return out
 
@@ -296,7 +295,7 @@ def _recompute_schedule(vector: dict) -> dict:
             for i in x["iterations"]}
 
 
-def _param_inputs(layout, arrays) -> list[dict]:
+def param_inputs(layout, arrays) -> list[dict]:
     return [{"name": name, "shape": list(shape), "dtype": dt, "bits": encode(p)}
             for (name, shape, dt), p in zip(layout, arrays)]
 
@@ -340,7 +339,7 @@ def _decay_vectors(profile: str) -> list[dict]:
                                    "docs/numerics.md §5): theta -0/+0/-tiny/+tiny against anchors -0 and +0 pin "
                                    "the sign of each zero the decay writes",
                         "inputs": {"kind": "decay", "config": _config_inputs(config),
-                                   "params": _param_inputs(layout, params), "anchor": _param_inputs(layout, anchor)},
+                                   "params": param_inputs(layout, params), "anchor": param_inputs(layout, anchor)},
                         "expected": {f"decay.{name}": encode(g) for (name, _, _), g in zip(layout, got)}})
     return out
 
@@ -370,7 +369,7 @@ def _step_vectors(profile: str) -> list[dict]:
                                           f"({', '.join(f'{k}={v}' for k, v in extra.items()) or 'defaults'}); "
                                           "the anchor is the initial parameters",
                     "inputs": {"kind": "step", "config": _config_inputs(cfg), "iteration": iteration,
-                               "params": _param_inputs(MIXED, params), "rewards": _f64s(rewards)},
+                               "params": param_inputs(MIXED, params), "rewards": _f64s(rewards)},
                     "expected": expected})
     return out
 
@@ -389,8 +388,8 @@ def _recompute_decay(vector: dict, device: str) -> dict:
     from ..es import apply_anchor_decay_
     x = vector["inputs"]
     cfg = _config_from_inputs(x["config"])
-    params = [_tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["params"]]
-    anchor = [_tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["anchor"]]
+    params = [tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["params"]]
+    anchor = [tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["anchor"]]
     apply_anchor_decay_(params, anchor, cfg["anchor_decay"], cfg["anchor_lambda"], cfg["alpha"])
     return {f"decay.{p['name']}": encode(t) for p, t in zip(x["params"], params)}
 
@@ -400,10 +399,10 @@ def _recompute_step(vector: dict, noise_backend: str, device: str) -> dict:
     from ..es import Config, Trainer
     x = vector["inputs"]
     cfg = _config_from_inputs(x["config"])
-    tensors = [_tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["params"]]
+    tensors = [tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["params"]]
     tr = Trainer([(p["name"], t) for p, t in zip(x["params"], tensors)], Config(**cfg), backend=noise_backend)
     tr.iteration = x["iteration"]
-    rewards = _f64_from_bits(x["rewards"]).tolist()
+    rewards = f64_from_bits(x["rewards"]).tolist()
     stats = tr.step(lambda member: rewards[member])
     got = {f"step.{p['name']}": encode(t) for p, t in zip(x["params"], tensors)}
     got["coefficients"] = _f64s(stats["coefficients"])
@@ -415,18 +414,18 @@ def _recompute_shaping(vector: dict) -> dict:
     import torch
     from ..es import Config, Trainer
     x = vector["inputs"]
-    rewards = _f64_from_bits(x["rewards"])
+    rewards = f64_from_bits(x["rewards"])
     got = {}
     for shaping in ("zscore", "centered_ranks"):
         tr = Trainer([torch.zeros(1)], Config(population=x["population"], shaping=shaping))
         coeffs, stats = tr.coefficients(rewards)
         got[f"{shaping}.coefficients"] = _f64s(coeffs)
         if shaping == "zscore":
-            got["zscore.mean"], got["zscore.std"] = _f64(stats["mean"]), _f64(stats["std"])
+            got["zscore.mean"], got["zscore.std"] = f64_array(stats["mean"]), f64_array(stats["std"])
     return got
 
 
-def _numel(shape) -> int:
+def numel_of(shape) -> int:
     return int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
 
 
@@ -457,12 +456,12 @@ def check_sizes(vector: dict) -> list[str]:
     if x.get("kind") in ("decay", "step"):
         prefix = x["kind"]
         for p in x.get("params", []):
-            numel = _numel(p["shape"])
+            numel = numel_of(p["shape"])
             if len(p["bits"]["values"]) != numel or length(f"{prefix}.{p['name']}") != numel:
                 out.append(f"param {p['name']!r} has shape {p['shape']} but {len(p['bits']['values'])} values, "
                            f"of which {length(prefix + '.' + p['name'])} are expected")
         for a, p in zip(x.get("anchor", []), x.get("params", [])):
-            if a["shape"] != p["shape"] or len(a["bits"]["values"]) != _numel(a["shape"]):
+            if a["shape"] != p["shape"] or len(a["bits"]["values"]) != numel_of(a["shape"]):
                 out.append(f"anchor {a['name']!r} does not match param {p['name']!r}")
         if prefix == "step":
             n = x["config"].get("population")
@@ -474,7 +473,7 @@ def check_sizes(vector: dict) -> list[str]:
         return [f"unknown kind {x.get('kind')!r}"]
     population = x["config"].get("population")
     for p in x["params"]:
-        numel = _numel(p["shape"])
+        numel = numel_of(p["shape"])
         if len(p["bits"]["values"]) != numel:
             out.append(f"param {p['name']!r} has shape {p['shape']} but {len(p['bits']['values'])} values")
         for it in range(len(x["iterations"])):
@@ -532,7 +531,7 @@ def recompute(vector: dict, backend: str) -> dict:
     if x["kind"] == "step":
         return _recompute_step(vector, noise_backend, device)
     cfg = _config_from_inputs(x["config"])
-    tensors = [_tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["params"]]
+    tensors = [tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["params"]]
     layout = [(p["name"], tuple(p["shape"]), p["dtype"]) for p in x["params"]]
     tr = Trainer([(p["name"], t) for p, t in zip(x["params"], tensors)], Config(**cfg), backend=noise_backend)
     got = {}
@@ -542,7 +541,7 @@ def recompute(vector: dict, backend: str) -> dict:
         perturbed = [t.clone() for t in tensors]
         tr.restore(member)
         restored = [t.clone() for t in tensors]
-        stats = tr.update(_f64_from_bits(step["rewards"]).tolist())
+        stats = tr.update(f64_from_bits(step["rewards"]).tolist())
         _record(got, it, perturbed, restored, stats["coefficients"], tensors, layout)
     return got
 
@@ -577,7 +576,7 @@ def trace_libm(vector: dict, draw) -> set:
     allowed = set()
     for j, iteration in enumerate(steps):
         for slot, p in enumerate(x["params"]):
-            numel = _numel(p["shape"])
+            numel = numel_of(p["shape"])
             for member in range(cfg["population"]):
                 m = member - member % 2 if cfg["antithetic"] else member
                 ss = scalar.stream_seed(scalar.member_seed(cfg["seed"], iteration, cfg["population"], m), slot,
@@ -593,12 +592,12 @@ def trace_libm(vector: dict, draw) -> set:
     return allowed
 
 
-AREAS = {
-    "es-at-scale": Area(name="es-at-scale", version=es_at_scale.VERSION,
-                        version_constant="esverify.es.profiles.es_at_scale.VERSION",
-                        generate=_generate("es-at-scale"), backends=_backends("es-at-scale"), recompute=recompute,
-                        check_sizes=check_sizes, libm_trace=libm_trace),
-    "es-awd": Area(name="es-awd", version=es_awd.VERSION, version_constant="esverify.es.profiles.es_awd.VERSION",
-                   generate=_generate("es-awd"), backends=_backends("es-awd"), recompute=recompute,
-                   check_sizes=check_sizes, libm_trace=libm_trace),
-}
+def trainer_area(profile, version_constant: str) -> Area:
+    """The golden area of the Trainer profile `profile` (a `Profile`; the area takes its name and version).
+
+    version_constant: where that version lives, quoted by the gate's messages. A reference whose profile
+    the Trainer runs declares its area as ``trainer_area(PROFILE, "<module>.VERSION")``."""
+    name = profile.name
+    return Area(name=name, version=profile.version, version_constant=version_constant,
+                generate=_generate(name), backends=_backends(name), recompute=recompute,
+                check_sizes=check_sizes, libm_trace=libm_trace)

@@ -250,14 +250,14 @@ def write(path: Path, doc: dict) -> bool:
     path = Path(path)
     if path.is_file() and path.read_bytes() == text.encode("ascii"):
         return False
-    write_atomic(path, text)
+    write_golden_file(path, text)
     return True
 
 
 TEMP_SUFFIX = ".tmp"
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_golden_file(path: Path, text: str) -> None:
     """Write `text` atomically: a temp file ``.<name>.pid<PID>.<random>.tmp`` beside `path`, fsync, rename.
 
     The PID in the name lets `clean_stale_temps` tell a temp file of a

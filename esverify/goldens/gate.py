@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from .. import numerics_probe
-from . import area as area_mod
+from . import areas as area_mod
 from . import compare, fileformat, history
 
 #: Allowed one-ulp libm differences per libm-class value compared (docs/CONTRACT.md §3a expects about 1e-8).

@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import area as area_mod
+from . import areas as area_mod
 from . import fileformat, history
 
 

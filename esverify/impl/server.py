@@ -208,8 +208,16 @@ def trainer_handlers(backend: str | None = None) -> dict:
             "step": lambda a: _step(a, backend), "shaping": _shaping, "decay": _decay}
 
 
-#: the profiles a protocol v1 config can name (protocol.schema.json, config.profile)
-WIRE_PROFILES = ("es-at-scale", "es-awd")
+def wire_profiles() -> tuple:
+    """The profiles a protocol v1 config can name (protocol.schema.json, config.profile): those marked `wire`."""
+    from ..es.profiles import PROFILES
+    return tuple(name for name, p in PROFILES.items() if p.wire)
+
+
+def __getattr__(name):   # WIRE_PROFILES: read from the registry when asked (PEP 562), not at import
+    if name == "WIRE_PROFILES":
+        return wire_profiles()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def trainer_capabilities() -> dict:
@@ -220,9 +228,9 @@ def trainer_capabilities() -> dict:
     return {"protocol": wire.PROTOCOL_VERSION,
             "implementation": {"name": NAME, "version": __version__, "language": "python"},
             "contract_version": CONTRACT_VERSION,
-            # protocol v1's wire config carries these two profiles only (protocol.schema.json); es-paper's
-            # loop has no protocol op (docs/PROTOCOL.md §5), so it is not claimed
-            "profiles": {name: p.version for name, p in PROFILES.items() if name in WIRE_PROFILES},
+            # protocol v1's wire config carries the `wire` profiles only (protocol.schema.json); a loop of
+            # its own has no protocol op (docs/PROTOCOL.md §5), so it is not claimed
+            "profiles": {name: p.version for name, p in PROFILES.items() if p.wire},
             "operations": ["at", "member_seed", "stream_seed", "gaussian", "perturb", "restore", "update",
                            "shaping", "decay", "step"],
             "mappings": ["poly32", "libm64"], "dtypes": ["f32", "f16", "bf16"], "schemes": ["iid", "correlated"],

@@ -357,7 +357,7 @@ class Child:
     """One driver process under its supervisor. `start()` returns the hello dict; `request()` one reply.
 
     python: the child's interpreter; driver: the driver script (copied before each start, with every
-    .py file of its folder); clone: the clone root; log_path: where its output is kept (appended,
+    .py file of `shared`, the shared child code, default the driver's own folder); clone: the clone root; log_path: where its output is kept (appended,
     bounded by `max_output` bytes, 0 = unbounded); env: extra environment entries; workdir: where the
     private folder is made (default the system temp folder); max_memory: RLIMIT_DATA in bytes
     (None: `default_max_memory()`, 0: none); target: the name the hello must carry (None: any).
@@ -367,9 +367,12 @@ class Child:
 
     def __init__(self, python: str, driver: Path, clone: Path, log_path: Path, env: dict | None = None,
                  workdir: Path | None = None, max_memory: int | None = None,
-                 max_output: int = DEFAULT_MAX_OUTPUT, target: str | None = None, pythonpath=None):
+                 max_output: int = DEFAULT_MAX_OUTPUT, target: str | None = None, pythonpath=None,
+                 shared: Path | None = None):
         # pythonpath: accepted and ignored (callers of the former API): the child gets a private copy
         self.python, self.driver, self.clone = str(python), Path(driver).resolve(), Path(clone).resolve()
+        #: the folder of the shared child code (child_server and others) copied beside the driver
+        self.shared = Path(shared).resolve() if shared else self.driver.parent
         self.log_path = Path(log_path)
         self.extra_env = dict(env or {})
         self.workdir = Path(workdir) if workdir else None
@@ -399,10 +402,11 @@ class Child:
         self.root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.workdir))
         _OPEN.add(self)
         try:
-            # the driver's folder holds the driver, the modules it imports (child_server and others) and
-            # the interface manifest the loops compare a clone with (interfaces.json)
-            drivers = sorted(p for p in self.driver.parent.iterdir()
-                             if p.is_file() and (p.suffix == ".py" or p.name == "interfaces.json"))
+            # the shared folder holds the modules a driver imports (child_server and others) and the
+            # interface manifest the loops compare a clone with (interfaces.json); a plug-in's driver
+            # lives in its own package and joins them
+            drivers = sorted({*(p for p in self.shared.iterdir()
+                                if p.is_file() and (p.suffix == ".py" or p.name == "interfaces.json")), self.driver})
             pkg, copied = prepare_root(self.root, drivers)
         except OSError as exc:
             raise ChildDied(f"cannot prepare the child's private folder: {exc}") from None

@@ -140,7 +140,7 @@ def parity(ctx, ref, target, python, dtypes, schemes, devices, mapping, seed, po
     from .options import Options, UsageError
     from .runner import Runner
     try:
-        settings = resolve(ctx, ["ref", *aliases, "python", "formats", "reports"])   # cliutil.SETTINGS has each alias
+        settings = resolve(ctx, ["ref", *aliases, "python", "formats", "reports"])   # cliutil.settings_table() has each alias
     except ConfigError as exc:
         click.echo(f"esverify parity: error: {exc.message}", err=True)
         sys.exit(2)

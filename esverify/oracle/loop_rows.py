@@ -238,11 +238,11 @@ def draw_notes(found) -> str:
     return "; ".join(parts)
 
 
-def run_case(session, case: Case) -> dict:
+def run_loop_case(session, case: Case) -> dict:
     """One loop row on `session` (esverify.oracle.session.Session): our loop, the reference's loop in
     the child, the comparison of the two tapes."""
     from .rows import too_old_python
-    from .session import BackendRefused
+    from .noise_policy import BackendRefused
     opts = session.opts
     if not session.ensure_child():
         return session.row(case, status="error", detail=f"the child could not be restarted: {session.start_error}")

@@ -107,7 +107,7 @@ def build(dtype: str, big: bool, variant: str = "base", shapes=None) -> tuple[li
     return names, tensors
 
 
-def bits_of(t: torch.Tensor) -> np.ndarray:
+def tensor_bits(t: torch.Tensor) -> np.ndarray:
     """Raw bit patterns of a tensor (any device), shape kept: uint16 / uint32 / uint64 (esverify.bits)."""
     raw, _ = bits.array_bits(t)
     return raw.reshape(tuple(t.shape)).copy()
@@ -134,7 +134,7 @@ def write(path: Path, names, tensors, ties=()) -> Path:
     pairs: the child registers the alias as the same Parameter) when there are any."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    arrays = {f"slot{k}": bits_of(t) for k, t in enumerate(tensors)}
+    arrays = {f"slot{k}": tensor_bits(t) for k, t in enumerate(tensors)}
     ties = check_ties(list(names), ties)
     if ties:
         arrays["ties"] = np.array([list(pair) for pair in ties])

@@ -57,7 +57,7 @@ def run_case(session, case) -> dict:
     if owned is not None:
         return owned
     if case.op in session.adapter.loop_ops:   # the references' own training loops (issue 9)
-        return _loop_rows.run_case(session, case)
+        return _loop_rows.run_loop_case(session, case)
     return run_single(session, case)
 
 
@@ -126,7 +126,7 @@ def run_single(session, case) -> dict:
     untouched, sources, whatif = [], {}, None
     if found.missing:
         untouched = [k for k in found.missing
-                     if np.array_equal(paramsets.bits_of(inputs[k]).reshape(-1), theirs[k].reshape(-1))]
+                     if np.array_equal(paramsets.tensor_bits(inputs[k]).reshape(-1), theirs[k].reshape(-1))]
         layout = [(paramsets.dtype_name(t), tuple(t.shape)) for t in inputs]
         sources = _compare.reuse_sources([k for k in found.missing if k not in untouched], layout)
         if case.scheme == "iid" and sources and (cmp.mismatches or reward_note) and not found.eager:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..paths import oracles_dir
 from .child_process import Child, ChildError, ChildTimeout
+from .noise_policy import BackendRefused, noise_backend
 from .rows import make_row
 
 
@@ -24,31 +25,6 @@ def startup_timeout(timeout: float) -> float:
     """Seconds a child (or the interpreter probe) gets to start and send its hello: max(--timeout, 60),
     since importing torch and compiling the noise kernels can take longer than one case."""
     return max(float(timeout), 60.0)
-
-
-class BackendRefused(ValueError):
-    """The child cannot draw the contract's noise bit for bit under this mapping (the row errors)."""
-
-
-def noise_backend(device: str, environment: dict, mapping: str, noise: str = "contract") -> tuple:
-    """(our backend, the backend the child is told to use or None for its own default, a note or "").
-
-    One policy for every row (single-op and loop): the parent's default backend for `device`; when
-    the child lacks it under contract noise, a bitwise-portable mapping (poly32) lets the child use
-    its own default (docs/CONTRACT.md §3b), and any other mapping (libm64, bit-exact only within one
-    backend, §3a) raises BackendRefused naming the fix. Native noise draws torch's generator: no
-    contract backend is involved."""
-    from ..rng import default_backend
-    from ..rng.mappings import get_mapping
-    backend = default_backend(device)
-    seen = (environment.get("noise_backends") or {}).get("cpu", []) if device == "cpu" else ["torch"]
-    if backend in seen or noise != "contract":
-        return backend, backend, ""
-    if not get_mapping(mapping).bitwise_portable:
-        raise BackendRefused(f"the child lacks the noise backend {backend!r} the parent uses, and {mapping} is "
-                             "only bit-exact within one backend (docs/CONTRACT.md §3a); install numba there")
-    return backend, None, (f"the child lacks noise backend {backend!r}; it used its own default "
-                           f"({mapping} is bitwise identical on every backend)")
 
 
 class Session:
@@ -74,9 +50,11 @@ class Session:
     def __init__(self, runner, adapter, clone):
         self.runner, self.adapter, self.clone = runner, adapter, clone
         opts = runner.opts
+        # a built-in driver is a file of oracles/; a plug-in's is an absolute path in its own package
         self.child = Child(opts.python, oracles_dir() / adapter.driver, adapter.clone_root(clone.path),
                            runner.work / f"child-{adapter.name}.log", env=opts.child_env, workdir=runner.work,
-                           max_memory=opts.max_memory, max_output=opts.max_output, target=adapter.name)
+                           max_memory=opts.max_memory, max_output=opts.max_output, target=adapter.name,
+                           shared=oracles_dir())
         self.hello = None
         self.start_error = ""
         self.pool = ThreadPoolExecutor(max_workers=1)   #: waits for the child's reply beside our side

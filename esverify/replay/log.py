@@ -16,8 +16,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-#: the `esverify` block of a clean-room trainer's args.json (esverify.es.runlog writes it)
-ESVERIFY_FORMAT = "esverify.es.runlog/1"
+#: the `esverify` block of a clean-room trainer's args.json: the writer's own spelling (esverify.es.runlog)
+from esverify.es.runlog import FORMAT as ESVERIFY_FORMAT
+
 UPDATES = "iteration_updates"
 _NAME = re.compile(r"iteration_(\d{6,})\.json")
 DECAYS = ("none", "l1", "l2")

@@ -30,49 +30,36 @@ Checks: ``python -m pytest -q tests/test_es_kernels.py tests/test_es_goldens.py`
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Mapping
 
-import torch
-
-
-@dataclass(frozen=True)
-class Profile:
-    """One numerics profile: a named, versioned set of chunk kernels (docs/numerics.md §3).
-
-    A frozen value, looked up by name in `PROFILES` (`get_profile`); the
-    trainer calls its kernels and never asks which profile it holds.
-    name: registry key ("es-at-scale", "es-awd"), recorded in trainer state
-    and goldens. version: int, bumped by any change of a computed bit (with
-    a CHANGELOG heading ``## <name> v<N>`` and regenerated goldens); a state
-    of another version is refused on load. rules: the rule names the
-    profile knows. rule_for(device) -> the rule for a torch.device or
-    device string (the tensor's device decides, never the caller).
-    perturb, new_acc, accumulate, apply: the chunk kernels, signatures in
-    this module's docstring; they take f32 noise and f32/f16/bf16 chunks on
-    one device and raise ValueError for an unknown rule. version_constant:
-    dotted path of the module constant holding `version`, quoted by the
-    goldens gate's messages.
-    """
-
-    name: str                                       #: e.g. "es-at-scale"
-    version: int                                    #: bumped by any change of its bits
-    rules: tuple                                    #: named rules this profile knows
-    rule_for: Callable[[torch.device], str]         #: the rule used on a device
-    perturb: Callable = field(repr=False)
-    new_acc: Callable = field(repr=False)
-    accumulate: Callable = field(repr=False)
-    apply: Callable = field(repr=False)
-    version_constant: str = ""                      #: where `version` lives, for messages
-    scale: Callable = field(default=lambda alpha, population: alpha / population, repr=False)
+from .base import Profile
 
 
-def _load() -> dict:
-    from . import es_at_scale, es_awd, es_paper
-    return {p.name: p for p in (es_at_scale.PROFILE, es_awd.PROFILE, es_paper.PROFILE)}
+class _Registry(Mapping):
+    """name -> profile of every reference whose kind `loop` says (False: Trainer-shaped `Profile`, True: a loop
+    profile, docs/numerics.md §8); filled from esverify.references on first use."""
+
+    def __init__(self, loop: bool):
+        self._loop = loop
+
+    def _table(self) -> dict:
+        from ... import references
+        return {name: p for name, p in references.profiles().items() if isinstance(p, Profile) != self._loop}
+
+    def __getitem__(self, name):
+        return self._table()[name]
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self):
+        return len(self._table())
 
 
-PROFILES: dict = _load()
+#: name -> Trainer profile (`Profile`) of every reference
+PROFILES: Mapping = _Registry(loop=False)
+#: name -> loop profile (not Trainer-shaped: docs/numerics.md §8) of every reference
+LOOP_PROFILES: Mapping = _Registry(loop=True)
 
 
 def get_profile(name: str) -> Profile:
@@ -81,7 +68,3 @@ def get_profile(name: str) -> Profile:
         return PROFILES[name]
     except KeyError:
         raise ValueError(f"unknown profile {name!r}; known: {sorted(PROFILES)}") from None
-
-
-from . import skill_sample as _skill_sample  # noqa: E402  (a loop profile, not Trainer-shaped: docs/numerics.md §8)
-LOOP_PROFILES: dict = {_skill_sample.PROFILE.name: _skill_sample.PROFILE}

@@ -1,41 +1,31 @@
-"""The registry of reference adapters: name -> module, imported only when asked (CONTRIBUTING.md, "Adding a reference").
+"""The reference adapters, looked up by name in esverify.references (CONTRIBUTING.md, "Adding a reference").
 
 Design record: the oracle core (cases, runner, reports, command line) is
 written once against `base.Adapter` and never branches on a reference's
-name, as esverify.goldens.area does for golden areas and pytest does for
-its plug-ins. A reference is one module under this package defining
-`ADAPTER` (an `Adapter` instance); registering it is one line in
-ADAPTER_MODULES. Modules are imported lazily so that naming the registry
-costs nothing and a broken adapter breaks only the runs that ask for it.
+name, as the goldens gate does for golden areas and pytest does for its
+plug-ins. A reference's adapter lives in its own package
+(`esverify/references/<name>/adapter.py`, or an installed plug-in) and is
+imported lazily, so that naming the registry costs nothing and a broken
+adapter breaks only the runs that ask for it.
 """
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 from .base import Adapter, Cell, LoopSpec, MatrixSpec
 
-#: adapter name -> module defining `ADAPTER`; imported only when asked for. Order is report order.
-ADAPTER_MODULES = {
-    "es-at-scale": "esverify.oracle.adapters.es_at_scale",
-    "es-awd": "esverify.oracle.adapters.es_awd",
-    "es-paper": "esverify.oracle.adapters.es_paper",
-    "skill-sample": "esverify.oracle.adapters.skill_sample",
-}
-
-
 def names() -> list[str]:
     """The registered adapter names, in report order."""
-    return list(ADAPTER_MODULES)
+    from ... import references
+    return references.adapter_names()
 
 
 def get(name: str) -> Adapter:
     """The adapter registered under `name`; KeyError naming the known adapters."""
-    if name not in ADAPTER_MODULES:
-        raise KeyError(f"unknown reference {name!r}; known: {names()}")
-    adapter = importlib.import_module(ADAPTER_MODULES[name]).ADAPTER
+    from ... import references
+    adapter = references.adapter(name)
     if not isinstance(adapter, Adapter) or adapter.name != name:   # like numpy's Generator: check it is one
-        raise TypeError(f"{ADAPTER_MODULES[name]}.ADAPTER is not the Adapter named {name!r}")
+        raise TypeError(f"{references.get(name).adapter} is not the Adapter named {name!r}")
     return adapter
 
 
@@ -75,5 +65,5 @@ def not_recognised_message(path) -> str:
     return f"{path}: no reference adapter recognises it (looked for {looks})"
 
 
-__all__ = ["ADAPTER_MODULES", "Adapter", "Cell", "LoopSpec", "MatrixSpec", "all_adapters", "get", "loop_ops", "loop_spec", "names",
+__all__ = ["Adapter", "Cell", "LoopSpec", "MatrixSpec", "all_adapters", "get", "loop_ops", "loop_spec", "names",
            "not_recognised_message", "recognise"]

@@ -91,7 +91,8 @@ class Adapter:
     default_path: str = ""
     #: a deprecated option that names this reference's clone (e.g. "--awd-ref"), or None
     alias_flag: str | None = None
-    #: the child driver: a script under oracles/, run by path in the child interpreter
+    #: the child driver, run by path in the child interpreter beside the shared child code: a file name
+    #: under oracles/ (a built-in reference), or an absolute path (a plug-in's driver in its own package)
     driver: str = ""
     #: licence file name in the clone (docs/references.md §4)
     licence: str = ""

@@ -18,10 +18,17 @@ Design record:
 - `runlog`: the run log our loop writes and its replay, which `esverify
   replay` dispatches to (docs/replay.md §10).
 - `shapes`: peft and vLLM names and shapes of a Qwen-style decoder.
-- No `REFERENCE` object here: the lead wires registration (adapter,
-  driver, stand-in) into the references registry.
+- `REFERENCE`: this package's record in the references registry
+  (esverify.references); its golden area, and the parity adapter once it
+  exists.
 
 Dependencies point one way: this package -> esverify.rng, numpy, torch.
 Checks: ``python -m pytest -q tests/test_eggroll_lowrank.py`` and
 ``esverify goldens check --area lowrank``.
 """
+from esverify.references import Reference
+
+REFERENCE = Reference(
+    name="eggroll",
+    golden_areas=("esverify.references.eggroll.area:AREA",),
+)

@@ -7,7 +7,7 @@ legacy generator, weights members by a fixed `utilities` vector indexed by
 member number, and accumulates the update in f64 numpy. So this profile is
 not a `Profile` of chunk kernels (the Trainer cannot run it); it is a
 `LoopProfile` whose kernels work on the whole flat vector and are driven by
-`esverify.es.skill_sample.run_skill_loop`. Measured on torch 2.13 CPU
+`esverify.references.skill_sample.loop.run_skill_loop`. Measured on torch 2.13 CPU
 (tests/test_skill_sample_profile.py checks every line against torch itself)::
 
     q(noise)  = rd_dt(rd32(noise))           torch.tensor(f64 array, dtype=dt): through f32, double rounding
@@ -38,7 +38,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..numerics import DTYPES, rd32, round_to, scalar32, widen
+from esverify.es.numerics import DTYPES, rd32, round_to, scalar32, widen
 
 VERSION = 1
 #: the one rule: CPU, as measured (the page's default device is CUDA; unverified there)
@@ -149,4 +149,4 @@ def apply(params: torch.Tensor, acc: np.ndarray, lr: float, sigma: float) -> tor
 
 PROFILE = LoopProfile(name="skill-sample", version=VERSION, rules=(RULE,), perturb=perturb,
                       accumulate=accumulate, apply=apply, utilities=utilities,
-                      version_constant="esverify.es.profiles.skill_sample.VERSION")
+                      version_constant="esverify.references.skill_sample.profile.VERSION")

@@ -9,7 +9,7 @@ Design record:
   numpy roundings, scalar-RNG contract noise); native noise is torch's own
   generator by definition, so native vectors draw it with ``torch.randn``
   and hold CPU values (bitwise only on torch CPU of the same version).
-  The gate recomputes through esverify.es.paper_loop.run_paper_loop on
+  The gate recomputes through esverify.references.es_paper.loop.run_paper_loop on
   every CPU target of esverify.rng.backend_targets() (the profile is
   measured on CPU only, so no CUDA target).
 - The reward must be language-neutral and exact: prompt k of a copy with
@@ -21,7 +21,7 @@ Design record:
   numpy's global generator itself (``np.random.seed`` then
   ``np.random.randint``, state saved and restored around it), recomputed
   through the private ``RandomState`` of esverify.es.schedule.
-- The area's version is the profile's (esverify.es.profiles.es_paper.VERSION).
+- The area's version is the profile's (esverify.references.es_paper.profile.VERSION).
 """
 from __future__ import annotations
 
@@ -29,10 +29,10 @@ import math
 
 import numpy as np
 
-from ..es.profiles import es_paper
-from .area import Area
-from .compare import decode, encode, encode_ints
-from .es_area import _f64, _f64_from_bits, _numel, _param_inputs, _tensor_from_bits
+from . import profile as es_paper
+from esverify.goldens.area import Area
+from esverify.goldens.compare import decode, encode, encode_ints
+from esverify.goldens.es_area import f64_array, f64_from_bits, numel_of, param_inputs, tensor_from_bits
 
 MIXED = [("w", (5, 3), "f32"), ("b", (), "f16"), ("v", (9,), "bf16"), ("h", (6,), "f16")]
 SAME = {d: [("w", (4, 3), d), ("b", (), d), ("v", (9,), d)] for d in ("f32", "f16", "bf16")}
@@ -40,7 +40,7 @@ PROMPTS = 3
 
 
 def _initial(layout, seed: int, scale: float = 1.0) -> list:
-    from ..es import reference as R
+    from esverify.es import reference as R
     rng = np.random.default_rng(seed)
     return [np.asarray(rng.standard_normal(shape) * scale).astype(np.float32).astype(R.NP_DTYPES[dt])
             for _, shape, dt in layout]
@@ -64,7 +64,7 @@ def _as_f64(a) -> np.ndarray:
 def _case(id_, comment, layout, *, population=5, iterations=2, sigma=0.01, alpha=0.05, initial_seed=33,
           gpu_threads=1, iid=False, noise="contract", mapping="poly32", scale=1.0, constant=None) -> dict:
     params = _initial(layout, 100 + len(id_), scale)
-    total = sum(_numel(shape) for _, shape, _ in layout)
+    total = sum(numel_of(shape) for _, shape, _ in layout)
     rng = np.random.default_rng(200 + len(id_))
     if constant is None:
         weights, bias = rng.standard_normal((PROMPTS, total)), rng.standard_normal(PROMPTS).round(3)
@@ -110,8 +110,8 @@ def _cases() -> list[dict]:
 
 def _native_draw(iid: bool):
     import torch
-    from ..es import reference as R
-    from ..es.numerics import NAME_DTYPES
+    from esverify.es import reference as R
+    from esverify.es.numerics import NAME_DTYPES
 
     def draw(seed, slot, shape, name):
         g = torch.Generator(device="cpu")
@@ -122,10 +122,10 @@ def _native_draw(iid: bool):
 
 
 def _contract_draw(iid: bool, mapping: str):
-    from ..es import reference as R
+    from esverify.es import reference as R
 
     def draw(seed, slot, shape, name):
-        return R.paper_contract_noise(seed, slot, _numel(shape), iid, mapping, name).reshape(shape)
+        return R.paper_contract_noise(seed, slot, numel_of(shape), iid, mapping, name).reshape(shape)
     return draw
 
 
@@ -144,7 +144,7 @@ def _record(tape, layout, to_np) -> dict:
 
 
 def _vector(case: dict) -> dict:
-    from ..es import reference as R
+    from esverify.es import reference as R
     run = case["run"]
     draw = _native_draw(run["iid"]) if run["noise"] == "native" else _contract_draw(run["iid"], run["mapping"])
     tape = R.paper_loop([p.copy() for p in case["params"]], iterations=run["iterations"],
@@ -152,9 +152,9 @@ def _vector(case: dict) -> dict:
                         initial_seed=run["initial_seed"], gpu_threads=run["gpu_threads"],
                         prompt_rewards=prompt_rewards_of(case["weights"], case["bias"]),
                         dataset_size=PROMPTS, draw=draw)
-    inputs = {"kind": "paper-loop", "params": _param_inputs(case["layout"], case["params"]),
-              "iterations": run["iterations"], "population": run["population"], "sigma": _f64(run["sigma"]),
-              "alpha": _f64(run["alpha"]), "initial_seed": run["initial_seed"], "gpu_threads": run["gpu_threads"],
+    inputs = {"kind": "paper-loop", "params": param_inputs(case["layout"], case["params"]),
+              "iterations": run["iterations"], "population": run["population"], "sigma": f64_array(run["sigma"]),
+              "alpha": f64_array(run["alpha"]), "initial_seed": run["initial_seed"], "gpu_threads": run["gpu_threads"],
               "iid": run["iid"], "noise": run["noise"], "mapping": run["mapping"] if run["noise"] == "contract"
               else None, "reward": {"prompts": PROMPTS, "bias": encode(np.asarray(case["bias"], np.float64)),
                                     "weights": encode(np.asarray(case["weights"], np.float64).reshape(-1))}}
@@ -190,12 +190,12 @@ def generate() -> list[dict]:
 
 
 def _targets() -> list[str]:
-    from ..rng import backend_targets
+    from esverify.rng import backend_targets
     return [label for label, _, device in backend_targets() if device != "cuda"]
 
 
 def _noise_backend(label: str) -> str:
-    from ..rng import backend_targets
+    from esverify.rng import backend_targets
     return {lab: name for lab, name, _ in backend_targets()}[label]
 
 
@@ -220,7 +220,7 @@ def check_sizes(vector: dict) -> list[str]:
         return [f"population {n!r}, iterations {its!r} and gpu_threads {g!r} must be ints >= 1"]
     total = 0
     for p in x["params"]:
-        numel = _numel(p["shape"])
+        numel = numel_of(p["shape"])
         total += numel
         fields = [f"final.{p['name']}"] + [f"before_update.copy{j}.{p['name']}" for j in range(g)]
         if len(p["bits"]["values"]) != numel or any(length(f) != numel for f in fields):
@@ -239,7 +239,7 @@ def check_sizes(vector: dict) -> list[str]:
 
 def recompute(vector: dict, backend: str) -> dict:
     """run_paper_loop (or the private RandomState) on `backend`, a CPU label of backend_targets()."""
-    from ..es import schedule
+    from esverify.es import schedule
     if backend not in _targets():
         raise ValueError(f"es-paper backend {backend!r} is unknown or not available here; available: {_targets()}")
     problems = check_sizes(vector)
@@ -249,15 +249,15 @@ def recompute(vector: dict, backend: str) -> dict:
     if x["kind"] == "seed-schedule":
         stream = schedule.paper_seed_stream(x["initial_seed"], x["count"])
         return {f"it{i}.seeds": encode_ints(next(stream), "u64") for i in range(x["iterations"])}
-    from ..es.paper_loop import run_paper_loop
-    tensors = [_tensor_from_bits(p["bits"], tuple(p["shape"]), "cpu") for p in x["params"]]
+    from .loop import run_paper_loop
+    tensors = [tensor_from_bits(p["bits"], tuple(p["shape"]), "cpu") for p in x["params"]]
     k = x["reward"]["prompts"]
     weights = decode(x["reward"]["weights"]).view(np.float64).reshape(k, -1)
-    bias = _f64_from_bits(x["reward"]["bias"])
+    bias = f64_from_bits(x["reward"]["bias"])
     contract = x["noise"] == "contract"
     tape = run_paper_loop([p["name"] for p in x["params"]], tensors, iterations=x["iterations"],
-                          population=x["population"], sigma=float(_f64_from_bits(x["sigma"])[0]),
-                          alpha=float(_f64_from_bits(x["alpha"])[0]), initial_seed=x["initial_seed"],
+                          population=x["population"], sigma=float(f64_from_bits(x["sigma"])[0]),
+                          alpha=float(f64_from_bits(x["alpha"])[0]), initial_seed=x["initial_seed"],
                           gpu_threads=x["gpu_threads"], iid=x["iid"], noise=x["noise"],
                           mapping=x["mapping"] if contract else "poly32",
                           backend=_noise_backend(backend) if contract else None,
@@ -266,5 +266,5 @@ def recompute(vector: dict, backend: str) -> dict:
     return _record(tape, layout, lambda t: t)
 
 
-AREA = Area(name="es-paper", version=es_paper.VERSION, version_constant="esverify.es.profiles.es_paper.VERSION",
+AREA = Area(name="es-paper", version=es_paper.VERSION, version_constant="esverify.references.es_paper.profile.VERSION",
             generate=generate, backends=_targets, recompute=recompute, check_sizes=check_sizes)

@@ -24,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .. import cpu_kernels
-from ..numerics import rd32, round_to, scalar32, widen
-from . import Profile
+from esverify.es import cpu_kernels
+from esverify.es.numerics import rd32, round_to, scalar32, widen
+from esverify.es.profiles.base import Profile
 
 VERSION = 1
 RULE = "portable"
@@ -84,4 +84,4 @@ def apply(theta, acc, scale, rule, first, numel, out):
 
 PROFILE = Profile(name="es-at-scale", version=VERSION, rules=(RULE,), rule_for=lambda device: RULE,
                   perturb=perturb, new_acc=new_acc, accumulate=accumulate, apply=apply,
-                  version_constant="esverify.es.profiles.es_at_scale.VERSION")
+                  version_constant="esverify.references.es_at_scale.profile.VERSION", wire=True)

@@ -1,8 +1,8 @@
 """Straight-line reference of the `skill-sample` profile, for tests and goldens (docs/numerics.md §8).
 
 numpy (with ml_dtypes for bfloat16), one rounding per spec line, no torch,
-nothing imported from the kernels it checks (esverify.es.profiles.skill_sample,
-esverify.es.skill_sample): the utilities are rebuilt here from their
+nothing imported from the kernels it checks (esverify.references.skill_sample.profile,
+esverify.references.skill_sample.loop): the utilities are rebuilt here from their
 formula, the noise comes from numpy's RandomState (native) or from the slow
 scalar RNG reference (esverify.rng.scalar; contract). Slow on purpose
 (contract noise is one Python call per element): keep vectors to a few

@@ -10,9 +10,9 @@ returns them in member order). Expected, per generation g: ``g<g>.model``
 ``g<g>.z`` (f64 z-scores) and ``g<g>.params`` (params_current after the
 update). One ``skill-utilities`` vector pins the 30 f64 weights.
 
-Expected values come from `esverify.es.skill_reference` (numpy and
+Expected values come from `esverify.references.skill_sample.model` (numpy and
 ml_dtypes, the scalar RNG reference), imported only by `generate`;
-`recompute` runs `esverify.es.skill_sample.run_skill_loop` (torch) on CPU
+`recompute` runs `esverify.references.skill_sample.loop.run_skill_loop` (torch) on CPU
 with the noise backend of each target of `esverify.rng.backend_targets()`
 (native vectors do not use it; torch-cuda is not a target: the profile's
 one rule is `cpu`). The area's version is the profile's version.
@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..es.profiles import skill_sample as P
-from .area import Area
-from .compare import decode, encode
+from . import profile as P
+from esverify.goldens.area import Area
+from esverify.goldens.compare import decode, encode
 
 KIND = "skill-run"
 DTYPES = ("f32", "f16", "bf16")
@@ -50,7 +50,7 @@ def _f64s(xs) -> dict:
     return encode(np.asarray(xs, dtype=np.float64))
 
 
-def _f64_from_bits(array: dict) -> np.ndarray:
+def f64_from_bits(array: dict) -> np.ndarray:
     if array["format"] != "f64":
         raise ValueError(f"expected an f64 bit array, got {array['format']}")
     return decode(array).view(np.float64)
@@ -62,7 +62,7 @@ def _rewards(n: int, generations: int, seed: int) -> list[list[float]]:
 
 
 def _params(name: str, numel: int, seed: int, scale: float = 1.0) -> np.ndarray:
-    from ..es import skill_reference as R
+    from . import model as R
     x = np.random.default_rng([numel, seed]).standard_normal(numel) * scale
     return x.astype(np.float32).astype(R.NP_DTYPES[name])
 
@@ -117,7 +117,7 @@ def _cases() -> list[dict]:
 
 
 def _vector(case: dict) -> dict:
-    from ..es import skill_reference as R
+    from . import model as R
     gens = R.run(case["params"], case["rewards"], case["population"], case["sigma"], case["lr"], case["seed_base"],
                  case["noise"])
     expected = {}
@@ -134,7 +134,7 @@ def _vector(case: dict) -> dict:
 
 
 def generate() -> list[dict]:
-    from ..es import skill_reference as R
+    from . import model as R
     util = {"id": "skill-utilities", "comment": "the page's module global utilities: max(0, log(16) - log(i+1)), "
             "i < 30, math.log (our reading), f64, divided by its numpy sum; members 15..29 get weight 0",
             "inputs": {"kind": "skill-utilities", "size": R.GLOBAL_POPULATION},
@@ -143,7 +143,7 @@ def generate() -> list[dict]:
 
 
 def _targets() -> dict:
-    from ..rng import backend_targets
+    from esverify.rng import backend_targets
     return {label: name for label, name, device in backend_targets() if device != "cuda"}
 
 
@@ -168,9 +168,9 @@ def check_sizes(vector: dict) -> list[str]:
 
 def recompute(vector: dict, backend: str) -> dict:
     """run_skill_loop on CPU with noise backend `backend` (a label of backend_targets) and the prescribed rewards."""
-    from ..es import skill_sample as S
-    from ..es.numerics import NAME_DTYPES
-    from .es_area import _tensor_from_bits
+    from . import loop as S
+    from esverify.es.numerics import NAME_DTYPES
+    from esverify.goldens.es_area import tensor_from_bits
     targets = _targets()
     if backend not in targets:
         raise ValueError(f"skill-sample backend {backend!r} is unknown or not available here; "
@@ -181,14 +181,14 @@ def recompute(vector: dict, backend: str) -> dict:
     x = vector["inputs"]
     if x["kind"] == "skill-utilities":
         return {"utilities": _f64s(P.utilities())}
-    flat = _tensor_from_bits(x["params"], (len(x["params"]["values"]),), "cpu")
+    flat = tensor_from_bits(x["params"], (len(x["params"]["values"]),), "cpu")
     if flat.dtype != NAME_DTYPES[x["dtype"]]:
         raise ValueError(f"vector {vector['id']!r}: params are {x['params']['format']}, dtype says {x['dtype']}")
-    rewards = [_f64_from_bits(g["rewards"]).tolist() for g in x["generations"]]
+    rewards = [f64_from_bits(g["rewards"]).tolist() for g in x["generations"]]
     calls = iter([r for gen in rewards for r in gen])
     contract = x["noise"] == "contract"
     out = S.run_skill_loop(flat, generations=len(rewards), population=x["population"],
-                           sigma=float(_f64_from_bits(x["sigma"])[0]), lr=float(_f64_from_bits(x["lr"])[0]),
+                           sigma=float(f64_from_bits(x["sigma"])[0]), lr=float(f64_from_bits(x["lr"])[0]),
                            seed_base=x["seed_base"], noise=x["noise"], mapping=x.get("mapping", "poly32"),
                            backend=targets[backend] if contract else None, reward=lambda v: next(calls))
     got = {}

@@ -11,7 +11,7 @@ Design record:
 - The threads are not reproduced: each copy is touched by one member at a
   time and the reward is a function of that copy's bits, so running the
   members one after the other in member order gives the same bits.
-- Numerics: the `es-paper` profile's kernels (esverify.es.profiles.es_paper),
+- Numerics: the `es-paper` profile's kernels (esverify.references.es_paper.profile),
   the seed schedule `es-paper` (esverify.es.schedule.paper_seed_stream: a
   private legacy ``RandomState``, numpy's global generator is never
   touched) and `normalise` (numpy's own f32 mean and std).
@@ -40,10 +40,10 @@ import torch
 
 from esverify.rng import stream_seed as stream_seed_u64
 
-from .noise import NoiseSource
-from .numerics import DTYPES, widen
-from .profiles import es_paper
-from .schedule import paper_seed_stream
+from esverify.es.noise import NoiseSource
+from esverify.es.numerics import DTYPES, widen
+from . import profile as es_paper
+from esverify.es.schedule import paper_seed_stream
 
 NOISES = ("native", "contract")
 

@@ -10,8 +10,8 @@ path (esverify.oracle.loop_rows).
 """
 from __future__ import annotations
 
-from ..case_model import PAPER_POPULATION, POPULATIONS, REWARD_SHAPES, Case
-from .base import Adapter, LoopSpec
+from esverify.oracle.case_model import PAPER_POPULATION, POPULATIONS, REWARD_SHAPES, Case
+from esverify.oracle.adapters.base import Adapter, LoopSpec
 
 #: the trainer loop's engines: the population is made not a multiple of them
 FIT_ENGINES = 2

@@ -3,7 +3,7 @@
 Design record:
 - `run_skill_loop` computes what the page's ``es_train_loop`` computes, on
   one flat parameter vector (``parameters_to_vector``), with the roundings
-  of the `skill-sample` profile (esverify.es.profiles.skill_sample). It is
+  of the `skill-sample` profile (esverify.references.skill_sample.profile). It is
   a loop of its own, not the Trainer: the page's algorithm differs from the
   paper's (f64 noise from numpy, utilities weights by member number, f64
   accumulation, lr / sigma as the step scale).
@@ -37,9 +37,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .. import bits as _bits
-from .. import rng as _rng
-from .profiles import skill_sample as P
+from esverify import bits as _bits
+from esverify import rng as _rng
+from . import profile as P
 
 NOISES = ("native", "contract")
 #: numpy's legacy seeding refuses seeds outside [0, 2**32)

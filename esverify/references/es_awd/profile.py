@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import torch
 
-from ..numerics import fma32, rd32, rd_dt32, round_to, scalar32, widen
-from . import Profile
+from esverify.es.numerics import fma32, rd32, rd_dt32, round_to, scalar32, widen
+from esverify.es.profiles.base import Profile
 
 VERSION = 1
 TAIL_BLOCK = 32
@@ -93,4 +93,4 @@ def apply(theta, acc, scale, rule, first, numel, out):
 
 PROFILE = Profile(name="es-awd", version=VERSION, rules=("cpu", "cuda"), rule_for=rule_for,
                   perturb=perturb, new_acc=new_acc, accumulate=accumulate, apply=apply,
-                  version_constant="esverify.es.profiles.es_awd.VERSION")
+                  version_constant="esverify.references.es_awd.profile.VERSION", wire=True)

@@ -4,7 +4,7 @@ Design record: people paste published snippets into notebooks; this
 adapter takes the page's code as one module (a `.py` file, or a folder
 holding one, that defines `es_train_loop` and the global `utilities`),
 drives `es_train_loop` in the child (oracles/driver_skill_sample.py) with
-the runner's reward, and runs our side's `esverify.es.skill_sample.
+the runner's reward, and runs our side's `esverify.references.skill_sample.loop.
 run_skill_loop` (profile `skill-sample`, docs/numerics.md) on the same
 flat parameter vector, seeds and rewards. Rows: f32/f16/bf16 x contract/
 native noise at N = 5, the page's own N = 30, and N = 40 (above the
@@ -22,8 +22,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from ..case_model import Case, whole_loop_shrink_candidates
-from .base import Adapter
+from esverify.oracle.case_model import Case, whole_loop_shrink_candidates
+from esverify.oracle.adapters.base import Adapter
 
 OP = "es_train_loop"
 DTYPES = ("f32", "f16", "bf16")
@@ -153,7 +153,7 @@ class SkillSample(Adapter):
         return whole_loop_shrink_candidates(case)
 
     def run_row(self, session, case) -> dict:
-        from . import skill_rows
+        from . import rows as skill_rows
         return skill_rows.run_row(self, session, case)
 
 

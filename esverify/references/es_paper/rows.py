@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import compare as _compare
-from .. import paramsets
-from ..case_model import REWARD_TARGET
-from ..rewards import loop_reward as reward
-from ..session import BackendRefused
+from esverify.oracle import compare as _compare
+from esverify.oracle import paramsets
+from esverify.oracle.case_model import REWARD_TARGET
+from esverify.oracle.rewards import loop_reward as reward
+from esverify.oracle.noise_policy import BackendRefused
 
 
 def _hexf(x: float) -> str:
@@ -75,8 +75,8 @@ def _first_member_difference(ours_rewards, members) -> str:
 
 
 def run_row(adapter, session, case) -> dict:
-    from ...es.paper_loop import run_paper_loop
-    from ...es.schedule import paper_seed_stream
+    from .loop import run_paper_loop
+    from esverify.es.schedule import paper_seed_stream
     try:
         ours_backend, child_backend = session.backend(case)
     except BackendRefused as exc:
@@ -174,7 +174,7 @@ def run_row(adapter, session, case) -> dict:
         notes.append(f"{case.op}: {len(found.foreign)} draws with seeds no member of the schedule has")
     if threads > 1 and iterations:
         drift = [k for k, copy in enumerate(ours["copies_before_update"])
-                 if any(not np.array_equal(paramsets.bits_of(a), paramsets.bits_of(b))
+                 if any(not np.array_equal(paramsets.tensor_bits(a), paramsets.tensor_bits(b))
                         for a, b in zip(copy, snapshots[-1] if snapshots else tensors))]
         if drift:
             session.record_finding("restore-drift", case, f"copies {drift} drifted in the last iteration")

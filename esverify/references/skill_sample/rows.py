@@ -16,11 +16,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .. import compare as _compare
-from .. import paramsets
-from ..case_model import REWARD_TARGET
-from ..rewards import loop_reward as reward
-from ..session import BackendRefused
+from esverify.oracle import compare as _compare
+from esverify.oracle import paramsets
+from esverify.oracle.case_model import REWARD_TARGET
+from esverify.oracle.rewards import loop_reward as reward
+from esverify.oracle.noise_policy import BackendRefused
 
 
 def _hexf(x: float) -> str:
@@ -50,7 +50,7 @@ def _pieces(flat: torch.Tensor, shapes) -> list:
 
 
 def run_row(adapter, session, case) -> dict:
-    from ...es import skill_sample as ours_loop
+    from . import loop as ours_loop
     try:
         ours_backend, child_backend = session.backend(case)
     except BackendRefused as exc:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from ..case_model import Case
-from .base import Adapter, LoopSpec, even
+from esverify.oracle.case_model import Case
+from esverify.oracle.adapters.base import Adapter, LoopSpec, even
 
 #: the main loop's engines
 MAIN_ENGINES = 4
@@ -96,7 +96,7 @@ class EsAwd(Adapter):
         return case.kind in ("update", "decay")
 
     def rule_for(self, device: str) -> str:
-        from ...es import get_profile
+        from esverify.es import get_profile
         return get_profile(self.profile).rule_for(torch.device(device))
 
 

@@ -6,7 +6,7 @@ four scripts (countdown and conciseness, each plain and `_iid`) in
 the repository's earlier name (es-fine-tuning-paper). One path can
 therefore be both an es-at-scale clone and an es-paper clone. Each row
 runs one script's `main()` in the child (oracles/driver_es_paper.py) and
-our side's `esverify.es.paper_loop.run_paper_loop` (profile `es-paper`,
+our side's `esverify.references.es_paper.loop.run_paper_loop` (profile `es-paper`,
 docs/numerics.md) on the same parameter set, seeds and rewards, and
 compares per iteration: the seeds the script's numpy schedule drew, the
 reward each member was handed, the parameters of model copy 0 when each
@@ -23,8 +23,8 @@ from __future__ import annotations
 from pathlib import Path
 
 
-from ..case_model import Case, whole_loop_shrink_candidates
-from .base import Adapter
+from esverify.oracle.case_model import Case, whole_loop_shrink_candidates
+from esverify.oracle.adapters.base import Adapter
 
 SCRIPTS = {   # op -> (script file, iid, task)
     "main-countdown": ("es_fine-tuning_countdown.py", False, "countdown"),
@@ -167,7 +167,7 @@ class EsPaper(Adapter):
 
     # ------------------------------------------------------------- a row
     def run_row(self, session, case) -> dict:
-        from . import paper_rows
+        from . import rows as paper_rows
         return paper_rows.run_row(self, session, case)
 
 

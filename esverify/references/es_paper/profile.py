@@ -34,7 +34,7 @@ its kernel. The update needs alpha and N separately, so `scale` hands
 `apply` the pair ``(alpha, population)`` instead of the f64 alpha / N.
 The restore (perturb with -sigma) is not exact: ``(theta + t) - t`` leaves
 a rounding drift, which the paper loop keeps on each model copy
-(esverify.es.paper_loop). CUDA is unmeasured: the same lines are used on
+(esverify.references.es_paper.loop). CUDA is unmeasured: the same lines are used on
 any device, and a parity run there confirms or refutes them.
 
 Checks: ``python -m pytest -q tests/test_es_paper_profile.py`` (each line
@@ -46,8 +46,9 @@ from __future__ import annotations
 
 import torch
 
-from ..numerics import rd32, round_to, scalar32, widen
-from . import Profile, es_at_scale
+from esverify.es.numerics import rd32, round_to, scalar32, widen
+from esverify.es.profiles.base import Profile
+from esverify.references.es_at_scale import profile as es_at_scale
 
 VERSION = 1
 RULE = "cpu"
@@ -109,4 +110,4 @@ def apply(theta, acc, scale, rule, first, numel, out):
 
 PROFILE = Profile(name="es-paper", version=VERSION, rules=(RULE,), rule_for=lambda device: RULE,
                   perturb=perturb, new_acc=new_acc, accumulate=accumulate, apply=apply,
-                  version_constant="esverify.es.profiles.es_paper.VERSION", scale=scale)
+                  version_constant="esverify.references.es_paper.profile.VERSION", scale=scale)

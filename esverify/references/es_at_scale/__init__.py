@@ -1,0 +1,14 @@
+"""es-at-scale, the ES-at-scale library (docs/references.md): everything esverify knows about it on the parent side.
+
+adapter: the parity adapter (`--ref`); profile: numerics profile `es-at-scale`;
+golden_area: its golden area (the Trainer area of esverify.goldens.es_area). Its child
+driver is oracles/driver_es_at_scale.py.
+"""
+from esverify.references import Reference
+
+REFERENCE = Reference(
+    name="es-at-scale",
+    adapter="esverify.references.es_at_scale.adapter:ADAPTER",
+    profiles=("esverify.references.es_at_scale.profile:PROFILE",),
+    golden_areas=("esverify.references.es_at_scale.golden_area:AREA",),
+)

@@ -1,0 +1,14 @@
+"""es-awd, the ES-with-anchored-weight-decay scripts (docs/references.md): everything esverify knows about it.
+
+adapter: the parity adapter (`--ref`); profile: numerics profile `es-awd`
+(rules cpu/cuda); golden_area: its golden
+area (the Trainer area of esverify.goldens.es_area). Its child driver is oracles/driver_es_awd.py.
+"""
+from esverify.references import Reference
+
+REFERENCE = Reference(
+    name="es-awd",
+    adapter="esverify.references.es_awd.adapter:ADAPTER",
+    profiles=("esverify.references.es_awd.profile:PROFILE",),
+    golden_areas=("esverify.references.es_awd.golden_area:AREA",),
+)

@@ -1,0 +1,15 @@
+"""es-paper, the paper's original scripts (docs/references.md): everything esverify knows about it on the parent side.
+
+adapter (parity adapter), rows (its whole-loop rows), profile (numerics
+profile `es-paper`), loop (our side of its loop, `run_paper_loop`),
+golden_area (golden area `es-paper`). Its child driver is
+oracles/driver_es_paper.py.
+"""
+from esverify.references import Reference
+
+REFERENCE = Reference(
+    name="es-paper",
+    adapter="esverify.references.es_paper.adapter:ADAPTER",
+    profiles=("esverify.references.es_paper.profile:PROFILE",),
+    golden_areas=("esverify.references.es_paper.golden_area:AREA",),
+)

@@ -1,0 +1,287 @@
+"""The shape of the whole esverify package (issue 30): the core never names a reference, no import cycle (modules
+loaded by name through esverify.references included), no arrow from a lower layer to a higher one, and no
+private name imported or reached across modules, on the parent side and the child side (oracles/).
+
+Static checks over the source (ast and tokens), so they cost nothing and hold for code paths no run reaches:
+every import counts, module-level or inside a function. Run the name count alone with
+``python tests/test_structure.py`` (it prints the places per file).
+"""
+from __future__ import annotations
+
+import ast
+import graphlib
+import io
+import re
+import sys
+import tokenize
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "esverify"
+CHILD = ROOT / "oracles"
+#: a reference's name in code: identifiers and string literals (docstrings and comments not counted)
+NAMES = re.compile(r"es[-_]?at[-_]?scale|at_scale|awd|es[-_]paper|paper_|skill[-_]sample|skill_|eggroll", re.I)
+#: core files still allowed to name a reference: (places, why). Each one is a debt of issue 30 item 2, to be
+#: paid by moving the named part into its reference's package; the count may only go down.
+ALLOWED: dict = {
+    "esverify/es/reference.py": (36, "the slow algebra model holds every Trainer profile's functions "
+                                     "(at_scale_*, awd_*, paper_*) and branches on the profile"),
+    "esverify/es/schedule.py": (13, "the seed schedules are named after the references whose loops draw them"),
+    "esverify/oracle/case_model.py": (10, "PAPER_SIGMA/ALPHA/POPULATION: the ES paper's defaults used by cases"),
+    "esverify/goldens/es_area.py": (7, "the Trainer area's per-profile extra vectors and CUDA targets"),
+    "esverify/oracle/cases.py": (6, "re-exports the PAPER_* defaults"),
+    "esverify/replay/cli.py": (5, "--profile choices and help spelt out (issue 27 edits replay now)"),
+    "esverify/replay/api.py": (4, "the es-awd run-log source branches (issue 27 edits replay now)"),
+    "esverify/es/kernels.py": (2, "the documented default profile of perturb_tensor_/update_tensor_"),
+    "esverify/es/config.py": (1, "the documented default profile of Config"),
+    "esverify/replay/log.py": (1, "the es-awd run-log source (issue 27 edits replay now)"),
+    "esverify/audit/imports.py": (1, "the clone's own top-level module names the audit looks for (issue 28)"),
+}
+
+#: the layers, lowest first: a module may import its own layer or a lower one, never a higher one.
+#: A module not listed takes the layer of its longest listed prefix.
+LAYERS = [
+    # 0: leaves shared by everything; the references registry (it names no module of esverify but by string)
+    {"esverify", "esverify.bits", "esverify.paths", "esverify.console", "esverify.forksafe", "esverify.interrupt",
+     "esverify.gitinfo", "esverify.jsonin", "esverify.numerics_probe", "esverify.outputs", "esverify.report",
+     "esverify.reportset", "esverify.cliutil"},
+    # 1: the RNG contract
+    {"esverify.rng"},
+    # 2: the clean-room trainer and its numerics; the golden-vector machinery
+    {"esverify.es", "esverify.goldens"},
+    # 3: the users of the trainer: the protocol, replay, the oracle
+    {"esverify.impl", "esverify.replay", "esverify.oracle", "esverify.audit"},
+    # 4: the references (they fill the registries the layers below ask) and the command line
+    {"esverify.references", "esverify.cli", "esverify.__main__", "esverify.goldens.cli"},
+]
+#: (importer, imported) arrows allowed to run up, with why
+UPWARD_ALLOWED: dict = {}
+
+
+def _module(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_modules() -> dict:
+    """{dotted module name: path} of every module of esverify."""
+    return {_module(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def child_modules() -> dict:
+    """{module name: path} of the child side (oracles/*.py: run by path in the child, imported by bare name)."""
+    return {p.stem: p for p in sorted(CHILD.glob("*.py"))}
+
+
+def _imports(path: Path, name: str, is_package: bool):
+    """(imported module, names taken from it, line) of every import in `path`, relative ones resolved."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if is_package else name.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, [], node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            for alias in node.names:   # from m import x: an edge to m.x if it is a module, else to m
+                yield f"{target}.{alias.name}", [alias.name], node.lineno
+
+
+def _resolve(target: str, modules) -> str | None:
+    while target and target not in modules and "." in target:
+        target = target.rsplit(".", 1)[0]   # a name imported from a module: the module
+    return target if target in modules else None
+
+
+#: registry function or record field asked for -> the record field whose strings it loads
+ASKS = {"adapter": "adapter", "adapter_names": "adapter", "profiles": "profiles", "golden_areas": "golden_areas",
+        "runlog_formats": "runlog_formats"}
+
+
+#: the registry's functions that look records up (and so import every reference package)
+LOOKUPS = {"names", "get", "adapter", "adapter_names", "profiles", "golden_areas", "runlog_formats", "specs"}
+
+
+def registry_edges() -> set:
+    """(module, module it has loaded by name) for every module that asks esverify.references: an edge to each
+    reference package of this tree (where REFERENCE is looked for), and to every "module:attr" string of the
+    fields it asks for (ASKS: the names it reaches on the registry or a record), resolved. The registry only
+    runs the load; the module that asks is the one that depends on what is loaded."""
+    from esverify import references
+    modules = package_modules()
+    holders = {m for m, p in modules.items()
+               if m.count(".") == 2 and m.startswith("esverify.references.") and p.name == "__init__.py"}
+    records = [references.get(n) for n in references.names()]
+    edges = set()
+    for name, path in modules.items():
+        if name == "esverify.references" or not any(
+                _resolve(t, modules) == "esverify.references" for t, _, _ in _imports(path, name, path.name == "__init__.py")):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        lookups = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                   and isinstance(node.value, ast.Name) and node.value.id == "references"}
+        if not lookups & LOOKUPS:
+            continue   # takes the Reference record only (a reference package declaring itself)
+        asked = {ASKS[node.attr] for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr in ASKS}
+        edges |= {(name, h) for h in holders}
+        for field in asked:
+            for ref in records:
+                specs = getattr(ref, field)
+                for spec in ([specs] if isinstance(specs, str) else specs or ()):
+                    edges.add((name, spec.partition(":")[0]))
+    return edges
+
+
+def import_graph() -> dict:
+    """{esverify module: set of esverify modules it imports}, registry loads included."""
+    modules = package_modules()
+    graph = {name: set() for name in modules}
+    for name, path in modules.items():
+        for target, _, _ in _imports(path, name, path.name == "__init__.py"):
+            resolved = _resolve(target, modules)
+            if resolved and resolved != name:
+                graph[name].add(resolved)
+    for source, target in registry_edges():
+        target = _resolve(target, modules)
+        if target and target != source:
+            graph[source].add(target)
+    return graph
+
+
+def _layer(module: str) -> int:
+    if module == "esverify.references":   # the registry itself: asked by every layer, imports none of them
+        return 0
+    best, layer = -1, 0
+    for k, names in enumerate(LAYERS):
+        for prefix in names:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, layer = len(prefix), k
+    return layer
+
+
+def _docstring_lines(tree) -> set:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                    and isinstance(first.value.value, str):
+                out.update(range(first.lineno, first.end_lineno + 1))
+    return out
+
+
+def core_files() -> list:
+    """The core: esverify outside esverify/references/, and the shared child code (not the drivers)."""
+    files = [p for p in sorted(PACKAGE.rglob("*.py")) if "references" not in p.relative_to(PACKAGE).parts]
+    return files + [p for p in sorted(CHILD.glob("*.py")) if not p.name.startswith("driver_")]
+
+
+def reference_names() -> dict:
+    """{core file (relative): [(line, token)]} of every place a core file names a reference in code."""
+    found = {}
+    for path in core_files():
+        src = path.read_text(encoding="utf-8")
+        docs = _docstring_lines(ast.parse(src))
+        for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+            if tok.type == tokenize.NAME or (tok.type == tokenize.STRING and tok.start[0] not in docs):
+                for _ in NAMES.findall(tok.string):
+                    found.setdefault(str(path.relative_to(ROOT)), []).append((tok.start[0], tok.string))
+    return found
+
+
+# ----------------------------------------------------------------------------------------------- tests
+def test_the_graph_is_built_from_real_edges():
+    graph = import_graph()
+    assert "esverify.oracle.session" in graph["esverify.oracle.runner"]
+    assert "esverify.references" in graph["esverify.oracle.adapters"]
+    assert "esverify.references.es_paper.adapter" in graph["esverify.oracle.adapters"]   # loaded by name
+    assert "esverify.references.es_awd.profile" in graph["esverify.es.profiles"]
+    assert "esverify.goldens.area" in graph["esverify.references.es_paper.golden_area"]
+    assert sum(map(len, graph.values())) > 300
+
+
+def test_the_name_search_finds_names_in_code_and_not_in_docstrings(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "CHILD", tmp_path / "none")
+    (tmp_path / "m.py").write_text('"""es-awd in a docstring."""\n# es_awd in a comment\nX = "es-awd"\nes_paper = 1\n')
+    assert reference_names() == {"m.py": [(3, '"es-awd"'), (4, "es_paper")]}
+
+
+def test_the_core_never_names_a_reference():
+    """Outside esverify/references/ and the child drivers no reference is named in code (ALLOWED lists the debts)."""
+    found = reference_names()
+    over = {f: places for f, places in found.items() if len(places) > ALLOWED.get(f, (0, ""))[0]}
+    assert over == {}, "core files naming a reference:\n" + "\n".join(
+        f"{f}: {len(p)} place(s): {p[:6]}" for f, p in over.items())
+
+
+def test_no_import_cycle_registry_loads_included():
+    """Every import is an edge (a lazy import hides a cycle from Python, not from a reader), and so is every
+    module esverify.references loads by name."""
+    try:
+        tuple(graphlib.TopologicalSorter(import_graph()).static_order())
+    except graphlib.CycleError as exc:
+        pytest.fail(f"import cycle: {' -> '.join(exc.args[1])}")
+
+
+def test_no_arrow_from_a_lower_layer_to_a_higher_one():
+    """The registry's loads by name are the one way up (a plug-in is above what asks for it), and a package's
+    __init__ may name its own submodules."""
+    by_name = registry_edges()
+    bad = [f"{a} (layer {_layer(a)}) -> {b} (layer {_layer(b)})" for a, targets in import_graph().items()
+           for b in sorted(targets) if _layer(b) > _layer(a) and (a, b) not in UPWARD_ALLOWED
+           and (a, b) not in by_name and not b.startswith(a + ".")]
+    assert bad == [], "arrows up:\n" + "\n".join(bad)
+
+
+def _private_uses(modules: dict, resolve) -> list:
+    bad = []
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        aliases = set()   # local names that stand for a module of ours
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                aliases.update((a.asname or a.name).split(".")[0] for a in node.names if resolve(a.name))
+            elif isinstance(node, ast.ImportFrom):
+                target = node.module or ""
+                for a in node.names:
+                    if node.level or resolve(target):
+                        if a.name.startswith("_") and not a.name.startswith("__"):
+                            bad.append(f"{path.name}:{node.lineno}: from {target or '.'} import {a.name}")
+                        if node.module is None or resolve(f"{target}.{a.name}"):
+                            aliases.add(a.asname or a.name)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                bad.append(f"{path.name}:{node.lineno}: {node.value.id}.{node.attr}")
+    return bad
+
+
+def test_no_private_name_is_imported_or_reached_across_modules():
+    parent = package_modules()
+    child = child_modules()
+    bad = _private_uses(parent, lambda t: t == "esverify" or t.startswith("esverify."))
+    bad += _private_uses(child, lambda t: t.split(".")[0] in child)
+    assert bad == [], "private names across modules:\n" + "\n".join(bad)
+
+
+def test_every_registry_string_resolves():
+    from esverify import references
+    for spec in references.specs():
+        assert references.load(spec) is not None, spec
+
+
+if __name__ == "__main__":
+    places = reference_names()
+    for f, p in sorted(places.items(), key=lambda kv: -len(kv[1])):
+        print(f"{len(p):4d} {f}")
+    print("total", sum(map(len, places.values())), "places in", len(places), "files")
