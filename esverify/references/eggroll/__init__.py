@@ -21,6 +21,8 @@ Design record:
 - `REFERENCE`: this package's record in the references registry
   (esverify.references); its golden area, and the parity adapter once it
   exists.
+- `adapter`, `rows`: the parity adapter (`esverify parity --ref CLONE`) and its
+  whole-loop rows: the trainer's `main` in the child against `run_lowrank_loop`.
 
 Dependencies point one way: this package -> esverify.rng, numpy, torch.
 Checks: ``python -m pytest -q tests/test_eggroll_lowrank.py`` and
@@ -30,5 +32,6 @@ from esverify.references import Reference
 
 REFERENCE = Reference(
     name="eggroll",
+    adapter="esverify.references.eggroll.adapter:ADAPTER",
     golden_areas=("esverify.references.eggroll.area:AREA",),
 )
