@@ -9,7 +9,7 @@ the engine's reward is a sum of squares of the adapted weights, see
 on the same initial weights, and compares bit for bit (rows.py). What
 the stand-in engine cannot show (GPU kernels, vLLM's own LoRA scaling,
 tensor parallel > 1, MoE weight mappings) is listed as never checked.
-The trainer's documented defects (docs/numerics.md §9.8) are findings,
+The trainer's documented defects (docs/references.md §8) are findings,
 each with the reference's line where its source shows it.
 
 Rows: a small set over the settings that change the numbers: dtype
@@ -33,9 +33,6 @@ TASKS = "tasks.py"
 NEEDS = ("WorkerExtension", "ESNcclLLM")
 DTYPES = ("f32", "f16", "bf16")
 SIGMA, LR, POPULATION, STEPS, STEPS_PER_ADAPTER, BASE_SEED = 0.01, 0.05, 4, 3, 2, 3
-#: the contract u64 run seed of the contract rows (the native rows draw torch's generator from base_seed)
-CONTRACT_SEED = 0x5EED
-INIT_SEED, INIT_STD = 11, 0.5
 
 #: (dtype, noise, rank, engines, normalize_with_std, scale_lr_in_grad, resume): the rows, 14 in all
 ROWS = (
@@ -83,7 +80,7 @@ class Eggroll(Adapter):
     validated_commit = ""
     files = {"trainer": TRAINER}
     ops_need = {}
-    profile = "eggroll-lowrank"
+    profile = "lowrank"
     ops = ()
     loop_ops = (OP,)
     reached = {TRAINER: ["main", "get_rng_noise", "ESNcclLLM.generate_local_adapters",

@@ -38,6 +38,10 @@ TINY = {"layers": 1, "hidden": 4, "intermediate": 6, "heads": 2, "kv_heads": 1, 
 #: one reward per prompt: the driver's default targets for prompt_batch_size 2
 TARGETS = (0.5, -0.25)
 RESUME_AT = 1   #: the step the first run of a resume row checkpoints (es_step 1; the resume starts at 2)
+#: the contract u64 run seed of the contract rows (the native rows draw torch's generator from base_seed)
+CONTRACT_SEED = 0x5EED
+#: the initial weights: per vLLM tensor k, randn from a generator seeded INIT_SEED + k, times INIT_STD
+INIT_SEED, INIT_STD = 11, 0.5
 
 
 def _hexf(x) -> str:
@@ -198,7 +202,6 @@ def run_row(adapter, session, case) -> dict:
     s = _settings(case)
     peft_shapes, vllm_shapes = model()
     names = list(vllm_shapes)
-    from .adapter import CONTRACT_SEED, INIT_SEED, INIT_STD
     seed = CONTRACT_SEED if case.noise == "contract" else None
     out = session.case_dir(case)
     base = {"case_id": case.case_id, "device": case.device, "dtype": case.dtype, "noise": case.noise,

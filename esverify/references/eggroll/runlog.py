@@ -29,34 +29,14 @@ import numpy as np
 from ...report import write_atomic
 from . import lowrank as LR
 from .contract import factor_source
+# the writing side lives in `logfiles` (the loop imports it; this module imports the loop): names kept here
+from .logfiles import FORMAT, SETTINGS, STEPS_DIR, settings_of, step_file, write_args, write_step  # noqa: F401
 
-FORMAT = "esverify.references.eggroll.runlog/1"
-STEPS_DIR = "iteration_updates"
 REPORT_FORMAT = "esverify.replay.report/1"
 
 
 class LowRankLogError(ValueError):
     """A low-rank run log that cannot be replayed; the message starts with the file."""
-
-
-def step_file(folder, step: int) -> Path:
-    return Path(folder) / STEPS_DIR / f"iteration_{step:06d}.json"
-
-
-def write_args(folder, settings: dict) -> None:
-    """Write `args.json` (settings plus the format tag) atomically; creates the folder and iteration_updates/."""
-    folder = Path(folder)
-    (folder / STEPS_DIR).mkdir(parents=True, exist_ok=True)
-    write_atomic(folder / "args.json", json.dumps({**settings, "esverify": {"format": FORMAT}}, indent=1,
-                                                  sort_keys=True) + "\n")
-
-
-def write_step(folder, step: int, generation: int, rewards: np.ndarray, shaped: np.ndarray) -> None:
-    """Write one step's file atomically: {"iteration", "generation", "fitness" (N x P'), "shaped" (N)}."""
-    doc = {"iteration": int(step), "generation": int(generation),
-           "fitness": [[float(v) for v in row] for row in np.asarray(rewards, dtype=np.float64)],
-           "shaped": [float(v) for v in np.asarray(shaped, dtype=np.float64)]}
-    write_atomic(step_file(folder, step), json.dumps(doc) + "\n")
 
 
 def is_lowrank_log(folder) -> bool:
@@ -75,10 +55,6 @@ def _load(path: Path):
         raise LowRankLogError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     except ValueError as exc:
         raise LowRankLogError(f"{path}: not JSON ({exc})") from None
-
-
-SETTINGS = ("population", "sigma", "lr", "rank", "steps_per_adapter", "normalize_with_std", "scale_lr_in_grad",
-            "chunk_size", "noise", "base_seed", "seed", "mapping", "start_step", "peft_shapes")
 
 
 def read_lowrank_log(folder) -> tuple[dict, list[dict]]:
@@ -199,10 +175,3 @@ def replay_lowrank(base, log, expect, *, out=None, report_path=None, state_dir=N
     from ...replay.report import render_text
     report["text"] = render_text(report)
     return report, 0 if report["verdict"] == "bit-equal" else 1
-
-
-def settings_of(peft_shapes, **kw) -> dict:
-    """args.json's settings from the loop's arguments (JSON-able; peft_shapes as [name, [out, in]])."""
-    out = {k: kw[k] for k in SETTINGS if k != "peft_shapes"}
-    out["peft_shapes"] = [[name, [int(shape[0]), int(shape[1])]] for name, shape in peft_shapes]
-    return out
