@@ -1,7 +1,8 @@
 """Parity on EGGROLL (eggroll-vllm, docs/references.md §8): the stand-in clone passes every eggroll row, a
 folder that is not a clone is refused naming what it lacks, the row's comparison names the first thing
 that differs, and (slow) the mutant catalog: every mutant whose fault the rows can reach fails a row,
-every equivalent passes every row.
+every equivalent passes every row (a mutant is caught by a fail row, or by an error row where contract
+noise refuses a generator seed that no stream of the run has).
 
 - `parity --ref tests/standins/eggroll-vllm` runs the 14 eggroll rows (f32/f16/bf16, r 1, 2, 10, 1/2/4
   engines, std normalisation and lr in the gradient on and off, contract and native noise, a generation
@@ -175,8 +176,11 @@ def test_mutants_fail_a_row_and_equivalents_pass_every_row(tmp_path):
     for name, mutant in MUTANTS.items():
         frame = _verdicts(tmp_path, name, mutant)
         assert len(frame) == 3
-        assert "error" not in set(frame["status"]), (name, frame[["case", "detail"]].to_string())
-        (caught if (frame["status"] == "fail").any() else missed).append(name)
+        # a fail row, or an error row where contract noise refuses a draw no stream of the run has (the
+        # reference asked for noise outside the run: never a pass)
+        errors = frame[frame["status"] == "error"]
+        assert errors["detail"].str.contains("contract noise cannot stand in").all(), (name, errors.to_string())
+        (caught if (frame["status"] != "pass").any() else missed).append(name)
     for name, mutant in EQUIVALENTS.items():
         frame = _verdicts(tmp_path, name, mutant)
         if set(frame["status"]) != {"pass"}:
