@@ -103,7 +103,7 @@ def test_our_reward_is_the_engines_definition():
     ba = {name: torch.zeros(shape, dtype=torch.float16) for name, shape in peft_shapes}
     k_name = peft_shapes[1][0]            # k_proj: rows [4, 6) of qkv_proj
     ba[k_name] = torch.full(peft_shapes[1][1], 0.25, dtype=torch.float16)
-    got = rows.engine_reward(None, peft_shapes, (0.5, -0.25))(0, 0, weights, ba)
+    got = rows.engine_reward(peft_shapes, (0.5, -0.25))(0, 0, weights, ba)
     flat = []
     for name, t in weights.items():
         w = t.double().numpy().copy()
@@ -126,7 +126,7 @@ def test_a_difference_in_the_factors_alone_is_a_note_and_in_ba_a_fail():
          "steps": 1}
     case = eggroll_adapter.ADAPTER._case("cpu", "f32", "native", 2, 1, False, False, False)
     ours = lowrank.run_lowrank_loop(weights, peft_shapes, population=4, sigma=case.sigma, lr=case.alpha, rank=2,
-                                    steps=1, steps_per_adapter=2, reward=rows.engine_reward(None, peft_shapes,
+                                    steps=1, steps_per_adapter=2, reward=rows.engine_reward(peft_shapes,
                                                                                             rows.TARGETS),
                                     base_seed=3)
     from esverify.references.eggroll import contract

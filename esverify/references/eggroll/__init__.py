@@ -21,6 +21,7 @@ Design record:
 - `REFERENCE`: this package's record in the references registry
   (esverify.references); its golden area, and the parity adapter once it
   exists.
+- `logfiles`: the run log's files as the loop writes them (`runlog` reads them).
 - `adapter`, `rows`: the parity adapter (`esverify parity --ref CLONE`) and its
   whole-loop rows: the trainer's `main` in the child against `run_lowrank_loop`.
 

@@ -64,7 +64,7 @@ def initial_weights(vllm_shapes: dict, dtype: str, init_seed: int, init_std: flo
     return out
 
 
-def engine_reward(targets, peft_shapes, prompts):
+def engine_reward(peft_shapes, prompts):
     """The reward our loop gets, the engine's definition: every tensor widened to f64, each member's f16 B·A
     (widened) added once to its targeted slice, then per prompt target t -fsum((w - t)^2) over every element
     (one exactly rounded sum, no alpha / r scaling). Returns reward(es_step, member, weights, perturbations)."""
@@ -210,7 +210,7 @@ def run_row(adapter, session, case) -> dict:
     if seed is not None:
         base["seed"] = hex(seed)
     weights = initial_weights(vllm_shapes, case.dtype, INIT_SEED, INIT_STD)
-    reward = engine_reward(None, peft_shapes, TARGETS)
+    reward = engine_reward(peft_shapes, TARGETS)
 
     def loop(start_weights, steps, start_step=0):
         return lowrank.run_lowrank_loop(
