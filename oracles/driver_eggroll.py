@@ -96,12 +96,11 @@ import torch
 import child_server
 import eggroll_stubs as stubs
 from child_server import HOOK, NoiseAttributionError, load_set, save_results, serve, tensor_bits
-from esverify.rng import at
 from loop_seams import Seams
 
-#: ASCII "es_lowrk": the domain of the low-rank streams' seeds
-LOWRANK_DOMAIN = 0x65735F6C6F77726B
-MASK64 = (1 << 64) - 1
+# the contract area's own stream seed (at(seed ^ "es_lowrk", (s·P + k)·L + l), u64 wrapping): one spelling for
+# both sides
+from esverify.references.eggroll.contract import LOWRANK_DOMAIN, lowrank_stream_seed  # noqa: E402,F401
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 #: the tiny model of the golden values: hidden 4, intermediate 6, 2 heads, 1 KV head, head dim 2, 1 layer
 TINY = {"layers": 1, "hidden": 4, "intermediate": 6, "heads": 2, "kv_heads": 1, "head_dim": 2, "vocab": 8}
@@ -110,10 +109,6 @@ DEFAULT_TARGETS = (0.5, -0.25, 0.125, 1.0)
 SYNC = ("apply_lora_es_update", "broadcast_all_weights", "get_model_state_dict", "set_model_state_dict")
 
 
-def lowrank_stream_seed(seed: int, s: int, P: int, L: int, k: int, l: int) -> int:
-    """at(seed ^ LOWRANK_DOMAIN, (s·P + k)·L + l), u64 wrapping.
-    TODO: switch to the shared helper of esverify.references.eggroll when it lands."""
-    return at((int(seed) ^ LOWRANK_DOMAIN) & MASK64, ((s * P + k) * L + l) & MASK64)
 
 
 def decode_stream_id(stream_id: int, base_seed: int, P: int, L: int, generations: int) -> tuple:

@@ -21,6 +21,9 @@ Design record:
 - `REFERENCE`: this package's record in the references registry
   (esverify.references); its golden area, and the parity adapter once it
   exists.
+- `logfiles`: the run log's files as the loop writes them (`runlog` reads them).
+- `adapter`, `rows`: the parity adapter (`esverify parity --ref CLONE`) and its
+  whole-loop rows: the trainer's `main` in the child against `run_lowrank_loop`.
 
 Dependencies point one way: this package -> esverify.rng, numpy, torch.
 Checks: ``python -m pytest -q tests/test_eggroll_lowrank.py`` and
@@ -30,6 +33,7 @@ from esverify.references import Reference
 
 REFERENCE = Reference(
     name="eggroll",
+    adapter="esverify.references.eggroll.adapter:ADAPTER",
     golden_areas=("esverify.references.eggroll.area:AREA",),
     runlog_formats=("esverify.references.eggroll.runlog:RUNLOG_FORMAT",),
 )

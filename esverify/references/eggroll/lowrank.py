@@ -381,8 +381,8 @@ def run_lowrank_loop(weights: Mapping[str, torch.Tensor], peft_shapes: Sequence[
     state = {name: t.detach().clone() for name, t in weights.items()}
     run = LowRankRun()
     if run_log is not None:
-        from . import logfile as runlog
-        runlog.write_args(run_log, runlog.settings_of(
+        from . import logfiles
+        logfiles.write_args(run_log, logfiles.settings_of(
             peft_shapes, population=population, sigma=float(sigma), lr=float(lr), rank=rank,
             steps_per_adapter=steps_per_adapter, normalize_with_std=bool(normalize_with_std),
             scale_lr_in_grad=bool(scale_lr_in_grad), chunk_size=chunk_size, noise=noise, base_seed=int(base_seed),
@@ -408,7 +408,7 @@ def run_lowrank_loop(weights: Mapping[str, torch.Tensor], peft_shapes: Sequence[
         d = apply_update_(state, peft_shapes, f, sigma=sigma, lr=lr, rank=rank, generation=s, source=source,
                           chunk=chunk, scale_lr_in_grad=scale_lr_in_grad, targets=targets)
         if run_log is not None:
-            runlog.write_step(run_log, step, s, F, f)
+            logfiles.write_step(run_log, step, s, F, f)
         run.steps.append(step)
         run.rewards.append(F)
         run.shaped.append(f)

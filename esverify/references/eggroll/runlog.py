@@ -30,7 +30,8 @@ from ...replay.log import RunLogFormat
 from ...report import write_atomic
 from . import lowrank as LR
 from .contract import factor_source
-from .logfile import FORMAT, SETTINGS, STEPS_DIR, settings_of, step_file, write_args, write_step  # noqa: F401
+# the writing side lives in `logfiles` (the loop imports it; this module imports the loop): names kept here
+from .logfiles import FORMAT, SETTINGS, STEPS_DIR, settings_of, step_file, write_args, write_step  # noqa: F401
 
 REPORT_FORMAT = "esverify.replay.report/1"
 
@@ -180,4 +181,3 @@ def replay_lowrank(base, log, expect, *, out=None, report_path=None, state_dir=N
 
 #: this log's entry in the references registry (`runlog_formats`): esverify replay detects and dispatches it
 RUNLOG_FORMAT = RunLogFormat(name=FORMAT, detect=is_lowrank_log, replay=replay_lowrank, profile="lowrank")
-

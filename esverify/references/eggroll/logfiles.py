@@ -1,8 +1,11 @@
-"""The low-rank run log's file format and its writer (docs/replay.md §10): what our loop writes, step by step.
+"""The files of a low-rank run log, written by our loop (docs/replay.md §10); `runlog` reads and replays them.
 
-Kept apart from the replay (esverify.references.eggroll.runlog), which runs
-the profile's update: the loop (lowrank.run_lowrank_loop) writes through
-this module and the replay reads through it, so neither imports the other.
+Design record: `lowrank.run_lowrank_loop(..., run_log=DIR)` writes through
+this module, and `runlog` (which replays with the loop's own update)
+imports `lowrank`: the writing side is here so that the two import one
+way. `args.json` holds the settings with ``esverify.format`` = `FORMAT`;
+each step is ``iteration_updates/iteration_NNNNNN.json``; every file is
+written atomically.
 """
 from __future__ import annotations
 
