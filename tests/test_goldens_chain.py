@@ -18,9 +18,9 @@ import torch
 
 from esverify.es import reference as R
 from esverify.es.profiles import PROFILES, get_profile
-from esverify.goldens import area as area_mod
+from esverify.goldens import areas as area_mod
 from esverify.goldens import chain, gate
-from esverify.goldens.es_area import _config_from_inputs
+from esverify.goldens.es_area import config_from_inputs
 
 GOLDENS = Path(__file__).resolve().parents[1] / "goldens"
 
@@ -56,7 +56,7 @@ def test_the_chain_equals_a_loop_over_the_straight_line_reference(profile):
     layout = [("w32", (3, 5), "f32"), ("w16", (40,), "f16"), ("wb", (33,), "bf16")]
     x = chain.inputs(profile, iterations=3, layout=layout)
     got, _ = chain.run(x, "numpy", "cpu")
-    cfg = _config_from_inputs(x["config"])
+    cfg = config_from_inputs(x["config"])
     params = chain.initial_params(x)
     rec = chain.Recorder(x)
     for it in range(x["iterations"]):

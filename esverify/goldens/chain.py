@@ -126,13 +126,13 @@ class Recorder:
 def _trainer(x: dict, noise_backend: str, device: str, profile=None):
     import torch
     from ..es import Config, Trainer
-    from .es_area import _config_from_inputs
+    from .es_area import config_from_inputs
     from ..es.numerics import NAME_DTYPES
     tensors = []
     for p, a in zip(x["params"], initial_params(x)):
         raw = a.view(np.int32 if p["dtype"] == "f32" else np.int16).copy()
         tensors.append(torch.from_numpy(raw).view(NAME_DTYPES[p["dtype"]]).reshape(p["shape"]).to(device))
-    tr = Trainer([(p["name"], t) for p, t in zip(x["params"], tensors)], Config(**_config_from_inputs(x["config"])),
+    tr = Trainer([(p["name"], t) for p, t in zip(x["params"], tensors)], Config(**config_from_inputs(x["config"])),
                  backend=noise_backend)
     if profile is not None:
         tr.profile = profile
@@ -240,8 +240,8 @@ def check_sizes(vector: dict) -> list[str]:
 
 # -- generation -------------------------------------------------------------------
 def inputs(profile: str, iterations: int = ITERATIONS, layout=LAYOUT) -> dict:
-    from .es_area import _config_inputs
-    return {"kind": KIND, "config": _config_inputs(_config(profile)), "iterations": iterations,
+    from .es_area import config_inputs
+    return {"kind": KIND, "config": config_inputs(_config(profile)), "iterations": iterations,
             "init_seed": f"0x{INIT_SEED:016x}",
             "params": [{"name": n, "shape": list(s), "dtype": d} for n, s, d in layout]}
 

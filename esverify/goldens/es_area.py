@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import chain
 from .area import Area
 from .compare import decode, encode, encode_ints
 
@@ -69,7 +68,7 @@ def tensor_from_bits(array: dict, shape, device):
     return torch.from_numpy(raw).view(NAME_DTYPES[fmt]).reshape(shape).to(device)
 
 
-def _config_inputs(cfg: dict) -> dict:
+def config_inputs(cfg: dict) -> dict:
     out = {}
     for k, v in cfg.items():
         if k in ("sigma", "alpha", "anchor_lambda"):
@@ -81,7 +80,7 @@ def _config_inputs(cfg: dict) -> dict:
     return out
 
 
-def _config_from_inputs(x: dict) -> dict:
+def config_from_inputs(x: dict) -> dict:
     out = dict(x)
     for k in ("sigma", "alpha", "anchor_lambda"):
         out[k] = float(f64_from_bits(x[k])[0])
@@ -205,7 +204,7 @@ def _record(expected, it, perturbed, restored, coeffs, updated, layout):
 
 
 def _vector(case: dict) -> dict:
-    inputs = {"kind": "es-run", "config": _config_inputs(case["config"]),
+    inputs = {"kind": "es-run", "config": config_inputs(case["config"]),
               "params": [{"name": name, "shape": list(shape), "dtype": dt, "bits": encode(p)}
                          for (name, shape, dt), p in zip(case["layout"], case["params"])],
               "iterations": [{"member": m, "rewards": _f64s(r)} for m, r in case["iterations"]]}
@@ -339,7 +338,7 @@ def _decay_vectors(profile: str) -> list[dict]:
                         "comment": f"anchored weight decay {decay} alone (lambda {lam:g}, alpha {alpha:g}, {dt}; "
                                    "docs/numerics.md §5): theta -0/+0/-tiny/+tiny against anchors -0 and +0 pin "
                                    "the sign of each zero the decay writes",
-                        "inputs": {"kind": "decay", "config": _config_inputs(config),
+                        "inputs": {"kind": "decay", "config": config_inputs(config),
                                    "params": param_inputs(layout, params), "anchor": param_inputs(layout, anchor)},
                         "expected": {f"decay.{name}": encode(g) for (name, _, _), g in zip(layout, got)}})
     return out
@@ -369,7 +368,7 @@ def _step_vectors(profile: str) -> list[dict]:
                                           f"restore ({cfg['restore']}) every member in order, then update "
                                           f"({', '.join(f'{k}={v}' for k, v in extra.items()) or 'defaults'}); "
                                           "the anchor is the initial parameters",
-                    "inputs": {"kind": "step", "config": _config_inputs(cfg), "iteration": iteration,
+                    "inputs": {"kind": "step", "config": config_inputs(cfg), "iteration": iteration,
                                "params": param_inputs(MIXED, params), "rewards": _f64s(rewards)},
                     "expected": expected})
     return out
@@ -388,7 +387,7 @@ def _recompute_decay(vector: dict, device: str) -> dict:
     """esverify's apply_anchor_decay_ on the vector's params and anchor."""
     from ..es import apply_anchor_decay_
     x = vector["inputs"]
-    cfg = _config_from_inputs(x["config"])
+    cfg = config_from_inputs(x["config"])
     params = [tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["params"]]
     anchor = [tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["anchor"]]
     apply_anchor_decay_(params, anchor, cfg["anchor_decay"], cfg["anchor_lambda"], cfg["alpha"])
@@ -399,7 +398,7 @@ def _recompute_step(vector: dict, noise_backend: str, device: str) -> dict:
     """Trainer.step at the vector's iteration, anchored on the initial parameters."""
     from ..es import Config, Trainer
     x = vector["inputs"]
-    cfg = _config_from_inputs(x["config"])
+    cfg = config_from_inputs(x["config"])
     tensors = [tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["params"]]
     tr = Trainer([(p["name"], t) for p, t in zip(x["params"], tensors)], Config(**cfg), backend=noise_backend)
     tr.iteration = x["iteration"]
@@ -531,7 +530,7 @@ def recompute(vector: dict, backend: str) -> dict:
         return _recompute_decay(vector, device)
     if x["kind"] == "step":
         return _recompute_step(vector, noise_backend, device)
-    cfg = _config_from_inputs(x["config"])
+    cfg = config_from_inputs(x["config"])
     tensors = [tensor_from_bits(p["bits"], tuple(p["shape"]), device) for p in x["params"]]
     layout = [(p["name"], tuple(p["shape"]), p["dtype"]) for p in x["params"]]
     tr = Trainer([(p["name"], t) for p, t in zip(x["params"], tensors)], Config(**cfg), backend=noise_backend)
@@ -572,7 +571,7 @@ def trace_libm(vector: dict, draw) -> set:
     x = vector["inputs"]
     if x.get("kind") not in ("es-run", "step") or x["config"].get("mapping") != "libm64":
         return set()
-    cfg = _config_from_inputs(x["config"])
+    cfg = config_from_inputs(x["config"])
     steps = [x["iteration"]] if x["kind"] == "step" else list(range(len(x["iterations"])))
     allowed = set()
     for j, iteration in enumerate(steps):
@@ -594,12 +593,12 @@ def trace_libm(vector: dict, draw) -> set:
 
 
 def trainer_area(profile, version_constant: str) -> Area:
-    """The golden area of the Trainer profile `profile` (a `Profile`; the area takes its name and version),
-    with the profile's chained Monte Carlo vector (esverify.goldens.chain).
+    """The golden area of the Trainer profile `profile` (a `Profile`; the area takes its name and version);
+    a reference adds its chained Monte Carlo vector with esverify.goldens.chain.with_chain.
 
     version_constant: where that version lives, quoted by the gate's messages. A reference whose profile
     the Trainer runs declares its area as ``trainer_area(PROFILE, "<module>.VERSION")``."""
     name = profile.name
-    return chain.with_chain(Area(name=name, version=profile.version, version_constant=version_constant,
-                                 generate=_generate(name), backends=_backends(name), recompute=recompute,
-                                 check_sizes=check_sizes, libm_trace=libm_trace))
+    return Area(name=name, version=profile.version, version_constant=version_constant,
+                generate=_generate(name), backends=_backends(name), recompute=recompute,
+                check_sizes=check_sizes, libm_trace=libm_trace)
