@@ -322,6 +322,9 @@ def test_fma_as_an_f64_product_and_sum_rounded_twice_fails_the_gate(monkeypatch)
     from esverify.references.es_awd import profile as es_awd
     monkeypatch.setattr(es_awd, "fma32", lambda x, y, k: (x.to(torch.float64) + y.to(torch.float64) * k)
                         .to(torch.float32))
+    # the f32 CPU lines also have a compiled form of the same fma32 (esverify.es.cpu_kernels, bitwise equal
+    # by tests/test_es_kernels.py): send them through the patched one, so the fault reaches every line
+    monkeypatch.setattr(es_awd.cpu_kernels, "usable", lambda *tensors: False)
     result = gate.check(COMMITTED, ["es-awd"], backends=["numpy"])
     bad = [r for r in result.rows if r["status"] == "mismatch"]
     assert {r["vector"] for r in bad} == {"fma-double-rounding-f32"}
