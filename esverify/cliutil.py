@@ -151,8 +151,8 @@ def read_config(path: Path | None) -> dict:
     table = tomllib.loads(path.read_text(encoding="utf-8"))["tool"]["esverify"]
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.esverify] must be a table")
-    table = settings_table()
-    keys = {key: name for name, (_, key) in table.items()}
+    settings = settings_table()
+    keys = {key: name for name, (_, key) in settings.items()}
     out = {}
     for key, value in table.items():
         if key not in keys:
@@ -164,7 +164,7 @@ def read_config(path: Path | None) -> dict:
             raise ConfigError(f"{path}: [tool.esverify] {key} must be a string, got {value!r}")
         value = os.path.expanduser(value) if key != "format" else value
         # a relative path is relative to the pyproject.toml, as ruff's are; a bare `python3` is looked up on PATH
-        is_path = key in path_keys(table) or (key == "python" and "/" in value)
+        is_path = key in path_keys(settings) or (key == "python" and "/" in value)
         if is_path and not os.path.isabs(value):
             value = str(path.parent / value)
         out[keys[key]] = value
