@@ -335,7 +335,7 @@ loop_errors.SUPPLIED_CALLABLES.update({"reward_pair", "evaluate_reward", "templa
                                        "cleanup", "get_ip", "get_open_port", "remote", "generate", "collective_rpc",
                                        "_rpc", "_generate", "apply_async", "get", "decode", "apply_chat_template",
                                        "from_pretrained", "ImmediatePool", "Pool"})
-loop_errors.SUPPLIED_CLASSES.update({"ImmediatePool", "_Method", "_RequestOutput", "_Completion", "_WandbRun",
+loop_errors.SUPPLIED_CLASSES.update({"ImmediatePool", "_Method", "RequestOutput", "Completion", "_WandbRun",
                                      "StubModule"})
 
 

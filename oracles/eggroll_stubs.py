@@ -46,6 +46,8 @@ import numpy as np
 import torch
 from safetensors.torch import load_file
 
+from loop_stubs import RequestOutput   # the same vLLM output shape as the other references' engines
+
 TARGET_MARK = re.compile(r"<target=([^>]+)>")
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -160,19 +162,6 @@ class LoRARequest:
     def __init__(self, lora_name=None, lora_int_id=None, lora_path=None, **kwargs):
         self.lora_name, self.lora_int_id, self.lora_path = lora_name, lora_int_id, lora_path
         self.extra = kwargs
-
-
-class _Completion:
-    def __init__(self, text):
-        self.text = text
-        self.token_ids = [ord(c) for c in text]
-        self.finish_reason = "stop"
-
-
-class _RequestOutput:
-    def __init__(self, prompt, texts):
-        self.prompt = prompt
-        self.outputs = [_Completion(t) for t in texts]
 
 
 class _Call:
@@ -486,7 +475,7 @@ def parse_target(prompt) -> float:
 
 
 def request_outputs(prompts, values, n):
-    return [_RequestOutput(p, [repr(v)] * n) for p, v in zip(prompts, values)]
+    return [RequestOutput(p, [repr(v)] * n) for p, v in zip(prompts, values)]
 
 
 __all__ = ["modules", "peft_shapes", "vllm_layout", "placement", "lowrank_product_f16", "perturbed", "reward",

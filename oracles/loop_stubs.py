@@ -228,17 +228,21 @@ def install(also=()):
 
 # ----------------------------------------------------------------- engines
 
-class _Completion:
+class Completion:
+    """One completion of a stand-in engine's request: `.text`, `.token_ids`, `.finish_reason` (vLLM's shape)."""
+
     def __init__(self, text):
         self.text = text
         self.token_ids = [ord(c) for c in text]
         self.finish_reason = "stop"
 
 
-class _RequestOutput:
+class RequestOutput:
+    """One prompt's output of a stand-in engine: `.prompt` and `.outputs`, a list of `Completion`."""
+
     def __init__(self, prompt, texts):
         self.prompt = prompt
-        self.outputs = [_Completion(t) for t in texts]
+        self.outputs = [Completion(t) for t in texts]
 
 
 class _Method:
@@ -339,7 +343,7 @@ class StandInEngine:
                                  "the loop changed the prompt beyond the template")
             value = self.reward_fn(self.model.tensors, float(mark.group(1)), self.dtype)
             self.tape.reward(self, value)
-            outputs.append(_RequestOutput(text, [repr(value)] * n))
+            outputs.append(RequestOutput(text, [repr(value)] * n))
         return outputs
 
 
