@@ -208,7 +208,8 @@ def test_es_awd_main_without_run_name_names_its_folder(tmp_path):
 # ----------------------------------------------------------------- the loop mutants still make their edit
 
 #: what each loop mutant (tests/standins/loop_mutants.py) changes in the drives above: the update calls'
-#: seeds, coefficients, other arguments or count, es-awd's iteration records, engine 0's final weights
+#: seeds, coefficients, other arguments or count, the engines' launch (count, precision), es-awd's iteration
+#: records, engine 0's final weights
 MUTANT_EFFECTS = {
     "zscore-ddof1": {"coeffs", "final"}, "seeds-lose-iteration": {"seeds", "coeffs", "final"},
     "last-engine-not-restored": {"coeffs", "final"}, "unweighted-batches": {"coeffs", "final"},
@@ -231,6 +232,11 @@ MUTANT_EFFECTS = {
     "restore-caching-ignored": set(), "noise-f64-then-cast": set(),
     # these drives' engine counts divide the mirrored seeds: both batchings put the same members on engine 0
     "mirror-passes-batched-together": set(),
+    # the engines' precision (issue 34): only the launch call changes here, because these drives' stand-in
+    # engines (tests/standins/drive.py) do not compute their rewards in it; the parity child's engines do
+    # (tests/test_parity_loops.py detects all three)
+    "fit-engines-float16": {"engines"}, "fit-engines-default-float16": {"engines"},
+    "main-engines-bfloat16": {"engines"},
 }
 
 
@@ -244,6 +250,9 @@ def _effects(base: dict, out: dict) -> set:
                           ("args", lambda u: (u[3][2:], u[4]))):
             if [pick(u) for u in ups[0]] != [pick(u) for u in ups[1]]:
                 found.add(key)
+    launches = [[c for c in d["calls"] if c[0] == "launch_engines"] for d in (base, out)]
+    if launches[0] != launches[1]:
+        found.add("engines")
     if base.get("records") != out.get("records"):
         found.add("records")
     if base["final"] != out["final"]:

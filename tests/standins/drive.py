@@ -13,6 +13,7 @@ recovers it. Runs in its own process: it replaces modules in sys.modules.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -207,8 +208,13 @@ def drive_es_at_scale(clone: Path, work: Path, argv: list) -> dict:
     es_trainer.Pool = Pool
     es_trainer.get_ip = lambda: "10.0.0.1"
     es_trainer.get_open_port = lambda: 29555
-    es_trainer.EvolutionStrategiesTrainer.launch_engines = (
-        lambda self, num_engines=4, n_gpu_per_vllm_engine=1, model_name="", precision="": (engines, []))
+    # the precision it launches with: what fit passes, else launch_engines' own default (recorded, as es-awd's)
+    own = inspect.signature(es_trainer.EvolutionStrategiesTrainer.launch_engines).parameters["precision"].default
+
+    def launch_engines(self, num_engines=4, n_gpu_per_vllm_engine=1, model_name="", precision=own):
+        CALLS.append(["launch_engines", num_engines, precision])
+        return engines, []
+    es_trainer.EvolutionStrategiesTrainer.launch_engines = launch_engines
     graded = []
 
     def reward_function(response_text, target):
