@@ -33,6 +33,19 @@ def wrapper(mode: str) -> str:
     return f"{sys.executable} {WRAPPERS} {mode}"
 
 
+#: the rng area's long-stream digest vectors (docs/PROTOCOL.md §5): they need `gaussian_ranges`, which the test
+#: wrappers of tests/impl_wrappers.py do not claim, so each is one `unsupported` row, whatever the wrapper's fault
+DIGESTS = [v["id"] for v in json.loads((GOLDENS / "rng.json").read_text())["vectors"]
+           if v["inputs"]["kind"].endswith("-digest")]
+
+
+def value_rows(result) -> list:
+    """The rows of the rng area's per-value vectors, after checking each digest vector is one `unsupported` row."""
+    digest_rows = [r for r in result.rows if r["vector"] in DIGESTS]
+    assert [(r["vector"], r["status"]) for r in digest_rows] == [(v, "unsupported") for v in DIGESTS]
+    return [r for r in result.rows if r["vector"] not in DIGESTS]
+
+
 def run_rng(mode: str, tmp_path, deadline=20.0):
     target = ImplTarget(wrapper(mode), log_path=tmp_path / "impl.log", deadline_s=deadline, env=ENV)
     try:
@@ -172,7 +185,7 @@ def test_clean_room_wrapper_gives_the_in_process_result(tmp_path):
     assert [(s["area"], s["vectors"]) for s in via.summary] == [(s["area"], s["vectors"]) for s in direct.summary]
     assert via.exit_code(strict=True) == 0
     assert target.process.restarts == 0
-    assert SchemaCheckingProcess.seen == {"capabilities", "at", "member_seed", "stream_seed", "gaussian", "perturb",
+    assert SchemaCheckingProcess.seen == {"capabilities", "at", "member_seed", "stream_seed", "gaussian", "gaussian_ranges", "perturb",
                                           "restore", "update", "shaping", "decay", "step"}
 
 
@@ -256,9 +269,10 @@ def test_unknown_contract_version_is_a_setup_error(tmp_path):
 def test_a_failing_case_is_one_error_row_and_the_rest_still_run(tmp_path, mode, kind):
     result, target = run_rng(mode, tmp_path, deadline=2.0)
     n33 = ["gaussian-poly32-seed-1234567-first-1-n-33", "gaussian-libm64-seed-1234567-first-1-n-33"]
-    assert [r["vector"] for r in result.rows] == n33
-    assert all(r["status"] == "error" and kind in r["detail"] for r in result.rows), result.rows
-    assert result.summary[0]["vectors"] == 47                      # a complete report: every vector ran
+    rows = value_rows(result)
+    assert [r["vector"] for r in rows] == n33
+    assert all(r["status"] == "error" and kind in r["detail"] for r in rows), rows
+    assert len(DIGESTS) == 6 and result.summary[0]["vectors"] == 47 + 6   # a complete report: every vector ran
     assert result.exit_code(False) == 1
     assert target.process.restarts == (0 if mode == "refuses" else 2)   # restarted after each broken case
     assert target.process.pid is None                             # closed: nothing left running
@@ -278,23 +292,25 @@ def test_replies_larger_than_the_first_buffer_arrive_whole(tmp_path, monkeypatch
 
 def test_a_wrapper_failing_every_case_is_given_up_per_op_after_three_in_a_row(tmp_path):
     result, target = run_rng("crashes", tmp_path, deadline=5.0)
-    assert len(result.rows) == 47 and {r["status"] for r in result.rows} == {"error"}   # complete, all errors
-    kinds = [r["detail"].split(": ")[1] for r in result.rows]
+    rows = value_rows(result)
+    assert len(rows) == 47 and {r["status"] for r in rows} == {"error"}   # complete, all errors
+    kinds = [r["detail"].split(": ")[1] for r in rows]
     # per operation: at (7 vectors), member_seed (6), stream_seed (6), gaussian (24); noise needs member_seed first
     assert kinds[:7] == ["crashed"] * 3 + ["gave-up"] * 4
     assert kinds[7:13] == ["crashed"] * 3 + ["gave-up"] * 3 and kinds[13:19] == kinds[7:13]
     assert kinds[19:43] == ["crashed"] * 3 + ["gave-up"] * 21 and set(kinds[43:]) == {"gave-up"}
-    assert "at was given up after 3 failures in a row" in result.rows[3]["detail"]
+    assert "at was given up after 3 failures in a row" in rows[3]["detail"]
     assert target.process.restarts == 4 * 3 - 1          # one start, then a restart before each later crash
 
 
 def test_a_faulty_op_does_not_poison_the_others(tmp_path):
     """Only `at` crashes: its vectors are error rows (3 crashes, then given up), every other vector passes."""
     result, target = run_rng("badat", tmp_path, deadline=5.0)
-    assert [r["vector"] for r in result.rows] == [v["id"] for v in json.loads((GOLDENS / "rng.json").read_text())
-                                                  ["vectors"] if v["inputs"]["kind"].startswith("splitmix64")]
-    assert [r["detail"].split(": ")[1] for r in result.rows] == ["crashed"] * 3 + ["gave-up"] * 4
-    assert result.summary[0]["vectors"] == 47      # the 40 others ran and are bit-equal (no row)
+    rows = value_rows(result)
+    assert [r["vector"] for r in rows] == [v["id"] for v in json.loads((GOLDENS / "rng.json").read_text())
+                                           ["vectors"] if v["inputs"]["kind"].startswith("splitmix64")]
+    assert [r["detail"].split(": ")[1] for r in rows] == ["crashed"] * 3 + ["gave-up"] * 4
+    assert result.summary[0]["vectors"] == 47 + 6   # the 40 others ran and are bit-equal (no row); 6 digests
     assert target.process.restarts == 3                  # the restarts after the crashes; none after giving up
 
 
@@ -304,16 +320,16 @@ def test_unsupported_is_listed_not_passed_and_require_fails(tmp_path):
     target.close()
     statuses = {r["status"] for r in result.rows}
     assert statuses == {"unsupported"}
-    assert len(result.rows) == 47 - 7                   # the 7 splitmix64 vectors need only `at`
+    assert len(value_rows(result)) == 47 - 7            # the 7 splitmix64 vectors need only `at`
     assert result.exit_code(False) == 0
-    assert "40 vector(s) unsupported" in result.verdict(False) and "7 vector recomputations" in result.verdict(False)
+    assert "46 vector(s) unsupported" in result.verdict(False) and "7 vector recomputations" in result.verdict(False)
     out = CliRunner().invoke(goldens, ["check", "--area", "rng", "--impl", wrapper("partial"), "--require",
                                        "at,gaussian", "--impl-log", str(tmp_path / "log2"),
                                        "--junit", str(tmp_path / "j.xml")], env={"PYTHONPATH": ENV["PYTHONPATH"]})
     assert out.exit_code == 1, out.output
     assert "--require gaussian: the wrapper does not claim operation 'gaussian'" in out.output
     junit = (tmp_path / "j.xml").read_text()
-    assert junit.count("<skipped") == 40
+    assert junit.count("<skipped") == 40 + 6
 
 
 def test_cli_refuses_backend_with_impl():
