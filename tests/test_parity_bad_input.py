@@ -279,6 +279,7 @@ def test_a_reused_out_is_refused_unless_overwrite(tmp_path):
 
 def test_a_bad_clone_path_from_the_environment_names_the_variable(tmp_path, monkeypatch):
     monkeypatch.setenv("ESVERIFY_AWD_REF", str(tmp_path / "gone"))
-    code, output, frame = _cli(tmp_path, "--ref", AT_SCALE, *QUICK)
+    # with --ref, a clone named elsewhere runs (and is checked) only when --discover asks for it (issue 32)
+    code, output, frame = _cli(tmp_path, "--ref", AT_SCALE, "--discover", *QUICK)
     assert code == 2 and frame is None
     assert f"$ESVERIFY_AWD_REF {tmp_path / 'gone'}" in _one_line_error(output)

@@ -34,6 +34,7 @@ from esverify.references import Reference
 REFERENCE = Reference(
     name="eggroll",
     adapter="esverify.references.eggroll.adapter:ADAPTER",
+    profiles=("esverify.references.eggroll.lowrank:PROFILE",),
     golden_areas=("esverify.references.eggroll.area:AREA",),
     runlog_formats=("esverify.references.eggroll.runlog:RUNLOG_FORMAT",),
 )

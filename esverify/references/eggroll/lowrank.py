@@ -47,6 +47,22 @@ STD_EPS = 1e-8
 PARAM_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
+@dataclass(frozen=True)
+class LowRankProfile:
+    """The profile `lowrank` as the profile registry's named value (docs/numerics.md §9).
+
+    Neither a Trainer `Profile` (no chunk kernels) nor the skill sample's loop profile: its kernels are
+    this module's functions (adapter_factors, evaluated_perturbation, shape_fitness, pair_differences,
+    update_delta, apply_delta_), which run_lowrank_loop drives. name, version, version_constant: as for
+    every profile (a change of any computed bit bumps `version`, with ``## lowrank v<N>`` in CHANGELOG.md)."""
+    name: str
+    version: int
+    version_constant: str
+
+
+PROFILE = LowRankProfile(name="lowrank", version=VERSION, version_constant="esverify.references.eggroll.lowrank.VERSION")
+
+
 # ----------------------------------------------------------------------------- adapters
 
 def adapter_factors(a: torch.Tensor, b: torch.Tensor, sigma: float, rank: int,
