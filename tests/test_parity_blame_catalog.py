@@ -119,7 +119,7 @@ def test_every_detected_mutant_names_the_patched_file_and_function(tmp_path):
 @pytest.mark.slow
 def test_a_clean_clone_failure_names_the_function_that_computes_it(tmp_path, monkeypatch):
     """A deliberately wrong profile: our side under es-awd's numerics for es-at-scale's update."""
-    from esverify.oracle.adapters import es_at_scale
+    from esverify.references.es_at_scale import adapter as es_at_scale
     root, _ = git_mutant(tmp_path, "es-at-scale", [])
     monkeypatch.setattr(es_at_scale.EsAtScale, "profile", "es-awd")
     matrix = cases.build_matrix(["es-at-scale"], ["cpu"], ("bf16",), ("correlated",), iterations=1, small=True,
