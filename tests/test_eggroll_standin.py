@@ -53,6 +53,7 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def test_g1_get_rng_noise_values_and_digests(tmp_path):
     row = driver.Row({"out": str(tmp_path)}, tmp_path)
+    ray_before = sys.modules.get("ray")   # the real Ray, when an earlier test imported it; else None
     with driver.imported(CLONE, "es_lora_multinode.py", row) as module:
         a, b = module.get_rng_noise(base_seed=0, num_pop_pairs=4, pop_pair_idx=1, num_layers=14, layer_idx=3,
                                     step=0, shapes=[(2, 8), (16, 2)])
@@ -65,7 +66,8 @@ def test_g1_get_rng_noise_values_and_digests(tmp_path):
     g = torch.Generator().manual_seed(17)
     assert same_bits(a, torch.normal(0.0, 1.0, size=(2, 8), generator=g))
     assert same_bits(b, torch.normal(0.0, 1.0, size=(16, 2), generator=g))
-    assert "es_lora_multinode" not in sys.modules and "ray" not in sys.modules
+    # the stand-in modules are gone again: sys.modules is as the driver found it
+    assert "es_lora_multinode" not in sys.modules and sys.modules.get("ray") is ray_before
 
 
 # ----------------------------------------------------------------- G2: the adapters, through main
