@@ -43,8 +43,8 @@ def test_a_run_that_checked_nothing_says_so_and_its_junit_is_red(tmp_path):
     assert first.startswith("esverify parity: NOTHING CHECKED (exit 1): 1 cases: 1 skipped"), output
     assert "  nothing checked: es-at-scale: 1 skipped (cuda): the child sees no CUDA device" in output
     suite, counted = _junit_counts(junit)
-    # + the three other references, not selected; exit 1 <=> a failure
-    assert counted == {"failure": 1, "error": 0, "skipped": 4}
+    # + the four other references, not selected; exit 1 <=> a failure
+    assert counted == {"failure": 1, "error": 0, "skipped": 5}
     verdict = suite.find("testcase[@name='verdict']/failure")
     assert verdict.get("type") == "verdict" and verdict.get("message").startswith(
         "nothing checked: es-at-scale: 1 skipped (cuda): the child sees no CUDA device")
@@ -57,11 +57,11 @@ def test_a_passing_run_has_a_green_junit_and_require_all_turns_skips_red(tmp_pat
     code, output = _parity(*args, "--out", str(tmp_path / "a"), "--junit", str(tmp_path / "a.xml"))
     assert code == 0, output
     _, counted = _junit_counts(tmp_path / "a.xml")
-    assert counted == {"failure": 0, "error": 0, "skipped": 4}   # cpu passes; cuda and 3 references skipped
+    assert counted == {"failure": 0, "error": 0, "skipped": 5}   # cpu passes; cuda and 4 references skipped
     code, output = _parity(*args, "--require-all", "--out", str(tmp_path / "b"), "--junit", str(tmp_path / "b.xml"))
     assert code == 1, output
     suite, counted = _junit_counts(tmp_path / "b.xml")
-    assert counted == {"failure": 1, "error": 0, "skipped": 4}
+    assert counted == {"failure": 1, "error": 0, "skipped": 5}
     assert suite.find("testcase[@name='verdict']/failure") is not None
 
 
