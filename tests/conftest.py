@@ -114,9 +114,22 @@ def leftovers(baseline=frozenset(), grace: float = 5.0) -> tuple[list, list]:
     return [f"{p}: {_cmdline(p)}" for p in procs], folders
 
 
+def _stop_resource_tracker():
+    """multiprocessing starts one resource tracker per interpreter, lazily, for the first pool or
+    semaphore any test makes (replay's spawn pool, Ray's helpers); it belongs to pytest's own
+    interpreter and lives as long as it, so it is stopped here rather than counted as a test's
+    leak. A test that leaves its own processes is still caught: only this one helper is stopped."""
+    try:
+        from multiprocessing import resource_tracker
+        resource_tracker._resource_tracker._stop()
+    except Exception:       # no tracker was started, or a Python without _stop: nothing to stop
+        pass
+
+
 def pytest_sessionfinish(session, exitstatus):
     if not _LEAK:
         return
+    _stop_resource_tracker()
     procs, folders = leftovers(_LEAK["baseline"])
     for entry in procs:
         try:

@@ -33,3 +33,25 @@ def test_the_leak_check_sees_an_orphan_and_a_temp_folder():
         os.rmdir(folder)
     time.sleep(0.1)
     assert conftest.leftovers(baseline, grace=2.0) == ([], [])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc and a child subreaper")
+def test_the_interpreters_resource_tracker_is_stopped_but_a_tests_own_process_is_still_seen():
+    """CI failed once on multiprocessing's resource tracker (started by a replay test's spawn pool):
+    pytest's own helper, stopped at session end; a process a test starts is still a leak."""
+    from multiprocessing import resource_tracker
+    conftest._stop_resource_tracker()           # an earlier test may have started it already
+    baseline = set(conftest._children_of(os.getpid()))
+    resource_tracker.ensure_running()
+    tracker = resource_tracker._resource_tracker._pid
+    own = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        before = conftest.leftovers(baseline, grace=0)[0]
+        assert {int(e.split(":", 1)[0]) for e in before} == {tracker, own.pid}
+        conftest._stop_resource_tracker()
+        after = conftest.leftovers(baseline, grace=2.0)[0]
+        assert [int(e.split(":", 1)[0]) for e in after] == [own.pid]
+    finally:
+        own.kill()
+        own.wait()
+    assert conftest.leftovers(baseline, grace=2.0) == ([], [])
