@@ -103,10 +103,10 @@ def settings_table() -> dict:
     reference with an alias option (its deprecated option naming its clone, e.g. "--x-ref" -> setting
     "x_ref", key "x-ref", the record's environment variable). Read from the references' records, not
     their adapters: a command line answers its usage errors without importing an adapter."""
-    from . import references
+    from . import registry
     table = {"ref": CORE_SETTINGS["ref"]}
-    for name in references.adapter_names():
-        option = references.get(name).alias_option
+    for name in registry.adapter_names():
+        option = registry.get(name).alias_option
         if option:
             flag, env_var, _ = option
             key = flag.lstrip("-")

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from esverify import references
+from esverify import registry
 from esverify.oracle.adapters import all_adapters
 
 ROOT = Path(__file__).resolve().parents[1]
 
 #: what a parsed-but-not-run command line must not pay for: the numerics stack and every adapter
 HEAVY = ("torch", "numba", "pandas", "numpy", "esverify.oracle.adapters.base",
-         *(references.get(n).adapter.partition(":")[0] for n in references.adapter_names()))
+         *(registry.get(n).adapter.partition(":")[0] for n in registry.adapter_names()))
 
 PROBE = """
 import json, sys

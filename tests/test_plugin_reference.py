@@ -44,7 +44,7 @@ esverify_toy_es = ["driver_toy_es.py"]
 
 INIT = '''\
 """toy-es: a toy ES library, as a plug-in reference of esverify."""
-from esverify.references import Reference
+from esverify.registry import Reference
 
 REFERENCE = Reference(name="toy-es", adapter="esverify_toy_es.adapter:ADAPTER",
                       profiles=(), golden_areas=())
@@ -169,7 +169,7 @@ def _rows(out: Path) -> list:
 
 @pytest.mark.slow
 def test_an_installed_reference_package_is_found_and_its_clone_passes(toy_venv, tmp_path):
-    listed = subprocess.run([str(toy_venv), "-c", "from esverify import references; print(references.names())"],
+    listed = subprocess.run([str(toy_venv), "-c", "from esverify import registry; print(registry.names())"],
                             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
     assert "toy-es" in listed.stdout and "es-awd" in listed.stdout
     clone = _write(tmp_path / "toy-clone", {"toyes/__init__.py": "", "toyes/core.py": TOY_LIBRARY,

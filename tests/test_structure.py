@@ -1,5 +1,5 @@
 """The shape of the whole esverify package (issue 30): the core never names a reference, no import cycle (modules
-loaded by name through esverify.references included), no arrow from a lower layer to a higher one, and no
+loaded by name through esverify.registry included), no arrow from a lower layer to a higher one, and no
 private name imported or reached across modules, on the parent side and the child side (oracles/).
 
 Static checks over the source (ast and tokens), so they cost nothing and hold for code paths no run reaches:
@@ -43,8 +43,9 @@ ALLOWED: dict = {
 #: the layers, lowest first: a module may import its own layer or a lower one, never a higher one.
 #: A module not listed takes the layer of its longest listed prefix.
 LAYERS = [
-    # 0: leaves shared by everything; the references registry (it names no module of esverify but by string)
+    # 0: leaves shared by everything; the references registry esverify.registry (it names no module of esverify but by string)
     {"esverify", "esverify.bits", "esverify.paths", "esverify.console", "esverify.forksafe", "esverify.interrupt",
+     "esverify.registry",
      "esverify.gitinfo", "esverify.jsonin", "esverify.numerics_probe", "esverify.outputs", "esverify.report",
      "esverify.reportset", "esverify.cliutil"},
     # 1: the RNG contract
@@ -111,23 +112,23 @@ LOOKUPS = {"names", "get", "adapter", "adapter_names", "profiles", "golden_areas
 
 
 def registry_edges() -> set:
-    """(module, module it has loaded by name) for every module that asks esverify.references: an edge to each
+    """(module, module it has loaded by name) for every module that asks esverify.registry: an edge to each
     reference package of this tree (where REFERENCE is looked for), and to every "module:attr" string of the
     fields it asks for (ASKS: the names it reaches on the registry or a record), resolved. The registry only
     runs the load; the module that asks is the one that depends on what is loaded."""
-    from esverify import references
+    from esverify import registry
     modules = package_modules()
     holders = {m for m, p in modules.items()
                if m.count(".") == 2 and m.startswith("esverify.references.") and p.name == "__init__.py"}
-    records = [references.get(n) for n in references.names()]
+    records = [registry.get(n) for n in registry.names()]
     edges = set()
     for name, path in modules.items():
-        if name == "esverify.references" or not any(
-                _resolve(t, modules) == "esverify.references" for t, _, _ in _imports(path, name, path.name == "__init__.py")):
+        if name == "esverify.registry" or not any(
+                _resolve(t, modules) == "esverify.registry" for t, _, _ in _imports(path, name, path.name == "__init__.py")):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         lookups = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
-                   and isinstance(node.value, ast.Name) and node.value.id == "references"}
+                   and isinstance(node.value, ast.Name) and node.value.id == "registry"}
         if not lookups & LOOKUPS:
             continue   # takes the Reference record only (a reference package declaring itself)
         asked = {ASKS[node.attr] for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr in ASKS}
@@ -157,8 +158,6 @@ def import_graph() -> dict:
 
 
 def _layer(module: str) -> int:
-    if module == "esverify.references":   # the registry itself: asked by every layer, imports none of them
-        return 0
     best, layer = -1, 0
     for k, names in enumerate(LAYERS):
         for prefix in names:
@@ -201,7 +200,7 @@ def reference_names() -> dict:
 def test_the_graph_is_built_from_real_edges():
     graph = import_graph()
     assert "esverify.oracle.session" in graph["esverify.oracle.runner"]
-    assert "esverify.references" in graph["esverify.oracle.adapters"]
+    assert "esverify.registry" in graph["esverify.oracle.adapters"]
     assert "esverify.references.es_paper.adapter" in graph["esverify.oracle.adapters"]   # loaded by name
     assert "esverify.references.es_awd.profile" in graph["esverify.es.profiles"]
     assert "esverify.goldens.area" in graph["esverify.references.es_paper.golden_area"]
@@ -226,7 +225,7 @@ def test_the_core_never_names_a_reference():
 
 def test_no_import_cycle_registry_loads_included():
     """Every import is an edge (a lazy import hides a cycle from Python, not from a reader), and so is every
-    module esverify.references loads by name."""
+    module esverify.registry loads by name."""
     try:
         tuple(graphlib.TopologicalSorter(import_graph()).static_order())
     except graphlib.CycleError as exc:
@@ -275,9 +274,9 @@ def test_no_private_name_is_imported_or_reached_across_modules():
 
 
 def test_every_registry_string_resolves():
-    from esverify import references
-    for spec in references.specs():
-        assert references.load(spec) is not None, spec
+    from esverify import registry
+    for spec in registry.specs():
+        assert registry.load(spec) is not None, spec
 
 
 if __name__ == "__main__":

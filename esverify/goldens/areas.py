@@ -1,7 +1,7 @@
 """The registry of golden areas: name -> where its `Area` lives, imported only when asked for (docs/goldens.md).
 
 The contract's own area (`rng`) is listed here; every reference's areas come
-from its package through esverify.references, so nothing here names a
+from its package through esverify.registry, so nothing here names a
 reference. The gate and `goldens generate` ask this module, never an area's
 module directly.
 """
@@ -26,10 +26,10 @@ class _AreaModules(MutableMapping):
 
     def _filled(self) -> dict:
         if self._table is None:
-            from .. import references
+            from .. import registry
             table = dict(CONTRACT_AREAS)
-            for ref in references.names():
-                for spec in references.get(ref).golden_areas:
+            for ref in registry.names():
+                for spec in registry.get(ref).golden_areas:
                     table.setdefault(_area_name(spec), spec)
             self._table = table
         return self._table
@@ -51,8 +51,8 @@ class _AreaModules(MutableMapping):
 
 
 def _area_name(spec: str) -> str:
-    from .. import references
-    return references.load(spec).name
+    from .. import registry
+    return registry.load(spec).name
 
 
 #: area name -> where its Area lives; imported only when asked for. Order is report order.
@@ -65,8 +65,8 @@ def get_area(name: str) -> Area:
         raise KeyError(f"unknown golden area {name!r}; known: {sorted(AREA_MODULES)}")
     spec = AREA_MODULES[name]
     if ":" in spec:
-        from .. import references
-        return references.load(spec)
+        from .. import registry
+        return registry.load(spec)
     module = importlib.import_module(spec)
     areas = getattr(module, "AREAS", None) or {module.AREA.name: module.AREA}
     return areas[name]

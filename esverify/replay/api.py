@@ -149,10 +149,10 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     ReplayInfrastructureError (exit 3) when a worker or Ray node fails.
     """
     from esverify.es.profiles import get_profile
-    from esverify import references
+    from esverify import registry
     from esverify.report import write_atomic
 
-    for fmt in references.runlog_formats().values():   # a reference's own log format (docs/replay.md §10)
+    for fmt in registry.runlog_formats().values():   # a reference's own log format (docs/replay.md §10)
         if not fmt.detect(log):
             continue
         if profile not in (None, fmt.profile) or noise is not None:

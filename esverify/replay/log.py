@@ -24,7 +24,7 @@ from esverify.es.runlog import FORMAT as ESVERIFY_FORMAT
 
 @dataclass(frozen=True)
 class RunLogFormat:
-    """A run-log format a reference package brings (esverify.references, `runlog_formats`); replay asks each.
+    """A run-log format a reference package brings (esverify.registry, `runlog_formats`); replay asks each.
 
     name: the format's tag; detect(log folder) -> bool, cheap, reading no more than the folder's
     settings file; replay(base, log, expect, *, out, report_path, state_dir) -> (report dict, exit

@@ -37,14 +37,14 @@ from .base import Profile
 
 class _Registry(Mapping):
     """name -> profile of every reference whose kind `loop` says (False: Trainer-shaped `Profile`, True: a loop
-    profile, docs/numerics.md §8); filled from esverify.references on first use."""
+    profile, docs/numerics.md §8); filled from esverify.registry on first use."""
 
     def __init__(self, loop: bool):
         self._loop = loop
 
     def _table(self) -> dict:
-        from ... import references
-        return {name: p for name, p in references.profiles().items() if isinstance(p, Profile) != self._loop}
+        from ... import registry
+        return {name: p for name, p in registry.profiles().items() if isinstance(p, Profile) != self._loop}
 
     def __getitem__(self, name):
         return self._table()[name]

@@ -1,4 +1,4 @@
-"""The reference adapters, looked up by name in esverify.references (CONTRIBUTING.md, "Adding a reference").
+"""The reference adapters, looked up by name in esverify.registry (CONTRIBUTING.md, "Adding a reference").
 
 Design record: the oracle core (cases, runner, reports, command line) is
 written once against `base.Adapter` and never branches on a reference's
@@ -23,30 +23,30 @@ def __getattr__(name):
 
 def alias_options() -> dict:
     """{reference name: (alias flag, env var, default path)} of each reference whose record declares a
-    deprecated per-reference option (esverify.references.Reference.alias_option): `esverify parity`
+    deprecated per-reference option (esverify.registry.Reference.alias_option): `esverify parity`
     builds its options from here without importing an adapter; `get` checks each adapter against it."""
-    from ... import references
-    return {n: tuple(references.get(n).alias_option) for n in references.adapter_names()
-            if references.get(n).alias_option}
+    from ... import registry
+    return {n: tuple(registry.get(n).alias_option) for n in registry.adapter_names()
+            if registry.get(n).alias_option}
 
 
 def names() -> list[str]:
     """The registered adapter names, in report order."""
-    from ... import references
-    return references.adapter_names()
+    from ... import registry
+    return registry.adapter_names()
 
 
 def get(name: str) -> Adapter:
     """The adapter registered under `name`; KeyError naming the known adapters."""
-    from ... import references
+    from ... import registry
     from .base import Adapter
-    adapter = references.adapter(name)
+    adapter = registry.adapter(name)
     if not isinstance(adapter, Adapter) or adapter.name != name:   # like numpy's Generator: check it is one
-        raise TypeError(f"{references.get(name).adapter} is not the Adapter named {name!r}")
-    declared = references.get(name).alias_option
+        raise TypeError(f"{registry.get(name).adapter} is not the Adapter named {name!r}")
+    declared = registry.get(name).alias_option
     if (adapter.alias_flag or declared) and \
             (adapter.alias_flag, adapter.env_var, str(adapter.default_path)) != tuple(declared or (None,) * 3):
-        raise TypeError(f"{references.get(name).adapter}: its alias_flag {adapter.alias_flag!r} is not its record's "
+        raise TypeError(f"{registry.get(name).adapter}: its alias_flag {adapter.alias_flag!r} is not its record's "
                         f"alias_option {declared!r}")
     return adapter
 

@@ -19,7 +19,7 @@ Design record:
   replay` dispatches to (docs/replay.md §10).
 - `shapes`: peft and vLLM names and shapes of a Qwen-style decoder.
 - `REFERENCE`: this package's record in the references registry
-  (esverify.references); its golden area, and the parity adapter once it
+  (esverify.registry); its golden area, and the parity adapter once it
   exists.
 - `logfiles`: the run log's files as the loop writes them (`runlog` reads them).
 - `adapter`, `rows`: the parity adapter (`esverify parity --ref CLONE`) and its
@@ -29,7 +29,7 @@ Dependencies point one way: this package -> esverify.rng, numpy, torch.
 Checks: ``python -m pytest -q tests/test_eggroll_lowrank.py`` and
 ``esverify goldens check --area lowrank``.
 """
-from esverify.references import Reference
+from esverify.registry import Reference
 
 REFERENCE = Reference(
     name="eggroll",

@@ -4,7 +4,7 @@ adapter: the parity adapter (`--ref`); profile: numerics profile `es-at-scale`;
 golden_area: its golden area (the Trainer area of esverify.goldens.es_area). Its child
 driver is oracles/driver_es_at_scale.py.
 """
-from esverify.references import Reference
+from esverify.registry import Reference
 
 REFERENCE = Reference(
     name="es-at-scale",

@@ -5,7 +5,7 @@ profile `es-paper`), loop (our side of its loop, `run_paper_loop`),
 golden_area (golden area `es-paper`). Its child driver is
 oracles/driver_es_paper.py.
 """
-from esverify.references import Reference
+from esverify.registry import Reference
 
 REFERENCE = Reference(
     name="es-paper",

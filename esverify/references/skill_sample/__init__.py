@@ -5,7 +5,7 @@ adapter (parity adapter), rows (its whole-loop rows), profile (loop profile
 slow numpy model the goldens are expected from), golden_area (golden area
 `skill-sample`). Its child driver is oracles/driver_skill_sample.py.
 """
-from esverify.references import Reference
+from esverify.registry import Reference
 
 REFERENCE = Reference(
     name="skill-sample",
