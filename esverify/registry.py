@@ -31,6 +31,7 @@ import importlib
 import pkgutil
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 
 GROUP = "esverify.references"
 #: the package that holds the built-in references, one sub-package each
@@ -55,6 +56,10 @@ class Reference:
     profiles: tuple = ()
     golden_areas: tuple = ()
     runlog_formats: tuple = ()
+    #: top-level module names of the reference's code (its clone's files and packages) that esverify's own
+    #: tree must never import, even when the audit is given no clone (docs/audit.md); generic names
+    #: (a clone's `es.py`) are left out, they would flag unrelated modules
+    clone_modules: tuple = ()
     #: (flag, environment variable, default path) of a deprecated per-reference option of `esverify parity`
     #: (its adapter's alias_flag, env_var, default_path), read without importing the adapter
     alias_option: tuple | None = None
@@ -83,8 +88,8 @@ def _from_entry_points() -> list:
 
 def _from_this_tree() -> list:
     out = []
-    builtins = importlib.import_module(BUILTINS)
-    for info in sorted(pkgutil.iter_modules(builtins.__path__), key=lambda i: i.name):
+    folder = Path(__file__).with_name(BUILTINS.rpartition(".")[2])     # esverify/references/, not imported here
+    for info in sorted(pkgutil.iter_modules([str(folder)]), key=lambda i: i.name):
         if not info.ispkg:
             continue
         ref = getattr(importlib.import_module(f"{BUILTINS}.{info.name}"), "REFERENCE", None)
@@ -152,6 +157,11 @@ def runlog_formats() -> dict:
     return _many("runlog_formats")
 
 
+def clone_modules() -> frozenset:
+    """Every reference's `clone_modules`, together (imports only the records, not their parts)."""
+    return frozenset(m for ref in _records().values() for m in ref.clone_modules)
+
+
 def specs() -> list[str]:
     """Every ``"module:attr"`` string of every record (the structure test resolves them)."""
     out = []
@@ -160,5 +170,5 @@ def specs() -> list[str]:
     return out
 
 
-__all__ = ["BUILTINS", "GROUP", "Reference", "adapter", "adapter_names", "get", "golden_areas", "load", "names", "profiles",
-           "runlog_formats", "specs"]
+__all__ = ["BUILTINS", "GROUP", "Reference", "adapter", "adapter_names", "clone_modules", "get", "golden_areas", "load",
+           "names", "profiles", "runlog_formats", "specs"]

@@ -31,8 +31,6 @@ from pathlib import PurePosixPath
 
 import pandas as pd
 
-BUILTIN_REFERENCE_MODULES = frozenset({"es_at_scale", "worker_extension", "reward_shaping", "es_trainer",
-                                       "weight_update_utils", "distributed_utils"})
 PACKAGE = "esverify"
 ORACLE_PREFIXES = ("oracles/", "esverify/oracles/")
 IGNORED_REF_NAMES = frozenset({"setup", "conftest", "tests", "test", "__init__", "__main__", PACKAGE})
@@ -51,6 +49,13 @@ CHILD_LAUNCHES = {"subprocess.run", "subprocess.Popen", "subprocess.call", "subp
                   "asyncio.create_subprocess_shell", "os.execv", "os.execvp", "os.execve", "os.spawnv"}
 
 COLUMNS = ["area", "status", "file", "line", "kind", "detail"]
+
+
+def builtin_reference_modules() -> frozenset:
+    """The references' own top-level module names (each record's `clone_modules`, esverify.registry),
+    looked for even when the audit is given no clone."""
+    from .. import registry
+    return registry.clone_modules()
 
 
 def reference_module_names(ref_entries) -> tuple[set[str], list[str]]:
@@ -100,6 +105,7 @@ class _Scanner(ast.NodeVisitor):
     def __init__(self, path: str, names: set[str], tables: dict[str, list[str]] | None = None):
         self.path = PurePosixPath(path)
         self.names = names
+        self.builtin = builtin_reference_modules()
         self.aliases: dict[str, str] = {}
         self.items: list[tuple[int, str, str, str]] = []
         self.tables = tables or {}
@@ -161,7 +167,7 @@ class _Scanner(ast.NodeVisitor):
             return None
         if parts[0] == "oracles":
             return "oracle-area"
-        hits = [p for p in parts if p in BUILTIN_REFERENCE_MODULES]
+        hits = [p for p in parts if p in self.builtin]
         if hits or parts[0] in self.names:
             return "reference"
         return None
@@ -175,7 +181,7 @@ class _Scanner(ast.NodeVisitor):
 
     def _names_reference(self, path: str) -> bool:
         pure = PurePosixPath(path)
-        return bool((set(pure.parts) | {pure.stem}) & (self.names | BUILTIN_REFERENCE_MODULES))
+        return bool((set(pure.parts) | {pure.stem}) & (self.names | self.builtin))
 
     # -- visitors --
     def visit_Import(self, node):

@@ -209,7 +209,7 @@ def run_audit(opts: AuditOptions) -> AuditResult:
     params = {"threshold": opts.threshold, "min_tokens": opts.min_tokens, "k (copydetect noise threshold)": opts.k,
               "winnowing window": opts.window, "text ngram words": opts.ngram, "text min run words": opts.min_words,
               "trivial identity bytes": identity.TRIVIAL_BYTES, "max file bytes": opts.max_file_bytes,
-              "reference module names (built-in)": ", ".join(sorted(imports.BUILTIN_REFERENCE_MODULES)),
+              "reference module names (built-in)": ", ".join(sorted(imports.builtin_reference_modules())),
               "reference module names (from --ref)": ", ".join(sorted(names)) or None,
               "ref names ignored (stdlib/packaging)": ", ".join(excluded) or None}
     tools_frame = pd.DataFrame([{"item": k, "kind": "tool", "value": v} for k, v in tools.items()]

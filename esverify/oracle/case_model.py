@@ -47,9 +47,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-PAPER_SIGMA = 0.001
-PAPER_ALPHA = 0.0005
-PAPER_POPULATION = 30
+#: sigma, alpha and population of the default matrix's cases: the ES-at-scale paper's hyperparameters
+#: (docs/numerics.md), the values a user's run most likely has
+CASE_SIGMA = 0.001
+CASE_ALPHA = 0.0005
+CASE_POPULATION = 30
 DEFAULT_CASE_SEED = 20260401
 #: populations across numpy's pairwise-summation block boundaries (8-way unrolled, 128-element blocks)
 POPULATIONS = (8, 9, 16, 17, 127, 128, 129)
@@ -167,12 +169,12 @@ def draw_handles(rng: np.random.Generator, n: int) -> tuple:
 
 
 def draw_sigma_alpha(rng: np.random.Generator) -> tuple[float, float]:
-    """sigma in [2e-4, 2e-2] and alpha in [1e-4, 1e-2], log-uniform and independent, neither a paper
-    constant nor sigma / 2."""
+    """sigma in [2e-4, 2e-2] and alpha in [1e-4, 1e-2], log-uniform and independent, neither a default
+    case constant nor sigma / 2."""
     while True:
         sigma = _sig(10 ** rng.uniform(-3.7, -1.7))
         alpha = _sig(10 ** rng.uniform(-4.0, -2.0))
-        if sigma != PAPER_SIGMA and alpha not in (PAPER_ALPHA, sigma / 2):
+        if sigma != CASE_SIGMA and alpha not in (CASE_ALPHA, sigma / 2):
             return sigma, alpha
 
 
@@ -228,7 +230,7 @@ def walk_cells(adapter, matrix) -> list:
 
     def adder(device, dtype, scheme, noise):
         def add(op, n, big=False, tag="", extra=None, rewards="normal", layered=False):
-            case = Case(adapter.name, device, dtype, scheme, op, n, PAPER_SIGMA, PAPER_ALPHA, big,
+            case = Case(adapter.name, device, dtype, scheme, op, n, CASE_SIGMA, CASE_ALPHA, big,
                         dict(extra or {}), tag, noise, rewards=rewards)
             if layered:
                 case.shapes, case.ties = LAYERED_SHAPES, LAYERED_TIES
@@ -255,14 +257,14 @@ def walk_cells(adapter, matrix) -> list:
                                 add(adapter.sweep_op, n)
                         if scheme == shape_scheme:
                             for shape in REWARD_SHAPES:
-                                add(adapter.sweep_op, PAPER_POPULATION, rewards=shape)
+                                add(adapter.sweep_op, CASE_POPULATION, rewards=shape)
                     if cell.sweep:   # several layers, a tied head: on one set, small tensors
                         for op in adapter.layered_ops:
                             n = population + population % 2 if op == "mirrored" else population
                             add(op, n, tag="layers", layered=True)
                     if matrix.loops:
-                        for case in adapter.loop_cases(device, dtype, scheme, population, PAPER_SIGMA,
-                                                       PAPER_ALPHA, matrix.iterations, noise):
+                        for case in adapter.loop_cases(device, dtype, scheme, population, CASE_SIGMA,
+                                                       CASE_ALPHA, matrix.iterations, noise):
                             cases.append(finish_case(case, matrix.case_seed, matrix.sigma, matrix.alpha))
     return cases
 

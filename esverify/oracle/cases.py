@@ -16,13 +16,13 @@ from dataclasses import asdict
 
 import numpy as np
 
-from .case_model import (DEFAULT_CASE_SEED, FUZZ_DTYPES, HANDLE_GAP, HANDLE_MAX, NOISES, PAPER_ALPHA,
-                         PAPER_POPULATION, PAPER_SIGMA, PERTURB_MEMBER, POPULATIONS, REWARD_SHAPES, REWARD_TARGET,
+from .case_model import (CASE_ALPHA, CASE_POPULATION, CASE_SIGMA, DEFAULT_CASE_SEED, FUZZ_DTYPES, HANDLE_GAP,
+                         HANDLE_MAX, NOISES, PERTURB_MEMBER, POPULATIONS, REWARD_SHAPES, REWARD_TARGET,
                          Case, check_common, draw_handles, draw_lambda, draw_population, draw_sigma_alpha,
                          finish_case, generic_shrink_candidates, main_population, random_case_of, walk_cells)
 
-__all__ = ["CASE_JSON_MAX_BYTES", "DEFAULT_CASE_SEED", "FUZZ_DTYPES", "HANDLE_GAP", "HANDLE_MAX", "NOISES",
-           "PAPER_ALPHA", "PAPER_POPULATION", "PAPER_SIGMA", "PERTURB_MEMBER", "POPULATIONS", "REWARD_SHAPES",
+__all__ = ["CASE_ALPHA", "CASE_JSON_MAX_BYTES", "CASE_POPULATION", "CASE_SIGMA", "DEFAULT_CASE_SEED", "FUZZ_DTYPES",
+           "HANDLE_GAP", "HANDLE_MAX", "NOISES", "PERTURB_MEMBER", "POPULATIONS", "REWARD_SHAPES",
            "REWARD_TARGET", "Case", "build_matrix", "check", "check_common", "draw_handles", "draw_lambda",
            "draw_population", "draw_sigma_alpha", "finish_case", "from_json", "generic_shrink_candidates",
            "main_population", "random_case", "random_case_of", "select", "shrink_candidates", "to_json",

@@ -11,4 +11,5 @@ REFERENCE = Reference(
     adapter="esverify.references.es_at_scale.adapter:ADAPTER",
     profiles=("esverify.references.es_at_scale.profile:PROFILE",),
     golden_areas=("esverify.references.es_at_scale.golden_area:AREA",),
+    clone_modules=("es_at_scale", "es_trainer", "worker_extension", "reward_shaping"),
 )

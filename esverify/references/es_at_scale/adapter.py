@@ -10,7 +10,7 @@ path (esverify.oracle.loop_rows).
 """
 from __future__ import annotations
 
-from esverify.oracle.case_model import PAPER_POPULATION, POPULATIONS, REWARD_SHAPES, Case
+from esverify.oracle.case_model import CASE_POPULATION, POPULATIONS, REWARD_SHAPES, Case
 from esverify.oracle.adapters.base import Adapter, LoopSpec
 
 #: the trainer loop's engines: the population is made not a multiple of them
@@ -70,19 +70,19 @@ class EsAtScale(Adapter):
                                     "with like"}
 
     def device_cases(self, matrix, device, population, add):
-        for n in dict.fromkeys([population, *POPULATIONS, PAPER_POPULATION]):
+        for n in dict.fromkeys([population, *POPULATIONS, CASE_POPULATION]):
             add("f64", "-", "zscore", n, "-")
         for shape in REWARD_SHAPES:
-            add("f64", "-", "zscore", PAPER_POPULATION, "-", rewards=shape)
+            add("f64", "-", "zscore", CASE_POPULATION, "-", rewards=shape)
 
     def cell_cases(self, matrix, cell):
         n, big, add = cell.population, cell.big, cell.add
         add("perturb", n, big)
         add("restore", n, big)
         add("update", n, big)
-        add("update", PAPER_POPULATION, big, "paper")
-        if n != PAPER_POPULATION:
-            add("update", PAPER_POPULATION, big)
+        add("update", CASE_POPULATION, big, "paper")
+        if n != CASE_POPULATION:
+            add("update", CASE_POPULATION, big)
         add("loop", n, False, extra={"iterations": matrix.iterations})
 
     def loop_spec(self, case) -> LoopSpec:

@@ -11,5 +11,6 @@ REFERENCE = Reference(
     adapter="esverify.references.es_awd.adapter:ADAPTER",
     profiles=("esverify.references.es_awd.profile:PROFILE",),
     golden_areas=("esverify.references.es_awd.golden_area:AREA",),
+    clone_modules=("weight_update_utils", "distributed_utils"),
     alias_option=("--awd-ref", "ESVERIFY_AWD_REF", "refs/es-awd"),
 )
