@@ -252,6 +252,15 @@ def test_judge_reuse_is_one_rule():
     assert status == "fail" and "still differs (iteration 1: reward of member 0)" in text
 
 
+def test_a_reuse_verdict_enters_every_row_kind_the_same_way():
+    """record_reuse: the one place loop rows and the paper-script rows put judge_reuse into a row."""
+    diagnoses, notes = ["skip"], ["earlier"]
+    assert compare.record_reuse(("pass", "all agree"), "loop", "pass", diagnoses, notes) == "pass"
+    assert (diagnoses, notes) == (["skip"], ["earlier", "note: loop: all agree"])
+    assert compare.record_reuse(("artifact", "reused"), "fit", "fail", diagnoses, notes) == "artifact"
+    assert (diagnoses, notes) == (["skip", "reuse"], ["fit: reused", "earlier", "note: loop: all agree"])
+
+
 def test_reuse_sources_take_a_same_dtype_draw_of_equal_size_before_another_dtype_of_equal_shape():
     layout = [("f32", (6,)), ("bf16", (2, 3)), ("f32", (3, 2)), ("bf16", (3, 2))]
     assert compare.reuse_sources([2, 3], layout) == {2: 0, 3: 1}

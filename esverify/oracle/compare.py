@@ -235,6 +235,19 @@ def judge_reuse(scheme: str, differs: bool, whatif_agrees: bool | None, pairs: s
                     + ": not only the reuse")
 
 
+def record_reuse(judged: tuple[str, str], op: str, status: str, diagnoses: list, notes: list) -> str:
+    """Put a `judge_reuse` (verdict, note) into a row: a pass adds a note at the end and keeps `status`;
+    any other verdict becomes the row's status, adds the diagnosis "reuse" and puts its note first.
+    Returns the row's status; `diagnoses` and `notes` are edited in place."""
+    verdict, text = judged
+    if verdict == "pass":
+        notes.append(f"note: {op}: {text}")
+        return status
+    diagnoses.append("reuse")
+    notes.insert(0, f"{op}: {text}")
+    return verdict
+
+
 def reuse_pairs(found, sources) -> str:
     """The reuse in words: 'slot k (name) <- slot j, ...'."""
     return ", ".join(f"slot {k} ({found.missing[k][0]}) <- slot {sources[k]}" for k in sorted(sources)

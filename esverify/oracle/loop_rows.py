@@ -305,14 +305,9 @@ def run_loop_case(session, case: Case) -> dict:
                 agrees, left = diff_again is None, (None if diff_again is None else str(diff_again))
             except Exception as exc:  # noqa: BLE001 - no what-if, no artifact: the row stays a fail
                 left = f"the what-if raised {type(exc).__name__}: {exc}"
-        verdict, text = _compare.judge_reuse(case.scheme, diff is not None, agrees,
-                                             _compare.reuse_pairs(found, sources), left)
-        if verdict == "pass":
-            notes.append(f"note: {case.op}: {text}")
-        else:
-            status = verdict
-            diagnoses.append("reuse")
-            notes.insert(0, f"{case.op}: {text}")
+        status = _compare.record_reuse(_compare.judge_reuse(case.scheme, diff is not None, agrees,
+                                                            _compare.reuse_pairs(found, sources), left),
+                                       case.op, status, diagnoses, notes)
     if settings_note:
         notes.append(settings_note)
     launched = list(theirs.get("engine_precisions") or [])

@@ -199,14 +199,9 @@ def run_row(adapter, session, case) -> dict:
                 notes.append(f"note: the draw accounting and the bits disagree: {text}, yet every compared "
                              "quantity agrees bit for bit, so the bits decide")
         elif sources:
-            verdict, text = _compare.judge_reuse(case.scheme, bool(diff), None,
-                                                 _compare.reuse_pairs(found, sources))
-            if verdict == "pass":
-                notes.append(f"note: {case.op}: {text}")
-            else:
-                status = verdict
-                reuse_diagnosis.append("reuse")
-                notes.insert(0, f"{case.op}: {text}")
+            status = _compare.record_reuse(_compare.judge_reuse(case.scheme, bool(diff), None,
+                                                                _compare.reuse_pairs(found, sources)),
+                                           case.op, status, reuse_diagnosis, notes)
     if status == "fail" and opts.keep_tensors:
         ours_path = paramsets.write(out / "ours.npz", names, ours["params"])
         session.keep(case.case_id, ours_path, reply["results"])
