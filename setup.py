@@ -1,6 +1,6 @@
 """Build hook: ship the committed goldens and oracle drivers inside the wheel.
 
-In a checkout they live at the top level (`goldens/`, `oracles/`) where
+In a checkout they live at the top level (`goldens/`, `oracle_child/`) where
 reviewers and CI see them; a wheel needs them as package data so that a
 non-editable install can run `esverify goldens check` and `esverify parity`.
 The oracle drivers are copied as plain files (no `__init__.py`): the package
@@ -13,7 +13,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-SHIPPED = {"goldens": ("esverify", "goldens", "data"), "oracles": ("esverify", "oracles")}
+SHIPPED = {"goldens": ("esverify", "goldens", "data"), "oracle_child": ("esverify", "oracle_child")}
 
 
 class BuildWithData(build_py):

@@ -1,8 +1,8 @@
 """Where the committed data lives: a checkout or an installed wheel.
 
-In a checkout the goldens are `goldens/` and the oracle drivers `oracles/`
+In a checkout the goldens are `goldens/` and the oracle drivers `oracle_child/`
 at the repository root. A wheel ships copies as package data
-(`esverify/goldens/data/`, `esverify/oracles/`, see setup.py). Code asks
+(`esverify/goldens/data/`, `esverify/oracle_child/`, see setup.py). Code asks
 these helpers and never hard-codes either layout.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ def goldens_dir() -> Path:
     return root / "goldens" if root else PACKAGE_DIR / "goldens" / "data"
 
 
-def oracles_dir() -> Path:
+def oracle_child_dir() -> Path:
     """Folder holding the oracle driver scripts run in the child process."""
     root = checkout_root()
-    return root / "oracles" if root else PACKAGE_DIR / "oracles"
+    return root / "oracle_child" if root else PACKAGE_DIR / "oracle_child"

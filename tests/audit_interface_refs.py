@@ -1,7 +1,7 @@
 """Interface-only fixture references for the audit's interface classification (issue 28).
 
 `write_reference(root, name, data)` writes, for every file the interface
-data (oracles/interfaces.json) lists under reference `name`, a Python module
+data (oracle_child/interfaces.json) lists under reference `name`, a Python module
 with exactly the listed interface (imports in order, module constants,
 functions and classes with their signatures and defaults, dataclass fields,
 argparse flags) and bodies of our own that share nothing with the stand-ins
@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-INTERFACES = ROOT / "oracles" / "interfaces.json"
+INTERFACES = ROOT / "oracle_child" / "interfaces.json"
 
 
 def _import_line(item: dict) -> str:

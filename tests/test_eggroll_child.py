@@ -1,4 +1,4 @@
-"""The eggroll driver served by the parity child (oracles/driver_eggroll.py run by path under
+"""The eggroll driver served by the parity child (oracle_child/driver_eggroll.py run by path under
 esverify.oracle.child_process.Child): the hello, the interface check of the stand-in clone, the
 `eggroll-main` and `eggroll-update` ops answering JSON with the bits the in-process driver gives, a
 reference failure answered as an error row naming its line, and the child's noise hook left as the
@@ -11,10 +11,10 @@ import sys
 import numpy as np
 
 from esverify.oracle.child_process import Child
-from esverify.paths import oracles_dir
+from esverify.paths import oracle_child_dir
 from standins.mutants import STANDINS
 
-sys.path.insert(0, str(oracles_dir()))
+sys.path.insert(0, str(oracle_child_dir()))
 import driver_eggroll as driver  # noqa: E402
 
 CLONE = STANDINS / "eggroll-vllm"
@@ -28,7 +28,7 @@ def _npz_equal(a, b) -> bool:
 
 
 def test_the_child_serves_eggroll_main_and_update(tmp_path):
-    child = Child(sys.executable, oracles_dir() / "driver_eggroll.py", CLONE, tmp_path / "child.log",
+    child = Child(sys.executable, oracle_child_dir() / "driver_eggroll.py", CLONE, tmp_path / "child.log",
                   workdir=tmp_path, target="eggroll")
     try:
         hello = child.start(120)

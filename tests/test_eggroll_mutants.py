@@ -10,11 +10,11 @@ import sys
 
 import pytest
 
-from esverify.paths import oracles_dir
+from esverify.paths import oracle_child_dir
 from standins.eggroll_mutants import EQUIVALENTS, MUTANTS, PARTS, TARGET, EggrollMutant
 from standins.mutants import STANDINS, make_variant
 
-sys.path.insert(0, str(oracles_dir()))
+sys.path.insert(0, str(oracle_child_dir()))
 import driver_eggroll as driver  # noqa: E402
 
 ALL = {**MUTANTS, **EQUIVALENTS}

@@ -1,6 +1,6 @@
 """Unit tests of the child-side pieces of the loop drivers (docs/references.md §5; issue 17): the seams
 that are replaced and put back, the interface-error classification, and function coverage without
-coverage.py. The modules run only in the parity child; the test imports them by path from oracles/.
+coverage.py. The modules run only in the parity child; the test imports them by path from oracle_child/.
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from esverify.paths import oracles_dir
+from esverify.paths import oracle_child_dir
 
-sys.path.insert(0, str(oracles_dir()))
-import loop_errors  # noqa: E402 - oracles/ is not a package: by path only
+sys.path.insert(0, str(oracle_child_dir()))
+import loop_errors  # noqa: E402 - oracle_child/ is not a package: by path only
 import loop_seams  # noqa: E402
 
 
@@ -182,7 +182,7 @@ def test_function_coverage_without_coverage_py_names_what_ran(tmp_path):
     (fake / "__init__.py").write_text("raise ImportError('coverage.py is not installed here')\n")
     script = textwrap.dedent(f"""
         import json, sys
-        sys.path[:0] = [{str(fake.parent)!r}, {str(oracles_dir())!r}, {str(clone)!r}]
+        sys.path[:0] = [{str(fake.parent)!r}, {str(oracle_child_dir())!r}, {str(clone)!r}]
         import child_coverage
         child_coverage.start({str(clone)!r})
         import pkg.mod as m

@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 from esverify import rng as es_rng
 from esverify.es import shape_rewards
 from esverify.oracle import Options, adapters, cases, ours, paramsets, repeat, rewards, run_parity
-from esverify.paths import oracles_dir
+from esverify.paths import oracle_child_dir
 from standins.mutants import STANDINS, make_mutant
 
 
 def _load_child_module():
-    spec = importlib.util.spec_from_file_location("oracle_child_fidelity", oracles_dir() / "child_server.py")
+    spec = importlib.util.spec_from_file_location("oracle_child_fidelity", oracle_child_dir() / "child_server.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,5 +1,5 @@
 """The stand-in clones keep the real references' interfaces (docs/references.md §5): the description of
-every stand-in entry-point file, computed from its source by oracles/interface_drift.py, equals the
+every stand-in entry-point file, computed from its source by oracle_child/interface_drift.py, equals the
 manifest entry of the real file exactly (imports in order, functions, classes, methods, signatures with
 defaults, argparse flags, constants), so this suite fails where a stand-in drifts from the interface a
 real clone has; and a check of the stand-in clones finds nothing. The paper's scripts
@@ -12,19 +12,19 @@ import json
 
 import pytest
 
-from esverify.paths import oracles_dir
+from esverify.paths import oracle_child_dir
 from standins.mutants import STANDINS
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("interface_drift_standins", oracles_dir() / "interface_drift.py")
+    spec = importlib.util.spec_from_file_location("interface_drift_standins", oracle_child_dir() / "interface_drift.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 drift = _load()
-MANIFEST = oracles_dir() / "interfaces.json"
+MANIFEST = oracle_child_dir() / "interfaces.json"
 TARGETS = ("es-at-scale", "es-awd")
 ENTRIES = [(target, entry) for target in TARGETS for entry in json.loads(MANIFEST.read_text())[target]["files"]]
 #: the manifest's target of the paper's scripts, and the stand-in folder that holds them (archive/)

@@ -1,6 +1,6 @@
 """The shape of the whole esverify package (issue 30): the core never names a reference, no import cycle (modules
 loaded by name through esverify.registry included), no arrow from a lower layer to a higher one, and no
-private name imported or reached across modules, on the parent side and the child side (oracles/).
+private name imported or reached across modules, on the parent side and the child side (oracle_child/).
 
 Static checks over the source (ast and tokens), so they cost nothing and hold for code paths no run reaches:
 every import counts, module-level or inside a function. Run the name count alone with
@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "esverify"
-CHILD = ROOT / "oracles"
+CHILD = ROOT / "oracle_child"
 #: a reference's name in code: identifiers and string literals (docstrings and comments not counted)
 NAMES = re.compile(r"es[-_]?at[-_]?scale|at_scale|awd|es[-_]paper|paper_|skill[-_]sample|skill_|eggroll", re.I)
 #: core files still allowed to name a reference: (places, why). Each one is a debt of issue 30 item 2, to be
@@ -70,7 +70,7 @@ def package_modules() -> dict:
 
 
 def child_modules() -> dict:
-    """{module name: path} of the child side (oracles/*.py: run by path in the child, imported by bare name)."""
+    """{module name: path} of the child side (oracle_child/*.py: run by path in the child, imported by bare name)."""
     return {p.stem: p for p in sorted(CHILD.glob("*.py"))}
 
 

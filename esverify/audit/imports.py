@@ -1,10 +1,10 @@
 """Section 4: the import boundary, by a static (ast) scan.
 
-The package (`esverify/**.py`, minus the oracle area `esverify/oracles/`
+The package (`esverify/**.py`, minus the oracle area `esverify/oracle_child/`
 that a wheel ships as plain files) must not import a reference module,
 must not load code by path from a reference or from the oracle area, and
-must not import the oracle area (`oracles/` in a checkout,
-`esverify/oracles/` in a wheel) in-process; each of these is a finding.
+must not import the oracle area (`oracle_child/` in a checkout,
+`esverify/oracle_child/` in a wheel) in-process; each of these is a finding.
 Loading that cannot be resolved statically (`importlib.import_module` or
 `__import__` of a computed name that is not a literal, a subscript of a
 module-level literal table that no module changes in place, a `.split()`
@@ -32,7 +32,7 @@ from pathlib import PurePosixPath
 import pandas as pd
 
 PACKAGE = "esverify"
-ORACLE_PREFIXES = ("oracles/", "esverify/oracles/")
+ORACLE_PREFIXES = ("oracle_child/", "esverify/oracle_child/")
 IGNORED_REF_NAMES = frozenset({"setup", "conftest", "tests", "test", "__init__", "__main__", PACKAGE})
 
 IMPORT_CALLS = {"importlib.import_module", "__import__", "importlib.__import__", "builtins.__import__"}
@@ -84,13 +84,13 @@ def _dotted(node) -> str | None:
     return None
 
 
-def _mentions_oracles(node) -> bool:
+def _mentions_oracle_child(node) -> bool:
     for sub in ast.walk(node):
-        if isinstance(sub, ast.Name) and "oracles" in sub.id:
+        if isinstance(sub, ast.Name) and "oracle_child" in sub.id:
             return True
-        if isinstance(sub, ast.Attribute) and "oracles" in sub.attr:
+        if isinstance(sub, ast.Attribute) and "oracle_child" in sub.attr:
             return True
-        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and "oracles" in sub.value:
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and "oracle_child" in sub.value:
             return True
     return False
 
@@ -162,10 +162,10 @@ class _Scanner(ast.NodeVisitor):
         """Why importing `mod` crosses the boundary, or None."""
         parts = mod.split(".")
         if parts[0] == PACKAGE:
-            if len(parts) > 1 and parts[1] == "oracles":
+            if len(parts) > 1 and parts[1] == "oracle_child":
                 return "oracle-area"
             return None
-        if parts[0] == "oracles":
+        if parts[0] == "oracle_child":
             return "oracle-area"
         hits = [p for p in parts if p in self.builtin]
         if hits or parts[0] in self.names:
@@ -238,7 +238,7 @@ class _Scanner(ast.NodeVisitor):
                     self.items.append((node.lineno, "resolved", "resolved import",
                                        f"{name}() resolved statically to one of: {', '.join(mods)}"))
         elif name in PATH_LOADS:
-            if any(_mentions_oracles(a) for a in args):
+            if any(_mentions_oracle_child(a) for a in args):
                 self.items.append((node.lineno, "bad", "oracle area in-process",
                                    f"{name}() on an oracle-area path"))
             elif any(self._names_reference(c) for c in _constants(args)):
@@ -254,7 +254,7 @@ class _Scanner(ast.NodeVisitor):
                 self.items.append((node.lineno, "review", "exec of computed code", f"{name}() of a computed value"))
         elif name in SYS_PATH_EDITS:
             self.items.append((node.lineno, "review", "sys.path edit", f"{name}()"))
-        elif name in CHILD_LAUNCHES and any(_mentions_oracles(a) for a in args):
+        elif name in CHILD_LAUNCHES and any(_mentions_oracle_child(a) for a in args):
             self.items.append((node.lineno, "child", "oracle child launch",
                                f"{name}() runs the oracle area in a child"))
         self.generic_visit(node)

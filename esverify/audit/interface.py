@@ -7,7 +7,7 @@ the same order, such declarations form long identical token runs that
 copydetect reports as copied regions. This module tells those runs apart from
 shared implementation.
 
-The line is drawn by the project's interface data (`oracles/interfaces.json`,
+The line is drawn by the project's interface data (`oracle_child/interfaces.json`,
 docs/references.md §5.3): per reference, the entry-point files with their
 declarations, as data. For a pair (tree file, reference file):
 
@@ -55,7 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
-#: the argparse keywords the interface data records, as source text (oracles/interface_drift.py)
+#: the argparse keywords the interface data records, as source text (oracle_child/interface_drift.py)
 FLAG_KEYS = ("type", "choices", "default", "action")
 #: filtered characters that carry no code: brackets, commas, colons, semicolons that join statements,
 #: and copydetect's string placeholders (`S` for a string's contents, `"` for a quote); a non-interface
@@ -76,9 +76,9 @@ class Declaration:
 
 
 def default_path() -> Path:
-    """The interface data esverify ships: `oracles/interfaces.json` (checkout) or its wheel copy."""
-    from esverify.paths import oracles_dir
-    return oracles_dir() / "interfaces.json"
+    """The interface data esverify ships: `oracle_child/interfaces.json` (checkout) or its wheel copy."""
+    from esverify.paths import oracle_child_dir
+    return oracle_child_dir() / "interfaces.json"
 
 
 def load(path) -> dict:
@@ -116,7 +116,7 @@ def entries_for(names, data: dict) -> list[tuple[str, dict]]:
 # ------------------------------------------------------------------ declarations
 
 def _params(args: ast.arguments) -> list:
-    """As oracles/interface_drift.py: positional parameters with defaults, then keyword-only ones."""
+    """As oracle_child/interface_drift.py: positional parameters with defaults, then keyword-only ones."""
     positional = [*args.posonlyargs, *args.args]
     defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
     params = [{"name": a.arg, "default": ast.unparse(d) if d is not None else None}

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-#: sigma, alpha and population of the default matrix's cases: the ES-at-scale paper's hyperparameters
+#: sigma, alpha and population of the default matrix's cases: the fine-tuning paper's hyperparameters
 #: (docs/numerics.md), the values a user's run most likely has
 CASE_SIGMA = 0.001
 CASE_ALPHA = 0.0005

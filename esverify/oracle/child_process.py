@@ -1,6 +1,6 @@
 """The parent side of the oracle channel: one long-lived child per target.
 
-The child is a driver script from `oracles/` run BY PATH under the chosen
+The child is a driver script from `oracle_child/` run BY PATH under the chosen
 interpreter (docs/references.md §3); this package never imports it. Commands go
 as JSON lines on the child's stdin; replies come back as JSON lines on a
 dedicated pipe (fd passed with `--reply-fd`), while the child's stdout and
@@ -550,7 +550,7 @@ class Child:
         problem = _reply_error(reply, command)
         if problem:
             self._violation(f"{problem} ({what})")
-        # what the child's float-environment probe found after this command (oracles/child_server.py)
+        # what the child's float-environment probe found after this command (oracle_child/child_server.py)
         self.last_flush = list(reply.get("flush_to_zero", [])) if reply.get("status") == "ok" else []
         return reply
 

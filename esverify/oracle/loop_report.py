@@ -3,7 +3,7 @@
 - `findings`: documented reference quirks a loop row observed
   (each adapter's `findings`), with what was observed;
 - `coverage`: per target, every function of the clone files the child
-  loaded, whether it ran (coverage.py in the child, oracles/child_loops.py) and
+  loaded, whether it ran (coverage.py in the child, oracle_child/child_loops.py) and
   whether docs/references.md says a loop reaches it; the metadata keeps the
   percentage per target, and every reached function that did not run is
   a warning;
@@ -23,7 +23,7 @@ from . import adapters as _adapters
 
 
 def read_coverage(work, target: str) -> dict:
-    """The child's cumulative coverage of the clone ({"files": ..., "error": ...}; see oracles/child_loops.py)."""
+    """The child's cumulative coverage of the clone ({"files": ..., "error": ...}; see oracle_child/child_loops.py)."""
     path = Path(work) / f"coverage-{target}.json"
     try:
         data = jsonin.load_path(path, max_bytes=64 << 20, max_depth=16)   # the child wrote it: outside input

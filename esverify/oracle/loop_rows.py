@@ -1,7 +1,7 @@
 """Parity through the references' own training loops (docs/references.md §5; issue 9).
 
 Design record: a loop row runs a reference's own training loop in the
-child (oracles/child_loops.py, on stand-in engines, recording a tape) and
+child (oracle_child/child_loops.py, on stand-in engines, recording a tape) and
 the same loop on our side (`run_ours`), then compares the two tapes
 (loop_compare). Which loop, with which engines, data, sampling, decay,
 seed schedule and quirks, is the adapter's `LoopSpec`

@@ -34,7 +34,7 @@ def loop_reward(tensors, target: float, dtype=None) -> float:
     any dtype and device), f64; fsum per tensor, then over the tensors. dtype: the precision the engine
     computing it runs in (a torch dtype; None: each tensor's own): each tensor is rounded to it first,
     as an engine launched in that precision holds its weights (docs/parity.md, "The training loops").
-    The child computes it the same way (oracles/child_server.py `reward`), so both sides of a loop row
+    The child computes it the same way (oracle_child/child_server.py `reward`), so both sides of a loop row
     hand out identical rewards."""
     total = []
     for t in tensors:

@@ -1,7 +1,7 @@
 """The parity runner: clones -> children -> cases -> bitwise rows -> report (issue 4).
 
 For each target whose clone is usable, ONE long-lived child runs the
-target's driver (oracles/driver_*.py, by path) under `--python`; the
+target's driver (oracle_child/driver_*.py, by path) under `--python`; the
 runner checks up front that the child has torch and numpy and which
 devices it sees, then runs each case on our side (esverify.es, through
 `ours`) and on the reference side (the child, same noise through the

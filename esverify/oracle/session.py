@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..paths import oracles_dir
+from ..paths import oracle_child_dir
 from .child_process import Child, ChildError, ChildTimeout
 from .noise_policy import BackendRefused, noise_backend
 from .rows import make_row
@@ -50,11 +50,11 @@ class Session:
     def __init__(self, runner, adapter, clone):
         self.runner, self.adapter, self.clone = runner, adapter, clone
         opts = runner.opts
-        # a built-in driver is a file of oracles/; a plug-in's is an absolute path in its own package
-        self.child = Child(opts.python, oracles_dir() / adapter.driver, adapter.clone_root(clone.path),
+        # a built-in driver is a file of oracle_child/; a plug-in's is an absolute path in its own package
+        self.child = Child(opts.python, oracle_child_dir() / adapter.driver, adapter.clone_root(clone.path),
                            runner.work / f"child-{adapter.name}.log", env=opts.child_env, workdir=runner.work,
                            max_memory=opts.max_memory, max_output=opts.max_output, target=adapter.name,
-                           shared=oracles_dir())
+                           shared=oracle_child_dir())
         self.hello = None
         self.start_error = ""
         self.pool = ThreadPoolExecutor(max_workers=1)   #: waits for the child's reply beside our side
@@ -113,7 +113,7 @@ class Session:
         error row) when the child timed out, died or broke the protocol, or our side raised. The time
         of each side goes to the reference's clock (metadata seconds_per_side)."""
         opts = self.opts
-        if self.variant_clone:   # the child switches to that clone for this command (oracles/child_server.py)
+        if self.variant_clone:   # the child switches to that clone for this command (oracle_child/child_server.py)
             command.setdefault("clone", str(self.adapter.clone_root(self.variant_clone)))
         clock = self.clock(case)
         started = time.perf_counter()

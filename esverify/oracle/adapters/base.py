@@ -4,7 +4,7 @@ Design record (issue 21): one reference = one adapter. The core (cases,
 runner, session, reports, command line) is written once against this base
 class, as numpy's Generator is written against BitGenerator, and checks
 only that an adapter is one. An adapter declares its clone layout and how
-to recognise it, its child driver (a script under oracles/), its numerics
+to recognise it, its child driver (a script under oracle_child/), its numerics
 profile, its part of the default matrix, how to check, draw and shrink a
 case, the per-reference data of the reports (functions its loops reach,
 documented findings, the not-checked text, the rerun arguments), and
@@ -95,7 +95,7 @@ class Adapter:
     #: a deprecated option that names this reference's clone (e.g. "--awd-ref"), or None
     alias_flag: str | None = None
     #: the child driver, run by path in the child interpreter beside the shared child code: a file name
-    #: under oracles/ (a built-in reference), or an absolute path (a plug-in's driver in its own package)
+    #: under oracle_child/ (a built-in reference), or an absolute path (a plug-in's driver in its own package)
     driver: str = ""
     #: licence file name in the clone (docs/references.md §4)
     licence: str = ""

@@ -3,7 +3,7 @@
 Design record: a clone is a folder whose `es_lora_multinode.py` defines
 the worker extension (`WorkerExtension`) and the engine (`ESNcclLLM`).
 Each row runs the trainer's `main(args)` in the child
-(oracles/driver_eggroll.py: Ray, vLLM, peft and the task are stand-ins;
+(oracle_child/driver_eggroll.py: Ray, vLLM, peft and the task are stand-ins;
 the engine's reward is a sum of squares of the adapted weights, see
 `rows.engine_reward`) and our `esverify.references.eggroll.lowrank.run_lowrank_loop`
 on the same initial weights, and compares bit for bit (rows.py). What

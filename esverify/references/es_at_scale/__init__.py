@@ -2,7 +2,7 @@
 
 adapter: the parity adapter (`--ref`); profile: numerics profile `es-at-scale`;
 golden_area: its golden area (the Trainer area of esverify.goldens.es_area). Its child
-driver is oracles/driver_es_at_scale.py.
+driver is oracle_child/driver_es_at_scale.py.
 """
 from esverify.registry import Reference
 

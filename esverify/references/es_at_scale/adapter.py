@@ -1,7 +1,7 @@
 """The es-at-scale adapter: the library's WorkerExtension, z_score and trainer loop (docs/references.md §1, §5).
 
 Design record: everything the oracle knows about es-at-scale is here and in
-its child driver (oracles/driver_es_at_scale.py): the clone layout, the
+its child driver (oracle_child/driver_es_at_scale.py): the clone layout, the
 single-op cases (perturb, restore, update at the main N, the paper's N = 30
 and the population sweep, the in-process `loop`, z-scores in f64), the
 `fit` loop row, the functions that loop reaches and the fit quirk it

@@ -2,7 +2,7 @@
 
 adapter: the parity adapter (`--ref`); profile: numerics profile `es-awd`
 (rules cpu/cuda); golden_area: its golden
-area (the Trainer area of esverify.goldens.es_area). Its child driver is oracles/driver_es_awd.py.
+area (the Trainer area of esverify.goldens.es_area). Its child driver is oracle_child/driver_es_awd.py.
 """
 from esverify.registry import Reference
 

@@ -1,7 +1,7 @@
 """The es-awd adapter: weight_update_utils and the `es.main` loop, with anchored weight decay (docs/references.md §2, §5).
 
 Design record: everything the oracle knows about es-awd is here and in its
-child driver (oracles/driver_es_awd.py): the clone layout, the single-op
+child driver (oracle_child/driver_es_awd.py): the clone layout, the single-op
 cases (perturb, restore, update with decay none/l1/l2, the decay alone,
 mirrored, caching), the seven `main*` loop rows, the functions they reach,
 the offset parameter set its cases start from (theta != anchor, so decay

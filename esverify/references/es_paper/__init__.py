@@ -3,7 +3,7 @@
 adapter (parity adapter), rows (its whole-loop rows), profile (numerics
 profile `es-paper`), loop (our side of its loop, `run_paper_loop`),
 golden_area (golden area `es-paper`). Its child driver is
-oracles/driver_es_paper.py.
+oracle_child/driver_es_paper.py.
 """
 from esverify.registry import Reference
 

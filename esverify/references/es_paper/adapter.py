@@ -5,7 +5,7 @@ four scripts (countdown and conciseness, each plain and `_iid`) in
 `archive/` of an es-at-scale clone, or at the root of a clone or fork of
 the repository's earlier name (es-fine-tuning-paper). One path can
 therefore be both an es-at-scale clone and an es-paper clone. Each row
-runs one script's `main()` in the child (oracles/driver_es_paper.py) and
+runs one script's `main()` in the child (oracle_child/driver_es_paper.py) and
 our side's `esverify.references.es_paper.loop.run_paper_loop` (profile `es-paper`,
 docs/numerics.md) on the same parameter set, seeds and rewards, and
 compares per iteration: the seeds the script's numpy schedule drew, the

@@ -3,7 +3,7 @@
 adapter (parity adapter), rows (its whole-loop rows), profile (loop profile
 `skill-sample`), loop (our side of its loop, `run_skill_loop`), model (the
 slow numpy model the goldens are expected from), golden_area (golden area
-`skill-sample`). Its child driver is oracles/driver_skill_sample.py.
+`skill-sample`). Its child driver is oracle_child/driver_skill_sample.py.
 """
 from esverify.registry import Reference
 

@@ -8,7 +8,7 @@ mirrored: all the same reference call with different arguments) and decay
 (the decay alone), and main (`es.main`, the reference's own training loop:
 `op_main` below: `parse_args()` on a command line set in `sys.argv`, then `main(args)`, with `launch_engines`,
 `cleanup`, `get_data` and `evaluate_reward` as module globals of ours, and its iteration_updates/*.json records
-added to the tape; oracles/child_loops.py measures coverage of the clone). Parameters are passed as the stand-in model's lazy
+added to the tape; oracle_child/child_loops.py measures coverage of the clone). Parameters are passed as the stand-in model's lazy
 `parameters()` generator; the anchor as a plain generator that does not
 move the slot. Never imported by esverify.
 """

@@ -12,7 +12,7 @@ loop and fit (the reference's own training loop: `op_fit` below, the
 `fit()`; the seams replaced for the run are the module's `Pool`, `get_ip`,
 `get_open_port`, the class's `launch_engines`, and the SIGINT/SIGTERM
 handlers the constructor installs, restored right after construction;
-oracles/child_loops.py measures coverage of the clone). Every reference call is followed by the draw accounting of
+oracle_child/child_loops.py measures coverage of the clone). Every reference call is followed by the draw accounting of
 child_server (one draw per slot per seed). Never imported by esverify.
 """
 from __future__ import annotations
