@@ -58,6 +58,9 @@ class Reference:
     #: (flag, environment variable, default path) of a deprecated per-reference option of `esverify parity`
     #: (its adapter's alias_flag, env_var, default_path), read without importing the adapter
     alias_option: tuple | None = None
+    #: names of this reference's numerics profiles that `esverify replay --profile` offers, read without
+    #: importing them (the choices are built when the command line is parsed)
+    replay_profiles: tuple = ()
 
 
 def load(spec: str):
@@ -152,6 +155,12 @@ def runlog_formats() -> dict:
     return _many("runlog_formats")
 
 
+def replay_profiles() -> list[str]:
+    """The profiles `esverify replay --profile` offers: every record's `replay_profiles`, in report order
+    (imports no reference module but the records)."""
+    return [p for ref in _records().values() for p in ref.replay_profiles]
+
+
 def specs() -> list[str]:
     """Every ``"module:attr"`` string of every record (the structure test resolves them)."""
     out = []
@@ -161,4 +170,4 @@ def specs() -> list[str]:
 
 
 __all__ = ["BUILTINS", "GROUP", "Reference", "adapter", "adapter_names", "get", "golden_areas", "load", "names", "profiles",
-           "runlog_formats", "specs"]
+           "replay_profiles", "runlog_formats", "specs"]

@@ -32,11 +32,8 @@ ALLOWED: dict = {
     "esverify/oracle/case_model.py": (10, "PAPER_SIGMA/ALPHA/POPULATION: the ES paper's defaults used by cases"),
     "esverify/goldens/es_area.py": (7, "the Trainer area's per-profile extra vectors and CUDA targets"),
     "esverify/oracle/cases.py": (6, "re-exports the PAPER_* defaults"),
-    "esverify/replay/cli.py": (5, "--profile choices and help spelt out (issue 27 edits replay now)"),
-    "esverify/replay/api.py": (4, "the es-awd run-log source branches (issue 27 edits replay now)"),
     "esverify/es/kernels.py": (2, "the documented default profile of perturb_tensor_/update_tensor_"),
     "esverify/es/config.py": (1, "the documented default profile of Config"),
-    "esverify/replay/log.py": (1, "the es-awd run-log source (issue 27 edits replay now)"),
     "esverify/audit/imports.py": (1, "the clone's own top-level module names the audit looks for (issue 28)"),
 }
 

@@ -1,6 +1,7 @@
 """es-at-scale, the ES-at-scale library (docs/references.md): everything esverify knows about it on the parent side.
 
-adapter: the parity adapter (`--ref`); profile: numerics profile `es-at-scale`;
+adapter: the parity adapter (`--ref`); profile: numerics profile `es-at-scale` (one of
+`esverify replay --profile`'s choices);
 golden_area: its golden area (the Trainer area of esverify.goldens.es_area). Its child
 driver is oracles/driver_es_at_scale.py.
 """
@@ -10,5 +11,6 @@ REFERENCE = Reference(
     name="es-at-scale",
     adapter="esverify.references.es_at_scale.adapter:ADAPTER",
     profiles=("esverify.references.es_at_scale.profile:PROFILE",),
+    replay_profiles=("es-at-scale",),
     golden_areas=("esverify.references.es_at_scale.golden_area:AREA",),
 )
