@@ -105,7 +105,8 @@ ASKS = {"adapter": "adapter", "adapter_names": "adapter", "profiles": "profiles"
 
 
 #: the registry's functions that look records up (and so import every reference package)
-LOOKUPS = {"names", "get", "adapter", "adapter_names", "profiles", "golden_areas", "runlog_formats", "specs"}
+LOOKUPS = {"names", "get", "adapter", "adapter_names", "profiles", "golden_areas", "runlog_formats", "specs",
+           "replay_profiles"}
 
 
 def registry_edges() -> set:
