@@ -63,6 +63,9 @@ class Reference:
     #: (flag, environment variable, default path) of a deprecated per-reference option of `esverify parity`
     #: (its adapter's alias_flag, env_var, default_path), read without importing the adapter
     alias_option: tuple | None = None
+    #: names of this reference's numerics profiles that `esverify replay --profile` offers, read without
+    #: importing them (the choices are built when the command line is parsed)
+    replay_profiles: tuple = ()
 
 
 def load(spec: str):
@@ -162,6 +165,12 @@ def clone_modules() -> frozenset:
     return frozenset(m for ref in _records().values() for m in ref.clone_modules)
 
 
+def replay_profiles() -> list[str]:
+    """The profiles `esverify replay --profile` offers: every record's `replay_profiles`, in report order
+    (imports no reference module but the records)."""
+    return [p for ref in _records().values() for p in ref.replay_profiles]
+
+
 def specs() -> list[str]:
     """Every ``"module:attr"`` string of every record (the structure test resolves them)."""
     out = []
@@ -171,4 +180,4 @@ def specs() -> list[str]:
 
 
 __all__ = ["BUILTINS", "GROUP", "Reference", "adapter", "adapter_names", "clone_modules", "get", "golden_areas", "load",
-           "names", "profiles", "runlog_formats", "specs"]
+           "names", "profiles", "replay_profiles", "runlog_formats", "specs"]

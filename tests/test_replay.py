@@ -18,9 +18,12 @@ from safetensors.torch import load_file, save_file
 sys.path.insert(0, str(Path(__file__).parent))
 from replay_runs import awd_run, trainer_run  # noqa: E402
 
+from esverify import registry  # noqa: E402
 from esverify.cli import main  # noqa: E402
+from esverify.references.es_awd.runlog import RUNLOG_FORMAT as AWD_FORMAT  # noqa: E402
+from esverify.references.es_awd.runlog import is_awd_log, read_awd_log  # noqa: E402
 from esverify.replay import ReplayError, replay  # noqa: E402
-from esverify.replay.log import LogError, read_log  # noqa: E402
+from esverify.replay.log import LogError, RunLogFormat, read_log  # noqa: E402
 from esverify.replay.units import plan_units  # noqa: E402
 from esverify.replay.weights import open_weights  # noqa: E402
 
@@ -144,7 +147,7 @@ def test_dropped_last_iteration_is_caught_by_num_iterations(awd, tmp_path):
     log = _copy_log(awd, tmp_path)
     (log / "iteration_updates" / "iteration_000003.json").unlink()
     with pytest.raises(LogError, match=r"iteration_000003\.json: missing"):
-        read_log(log)
+        read_awd_log(log)
 
 
 def test_swapped_pair_of_seeds_differs(awd, tmp_path):
@@ -185,7 +188,7 @@ def test_inconsistent_iteration_records_name_the_file(awd, tmp_path, edit, messa
     edit(doc)
     path.write_text(json.dumps(doc))
     with pytest.raises(LogError, match=message):
-        read_log(log)
+        read_awd_log(log)
 
 
 def test_checkpoint_of_another_shape_differs_and_a_missing_tensor_is_an_error(awd, tmp_path):
@@ -371,7 +374,78 @@ def test_batching_matters_only_when_engines_do_not_divide_the_seeds(tmp_path, ba
 
 
 def test_evaluated_positions_of_both_batchings(awd):
-    log = read_log(awd["log"])
+    log = read_awd_log(awd["log"])
     it = log.iterations[0]
     assert log.evaluated(it, "members") == [(0, 1), (2, 1), (1, -1)]
     assert log.evaluated(it, "passes") == [(0, 1), (2, 1), (0, -1), (2, -1)]
+
+
+# ------------------------------------------- run-log formats: the core asks the registry, never names a reference
+def test_the_awd_format_is_registered_and_claims_only_its_own_logs(awd, trained, tmp_path):
+    assert registry.runlog_formats()["es-awd"] is AWD_FORMAT
+    assert (AWD_FORMAT.replay, AWD_FORMAT.profile, AWD_FORMAT.first_iteration, AWD_FORMAT.engine_share) == \
+        (None, "es-awd", 1, True)
+    assert is_awd_log(awd["log"]) and not is_awd_log(trained["log"]) and not is_awd_log(tmp_path / "nowhere")
+    log = _copy_log(awd, tmp_path)
+    for text in ("{", "[]", '{"a": 1, "a": 2}', '{"esverify": {"format": "x"}}', '{"esverify": 3}'):
+        (log / "args.json").write_text(text)
+        assert not is_awd_log(log), text
+    (log / "args.json").write_text('{"esverify": null}')   # a null block is no block, as read_log takes it
+    assert is_awd_log(log)
+    run_log = read_awd_log(awd["log"])
+    assert (run_log.source, run_log.profile, run_log.noise, [it.number for it in run_log.iterations]) == \
+        ("es-awd", None, None, [1, 2, 3])
+
+
+def test_the_core_reads_a_log_without_a_block_only_through_a_format(awd):
+    with pytest.raises(LogError, match=r"^args\.json: has no esverify block, so it is not a trainer log, and no "
+                                       r"reference's run-log format recognises it"):
+        read_log(awd["log"])
+
+
+def test_the_awd_format_puts_batching_in_the_replays_identity(awd, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    members, _ = replay(awd["base"], awd["log"], awd["final"], workers=1, batching="members")
+    passes, code = replay(awd["base"], awd["log"], awd["final"], workers=1, batching="passes")
+    assert code == 0 and members["state_dir"] != passes["state_dir"]
+    assert passes["model"]["source"] == "es-awd" and passes["model"]["residue"] == "engine 0 of 2, batching passes"
+
+
+def test_a_format_with_only_a_name_and_detect_takes_the_defaults(awd, tmp_path, monkeypatch):
+    """RunLogFormat's defaults: no profile of its own (then --profile is needed), the first iteration 0, no
+    engine share: no num_engines note, the residue "logged per iteration", batching not in the identity."""
+    plain = RunLogFormat(name="plain", detect=is_awd_log)
+    monkeypatch.setattr(registry, "runlog_formats", lambda: {"plain": plain})
+    with pytest.raises(ReplayError, match=r"iteration_000003\.json: iteration 3 is outside the run's iterations 0\.\.2"):
+        _replay(awd, tmp_path, name="a", profile="es-awd")
+    shifted = RunLogFormat(name="plain", detect=is_awd_log, first_iteration=1)
+    monkeypatch.setattr(registry, "runlog_formats", lambda: {"plain": shifted})
+    with pytest.raises(ReplayError, match=r"args\.json: names no numerics profile \(the replay needs one: give "
+                                          r"--profile\)"):
+        _replay(awd, tmp_path, name="b")
+    assert not (tmp_path / "b").exists()
+    monkeypatch.chdir(tmp_path)
+    report, code = replay(awd["base"], awd["log"], awd["final"], workers=1, profile="es-awd", batching="passes")
+    other, _ = replay(awd["base"], awd["log"], awd["final"], workers=1, profile="es-awd", batching="members")
+    assert code == 0 and report["model"]["source"] == "plain" and report["model"]["residue"] == "logged per iteration"
+    assert not any("num_engines" in n for n in report["notes"]) and other["state_dir"] == report["state_dir"]
+
+
+def test_a_trainer_log_that_names_no_profile_needs_one(trained, tmp_path):
+    log = _copy_log(trained, tmp_path)
+    args = json.loads((log / "args.json").read_text())
+    del args["esverify"]["profile"]
+    (log / "args.json").write_text(json.dumps(args))
+    with pytest.raises(ReplayError, match=r"args\.json: names no numerics profile"):
+        replay(trained["base"], log, trained["final"], workers=1, state_dir=tmp_path / "s")
+    report, code = replay(trained["base"], log, trained["final"], workers=1, state_dir=tmp_path / "s",
+                          profile="es-awd")
+    assert (code, report["model"]["profile"]) == (0, "es-awd")
+
+
+def test_replay_profile_choices_come_from_the_registry_records():
+    from esverify.replay.cli import replay as command
+    [option] = [p for p in command.params if p.name == "profile"]
+    assert list(option.type.choices) == registry.replay_profiles() == ["es-at-scale", "es-awd"]
+    assert CliRunner().invoke(main, ["replay", "--base", ".", "--log", ".", "--expect", ".", "--profile",
+                                     "es-paper"]).exit_code == 2

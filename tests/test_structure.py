@@ -30,11 +30,8 @@ ALLOWED: dict = {
                                      "(at_scale_*, awd_*, paper_*) and branches on the profile"),
     "esverify/es/schedule.py": (13, "the seed schedules are named after the references whose loops draw them"),
     "esverify/goldens/es_area.py": (7, "the Trainer area's per-profile extra vectors and CUDA targets"),
-    "esverify/replay/cli.py": (5, "--profile choices and help spelt out (issue 27 edits replay now)"),
-    "esverify/replay/api.py": (4, "the es-awd run-log source branches (issue 27 edits replay now)"),
     "esverify/es/kernels.py": (2, "the documented default profile of perturb_tensor_/update_tensor_"),
     "esverify/es/config.py": (1, "the documented default profile of Config"),
-    "esverify/replay/log.py": (1, "the es-awd run-log source (issue 27 edits replay now)"),
 }
 
 #: the layers, lowest first: a module may import its own layer or a lower one, never a higher one.
@@ -106,7 +103,7 @@ ASKS = {"adapter": "adapter", "adapter_names": "adapter", "profiles": "profiles"
 
 #: the registry's functions that look records up (and so import every reference package)
 LOOKUPS = {"names", "get", "adapter", "adapter_names", "profiles", "golden_areas", "runlog_formats", "specs",
-           "clone_modules"}
+           "clone_modules", "replay_profiles"}
 
 
 def registry_edges() -> set:

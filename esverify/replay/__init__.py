@@ -7,8 +7,9 @@ rebuilds it bit for bit, sharded into work units, and reports the first
 differing element of every tensor (docs/replay.md).
 
 Modules, one job each:
-- `log`: read and check a run log (es-awd's logging folder, or the
-  clean-room trainer's run log in the same schema);
+- `log`: read and check a run log in the `iteration_updates/` layout (the
+  clean-room trainer's, or a reference's own read through its package's
+  `RunLogFormat`, such as es-awd's logging folder);
 - `weights`: lazy reading of safetensors, torch state_dict files and
   Hugging Face folders; atomic writing;
 - `units`: the work units (tensor, element range);

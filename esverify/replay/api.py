@@ -50,9 +50,9 @@ def _weight_files(path: str) -> list:
     return sorted(str(q) for q in p.iterdir() if q.is_file()) if p.is_dir() else [str(p)]
 
 
-def _notes(log, profile: str, noise: str, device: str, batching: str) -> list[str]:
+def _notes(log, share: bool, profile: str, noise: str, device: str, batching: str) -> list[str]:
     notes = []
-    if log.source == "es-awd":
+    if share:   # the log's format leaves the evaluated members to num_engines (RunLogFormat.engine_share)
         notes.append(f"the saved weights depend on num_engines (here {log.num_engines}): the engine whose weights "
                      f"are saved also perturbed and restored the members it evaluated (the first of every "
                      f"batch of {log.num_engines}, batching {batching!r}), and (x + s) - s is not always x; the "
@@ -130,7 +130,8 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     base, expect: checkpoint paths (safetensors, torch state_dict,
     Hugging Face folder); log: the run's logging folder; out: optional path
     for the reconstructed weights (.safetensors or torch); profile, noise:
-    override what the log implies (es-awd logs: "es-awd", "native");
+    override what the log implies (a trainer log names both; a reference's
+    log: its run-log format's profile, and native noise);
     workers: local processes (None: from the work, `units.default_workers`); ray: None, or a
     Ray address ("auto") to run the units as Ray tasks; state_dir: the
     resume folder (None: ./esverify-replay-<fingerprint>); shard_elements:
@@ -138,8 +139,8 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     report_path: optional extra copy of report.json; progress: None (a bar
     when stderr is a terminal), True or False; after_unit: a callable run
     after each unit is recorded (tests use it to interrupt); batching:
-    how es-awd handed members to engines, "members" or "passes"
-    (docs/replay.md §3; RunLog.evaluated).
+    how the run handed members to engines, "members" or "passes", for a log
+    whose format leaves them to num_engines (docs/replay.md §3; RunLog.evaluated).
     Returns (report dict, exit code): 0 bit-equal, 1 differs, or 128 + the
     signal number when SIGINT, SIGTERM or SIGHUP stopped it (the workers
     stopped, the verified units kept, the partial report written with the
@@ -152,9 +153,10 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     from esverify import registry
     from esverify.report import write_atomic
 
-    for fmt in registry.runlog_formats().values():   # a reference's own log format (docs/replay.md §10)
-        if not fmt.detect(log):
-            continue
+    # the first registered format that recognises the log decides (esverify.replay.log.RunLogFormat);
+    # none: a trainer log, or an error that read_log names
+    fmt = next((f for f in registry.runlog_formats().values() if f.detect(log)), None)
+    if fmt is not None and fmt.replay is not None:   # a format with its own replay (docs/replay.md §10)
         if profile not in (None, fmt.profile) or noise is not None:
             raise ReplayError(f"--log {log}: a {fmt.name} run log fixes its profile ({fmt.profile}) and noise; "
                               f"drop --profile/--noise")
@@ -168,10 +170,14 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     from .report import build_report, render_text
     from .state import State, StateError
     try:
-        run_log = read_log(log)
+        run_log = read_log(log, fmt)
     except LogError as exc:
         raise ReplayError(f"--log {log}: {exc}") from None
-    profile = profile or run_log.profile or "es-awd"
+    share = fmt is not None and fmt.engine_share
+    profile = profile or run_log.profile or (fmt.profile if fmt is not None else None)
+    if profile is None:
+        raise ReplayError(f"--log {log}: args.json: names no numerics profile (the replay needs one: give "
+                          f"--profile)")
     try:
         get_profile(profile)
     except ValueError as exc:
@@ -209,7 +215,7 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     iterations = tuple((it.seeds, it.coeffs, tuple(run_log.evaluated(it, batching))) for it in run_log.iterations)
     workers = workers or default_workers(units, iterations, os.cpu_count() or 1)
     parts = {"version": __version__, "log": log_digest(log), "profile": profile, "noise": noise, "shard": shard,
-             "device": device, "batching": batching if run_log.source == "es-awd" else None}
+             "device": device, "batching": batching if share else None}
     fingerprint = _fingerprint(_weight_files(base) + _weight_files(expect), parts)
     state_dir = Path(state_dir).resolve() if state_dir else Path.cwd() / f"esverify-replay-{fingerprint[:12]}"
     from esverify.outputs import OutputError, check_file
@@ -282,9 +288,9 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
                          "mirror_sampling": run_log.mirror, "caching": run_log.caching,
                          "weight_decay_type": run_log.decay, "weight_decay_lambda": run_log.lam,
                          "precision": run_log.precision,
-                         "residue": "logged per iteration" if run_log.source == "esverify" else
-                         f"engine 0 of {run_log.num_engines}, batching {batching}"},
-               "notes": _notes(run_log, profile, noise, device, batching)}
+                         "residue": f"engine 0 of {run_log.num_engines}, batching {batching}" if share else
+                         "logged per iteration"},
+               "notes": _notes(run_log, share, profile, noise, device, batching)}
     if stopped is not None:
         context["signal"] = stopped.signal_name
         report = build_report(units, results, context, verdict=interrupt.VERDICT)
@@ -296,7 +302,7 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
         return report, stopped.exit_code
     report = build_report(units, results, context)
     seeds = len(run_log.iterations[0].seeds) if run_log.iterations else 0
-    if report["verdict"] == "differs" and run_log.source == "es-awd" and seeds % run_log.num_engines:
+    if report["verdict"] == "differs" and share and seeds % run_log.num_engines:
         other = "passes" if batching == "members" else "members"
         report["notes"].append(f"{seeds} seeds per iteration are not a multiple of num_engines "
                                f"({run_log.num_engines}): the two ways members can be handed to engines differ "

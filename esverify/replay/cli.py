@@ -14,19 +14,26 @@ import sys
 import click
 
 
+def _profiles() -> list[str]:
+    """The `--profile` choices: the profiles the references' records offer to replay (esverify.registry),
+    read from the records when the command is built, importing no profile (`--help` stays light)."""
+    from esverify import registry
+    return registry.replay_profiles()
+
+
 @click.command("replay")
 @click.option("--base", required=True, type=click.Path(exists=True), help="Base weights: safetensors, torch state_dict or Hugging Face folder.")
 @click.option("--log", "log_dir", required=True, type=click.Path(exists=True, file_okay=False), help="The run's logging folder (args.json, iteration_updates/).")
 @click.option("--expect", required=True, type=click.Path(exists=True), help="The checkpoint to verify (same formats as --base).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Also write the reconstructed weights here (.safetensors, else torch).")
-@click.option("--profile", type=click.Choice(["es-awd", "es-at-scale"]), default=None, help="Numerics profile (default: from the log; es-awd logs: es-awd).")
+@click.option("--profile", type=click.Choice(_profiles()), default=None, help="Numerics profile (default: from the log: the one a trainer log names; a reference's own log: its reference's profile).")
 @click.option("--noise", type=click.Choice(["native", "contract"]), default=None, help="native: torch's generator; contract: esverify's (default: from the log).")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Local worker processes (default: one per 2^29 member-elements of work, at most the number of cores; a small model runs in this process).")
 @click.option("--ray", "ray_address", default=None, metavar="ADDRESS|auto", help="Run the work units as Ray tasks on this cluster.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, help="Resume state and report.json (default: ./esverify-replay-<fingerprint>).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Also write report.json here.")
 @click.option("--shard-elements", type=click.IntRange(min=1), default=None, help="Elements per work unit under contract noise (default 16777216).")
-@click.option("--batching", type=click.Choice(["members", "passes"]), default="passes", show_default=True, help="es-awd logs: how members were handed to engines (docs/replay.md §3).")
+@click.option("--batching", type=click.Choice(["members", "passes"]), default="passes", show_default=True, help="Logs that do not list the members engine 0 evaluated (a reference's own log): how members were handed to engines (docs/replay.md §3).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", help="Device type the run used (native noise and rounding rule follow it).")
 def replay(base, log_dir, expect, out, profile, noise, workers, ray_address, state_dir, report_path,
            shard_elements, batching, device):

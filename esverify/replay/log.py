@@ -2,11 +2,14 @@
 
 A run log is a folder with `args.json` (the run's settings) and one
 `iteration_updates/iteration_NNNNNN.json` per iteration (`iteration`,
-`seeds`, `update_coefficients`). es-awd writes exactly this; the clean-room
-trainer writes it too (`Trainer(..., run_log=DIR)`, with an `esverify`
-block in args.json and, per iteration, the members it perturbed and
-restored on the saved weights). Every inconsistency is a `LogError` whose
-message starts with the file it is about; nothing is guessed.
+`seeds`, `update_coefficients`). The clean-room trainer writes it
+(`Trainer(..., run_log=DIR)`, with an `esverify` block in args.json and, per
+iteration, the members it perturbed and restored on the saved weights); a
+reference whose own loop writes it without that block brings a
+`RunLogFormat` (its package, esverify.registry) that says what the block
+would: its profile, its first iteration, how its members were handed to
+engines. Every inconsistency is a `LogError` whose message starts with the
+file it is about; nothing is guessed.
 """
 from __future__ import annotations
 
@@ -26,14 +29,32 @@ from esverify.es.runlog import FORMAT as ESVERIFY_FORMAT
 class RunLogFormat:
     """A run-log format a reference package brings (esverify.registry, `runlog_formats`); replay asks each.
 
-    name: the format's tag; detect(log folder) -> bool, cheap, reading no more than the folder's
-    settings file; replay(base, log, expect, *, out, report_path, state_dir) -> (report dict, exit
-    code), raising ValueError (or esverify.replay.weights.WeightsError) for input it cannot replay;
-    profile: the profile such a log fixes (`--profile` may only repeat it, and `--noise` is refused)."""
+    The replay asks every registered format, in the registry's order, whether it `detect`s the log
+    folder; the first that does decides how the log is replayed. A folder no format claims is a
+    trainer log (an `esverify` block in args.json, esverify.es.runlog) or an error.
+
+    name: the format's tag (a log's `source` in the report when the core replays it);
+    detect(log folder) -> bool, cheap, reading no more than the folder's settings file, never raising;
+    replay: None (the default): the log is in the `iteration_updates/` layout of §2, read by
+    `read_log(folder, this format)` and replayed by the core; else the format's own
+    replay(base, log, expect, *, out, report_path, state_dir) -> (report dict, exit code), raising
+    ValueError (or esverify.replay.weights.WeightsError) for input it cannot replay;
+    profile: the numerics profile such a log is replayed with (None: none implied). With its own
+    `replay` the log fixes it (`--profile` may only repeat it, and `--noise` is refused); under the
+    core's replay it is the default that `--profile` overrides;
+    first_iteration: the number of the layout's first iteration file (core replay only);
+    engine_share: the layout's iteration files do not list the members evaluated on the saved weights:
+    they are engine 0's share of `num_engines` engines, handed out as `--batching` says
+    (`RunLog.evaluated`, docs/replay.md §3); the report then states the residue's engine and
+    batching, that the weights depend on num_engines and, when the replay differs and the two
+    batchings disagree, the other one to try; `--batching` is part of the replay's identity.
+    """
     name: str
     detect: Callable
-    replay: Callable
-    profile: str
+    replay: Callable | None = None
+    profile: str | None = None
+    first_iteration: int = 0
+    engine_share: bool = False
 
 
 UPDATES = "iteration_updates"
@@ -55,7 +76,7 @@ class Iteration:
 
     number: the logged `iteration`; seeds: ints in [0, 2**64) (torch seeds
     under native noise, u64 member seeds under contract noise); coeffs: f64,
-    one per seed; evaluated: None (es-awd: derived from num_engines, §3) or
+    one per seed; evaluated: None (not listed: derived from num_engines, §3) or
     the (seed index, sign) pairs perturbed and restored on the saved weights
     before the update, in order (trainer logs); path: the file.
     """
@@ -69,7 +90,7 @@ class Iteration:
 
 @dataclass(frozen=True)
 class RunLog:
-    """A checked run log (docs/replay.md §2). `source` is "es-awd" or "esverify" (a trainer log)."""
+    """A checked run log (docs/replay.md §2). `source`: "esverify" (a trainer log) or the name of the `RunLogFormat` it was read with."""
 
     folder: str
     source: str
@@ -97,10 +118,11 @@ class RunLog:
     def evaluated(self, it: Iteration, batching: str = "passes") -> list[tuple[int, int]]:
         """The (seed index, sign) pairs perturbed and restored on the saved weights before `it`'s update.
 
-        A trainer log lists them. For es-awd (docs/replay.md §3) the
-        evaluated members are every seed at +sigma, then (mirror sampling)
-        every seed at -sigma, handed out in batches of E = num_engines, and
-        engine 0 takes the first of each batch. batching "members": batches
+        A trainer log lists them. A log that does not (a format with
+        `engine_share`, docs/replay.md §3): the evaluated members are every
+        seed at +sigma, then (mirror sampling) every seed at -sigma, handed
+        out in batches of E = num_engines, and engine 0 takes the first of
+        each batch. batching "members": batches
         over that whole list (positions 0, E, 2E, ... of the 2M members);
         "passes": batches within each sign's pass (seed positions 0, E, 2E,
         ... at +sigma, then the same at -sigma). The two agree when E divides
@@ -167,7 +189,7 @@ def _name(args: dict, key: str, rel: str, known: tuple):
     return value
 
 
-def _read_args(folder: Path) -> dict:
+def _read_args(folder: Path, fmt) -> dict:
     args = _load_json(folder / "args.json", "args.json")
     if not isinstance(args, dict):
         raise LogError(f"args.json: expected a JSON object, got {type(args).__name__}")
@@ -194,8 +216,11 @@ def _read_args(folder: Path) -> dict:
         raise LogError(f"{rel}: num_iterations must be an integer >= 0, got {num_iterations!r}")
     out["num_iterations"] = num_iterations
     if block is None:
-        out.update(source="es-awd", profile=None, noise=None, mapping="poly32", scheme="correlated", slots=None,
-                   first=1)
+        if fmt is None:
+            raise LogError(f"{rel}: has no esverify block, so it is not a trainer log, and no reference's run-log "
+                           f"format recognises it (docs/replay.md §2)")
+        out.update(source=fmt.name, profile=None, noise=None, mapping="poly32", scheme="correlated", slots=None,
+                   first=fmt.first_iteration)
     else:
         slots = block.get("slots")
         if slots is not None and not (isinstance(slots, list) and all(isinstance(s, str) for s in slots)):
@@ -266,13 +291,16 @@ def _read_iteration(path: Path, rel: str, number: int, expected_seeds: int, popu
     return Iteration(number, seeds, coeffs, _evaluated(doc.get("evaluated_on_saved"), len(seeds), rel), rel)
 
 
-def read_log(folder) -> RunLog:
+def read_log(folder, fmt: RunLogFormat | None = None) -> RunLog:
     """Read and check the run log in `folder` (docs/replay.md §2).
 
     Returns a RunLog whose iterations are consecutive, starting at the
-    first iteration of the schema (1 for es-awd, `esverify.first_iteration`
-    for a trainer log) and, when args.json has `num_iterations`, exactly
-    that many. Raises LogError naming the file: a missing or malformed
+    first iteration of the schema (`esverify.first_iteration` for a trainer
+    log, `fmt.first_iteration` for a log of a reference's format) and, when
+    args.json has `num_iterations`, exactly that many. fmt: the
+    `RunLogFormat` that detected the folder (esverify.replay.api asks the
+    registry); it reads an args.json without an `esverify` block, which
+    without one is an error. Raises LogError naming the file: a missing or malformed
     args.json or iteration file, alpha/sigma/population_size/num_engines
     missing, a missing iteration, seeds and coefficients of different
     lengths or of another count than the population says.
@@ -280,7 +308,7 @@ def read_log(folder) -> RunLog:
     folder = Path(folder)
     if not folder.is_dir():
         raise LogError(f"{folder}: not a folder (--log takes a run's logging folder with args.json)")
-    args = _read_args(folder)
+    args = _read_args(folder, fmt)
     updates = folder / UPDATES
     if not updates.is_dir():
         raise LogError(f"{UPDATES}/: missing (no iteration records in {folder})")

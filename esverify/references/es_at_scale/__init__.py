@@ -1,6 +1,7 @@
 """es-at-scale, the ES-at-scale library (docs/references.md): everything esverify knows about it on the parent side.
 
-adapter: the parity adapter (`--ref`); profile: numerics profile `es-at-scale`;
+adapter: the parity adapter (`--ref`); profile: numerics profile `es-at-scale` (one of
+`esverify replay --profile`'s choices);
 golden_area: its golden area (the Trainer area of esverify.goldens.es_area). Its child
 driver is oracle_child/driver_es_at_scale.py.
 """
@@ -10,6 +11,7 @@ REFERENCE = Reference(
     name="es-at-scale",
     adapter="esverify.references.es_at_scale.adapter:ADAPTER",
     profiles=("esverify.references.es_at_scale.profile:PROFILE",),
+    replay_profiles=("es-at-scale",),
     golden_areas=("esverify.references.es_at_scale.golden_area:AREA",),
     clone_modules=("es_at_scale", "es_trainer", "worker_extension", "reward_shaping"),
 )
