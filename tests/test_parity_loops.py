@@ -233,6 +233,17 @@ EXPECTED = {
 ITERATIONS = {"broadcast-before-update": 2, "snapshot-every-iteration": 2}
 
 
+def row_key(op: str, case_id: str, noise: str, dtype: str) -> tuple:
+    """A row's key in EXPECTED: (op[/lambda0][/native], dtype)."""
+    return (op + ("/lambda0" if case_id.endswith("/lambda0") else "") + ("/native" if noise == "native" else ""),
+            dtype)
+
+
+def expected_statuses(name: str) -> dict:
+    """{row key: status} of loop mutant `name`'s non-pass rows (every other row passes)."""
+    return {row: status for status, rows in EXPECTED[name][0].items() for row in rows}
+
+
 def test_loop_catalog_has_ten_mutants_with_expectations():
     assert len(LOOP_MUTANTS) >= 10 and set(EXPECTED) == set(LOOP_MUTANTS)
     assert len({**LOOP_MUTANTS, **LOOP_EQUIVALENTS, **LOOP_UNSEEN}) == \
@@ -255,12 +266,11 @@ def test_loop_mutant_fails_exactly_its_rows(tmp_path, name):
     result = run_parity(Options(target=target, devices=("cpu",), dtypes=("f32", "bf16"), schemes=(scheme,),
                                 iterations=ITERATIONS.get(name, 1), small=True, out=str(tmp_path / "out"),
                                 quiet=True, **refs))
-    statuses, words = EXPECTED[name]
-    expected = {row: status for status, rows in statuses.items() for row in rows}
+    words = EXPECTED[name][1]
+    expected = expected_statuses(name)
     # a tagged single-op row (e.g. update-l2/lambda0) and a native row are their own keys; rows of other
     # populations (the paper's, the summation sweep) share their op's key and must all get its status
-    got = [((r["op"] + ("/lambda0" if r["case"].endswith("/lambda0") else "") +
-             ("/native" if r["noise"] == "native" else ""), r["dtype"]), r["case"], r["status"], r["detail"])
+    got = [(row_key(r["op"], r["case"], r["noise"], r["dtype"]), r["case"], r["status"], r["detail"])
            for _, r in result.frame.iterrows()]
     assert set(expected) <= {key for key, *_ in got}, f"rows missing: {set(expected) - {key for key, *_ in got}}"
     wrong = {case: (status, expected.get(key, "pass"), detail[:200]) for key, case, status, detail in got
