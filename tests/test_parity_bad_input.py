@@ -164,6 +164,7 @@ def test_reference_that_kills_its_process(tmp_path):
     assert _status(frame, "perturb") == {"pass"} and _status(frame, "update") == {"pass"}
 
 
+@pytest.mark.slow   # --durations: 14-21 s at load 4-6 (a parity run; issue 33 item 4: the fast tier keeps two)
 def test_noise_without_generator_is_refused(tmp_path):
     clone = make_bad(tmp_path, "no-generator")
     code, output, frame = _cli(tmp_path, "--ref", str(clone), "--target", "es-at-scale", *EVERY_OP, *QUICK)
@@ -237,6 +238,7 @@ def test_unwritable_out_or_non_python_interpreter_is_a_usage_error(tmp_path):
         assert code == 2 and f"{option} must be finite" in output and frame is None
 
 
+@pytest.mark.slow   # --durations: 14-21 s at load 4-6 (a parity run; issue 33 item 4: the fast tier keeps two)
 def test_a_case_the_runner_cannot_finish_is_an_error_row_not_the_end_of_the_run(tmp_path, monkeypatch):
     from esverify.oracle import compare
 
@@ -258,6 +260,7 @@ def test_a_case_the_runner_cannot_finish_is_an_error_row_not_the_end_of_the_run(
     assert "the runner failed on this case: RuntimeError: injected" in failed["detail"].iloc[0]
 
 
+@pytest.mark.slow   # --durations: 14-21 s at load 4-6 (a parity run; issue 33 item 4: the fast tier keeps two)
 def test_noise_through_another_torch_gaussian_is_refused(tmp_path):
     # Tensor.normal_(0, 2, generator=...): not the standard normals torch.randn draws (normal_(generator=...)
     # is, and passes: the equivalent "normal-in-place" of the mutation catalog)
@@ -270,6 +273,7 @@ def test_noise_through_another_torch_gaussian_is_refused(tmp_path):
     assert _status(frame, "zscore") == {"pass"}
 
 
+@pytest.mark.slow   # --durations: 14-21 s at load 4-6 (a parity run; issue 33 item 4: the fast tier keeps two)
 def test_a_reused_out_is_refused_unless_overwrite(tmp_path):
     args = ("--ref", AT_SCALE, "--target", "es-at-scale", "--case", "*/f32/iid/perturb*", *QUICK)
     code, output, first = _cli(tmp_path, *args)
