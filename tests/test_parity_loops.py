@@ -164,7 +164,8 @@ ALL_MAIN = list(MAIN_VARIANTS)
 AWD_DRAWING = ["perturb", "restore", "update-none", "update-l1", "update-l2", "update-l2/lambda0", "mirrored",
                "caching", *ALL_MAIN]
 #: mutant -> ({status: rows (op[/lambda0][/native], dtype)}, words the detail of every non-pass row must
-#: contain); every other row of the target's matrix (single-operation rows included) must pass. es-at-scale
+#: contain); every other row of the target's matrix (single-operation rows included, except for a mutant of the
+#: loop script alone: LOOP_SCRIPTS) must pass. es-at-scale
 #: mutants run under iid (no native rows), es-awd mutants under correlated (contract and native rows).
 EXPECTED = {
     "zscore-ddof1": ({"fail": _rows(["fit"], [F, B, M])}, "iteration 0: std_reward handed to z_score"),
@@ -231,6 +232,27 @@ EXPECTED = {
 }
 #: mutants whose fault changes nothing the last iteration leaves behind: run for 2 iterations
 ITERATIONS = {"broadcast-before-update": 2, "snapshot-every-iteration": 2}
+#: the training-loop script of each library reference: no single-operation row runs any of its functions
+#: (test_single_op_rows_run_no_function_of_the_loop_scripts), so a mutant that edits only function bodies of
+#: it runs only the loop rows (the single-op rows it leaves out cannot change; issue 33 item 4)
+LOOP_SCRIPTS = {"es-at-scale": "es_at_scale/trainer/es_trainer.py", "es-awd": "es.py"}
+
+
+def loop_rows_only(name: str) -> bool:
+    """Whether loop mutant `name` edits only its target's loop script (LOOP_SCRIPTS)."""
+    target, edits, _ = LOOP_MUTANTS[name]
+    return all(rel == LOOP_SCRIPTS[target] for rel, _, _ in edits)
+
+
+def row_key(op: str, case_id: str, noise: str, dtype: str) -> tuple:
+    """A row's key in EXPECTED: (op[/lambda0][/native], dtype)."""
+    return (op + ("/lambda0" if case_id.endswith("/lambda0") else "") + ("/native" if noise == "native" else ""),
+            dtype)
+
+
+def expected_statuses(name: str) -> dict:
+    """{row key: status} of loop mutant `name`'s non-pass rows (every other row passes)."""
+    return {row: status for status, rows in EXPECTED[name][0].items() for row in rows}
 
 
 def test_loop_catalog_has_ten_mutants_with_expectations():
@@ -254,13 +276,14 @@ def test_loop_mutant_fails_exactly_its_rows(tmp_path, name):
     scheme = "iid" if target == "es-at-scale" else "correlated"
     result = run_parity(Options(target=target, devices=("cpu",), dtypes=("f32", "bf16"), schemes=(scheme,),
                                 iterations=ITERATIONS.get(name, 1), small=True, out=str(tmp_path / "out"),
-                                quiet=True, **refs))
-    statuses, words = EXPECTED[name]
-    expected = {row: status for status, rows in statuses.items() for row in rows}
+                                case=LOOPS_ONLY if loop_rows_only(name) else None, quiet=True, **refs))
+    if loop_rows_only(name):
+        assert set(result.frame["op"]) == set(adapters.get(target).loop_ops)
+    words = EXPECTED[name][1]
+    expected = expected_statuses(name)
     # a tagged single-op row (e.g. update-l2/lambda0) and a native row are their own keys; rows of other
     # populations (the paper's, the summation sweep) share their op's key and must all get its status
-    got = [((r["op"] + ("/lambda0" if r["case"].endswith("/lambda0") else "") +
-             ("/native" if r["noise"] == "native" else ""), r["dtype"]), r["case"], r["status"], r["detail"])
+    got = [(row_key(r["op"], r["case"], r["noise"], r["dtype"]), r["case"], r["status"], r["detail"])
            for _, r in result.frame.iterrows()]
     assert set(expected) <= {key for key, *_ in got}, f"rows missing: {set(expected) - {key for key, *_ in got}}"
     wrong = {case: (status, expected.get(key, "pass"), detail[:200]) for key, case, status, detail in got
@@ -274,6 +297,45 @@ def test_loop_mutant_fails_exactly_its_rows(tmp_path, name):
             said = words[status] if isinstance(words, dict) else words
             assert op in detail and (said in detail or op not in LOOP_OPS), f"{name} {case}: {detail}"
     assert result.exit_code == 1
+
+
+def test_loop_script_mutants_edit_only_function_bodies():
+    """What lets loop_rows_only mutants leave out the single-op rows: each edited line of a loop script lies
+    inside a function (module-level code runs at import, for every row)."""
+    from esverify.oracle.blame import enclosing, functions_of
+    names = [n for n in LOOP_MUTANTS if loop_rows_only(n)]
+    assert len(names) >= 20
+    for name in names:
+        target, edits, _ = LOOP_MUTANTS[name]
+        text = (STANDINS / target / LOOP_SCRIPTS[target]).read_text()
+        for _, old, new in edits:
+            at = text.index(old)
+            text = text.replace(old, new, 1)
+            first = text[:at].count("\n") + 1
+            lines = range(first, first + new.count("\n") + 1)
+            assert "module level" not in {enclosing(functions_of(text), n) for n in lines}, (name, old)
+
+
+@pytest.mark.slow
+def test_single_op_rows_run_no_function_of_the_loop_scripts(tmp_path):
+    """The other half of loop_rows_only: the unmutated stand-ins' single-op rows (every dtype set, scheme and
+    noise kind the mutant runs use) run no function of either loop script, so an edit inside one cannot
+    change them. (The table does list a loop script whose functions ran: test_unchanged_standins_pass_every_loop_row
+    finds its `reached` functions there.)"""
+    result = run_parity(Options(ref=(AT_SCALE, AWD), devices=("cpu",), dtypes=("f32", "bf16"),
+                                schemes=("iid", "correlated"), iterations=1, small=True, loops=False,
+                                out=str(tmp_path / "out"), quiet=True))
+    frame = result.frame[result.frame["target"].isin(LIBRARY)]
+    assert set(frame["target"]) == set(LIBRARY) and not set(frame["op"]) & set(LOOP_OPS)
+    table = pd.read_csv(tmp_path / "out" / "parity-coverage.csv")
+    for target, script in LOOP_SCRIPTS.items():
+        # the table lists every clone file the child imported or ran code of: a script it does not list, the
+        # single-op rows never imported; one it lists must have no function that ran
+        functions = table[(table["target"] == target) & (table["file"] == script)]
+        assert not functions["ran"].any(), functions.loc[functions["ran"], "function"].tolist()
+    # and the table does see single-op rows run: the worker functions they call are marked ran
+    assert table[(table["target"] == "es-at-scale") & (table["file"] == "es_at_scale/utils/worker_extension.py")][
+        "ran"].any()
 
 
 @pytest.mark.slow
