@@ -1,7 +1,8 @@
 """es-at-scale, the ES-at-scale library (docs/references.md): everything esverify knows about it on the parent side.
 
 adapter: the parity adapter (`--ref`); profile: numerics profile `es-at-scale`;
-golden_area: its golden area (the Trainer area of esverify.goldens.es_area). Its child
+golden_area: its golden area (the Trainer area of esverify.goldens.es_area); model: the
+straight-line model of its profile; schedule: its loop's seed schedule `es-at-scale`. Its child
 driver is oracles/driver_es_at_scale.py.
 """
 from esverify.registry import Reference
@@ -11,4 +12,6 @@ REFERENCE = Reference(
     adapter="esverify.references.es_at_scale.adapter:ADAPTER",
     profiles=("esverify.references.es_at_scale.profile:PROFILE",),
     golden_areas=("esverify.references.es_at_scale.golden_area:AREA",),
+    models=("esverify.references.es_at_scale.model:MODEL",),
+    seed_schedules=("esverify.references.es_at_scale.schedule:SCHEDULE",),
 )

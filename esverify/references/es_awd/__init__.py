@@ -2,7 +2,8 @@
 
 adapter: the parity adapter (`--ref`); profile: numerics profile `es-awd`
 (rules cpu/cuda); golden_area: its golden
-area (the Trainer area of esverify.goldens.es_area). Its child driver is oracles/driver_es_awd.py.
+area (the Trainer area of esverify.goldens.es_area); model: the straight-line model of its profile;
+schedule: its loop's seed schedule `es-awd`. Its child driver is oracles/driver_es_awd.py.
 """
 from esverify.registry import Reference
 
@@ -11,5 +12,7 @@ REFERENCE = Reference(
     adapter="esverify.references.es_awd.adapter:ADAPTER",
     profiles=("esverify.references.es_awd.profile:PROFILE",),
     golden_areas=("esverify.references.es_awd.golden_area:AREA",),
+    models=("esverify.references.es_awd.model:MODEL",),
+    seed_schedules=("esverify.references.es_awd.schedule:SCHEDULE",),
     alias_option=("--awd-ref", "ESVERIFY_AWD_REF", "refs/es-awd"),
 )
