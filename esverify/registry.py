@@ -7,8 +7,8 @@ Design record (issue 30): everything esverify knows about a reference on the
 parent side lives in one package (`esverify/references/<name>/` for the
 built-ins, any installed package for a plug-in), which declares one
 `Reference` record. The core (oracle, trainer, goldens gate, replay) asks
-this registry for adapters, profiles, golden areas and run-log formats by
-name and never names a reference itself, the way pytest finds its
+this registry for adapters, profiles, golden areas, run-log formats,
+straight-line models and seed schedules by name and never names a reference itself, the way pytest finds its
 ``pytest11`` plug-ins.
 
 Where records come from, in order, de-duplicated by name (first wins):
@@ -49,6 +49,11 @@ class Reference:
     golden_areas: `esverify.goldens.area.Area` values, each with its own
     `name` (the file stem goldens/<name>.json). runlog_formats: run-log
     readers of `esverify replay` (`esverify.replay.log.RunLogFormat`).
+    models: straight-line models of its Trainer profiles
+    (`esverify.es.algebra.Model`, numpy, no torch), each with its profile's
+    `name`. seed_schedules: the member-seed schedules its loops draw
+    (`esverify.es.seeds.SeedSchedule`), each with its own `name`, the value of
+    ``Config.seed_schedule`` and of run logs.
     """
 
     name: str
@@ -56,6 +61,8 @@ class Reference:
     profiles: tuple = ()
     golden_areas: tuple = ()
     runlog_formats: tuple = ()
+    models: tuple = ()
+    seed_schedules: tuple = ()
     #: top-level module names of the reference's code (its clone's files and packages) that esverify's own
     #: tree must never import, even when the audit is given no clone (docs/audit.md); generic names
     #: (a clone's `es.py`) are left out, they would flag unrelated modules
@@ -171,13 +178,24 @@ def replay_profiles() -> list[str]:
     return [p for ref in _records().values() for p in ref.replay_profiles]
 
 
+def models() -> dict:
+    """{profile name: straight-line model} of every reference (imports them; numpy only)."""
+    return _many("models")
+
+
+def seed_schedules() -> dict:
+    """{schedule name: seed schedule} of every reference (imports them), in report order."""
+    return _many("seed_schedules")
+
+
 def specs() -> list[str]:
     """Every ``"module:attr"`` string of every record (the structure test resolves them)."""
     out = []
     for ref in _records().values():
-        out += [s for s in (ref.adapter, *ref.profiles, *ref.golden_areas, *ref.runlog_formats) if s]
+        out += [s for s in (ref.adapter, *ref.profiles, *ref.golden_areas, *ref.runlog_formats, *ref.models,
+                            *ref.seed_schedules) if s]
     return out
 
 
 __all__ = ["BUILTINS", "GROUP", "Reference", "adapter", "adapter_names", "clone_modules", "get", "golden_areas", "load",
-           "names", "profiles", "replay_profiles", "runlog_formats", "specs"]
+           "models", "names", "profiles", "replay_profiles", "runlog_formats", "seed_schedules", "specs"]

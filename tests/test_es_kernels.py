@@ -14,6 +14,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from esverify.es import Config, Trainer, reference as R
+from esverify.references.es_awd import model as awd_model
 from esverify.references.es_awd.profile import scaled_add
 from esverify.es.numerics import fma32
 from test_es_helpers import examples, assert_bitwise, dtypes, make_param, seeds, shapes, to_np, to_torch
@@ -82,7 +83,7 @@ def test_awd_scaled_add_rules_chunked(n, dt, rule, a, data_seed, chunk):
     tx, ty = to_torch(x), to_torch(y)
     parts = [scaled_add(tx[s:s + chunk], ty[s:s + chunk], a, rule, s, n) for s in range(0, n, chunk)]
     got = torch.cat(parts) if parts else tx.clone()
-    assert_bitwise(got, R.awd_scaled_add(x, y, a, rule), f"{rule} {dt}")
+    assert_bitwise(got, awd_model.scaled_add(x, y, a, rule), f"{rule} {dt}")
 
 
 @settings(max_examples=examples(30))
@@ -284,3 +285,14 @@ def test_es_awd_f32_in_place_path_equals_torch_path(data_seed, shift, coeff, n):
             cpu_kernels.ENABLED = old
     for name, a, b in zip(("perturb", "accumulate", "apply"), results[0], results[1]):
         assert_bitwise(a, b, f"es-awd {name} numba vs torch")
+
+
+def test_the_straight_line_models_come_from_the_registry():
+    """esverify.es.reference runs the model its reference registers for cfg["profile"]; a profile with none
+    (es-paper's own lines are its model module's, driven by its loop) is a one-line ValueError."""
+    from esverify import registry
+    assert sorted(registry.models()) == ["es-at-scale", "es-awd"]
+    assert {m.name: m.cpu_rule for m in registry.models().values()} == {"es-at-scale": "portable", "es-awd": "cpu"}
+    with pytest.raises(ValueError, match=r"^no straight-line model for profile 'es-paper'; known: "
+                                         r"\['es-at-scale', 'es-awd'\]$"):
+        R.perturb(Config(profile="es-paper").to_dict(), [np.zeros(3, np.float32)], 0, 0)

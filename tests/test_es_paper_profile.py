@@ -24,7 +24,9 @@ from esverify.es.kernels import update_tensor_
 from esverify.es.numerics import NAME_DTYPES
 from esverify.references.es_paper.loop import normalise, run_paper_loop
 from esverify.references.es_paper import profile as es_paper
-from esverify.es.schedule import SCHEDULES, paper_seed_stream, reference_seeds
+from esverify.es.schedule import SCHEDULES, reference_seeds
+from esverify.references.es_paper import model as P
+from esverify.references.es_paper.schedule import seed_stream as paper_seed_stream
 
 NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 UINT = {"f32": np.uint32, "f16": np.uint16, "bf16": np.uint16}
@@ -73,7 +75,7 @@ def test_div_is_a_true_division_known_answer():
     """f32 3.0 / 30 is 0x3dcccccd; a multiply by rd32(1/30) gives 0x3dccccce (the naive reading)."""
     t = torch.tensor([3.0])
     assert bits(es_paper.div_int(t, 30))[0] == 0x3DCCCCCD
-    assert bits(R.paper_div(np.array([3.0], np.float32), 30))[0] == 0x3DCCCCCD
+    assert bits(P.div(np.array([3.0], np.float32), 30))[0] == 0x3DCCCCCD
     assert bits(t.clone().div_(30))[0] == 0x3DCCCCCD
     assert np.float32(np.float32(3.0) * np.float32(1 / 30)).view(np.uint32) == 0x3DCCCCCE
 
@@ -83,7 +85,7 @@ def test_scalar_stays_f32_for_f16_known_answer():
     x = torch.tensor([0.046875], dtype=torch.float16)
     assert bits(x * 0.001)[0] == 0x0312
     assert bits(es_paper.mul_scalar(x, 0.001))[0] == 0x0312
-    assert bits(R.paper_mul(np.array([0.046875], np.float16), 0.001))[0] == 0x0312
+    assert bits(P.mul(np.array([0.046875], np.float16), 0.001))[0] == 0x0312
     naive = (x.float() * torch.tensor(0.001, dtype=torch.float16).float()).half()
     assert bits(naive)[0] == 0x0313
 
@@ -91,7 +93,7 @@ def test_scalar_stays_f32_for_f16_known_answer():
 def test_restore_drift_known_answer():
     """f16 theta = 1.0, noise f16(10/37): perturb by sigma 0.001 and restore gives 0x3bff, not 0x3c00."""
     theta, q = np.array([1.0], np.float16), np.array([10 / 37], np.float32).astype(np.float16)
-    back = R.paper_perturb(R.paper_perturb(theta, q, 0.001), q, -0.001)
+    back = P.perturb(P.perturb(theta, q, 0.001), q, -0.001)
     assert bits(back)[0] == 0x3BFF
     t = torch.tensor([1.0], dtype=torch.float16)
     n = torch.from_numpy(q.copy())
@@ -117,7 +119,7 @@ def test_normalise_is_numpys_f32_expression():
     want = (r - r.mean()) / (r.std() + 1e-8)
     got_r, got = normalise(rewards)
     assert np.array_equal(bits(got_r), bits(r)) and np.array_equal(bits(got), bits(want.astype(np.float32)))
-    assert np.array_equal(bits(got), bits(R.paper_normalise(rewards)[1]))
+    assert np.array_equal(bits(got), bits(P.normalise(rewards)[1]))
 
 
 def test_seed_schedule_known_answer():
@@ -140,7 +142,7 @@ def test_private_randomstate_equals_numpys_global_generator(seed, count, iterati
     stream = paper_seed_stream(seed, count)
     got = [next(stream) for _ in range(iterations)]
     assert got == want
-    assert got == R.paper_seeds(seed, iterations, count)
+    assert got == P.seed_lists(seed, iterations, count)
     assert [reference_seeds("es-paper", seed, i, count) for i in range(iterations)] == want
     assert np.array_equal(np.random.get_state()[1], before)      # numpy's global state untouched
 
@@ -158,7 +160,7 @@ def test_mul_scalar_torch_kernel_reference(data, name, c):
     x = data.draw(finite_arrays(name))
     t = to_t(x)
     with np.errstate(all="ignore"):
-        want = R.paper_mul(x, c)
+        want = P.mul(x, c)
     assert np.array_equal(bits(t * c), bits(want))
     inplace = t.clone()
     inplace.mul_(c)
@@ -174,7 +176,7 @@ def test_add_torch_kernel_reference(data, name):
         np.resize(data.draw(finite_arrays(name)), len(x)).astype(NP[name])
     t = to_t(x)
     with np.errstate(all="ignore"):
-        want = R.paper_add(x, y)
+        want = P.add(x, y)
     t.add_(to_t(y))
     assert np.array_equal(bits(t), bits(want))
     assert np.array_equal(bits(es_paper.add(to_t(x), to_t(y))), bits(want))
@@ -187,7 +189,7 @@ def test_div_torch_kernel_reference(data, name, n):
     x = data.draw(finite_arrays(name))
     t = to_t(x)
     with np.errstate(all="ignore"):
-        want = R.paper_div(x, n)
+        want = P.div(x, n)
     t.div_(n)
     assert np.array_equal(bits(t), bits(want))
     assert np.array_equal(bits(es_paper.div_int(to_t(x), n)), bits(want))
@@ -205,13 +207,13 @@ def test_ops_on_large_tensors_and_every_tail():
                     x = rng.standard_normal(size).astype(np.float32).astype(NP[name])
                     y = rng.standard_normal(size).astype(np.float32).astype(NP[name])
                     t = to_t(x)
-                    assert np.array_equal(bits(t * 0.001), bits(R.paper_mul(x, 0.001)))
+                    assert np.array_equal(bits(t * 0.001), bits(P.mul(x, 0.001)))
                     u = t.clone()
                     u.add_(to_t(y))
-                    assert np.array_equal(bits(u), bits(R.paper_add(x, y)))
+                    assert np.array_equal(bits(u), bits(P.add(x, y)))
                     u = t.clone()
                     u.div_(30)
-                    assert np.array_equal(bits(u), bits(R.paper_div(x, 30)))
+                    assert np.array_equal(bits(u), bits(P.div(x, 30)))
     finally:
         torch.set_num_threads(threads)
 
@@ -238,8 +240,8 @@ def test_profile_update_and_perturb_equal_script_and_reference(data, name, membe
     qs = [rng.standard_normal(theta.shape).astype(np.float32).astype(NP[name]) for _ in range(members)]
     coeffs = [float(np.float32(c)) for c in rng.standard_normal(members)]
     with np.errstate(all="ignore"):
-        want = R.paper_update(theta, qs, coeffs, alpha, members)
-        want_p = R.paper_perturb(theta, qs[0], sigma)
+        want = P.update(theta, qs, coeffs, alpha, members)
+        want_p = P.perturb(theta, qs[0], sigma)
     got = script_update(to_t(theta), [to_t(q) for q in qs], coeffs, alpha, members)
     assert np.array_equal(bits(got), bits(want)), ndiff(got, want)
     kern = to_t(theta)
@@ -266,7 +268,7 @@ def test_profile_is_registered_and_trainer_uses_it():
     stats = tr.update(rewards)
     cfg = tr.config.to_dict()
     qs = [R.noise(cfg, 0, m, 0, w.numel()).astype(np.float16) for m in range(4)]
-    want = R.paper_update(before, qs, stats["coefficients"].tolist(), 0.1, 4)
+    want = P.update(before, qs, stats["coefficients"].tolist(), 0.1, 4)
     assert np.array_equal(bits(w), bits(want))
 
 
@@ -292,7 +294,7 @@ def _rewards_fn(seed=1):
 
 def _draw(noise, iid):
     if noise == "contract":
-        return lambda seed, slot, shape, name: R.paper_contract_noise(seed, slot, int(np.prod(shape)), iid,
+        return lambda seed, slot, shape, name: P.contract_noise(seed, slot, int(np.prod(shape)), iid,
                                                                        "poly32", name).reshape(shape)
 
     def draw(seed, slot, shape, name):
@@ -315,7 +317,7 @@ def _run(noise, iid, gpu_threads, population=5, iterations=2, record_copies=True
 @pytest.mark.parametrize("gpu_threads", [1, 2, 4])
 def test_loop_equals_straight_line_reference(noise, iid, gpu_threads):
     got = _run(noise, iid, gpu_threads)
-    want = R.paper_loop(_params(), iterations=2, population=5, sigma=0.01, alpha=0.05, initial_seed=33,
+    want = P.loop(_params(), iterations=2, population=5, sigma=0.01, alpha=0.05, initial_seed=33,
                         gpu_threads=gpu_threads, prompt_rewards=_rewards_fn(), dataset_size=3,
                         draw=_draw(noise, iid))
     assert got["seeds"] == want["seeds"]

@@ -151,3 +151,28 @@ def test_bad_order_is_refused_and_changes_nothing(order):
     with pytest.raises(ValueError, match="permutation of range"):
         trainer.update([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], order=order)
     assert torch.equal(t, torch.ones(9)) and trainer.iteration == 0
+
+
+def test_the_schedules_and_their_messages_come_from_the_registry():
+    """The values (config and run logs) stay what they were; the names are the references' own (issue 30)."""
+    from esverify import registry
+    from esverify.es import schedule
+    assert schedule.SCHEDULES == ("contract", "es-at-scale", "es-awd", "es-paper")
+    assert schedule.SCHEDULES == ("contract", *registry.seed_schedules())
+    assert dict(schedule.FIRST_ITERATION) == {"es-at-scale": 0, "es-awd": 1}
+    with pytest.raises(ValueError, match=r"^seed_schedule: unknown value 'es-paper2'; known: \('contract', "
+                                         r"'es-at-scale', 'es-awd', 'es-paper'\)$"):
+        Config(seed_schedule="es-paper2")
+    for bad in ("contract", "skill-sample"):
+        with pytest.raises(ValueError, match=rf"^seed_schedule '{bad}' has no numpy draw; use 'es-at-scale', "
+                                             r"'es-awd' or 'es-paper'$"):
+            reference_seeds(bad, 42, 0, 3)
+    with pytest.raises(ValueError, match=r"^iteration and count must be >= 0, got -1, 3$"):
+        reference_seeds("es-paper", 42, -1, 3)
+
+
+def test_the_default_profile_is_the_one_flagged():
+    from esverify.es.profiles import PROFILES, default_profile
+    assert [name for name, p in PROFILES.items() if p.default] == ["es-at-scale"] == [default_profile()]
+    assert Config().profile == "es-at-scale" and Config().to_dict()["profile"] == "es-at-scale"
+    assert Config() == Config(profile="es-at-scale")

@@ -252,3 +252,20 @@ def test_unwritable_report_exits_2_not_1(goldens, tmp_path):
     assert result.exit_code == 2
     assert f"--json {blocker / 'r.json'}: {blocker} is a file, not a directory" in result.output
     assert "goldens check: PASS" not in result.output
+
+
+def test_a_trainer_area_runs_on_the_targets_whose_device_takes_its_cpu_rule(monkeypatch):
+    """The goldens hold each profile's CPU-rule values: es-at-scale (one rule everywhere) is recomputed on a
+    CUDA target too, es-awd (rule `cuda` there) on CPU targets only; the shaping vectors on every target.
+    Asked of the profile's rule_for, not of its name (issue 30)."""
+    from esverify.goldens import es_area
+    monkeypatch.setattr(rng, "backend_targets", lambda: [("numpy", "numpy", None), ("torch-cpu", "torch", None),
+                                                         ("torch-cuda", "torch", "cuda")])
+    every = ["numpy", "torch-cpu", "torch-cuda"]
+    assert area_mod.get_area("es-at-scale").backends() == every
+    assert area_mod.get_area("es-awd").backends() == ["numpy", "torch-cpu"]
+    shaping = vector(load(COMMITTED / "es-at-scale.json"), "shaping-n2-wide")
+    assert es_area.recompute(shaping, "torch-cuda") == shaping["expected"]   # shaping runs on CPU whatever the label
+    schedule = vector(load(COMMITTED / "es-awd.json"), "seed-schedule-seed-0-n30")
+    with pytest.raises(ValueError, match="es backend 'torch-cuda' is unknown or not available here"):
+        es_area.recompute(schedule, "torch-cuda")

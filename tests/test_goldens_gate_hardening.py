@@ -296,13 +296,13 @@ def test_gate_refuses_a_process_that_loaded_a_fast_math_library(tmp_path):
 def test_a_changed_numpy_stream_fails_the_seed_schedule_vectors(monkeypatch, bit_generator):
     """default_rng backed by another bit generator changes the references' member seeds: the gate
     fails on exactly the seed-schedule vectors of both es files (and nothing else changes)."""
-    from esverify.es import schedule
-    schedule._draw.cache_clear()
+    from esverify.es import seeds
+    seeds.default_rng_draw.cache_clear()
     monkeypatch.setattr(np.random, "default_rng", lambda seed=None: np.random.Generator(bit_generator(seed)))
     try:
         result = gate.check(COMMITTED, ["es-at-scale", "es-awd"], backends=["numpy"])
     finally:
-        schedule._draw.cache_clear()
+        seeds.default_rng_draw.cache_clear()
     failed = {(r["area"], r["vector"]) for r in result.rows if r["status"] == "mismatch"}
     want = {(area, v["id"]) for area in ("es-at-scale", "es-awd") for v in load(COMMITTED / f"{area}.json")["vectors"]
             if v["inputs"]["kind"] == "seed-schedule"}

@@ -12,7 +12,7 @@ Checks: ``python -m pytest -q tests/test_es_errors.py``.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from .decay import check_decay
 from .numerics import rd32
@@ -28,6 +28,12 @@ U64_MAX = (1 << 64) - 1
 def _is_int(value) -> bool:
     import numpy as np
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def default_profile() -> str:
+    """The registered default Trainer profile's name (the one whose `Profile.default` is set)."""
+    from .profiles import default_profile as registered
+    return registered()
 
 
 def _finite(name: str, value) -> float:
@@ -54,12 +60,12 @@ class Config:
     even with antithetic; >= 2 with centered ranks). antithetic: mirrored
     pairs (§4). scheme: "correlated" | "iid" (docs/CONTRACT.md §4). mapping: "poly32"
     | "libm64" (docs/CONTRACT.md §3). restore: "regenerate" | "snapshot". shaping:
-    "zscore" | "centered_ranks" | "none" (§2). profile: "es-at-scale" |
-    "es-awd" (§3). anchor_decay: "none" | "l1" | "l2" with anchor_lambda >= 0
+    "zscore" | "centered_ranks" | "none" (§2). profile: a Trainer profile's
+    name (§3; default: the one flagged `Profile.default`, es-at-scale). anchor_decay: "none" | "l1" | "l2" with anchor_lambda >= 0
     (l2 needs alpha * anchor_lambda < 1) (§5). seed: u64. chunk_elements:
     None (default 262144) or >= 1 elements per work chunk; it never changes
-    a bit. seed_schedule: "contract" (docs/CONTRACT.md §4) | "es-at-scale" | "es-awd"
-    (the 30-bit seeds those references' loops draw; esverify.es.schedule).
+    a bit. seed_schedule: "contract" (docs/CONTRACT.md §4) or a reference's
+    schedule (the 30-bit seeds its loop draws; esverify.es.schedule.SCHEDULES).
     """
 
     sigma: float = 0.001
@@ -70,7 +76,7 @@ class Config:
     mapping: str = "poly32"
     restore: str = "regenerate"
     shaping: str = "zscore"
-    profile: str = "es-at-scale"
+    profile: str = field(default_factory=lambda: default_profile())
     anchor_decay: str = "none"
     anchor_lambda: float = 0.0
     seed: int = 42

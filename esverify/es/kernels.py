@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from .numerics import DEFAULT_CHUNK, DTYPES
-from .profiles import get_profile
+from .profiles import default_profile, get_profile
 
 
 def _check(theta: torch.Tensor, noises, name="noise") -> None:
@@ -25,17 +25,18 @@ def _check(theta: torch.Tensor, noises, name="noise") -> None:
                              f"got {eps.dtype} with {eps.numel()} on {eps.device}")
 
 
-def perturb_tensor_(theta: torch.Tensor, eps: torch.Tensor, s: float, profile: str = "es-at-scale",
+def perturb_tensor_(theta: torch.Tensor, eps: torch.Tensor, s: float, profile: str | None = None,
                     rule: str | None = None, chunk_elements: int | None = None) -> torch.Tensor:
     """theta <- theta + s * q(eps) in place under `profile` (s = +sigma, or -sigma to restore).
 
     theta: contiguous f32/f16/bf16 tensor; eps: f32 tensor with theta's
-    element count on its device; rule: None picks the profile's rule for
+    element count on its device; profile: None for the default profile
+    (`esverify.es.profiles.default_profile`, es-at-scale); rule: None picks the profile's rule for
     the device. Returns theta. ValueError for an unknown profile, an
     unknown es-awd rule (es-at-scale has one rule and ignores it), or
     theta/eps not as described (naming `theta` or `eps[0]`).
     """
-    prof = get_profile(profile)
+    prof = get_profile(default_profile() if profile is None else profile)
     _check(theta, [eps], "eps")
     rule = rule or prof.rule_for(theta.device)
     flat, e, n = theta.detach().view(-1), eps.reshape(-1), theta.numel()
@@ -48,7 +49,7 @@ def perturb_tensor_(theta: torch.Tensor, eps: torch.Tensor, s: float, profile: s
 
 
 def update_tensor_(theta: torch.Tensor, noises, coeffs, alpha: float, population: int,
-                   profile: str = "es-at-scale", rule: str | None = None,
+                   profile: str | None = None, rule: str | None = None,
                    chunk_elements: int | None = None) -> torch.Tensor:
     """theta += (alpha / population) sum_n coeffs[n] q(noises[n]) in place under `profile`.
 
@@ -56,12 +57,12 @@ def update_tensor_(theta: torch.Tensor, noises, coeffs, alpha: float, population
     per noise (already folded for antithetic pairs: D_k with its pair's
     noise once); population: the divisor N (the full population). No
     anchored decay here (see apply_anchor_decay_). Returns theta.
-    theta: contiguous f32/f16/bf16 tensor; rule: None picks the profile's
-    rule for the device. ValueError for an unknown profile or es-awd rule, unequal
+    theta: contiguous f32/f16/bf16 tensor; profile: None for the default
+    profile; rule: None picks the profile's rule for the device. ValueError for an unknown profile or es-awd rule, unequal
     numbers of noises and coeffs, or a noise that is not f32 with theta's
     element count on its device (naming `noise[i]`).
     """
-    prof = get_profile(profile)
+    prof = get_profile(default_profile() if profile is None else profile)
     noises, coeffs = list(noises), [float(c) for c in coeffs]
     if len(noises) != len(coeffs):
         raise ValueError(f"noises has {len(noises)} tensors but coeffs has {len(coeffs)} values")

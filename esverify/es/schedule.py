@@ -2,32 +2,22 @@
 
 Design record:
 - A *seed schedule* decides the u64 member seed of (iteration, member),
-  from which docs/CONTRACT.md §4 derives every stream seed. Three named schedules:
-  - ``contract`` (default): docs/CONTRACT.md §4's ``member_seed(seed, iteration,
-    population, member)``: 64-bit, counter-based, portable;
-  - ``es-at-scale``: the published seeds of the es-at-scale training loop:
-    iteration i (the trainer's counter) draws
-    ``numpy.random.default_rng((seed or 42) + i).integers(0, 2**30,
-    size=count, dtype=int64)``;
-  - ``es-awd``: the same draw with the reference's first iteration 1:
-    ``default_rng((seed or 42) + i + 1)``.
-  - ``es-paper``: the paper's original scripts (docs/references.md §6):
-    numpy's LEGACY generator seeded once, ``np.random.seed(seed)``, then
-    per iteration ``np.random.randint(0, 2**30, size=count, dtype=int64)``,
-    so iteration i's seeds follow i earlier draws of the same stream. We
-    never touch numpy's global state: a private ``RandomState(seed)``
-    yields the same stream (tests/test_es_paper_profile.py shows it). The
-    seed is used as given (0 is 0) and must be in [0, 2**32), numpy's
-    legacy range.
+  from which docs/CONTRACT.md §4 derives every stream seed. The schedules
+  are ``contract`` (default): docs/CONTRACT.md §4's ``member_seed(seed,
+  iteration, population, member)``: 64-bit, counter-based, portable; and
+  one numpy schedule per reference loop that draws its own seeds, each
+  declared by its reference (`esverify.es.seeds.SeedSchedule`, registered
+  in esverify.registry; docs/references.md §5, §6 describe them) and asked
+  for here by name. `SCHEDULES` is the tuple of every known name, contract first.
   ``count`` is N, or N/2 under antithetic pairs (one seed per pair,
   docs/numerics.md §4; both halves of pair k use draw k). The drawn 30-bit integer
   IS the member seed: under contract noise its streams are the contract
   streams of that u64 value, under torch's own noise it is the value given
   to ``torch.Generator.manual_seed``, as in the references. So a run can be
   reconstructed from the seeds a reference logs.
-  Two equal draws in one iteration give two members the same noise (the
-  es-at-scale loop keys members by seed value and would merge them;
-  practically never at 2**30): `duplicate_seeds` names them.
+  Two equal draws in one iteration give two members the same noise (a
+  loop keying members by seed value would merge them; practically never
+  at 2**30): `duplicate_seeds` names them.
 - *Reward aggregation* turns the per-prompt rewards of one member into its
   reward, the way each reference's loop does:
   ``batch_weighted_mean`` (es-at-scale's train_step: per mini-batch the
@@ -41,75 +31,82 @@ Checks: ``python -m pytest -q tests/test_es_schedule.py``.
 """
 from __future__ import annotations
 
-import functools
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
-SCHEDULES = ("contract", "es-at-scale", "es-awd", "es-paper")
-#: the reference's loop index of the trainer's iteration 0, per numpy schedule
-FIRST_ITERATION = {"es-at-scale": 0, "es-awd": 1}
-SEED_BOUND = 2 ** 30
-DEFAULT_GLOBAL_SEED = 42
+from .. import registry
+from .seeds import DEFAULT_GLOBAL_SEED, SEED_BOUND, SeedSchedule
+
+#: the schedule of docs/CONTRACT.md §4, the default; every other one is a reference's
+CONTRACT = "contract"
+
+__all__ = ["CONTRACT", "DEFAULT_GLOBAL_SEED", "FIRST_ITERATION", "SCHEDULES", "SEED_BOUND", "SeedSchedule",
+           "batch_weighted_mean", "check_schedule", "duplicate_seeds", "mean_reward", "reference_seeds",
+           "schedule_seed", "schedules"]
+
+
+def schedules() -> tuple:
+    """Every known schedule name: "contract", then the references' numpy schedules in report order."""
+    return (CONTRACT, *registry.seed_schedules())
+
+
+def __getattr__(name: str):
+    if name == "SCHEDULES":   # asked of the registry each time, so a plug-in's schedule is known
+        return schedules()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _FirstIterations(Mapping):
+    """schedule name -> the reference loop's index of the trainer's iteration 0, for every default_rng
+    schedule (`esverify.es.seeds.default_rng_schedule`); asked of the registry on each use."""
+
+    def _table(self) -> dict:
+        return {name: s.first_iteration for name, s in registry.seed_schedules().items()
+                if s.first_iteration is not None}
+
+    def __getitem__(self, name):
+        return self._table()[name]
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self):
+        return len(self._table())
+
+
+#: the reference's loop index of the trainer's iteration 0, per default_rng schedule
+FIRST_ITERATION: Mapping = _FirstIterations()
 
 
 def check_schedule(name) -> str:
     """`name` if it is a known schedule, else ValueError naming the field."""
-    if name not in SCHEDULES:
-        raise ValueError(f"seed_schedule: unknown value {name!r}; known: {SCHEDULES}")
+    known = schedules()
+    if name not in known:
+        raise ValueError(f"seed_schedule: unknown value {name!r}; known: {known}")
     return name
 
 
-@functools.lru_cache(maxsize=64)
-def _draw(base: int, count: int) -> tuple:
-    return tuple(int(v) for v in np.random.default_rng(seed=base).integers(0, SEED_BOUND, size=count,
-                                                                             dtype=np.int64))
-
-
-def paper_seed_stream(initial_seed: int, count: int):
-    """An endless iterator of the es-paper seed lists: iteration i's `count` seeds (list of int).
-
-    ``RandomState(initial_seed)`` then ``randint(0, 2**30, size=count, dtype=int64).tolist()`` per
-    iteration: bit for bit the scripts' ``np.random.seed`` + ``np.random.randint`` on numpy's
-    global generator, without touching it. ValueError for a seed outside [0, 2**32) (numpy's
-    legacy seeding refuses it) or a negative count.
-    """
-    seed = int(initial_seed)
-    if isinstance(initial_seed, bool) or not 0 <= seed < 2 ** 32:
-        raise ValueError(f"initial_seed must be an int in [0, 2**32) (numpy's legacy seed), got {initial_seed!r}")
-    if count < 0:
-        raise ValueError(f"count must be >= 0, got {count}")
-    rs = np.random.RandomState(seed)
-    while True:
-        yield rs.randint(0, SEED_BOUND, size=count, dtype=np.int64).tolist()
-
-
-@functools.lru_cache(maxsize=256)
-def _paper_draw(seed: int, count: int, iteration: int) -> tuple:
-    stream = paper_seed_stream(seed, count)
-    for _ in range(iteration):
-        next(stream)
-    return tuple(next(stream))
+def _choices(names) -> str:
+    quoted = [repr(n) for n in names]
+    return " or ".join([", ".join(quoted[:-1]), quoted[-1]]) if len(quoted) > 1 else "".join(quoted)
 
 
 def reference_seeds(schedule: str, seed: int, iteration: int, count: int) -> list[int]:
     """The `count` 30-bit seeds a reference loop draws at the trainer's `iteration` (list of int).
 
-    schedule: "es-at-scale", "es-awd" or "es-paper" (ValueError otherwise); seed:
-    the global seed (0 stands for 42, like the references' ``global_seed or 42``;
-    under "es-paper" the initial seed as given); iteration: the trainer's counter
-    (>= 0); count: N, or N/2 with pairs.
+    schedule: a reference's numpy schedule (ValueError naming them otherwise, "contract"
+    included); seed: the global seed (0 stands for 42 under the default_rng schedules, like
+    the references' ``global_seed or 42``; a schedule may refuse a seed with ValueError);
+    iteration: the trainer's counter (>= 0); count: N, or N/2 with pairs.
     """
-    if schedule == "es-paper":
-        if iteration < 0 or count < 0:
-            raise ValueError(f"iteration and count must be >= 0, got {iteration}, {count}")
-        return list(_paper_draw(int(seed), int(count), int(iteration)))
-    if schedule not in FIRST_ITERATION:
-        raise ValueError(f"seed_schedule {schedule!r} has no numpy draw; use 'es-at-scale', 'es-awd' or 'es-paper'")
+    known = registry.seed_schedules()
+    if schedule not in known:
+        raise ValueError(f"seed_schedule {schedule!r} has no numpy draw; use {_choices(known)}")
     if iteration < 0 or count < 0:
         raise ValueError(f"iteration and count must be >= 0, got {iteration}, {count}")
-    base = (int(seed) or DEFAULT_GLOBAL_SEED) + int(iteration) + FIRST_ITERATION[schedule]
-    return list(_draw(base, int(count)))
+    return list(known[schedule].draw(int(seed), int(iteration), int(count)))
 
 
 def schedule_seed(schedule: str, seed: int, iteration: int, population: int, antithetic: bool,

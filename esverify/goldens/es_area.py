@@ -1,4 +1,6 @@
-"""The `es-at-scale` and `es-awd` golden areas: update goldens (issue 3 part 3; docs/numerics.md §2-§5).
+"""The golden area of a Trainer profile (`trainer_area`; es-at-scale's and es-awd's): update goldens (issue 3 part 3;
+docs/numerics.md §2-§5). A reference declares its area in its own package (its `golden_area.py`), with its own
+es-run cases (`extra_cases`); this module names no reference and asks the profile what it needs.
 
 Each vector is a short training run: a config, initial parameters of
 several dtypes (as bit arrays), and per iteration the member to perturb
@@ -16,7 +18,8 @@ with that noise backend; torch-cuda, es-at-scale only since it is
 device-independent, when a GPU is present). Each area's version is its profile's version.
 
 Two more kinds pin what short runs cannot (issue 10):
-- ``shaping`` (es-at-scale file; docs/numerics.md §2 is the same for both profiles):
+- ``shaping`` (the file of the area declared with ``shaping=True``, es-at-scale's; docs/numerics.md §2 is the
+  same for every profile):
   z-score coefficients, numpy's mean and std, and centered ranks of one
   reward set, at populations on both sides of every boundary of numpy's
   pairwise summation (2-9: the plain loop below 8; 15-17, 30-33 inside
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..es.profiles import get_profile
 from .area import Area
 from .compare import decode, encode, encode_ints
 
@@ -100,8 +104,11 @@ def _params(layout, seed: int, scale: float = 1.0) -> list[np.ndarray]:
             for _, shape, dt in layout]
 
 
-def _case(profile: str, id_: str, comment: str, layout, iterations, scale: float = 1.0, set_elements=None,
-          **cfg) -> dict:
+def es_run_case(profile: str, id_: str, comment: str, layout, iterations, scale: float = 1.0, set_elements=None,
+                **cfg) -> dict:
+    """One ``es-run`` case of Trainer profile `profile`: its config (Config fields `cfg`), initial parameters of
+    `layout` drawn from a seed of the id's length (times `scale`; `set_elements` {(slot, index): value} set
+    by hand) and `iterations` [(member, rewards)]. A reference adds its own cases with it (`trainer_area`)."""
     from ..es import Config
     config = Config(profile=profile, **cfg).to_dict()
     params = _params(layout, 7 + len(id_), scale)
@@ -111,13 +118,15 @@ def _case(profile: str, id_: str, comment: str, layout, iterations, scale: float
             "iterations": iterations}
 
 
-def _rewards(n: int, seed: int) -> list[float]:
+def sample_rewards(n: int, seed: int) -> list[float]:
+    """n rewards (f64, rounded to 6 decimals) from numpy's default_rng(seed), for a case's iterations."""
     return np.random.default_rng(seed).standard_normal(n).round(6).tolist()
 
 
-def _cases(profile: str) -> list[dict]:
+def _cases(profile: str, extra_cases) -> list[dict]:
     base = dict(sigma=0.05, alpha=0.02, population=4, chunk_elements=16)
-    two = [(3, _rewards(4, 1)), (0, _rewards(4, 2))]
+    _case = es_run_case
+    two = [(3, sample_rewards(4, 1)), (0, sample_rewards(4, 2))]
     out = []
     for scheme in ("iid", "correlated"):
         for mapping in ("poly32", "libm64"):
@@ -128,14 +137,14 @@ def _cases(profile: str) -> list[dict]:
     for dt in ("f32", "f16", "bf16"):
         out.append(_case(profile, f"zscore-{dt}-odd-sizes", f"z-score, every slot {dt}: 35, 0-dim, 35 and 70 "
                          f"elements (70 crosses es-awd's 32-element tail at 64)", SAME[dt],
-                         [(1, _rewards(4, 3))], scheme="iid", **base))
+                         [(1, sample_rewards(4, 3))], scheme="iid", **base))
     ties = [(5, [1.0, 3.0, 1.0, -2.0, 3.0, 0.5]), (2, [0.0] * 6)]
     out.append(_case(profile, "centered-ranks-ties", "centered ranks with tied rewards (ties break by member "
                      "index), then all-equal rewards (full spread, a mean-zero step)", MIXED, ties,
                      **{**base, "population": 6, "shaping": "centered_ranks"}))
     out.append(_case(profile, "antithetic-zscore", "antithetic pairs: member 5 perturbs with -sigma on member 4's "
                      "noise; the update folds D_k = C_2k - C_2k+1 with divisor N = 6", MIXED,
-                     [(5, _rewards(6, 4)), (2, _rewards(6, 5))], **{**base, "population": 6, "antithetic": True}))
+                     [(5, sample_rewards(6, 4)), (2, sample_rewards(6, 5))], **{**base, "population": 6, "antithetic": True}))
     out.append(_case(profile, "raw-rewards", "shaping none: the rewards are the coefficients", MIXED,
                      [(1, [0.25, -1.5, 2.0, 0.125])], **{**base, "shaping": "none"}))
     for decay, lam in (("l1", 0.5), ("l2", 3.0)):
@@ -147,38 +156,11 @@ def _cases(profile: str) -> list[dict]:
         out.append(_case(profile, f"subnormal-{dt}", f"every slot {dt} with subnormal parameters (scale {tiny:g}), "
                          f"sigma = alpha = {tiny:g}: perturbations sigma*eps and updates alpha/N*acc are subnormal "
                          "in this dtype; a process flushing subnormals to zero (FTZ/DAZ) fails here", SAME[dt],
-                         [(1, _rewards(4, 8)), (2, _rewards(4, 9))], scale=tiny,
+                         [(1, sample_rewards(4, 8)), (2, sample_rewards(4, 9))], scale=tiny,
                          **{**base, "sigma": tiny, "alpha": tiny, "scheme": "iid"}))
-    if profile == "es-awd":
-        out += _fma_double_rounding_cases(profile, base)
-    if profile == "es-at-scale":
-        out.append(_case(profile, "snapshot-restore", "snapshot restore copies the bytes back", MIXED,
-                         [(2, _rewards(4, 6))], **{**base, "restore": "snapshot"}))
-        out.append(_case(profile, "paper-defaults-population-30", "the paper's defaults: sigma 0.001, alpha = "
-                         "sigma/2, population 30, correlated, z-score", MIXED, [(29, _rewards(30, 7))]))
+    if extra_cases is not None:
+        out += extra_cases(profile, dict(base))   # the reference's own cases, after the shared ones
     return out
-
-
-#: The es-awd fused multiply-add fma32(x, y, a) = rd32(x + y*a), rounded ONCE. An implementation that
-#: forms y*a exactly in f64 and then rounds x + y*a to f64 and again to f32 is wrong only where the exact
-#: sum lies within half an f64 ulp above an f32 midpoint: rounding to f64 lands on the midpoint and
-#: ties-to-even goes down. Random runs hit that about once in 10**8 elements, so no vector caught it.
-#: Found by searching sigmas against member 1's noise (seed 20, iid, poly32; issue 20): with
-#: a = rd32(sigma) = 0.013517158105969429 and eps_0 = 2.889845609664917 the product has bit 45 set and
-#: the next 29 bits clear, so theta_0 = 174762.65625 (an even f32 whose ulp is 2**-7, twice the midpoint
-#: bit) perturbs to 0x482aaaad, where the twice-rounded form gives 0x482aaaac.
-FMA_SIGMA = 0.013517158105969429
-FMA_THETA = 174762.65625
-
-
-def _fma_double_rounding_cases(profile: str, base: dict) -> list[dict]:
-    cfg = {**base, "sigma": FMA_SIGMA, "seed": 20, "scheme": "iid", "mapping": "poly32"}
-    return [_case(profile, "fma-double-rounding-f32",
-                  "es-awd's fma32 rounds once: perturbing theta_0 = 174762.65625 by sigma = 0.013517158105969429 "
-                  "times member 1's eps_0 has an exact sum just above an f32 midpoint, so an f64 product and sum "
-                  "rounded twice (to f64, then f32) gives one ulp less (0x482aaaac, not 0x482aaaad) in "
-                  "it0.perturb.w[0]", [("w", (64,), "f32")], [(1, _rewards(4, 10))], set_elements={(0, 0): FMA_THETA},
-                  **cfg)]
 
 
 def _run_reference(case: dict) -> dict:
@@ -355,7 +337,7 @@ def _step_vectors(profile: str) -> list[dict]:
         cfg = Config(profile=profile, **{**base, **extra}).to_dict()
         params = _params(MIXED, 50 + iteration)
         anchor = [p.copy() for p in params]
-        rewards = _rewards(cfg["population"], 60 + iteration)
+        rewards = sample_rewards(cfg["population"], 60 + iteration)
         cur = [p.copy() for p in params]
         for m in range(cfg["population"]):
             perturbed = R.perturb(cfg, cur, iteration, m)
@@ -374,10 +356,10 @@ def _step_vectors(profile: str) -> list[dict]:
     return out
 
 
-def _generate(profile: str):
+def _generate(profile: str, extra_cases, shaping: bool):
     def generate():
-        out = [_vector(c) for c in _cases(profile)]
-        if profile == "es-at-scale":
+        out = [_vector(c) for c in _cases(profile, extra_cases)]
+        if shaping:
             out += _shaping_vectors()
         return out + _schedule_vectors(profile) + _decay_vectors(profile) + _step_vectors(profile)
     return generate
@@ -491,15 +473,20 @@ def check_sizes(vector: dict) -> list[str]:
     return out
 
 
-def _targets(profile: str) -> dict[str, tuple[str, str]]:
+def _targets(profile: str | None) -> dict[str, tuple[str, str]]:
     """label -> (noise backend, device), labels as `esverify.rng.backend_targets()`.
 
-    es-awd goldens hold rule `cpu` values, so that area is recomputed on
-    CPU targets only; es-at-scale is device-independent (docs/numerics.md §3).
+    The goldens hold the values of the profile's CPU rule, so an area is
+    recomputed on the targets whose device takes that rule: every target
+    for a device-independent profile (one rule everywhere, es-at-scale),
+    the CPU ones for a profile with a rule of its own on CUDA (es-awd)
+    (docs/numerics.md §3). profile None: every target (the shaping vectors
+    do not depend on a profile).
     """
     from ..rng import backend_targets
+    rule_for = None if profile is None else get_profile(profile).rule_for
     return {label: (name, device or "cpu") for label, name, device in backend_targets()
-            if profile == "es-at-scale" or device != "cuda"}
+            if rule_for is None or rule_for(device or "cpu") == rule_for("cpu")}
 
 
 def _backends(profile: str):
@@ -515,7 +502,7 @@ def recompute(vector: dict, backend: str) -> dict:
     if problems:
         raise ValueError(f"vector {vector['id']!r} is inconsistent: {problems[0]}")
     if x["kind"] == "shaping":
-        if backend not in _targets("es-at-scale"):
+        if backend not in _targets(None):
             raise ValueError(f"es backend {backend!r} is unknown or not available here")
         return _recompute_shaping(vector)
     if x["kind"] == "seed-schedule":
@@ -592,13 +579,16 @@ def trace_libm(vector: dict, draw) -> set:
     return allowed
 
 
-def trainer_area(profile, version_constant: str) -> Area:
+def trainer_area(profile, version_constant: str, *, extra_cases=None, shaping: bool = False) -> Area:
     """The golden area of the Trainer profile `profile` (a `Profile`; the area takes its name and version);
     a reference adds its chained Monte Carlo vector with esverify.goldens.chain.with_chain.
 
     version_constant: where that version lives, quoted by the gate's messages. A reference whose profile
-    the Trainer runs declares its area as ``trainer_area(PROFILE, "<module>.VERSION")``."""
+    the Trainer runs declares its area as ``trainer_area(PROFILE, "<module>.VERSION")``. extra_cases:
+    None, or (profile name, the shared cases' base config dict) -> the reference's own es-run cases
+    (`es_run_case`), appended after the shared ones. shaping: the file also holds the ``shaping`` vectors
+    (one area holds them: docs/numerics.md §2 is every profile's)."""
     name = profile.name
     return Area(name=name, version=profile.version, version_constant=version_constant,
-                generate=_generate(name), backends=_backends(name), recompute=recompute,
+                generate=_generate(name, extra_cases, shaping), backends=_backends(name), recompute=recompute,
                 check_sizes=check_sizes, libm_trace=libm_trace)

@@ -62,6 +62,14 @@ PROFILES: Mapping = _Registry(loop=False)
 LOOP_PROFILES: Mapping = _Registry(loop=True)
 
 
+def default_profile() -> str:
+    """The name of the Trainer profile whose `default` flag is set; LookupError unless exactly one sets it."""
+    marked = [name for name, p in PROFILES.items() if p.default]
+    if len(marked) != 1:
+        raise LookupError(f"exactly one Trainer profile must be the default (Profile.default); found {marked}")
+    return marked[0]
+
+
 def get_profile(name: str) -> Profile:
     """The profile registered as `name`; ValueError naming the known ones otherwise."""
     try:

@@ -42,3 +42,6 @@ class Profile:
     scale: Callable = field(default=lambda alpha, population: alpha / population, repr=False)
     #: protocol v1's wire config can name it (docs/PROTOCOL.md; protocol.schema.json, config.profile)
     wire: bool = False
+    #: the default profile of `esverify.es.Config` and of perturb_tensor_ / update_tensor_ (exactly one
+    #: registered Trainer profile sets it; esverify.es.profiles.default_profile)
+    default: bool = False

@@ -2,7 +2,8 @@
 
 adapter: the parity adapter (`--ref`); profile: numerics profile `es-at-scale` (one of
 `esverify replay --profile`'s choices);
-golden_area: its golden area (the Trainer area of esverify.goldens.es_area). Its child
+golden_area: its golden area (the Trainer area of esverify.goldens.es_area); model: the
+straight-line model of its profile; schedule: its loop's seed schedule `es-at-scale`. Its child
 driver is oracle_child/driver_es_at_scale.py.
 """
 from esverify.registry import Reference
@@ -14,4 +15,6 @@ REFERENCE = Reference(
     replay_profiles=("es-at-scale",),
     golden_areas=("esverify.references.es_at_scale.golden_area:AREA",),
     clone_modules=("es_at_scale", "es_trainer", "worker_extension", "reward_shaping"),
+    models=("esverify.references.es_at_scale.model:MODEL",),
+    seed_schedules=("esverify.references.es_at_scale.schedule:SCHEDULE",),
 )

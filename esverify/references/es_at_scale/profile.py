@@ -84,4 +84,5 @@ def apply(theta, acc, scale, rule, first, numel, out):
 
 PROFILE = Profile(name="es-at-scale", version=VERSION, rules=(RULE,), rule_for=lambda device: RULE,
                   perturb=perturb, new_acc=new_acc, accumulate=accumulate, apply=apply,
-                  version_constant="esverify.references.es_at_scale.profile.VERSION", wire=True)
+                  version_constant="esverify.references.es_at_scale.profile.VERSION", wire=True,
+                  default=True)   # the primary reference: Config's and the tensor kernels' default profile

@@ -2,9 +2,9 @@
 
 adapter: the parity adapter (`--ref`); profile: numerics profile `es-awd`
 (rules cpu/cuda, one of `esverify replay --profile`'s choices); golden_area: its golden
-area (the Trainer area of esverify.goldens.es_area); runlog: its run log as
-`esverify replay` reads it (its `iteration_updates/` folder, no esverify
-block). Its child driver is oracle_child/driver_es_awd.py.
+area (the Trainer area of esverify.goldens.es_area); model: the straight-line model of its profile;
+schedule: its loop's seed schedule `es-awd`; runlog: its run log as `esverify replay` reads it (its
+`iteration_updates/` folder, no esverify block). Its child driver is oracle_child/driver_es_awd.py.
 """
 from esverify.registry import Reference
 
@@ -16,5 +16,7 @@ REFERENCE = Reference(
     golden_areas=("esverify.references.es_awd.golden_area:AREA",),
     clone_modules=("weight_update_utils", "distributed_utils"),
     runlog_formats=("esverify.references.es_awd.runlog:RUNLOG_FORMAT",),
+    models=("esverify.references.es_awd.model:MODEL",),
+    seed_schedules=("esverify.references.es_awd.schedule:SCHEDULE",),
     alias_option=("--awd-ref", "ESVERIFY_AWD_REF", "refs/es-awd"),
 )

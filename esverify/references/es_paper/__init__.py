@@ -2,7 +2,8 @@
 
 adapter (parity adapter), rows (its whole-loop rows), profile (numerics
 profile `es-paper`), loop (our side of its loop, `run_paper_loop`),
-golden_area (golden area `es-paper`). Its child driver is
+golden_area (golden area `es-paper`), schedule (its seed schedule `es-paper`),
+model (the straight-line model of its ops and loop). Its child driver is
 oracle_child/driver_es_paper.py.
 """
 from esverify.registry import Reference
@@ -12,4 +13,5 @@ REFERENCE = Reference(
     adapter="esverify.references.es_paper.adapter:ADAPTER",
     profiles=("esverify.references.es_paper.profile:PROFILE",),
     golden_areas=("esverify.references.es_paper.golden_area:AREA",),
+    seed_schedules=("esverify.references.es_paper.schedule:SCHEDULE",),
 )

@@ -5,7 +5,7 @@ Design record:
   initial parameters (bit arrays), the constants (POPULATION_SIZE, SIGMA,
   ALPHA, initial_seed, gpu_threads), the variant (plain = correlated,
   ``_iid``), the noise (contract or native) and a reward. Expected values
-  come from the straight-line reference (esverify.es.reference.paper_loop:
+  come from the straight-line reference (esverify.references.es_paper.model.loop:
   numpy roundings, scalar-RNG contract noise); native noise is torch's own
   generator by definition, so native vectors draw it with ``torch.randn``
   and hold CPU values (bitwise only on torch CPU of the same version).
@@ -20,7 +20,7 @@ Design record:
 - ``seed-schedule`` vectors pin numpy's legacy stream: expected from
   numpy's global generator itself (``np.random.seed`` then
   ``np.random.randint``, state saved and restored around it), recomputed
-  through the private ``RandomState`` of esverify.es.schedule.
+  through the private ``RandomState`` of esverify.references.es_paper.schedule.
 - The area's version is the profile's (esverify.references.es_paper.profile.VERSION).
 """
 from __future__ import annotations
@@ -123,10 +123,10 @@ def _native_draw(iid: bool):
 
 
 def _contract_draw(iid: bool, mapping: str):
-    from esverify.es import reference as R
+    from . import model   # numpy and ml_dtypes: generation only
 
     def draw(seed, slot, shape, name):
-        return R.paper_contract_noise(seed, slot, numel_of(shape), iid, mapping, name).reshape(shape)
+        return model.contract_noise(seed, slot, numel_of(shape), iid, mapping, name).reshape(shape)
     return draw
 
 
@@ -145,14 +145,14 @@ def _record(tape, layout, to_np) -> dict:
 
 
 def _vector(case: dict) -> dict:
-    from esverify.es import reference as R
+    from . import model
     run = case["run"]
     draw = _native_draw(run["iid"]) if run["noise"] == "native" else _contract_draw(run["iid"], run["mapping"])
-    tape = R.paper_loop([p.copy() for p in case["params"]], iterations=run["iterations"],
-                        population=run["population"], sigma=run["sigma"], alpha=run["alpha"],
-                        initial_seed=run["initial_seed"], gpu_threads=run["gpu_threads"],
-                        prompt_rewards=prompt_rewards_of(case["weights"], case["bias"]),
-                        dataset_size=PROMPTS, draw=draw)
+    tape = model.loop([p.copy() for p in case["params"]], iterations=run["iterations"],
+                      population=run["population"], sigma=run["sigma"], alpha=run["alpha"],
+                      initial_seed=run["initial_seed"], gpu_threads=run["gpu_threads"],
+                      prompt_rewards=prompt_rewards_of(case["weights"], case["bias"]),
+                      dataset_size=PROMPTS, draw=draw)
     inputs = {"kind": "paper-loop", "params": param_inputs(case["layout"], case["params"]),
               "iterations": run["iterations"], "population": run["population"], "sigma": f64_array(run["sigma"]),
               "alpha": f64_array(run["alpha"]), "initial_seed": run["initial_seed"], "gpu_threads": run["gpu_threads"],
@@ -240,7 +240,7 @@ def check_sizes(vector: dict) -> list[str]:
 
 def recompute(vector: dict, backend: str) -> dict:
     """run_paper_loop (or the private RandomState) on `backend`, a CPU label of backend_targets()."""
-    from esverify.es import schedule
+    from .schedule import seed_stream
     if backend not in _targets():
         raise ValueError(f"es-paper backend {backend!r} is unknown or not available here; available: {_targets()}")
     problems = check_sizes(vector)
@@ -248,7 +248,7 @@ def recompute(vector: dict, backend: str) -> dict:
         raise ValueError(f"vector {vector['id']!r} is inconsistent: {problems[0]}")
     x = vector["inputs"]
     if x["kind"] == "seed-schedule":
-        stream = schedule.paper_seed_stream(x["initial_seed"], x["count"])
+        stream = seed_stream(x["initial_seed"], x["count"])
         return {f"it{i}.seeds": encode_ints(next(stream), "u64") for i in range(x["iterations"])}
     from .loop import run_paper_loop
     tensors = [tensor_from_bits(p["bits"], tuple(p["shape"]), "cpu") for p in x["params"]]

@@ -12,7 +12,7 @@ Design record:
   time and the reward is a function of that copy's bits, so running the
   members one after the other in member order gives the same bits.
 - Numerics: the `es-paper` profile's kernels (esverify.references.es_paper.profile),
-  the seed schedule `es-paper` (esverify.es.schedule.paper_seed_stream: a
+  the seed schedule `es-paper` (esverify.references.es_paper.schedule.seed_stream: a
   private legacy ``RandomState``, numpy's global generator is never
   touched) and `normalise` (numpy's own f32 mean and std).
 - Noise: ``native`` is torch's own generator drawn the way the scripts
@@ -27,7 +27,7 @@ Design record:
 - Memory: one parameter's noise at a time (never N x P), plus the copies.
 
 Checks: ``python -m pytest -q tests/test_es_paper_profile.py`` (against the
-straight-line esverify.es.reference.paper_loop, bitwise) and ``esverify
+straight-line esverify.references.es_paper.model.loop, bitwise) and ``esverify
 goldens check`` (goldens/es-paper.json).
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ from esverify.rng import stream_seed as stream_seed_u64
 from esverify.es.noise import NoiseSource
 from esverify.es.numerics import DTYPES, widen
 from . import profile as es_paper
-from esverify.es.schedule import paper_seed_stream
+from .schedule import seed_stream
 
 NOISES = ("native", "contract")
 
@@ -142,7 +142,7 @@ def run_paper_loop(names, tensors, *, iterations: int, population: int = 30, sig
     names, tensors = list(names), list(tensors)
     _check(names, tensors, iterations, population, gpu_threads, dataset_size, sigma, alpha)
     draw = _drawer(noise, iid, mapping, backend)
-    seeds_of = paper_seed_stream(initial_seed, population)
+    seeds_of = seed_stream(initial_seed, population)
     prof = es_paper.PROFILE
     rule = es_paper.RULE
     with torch.no_grad():

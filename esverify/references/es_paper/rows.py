@@ -76,7 +76,7 @@ def _first_member_difference(ours_rewards, members) -> str:
 
 def run_row(adapter, session, case) -> dict:
     from .loop import run_paper_loop
-    from esverify.es.schedule import paper_seed_stream
+    from .schedule import seed_stream
     try:
         ours_backend, child_backend = session.backend(case)
     except BackendRefused as exc:
@@ -86,7 +86,7 @@ def run_row(adapter, session, case) -> dict:
     iterations, threads = case.iterations, int(case.extra.get("gpu_threads", 2))
     iid = adapter.iid(case.op)
     initial_seed = adapter.initial_seed(case)
-    seeds = paper_seed_stream(initial_seed, case.population)
+    seeds = seed_stream(initial_seed, case.population)
     schedule = [next(seeds) for _ in range(iterations)]
     table, overlap = _iid_table(schedule, len(names)) if iid else ([], "")
     if overlap and case.noise == "contract":
