@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -188,6 +189,24 @@ def seed_schedules() -> dict:
     return _many("seed_schedules")
 
 
+class Asked(Mapping):
+    """A read-only mapping whose table `table()` computes on every use: the core's name -> part tables
+    (profiles, seed schedules' first iterations) asked of this registry, so that a reference registered
+    after import (a plug-in, a test's monkeypatch) is seen."""
+
+    def __init__(self, table):
+        self._table = table
+
+    def __getitem__(self, name):
+        return self._table()[name]
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self):
+        return len(self._table())
+
+
 def specs() -> list[str]:
     """Every ``"module:attr"`` string of every record (the structure test resolves them)."""
     out = []
@@ -197,5 +216,5 @@ def specs() -> list[str]:
     return out
 
 
-__all__ = ["BUILTINS", "GROUP", "Reference", "adapter", "adapter_names", "clone_modules", "get", "golden_areas", "load",
+__all__ = ["Asked", "BUILTINS", "GROUP", "Reference", "adapter", "adapter_names", "clone_modules", "get", "golden_areas", "load",
            "models", "names", "profiles", "replay_profiles", "runlog_formats", "seed_schedules", "specs"]

@@ -272,6 +272,16 @@ def test_every_registry_string_resolves():
         assert registry.load(spec) is not None, spec
 
 
+def test_an_asked_table_is_computed_on_every_use():
+    """registry.Asked serves PROFILES, LOOP_PROFILES and FIRST_ITERATION: a later registration is seen."""
+    from esverify import registry
+    table = {"a": 1}
+    asked = registry.Asked(lambda: dict(table))
+    assert dict(asked) == {"a": 1}
+    table["b"] = 2
+    assert (len(asked), asked["b"], list(asked)) == (2, 2, ["a", "b"])
+
+
 if __name__ == "__main__":
     places = reference_names()
     for f, p in sorted(places.items(), key=lambda kv: -len(kv[1])):

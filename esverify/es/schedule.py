@@ -58,26 +58,13 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class _FirstIterations(Mapping):
-    """schedule name -> the reference loop's index of the trainer's iteration 0, for every default_rng
-    schedule (`esverify.es.seeds.default_rng_schedule`); asked of the registry on each use."""
-
-    def _table(self) -> dict:
-        return {name: s.first_iteration for name, s in registry.seed_schedules().items()
-                if s.first_iteration is not None}
-
-    def __getitem__(self, name):
-        return self._table()[name]
-
-    def __iter__(self):
-        return iter(self._table())
-
-    def __len__(self):
-        return len(self._table())
+def _first_iterations() -> dict:
+    return {name: s.first_iteration for name, s in registry.seed_schedules().items()
+            if s.first_iteration is not None}
 
 
 #: the reference's loop index of the trainer's iteration 0, per default_rng schedule
-FIRST_ITERATION: Mapping = _FirstIterations()
+FIRST_ITERATION: Mapping = registry.Asked(_first_iterations)
 
 
 def check_schedule(name) -> str:

@@ -32,34 +32,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ... import registry
 from .base import Profile
 
 
-class _Registry(Mapping):
-    """name -> profile of every reference whose kind `loop` says (False: Trainer-shaped `Profile`, True: a loop
-    profile, docs/numerics.md §8); filled from esverify.registry on first use."""
-
-    def __init__(self, loop: bool):
-        self._loop = loop
-
-    def _table(self) -> dict:
-        from ... import registry
-        return {name: p for name, p in registry.profiles().items() if isinstance(p, Profile) != self._loop}
-
-    def __getitem__(self, name):
-        return self._table()[name]
-
-    def __iter__(self):
-        return iter(self._table())
-
-    def __len__(self):
-        return len(self._table())
+def _of_kind(loop: bool) -> dict:
+    """name -> profile of every reference whose kind `loop` says (False: Trainer-shaped `Profile`, True: a
+    loop profile, docs/numerics.md §8), from esverify.registry."""
+    return {name: p for name, p in registry.profiles().items() if isinstance(p, Profile) != loop}
 
 
 #: name -> Trainer profile (`Profile`) of every reference
-PROFILES: Mapping = _Registry(loop=False)
+PROFILES: Mapping = registry.Asked(lambda: _of_kind(loop=False))
 #: name -> loop profile (not Trainer-shaped: docs/numerics.md §8) of every reference
-LOOP_PROFILES: Mapping = _Registry(loop=True)
+LOOP_PROFILES: Mapping = registry.Asked(lambda: _of_kind(loop=True))
 
 
 def default_profile() -> str:
