@@ -19,20 +19,12 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 
+from esverify.es.algebra import NP_DTYPES, dtype_name
 from esverify.rng import scalar
 
-NP_DTYPES = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16)}
 GLOBAL_POPULATION = 30
-
-
-def _name(a: np.ndarray) -> str:
-    for name, dt in NP_DTYPES.items():
-        if a.dtype == dt:
-            return name
-    raise ValueError(f"unsupported dtype {a.dtype}; supported: f32, f16, bf16")
 
 
 def rd32(x) -> np.ndarray:
@@ -71,7 +63,7 @@ def noise(seed: int, n: int, kind: str, mapping: str = "poly32") -> np.ndarray:
 
 def perturb(params: np.ndarray, eps: np.ndarray, sigma: float) -> np.ndarray:
     """q = rd_dt(rd32(eps)); t = rd_dt(rd32(f32(q) * rd32(sigma))); rd_dt(rd32(f32(params) + f32(t)))."""
-    name = _name(params)
+    name = dtype_name(params)
     q = rd(rd32(eps), name)
     t = rd(f32(q) * np.float32(sigma), name)
     return rd(f32(params) + f32(t), name)
@@ -80,7 +72,7 @@ def perturb(params: np.ndarray, eps: np.ndarray, sigma: float) -> np.ndarray:
 def update(params: np.ndarray, eps_list, z: np.ndarray, weights: np.ndarray, lr: float, sigma: float) -> np.ndarray:
     """acc = 0 (f64); acc = acc + (w_m * eps_m) * z_m per member; a = rd_dt(rd32(acc));
     step = rd_dt(rd32(f32(a) * rd32(lr / sigma))); rd_dt(rd32(f32(params) + f32(step)))."""
-    name = _name(params)
+    name = dtype_name(params)
     acc = np.zeros(params.shape, dtype=np.float64)
     for m, eps in enumerate(eps_list):
         acc = acc + (weights[m] * eps) * z[m]
