@@ -23,6 +23,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
+from .. import interrupt
 from .kernel import run_unit
 
 RAY_HINT = "pip install ray (or pip install 'esverify[test]')"
@@ -117,23 +118,31 @@ def run_local(job, units, workers: int, on_result) -> None:
                                initargs=(os.getpid(),))
     clean = False
     try:
-        pending = {pool.submit(run_unit, job, unit): unit for unit in units}
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                unit = pending.pop(future)
-                try:
-                    result = future.result()
-                except BrokenProcessPool as exc:
-                    raise InfrastructureError(f"a worker process died while replaying unit {unit.index} (tensor "
-                                              f"{unit.name}): killed by a signal or the out-of-memory killer? "
-                                              f"({exc})") from None
-                except Exception as exc:   # an error raised inside the unit, pickled back
-                    raise _unit_failure(unit, exc) from None
-                on_result(result)
+        with interrupt.deferred():   # a signal raised inside wait() would leave futures' locks held
+            pending = {pool.submit(run_unit, job, unit): unit for unit in units}
+            interrupt.check()
+            _collect(pending, on_result)
         clean = True
     finally:
         stop_pool(pool, wait=clean)
+
+
+def _collect(pending: dict, on_result) -> None:
+    """Hand each finished unit to on_result; check for a deferred signal at least every 0.2 s."""
+    while pending:
+        done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+        interrupt.check()
+        for future in done:
+            unit = pending.pop(future)
+            try:
+                result = future.result()
+            except BrokenProcessPool as exc:
+                raise InfrastructureError(f"a worker process died while replaying unit {unit.index} (tensor "
+                                          f"{unit.name}): killed by a signal or the out-of-memory killer? "
+                                          f"({exc})") from None
+            except Exception as exc:   # an error raised inside the unit, pickled back
+                raise _unit_failure(unit, exc) from None
+            on_result(result)
 
 
 def _ray():
