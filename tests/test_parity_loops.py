@@ -238,9 +238,13 @@ ITERATIONS = {"broadcast-before-update": 2, "snapshot-every-iteration": 2}
 LOOP_SCRIPTS = {"es-at-scale": "es_at_scale/trainer/es_trainer.py", "es-awd": "es.py"}
 
 
+#: every catalogued loop edit: (target, edits, expectation or reason)
+ALL_LOOP_EDITS = {**LOOP_MUTANTS, **LOOP_EQUIVALENTS, **LOOP_UNSEEN}
+
+
 def loop_rows_only(name: str) -> bool:
-    """Whether loop mutant `name` edits only its target's loop script (LOOP_SCRIPTS)."""
-    target, edits, _ = LOOP_MUTANTS[name]
+    """Whether loop mutant, equivalent or unseen fault `name` edits only its target's loop script (LOOP_SCRIPTS)."""
+    target, edits, _ = ALL_LOOP_EDITS[name]
     return all(rel == LOOP_SCRIPTS[target] for rel, _, _ in edits)
 
 
@@ -303,10 +307,10 @@ def test_loop_script_mutants_edit_only_function_bodies():
     """What lets loop_rows_only mutants leave out the single-op rows: each edited line of a loop script lies
     inside a function (module-level code runs at import, for every row)."""
     from esverify.oracle.blame import enclosing, functions_of
-    names = [n for n in LOOP_MUTANTS if loop_rows_only(n)]
-    assert len(names) >= 20
+    names = [n for n in ALL_LOOP_EDITS if loop_rows_only(n)]
+    assert len([n for n in names if n in LOOP_MUTANTS]) >= 20
     for name in names:
-        target, edits, _ = LOOP_MUTANTS[name]
+        target, edits, _ = ALL_LOOP_EDITS[name]
         text = (STANDINS / target / LOOP_SCRIPTS[target]).read_text()
         for _, old, new in edits:
             at = text.index(old)
@@ -369,8 +373,11 @@ def test_loop_equivalents_and_unseen_faults_pass_every_row(tmp_path, name):
     refs = {"ref": str(clone)} if target == "es-at-scale" else {"ref": str(clone)}
     scheme = "iid" if target == "es-at-scale" else "correlated"
     result = run_parity(Options(target=target, devices=("cpu",), dtypes=("f32", "bf16"), schemes=(scheme,),
-                                iterations=2, small=True, out=str(tmp_path / "out"), quiet=True, **refs))
+                                iterations=2, small=True, out=str(tmp_path / "out"),
+                                case=LOOPS_ONLY if loop_rows_only(name) else None, quiet=True, **refs))
     frame = result.frame
+    if loop_rows_only(name):
+        assert set(frame["op"]) == set(adapters.get(target).loop_ops)
     assert (frame["status"] == "pass").all(), frame.loc[frame["status"] != "pass", ["case", "detail"]].to_string()
     assert result.exit_code == 0
 

@@ -31,6 +31,8 @@ from pathlib import PurePosixPath
 
 import pandas as pd
 
+from .. import pyast
+
 PACKAGE = "esverify"
 ORACLE_PREFIXES = ("oracle_child/", "esverify/oracle_child/")
 IGNORED_REF_NAMES = frozenset({"setup", "conftest", "tests", "test", "__init__", "__main__", PACKAGE})
@@ -277,7 +279,7 @@ def scan_file(path: str, text: str, names: set[str],
     (`area.AREA_MODULES[k] = ...`); such tables are not trusted here.
     """
     try:
-        tree = ast.parse(text, filename=path)
+        tree = pyast.parse(text, filename=path)
     except (SyntaxError, ValueError) as exc:
         return [(getattr(exc, "lineno", 0) or 0, "review", "not parsed",
                  f"cannot parse with Python {sys.version_info.major}.{sys.version_info.minor}: "
@@ -401,7 +403,7 @@ def scan(entries, names: set[str]) -> pd.DataFrame:
     mutated_elsewhere: set[str] = set()
     for entry in scanned:  # tables another module changes (`area.AREA_MODULES[k] = ...`) are not trusted
         try:
-            mutated_elsewhere |= _mutated_names(ast.parse(entry.text))[1]
+            mutated_elsewhere |= _mutated_names(pyast.parse(entry.text))[1]
         except (SyntaxError, ValueError):
             pass
     for entry in scanned:

@@ -55,6 +55,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import pyast
+
 #: the argparse keywords the interface data records, as source text (oracle_child/interface_drift.py)
 FLAG_KEYS = ("type", "choices", "default", "action")
 #: filtered characters that carry no code: brackets, commas, colons, semicolons that join statements,
@@ -217,7 +219,7 @@ def declarations(text: str, entries: list[tuple[str, dict]]) -> list[Declaration
     if not entries:
         return []
     try:
-        tree = ast.parse(text)
+        tree = pyast.parse(text)
         pos = _Positions(text)
     except (SyntaxError, ValueError, tokenize.TokenError, IndentationError, RecursionError):
         return []

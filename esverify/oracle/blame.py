@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import gitinfo
+from .. import gitinfo, pyast
 
 #: the hunks a blame names before "and N more"
 SHOWN = 3
@@ -61,7 +61,7 @@ def functions_of(source: str) -> list[tuple[str, int, int]]:
     """(qualified name, first line, last line) of every function and method in `source`, outer ones
     first (decorators count as the function's lines); [] when it does not parse."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except (SyntaxError, ValueError):
         return []
     found = []

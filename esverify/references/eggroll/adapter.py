@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from esverify import pyast
 from esverify.oracle.adapters.base import Adapter
 from esverify.oracle.case_model import Case
 
@@ -57,7 +58,7 @@ def defines(path: Path, names=NEEDS) -> list[str]:
     """The names of `names` that the Python file `path` defines at top level (class or function); [] when it
     cannot be read or parsed."""
     try:
-        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+        tree = pyast.parse(Path(path).read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
         return []
     top = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}

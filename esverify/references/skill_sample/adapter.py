@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from esverify import pyast
 from esverify.oracle.case_model import Case, whole_loop_shrink_candidates
 from esverify.oracle.adapters.base import Adapter
 
@@ -35,7 +36,7 @@ MAX_POPULATION = 30
 def defines_loop(path: Path) -> bool:
     """True when the Python file defines a top-level `es_train_loop` and assigns a top-level `utilities`."""
     try:
-        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+        tree = pyast.parse(Path(path).read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
         return False
     funcs = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}

@@ -1,0 +1,50 @@
+"""Every parent-side parse goes through esverify.pyast.parse, one at a time: CPython 3.11's AST converter
+keeps its recursion depth per interpreter, and two threads parsing at once raised `SystemError: AST
+constructor recursion depth mismatch` as an error row in CI (skill-sample adapter beside blame)."""
+from __future__ import annotations
+
+import ast
+import re
+import threading
+from pathlib import Path
+
+from esverify import pyast
+
+PACKAGE = Path(__file__).resolve().parents[1] / "esverify"
+
+
+def test_no_module_of_the_package_calls_ast_parse_but_pyast():
+    calls = [f"{p.relative_to(PACKAGE)}:{n}" for p in sorted(PACKAGE.rglob("*.py")) if p.name != "pyast.py"
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\bast\.parse\(|\bcompile\([^)]*PyCF_ONLY_AST", line)]
+    assert calls == [], calls
+
+
+def test_parse_gives_ast_parse_s_tree_and_errors():
+    source = (PACKAGE / "oracle" / "blame.py").read_text(encoding="utf-8")
+    assert ast.dump(pyast.parse(source)) == ast.dump(ast.parse(source))
+    try:
+        pyast.parse("def f(:\n", filename="broken.py")
+    except SyntaxError as exc:
+        assert exc.filename == "broken.py" and exc.lineno == 1
+    else:
+        raise AssertionError("a syntax error must raise SyntaxError")
+
+
+def test_threads_parsing_at_once_all_get_the_same_tree():
+    source = "\n".join((PACKAGE / name).read_text(encoding="utf-8") for name in ("oracle/blame.py", "interrupt.py"))
+    want = ast.dump(ast.parse(source))
+    got, errors = [], []
+
+    def work():
+        for _ in range(40):
+            try:
+                got.append(ast.dump(pyast.parse(source)) == want)
+            except Exception as exc:   # noqa: BLE001 - the failure this test exists for is a SystemError
+                errors.append(repr(exc))
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and got == [True] * 160
