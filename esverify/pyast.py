@@ -5,9 +5,10 @@ state, not per thread. When two threads build ASTs at once (possible when
 a garbage-collector finalizer or any Python code hands the GIL over mid
 conversion), the count comes back wrong and `ast.parse` raises
 `SystemError: AST constructor recursion depth mismatch (before=45, after=46)`.
-That surfaced as an `error` row in CI: the skill-sample adapter parsed a
-file while blame, in another reference's thread, parsed a clone's. Every
-parent-side parse goes through `parse` (tests/test_pyast.py enforces it).
+That surfaced as an `error` row in a full test run here, in a skill-sample
+row, while the other references' threads were running (blame, which
+parses clone files, is the likely other parser). Every parent-side parse
+goes through `parse` (tests/test_pyast.py enforces it).
 """
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """Every parent-side parse goes through esverify.pyast.parse, one at a time: CPython 3.11's AST converter
 keeps its recursion depth per interpreter, and two threads parsing at once raised `SystemError: AST
-constructor recursion depth mismatch` as an error row in CI (skill-sample adapter beside blame)."""
+constructor recursion depth mismatch` as an error row of a skill-sample case in a full test run.
+
+The stdlib still parses on its own in 3.11 when it formats a traceback (the caret anchors): the parent formats
+none in its reference threads (a child formats its own)."""
 from __future__ import annotations
 
 import ast
