@@ -304,8 +304,8 @@ def test_loop_mutant_fails_exactly_its_rows(tmp_path, name):
 
 
 def test_loop_script_mutants_edit_only_function_bodies():
-    """What lets loop_rows_only mutants leave out the single-op rows: each edited line of a loop script lies
-    inside a function (module-level code runs at import, for every row)."""
+    """What lets loop_rows_only mutants, equivalents and unseen faults leave out the single-op rows: each edited
+    line of a loop script lies inside a function (module-level code runs at import, for every row)."""
     from esverify.oracle.blame import enclosing, functions_of
     names = [n for n in ALL_LOOP_EDITS if loop_rows_only(n)]
     assert len([n for n in names if n in LOOP_MUTANTS]) >= 20

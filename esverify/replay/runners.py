@@ -119,9 +119,7 @@ def run_local(job, units, workers: int, on_result) -> None:
     clean = False
     try:
         with interrupt.deferred():   # a signal raised inside wait() would leave futures' locks held
-            pending = {pool.submit(run_unit, job, unit): unit for unit in units}
-            interrupt.check()
-            _collect(pending, on_result)
+            _collect({pool.submit(run_unit, job, unit): unit for unit in units}, on_result)
         clean = True
     finally:
         stop_pool(pool, wait=clean)
