@@ -21,6 +21,7 @@ record is cumulative over the child's life (and over a restarted child:
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import platform
@@ -104,11 +105,24 @@ def start(clone: Path):
 
 
 def functions_of(path: Path) -> list[tuple[str, int, int, list]]:
-    """(qualified name, first body line, last line, nested ranges) of every function in a Python file."""
+    """(qualified name, first body line, last line, nested ranges) of every function in a Python file
+    ([] for a file that cannot be read or parsed)."""
     try:
-        tree = ast.parse(Path(path).read_text(), filename=str(path))
-    except (OSError, SyntaxError, ValueError):
+        source = Path(path).read_text()
+    except (OSError, ValueError):
         return []
+    return list(_functions_in(source, str(path)))
+
+
+@functools.lru_cache(maxsize=512)
+def _functions_in(source: str, filename: str) -> tuple:
+    """functions_of for one file's text: cached by the text itself, because every save (one per loop
+    command) tabulates every loaded file of the clone and parsing them again was a tenth of a parity
+    run's CPU; a mutant clone's edited file is other text, so it is parsed anew."""
+    try:
+        tree = ast.parse(source, filename=filename)
+    except (SyntaxError, ValueError):
+        return ()
     found = []
 
     def walk(node, prefix):
@@ -124,7 +138,7 @@ def functions_of(path: Path) -> list[tuple[str, int, int, list]]:
             else:
                 walk(child, prefix)
     walk(tree, "")
-    return found
+    return tuple(found)
 
 
 def _loaded_files() -> set:

@@ -88,6 +88,10 @@ class Seams:
         torch.set_rng_state(self._torch)
         if self._cuda is not None:
             torch.cuda.set_rng_state_all(self._cuda)
-        torch.use_deterministic_algorithms(self._deterministic[0], warn_only=self._deterministic[1])
+        if (torch.are_deterministic_algorithms_enabled(),
+                torch.is_deterministic_algorithms_warn_only_enabled()) != self._deterministic:
+            # only when the reference changed it: the call imports torch's compiler stack (about 5 s of
+            # CPU in a child that has not loaded it), and an unchanged switch needs no restoring
+            torch.use_deterministic_algorithms(self._deterministic[0], warn_only=self._deterministic[1])
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = self._cudnn
         return False

@@ -508,3 +508,23 @@ def test_case_ids_stay_unique_with_population_30_and_repeated_options(population
                                   case_seed=case_seed)
     assert not [c for c in iid_only if c.noise == "native"]   # native noise is correlated only
     assert all((c.population, c.sigma, c.alpha) == (30, 0.001, 0.0005) for c in paper)
+
+
+@pytest.mark.parametrize("start", [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("on", [False, True])
+def test_our_side_runs_under_the_asked_determinism_and_restores_the_previous(start, on):
+    """loop_rows._deterministic: fn sees torch's switch as asked (set without loading the compiler when
+    it is not loaded), and the previous switch, warn_only included, is back afterwards."""
+    import torch
+
+    from esverify.oracle import loop_rows
+    saved = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    try:
+        torch.use_deterministic_algorithms(start[0], warn_only=start[1])
+        seen = loop_rows._deterministic(on, lambda: (torch.are_deterministic_algorithms_enabled(),
+                                                     torch.is_deterministic_algorithms_warn_only_enabled()))
+        assert seen == (on, False)
+        assert (torch.are_deterministic_algorithms_enabled(),
+                torch.is_deterministic_algorithms_warn_only_enabled()) == start
+    finally:
+        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])

@@ -37,6 +37,7 @@ updates, the final parameters and the saved state. The report sections
 """
 from __future__ import annotations
 
+import sys
 
 import numpy as np
 import torch
@@ -338,11 +339,26 @@ def run_loop_case(session, case: Case) -> dict:
 def _deterministic(on: bool, fn):
     """fn() with torch.use_deterministic_algorithms(on), the previous setting restored after."""
     before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
-    torch.use_deterministic_algorithms(on)
+    if before == (on, False):
+        return fn()
+    _set_deterministic(on, False)
     try:
         return fn()
     finally:
-        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        _set_deterministic(*before)
+
+
+def _set_deterministic(mode: bool, warn_only: bool) -> None:
+    """torch.use_deterministic_algorithms(mode, warn_only=warn_only) for our side. The public call first
+    imports torch._inductor to copy the switch into the compiler's config (about 4 s of CPU in a parity
+    run); our side compiles nothing, so while the compiler is not loaded only the switch the eager
+    kernels read is set (torch._C._set_deterministic_algorithms, the call the public one ends with;
+    are_deterministic_algorithms_enabled reads it back). Once something loaded the compiler, the public
+    call keeps its config in step."""
+    if "torch._inductor" in sys.modules or not hasattr(torch._C, "_set_deterministic_algorithms"):
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    else:
+        torch._C._set_deterministic_algorithms(mode, warn_only=warn_only)
 
 
 def settings_text(theirs: dict, ours_deterministic: bool) -> tuple[str, str]:

@@ -26,6 +26,8 @@ import math
 
 import numpy as np
 
+from esverify.exactsum import array_fsum
+
 SHAPES = ("normal", "sparse", "outliers", "ties", "equal", "tiny")
 
 
@@ -40,7 +42,7 @@ def loop_reward(tensors, target: float, dtype=None) -> float:
     for t in tensors:
         t = t.detach() if dtype is None else t.detach().to(dtype)
         d = t.to("cpu").double().numpy().reshape(-1) - target
-        total.append(math.fsum((d * d).tolist()))
+        total.append(array_fsum(d * d))   # == math.fsum((d * d).tolist()), 2-3x faster
     return -math.fsum(total)
 #: the smallest population whose single outlier can have |z| > 5 (sqrt(N - 1) > 5)
 OUTLIER_MIN = 27

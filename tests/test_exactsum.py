@@ -1,0 +1,94 @@
+"""esverify.exactsum.array_fsum: bitwise equal to math.fsum over arbitrary float64 arrays."""
+import math
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import esverify.exactsum as exactsum
+from esverify.exactsum import array_fsum
+
+
+@pytest.fixture(autouse=True, params=["numba", "numpy"])
+def path(request, monkeypatch):
+    """Every test runs on both ways to the exact sum: the numba kernel and the numpy chunks."""
+    if request.param == "numba" and exactsum.numba is None:
+        pytest.skip("numba is not installed")
+    monkeypatch.setattr(exactsum, "_USE_NUMBA", request.param == "numba")
+    return request.param
+
+
+def _bits(x: float) -> int:
+    return struct.unpack("<Q", struct.pack("<d", x))[0]
+
+
+def _same(values) -> None:
+    """array_fsum and math.fsum agree bit for bit, or both raise the same error (OverflowError for a
+    sum beyond the f64 range, ValueError for inf + -inf)."""
+    try:
+        want = math.fsum(np.asarray(values, dtype=np.float64).reshape(-1).tolist())
+    except (OverflowError, ValueError) as error:
+        with pytest.raises(type(error)):
+            array_fsum(values)
+        return
+    got = array_fsum(values)
+    assert _bits(got) == _bits(want) or (math.isnan(got) and math.isnan(want)), (got, want)
+
+
+def _tiled(values):
+    """The example repeated to at least 1,500 values (below that, 400 with numba, array_fsum hands
+    math.fsum the array)."""
+    return np.tile(values, -(-1500 // len(values))) if len(values) else values
+
+
+@settings(max_examples=400, deadline=None)
+@given(hnp.arrays(np.float64, st.integers(0, 60), elements=st.floats(allow_nan=True, allow_infinity=True)))
+@example(np.array([1e308, 1e308]))                      # overflow: math.fsum raises
+@example(np.array([-0.0, -0.0]))                        # signed zero of an exact zero sum
+@example(np.array([math.inf, -math.inf]))               # math.fsum raises ValueError
+@example(np.array([5e-324, -5e-324, 5e-324]))           # subnormals
+@example(np.array([1.0, 2.0 ** -53]))                   # a tie: rounds to even (1.0)
+@example(np.array([1.0, 2.0 ** -53, 2.0 ** -105]))      # just above the tie: rounds up
+@example(np.array([1.7976931348623157e308, -1.7976931348623157e308, 1.0]))
+def test_equals_math_fsum_bitwise(values):
+    _same(values)
+    _same(_tiled(values))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2 ** 32 - 1), st.integers(1, 13000), st.sampled_from([1e-300, 1e-8, 1.0, 1e8, 1e300]))
+@pytest.mark.filterwarnings("ignore:overflow encountered")
+def test_equals_math_fsum_on_long_mixed_arrays(seed, n, scale):
+    """Long arrays of mixed signs and magnitudes (cancellation across many exponents), as the loop
+    rewards' squared differences and beyond."""
+    rng = np.random.default_rng(seed)
+    values = rng.standard_normal(n) * scale * np.exp2(rng.integers(-60, 60, n))
+    _same(values)
+    _same(values * values)
+
+
+@pytest.mark.parametrize("order", ["small first", "large first"])
+def test_chunks_of_different_exponents_combine_exactly(order):
+    """The sum is made per 4,096-value chunk, each with its own lowest exponent: a chunk of tiny values
+    before or after a chunk of large ones, with a half-way tie only the tiny ones decide."""
+    large = np.full(5000, 1.0)
+    tiny = np.full(5000, 2.0 ** -80)
+    values = np.concatenate([tiny, large] if order == "small first" else [large, tiny])
+    _same(values)
+    values[0] += 2.0 ** -40                  # the exact sum is now above the halfway point of one ulp
+    _same(values)
+
+
+def test_known_answers():
+    assert array_fsum(np.array([0.1] * 10)) == 1.0               # the naive sum gives 0.9999999999999999
+    assert array_fsum(np.array([0.1] * 2000)) == 200.0
+    assert array_fsum(np.array([1e100, 1.0, -1e100] * 600)) == 600.0    # the naive sum gives 0.0
+    assert array_fsum(np.array([])) == 0.0
+    _same(np.array([-0.0]))                                     # whatever sign this Python's fsum gives
+    assert array_fsum(np.array([math.inf, 1.0])) == math.inf
+    with pytest.raises(ValueError):
+        array_fsum(np.array([math.inf, -math.inf]))
+    assert array_fsum(np.array([[1.0, 2.0], [3.0, 4.5]])) == 10.5    # any shape
