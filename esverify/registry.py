@@ -74,6 +74,10 @@ class Reference:
     #: names of this reference's numerics profiles that `esverify replay --profile` offers, read without
     #: importing them (the choices are built when the command line is parsed)
     replay_profiles: tuple = ()
+    #: dotted names of this package's modules its child driver imports (the child gets a copy of each,
+    #: with its packages' __init__.py, beside the shared child modules: a child under another Python,
+    #: `parity --python`, has no esverify installed); keep them light: numpy, torch and esverify.rng
+    child_modules: tuple = ()
 
 
 def load(spec: str):
@@ -171,6 +175,11 @@ def runlog_formats() -> dict:
 def clone_modules() -> frozenset:
     """Every reference's `clone_modules`, together (imports only the records, not their parts)."""
     return frozenset(m for ref in _records().values() for m in ref.clone_modules)
+
+
+def child_modules() -> list[str]:
+    """Every reference's `child_modules`, in report order (imports only the records)."""
+    return [m for ref in _records().values() for m in ref.child_modules]
 
 
 def replay_profiles() -> list[str]:

@@ -141,6 +141,16 @@ def _functions_in(source: str, filename: str) -> tuple:
     return tuple(found)
 
 
+@functools.lru_cache(maxsize=4096)
+def _relative(path: str, clone: Path) -> str | None:
+    """The clone-relative posix path of a file (None outside the clone): cached, as every save asks it
+    for every file again and resolving symbolic links walks the folders each time."""
+    try:
+        return Path(path).resolve().relative_to(clone).as_posix()
+    except ValueError:
+        return None
+
+
 def _loaded_files() -> set:
     """The clone's Python files imported so far (a file that was never imported ran nothing)."""
     files = set()
@@ -168,9 +178,8 @@ def table() -> dict:
     paths = loaded | set(_STATE["ran"]) | {k for k, v in _STATE["lines"].items() if v}
     for path in sorted(paths):
         p = Path(path)
-        try:
-            rel = p.resolve().relative_to(clone).as_posix()
-        except ValueError:
+        rel = _relative(path, clone)
+        if rel is None:
             continue
         ran, lines = _STATE["ran"].get(path, set()), _STATE["lines"].get(path)
         functions = {}
@@ -245,9 +254,8 @@ def row_end() -> dict | None:
     clone = _STATE["clone"]
     out = {}
     for path, names in _ROW["ran"].items():
-        try:
-            rel = Path(path).resolve().relative_to(clone).as_posix()
-        except ValueError:
+        rel = _relative(path, clone)
+        if rel is None:
             continue
         out[rel] = sorted(names)
     _ROW["last"] = out

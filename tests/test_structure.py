@@ -287,3 +287,70 @@ if __name__ == "__main__":
     for f, p in sorted(places.items(), key=lambda kv: -len(kv[1])):
         print(f"{len(p):4d} {f}")
     print("total", sum(map(len, places.values())), "places in", len(places), "files")
+
+
+def _esverify_imports(path: Path) -> set:
+    """The esverify modules a file imports (absolute imports only: the child scripts have no package)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "esverify"}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "esverify":
+            found |= {f"{node.module}.{a.name}" for a in node.names} | {node.module}
+    return found
+
+
+def test_the_child_gets_every_esverify_module_it_imports():
+    """A child under another Python (--python) has no esverify installed: it imports the copies of
+    CHILD_MODULES staged beside its drivers, so each esverify module the child scripts import, and each
+    module those import in turn, must be among them (a missing one failed only under a second venv)."""
+    from esverify.oracle.child_process import CHILD_MODULES, reference_child_files
+    copied = [*CHILD_MODULES, *(rel for _, rel in reference_child_files())]
+
+    def staged(module: str) -> bool:
+        rel = module.replace(".", "/")
+        return any(rel == m.removesuffix(".py").removesuffix("/__init__") or rel.startswith(m + "/")
+                   or rel == m for m in copied)
+
+    def is_module(name: str) -> bool:
+        rel = ROOT / name.replace(".", "/")
+        return rel.with_suffix(".py").is_file() or (rel / "__init__.py").is_file()
+
+    todo = [p for p in (ROOT / "oracle_child").glob("*.py")]
+    seen, missing = set(), []
+    while todo:
+        path = todo.pop()
+        for name in _esverify_imports(path):
+            if not is_module(name) or name in seen:
+                continue      # a name imported from a module, not a module
+            seen.add(name)
+            if not staged(name):
+                missing.append(f"{name} (imported by {path.relative_to(ROOT)})")
+            rel = ROOT / name.replace(".", "/")
+            todo.append(rel.with_suffix(".py") if rel.with_suffix(".py").is_file() else rel / "__init__.py")
+    assert {"esverify.exactsum", "esverify.rng", "esverify.references.eggroll.contract"} <= seen
+    assert not missing, missing
+
+
+def test_the_child_copy_imports_without_the_installed_esverify(tmp_path):
+    """The staged copy alone serves every esverify import of the child scripts: a Python run with the
+    copy first on its path and the editable install's finder removed (which would otherwise find
+    modules missing from the copy in this checkout) imports them from the copy."""
+    import subprocess
+
+    from esverify.oracle.child_process import prepare_root
+    pkg, _ = prepare_root(tmp_path / "root", [])
+    modules = sorted({m for p in (ROOT / "oracle_child").glob("*.py") for m in _esverify_imports(p)
+                      if (ROOT / m.replace(".", "/")).with_suffix(".py").is_file()
+                      or (ROOT / m.replace(".", "/") / "__init__.py").is_file()})
+    code = ("import importlib, sys\n"
+            "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()\n"
+            "                    and 'editable' not in type(f).__module__.lower()]\n"
+            f"sys.path.insert(0, {str(pkg)!r})\n"
+            f"for name in {modules!r}:\n"
+            "    print(name, importlib.import_module(name).__file__)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    files = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    assert set(files) == set(modules) and "esverify.references.eggroll.contract" in files
+    assert all(f.startswith(str(pkg)) for f in files.values()), files

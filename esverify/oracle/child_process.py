@@ -59,8 +59,12 @@ MAX_REPLY_BYTES = 16 * 1024 * 1024         #: one reply line longer than this is
 REPLY_MAX_DEPTH = 64                       #: bracket nesting of one reply line (replies need 6)
 EXIT_GRACE = 2.0                           #: seconds a child gets to exit after "exit" or a closed channel
 TEMP_PREFIX = "esverify-child-"
-#: what the child imports from esverify, relative to the package's parent folder
-CHILD_MODULES = ("esverify/__init__.py", "esverify/rng", "esverify/numerics_probe.py", "esverify/forksafe.py")
+#: what the child imports from esverify, relative to the package's parent folder (the shared child scripts
+#: and what these import in turn), besides each reference's own `child_modules` (esverify.registry);
+#: tests/test_structure.py checks both against the child scripts' imports: a module missing here fails
+#: only where esverify is not installed for the child's Python, as with `parity --python`
+CHILD_MODULES = ("esverify/__init__.py", "esverify/rng", "esverify/numerics_probe.py", "esverify/forksafe.py",
+                 "esverify/exactsum.py", "esverify/registry.py", "esverify/references/__init__.py")
 #: environment variables passed to the child: exact names, then prefixes (docs/parity.md "Trust model")
 ENV_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "SYSTEMROOT", "LD_LIBRARY_PATH",
              "CONDA_PREFIX", "VIRTUAL_ENV")
@@ -175,6 +179,27 @@ def remove_tree(path) -> None:
     shutil.rmtree(path, onerror=fix)
 
 
+def reference_child_files() -> list[tuple[Path, str]]:
+    """(source file, path relative to the child's package folder) of every module a reference declares
+    for its child driver (Reference.child_modules), each with its packages' __init__.py; a plug-in
+    package's modules come from wherever it is installed. ImportError for a declared module that
+    cannot be found."""
+    import importlib.util
+
+    from .. import registry
+    out = {}
+    for name in registry.child_modules():
+        parts = name.split(".")
+        for k in range(1, len(parts) + 1):
+            spec = importlib.util.find_spec(".".join(parts[:k]))
+            if spec is None or not spec.origin:
+                raise ImportError(f"the child module {name} of a reference cannot be found")
+            origin = Path(spec.origin)
+            rel = "/".join(parts[:k]) + ("/__init__.py" if origin.name == "__init__.py" else ".py")
+            out[rel] = origin
+    return [(src, rel) for rel, src in sorted(out.items())]
+
+
 def prepare_root(root: Path, drivers: list) -> tuple[Path, dict]:
     """Fill the fresh folder `root`: pkg/ (a copy of CHILD_MODULES and of `drivers`, read-only),
     cwd/ (empty) and tmp/. Returns (pkg folder, {driver name: copied path})."""
@@ -189,6 +214,9 @@ def prepare_root(root: Path, drivers: list) -> tuple[Path, dict]:
         else:
             (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, pkg / rel)
+    for src, rel in reference_child_files():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, pkg / rel)
     drivers_dir = root / "drivers"
     drivers_dir.mkdir(parents=True)
     copied = {}

@@ -37,4 +37,5 @@ REFERENCE = Reference(
     profiles=("esverify.references.eggroll.lowrank:PROFILE",),
     golden_areas=("esverify.references.eggroll.area:AREA",),
     runlog_formats=("esverify.references.eggroll.runlog:RUNLOG_FORMAT",),
+    child_modules=("esverify.references.eggroll.contract",),
 )
