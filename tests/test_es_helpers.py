@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+import pytest
 import torch
 from hypothesis import strategies as st
 
@@ -62,3 +63,23 @@ def examples(n: int) -> int:
     """n examples by default; the active profile's count when it asks for more (HYPOTHESIS_PROFILE=thorough)."""
     from hypothesis import settings
     return max(n, settings.default.max_examples)
+
+
+@pytest.mark.parametrize("value", [0.0, -0.0, 1e-8, -3.5, 70000.0, 1e-45, 0.1, float("inf"), 3.4e38])
+def test_cached_scalars_keep_every_bit(value):
+    """rd_dt32 and scalar32 are cached by the value's bit pattern: -0.0 and 0.0 (equal as floats, one
+    key for a plain float cache) each get their own, and a cached answer equals a fresh computation."""
+    import struct
+
+    import torch
+
+    from esverify.es.numerics import rd32, rd_dt32, scalar32
+
+    def bits(x):
+        return struct.pack("<d", x)
+    for _ in range(2):                       # the second round answers from the caches
+        for dtype in (torch.float16, torch.bfloat16, torch.float32):
+            fresh = float(torch.tensor(rd32(value), dtype=torch.float32).to(dtype).to(torch.float32).item())
+            assert bits(rd_dt32(value, dtype)) == bits(fresh)
+        tensor = scalar32(rd32(value), "cpu")
+        assert tensor.dtype == torch.float32 and tensor.shape == () and bits(tensor.item()) == bits(rd32(value))

@@ -15,8 +15,13 @@ exact rationals; the profiles built on these helpers against the reference).
 """
 from __future__ import annotations
 
+import functools
+import struct
+
 import numpy as np
 import torch
+
+_F64 = struct.Struct("<d")
 
 #: elements per work chunk when Config.chunk_elements is None: bounds the extra
 #: memory of every kernel (about 40 MiB of temporaries at 2**20 was measured too much).
@@ -43,12 +48,36 @@ def rd_dt32(a: float, dtype: torch.dtype) -> float:
     x = rd32(a)
     if dtype == torch.float32:
         return x
-    return float(torch.tensor(x, dtype=torch.float32).to(dtype).to(torch.float32).item())
+    return _rd_dt32_of(_f64_bits(x), dtype)
 
 
 def scalar32(a: float, device) -> torch.Tensor:
-    """A 0-dim f32 tensor holding the exact f32 value `a` (already rounded by the caller)."""
-    return torch.tensor(a, dtype=torch.float32, device=device)
+    """A 0-dim f32 tensor holding the exact f32 value `a` (already rounded by the caller), on `device`.
+    The tensor is shared between calls with the same bits and device (a member's update asks the same
+    few scalars for every slot, and making one cost 3 us): use it as an operand, never change it in
+    place."""
+    return _scalar32_of(_f64_bits(a), str(torch.device(device)))
+
+
+def _f64_bits(a: float) -> int:
+    """The bit pattern of `a`: the caches' key, which tells -0.0 from 0.0 (equal as floats)."""
+    return int.from_bytes(_F64.pack(a), "little", signed=True)
+
+
+def _f64_of(bits: int) -> float:
+    return _F64.unpack(bits.to_bytes(8, "little", signed=True))[0]
+
+
+@functools.lru_cache(maxsize=4096)
+def _rd_dt32_of(bits: int, dtype: torch.dtype) -> float:
+    x = _f64_of(bits)
+    return float(torch.tensor(x, dtype=torch.float32).to(dtype).to(torch.float32).item())
+
+
+@functools.lru_cache(maxsize=4096)
+def _scalar32_of(bits: int, device: str) -> torch.Tensor:
+    x = _f64_of(bits)
+    return torch.tensor(x, dtype=torch.float32, device=device)
 
 
 def widen(x: torch.Tensor) -> torch.Tensor:
