@@ -179,6 +179,17 @@ def remove_tree(path) -> None:
     shutil.rmtree(path, onerror=fix)
 
 
+def _copy_file_and_numba_cache(src: Path, dest: Path) -> None:
+    """Copy one module and numba's on-disk cache of its functions (__pycache__/<stem>.*.nbi/.nbc; the
+    index checks the source's mtime, kept by copy2): without it, each child compiled the module's
+    kernels again (about a second of CPU per child), as its copy is read-only and keeps no cache."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dest)
+    for cached in sorted((src.parent / "__pycache__").glob(f"{src.stem}.*.nb[ic]")):
+        (dest.parent / "__pycache__").mkdir(exist_ok=True)
+        shutil.copy2(cached, dest.parent / "__pycache__" / cached.name)
+
+
 def reference_child_files() -> list[tuple[Path, str]]:
     """(source file, path relative to the child's package folder) of every module a reference declares
     for its child driver (Reference.child_modules), each with its packages' __init__.py; a plug-in
@@ -212,11 +223,9 @@ def prepare_root(root: Path, drivers: list) -> tuple[Path, dict]:
                 n for n in names if (d.endswith("__pycache__") and not n.endswith((".nbi", ".nbc")))
                 or n.endswith((".pyc", ".pyo"))])
         else:
-            (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, pkg / rel)
+            _copy_file_and_numba_cache(src, pkg / rel)
     for src, rel in reference_child_files():
-        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, pkg / rel)
+        _copy_file_and_numba_cache(src, pkg / rel)
     drivers_dir = root / "drivers"
     drivers_dir.mkdir(parents=True)
     copied = {}
