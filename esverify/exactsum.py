@@ -9,10 +9,10 @@ prints both ratios):
 
 - every finite f64 is ``mantissa * 2**(exponent - 53)`` with an integer ``|mantissa| < 2**53``
   (``np.frexp``, exact, subnormals included);
-- (numba, when it imports: the same from the value's IEEE fields, in one compiled pass with int64
-  bins; numpy otherwise) the mantissa is split into two 27-bit pieces, and each piece is summed per exponent by
-  ``np.bincount``: a sum of at most 2**26 integers below 2**27 is an integer below 2**53, so each
-  f64 bin is exact (done per 4,096-value chunk, which keeps the temporaries in cache);
+- the mantissa is split into two 27-bit pieces, and each piece is summed per exponent: with numpy
+  by ``np.bincount`` per 4,096-value chunk (which keeps the temporaries in cache), exact because a
+  sum of at most 2**26 integers below 2**27 is an integer below 2**53; with numba, when it imports,
+  from the value's IEEE fields into int64 bins in one compiled pass;
 - the bins are combined into one Python integer ``N`` (exact), and ``N * 2**k`` is rounded once by
   Python's int-to-float conversion or int/int true division, both correctly rounded to nearest,
   ties to even -- the rounding ``math.fsum`` documents.
@@ -74,16 +74,9 @@ def array_fsum(x) -> float:
 
 def _exact_numpy(values: np.ndarray) -> tuple[int, int]:
     """(N, e) with sum(values) == N * 2**(e - 53) exactly, per cache-sized chunk with numpy."""
-    total, low = 0, None
-    for start in range(0, values.size, _CHUNK):
-        chunk, chunk_low = _exact_chunk(values[start:start + _CHUNK])
-        if low is None or chunk_low >= low:
-            total += chunk << (chunk_low - low) if low is not None else chunk
-            low = chunk_low if low is None else low
-        else:
-            total = (total << (low - chunk_low)) + chunk
-            low = chunk_low
-    return total, low
+    chunks = [_exact_chunk(values[start:start + _CHUNK]) for start in range(0, values.size, _CHUNK)]
+    low = min(e for _, e in chunks)
+    return sum(n << (e - low) for n, e in chunks), low
 
 
 def _exact_chunk(values: np.ndarray) -> tuple[int, int]:
@@ -116,8 +109,8 @@ if numba is not None:
         # m == ((m >> 27) << 27) + (m & (2**27 - 1)), each below 2**27 in magnitude, so an int64 bin
         # cannot overflow below 2**36 values (array_fsum passes fewer than 2**26)
         raw = values.view(np.int64)
-        low = np.zeros(2048, np.int64)
-        high = np.zeros(2048, np.int64)
+        low_bits = np.zeros(2048, np.int64)
+        high_bits = np.zeros(2048, np.int64)
         for i in range(raw.size):
             b = raw[i]
             e = (b >> 52) & 0x7FF
@@ -128,9 +121,9 @@ if numba is not None:
                 m |= 0x10000000000000
             if b < 0:
                 m = -m
-            low[e] += m & 0x7FFFFFF
-            high[e] += m >> 27
-        return low, high
+            low_bits[e] += m & 0x7FFFFFF
+            high_bits[e] += m >> 27
+        return low_bits, high_bits
 
 
 def _exact_numba(values: np.ndarray) -> tuple[int, int]:
