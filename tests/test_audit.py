@@ -342,6 +342,7 @@ def test_default_out_folder_is_timestamped_under_reports(tmp_path, monkeypatch):
     assert re.fullmatch(r"audit-\d{8}T\d{6}\.\d{6}Z-\d+-[0-9a-f]{4}", folder.name), folder.name
 
 
+@pytest.mark.slow   # 4 s (--durations, 2026-12-03): out of the fast tier
 def test_project_tree_passes_without_ref(tmp_path):
     """What .ci/run does: the audit of this checkout, no --ref, exits 0."""
     root = Path(__file__).resolve().parents[1]

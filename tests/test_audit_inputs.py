@@ -106,6 +106,7 @@ def test_a_tree_without_code_is_a_usage_error(tmp_path):
     assert code == 2 and "no code files" in output
 
 
+@pytest.mark.slow   # 1 s (--durations, 2026-12-03): out of the fast tier
 def test_a_50_mb_generated_module_is_too_large_to_audit(tmp_path):
     tree = make_tree(tmp_path, "a")
     big = tree / "esverify" / "generated.py"

@@ -171,6 +171,7 @@ def test_bad_interface_data_is_a_one_line_usage_error(tmp_path):
 
 # ------------------------------------------------------------------ interface regions
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_standins_share_only_interface_with_interface_only_references(tmp_path, refs):
     tree = tmp_path / "tree"
     shutil.copytree(STANDINS, tree / "standins")
@@ -188,6 +189,7 @@ def test_standins_share_only_interface_with_interface_only_references(tmp_path, 
     assert {"es.py", "distributed_utils.py"} <= {Path(f).name for f in shared["tree_file"]}
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_without_interface_data_the_same_regions_are_findings(tmp_path, refs):
     """The control: the same pairs with empty interface data are findings, so `interface` above is the
     classification's doing, not pairs below the thresholds."""
@@ -316,6 +318,7 @@ def test_a_reference_body_planted_into_a_listed_function_of_a_standin_is_a_findi
 
 
 @pytest.mark.parametrize("path", standin_files(), ids=lambda p: p.relative_to(STANDINS).as_posix())
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_a_function_comment_and_docstring_planted_into_a_standin_are_findings(tmp_path, refs, path):
     """Against the interface-only clones plus the project's fixture reference: a whole reference
     function appended to a stand-in (verbatim and renamed/reformatted) is a similarity finding; its

@@ -86,6 +86,7 @@ def _reference_ulp(p: int, q: int, dtype) -> int | None:
 
 @settings(max_examples=300, deadline=None)
 @given(dtype=st.sampled_from(FLOATS_WITH_ULP), data=st.data())
+@pytest.mark.slow   # 1 s (--durations, 2026-12-03): out of the fast tier
 def test_float_distances_match_a_slow_reference(dtype, data):
     width = 8 * torch.empty(0, dtype=dtype).element_size()
     p = data.draw(st.integers(0, (1 << width) - 1))

@@ -77,6 +77,7 @@ def test_command_line_answers_without_heavy_imports(argv, code):
     assert result["imported"] == [], f"esverify {' '.join(argv)} imported {result['imported']}"
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_probe_sees_heavy_imports():
     # the probe can fail: a command that runs the oracle's setup does import the adapters
     result, _ = _probe(["parity", "--ref", str(ROOT), "--target", "es-awd", "--out", "/nonexistent/x/y"])

@@ -73,6 +73,7 @@ def test_a_bad_config_is_one_usage_line(tmp_path, monkeypatch, table, said):
     assert not (tmp_path / "reports").exists()
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_parity_reads_the_config_and_says_where_each_setting_came_from(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text(f'[tool.esverify]\nref = "{AT_SCALE}"\nreports = "out"\n'
                                              'format = "json"\n')

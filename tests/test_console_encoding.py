@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "r\u00e9-\u65e5\u672c"        # é is in cp1252; the two CJK characters are not
 ESCAPED = "\\u65e5\\u672c"
@@ -46,6 +48,7 @@ def test_the_stream_escapes_what_it_cannot_encode():
     assert unprotected.returncode == 1 and b"UnicodeEncodeError" in unprotected.stderr   # the hazard is real
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_audit_under_cp1252(tmp_path):
     tree = tmp_path / NAME / "tree"
     tree.mkdir(parents=True)
@@ -56,6 +59,7 @@ def test_audit_under_cp1252(tmp_path):
     assert _check(proc, out / "audit.json")["exit_code"] == 0
 
 
+@pytest.mark.slow   # 4 s (--durations, 2026-12-03): out of the fast tier
 def test_goldens_check_under_cp1252(tmp_path):
     goldens = tmp_path / NAME / "goldens"
     shutil.copytree(ROOT / "goldens", goldens)
@@ -65,6 +69,7 @@ def test_goldens_check_under_cp1252(tmp_path):
     assert _check(proc, report, printed_path=False)["exit_code"] == 0
 
 
+@pytest.mark.slow   # 7 s (--durations, 2026-12-03): out of the fast tier
 def test_parity_under_cp1252(tmp_path):
     ref = tmp_path / NAME / "es-at-scale"
     shutil.copytree(ROOT / "tests" / "standins" / "es-at-scale", ref)

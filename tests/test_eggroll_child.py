@@ -9,6 +9,7 @@ import json
 import sys
 
 import numpy as np
+import pytest
 
 from esverify.oracle.child_process import Child
 from esverify.paths import oracle_child_dir
@@ -27,6 +28,7 @@ def _npz_equal(a, b) -> bool:
         return sorted(x.files) == sorted(y.files) and all(np.array_equal(x[k], y[k]) for k in x.files)
 
 
+@pytest.mark.slow   # 4 s (--durations, 2026-12-03): out of the fast tier
 def test_the_child_serves_eggroll_main_and_update(tmp_path):
     child = Child(sys.executable, oracle_child_dir() / "driver_eggroll.py", CLONE, tmp_path / "child.log",
                   workdir=tmp_path, target="eggroll")

@@ -145,6 +145,7 @@ def test_a_whole_run_under_contract_noise_follows_the_documented_update(tmp_path
     assert same_bits(lora_a, (math.sqrt(0.01) * a).half())
 
 
+@pytest.mark.slow   # 1 s (--durations, 2026-12-03): out of the fast tier
 def test_contract_noise_sees_a_restarted_stream_and_passes_a_reseeded_generator(tmp_path):
     """b drawn from a fresh generator reads its stream from 0 (the audit says where); one generator reseeded
     per call is the same noise (a reseed rewinds)."""

@@ -461,6 +461,7 @@ def test_replay_refuses_a_broken_low_rank_log(tmp_path):
         replay(tmp_path / "base.safetensors", tmp_path / "log", tmp_path / "final.safetensors", profile="es-awd")
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_replay_command_line_exit_codes(tmp_path):
     import subprocess
     import sys

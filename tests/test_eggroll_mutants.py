@@ -79,6 +79,7 @@ def test_each_mutant_applies_once_and_compiles(tmp_path, name):
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_each_mutant_changes_exactly_the_parts_its_entry_says(tmp_path, name):
     mutant: EggrollMutant = ALL[name]
     clone = make_variant(tmp_path / "clone", mutant.target, mutant.edits)

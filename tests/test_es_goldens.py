@@ -45,6 +45,7 @@ def test_goldens_cover_the_issue(name):
     assert {f"it{i}.{op}.w" for i in (0, 1) for op in ("perturb", "restore", "update")} <= set(vec["expected"])
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_goldens_regenerate_identically():
     """The generator (straight-line reference) reproduces the committed expected values."""
     area = get_area("es-awd")

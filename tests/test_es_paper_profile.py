@@ -386,6 +386,7 @@ def test_loop_refuses_bad_arguments():
         run_paper_loop(["a", "b", "c", "d"], params, initial_seed=2 ** 32, **kw)
 
 
+@pytest.mark.slow   # 7 s (--durations, 2026-12-03): out of the fast tier
 def test_goldens_catch_a_reciprocal_division(monkeypatch, tmp_path):
     """The es-paper goldens fail when div_ is read as a multiply by 1/N (the naive reading)."""
     import shutil

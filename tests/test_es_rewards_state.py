@@ -127,6 +127,7 @@ def test_no_json_the_project_writes_has_a_bare_u64():
         assert _big_ints(doc) == [], name
 
 
+@pytest.mark.slow   # 5 s (--durations, 2026-12-03): out of the fast tier
 def test_parity_reports_write_the_u64_seed_as_hex(tmp_path):
     """The parity JSON report (and its metadata file) hold no integer an f64 reader would round."""
     from click.testing import CliRunner

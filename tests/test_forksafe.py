@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 PARENT_OP = """
@@ -53,6 +55,7 @@ def _run(body: str, limit: float) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=limit + 120)
 
 
+@pytest.mark.slow   # 22 s (--durations, 2026-12-03): out of the fast tier
 def test_without_the_handler_a_forked_child_deadlocks():
     proc = _run("""
         def child():
@@ -63,6 +66,7 @@ def test_without_the_handler_a_forked_child_deadlocks():
     assert proc.returncode == 9 and "child hung" in proc.stdout, (proc.stdout, proc.stderr)
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_esverify_torch_paths_complete_in_a_forked_child():
     proc = _run("""
         import numpy as np

@@ -78,6 +78,7 @@ def test_the_counting_kernels_change_no_bit():
     assert counted == plain and counts[("update", "products")] == 4 * 4096
 
 
+@pytest.mark.slow   # 1 s (--durations, 2026-12-03): out of the fast tier
 def test_a_backend_differing_in_one_element_is_located_at_its_iteration_and_element(monkeypatch):
     """The numpy backend's f16 update writes element 7 one ulp up from iteration 3 on: the gate names
     iteration 3, slot w16, element 7, both values and ulp 1 (located against a second backend)."""

@@ -112,6 +112,7 @@ def test_a_fault_in_one_value_of_a_thousand_fails_each_digest(monkeypatch):
         assert rows and rows[0]["status"] == "mismatch" and rows[0]["ulp"] == 1, v["id"]
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_libm64_allows_one_divergence_but_not_one_in_a_thousand(monkeypatch):
     _faulty(monkeypatch, at=2**32 + 1000)          # one value, inside the range across 2**32
     one = _check("gaussian-digest-libm64-2p20")

@@ -82,6 +82,7 @@ def test_rng_golden_read_with_stdlib_only():
     assert math.isfinite(value) and abs(value) < 10
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_committed_files_validate_against_the_schema():
     schema = json.loads((COMMITTED / "schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -140,6 +141,7 @@ def test_schema_rejects_malformed_documents(mutate, where):
         fileformat.validate(doc, "mutated")
 
 
+@pytest.mark.slow   # 63 s (--durations, 2026-12-03): out of the fast tier
 def test_regeneration_is_byte_identical(tmp_path):
     result = run("goldens", "generate", "--area", "rng", "--out", str(tmp_path))
     assert result.exit_code == 0, result.output

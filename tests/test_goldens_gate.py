@@ -28,6 +28,7 @@ def goldens(tmp_path):
     return copy_goldens(tmp_path / "goldens")
 
 
+@pytest.mark.slow   # 21 s (--durations, 2026-12-03): out of the fast tier
 def test_committed_goldens_pass_on_every_cpu_backend(tmp_path):
     result = run("goldens", "check", "--json", str(tmp_path / "r.json"))
     assert result.exit_code == 0, result.output

@@ -102,6 +102,7 @@ def _shaping_check(tmp_path, monkeypatch, acc, first_as_initial=False, buffer=No
                "--json", str(tmp_path / f"r{acc}.json"))
 
 
+@pytest.mark.slow   # 5 s (--durations, 2026-12-03): out of the fast tier
 def test_a_changed_numpy_reduction_order_fails_the_gate(tmp_path, monkeypatch):
     same = _shaping_check(tmp_path, monkeypatch, 8)
     assert same.exit_code == 0, same.output
@@ -116,6 +117,7 @@ def test_a_changed_numpy_reduction_order_fails_the_gate(tmp_path, monkeypatch):
     assert "numpy " + np.__version__ in changed.output
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_a_reduction_seeded_with_the_first_value_fails_at_small_populations(tmp_path, monkeypatch):
     """Another order change, visible below 8 members too: populations 2-9 pin numpy's plain loop."""
     result = _shaping_check(tmp_path, monkeypatch, 8, first_as_initial=True)
@@ -228,6 +230,7 @@ def test_gate_refuses_a_flushing_process_before_running(tmp_path, flushing):
 
 
 @pytest.mark.parametrize("area", ["es-at-scale", "es-awd"])
+@pytest.mark.slow   # 5 s (--durations, 2026-12-03): out of the fast tier
 def test_subnormal_vectors_catch_flushing_when_the_probe_is_bypassed(tmp_path, monkeypatch, flushing, area):
     monkeypatch.setattr(numerics_probe, "flush_to_zero_status", lambda: numerics_probe.FlushStatus(False, ()))
     goldens = copy_goldens(tmp_path / "g", areas=(area,))
@@ -270,6 +273,7 @@ def test_parity_refuses_a_flushing_process_before_running(tmp_path, flushing):
     assert "flushes subnormals to zero" in result.output and not (tmp_path / "out" / "parity-cases.csv").exists()
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_gate_refuses_a_process_that_loaded_a_fast_math_library(tmp_path):
     """A shared library built with -ffast-math sets FTZ/DAZ when it is loaded (crtfastmath.o): the real case."""
     import shutil
@@ -293,6 +297,7 @@ def test_gate_refuses_a_process_that_loaded_a_fast_math_library(tmp_path):
 
 # -- numpy's Generator stream behind the references' seed schedules (issue 20 item 5) ------------
 @pytest.mark.parametrize("bit_generator", [np.random.Philox, np.random.SFC64, np.random.MT19937])
+@pytest.mark.slow   # 4 s (--durations, 2026-12-03): out of the fast tier
 def test_a_changed_numpy_stream_fails_the_seed_schedule_vectors(monkeypatch, bit_generator):
     """default_rng backed by another bit generator changes the references' member seeds: the gate
     fails on exactly the seed-schedule vectors of both es files (and nothing else changes)."""
@@ -310,12 +315,14 @@ def test_a_changed_numpy_stream_fails_the_seed_schedule_vectors(monkeypatch, bit
     assert result.exit_code(False) == 1
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_the_seed_schedule_vectors_pass_with_numpys_stream():
     result = gate.check(COMMITTED, ["es-awd"], backends=["numpy"])
     assert result.exit_code(False) == 0 and not result.rows
 
 
 # -- es-awd's fused multiply-add rounded twice (issue 20 item 8) -----------------------------------
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_fma_as_an_f64_product_and_sum_rounded_twice_fails_the_gate(monkeypatch):
     """rd32(rd64(x + y*a)) instead of one rounding passed every vector before; now exactly the
     fma-double-rounding vector fails, on its perturbed theta_0 (one ulp), and nothing else does."""
@@ -335,6 +342,7 @@ def test_fma_as_an_f64_product_and_sum_rounded_twice_fails_the_gate(monkeypatch)
 
 
 # -- decay and step kinds; the l1 decay's sign of zero (issue 20 item 8) ----------------------------
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_an_l1_decay_that_drops_the_sign_of_zero_fails_the_decay_and_step_vectors(monkeypatch):
     """l1 must write sign(d) * +0 + theta0: -0 where theta = -tiny decays onto a -0 anchor. A decay
     writing +0 there passed every vector before; now the decay-l1 vectors fail on that element."""
@@ -354,6 +362,7 @@ def test_an_l1_decay_that_drops_the_sign_of_zero_fails_the_decay_and_step_vector
     assert [(r["field"], r["element"], r["ulp"]) for r in rows] == [("decay.w", 2, 0)]   # a flipped zero
 
 
+@pytest.mark.slow   # 5 s (--durations, 2026-12-03): out of the fast tier
 def test_the_decay_and_step_kinds_are_checked_on_every_backend():
     vectors = load(COMMITTED / "es-awd.json")["vectors"]
     kinds = {v["inputs"]["kind"] for v in vectors}
@@ -371,6 +380,7 @@ def test_numpy_sums_a_contiguous_array_pairwise_as_a_whole_above_8192():
         assert numpy_like(8).mean(r) == np.mean(r) and numpy_like(8).std(r) == np.std(r), n
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_summing_per_8192_element_buffer_fails_the_large_shaping_vectors(tmp_path, monkeypatch):
     changed = _shaping_check(tmp_path, monkeypatch, 8, buffer=8192)
     assert changed.exit_code == 1, changed.output
@@ -397,6 +407,7 @@ def _one_ulp_off(monkeypatch, field, element):
     monkeypatch.setattr(at_scale_area, "AREA", dataclasses.replace(at_scale_area.AREA, recompute=recompute))
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_a_one_ulp_bug_in_a_libm64_run_is_a_mismatch(monkeypatch):
     _one_ulp_off(monkeypatch, "it0.update.w", 3)
     result = gate.check(COMMITTED, ["es-at-scale"], backends=["numpy"])
@@ -407,6 +418,7 @@ def test_a_one_ulp_bug_in_a_libm64_run_is_a_mismatch(monkeypatch):
     assert result.exit_code(False) == 1
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_a_one_ulp_difference_downstream_of_a_differing_libm_value_is_a_divergence(monkeypatch):
     _one_ulp_off(monkeypatch, "it0.update.w", 3)
     import dataclasses

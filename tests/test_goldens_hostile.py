@@ -167,6 +167,7 @@ def _mutated(draw):
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_mutated())
+@pytest.mark.slow   # 1 s (--durations, 2026-12-03): out of the fast tier
 def test_skeleton_validation_agrees_with_full_jsonschema(v):
     doc = {"contract": {"name": "rng", "version": 1}, "generator": {"tool": "esverify", "version": "x"},
            "vectors": [v]}

@@ -74,6 +74,7 @@ C_MUTANTS = [
 
 @needs_cc
 @pytest.mark.parametrize("name,flags,areas,vid", C_MUTANTS, ids=[m[0] for m in C_MUTANTS])
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_every_planted_c_fault_fails_the_gate_with_its_first_value_named(name, flags, areas, vid, tmp_path,
                                                                          tmp_path_factory):
     result = run(build(tmp_path_factory, *flags), areas, tmp_path)
@@ -88,6 +89,7 @@ def test_every_planted_c_fault_fails_the_gate_with_its_first_value_named(name, f
 
 
 @needs_cc
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_the_update_fault_is_caught_only_by_the_chain(tmp_path, tmp_path_factory):
     """The 1-in-14,000 kind: no short es-run vector meets it; the chain's f16/bf16 slots do, and the
     located element is one of those slots."""
@@ -99,6 +101,7 @@ def test_the_update_fault_is_caught_only_by_the_chain(tmp_path, tmp_path_factory
 
 
 @needs_cc
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_scalars_sent_as_shape_1_fail_every_zscore_shaping_vector(tmp_path, tmp_path_factory):
     result = run(build(tmp_path_factory, "-DFAULT_SCALAR_AS_1"), ["es-at-scale"], tmp_path)
     assert result.exit_code(strict=False) == 1
@@ -109,6 +112,7 @@ def test_scalars_sent_as_shape_1_fail_every_zscore_shaping_vector(tmp_path, tmp_
 
 
 @needs_cc
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_the_clean_c_build_passes_every_area(tmp_path, tmp_path_factory):
     result = run(build(tmp_path_factory), None, tmp_path)
     assert result.exit_code(strict=True) == 0, result.verdict(True)
@@ -125,6 +129,7 @@ PY_MUTANTS = [
 
 
 @pytest.mark.parametrize("mode,script,status", PY_MUTANTS, ids=[m[0] for m in PY_MUTANTS])
+@pytest.mark.slow   # 1 s (--durations, 2026-12-03): out of the fast tier
 def test_every_planted_python_fault_fails_the_gate(mode, script, status, tmp_path):
     result = run(python_wrapper(script, mode), ["rng"], tmp_path)
     assert result.exit_code(strict=False) == 1, result.verdict(False)

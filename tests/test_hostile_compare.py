@@ -3,6 +3,7 @@ mismatch over all slots and names only real kinds; the row detail never reads "m
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from esverify import bits
@@ -34,6 +35,7 @@ def test_specials_mixed_with_finite_mismatches_across_slots():
     assert "max 2097152 ulp" in cmp.summary()
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_a_reference_returning_nan_gets_a_readable_row(tmp_path):
     clone = hostile(tmp_path, "", at="perturb")
     worker = clone / "es_at_scale/utils/worker_extension.py"

@@ -36,6 +36,7 @@ def test_the_leak_check_sees_an_orphan_and_a_temp_folder():
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc and a child subreaper")
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_the_interpreters_resource_tracker_is_stopped_but_a_tests_own_process_is_still_seen():
     """CI failed once on multiprocessing's resource tracker (started by a replay test's spawn pool):
     pytest's own helper, stopped at session end; a process a test starts is still a leak."""

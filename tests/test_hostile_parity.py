@@ -96,6 +96,7 @@ def kill_if_alive(pid: int):
 
 # ------------------------------------------------------------------ item 1: every wait has a deadline
 
+@pytest.mark.slow   # 13 s (--durations, 2026-12-03): out of the fast tier
 def test_reply_channel_closed_in_an_op_is_an_error_row_not_a_hang(tmp_path):
     clone = hostile(tmp_path, f"__import__('os').close({_REPLY_FD})\ntime.sleep(3600)")
     code, output, frame, _, _ = run(tmp_path, clone, *PERTURB_AND_UPDATE, "--timeout", "30")
@@ -106,6 +107,7 @@ def test_reply_channel_closed_in_an_op_is_an_error_row_not_a_hang(tmp_path):
     assert set(frame.loc[frame["op"] == "update", "status"]) == {"pass"}
 
 
+@pytest.mark.slow   # 4 s (--durations, 2026-12-03): out of the fast tier
 def test_reply_channel_closed_at_import_is_a_setup_error_with_a_report(tmp_path):
     clone = hostile(tmp_path, f"__import__('os').close({_REPLY_FD})\n__import__('time').sleep(3600)", at="import")
     code, output, frame, out, _ = run(tmp_path, clone, "--case", "*/f32/iid/perturb*", "--timeout", "5")
@@ -118,6 +120,7 @@ def test_reply_channel_closed_at_import_is_a_setup_error_with_a_report(tmp_path)
 
 @pytest.mark.parametrize("line, words", [(b"not json at all", "not JSON"), (b"{}", "the hello names None"),
                                          (b"[1, 2]", "not an object")])
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_a_bad_hello_is_a_setup_error_naming_the_violation(tmp_path, line, words):
     payload = repr(line + b"\n")
     clone = hostile(tmp_path, f"__import__('os').write({_REPLY_FD}, {payload})", at="import")
@@ -134,6 +137,7 @@ def test_a_bad_hello_is_a_setup_error_naming_the_violation(tmp_path, line, words
     (b'{"id": 1, "status": "maybe"}', "status is 'maybe'"),
     (b'{"id": 1, "status": "error", "error": "boom"}', "without an 'error' object"),
 ])
+@pytest.mark.slow   # 9 s (--durations, 2026-12-03): out of the fast tier
 def test_a_bad_reply_in_an_op_is_an_error_row_naming_the_violation(tmp_path, line, words):
     payload = repr(line + b"\n")
     clone = hostile(tmp_path, f"__import__('os').write({_REPLY_FD}, {payload})")
@@ -147,6 +151,7 @@ def test_a_bad_reply_in_an_op_is_an_error_row_naming_the_violation(tmp_path, lin
 
 # ------------------------------------------------------------------ item 3: orphans and exit status
 
+@pytest.mark.slow   # 9 s (--durations, 2026-12-03): out of the fast tier
 def test_fork_then_die_reports_the_real_exit_status_not_a_timeout(tmp_path):
     pidfile = tmp_path / "forked.pid"
     clone = hostile(tmp_path, f"""
@@ -170,6 +175,7 @@ os._exit(3)""")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="child subreapers are a Linux feature")
+@pytest.mark.slow   # 5 s (--durations, 2026-12-03): out of the fast tier
 def test_a_setsid_escape_does_not_outlive_a_clean_run(tmp_path):
     pidfile = tmp_path / "escaped.pid"
     clone = hostile(tmp_path, f"""
@@ -190,6 +196,7 @@ if not __import__('os').path.exists({str(pidfile)!r}):
 
 # ------------------------------------------------------------------ item 5: unbounded output
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_child_output_is_capped_head_and_tail_kept_and_the_cut_marked(tmp_path):
     clone = hostile(tmp_path, """
 import sys
@@ -210,6 +217,7 @@ sys.stdout.flush()""")
 
 # ------------------------------------------------------------------ item 6: the trust boundary
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_the_child_gets_a_private_copy_a_fresh_cwd_a_scrubbed_environment(tmp_path, monkeypatch):
     facts = tmp_path / "facts.json"
     probe = PACKAGE_DIR / f"_hostile_probe_{os.getpid()}.py"
@@ -240,6 +248,7 @@ json.dump({{'cwd': os.getcwd(), 'cwd_entries': os.listdir('.'), 'package': pkg,
         probe.unlink(missing_ok=True)
 
 
+@pytest.mark.slow   # 4 s (--durations, 2026-12-03): out of the fast tier
 def test_max_memory_limits_the_child(tmp_path):
     clone = hostile(tmp_path, "np.empty(3 << 30, dtype=np.uint8)")    # 3 GiB, never touched
     code, output, frame, _, _ = run(tmp_path, clone, *PERTURB_AND_UPDATE, "--max-memory", "2G")
@@ -258,6 +267,7 @@ def test_size_options_refuse_nonsense(tmp_path):
 _NASTY = "bad\\x1b[31mred\\x00\\x07\\x0b | forged | row |\\n| x | y |<script>alert(1)</script>"
 
 
+@pytest.mark.slow   # 5 s (--durations, 2026-12-03): out of the fast tier
 def test_a_hostile_error_message_keeps_every_report_valid(tmp_path):
     clone = hostile(tmp_path, f"raise RuntimeError('{_NASTY}')")
     junit = tmp_path / "junit.xml"

@@ -63,6 +63,7 @@ def bf16_vectors(area: str) -> dict:
     return out
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_every_claimed_vector_passes(esimpl, tmp_path):
     result, target = check(esimpl, tmp_path)
     assert result.errors == []
@@ -89,6 +90,7 @@ def test_every_claimed_vector_passes(esimpl, tmp_path):
     assert target.identity()["name"] == "esimpl-c" and target.process.restarts == 0
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_planted_fault_fails_exactly_the_bf16_vectors(esimpl_faulty, tmp_path):
     result, _ = check(esimpl_faulty, tmp_path)
     assert result.errors == []

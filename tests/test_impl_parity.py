@@ -50,6 +50,7 @@ def parity(tmp_path, impl=None, target="es-at-scale", noises=("contract",)):
     return result.frame.set_index("case"), result.exit_code
 
 
+@pytest.mark.slow   # 38 s (--durations, 2026-12-03): out of the fast tier
 def test_clean_room_wrapper_gives_the_in_process_rows(tmp_path):
     direct, code_direct = parity(tmp_path / "a", target="all")
     via, code_via = parity(tmp_path / "b", impl=f"{sys.executable} -m esverify.impl", target="all")
@@ -64,6 +65,7 @@ def test_clean_room_wrapper_gives_the_in_process_rows(tmp_path):
 
 @pytest.mark.skipif(CC is None, reason="no C compiler: `cc` is not on PATH")
 @pytest.mark.parametrize("fault", [False, True])
+@pytest.mark.slow   # 13 s (--durations, 2026-12-03): out of the fast tier
 def test_c_implementation_parity(tmp_path, fault):
     exe = tmp_path / "esimpl"
     subprocess.run([CC, "-std=c11", "-O2", *(["-DPLANTED_FAULT"] if fault else []),
@@ -89,6 +91,7 @@ def test_c_implementation_parity(tmp_path, fault):
         assert code == 1
 
 
+@pytest.mark.slow   # 5 s (--durations, 2026-12-03): out of the fast tier
 def test_native_noise_cases_are_unsupported_under_impl(tmp_path):
     """Protocol v1 carries contract noise only: a native row is `unsupported`, never a pass."""
     frame, _ = parity(tmp_path, impl=f"{sys.executable} -m esverify.impl", noises=("native",))

@@ -159,6 +159,7 @@ class SchemaCheckingProcess(client.ImplProcess):
         return result
 
 
+@pytest.mark.slow   # 20 s (--durations, 2026-12-03): out of the fast tier
 def test_clean_room_wrapper_gives_the_in_process_result(tmp_path):
     """Every vector of every area, through `python -m esverify.impl`: the same (empty) rows as in-process.
 
@@ -189,6 +190,7 @@ def test_clean_room_wrapper_gives_the_in_process_result(tmp_path):
                                           "restore", "update", "shaping", "decay", "step"}
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_wrapper_ops_match_the_library(tmp_path):
     """shaping, decay and step (not used by the goldens) answer what esverify.es computes in process."""
     import torch
@@ -221,6 +223,7 @@ def test_wrapper_ops_match_the_library(tmp_path):
 
 
 # -- bad wrappers ------------------------------------------------------------------------------
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_silent_wrapper_is_a_one_line_setup_error_and_leaves_no_process(tmp_path):
     target = ImplTarget(wrapper("silent"), log_path=tmp_path / "log", env=ENV, start_deadline_s=1.5)
     result = gate.check(GOLDENS, ["rng"], impl=target)
@@ -266,6 +269,7 @@ def test_unknown_contract_version_is_a_setup_error(tmp_path):
                                                    "holds a value the parser refuses: Exceeds the limit (4300"),
                                         ("badutf8", "protocol: reply to gaussian: header is not UTF-8 JSON ("
                                                     "'utf-8' codec can't decode byte 0xff")])
+@pytest.mark.slow   # 4 s (--durations, 2026-12-03): out of the fast tier
 def test_a_failing_case_is_one_error_row_and_the_rest_still_run(tmp_path, mode, kind):
     result, target = run_rng(mode, tmp_path, deadline=2.0)
     n33 = ["gaussian-poly32-seed-1234567-first-1-n-33", "gaussian-libm64-seed-1234567-first-1-n-33"]
@@ -290,6 +294,7 @@ def test_replies_larger_than_the_first_buffer_arrive_whole(tmp_path, monkeypatch
     assert got.tolist() == rng.gaussian(99, 20001, 3, "poly32", backend="numpy").view(np.uint32).tolist()
 
 
+@pytest.mark.slow   # 1 s (--durations, 2026-12-03): out of the fast tier
 def test_a_wrapper_failing_every_case_is_given_up_per_op_after_three_in_a_row(tmp_path):
     result, target = run_rng("crashes", tmp_path, deadline=5.0)
     rows = value_rows(result)

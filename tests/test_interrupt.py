@@ -60,6 +60,7 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+@pytest.mark.slow   # 7 s (--durations, 2026-12-03): out of the fast tier
 def test_signal_mid_run_writes_the_partial_report(tmp_path, signum, code):
     flag = tmp_path / "hanging.pid"
     clone = _hanging_clone(tmp_path, flag)

@@ -28,6 +28,7 @@ class _Owner:
     existing = "original"
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_seams_put_back_everything_the_entry_point_changed_even_when_it_raises():
     argv, env_before = list(sys.argv), dict(os.environ)
     handler = signal.getsignal(signal.SIGTERM)

@@ -27,6 +27,7 @@ def _line_of(path, text) -> int:
     return next(k for k, line in enumerate(path.read_text().splitlines(), 1) if text in line)
 
 
+@pytest.mark.slow   # 5 s (--durations, 2026-12-03): out of the fast tier
 def test_a_data_key_the_driver_does_not_supply_is_an_interface_error_with_file_and_line(tmp_path):
     clone = make_variant(tmp_path, "es-awd", [(ES, 'prompts = [item["context"] for item in train_data]',
                                                'prompts = [item["question"] for item in train_data]')])
@@ -42,6 +43,7 @@ def test_a_data_key_the_driver_does_not_supply_is_an_interface_error_with_file_a
     assert not [f for f in result.metadata["findings"] if f["finding"].startswith("interface")]
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_a_new_required_constructor_parameter_is_a_finding_and_an_interface_error(tmp_path):
     clone = make_variant(tmp_path, "es-at-scale", [(TRAINER, "global_seed=None, output_directory=None,",
                                                     "new_required, global_seed=None, output_directory=None,")])
@@ -58,6 +60,7 @@ def test_a_new_required_constructor_parameter_is_a_finding_and_an_interface_erro
     assert "new_required, global_seed=None" in findings[0]["description"]
 
 
+@pytest.mark.slow   # 6 s (--durations, 2026-12-03): out of the fast tier
 def test_a_flag_esverify_does_not_pass_is_a_finding_and_the_loop_still_passes(tmp_path):
     clone = make_variant(tmp_path, "es-awd", [(ES, '    parser.add_argument("--eval_batch_size", type=int, default=512)',
                                                '    parser.add_argument("--eval_batch_size", type=int, default=512)\n'
@@ -78,6 +81,7 @@ def test_a_flag_esverify_does_not_pass_is_a_finding_and_the_loop_still_passes(tm
     ("    n = args.population_size\n", "    n = args.population_size + int(args.temperature)\n",
      "the reference side raised AttributeError: 'Namespace' object has no attribute 'temperature'"),
 ])
+@pytest.mark.slow   # 6 s (--durations, 2026-12-03): out of the fast tier
 def test_a_failure_in_the_references_own_logic_keeps_its_wording(tmp_path, old, new, words):
     clone = make_variant(tmp_path, "es-awd", [(ES, old, new)])
     result = _run(tmp_path, "es-awd", clone, "*/main/*")

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from esverify.oracle import Options, run_parity
 from esverify.oracle.loop_report import loop_rows_run
@@ -23,6 +24,7 @@ def _coverage_warnings(result):
     return [w for w in result.metadata["warnings"] if "coverage" in w]
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_a_selection_without_loop_rows_gets_one_coverage_line_not_one_per_function(tmp_path):
     result = run_parity(Options(**SMALL, case="*/perturb/*", out=str(tmp_path / "out")))
     assert set(result.frame["status"]) == {"pass"} and set(result.frame["op"]) == {"perturb"}
@@ -36,6 +38,7 @@ def test_a_selection_without_loop_rows_gets_one_coverage_line_not_one_per_functi
                         "a loop reaches did not run (the coverage section names them)"]
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_no_loops_leaves_the_saying_to_the_not_checked_line(tmp_path):
     result = run_parity(Options(**SMALL, case="*/perturb/*", loops=False, out=str(tmp_path / "out")))
     assert _coverage_warnings(result) == []
@@ -71,6 +74,7 @@ def test_the_console_grid_is_followed_by_what_its_columns_mean(tmp_path):
     assert all(len(line) <= 100 for line in _legend(grid))
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_a_native_run_console_explains_the_native_loop_rows(tmp_path):
     result = run_parity(Options(**{**SMALL, "noises": ("native",), "schemes": ("correlated",)},
                                 case="*/fit/*", out=str(tmp_path / "out")))
@@ -83,6 +87,7 @@ def test_a_native_run_console_explains_the_native_loop_rows(tmp_path):
     assert "contract's noise" not in legend
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_the_report_note_explains_native_loop_rows(tmp_path):
     """The metadata note (every report format) covers the native loop rows, not only single operations."""
     import torch
@@ -160,6 +165,7 @@ def test_compact_summary_counts_every_column_and_names_the_ones_not_passing():
                                                              "where not pass"]
 
 
+@pytest.mark.slow   # 6 s (--durations, 2026-12-03): out of the fast tier
 def test_the_default_matrix_console_fits_a_terminal(tmp_path):
     """The default matrix's grid (13 dtype/scheme columns) is about 290 characters wide: the console shows
     the compact summary instead; a narrow grid (one dtype, one scheme) is shown as is."""

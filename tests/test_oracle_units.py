@@ -496,6 +496,7 @@ def test_expected_draws_with_caching():
 
 @given(st.one_of(st.none(), st.integers(2, 40)), st.lists(st.sampled_from(["f32", "f16", "bf16"]), min_size=1,
                                                             max_size=4), st.integers(0, 2 ** 32))
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_case_ids_stay_unique_with_population_30_and_repeated_options(population, dtypes, case_seed):
     matrix = cases.build_matrix(["es-at-scale", "es-awd", "es-awd"], ["cpu", "cpu"], dtypes,
                                 ["iid", "correlated", "iid"], population, iterations=1, case_seed=case_seed)

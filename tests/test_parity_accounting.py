@@ -47,6 +47,7 @@ def test_accounting_adds_up_for_every_status():
                                         "1 not-run)")
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_the_counts_add_up_in_every_format(run):
     result, out = run
     cases = pd.read_csv(out / "parity-cases.csv")

@@ -126,6 +126,7 @@ def test_file_needing_a_newer_python_is_not_checked_here_not_passed(tmp_path):
     assert code == 1 and "--require-all" in output
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_absent_package(tmp_path):
     clone = make_bad(tmp_path, "absent-package")
     code, output, frame = _cli(tmp_path, "--ref", str(clone), "--target", "es-at-scale", *EVERY_OP, *QUICK)
@@ -213,6 +214,7 @@ def test_child_python_that_does_not_exist(tmp_path):
     assert code == 2 and "no such interpreter" in output
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_noise_with_an_unknown_seed_is_refused(tmp_path):
     from standins.mutants import make_mutant
     clone = make_mutant(tmp_path, "seed-plus-slot")     # perturb seeds tensor k with seed + k

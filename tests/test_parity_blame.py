@@ -115,6 +115,7 @@ def _rows(clone, target, case_pattern, dtypes=("f32",), profile=None, **opts):
 
 
 @pytest.mark.parametrize("committed", [False, True])
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_a_failing_row_names_the_patched_function(tmp_path, committed):
     root, base = git_clone_of(tmp_path, "es-awd")
     apply(root, "awd-divide-by-len-seeds")

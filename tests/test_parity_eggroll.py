@@ -41,6 +41,7 @@ def _run(tmp_path, clone, **kw):
     return run_parity(opts)
 
 
+@pytest.mark.slow   # 6 s (--durations, 2026-12-03): out of the fast tier
 def test_the_stand_in_passes_every_eggroll_row(tmp_path):
     result = _run(tmp_path, CLONE)
     frame = result.frame

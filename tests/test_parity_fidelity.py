@@ -423,6 +423,7 @@ def test_repeat_choose_difference_and_mark():
     assert row["detail"].endswith("first run: pass")
 
 
+@pytest.mark.slow   # 7 s (--durations, 2026-12-03): out of the fast tier
 def test_the_repeat_check_fails_a_reference_that_keeps_state_between_cases(tmp_path):
     """A module-level noise cache scaled in place: every row passes in order; run again, each differs."""
     quick = dict(target="es-at-scale", devices=("cpu",), dtypes=("f32",), small=True, loops=False, quiet=True,

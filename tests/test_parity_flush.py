@@ -28,6 +28,7 @@ def _run(tmp_path, clone, case):
                               out=str(tmp_path / "out"), quiet=True))
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_clone_setting_ftz_at_import_fails_every_row_it_ran_and_is_warned(tmp_path):
     clone = make_variant(tmp_path, "es-awd", [(AWD_UTILS, "import torch\n", FTZ)])
     # perturb and restore, contract and native (ids ending N<n> or /native: not the /layers rows)
@@ -44,6 +45,7 @@ def test_clone_setting_ftz_at_import_fails_every_row_it_ran_and_is_warned(tmp_pa
                and "torch f32 2**-126 * 2**-3 gave bits 0x00000000 (FTZ)" in w for w in warnings), warnings
 
 
+@pytest.mark.slow   # 5 s (--durations, 2026-12-03): out of the fast tier
 def test_loop_that_sets_ftz_fails_its_loop_row(tmp_path):
     """es.py is loaded lazily by the loop op, after the hello: the per-case probe still sees it."""
     clone = make_variant(tmp_path, "es-awd", [(ES, "import torch\n", FTZ)])
@@ -53,6 +55,7 @@ def test_loop_that_sets_ftz_fails_its_loop_row(tmp_path):
     assert not any("once the clone is loaded" in w for w in result.metadata["warnings"])
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_unchanged_clone_reports_no_flush(tmp_path):
     from standins.mutants import STANDINS
     result = _run(tmp_path, STANDINS / "es-awd", "*/cpu/f32/correlated/perturb/*")

@@ -43,6 +43,7 @@ AWD = str(STANDINS / "es-awd")
 LOOPS_ONLY = "*/cpu/*/*/[fm][ia][ti]*"        # fit and main-* (fnmatch has no alternation)
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_stand_in_modules_shadow_installed_packages(tmp_path):
     fake = tmp_path / "site"
     for name in ("ray", "vllm", "transformers", "wandb"):
@@ -84,6 +85,7 @@ def test_stand_in_modules_shadow_installed_packages(tmp_path):
     assert out.stdout.startswith("ok")
 
 
+@pytest.mark.slow   # 24 s (--durations, 2026-12-03): out of the fast tier
 def test_unchanged_standins_pass_every_loop_row(tmp_path):
     result = run_parity(Options(ref=(AT_SCALE, AWD), devices=("cpu",), dtypes=("f32", "bf16"),
                                 schemes=("iid", "correlated"), iterations=2, small=True, case=LOOPS_ONLY,
@@ -122,6 +124,7 @@ def test_unchanged_standins_pass_every_loop_row(tmp_path):
     assert "coverage (es-awd)" in result.console
 
 
+@pytest.mark.slow   # 4 s (--durations, 2026-12-03): out of the fast tier
 def test_only_ref_explains_what_was_not_checked(tmp_path, monkeypatch):
     """--ref of the es-at-scale clone runs what it names: es-at-scale and es-paper (its archive/), nothing else
     (issue 32: es-awd, named nowhere, gets no row and no not-checked entry); what it names but cannot check
@@ -446,6 +449,7 @@ def test_functions_of_names_methods_and_keeps_nested_bodies_apart(tmp_path, monk
     assert found["K.method"][:2] == (10, 10)
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_child_without_coverage_still_lists_the_functions_that_ran(tmp_path):
     """The child's Python often lacks coverage.py (issue 17): the function table comes from the
     interpreter itself, so no "unknown whether ... ran" appears on a working setup."""
@@ -473,6 +477,7 @@ def test_child_without_coverage_still_lists_the_functions_that_ran(tmp_path):
     assert ("es_at_scale/trainer/es_trainer.py", "EvolutionStrategiesTrainer.launch_engines") not in ran
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_worker_numerics_fault_is_named_at_the_parameters_after_the_update(tmp_path):
     """A fault that changes no seed, reward or coefficient (the update fused, single-op mutant) shows in
     the loop as the parameters after the first update, with the slot and both bit patterns."""
@@ -507,6 +512,7 @@ def test_loop_command_is_built_before_our_side_and_maps_every_seed_our_loop_draw
     assert command["global_seed"] == 5 and command["iterations"] == 2 and command["noise"] == "contract"
 
 
+@pytest.mark.slow   # 32 s (--durations, 2026-12-03): out of the fast tier
 def test_a_hanging_loop_is_a_timeout_row_and_the_next_row_still_runs(tmp_path):
     """The loop rows share the single-op rows' request path (Runner._exchange): a loop that hangs is killed
     with its process group at --timeout, named as a timeout, and the restarted child runs the next row."""

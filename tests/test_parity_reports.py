@@ -33,6 +33,7 @@ def _junit_counts(path):
     return suite, counted
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_a_run_that_checked_nothing_says_so_and_its_junit_is_red(tmp_path):
     """Every row a CUDA row on a machine without one: not `FAIL` with 0 failed, not a green JUnit."""
     junit = tmp_path / "parity.xml"
@@ -52,6 +53,7 @@ def test_a_run_that_checked_nothing_says_so_and_its_junit_is_red(tmp_path):
     assert doc["verdict"] == "nothing checked" and doc["exit_code"] == 1 and doc["reason"].startswith("nothing checked")
 
 
+@pytest.mark.slow   # 7 s (--durations, 2026-12-03): out of the fast tier
 def test_a_passing_run_has_a_green_junit_and_require_all_turns_skips_red(tmp_path):
     args = ["--ref", AT_SCALE, "--target", "es-at-scale", "--case", "*/f32/iid/perturb/*", "--small", "--quiet"]
     code, output = _parity(*args, "--out", str(tmp_path / "a"), "--junit", str(tmp_path / "a.xml"))
@@ -116,6 +118,7 @@ def failing_run(tmp_path_factory):
     return code, output, out, tmp, clone
 
 
+@pytest.mark.slow   # 4 s (--durations, 2026-12-03): out of the fast tier
 def test_the_report_leads_with_the_verdict_then_what_to_do(failing_run):
     code, output, out, tmp, clone = failing_run
     assert code == 1, output
@@ -147,6 +150,7 @@ def test_the_report_leads_with_the_verdict_then_what_to_do(failing_run):
     assert order == sorted(order) and page.index("class='verdict st-fail'") < order[0]
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_the_rerun_command_runs_exactly_that_row(failing_run, tmp_path):
     import shlex
     code, output, out, tmp, clone = failing_run
@@ -286,6 +290,7 @@ def test_screenshots_of_the_report_in_a_headless_browser(failing_run, tmp_path):
         assert struct.unpack(">II", head[16:24])[0] == 1400, name
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_github_step_summary_is_appended_to(tmp_path):
     """$GITHUB_STEP_SUMMARY holds the earlier steps' blocks: the run's block is appended, never replacing them."""
     step = tmp_path / "step.md"

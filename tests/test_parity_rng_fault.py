@@ -12,6 +12,7 @@ check --area rng --backend numba` is also run with the same fault to show it fai
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from esverify.cli import main
@@ -53,6 +54,7 @@ def _run(tmp_path, name, child_env, case):
                               case=case, child_env=child_env, out=str(tmp_path / name), quiet=True))
 
 
+@pytest.mark.slow   # 23 s (--durations, 2026-12-03): out of the fast tier
 def test_shared_faulty_rng_passes_parity_but_fails_the_goldens_gate(tmp_path, monkeypatch):
     folder = _fault_dir(tmp_path)
     monkeypatch.syspath_prepend(str(folder))

@@ -40,6 +40,7 @@ def _cli(*args):
     return result.exit_code, result.output
 
 
+@pytest.mark.slow   # 34 s (--durations, 2026-12-03): out of the fast tier
 def test_small_matrix_passes_on_both_standins(tmp_path):
     junit = tmp_path / "parity.xml"
     result = run_parity(Options(ref=(AT_SCALE, AWD), dtypes=("f32", "f16"), schemes=("iid", "correlated"),
@@ -138,6 +139,7 @@ def test_default_matrix_both_targets_cli(tmp_path):
     assert "report:" in output and "pass" in output
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_case_pattern_and_keep_tensors(tmp_path):
     clone = make_mutant(tmp_path, "restore-sign")
     code, output = _cli("--ref", str(clone), "--target", "es-at-scale", "--devices", "cpu", "--small",
@@ -156,6 +158,7 @@ def test_case_pattern_matching_nothing_is_usage_error(tmp_path):
     assert code == 2 and "matches no case" in output
 
 
+@pytest.mark.slow   # 6 s (--durations, 2026-12-03): out of the fast tier
 def test_eager_consumption_is_unverifiable_only_on_the_iid_rows_of_that_call(tmp_path):
     """The update consumes its parameters eagerly: its iid rows are unverifiable, its correlated and
     native rows are verified (and pass), and the other ops' rows are untouched by it."""
@@ -186,6 +189,7 @@ def test_fuzz_on_the_unchanged_standins_finds_nothing(tmp_path):
     assert "fuzz: 60 cases, 0 bad" in output
 
 
+@pytest.mark.slow   # 21 s (--durations, 2026-12-03): out of the fast tier
 def test_fuzz_shrinks_a_failure_to_one_command_line(tmp_path):
     clone = make_mutant(tmp_path, "skip-bias")
     code, output = _cli("--ref", str(clone), "--target", "es-at-scale", "--devices", "cpu", "--fuzz", "6",
@@ -209,6 +213,7 @@ def test_fuzz_shrinks_a_failure_to_one_command_line(tmp_path):
     assert again_code == 1 and list(frame["status"]) == [shrunk["status"]]
 
 
+@pytest.mark.slow   # 4 s (--durations, 2026-12-03): out of the fast tier
 def test_second_virtualenv_as_child_python(tmp_path):
     from venvs import make_venv   # sees this interpreter's torch however it was installed (issue 12 item 1)
     venv = tmp_path / "venv"
@@ -222,6 +227,7 @@ def test_second_virtualenv_as_child_python(tmp_path):
     assert meta["children"]["es-at-scale"]["executable"].startswith(str(venv))
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_git_clone_commit_is_named_and_warned_about(tmp_path):
     clone = tmp_path / "es-awd"
     shutil.copytree(AWD, clone, ignore=shutil.ignore_patterns("__pycache__"))
@@ -242,6 +248,7 @@ def test_git_clone_commit_is_named_and_warned_about(tmp_path):
     assert "validated against" in output
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_explicit_cuda_without_gpu_is_setup_error(tmp_path):
     code, output = _cli("--ref", AT_SCALE, "--target", "es-at-scale", "--devices", "cpu,cuda", "--small",
                         "--case", "*/f32/iid/perturb*", "--out", str(tmp_path / "out"), "--quiet")
@@ -270,6 +277,7 @@ def test_cuda_rows_run_on_a_gpu(tmp_path):
     assert set(result.frame["status"]) <= {"pass", "fail", "artifact"}  # es-awd rule cuda: reported, unverified
 
 
+@pytest.mark.slow   # 6 s (--durations, 2026-12-03): out of the fast tier
 def test_caching_artifact_only_where_the_reference_reused_noise(tmp_path):
     """iid + caching=True: artifact when ours with the same reuse agrees bit for bit (the reused slot
     is the k_proj twin of q_proj); the mixed set reuses nothing (its equal-shape pair has two dtypes),

@@ -11,6 +11,8 @@ import re
 import threading
 from pathlib import Path
 
+import pytest
+
 from esverify import pyast
 
 PACKAGE = Path(__file__).resolve().parents[1] / "esverify"
@@ -34,6 +36,7 @@ def test_parse_gives_ast_parse_s_tree_and_errors():
         raise AssertionError("a syntax error must raise SyntaxError")
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_threads_parsing_at_once_all_get_the_same_tree():
     source = "\n".join((PACKAGE / name).read_text(encoding="utf-8") for name in ("oracle/blame.py", "interrupt.py"))
     want = ast.dump(ast.parse(source))

@@ -252,6 +252,7 @@ def _essence(report):
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(shard=st.integers(1, 400), workers=st.sampled_from([1, 1, 2]))
+@pytest.mark.slow   # 5 s (--durations, 2026-12-03): out of the fast tier
 def test_results_identical_for_any_shard_and_worker_count(tmp_path_factory, trained, shard, workers):
     tmp = tmp_path_factory.mktemp("prop")
     tampered = tmp / "tampered.pt"       # something to find, so that equal reports say more than "0 == 0"

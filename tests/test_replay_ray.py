@@ -32,6 +32,7 @@ def _essence(report):
 
 
 @pytest.mark.parametrize("kind", ["awd-native", "trainer-contract"])
+@pytest.mark.slow   # 6 s (--durations, 2026-12-03): out of the fast tier
 def test_ray_and_pool_give_identical_results(local_ray, tmp_path, kind):
     if kind == "awd-native":
         run = awd_run(tmp_path / "run", dtype=torch.bfloat16, engines=2, iterations=2, decay="l2", lam=0.5)
@@ -50,6 +51,7 @@ def test_ray_and_pool_give_identical_results(local_ray, tmp_path, kind):
     assert (tmp_path / "pool.safetensors").read_bytes() == (tmp_path / "ray.safetensors").read_bytes()
 
 
+@pytest.mark.slow   # 1 s (--durations, 2026-12-03): out of the fast tier
 def test_relative_paths_and_a_remote_error(local_ray, tmp_path, monkeypatch):
     """Relative paths reach Ray tasks absolute; a unit's error on the cluster is one line, exit 2 (issue 27)."""
     import os

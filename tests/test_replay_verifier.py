@@ -280,6 +280,7 @@ def _raise_inside(monkeypatch):
     ("checkpoint cut short before the pool starts", 2, "ReplayError", "final.safetensors: "),
     ("checkpoint removed", 1, "ReplayError", "final.safetensors: no such file or folder"),
     ("error inside a unit", 1, "ReplayInfrastructureError", "failed: AttributeError: no .x")])
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_a_failure_while_units_run_is_one_line_and_keeps_the_verified_units(awd, tmp_path, monkeypatch, case,
                                                                            workers, error, message):
     import esverify.replay as api
@@ -401,6 +402,7 @@ def _start(run, state):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT", "SIGHUP"])
+@pytest.mark.slow   # 6 s (--durations, 2026-12-03): out of the fast tier
 def test_a_signal_stops_the_workers_and_writes_the_partial_report(long_run, tmp_path, signame):
     import signal
     sig = getattr(signal, signame)
@@ -427,6 +429,7 @@ def test_a_signal_stops_the_workers_and_writes_the_partial_report(long_run, tmp_
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.slow   # 5 s (--durations, 2026-12-03): out of the fast tier
 def test_a_worker_whose_parent_died_exits_by_itself(long_run, tmp_path):
     import signal
     proc = _start(long_run, tmp_path / "s")
@@ -512,6 +515,7 @@ def test_a_dtype_torch_does_not_have_is_refused_in_one_line(awd, tmp_path, code)
     assert f"odd.safetensors: tensor x has dtype {code}, a dtype of the safetensors format" in result.output
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_a_killed_worker_is_an_infrastructure_failure_that_keeps_the_verified_units(long_run, tmp_path):
     """A pool worker killed (the OOM killer's SIGKILL) mid-run: exit 3's error, one line, units kept; the run
     has thousands of units, so some are always left when the first result arrives."""

@@ -101,6 +101,7 @@ def test_audit_failing_at_its_last_file_exits_2_and_claims_nothing(tmp_path, mon
     assert _leftovers(out) == []
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_audit_under_a_file_size_limit_leaves_no_verdict(tmp_path):
     out = tmp_path / "out"
 
@@ -126,6 +127,7 @@ def test_goldens_check_json_and_junit_are_one_set(tmp_path, monkeypatch, n):
     assert _leftovers(tmp_path) == []
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_parity_failing_part_way_exits_2_and_claims_nothing(tmp_path, monkeypatch):
     calls = _fail_on(monkeypatch, 4)
     out = tmp_path / "out"
@@ -138,6 +140,7 @@ def test_parity_failing_part_way_exits_2_and_claims_nothing(tmp_path, monkeypatc
     assert not (tmp_path / "p.xml").exists() and [n for n in _leftovers(out) if n.startswith("parity")] == []
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_parity_whole_set_is_written_when_nothing_fails(tmp_path):
     out = tmp_path / "out"
     result = CliRunner().invoke(main, [

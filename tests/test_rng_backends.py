@@ -39,6 +39,7 @@ def test_every_backend_is_available_here():
 @example(seed=2**64 - 1, first=1, n=2049, chunk=7)
 @example(seed=0, first=2**64 - 3000, n=3000, chunk=1)  # the very end of the stream
 @example(seed=2**64 - 1, first=3, n=1, chunk=None)
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_poly32_bitwise_equals_scalar_on_every_backend(seed, first, n, chunk):
     want = np.array(scalar.gaussian(seed, n, first, "poly32"), dtype=np.float32)
     for backend in CPU_BACKENDS:
@@ -52,6 +53,7 @@ def test_poly32_bitwise_equals_scalar_on_every_backend(seed, first, n, chunk):
        mapping=st.sampled_from(["poly32", "libm64"]))
 @example(seed=2**64 - 1, first=1, n=20_000, chunk=2, mapping="libm64")
 @settings(max_examples=25)
+@pytest.mark.slow   # 15 s (--durations, 2026-12-03): out of the fast tier
 def test_chunking_invariance_and_backends_agree(seed, first, n, chunk, mapping):
     ref = rng.gaussian(seed, n, first, mapping, backend="numpy")
     for backend in CPU_BACKENDS:

@@ -43,6 +43,7 @@ def _seeds(base: int, size: int) -> list:
 
 # ----------------------------------------------------------------- es-at-scale
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_es_at_scale_constructor_then_fit(tmp_path):
     out = drive(tmp_path, "es-at-scale", "--iterations", "2", "--eval")
     calls = out["calls"]
@@ -94,6 +95,7 @@ def test_es_at_scale_constructor_then_fit(tmp_path):
     assert [c[0] for c in calls[save + 1:]] == ["ray.kill", "ray.kill"]       # cleanup() after the save
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_es_at_scale_fit_with_zero_iterations_only_evaluates(tmp_path):
     out = drive(tmp_path, "es-at-scale", "--iterations", "0", "--eval")
     assert _rpc(out["calls"], "update_weights_from_seeds") == [] and _rpc(out["calls"], "perturb_self_weights") == []
@@ -146,6 +148,7 @@ AWD_FLAGS = ("--num_iterations", "2", "--population_size", "4", "--num_engines",
              "--weight_decay_type", "l2", "--weight_decay_lambda", "0.5", "--eval_interval", "1")
 
 
+@pytest.mark.slow   # 8 s (--durations, 2026-12-03): out of the fast tier
 def test_es_awd_parse_args_then_main(tmp_path):
     experiment = tmp_path / "exp"
     out = drive(tmp_path, "es-awd", *AWD_FLAGS, "--experiment_dir", str(experiment))
@@ -185,6 +188,7 @@ def test_es_awd_parse_args_then_main(tmp_path):
     assert again.returncode == 1 and "FileExistsError" in again.stderr
 
 
+@pytest.mark.slow   # 6 s (--durations, 2026-12-03): out of the fast tier
 def test_es_awd_parse_args_refuses_bad_flags(tmp_path):
     negative = drive(tmp_path, "es-awd", "--weight_decay_lambda", "-1", check=False)
     assert negative.returncode == 2 and "--weight_decay_lambda must be >= 0, got -1.0" in negative.stderr
@@ -194,6 +198,7 @@ def test_es_awd_parse_args_refuses_bad_flags(tmp_path):
     assert choice.returncode == 2 and "invalid choice: 'fp8'" in choice.stderr
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_es_awd_main_without_run_name_names_its_folder(tmp_path):
     experiment = tmp_path / "exp"
     out = drive(tmp_path, "es-awd", "--num_iterations", "1", "--population_size", "2", "--num_engines", "1",
@@ -295,6 +300,7 @@ def test_every_loop_mutant_has_an_effect_entry():
 
 
 @pytest.mark.parametrize("name", sorted(MUTANT_EFFECTS))
+@pytest.mark.slow   # 46 s (--durations, 2026-12-03): out of the fast tier
 def test_loop_mutant_still_makes_its_edit(mutant_drives, name):
     """Each mutant's edit still applies and still changes what it changed before the stand-ins were rewritten."""
     from standins.loop_mutants import LOOP_MUTANTS

@@ -188,6 +188,7 @@ def reference_names() -> dict:
 
 
 # ----------------------------------------------------------------------------------------------- tests
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_the_graph_is_built_from_real_edges():
     graph = import_graph()
     assert "esverify.oracle.session" in graph["esverify.oracle.runner"]
@@ -208,6 +209,7 @@ def test_the_name_search_finds_names_in_code_and_not_in_docstrings(tmp_path, mon
     assert reference_names() == {"m.py": [(3, '"es-awd"'), (4, "es_paper")]}
 
 
+@pytest.mark.slow   # 1 s (--durations, 2026-12-03): out of the fast tier
 def test_the_core_never_names_a_reference():
     """Outside esverify/references/ and the child drivers no reference is named in code (ALLOWED lists the debts)."""
     found = reference_names()
@@ -216,6 +218,7 @@ def test_the_core_never_names_a_reference():
         f"{f}: {len(p)} place(s): {p[:6]}" for f, p in over.items())
 
 
+@pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_no_import_cycle_registry_loads_included():
     """Every import is an edge (a lazy import hides a cycle from Python, not from a reader), and so is every
     module esverify.registry loads by name."""
@@ -225,6 +228,7 @@ def test_no_import_cycle_registry_loads_included():
         pytest.fail(f"import cycle: {' -> '.join(exc.args[1])}")
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_no_arrow_from_a_lower_layer_to_a_higher_one():
     """The registry's loads by name are the one way up (a plug-in is above what asks for it), and a package's
     __init__ may name its own submodules."""
@@ -258,6 +262,7 @@ def _private_uses(modules: dict, resolve) -> list:
     return bad
 
 
+@pytest.mark.slow   # 1 s (--durations, 2026-12-03): out of the fast tier
 def test_no_private_name_is_imported_or_reached_across_modules():
     parent = package_modules()
     child = child_modules()
@@ -332,6 +337,7 @@ def test_the_child_gets_every_esverify_module_it_imports():
     assert not missing, missing
 
 
+@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
 def test_the_child_copy_imports_without_the_installed_esverify(tmp_path):
     """The staged copy alone serves every esverify import of the child scripts: a Python run with the
     copy first on its path and the editable install's finder removed (which would otherwise find
