@@ -117,7 +117,7 @@ def _replay_seconds(job, units, workers: int) -> tuple[float, float]:
     from esverify.replay.kernel import run_unit
     from esverify.replay.runners import _init_worker
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker) as pool:
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(os.getpid(),)) as pool:
         wait([pool.submit(_warm, k) for k in range(workers)])
         wait([pool.submit(run_unit, job, units[0])])        # numba compile/cache load in each worker
         wait([pool.submit(run_unit, job, units[0]) for _ in range(workers - 1)])
