@@ -138,12 +138,12 @@ def compare_tapes(case: Case, ours: dict, theirs: dict, final_path: str):
     names = ours["names"]
     from .adapters import loop_spec
     spec = loop_spec(case)
-    first_number = spec.first_record
+    quirks = spec.quirks
     records = theirs.get("records")
     theirs_iterations = [it for it in theirs["iterations"] if it.get("update")]
     try:
         for i, (o, t) in enumerate(zip(ours["iterations"], theirs_iterations)):
-            number = first_number + i
+            number = quirks.record_number(i)
             label = f"iteration {number}"
             member_of = _member_index(o)
             _compare_members(label, o["members"], t["members"], member_of)
@@ -177,15 +177,9 @@ def compare_tapes(case: Case, ours: dict, theirs: dict, final_path: str):
                              f"ours {ours['updates']}", "records")
         cmp = _compare_params("final parameters of engine 0", ours["final"], final_path, names)
         saved = theirs.get("saved", [])
-        if spec.saves == "state_dict" and not saved:
-            raise Difference("final state_dict: theirs saved none with torch.save", "records")
-        after = theirs.get("after_last_update")
-        if spec.saves == "any" and after is not None and not any(after.get(k) for k in ("torch_save", "save_calls",
-                                                                                     "files")):
-            # docs/references.md §5 says such a loop saves engine 0's weights at the end, not how: any of the three
-            raise Difference("final save: theirs saved nothing after its last update (no torch.save, no worker "
-                             "method named *save*, no file written under its logging folder); "
-                             "docs/references.md §5: fit saves engine 0's weights at the end", "records")
+        missing = quirks.save_missing(theirs)
+        if missing:
+            raise Difference(missing, "records")
         for entry in saved:
             label = f"final state_dict {entry['path'].rsplit('/', 1)[-1]}"
             if "error" in entry:

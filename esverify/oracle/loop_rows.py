@@ -22,8 +22,9 @@ mini-batches; `passes`: the mean over the data, one pass per sign), and
 the update on replica 0 followed by the broadcast. The loop's global seed
 is `loop_global_seed` (0 on the f32 rows, so the reference's `or 42`
 fallback runs; a seed other than the fallback on the others). A loop
-whose counter makes one update more than num_iterations
-(`LoopSpec.extra_update`) is reproduced and reported as a finding.
+that does something its own way (one update more than num_iterations,
+records numbered from 0, another final save) says so through its
+`LoopSpec.quirks` (adapters.base.LoopQuirks), code of its own package.
 
 `loop_compare.compare_tapes` walks both tapes in time order and names the
 first quantity that differs ("iteration 2: coefficient of member 4: ours
@@ -43,8 +44,7 @@ import numpy as np
 import torch
 
 from ..es import Config
-from ..es.schedule import (DEFAULT_GLOBAL_SEED, FIRST_ITERATION, SEED_BOUND, batch_weighted_mean, duplicate_seeds,
-                           mean_reward)
+from ..es.schedule import DEFAULT_GLOBAL_SEED, FIRST_ITERATION, SEED_BOUND, batch_weighted_mean, mean_reward
 from . import paramsets
 from . import compare as _compare
 from .cases import Case
@@ -184,10 +184,9 @@ def loop_global_seed(case: Case, run_seed: int) -> int:
 
 
 def loop_updates(case: Case) -> int:
-    """How many updates the loop of `case` performs: --iterations, plus one when its LoopSpec has
-    `extra_update` (a counter tested after the increment, docs/references.md §5)."""
-    iterations = int(case.extra.get("iterations", 3))
-    return iterations + 1 if loop_spec(case).extra_update else iterations
+    """How many updates the loop of `case` performs for --iterations (`LoopQuirks.updates`: one more for a
+    counter tested after the increment, docs/references.md §5)."""
+    return loop_spec(case).quirks.updates(int(case.extra.get("iterations", 3)))
 
 
 def loop_command(case: Case, seed) -> dict:
@@ -257,10 +256,10 @@ def run_loop_case(session, case: Case) -> dict:
     seed = loop_global_seed(case, opts.seed)
     command.update(loop_command(case, seed))
     # the child runs its loop while ours runs, as for the single-op rows; ours under the determinism
-    # switch the reference's entry point sets (LoopSpec.deterministic, given a global seed), so both sides
-    # of the row run under the same setting; the reply says what the reference really ran under
+    # switch the reference's entry point sets (LoopQuirks.deterministic), so both sides of the row run
+    # under the same setting; the reply says what the reference really ran under
     spec = loop_spec(case)
-    ours_deterministic = spec.deterministic and seed is not None
+    ours_deterministic = spec.quirks.deterministic(seed)
     reply, ours, failed = session.exchange(case, command, lambda: _deterministic(
         ours_deterministic, lambda: run_ours(case, names, tensors, seed, opts.mapping, backend)))
     if failed is not None:
@@ -273,9 +272,6 @@ def run_loop_case(session, case: Case) -> dict:
     fields = cmp.fields() if cmp is not None else {}
     found = _compare.findings(reply.get("attribution"))
     notes, diagnoses = [], []
-    if spec.finding:
-        session.record_finding(spec.finding, case, f"{theirs['updates']} updates for num_iterations "
-                                                         f"{int(case.extra['iterations'])}")
     # the reuse is established once for the case from what the hook saw (slots never drawn that an earlier
     # slot of equal size could have lent its draw) and judged by the one rule of every row kind
     layout = [(paramsets.dtype_name(t), tuple(t.shape)) for t in tensors]
@@ -319,11 +315,7 @@ def run_loop_case(session, case: Case) -> dict:
             notes.insert(0, f"engines: theirs launched in {', '.join(other)}, documented {spec.engine_dtype}: the "
                             "stand-in engines compute each reward in the precision they are launched with, ours "
                             "in the documented one")
-    for i, it in enumerate(ours["iterations"]):
-        repeated = duplicate_seeds(it["update"]["seeds"])
-        if repeated and spec.merges_equal_seeds:   # members keyed by seed value (docs/references.md §5)
-            notes.append(f"note: iteration {i} drew equal seeds {sorted(repeated)}: {case.target}'s loop merges "
-                         "them into one member (a quirk of the reference)")
+    notes += spec.quirks.notes(session, case, ours, theirs)
     if status == "fail" and opts.keep_tensors:
         ours_path = paramsets.write(out / "ours.npz", names, ours["final"])
         session.keep(case.case_id, ours_path, reply["results"])   # engine 0's final parameters

@@ -16,7 +16,7 @@ from pathlib import Path
 def __getattr__(name):
     # the base classes (and the torch they pull in) load on first use (PEP 562): `names()` is what
     # `esverify parity --help` needs, and it must cost nothing
-    if name in ("Adapter", "Cell", "LoopSpec", "MatrixSpec"):
+    if name in ("Adapter", "Cell", "LoopQuirks", "LoopSpec", "MatrixSpec"):
         from . import base
         return getattr(base, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -87,6 +87,6 @@ def not_recognised_message(path) -> str:
     return f"{path}: no reference adapter recognises it (looked for {looks})"
 
 
-__all__ = ["Adapter", "Cell", "LoopSpec", "MatrixSpec", "alias_options", "all_adapters", "get", "loop_ops", "loop_spec",
+__all__ = ["Adapter", "Cell", "LoopQuirks", "LoopSpec", "MatrixSpec", "alias_options", "all_adapters", "get", "loop_ops", "loop_spec",
            "names",
            "not_recognised_message", "recognise"]

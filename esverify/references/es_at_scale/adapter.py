@@ -13,6 +13,8 @@ from __future__ import annotations
 from esverify.oracle.case_model import CASE_POPULATION, POPULATIONS, REWARD_SHAPES, Case
 from esverify.oracle.adapters.base import Adapter, LoopSpec
 
+from .loop import EXTRA_UPDATE, QUIRKS
+
 #: the trainer loop's engines: the population is made not a multiple of them
 FIT_ENGINES = 2
 #: one dataloader batch of 5 prompts per iteration, mini-batches of 2, 2 and 1
@@ -64,7 +66,7 @@ class EsAtScale(Adapter):
                 "zscore": ["es_at_scale/utils/reward_shaping.py::z_score"],
                 "fit": ["es_at_scale/trainer/es_trainer.py::EvolutionStrategiesTrainer.train_step",
                         f"{_WORKER}::WorkerExtension.update_weights_from_seeds"]}
-    findings = {"fit-extra-update": "EvolutionStrategiesTrainer.fit performs num_iterations + 1 updates "
+    findings = {EXTRA_UPDATE: "EvolutionStrategiesTrainer.fit performs num_iterations + 1 updates "
                                     "(docs/references.md §5): its counter is tested after the increment; our side "
                                     "reproduces it under the es-at-scale loop so that the rows compare like "
                                     "with like"}
@@ -86,12 +88,9 @@ class EsAtScale(Adapter):
         add("loop", n, False, extra={"iterations": matrix.iterations})
 
     def loop_spec(self, case) -> LoopSpec:
-        # fit tests its counter after the increment: num_iterations + 1 updates (docs/references.md §5);
-        # it keys members by seed value, and its perturb/restore take no caching argument
+        # its perturb/restore take no caching argument; what else fit does its own way is .loop.QUIRKS
         return LoopSpec(style="batched", engines=FIT_ENGINES, schedule="es-at-scale", data=FIT_DATA,
-                        mini_batch=FIT_MINI_BATCH, extra_update=True, finding="fit-extra-update",
-                        first_record=0, saves="any", merges_equal_seeds=True,
-                        engine_dtype=FIT_ENGINE_DTYPE,
+                        mini_batch=FIT_MINI_BATCH, engine_dtype=FIT_ENGINE_DTYPE, quirks=QUIRKS,
                         command={"op": "fit", "engines": FIT_ENGINES, "batch_size": len(FIT_DATA),
                                  "mini_batch_size": FIT_MINI_BATCH})
 

@@ -15,6 +15,8 @@ import torch
 from esverify.oracle.case_model import Case
 from esverify.oracle.adapters.base import Adapter, LoopSpec, even
 
+from .loop import QUIRKS
+
 #: the main loop's engines
 MAIN_ENGINES = 4
 #: decay strength of the loop rows: alpha * lambda = 1.5e-4 at the default alpha, the size of a loop
@@ -94,11 +96,11 @@ class EsAwd(Adapter):
 
     def loop_spec(self, case) -> LoopSpec:
         mirror, caching, decay, lam = MAIN_VARIANTS[case.op]
-        # parse_args switches deterministic algorithms on when given a seed; perturb/restore pass caching
-        # through (caching=True reuses noise across equal-shaped slots: the hook sees it, docs/references.md §2, §5)
+        # perturb/restore pass caching through (caching=True reuses noise across equal-shaped slots: the hook
+        # sees it, docs/references.md §2, §5); its determinism switch is .loop.QUIRKS
         return LoopSpec(style="passes", engines=MAIN_ENGINES, schedule="es-awd", data=MAIN_DATA, mirror=mirror,
-                        caching=caching, decay=decay, lam=lam, deterministic=True, first_record=1,
-                        saves="state_dict", engine_dtype=MAIN_PRECISION.get(case.dtype, "float32"),
+                        caching=caching, decay=decay, lam=lam, engine_dtype=MAIN_PRECISION.get(case.dtype, "float32"),
+                        quirks=QUIRKS,
                         command={"op": "main", "engines": MAIN_ENGINES, "mirror": mirror, "caching": caching,
                                  "decay": decay, "lambda": lam,
                                  "precision": MAIN_PRECISION.get(case.dtype, "float32")})
