@@ -35,7 +35,7 @@ import pandas as pd
 from esverify import rng
 from esverify.goldens import gate
 from esverify.impl import client, wire
-from esverify.impl.target import ImplTarget
+from esverify.goldens.impl_target import ImplTarget
 from esverify.report import console_table
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from esverify.goldens import gate
-from esverify.impl.target import ImplTarget
+from esverify.goldens.impl_target import ImplTarget
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted(str(p) for p in (ROOT / "examples" / "impl_c").glob("*.c"))

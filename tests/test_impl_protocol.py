@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from esverify.goldens import gate
 from esverify.goldens.cli import goldens
 from esverify.impl import client, wire
-from esverify.impl.target import ImplTarget
+from esverify.goldens.impl_target import ImplTarget
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDENS = ROOT / "goldens"

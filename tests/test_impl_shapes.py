@@ -17,7 +17,7 @@ import pytest
 
 from esverify.goldens import compare
 from esverify.impl import server
-from esverify.impl.target import ImplTarget, ShapeMismatch
+from esverify.goldens.impl_target import ImplTarget, ShapeMismatch
 from esverify.impl.wire import Tensor
 
 GOLDENS = Path(__file__).resolve().parents[1] / "goldens"

@@ -157,7 +157,9 @@ def run(x: dict, noise_backend: str, device: str, stop: int | None = None, profi
     return rec.result(), state
 
 
-def _label_target(label: str) -> tuple[str, str]:
+def label_target(label: str) -> tuple[str, str]:
+    """(rng backend name, device) of the backend label `label` ("torch-cpu", "numba", ...); ValueError naming
+    the labels available here when it is unknown or unavailable."""
     from ..rng import backend_targets
     targets = {lab: (name, device or "cpu") for lab, name, device in backend_targets()}
     if label not in targets:
@@ -167,10 +169,10 @@ def _label_target(label: str) -> tuple[str, str]:
 
 def recompute(vector: dict, backend: str) -> dict:
     """The vector's expected fields recomputed by the trainer on `backend` (an rng backend label)."""
-    return run(vector["inputs"], *_label_target(backend))[0]
+    return run(vector["inputs"], *label_target(backend))[0]
 
 
-def _reference_label(backend: str) -> str:
+def reference_label(backend: str) -> str:
     """A backend other than the checked one, to locate against (torch-cpu, or numba when checking it)."""
     from ..rng import backend_targets
     labels = [lab for lab, _, _ in backend_targets() if lab != backend and lab != "torch-cuda"]
@@ -214,11 +216,11 @@ def locate(area: str, vector: dict, backend: str, got: dict) -> list | None:
     it = first_iteration(vector, got)
     if it is None:
         return None
-    ref = _reference_label(backend)
-    ref_fields, want = run(vector["inputs"], *_label_target(ref), stop=it)
+    ref = reference_label(backend)
+    ref_fields, want = run(vector["inputs"], *label_target(ref), stop=it)
     if ref_fields["trace"]["values"] != vector["expected"]["trace"]["values"][:it + 1]:
         return None      # the second backend does not reproduce the golden either: keep the compared rows
-    _, have = run(vector["inputs"], *_label_target(backend), stop=it)
+    _, have = run(vector["inputs"], *label_target(backend), stop=it)
     return located_rows(area, backend, vector, it, want, have, f"located against {ref}")
 
 

@@ -197,7 +197,7 @@ def _impl_target(impl_cmd, require, impl_log, impl_deadline, backends):
         return None
     if backends:
         raise click.UsageError("--impl replaces the backends: do not combine it with --backend")
-    from ..impl.target import ImplTarget
+    from .impl_target import ImplTarget
     ops = [op.strip() for op in (require or "").split(",") if op.strip()]
     try:
         return ImplTarget(impl_cmd, log_path=impl_log, deadline_s=impl_deadline, require=ops)

@@ -123,7 +123,7 @@ def sample_rewards(n: int, seed: int) -> list[float]:
     return np.random.default_rng(seed).standard_normal(n).round(6).tolist()
 
 
-def _cases(profile: str, extra_cases) -> list[dict]:
+def _cases(profile: str, extra_cases, odd_sizes_note: str) -> list[dict]:
     base = dict(sigma=0.05, alpha=0.02, population=4, chunk_elements=16)
     _case = es_run_case
     two = [(3, sample_rewards(4, 1)), (0, sample_rewards(4, 2))]
@@ -136,7 +136,7 @@ def _cases(profile: str, extra_cases) -> list[dict]:
                              f"{mapping}, chunks of 16 elements", MIXED, two, scheme=scheme, mapping=mapping, **base))
     for dt in ("f32", "f16", "bf16"):
         out.append(_case(profile, f"zscore-{dt}-odd-sizes", f"z-score, every slot {dt}: 35, 0-dim, 35 and 70 "
-                         f"elements (70 crosses es-awd's 32-element tail at 64)", SAME[dt],
+                         f"elements{odd_sizes_note}", SAME[dt],
                          [(1, sample_rewards(4, 3))], scheme="iid", **base))
     ties = [(5, [1.0, 3.0, 1.0, -2.0, 3.0, 0.5]), (2, [0.0] * 6)]
     out.append(_case(profile, "centered-ranks-ties", "centered ranks with tied rewards (ties break by member "
@@ -356,9 +356,9 @@ def _step_vectors(profile: str) -> list[dict]:
     return out
 
 
-def _generate(profile: str, extra_cases, shaping: bool):
+def _generate(profile: str, extra_cases, shaping: bool, odd_sizes_note: str):
     def generate():
-        out = [_vector(c) for c in _cases(profile, extra_cases)]
+        out = [_vector(c) for c in _cases(profile, extra_cases, odd_sizes_note)]
         if shaping:
             out += _shaping_vectors()
         return out + _schedule_vectors(profile) + _decay_vectors(profile) + _step_vectors(profile)
@@ -579,7 +579,8 @@ def trace_libm(vector: dict, draw) -> set:
     return allowed
 
 
-def trainer_area(profile, version_constant: str, *, extra_cases=None, shaping: bool = False) -> Area:
+def trainer_area(profile, version_constant: str, *, extra_cases=None, shaping: bool = False,
+                 odd_sizes_note: str = "") -> Area:
     """The golden area of the Trainer profile `profile` (a `Profile`; the area takes its name and version);
     a reference adds its chained Monte Carlo vector with esverify.goldens.chain.with_chain.
 
@@ -587,8 +588,10 @@ def trainer_area(profile, version_constant: str, *, extra_cases=None, shaping: b
     the Trainer runs declares its area as ``trainer_area(PROFILE, "<module>.VERSION")``. extra_cases:
     None, or (profile name, the shared cases' base config dict) -> the reference's own es-run cases
     (`es_run_case`), appended after the shared ones. shaping: the file also holds the ``shaping`` vectors
-    (one area holds them: docs/numerics.md §2 is every profile's)."""
+    (one area holds them: docs/numerics.md §2 is every profile's). odd_sizes_note: text appended to the
+    comment of the shared odd-sizes vectors (a committed file's comments are part of its bytes, so an area
+    keeps the note its file was generated with)."""
     name = profile.name
     return Area(name=name, version=profile.version, version_constant=version_constant,
-                generate=_generate(name, extra_cases, shaping), backends=_backends(name), recompute=recompute,
+                generate=_generate(name, extra_cases, shaping, odd_sizes_note), backends=_backends(name), recompute=recompute,
                 check_sizes=check_sizes, libm_trace=libm_trace)

@@ -116,7 +116,7 @@ def check(goldens_dir: Path, areas: list[str] | None = None, backends: list[str]
     that is not available here is an exit-2 error (a CI job asking for
     torch-cuda must not pass on a machine without CUDA). Returns a CheckResult; never raises for a bad
     golden file (it becomes an exit-2 error) or a backend exception (an `error` row).
-    `impl`: an esverify.impl.target.ImplTarget (``--impl CMD``), recomputing every vector through
+    `impl`: an esverify.goldens.impl_target.ImplTarget (``--impl CMD``), recomputing every vector through
     that wrapper instead of the backends (the caller closes it); its setup failure is exit 2.
     """
     result = CheckResult()

@@ -28,23 +28,14 @@ import dataclasses
 import numpy as np
 
 from .. import bits
-from ..goldens.compare import decode, row
-from . import client
-from .wire import Tensor, u64_hex
+from ..impl import client
+from ..impl.client import UNSUPPORTED, Unsupported
+from ..impl.wire import Tensor, u64_hex
+from .compare import decode, row
 
-UNSUPPORTED = "unsupported"
 OPERATIONS = ("at", "member_seed", "stream_seed", "gaussian", "gaussian_ranges", "perturb", "restore", "update", "shaping", "decay",
               "step")
 _UINT = {"f32": np.uint32, "f16": np.uint16, "bf16": np.uint16, "f64": np.uint64, "u64": np.uint64}
-
-
-class Unsupported(Exception):
-    """The vector needs something the implementation did not claim (status `unsupported`)."""
-    status = UNSUPPORTED
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.detail = f"unsupported: {reason}"
 
 
 class ShapeMismatch(Exception):
@@ -176,7 +167,7 @@ class ImplTarget:
         """The es vector's (field, element) pairs downstream of a libm64 value the wrapper's own
         `gaussian` gives differently from the reference (esverify.goldens.es_area.trace_libm); empty
         (every one-ulp difference a mismatch) when the wrapper does not claim gaussian with libm64."""
-        from ..goldens.es_area import trace_libm
+        from .es_area import trace_libm
         if client.missing_claims(self.caps, ["gaussian"], mappings=["libm64"]):
             return set()
 
@@ -277,7 +268,7 @@ class ImplTarget:
     # -- long-stream digests (esverify.goldens.digest) ----------------------------
     def _digest_ranges(self, x) -> list:
         """The vector's (seed, first, n) ranges, noise seeds derived by the wrapper itself."""
-        from ..goldens.rng_area import ranges_of
+        from .rng_area import ranges_of
         if x["kind"] == "gaussian-digest":
             self._need(["gaussian_ranges"], mappings=[x["mapping"]])
             return ranges_of(x)
@@ -298,16 +289,16 @@ class ImplTarget:
         return t.bits.view(np.float32)
 
     def _digest(self, x):
-        from ..goldens import digest
+        from . import digest
         ranges = self._digest_ranges(x)
         return digest.digest_fields(self._ranges_values(x["mapping"], ranges))
 
     def locate(self, area: str, vector: dict, got: dict) -> list | None:
         """Rows naming the first differing values of a digest vector (by sub-range requests) or of a
         chain vector (its first iteration and element); None for other kinds."""
-        from ..goldens import chain, digest
-        from ..goldens.gate import libm_allowance
-        from ..goldens.rng_area import ranges_of
+        from . import chain, digest
+        from .gate import libm_allowance
+        from .rng_area import ranges_of
         if vector["inputs"].get("kind") == chain.KIND:
             return self._locate_chain(area, vector, got)
         if not digest.is_digest(vector):
@@ -324,7 +315,7 @@ class ImplTarget:
         """The chain through perturb, restore and update requests, each on the wrapper's own previous
         result; (fields as esverify.goldens.chain.Recorder gives them, the state after `stop`)."""
         from ..es.reference import NP_DTYPES
-        from ..goldens import chain
+        from . import chain
         c = x["config"]
         self._need(["perturb", "restore", "update"], profiles=[c["profile"]], mappings=[c["mapping"]],
                    schemes=[c["scheme"]], dtypes=sorted({p["dtype"] for p in x["params"]}),
@@ -356,12 +347,12 @@ class ImplTarget:
         return self._run_chain(x)[0]
 
     def _locate_chain(self, area: str, vector: dict, got: dict) -> list | None:
-        from ..goldens import chain
+        from . import chain
         it = chain.first_iteration(vector, got)
         if it is None:
             return None
-        ref = chain._reference_label("")
-        ref_fields, want = chain.run(vector["inputs"], *chain._label_target(ref), stop=it)
+        ref = chain.reference_label("")
+        ref_fields, want = chain.run(vector["inputs"], *chain.label_target(ref), stop=it)
         if ref_fields["trace"]["values"] != vector["expected"]["trace"]["values"][:it + 1]:
             return None
         _, have = self._run_chain(vector["inputs"], stop=it)

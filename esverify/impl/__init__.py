@@ -3,8 +3,9 @@
 - `wire`: frames (16-byte prefix, JSON header, raw little-endian tensor payload);
 - `client`: `ImplProcess`, the implementation under test as a child process,
   every request under a deadline, restarts, process-group cleanup;
-- `target`: `ImplTarget`, golden vectors -> protocol requests, for
-  ``esverify goldens check --impl CMD``;
+- `client` also holds `Unsupported`, what a request the wrapper did not
+  claim raises (its golden vectors -> protocol requests are
+  esverify.goldens.impl_target, for ``esverify goldens check --impl CMD``);
 - `server`: the Python wrapper loop and the clean-room trainer behind it
   (``python -m esverify.impl``).
 

@@ -45,6 +45,20 @@ PIPE_BYTES = 1 << 20           #: requested pipe buffer size (Linux F_SETPIPE_SZ
 START_DEADLINE_S = 60.0        #: process start + capabilities reply (importing torch takes seconds)
 
 
+#: the status of a row whose case or vector the wrapper did not claim
+UNSUPPORTED = "unsupported"
+
+
+class Unsupported(Exception):
+    """A golden vector or parity case needs something the implementation did not claim in its capabilities
+    (status `unsupported`, never a pass): raised by esverify.goldens.impl_target and esverify.oracle.impl_side."""
+    status = UNSUPPORTED
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.detail = f"unsupported: {reason}"
+
+
 class ImplFailure(RuntimeError):
     """No valid reply: `kind` is timeout, crashed, protocol, start or gave-up; the message says why."""
 

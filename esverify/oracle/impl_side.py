@@ -28,7 +28,7 @@ import threading
 import numpy as np
 
 from ..impl import client
-from ..impl.target import Unsupported   # one class: a case or vector the wrapper does not claim
+from ..impl.client import Unsupported   # one class: a case or vector the wrapper does not claim
 from ..impl.wire import Tensor, f64_hex, u64_hex
 from . import ours as _ours
 
