@@ -247,10 +247,14 @@ def _private_uses(modules: dict, resolve) -> list:
                 aliases.update((a.asname or a.name).split(".")[0] for a in node.names if resolve(a.name))
             elif isinstance(node, ast.ImportFrom):
                 target = node.module or ""
+                if node.level and resolve("esverify"):   # a relative import: the absolute name of what it names
+                    base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                    target = ".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
                 for a in node.names:
                     if node.level or resolve(target):
                         if a.name.startswith("_") and not a.name.startswith("__"):
                             bad.append(f"{path.name}:{node.lineno}: from {target or '.'} import {a.name}")
+                        # a module or a name of ours (relative or not): reaching its private names crosses modules
                         if node.module is None or resolve(f"{target}.{a.name}"):
                             aliases.add(a.asname or a.name)
         for node in ast.walk(tree):
@@ -267,6 +271,24 @@ def test_no_private_name_is_imported_or_reached_across_modules():
     bad = _private_uses(parent, lambda t: t == "esverify" or t.startswith("esverify."))
     bad += _private_uses(child, lambda t: t.split(".")[0] in child)
     assert bad == [], "private names across modules:\n" + "\n".join(bad)
+
+
+def test_the_private_name_check_sees_every_way_a_module_is_named(tmp_path):
+    """A module named through a relative import (`from ..goldens import chain`, `from . import chain`) or an
+    absolute one is followed to its private names (the relative form was not, and hid chain._label_target)."""
+    pkg = tmp_path / "esverify" / "pkg"
+    pkg.mkdir(parents=True)
+    sources = {"a": "from ..goldens import chain\nx = chain._hidden\n",
+               "b": "from . import sibling\nx = sibling._hidden\n",
+               "c": "import esverify.goldens.chain as chain\nx = chain._hidden\n",
+               "d": "from esverify.goldens import chain\nx = chain.public\n",
+               "e": "from ..goldens.chain import _hidden\n"}
+    for stem, text in sources.items():
+        (pkg / f"{stem}.py").write_text(text)
+    found = _private_uses({f"esverify.pkg.{stem}": pkg / f"{stem}.py" for stem in sources},
+                          lambda t: t == "esverify" or t.startswith("esverify."))
+    assert sorted(found) == ["a.py:2: chain._hidden", "b.py:2: sibling._hidden", "c.py:2: chain._hidden",
+                             "e.py:1: from esverify.goldens.chain import _hidden"]
 
 
 def test_every_registry_string_resolves():
