@@ -249,18 +249,56 @@ def test_fma32_numba_path_equals_torch_path(data_seed, shift, kshift):
     assert torch.equal(fma32(tx[3], ty[3], k).view(torch.int32), fma32_torch(tx[3], ty[3], k).view(torch.int32))
 
 
+@pytest.mark.parametrize("k", [0.013517158105969429, 1.0, -2.5, 2.0 ** -149, -1e-40, 1.1754944e-38, 3e38, -3.4e38,
+                               0.0, -0.0, float("inf"), float("-inf"), float("nan")])
+def test_fma32_numba_path_equals_torch_path_on_random_bit_patterns(k):
+    """The numba fma32 is the CPU's fused multiply-add (llvm.fma.f32): bitwise the torch-ops round-to-odd
+    fma32 on 2**16 random f32 bit patterns of x and y (every class: NaN payloads, infinities, subnormals,
+    signed zeros), for scales k of every class, the es-awd double-rounding sigma first."""
+    from esverify.es import cpu_kernels
+    from esverify.es.numerics import fma32_torch
+    if not cpu_kernels.ENABLED:
+        pytest.skip("numba is not installed")
+    rng = np.random.default_rng(2026)
+    x, y = (torch.from_numpy(rng.integers(0, 2 ** 32, 1 << 16, dtype=np.uint64).astype(np.uint32).view(np.float32))
+            for _ in range(2))
+    k = float(np.float32(k))
+    got = torch.empty_like(x)
+    cpu_kernels.fma32(x, y, k, got)
+    want = fma32_torch(x, y, k)
+    differ = (got.view(torch.int32) != want.view(torch.int32)).nonzero().flatten()
+    assert differ.numel() == 0, (f"{differ.numel()} elements differ, first x={x[differ[0]].item()!r} "
+                                 f"y={y[differ[0]].item()!r}: {got[differ[0]].item()!r} vs {want[differ[0]].item()!r}")
+
+
+def test_fma32_numba_path_rounds_once_on_the_double_rounding_vector():
+    """The es-awd golden's double-rounding element (esverify.references.es_awd.golden_area): one rounding
+    gives 0x482aaaad; rounding to f64 first, then to f32, gives 0x482aaaac."""
+    from esverify.es import cpu_kernels
+    from esverify.references.es_awd.golden_area import FMA_SIGMA, FMA_THETA
+    if not cpu_kernels.ENABLED:
+        pytest.skip("numba is not installed")
+    eps = 2.889845609664917   # member 1's eps_0 of that vector (seed 20, iid, poly32)
+    x, y = torch.tensor([FMA_THETA], dtype=torch.float32), torch.tensor([eps], dtype=torch.float32)
+    k = float(np.float32(FMA_SIGMA))
+    got = torch.empty(1)
+    cpu_kernels.fma32(x, y, k, got)
+    assert hex(got.view(torch.int32).item()) == "0x482aaaad"
+    twice = np.float32(np.float64(np.float32(FMA_THETA)) + np.float64(np.float32(eps)) * k)
+    assert hex(twice.view(np.int32).item()) == "0x482aaaac"
+
+
 @settings(max_examples=examples(15))
 @given(st.integers(0, 2**32 - 1), st.integers(-140, 120), st.floats(-1e3, 1e3, allow_nan=False),
        st.sampled_from([0, 1, 4095, 4096, 4097, 3 * 4096 + 517]))
 def test_es_awd_f32_in_place_path_equals_torch_path(data_seed, shift, coeff, n):
     """es-awd's f32 CPU kernels write the numba fma32 straight into their output (in place for the
     accumulator, `out` = theta for perturb and apply): the bits of the torch path (scaled_add), across
-    several FMA_BLOCK blocks, special values included (the replay and the trainer run on it)."""
+    lengths around 4096, special values included (the replay and the trainer run on it)."""
     from esverify.es import cpu_kernels
     from esverify.es.profiles import get_profile
     if not cpu_kernels.ENABLED:
         pytest.skip("numba is not installed")
-    assert cpu_kernels.FMA_BLOCK == 4096   # the sizes above straddle its blocks
     prof = get_profile("es-awd")
     rng = np.random.default_rng(data_seed)
     with np.errstate(over="ignore"):

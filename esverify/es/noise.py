@@ -86,16 +86,20 @@ class NoiseSource:
         self.elements = 0
         self._lock = threading.Lock()
 
-    def draw(self, stream_seed: int, first: int, n: int, device: torch.device) -> torch.Tensor:
+    def draw(self, stream_seed: int, first: int, n: int, device: torch.device,
+             out: torch.Tensor | None = None) -> torch.Tensor:
         """Elements first .. first+n-1 of the stream, an f32 tensor of shape (n,) on `device`.
 
         stream_seed: u64 (docs/CONTRACT.md §4); first, n: ints >= 0 with first + n <=
-        2**64. A bad stream_seed or first raises what esverify.rng.gaussian_into
-        raises (ValueError/TypeError naming the argument).
+        2**64; out: None (a new tensor) or a contiguous f32 tensor of shape (n,) on `device`
+        to fill and return (a caller drawing many ranges reuses one: fresh pages cost a
+        quarter of a replay's drawing). A bad stream_seed or first raises what
+        esverify.rng.gaussian_into raises (ValueError/TypeError naming the argument).
         """
         with self._lock:
             self.elements += n
-        out = torch.empty(n, dtype=torch.float32, device=device)
+        if out is None:
+            out = torch.empty(n, dtype=torch.float32, device=device)
         if n:
             _rng.gaussian_into(out, stream_seed, first, self.mapping, backend=self.backend)
         return out

@@ -39,6 +39,8 @@ def rd32(a: float) -> float:
     Beyond the f32 range the result is +-inf, as IEEE rounding says; callers
     that must refuse that (Config) check for it, so numpy's warning is muted.
     """
+    if -3.4028234663852886e38 <= a <= 3.4028234663852886e38:   # within f32's range: no overflow to mute
+        return float(np.float32(a))
     with np.errstate(over="ignore"):
         return float(np.float32(a))
 

@@ -116,8 +116,8 @@ def _contract_draw(job: Job, slot: int):
     from esverify.rng import stream_seed
     source = NoiseSource(job.mapping)
 
-    def draw(seed, first, n):
-        return source.draw(stream_seed(seed, slot, job.scheme), first, n, torch.device(job.device))
+    def draw(seed, first, n, out=None):
+        return source.draw(stream_seed(seed, slot, job.scheme), first, n, torch.device(job.device), out)
     return draw
 
 
@@ -131,6 +131,7 @@ def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: in
     subs = _subs(n, job.chunk)
     scale = prof.scale(job.alpha, job.population)
     step = job.alpha * job.lam if job.decay_on else None
+    scratch = []   # the one buffer every draw used once fills (a fresh tensor per draw costs its pages)
     for seeds, coeffs, evaluated in job.iterations:
         keep = n * len({k for k, _ in evaluated}) <= CACHE_ELEMENTS
         cache = {}
@@ -142,6 +143,14 @@ def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: in
             if keep:
                 cache[k] = e
             return e
+
+        def eps_once(k):   # the update's draw of a member the residue did not draw: used once
+            if k in cache:
+                return cache[k]
+            e = eps_of(seeds[k], scratch[0] if scratch else None)
+            if not scratch:
+                scratch.append(e)
+            return e
         for k, sign in evaluated:                 # the engine residue (docs/replay.md §3)
             e = eps(k)
             for s in (sign * job.sigma, -sign * job.sigma):
@@ -149,7 +158,7 @@ def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: in
                     prof.perturb(theta[a:b], e[a:b], s, rule, first + a, numel, theta[a:b])
         acc = prof.new_acc(n, dt, theta.device)   # shared by both replays: it does not depend on theta
         for k, c in enumerate(coeffs):
-            e = eps(k)
+            e = eps_once(k)
             for a, b in subs:
                 part = acc[a:b]
                 new = prof.accumulate(part, e[a:b], c, dt, rule, first + a, numel)
@@ -179,7 +188,7 @@ def replay_elements(job: Job, unit: Unit, base: torch.Tensor) -> tuple[torch.Ten
             raise ValueError(f"unit {unit.index} ({unit.name}): native noise replays whole tensors only")
         dtype = base.dtype
         _replay_window(job, prof, rule, theta, naive, anchor,
-                       lambda seed: native_noise(seed, unit.shape, dtype, job.device), 0, unit.numel)
+                       lambda seed, out=None: native_noise(seed, unit.shape, dtype, job.device), 0, unit.numel)
         return theta, naive
     slot = job.slots.index(unit.name) if unit.name in job.slots else None
     if slot is None and job.scheme == "iid":
@@ -188,7 +197,7 @@ def replay_elements(job: Job, unit: Unit, base: torch.Tensor) -> tuple[torch.Ten
     for a, b in _subs(n, job.chunk):
         first = unit.start + a
         _replay_window(job, prof, rule, theta[a:b], naive[a:b], None if anchor is None else anchor[a:b],
-                       lambda seed: draw(seed, first, b - a), first, unit.numel)
+                       lambda seed, out=None: draw(seed, first, b - a, out), first, unit.numel)
     return theta, naive
 
 
