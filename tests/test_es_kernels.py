@@ -251,14 +251,17 @@ def test_fma32_numba_path_equals_torch_path(data_seed, shift, kshift):
 
 @pytest.mark.parametrize("k", [0.013517158105969429, 1.0, -2.5, 2.0 ** -149, -1e-40, 1.1754944e-38, 3e38, -3.4e38,
                                0.0, -0.0, float("inf"), float("-inf"), float("nan")])
-def test_fma32_numba_path_equals_torch_path_on_random_bit_patterns(k):
+@pytest.mark.parametrize("fma", [True, False], ids=["fma-unit", "no-fma-unit"])
+def test_fma32_numba_path_equals_torch_path_on_random_bit_patterns(k, fma, monkeypatch):
     """The numba fma32 is the CPU's fused multiply-add (llvm.fma.f32): bitwise the torch-ops round-to-odd
     fma32 on 2**16 random f32 bit patterns of x and y (every class: NaN payloads, infinities, subnormals,
-    signed zeros), for scales k of every class, the es-awd double-rounding sigma first."""
+    signed zeros), for scales k of every class, the es-awd double-rounding sigma first; on a CPU without
+    a fused multiply-add (cpu_kernels.FMA false) the same call runs the torch lines."""
     from esverify.es import cpu_kernels
     from esverify.es.numerics import fma32_torch
-    if not cpu_kernels.ENABLED:
-        pytest.skip("numba is not installed")
+    if not cpu_kernels.ENABLED or (fma and not cpu_kernels.FMA):
+        pytest.skip("numba is not installed, or this CPU has no fused multiply-add")
+    monkeypatch.setattr(cpu_kernels, "FMA", fma)
     rng = np.random.default_rng(2026)
     x, y = (torch.from_numpy(rng.integers(0, 2 ** 32, 1 << 16, dtype=np.uint64).astype(np.uint32).view(np.float32))
             for _ in range(2))

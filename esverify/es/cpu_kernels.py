@@ -78,6 +78,20 @@ if numba is not None:
 ENABLED = numba is not None
 
 
+def _host_has_fma() -> bool:
+    # without an FMA unit LLVM lowers llvm.fma.f32 to a call of libm's fmaf, which the JIT must find at
+    # link time; such a CPU (x86 before 2013) takes the torch lines instead of risking a failed link
+    if numba is None:
+        return False
+    import llvmlite.binding as llvm
+    features = set(llvm.get_host_cpu_features().flatten().split(","))
+    return "+fma" in features or any(f.startswith("+neon") or f == "+fp-armv8" for f in features)
+
+
+#: whether `fma32` runs the numba kernel (the CPU has a fused multiply-add); else the torch lines
+FMA = _host_has_fma()
+
+
 def usable(*tensors: torch.Tensor) -> bool:
     """True when every tensor is a contiguous CPU f32 tensor and numba is available."""
     return ENABLED and all(t.device.type == "cpu" and t.dtype == torch.float32 and t.is_contiguous()
@@ -113,5 +127,10 @@ def fma32(x, y, k: float, out) -> None:
     x, y, out: contiguous CPU f32 tensors of one element count (check with `usable`); k: a Python
     float holding an exact f32 value. Why: the torch form of the same lines opens a dozen
     elementwise f64 passes and was 85% of an es-awd f32 replay (benchmarks/bench_replay.py).
+    On a CPU without a fused multiply-add (`FMA` false) it runs those torch lines.
     """
+    if not FMA:
+        from .numerics import fma32_torch
+        out.copy_(fma32_torch(x, y, k))
+        return
     _fma32(_np(x), _np(y), float(k), _np(out))
