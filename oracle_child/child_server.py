@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import collections
 import gc
-import hashlib
 import importlib.util
 import json
 import math
@@ -376,7 +375,9 @@ class NoiseHook:
 
     @staticmethod
     def _digest(generator) -> bytes:
-        return hashlib.blake2b(generator.get_state().numpy().tobytes(), digest_size=16).digest()
+        # the whole state (5,056 bytes for a CPU generator), compared as bytes: hashing it cost three
+        # times the copy, and equal bytes are what "the same state" means
+        return generator.get_state().numpy().tobytes()
 
     def _position(self, generator) -> int:
         """Elements this generator already delivered since it was (re)seeded."""
@@ -476,7 +477,8 @@ class NoiseHook:
     def _deliver(self, draw: Draw, noise, position: int, numel: int):
         """The f32 stream elements `noise` as the draw asked for them (dtype, shape, `out`), the real
         generator advanced (a reseed, by any path, then shows as a fresh state) and its position moved."""
-        result = noise.to(draw.dtype).reshape(draw.shape).clone()
+        shaped = noise.reshape(draw.shape)   # a view of the cached stream, never handed out: one copy, in the draw's dtype
+        result = shaped.clone() if draw.dtype == noise.dtype else shaped.to(draw.dtype)
         self.original((1,), generator=draw.generator, device=draw.device)
         if draw.out is not None:
             if tuple(draw.out.shape) != draw.shape:
