@@ -67,9 +67,8 @@ class EsAtScale(Adapter):
                 "fit": ["es_at_scale/trainer/es_trainer.py::EvolutionStrategiesTrainer.train_step",
                         f"{_WORKER}::WorkerExtension.update_weights_from_seeds"]}
     findings = {EXTRA_UPDATE: "EvolutionStrategiesTrainer.fit performs num_iterations + 1 updates "
-                                    "(docs/references.md §5): its counter is tested after the increment; our side "
-                                    "reproduces it under the es-at-scale loop so that the rows compare like "
-                                    "with like"}
+                              "(docs/references.md §5): its counter is tested after the increment; our side "
+                              "reproduces it under the es-at-scale loop so that the rows compare like with like"}
 
     def device_cases(self, matrix, device, population, add):
         for n in dict.fromkeys([population, *POPULATIONS, CASE_POPULATION]):
