@@ -266,8 +266,12 @@ def test_fma32_numba_path_equals_torch_path_on_random_bit_patterns(k, fma, monke
     x, y = (torch.from_numpy(rng.integers(0, 2 ** 32, 1 << 16, dtype=np.uint64).astype(np.uint32).view(np.float32))
             for _ in range(2))
     k = float(np.float32(k))
-    got = torch.empty_like(x)
-    cpu_kernels.fma32(x, y, k, got)
+    assert cpu_kernels.fma_usable(x, y) is fma
+    if fma:   # the numba kernel itself
+        got = torch.empty_like(x)
+        cpu_kernels.fma32(x, y, k, got)
+    else:     # the dispatch of every caller: the torch lines
+        got = fma32(x, y, k)
     want = fma32_torch(x, y, k)
     differ = (got.view(torch.int32) != want.view(torch.int32)).nonzero().flatten()
     assert differ.numel() == 0, (f"{differ.numel()} elements differ, first x={x[differ[0]].item()!r} "

@@ -98,6 +98,11 @@ def usable(*tensors: torch.Tensor) -> bool:
                            for t in tensors)
 
 
+def fma_usable(*tensors: torch.Tensor) -> bool:
+    """`usable`, and this CPU has a fused multiply-add (`FMA`): the condition for `fma32`."""
+    return FMA and usable(*tensors)
+
+
 def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().numpy()
 
@@ -127,10 +132,6 @@ def fma32(x, y, k: float, out) -> None:
     x, y, out: contiguous CPU f32 tensors of one element count (check with `usable`); k: a Python
     float holding an exact f32 value. Why: the torch form of the same lines opens a dozen
     elementwise f64 passes and was 85% of an es-awd f32 replay (benchmarks/bench_replay.py).
-    On a CPU without a fused multiply-add (`FMA` false) it runs those torch lines.
+    Check with `fma_usable` (a CPU without a fused multiply-add takes the torch lines).
     """
-    if not FMA:
-        from .numerics import fma32_torch
-        out.copy_(fma32_torch(x, y, k))
-        return
     _fma32(_np(x), _np(y), float(k), _np(out))

@@ -104,7 +104,7 @@ def fma32(x32: torch.Tensor, y32: torch.Tensor, k: float) -> torch.Tensor:
     IEEE addition, as fma does.
     """
     from . import cpu_kernels   # the same lines in numba for CPU f32 (tests/test_es_kernels.py proves them equal)
-    if x32.shape == y32.shape and cpu_kernels.usable(x32, y32):
+    if x32.shape == y32.shape and cpu_kernels.fma_usable(x32, y32):
         out = torch.empty(x32.shape, dtype=torch.float32)
         cpu_kernels.fma32(x32.reshape(-1), y32.reshape(-1), k, out.view(-1))
         return out

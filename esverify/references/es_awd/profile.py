@@ -76,7 +76,7 @@ def _f32_into(x, y, a, rule, out) -> bool:
     """scaled_add of f32 CPU chunks written straight into `out` (the numba fma32, no temporary):
     True when it applied. Both rules are fma32(x, y, rd32(a)) on f32; the bits are scaled_add's
     (the same kernel; tests/test_es_kernels.py). `out` may be x."""
-    if rule not in ("cpu", "cuda") or not cpu_kernels.usable(x, y, out):
+    if rule not in ("cpu", "cuda") or not cpu_kernels.fma_usable(x, y, out):
         return False
     cpu_kernels.fma32(x, y, rd32(a), out)
     return True
