@@ -13,10 +13,10 @@ generic single-op path or its own `run_row`, loop rows through a
 its report data (`reportdata.ReportData`: functions its loops reach,
 findings, blame, not-checked text). The parts are mixins of one object
 (a report part reads the cases part's ops). A subclass must set `name`
-(adapters.get checks it), `files`, `driver`, `profile` and `ops`, and
-override `cell_cases` (and `loop_spec` when it has loop ops: they raise
-NotImplementedError); everything else has a default that a simple
-single-op reference keeps.
+(adapters.get checks it), `files`, `driver`, `profile` and `ops` (and
+`fuzz_ops` for `--fuzz`), and override `cell_cases` (and `loop_spec`
+when it has loop ops: they raise NotImplementedError); everything else
+has a default that a simple single-op reference keeps.
 """
 from __future__ import annotations
 

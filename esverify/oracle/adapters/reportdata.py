@@ -6,7 +6,7 @@ from __future__ import annotations
 class ReportData:
     """The per-reference data of parity's reports (esverify.oracle.parity_report, loop_report, blame)."""
 
-    #: one line saying what the reference is (shown by `esverify parity --help` and docs)
+    #: one line saying what the reference is (for people and docs; `parity --help` imports no adapter)
     summary: str = ""
     #: clone file -> functions its loops reach (docs/references.md §5), for the coverage section
     reached: dict = {}

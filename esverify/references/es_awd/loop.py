@@ -1,5 +1,5 @@
 """What es-awd's `main` loop does its own way (docs/references.md §5): the quirks the core's loop row
-(esverify.oracle.loop_rows) asks through `LoopQuirks`."""
+(esverify.oracle.loop_rows, loop_compare) asks through `LoopQuirks`."""
 from __future__ import annotations
 
 from esverify.oracle.adapters.base import LoopQuirks
