@@ -602,7 +602,7 @@ def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, p
     from .reportset import ReportSet
     whole = into if into is not None else ReportSet()
 
-    def write_atomic(path, text):   # queued: the set is committed as a whole below
+    def queue(path, text):   # added to the set, which is committed as a whole below
         return whole.add_text(path, text)
 
     formats = list(dict.fromkeys(formats))
@@ -617,26 +617,26 @@ def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, p
         if fmt == "csv":
             if head:
                 verdict = pd.DataFrame(_header_rows(head), columns=["key", "value"])
-                written.append(write_atomic(out / f"{stem}-verdict.csv",
-                                            escape_frame(verdict, csv_cell).to_csv(index=False)))
+                written.append(queue(out / f"{stem}-verdict.csv",
+                                     escape_frame(verdict, csv_cell).to_csv(index=False)))
             for name, df in sections.items():
-                written.append(write_atomic(out / f"{stem}-{name}.csv",
-                                            escape_frame(tidy(df), csv_cell).to_csv(index=False)))
-            written.append(write_atomic(out / f"{stem}-metadata.json",
-                                        json.dumps(_jsonable(dict(metadata)), indent=2, sort_keys=True) + "\n"))
+                written.append(queue(out / f"{stem}-{name}.csv",
+                                     escape_frame(tidy(df), csv_cell).to_csv(index=False)))
+            written.append(queue(out / f"{stem}-metadata.json",
+                                 json.dumps(_jsonable(dict(metadata)), indent=2, sort_keys=True) + "\n"))
         elif fmt == "json":
-            written.append(write_atomic(out / f"{stem}.json", to_json(
+            written.append(queue(out / f"{stem}.json", to_json(
                 json_sections if json_sections is not None else sections, metadata, head, json_extra)))
         elif fmt == "md":
-            written.append(write_atomic(out / f"{stem}.md", to_markdown(
+            written.append(queue(out / f"{stem}.md", to_markdown(
                 md_sections if md_sections is not None else sections, metadata, title, head, titles, md_limit,
                 full_names=f"{stem}.json and {stem}.html")))
         elif fmt == "html":
             order = [n for n in (html_order or ()) if n in sections]
             ordered = {n: sections[n] for n in [*order, *(n for n in sections if n not in order)]}
-            written.append(write_atomic(out / f"{stem}.html", to_html(ordered, metadata, title, head, titles,
-                                                                      grid_links, html_after, collapsed,
-                                                                      html_instead, html_focus)))
+            written.append(queue(out / f"{stem}.html", to_html(ordered, metadata, title, head, titles,
+                                                               grid_links, html_after, collapsed,
+                                                               html_instead, html_focus)))
     if into is None:
         whole.commit()
     return written
