@@ -29,6 +29,10 @@ try:
     from numba import types
     from numba.core import cgutils
     from numba.extending import intrinsic
+
+    from ..rng.numba_backend import libm64_pair, poly32_pair
+    from ..rng.splitmix import GAMMA
+    _GAMMA = np.uint64(GAMMA)
 except ImportError:  # pragma: no cover - numba is a dependency; the torch path still works
     numba = None
 
@@ -74,6 +78,56 @@ if numba is not None:
         k32 = np.float32(k)
         for i in range(x.size):
             out[i] = _fmaf(y[i], k32, x[i])
+
+    @numba.njit(inline="always")
+    def _drawn_term(a, e, c32, fused):
+        if fused:
+            return _fmaf(e, c32, a)   # rd32(a + e*c32), one rounding (es-awd's fma32)
+        p = e * c32                   # rd32(e * c32)
+        return a + p                  # rd32(a + p)
+
+    @numba.njit(inline="always")
+    def _drawn_loop(acc, seed, first, c32, pair, fused):
+        # acc[i] <- term(acc[i], eps[i]), eps[i] = element first + i of the stream `seed`, computed here pair by
+        # pair (the pair of even element e has counter word seed + (e + 1) * GAMMA, esverify.rng.numba_backend)
+        # instead of written to memory and read back: the update then costs what drawing alone costs. The odd
+        # first element and a lone last one are peeled off, so the main loop has no branch (with one it ran
+        # at half the speed). len(acc) >= 1.
+        n = acc.size
+        start = 0
+        e = first
+        if first & np.uint64(1):   # the odd half of the pair of element first - 1
+            acc[0] = _drawn_term(acc[0], pair(seed + first * _GAMMA)[1], c32, fused)
+            start = 1
+            e = first + np.uint64(1)
+        m = (n - start) // 2
+        for k in range(m):
+            ev, od = pair(seed + (e + np.uint64(2 * k + 1)) * _GAMMA)
+            j = start + 2 * k
+            acc[j] = _drawn_term(acc[j], ev, c32, fused)
+            acc[j + 1] = _drawn_term(acc[j + 1], od, c32, fused)
+        if (n - start) & 1:        # the even half of the last pair
+            acc[n - 1] = _drawn_term(acc[n - 1], pair(seed + (e + np.uint64(2 * m + 1)) * _GAMMA)[0], c32, fused)
+
+    # one compiled loop per mapping and rounding: a flag tested in the loop measured 2x slower
+    @numba.njit(cache=True, nogil=True)
+    def _drawn_poly32(acc, seed, first, c32):
+        _drawn_loop(acc, seed, first, c32, poly32_pair, False)
+
+    @numba.njit(cache=True, nogil=True)
+    def _drawn_poly32_fma(acc, seed, first, c32):
+        _drawn_loop(acc, seed, first, c32, poly32_pair, True)
+
+    @numba.njit(cache=True, nogil=True)
+    def _drawn_libm64(acc, seed, first, c32):
+        _drawn_loop(acc, seed, first, c32, libm64_pair, False)
+
+    @numba.njit(cache=True, nogil=True)
+    def _drawn_libm64_fma(acc, seed, first, c32):
+        _drawn_loop(acc, seed, first, c32, libm64_pair, True)
+
+    _DRAWN = {("poly32", False): _drawn_poly32, ("poly32", True): _drawn_poly32_fma,
+              ("libm64", False): _drawn_libm64, ("libm64", True): _drawn_libm64_fma}
 
 ENABLED = numba is not None
 
@@ -135,3 +189,22 @@ def fma32(x, y, k: float, out) -> None:
     Check with `fma_usable` (a CPU without a fused multiply-add takes the torch lines).
     """
     _fma32(_np(x), _np(y), float(k), _np(out))
+
+
+#: the mappings `accumulate_drawn` computes inline (their numba pair kernels)
+DRAWN_MAPPINGS = ("poly32", "libm64")
+
+
+def accumulate_drawn(acc, stream_seed: int, first: int, mapping: str, c32: float, fused: bool) -> bool:
+    """acc <- acc + eps * c32 in place, eps = elements first .. first+len(acc)-1 of the contract stream
+    `stream_seed` under `mapping` (esverify.rng.gaussian_into's values, never written to memory): two f32
+    roundings rd32(acc + rd32(eps * c32)), or one (fused: es-awd's fma32). Returns False, doing nothing, when
+    it cannot (acc not a contiguous CPU f32 tensor, numba missing, another mapping, fused without an FMA
+    unit): the caller draws and accumulates. stream_seed: u64; first: int >= 0; c32: an exact f32 value.
+    tests/test_es_kernels.py proves it bitwise the draw followed by `accumulate`/`fma32`."""
+    if mapping not in DRAWN_MAPPINGS or not (fma_usable(acc) if fused else usable(acc)):
+        return False
+    if acc.numel():
+        _DRAWN[mapping, bool(fused)](_np(acc), np.uint64(stream_seed), np.uint64(first), np.float32(c32))
+    return True
+

@@ -125,8 +125,10 @@ def _subs(n: int, chunk: int):
     return [(s, min(n, s + chunk)) for s in range(0, n, chunk)] or [(0, 0)]
 
 
-def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: int, numel: int):
-    """Run every iteration on one window (1-D views theta, naive, anchor of elements [first, first+len))."""
+def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: int, numel: int, drawn=None):
+    """Run every iteration on one window (1-D views theta, naive, anchor of elements [first, first+len)).
+    drawn: None, or drawn(seed, first, acc, coeff) -> bool, the profile's accumulate_drawn on this window's
+    stream (a member's noise the residue did not draw is then never written to memory)."""
     n, dt = theta.numel(), theta.dtype
     subs = _subs(n, job.chunk)
     scale = prof.scale(job.alpha, job.population)
@@ -158,6 +160,8 @@ def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: in
                     prof.perturb(theta[a:b], e[a:b], s, rule, first + a, numel, theta[a:b])
         acc = prof.new_acc(n, dt, theta.device)   # shared by both replays: it does not depend on theta
         for k, c in enumerate(coeffs):
+            if k not in cache and drawn is not None and drawn(seeds[k], first, acc, c):
+                continue
             e = eps_once(k)
             for a, b in subs:
                 part = acc[a:b]
@@ -194,10 +198,17 @@ def replay_elements(job: Job, unit: Unit, base: torch.Tensor) -> tuple[torch.Ten
     if slot is None and job.scheme == "iid":
         raise ValueError(f"tensor {unit.name}: not in the log's slot list; iid noise needs its slot")
     draw = _contract_draw(job, slot or 0)
+    drawn = None
+    if prof.accumulate_drawn is not None:
+        from esverify.rng import stream_seed
+
+        def drawn(seed, at, acc, coeff):
+            return prof.accumulate_drawn(acc, stream_seed(seed, slot or 0, job.scheme), at, job.mapping, coeff,
+                                         base.dtype, rule)
     for a, b in _subs(n, job.chunk):
         first = unit.start + a
         _replay_window(job, prof, rule, theta[a:b], naive[a:b], None if anchor is None else anchor[a:b],
-                       lambda seed, out=None: draw(seed, first, b - a, out), first, unit.numel)
+                       lambda seed, out=None: draw(seed, first, b - a, out), first, unit.numel, drawn)
     return theta, naive
 
 

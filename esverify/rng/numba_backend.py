@@ -96,8 +96,9 @@ def _mix(z):
 
 
 @njit(inline="always", cache=True)
-def _poly32_pair(z):
-    """(even, odd) poly32 values of the pair whose first counter word is mix(z)."""
+def poly32_pair(z):
+    """(even, odd) poly32 values of the pair whose first counter word is mix(z) (inlined by the fill kernels
+    here and by esverify.es.cpu_kernels' update that draws as it accumulates)."""
     a = _mix(z)
     b = _mix(z + _GAMMA)
     ua32 = F(np.float64((a >> _S11) + _ONE_U) * _TWO_M53)
@@ -151,7 +152,8 @@ def _poly32_pair(z):
 
 
 @njit(inline="always", cache=True)
-def _libm64_pair(z):
+def libm64_pair(z):
+    """(even, odd) libm64 values of the pair whose first counter word is mix(z)."""
     a = _mix(z)
     b = _mix(z + _GAMMA)
     ua = np.float64((a >> _S11) + _ONE_U) * _TWO_M53
@@ -169,7 +171,7 @@ def poly32_pairs(out, z0):
     the first pair's even element P (mod 2**64). Releases the GIL.
     """
     for k in range(out.shape[0] // 2):
-        ev, od = _poly32_pair(z0 + U(k) * _STEP)
+        ev, od = poly32_pair(z0 + U(k) * _STEP)
         out[2 * k] = ev
         out[2 * k + 1] = od
 
@@ -178,7 +180,7 @@ def poly32_pairs(out, z0):
 def libm64_pairs(out, z0):
     """As poly32_pairs, for libm64."""
     for k in range(out.shape[0] // 2):
-        ev, od = _libm64_pair(z0 + U(k) * _STEP)
+        ev, od = libm64_pair(z0 + U(k) * _STEP)
         out[2 * k] = ev
         out[2 * k + 1] = od
 

@@ -70,6 +70,15 @@ def accumulate(acc, eps, coeff, dtype, rule, first, numel):
     return acc
 
 
+def accumulate_drawn(acc, stream_seed, first, mapping, coeff, dtype, rule) -> bool:
+    """`accumulate` of f32 noise elements first .. first+len(acc)-1 of the contract stream `stream_seed` under
+    `mapping`, drawn inside the kernel (esverify.es.cpu_kernels.accumulate_drawn): True when applied (f32
+    parameters, a contiguous CPU accumulator), else False and nothing changed."""
+    if dtype != torch.float32:
+        return False
+    return cpu_kernels.accumulate_drawn(acc, stream_seed, first, mapping, rd32(coeff), fused=False)
+
+
 def apply(theta, acc, scale, rule, first, numel, out):
     """out <- rd_dt(f32(theta) + f32(rd_dt(rd32(acc * rd32(scale))))), scale = alpha / N (f64).
 
@@ -84,5 +93,6 @@ def apply(theta, acc, scale, rule, first, numel, out):
 
 PROFILE = Profile(name="es-at-scale", version=VERSION, rules=(RULE,), rule_for=lambda device: RULE,
                   perturb=perturb, new_acc=new_acc, accumulate=accumulate, apply=apply,
+                  accumulate_drawn=accumulate_drawn,
                   version_constant="esverify.references.es_at_scale.profile.VERSION", wire=True,
                   default=True)   # the primary reference: Config's and the tensor kernels' default profile

@@ -102,6 +102,15 @@ def accumulate(acc, eps, coeff, dtype, rule, first, numel):
     return scaled_add(acc, round_to(eps, dtype), coeff, rule, first, numel)
 
 
+def accumulate_drawn(acc, stream_seed, first, mapping, coeff, dtype, rule) -> bool:
+    """`accumulate` of f32 noise elements first .. first+len(acc)-1 of the contract stream `stream_seed` under
+    `mapping`, drawn inside the fused multiply-add kernel (esverify.es.cpu_kernels.accumulate_drawn): True
+    when applied (f32 parameters, a contiguous CPU accumulator, a CPU with an FMA unit), else False."""
+    if dtype != torch.float32 or rule not in ("cpu", "cuda"):
+        return False
+    return cpu_kernels.accumulate_drawn(acc, stream_seed, first, mapping, rd32(coeff), fused=True)
+
+
 def apply(theta, acc, scale, rule, first, numel, out):
     """out <- scaled_add(theta, acc, scale), scale = alpha / N (f64); `out` may be theta."""
     if _f32_into(theta, acc, scale, rule, out):
@@ -111,4 +120,5 @@ def apply(theta, acc, scale, rule, first, numel, out):
 
 PROFILE = Profile(name="es-awd", version=VERSION, rules=("cpu", "cuda"), rule_for=rule_for,
                   perturb=perturb, new_acc=new_acc, accumulate=accumulate, apply=apply,
+                  accumulate_drawn=accumulate_drawn,
                   version_constant="esverify.references.es_awd.profile.VERSION", wire=True)

@@ -1,0 +1,78 @@
+"""The replay's update that draws as it accumulates (esverify.es.cpu_kernels.accumulate_drawn, a profile's
+`accumulate_drawn`; docs/replay.md §9): the same bits as drawing each member's noise into memory and
+accumulating it, for both Trainer profiles, both mappings and schemes, odd and even unit starts."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from esverify import rng
+from esverify.es import cpu_kernels
+from esverify.es.profiles import get_profile
+from esverify.replay import kernel
+from esverify.replay.units import Unit
+
+pytestmark = pytest.mark.skipif(not cpu_kernels.ENABLED, reason="numba is not installed")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2 ** 64 - 1), st.integers(0, 2 ** 64 - 5000), st.integers(1, 4100),
+       st.sampled_from(["poly32", "libm64"]), st.booleans(), st.floats(-1e3, 1e3, allow_nan=False, width=32))
+def test_accumulate_drawn_is_the_draw_then_the_accumulate(seed, first, n, mapping, fused, coeff):
+    """Element for element the bits of gaussian_into followed by accumulate (two roundings) or fma32 (one),
+    from any first element, odd or even, of any stream."""
+    if fused and not cpu_kernels.FMA:
+        pytest.skip("no fused multiply-add on this CPU")
+    acc = torch.from_numpy(np.random.default_rng(seed % 2 ** 32).standard_normal(n).astype(np.float32))
+    want = acc.clone()
+    eps = torch.empty(n)
+    rng.gaussian_into(eps, seed, first, mapping)
+    (cpu_kernels.fma32(want, eps, coeff, want) if fused else cpu_kernels.accumulate(want, eps, coeff))
+    assert cpu_kernels.accumulate_drawn(acc, seed, first, mapping, coeff, fused) is True
+    assert torch.equal(acc.view(torch.int32), want.view(torch.int32))
+
+
+def test_accumulate_drawn_declines_what_it_cannot_do():
+    acc = torch.zeros(8)
+    assert cpu_kernels.accumulate_drawn(acc, 1, 0, "another-mapping", 0.5, False) is False
+    assert cpu_kernels.accumulate_drawn(torch.zeros(8, dtype=torch.float16), 1, 0, "poly32", 0.5, False) is False
+    assert cpu_kernels.accumulate_drawn(torch.zeros(16)[::2], 1, 0, "poly32", 0.5, False) is False
+    assert torch.equal(acc, torch.zeros(8))
+    assert get_profile("es-at-scale").accumulate_drawn(acc, 1, 0, "poly32", 0.5, torch.float16, "cpu") is False
+    assert get_profile("es-awd").accumulate_drawn(acc, 1, 0, "poly32", 0.5, torch.float32, "tpu") is False
+    assert torch.equal(acc, torch.zeros(8))
+
+
+@pytest.mark.parametrize("profile", ["es-at-scale", "es-awd"])
+@pytest.mark.parametrize("mapping,scheme", [("poly32", "correlated"), ("libm64", "iid")])
+@pytest.mark.parametrize("start,end,chunk", [(0, 300, 128), (7, 263, 64), (1, 2, 1)])
+def test_the_replay_with_drawn_accumulation_equals_the_one_without(monkeypatch, profile, mapping, scheme, start,
+                                                                    end, chunk):
+    """replay_elements with the profile's accumulate_drawn, and with it taken away (every member drawn into
+    memory first): bitwise equal, residue members (drawn and kept) and the others alike."""
+    r = np.random.default_rng(5)
+    iterations = tuple((tuple(int(s) for s in r.integers(0, 2 ** 62, size=6)), tuple(r.standard_normal(6).tolist()),
+                        ((0, 1), (3, -1))) for _ in range(2))
+    job = kernel.Job(base="-", expect="-", profile=profile, noise="contract", mapping=mapping, scheme=scheme,
+                     slots=("a", "w"), sigma=0.01, alpha=0.02, population=6, decay="none", lam=0.0,
+                     iterations=iterations, chunk=chunk)
+    unit = Unit(index=0, name="w", start=start, end=end, numel=400, shape=(400,), dtype="float32", kind="replay")
+    base = torch.from_numpy(r.standard_normal(end - start).astype(np.float32))
+    calls = []
+    prof = get_profile(profile)
+
+    def counted(*args):
+        calls.append(1)
+        return prof.accumulate_drawn(*args)
+    monkeypatch.setattr(kernel, "get_profile", lambda name: replace(prof, accumulate_drawn=counted))
+    got, naive = kernel.replay_elements(job, unit, base)
+    monkeypatch.setattr(kernel, "get_profile", lambda name: replace(prof, accumulate_drawn=None))
+    want, naive_want = kernel.replay_elements(job, unit, base)
+    assert calls   # the drawn path ran (4 members of 6 per iteration are not residue members)
+    assert torch.equal(got.view(torch.int32), want.view(torch.int32))
+    assert torch.equal(naive.view(torch.int32), naive_want.view(torch.int32))
