@@ -133,20 +133,26 @@ def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: in
     subs = _subs(n, job.chunk)
     scale = prof.scale(job.alpha, job.population)
     step = job.alpha * job.lam if job.decay_on else None
-    scratch = []   # the one buffer every draw used once fills (a fresh tensor per draw costs its pages)
+    # buffers drawn into again and again: a fresh tensor per draw costs its pages (a quarter of a replay)
+    scratch = []   # the one buffer of draws used at once
+    kept = []      # the residue's kept draws, one buffer per member, reused from one iteration to the next
     for seeds, coeffs, evaluated in job.iterations:
         keep = n * len({k for k, _ in evaluated}) <= CACHE_ELEMENTS
         cache = {}
 
-        def eps(k):
+        def eps(k):   # the residue's draw: kept for the update when the window is small enough
             if k in cache:
                 return cache[k]
-            e = eps_of(seeds[k])
-            if keep:
-                cache[k] = e
+            if not keep:
+                return eps_once(k)
+            spare = kept[len(cache)] if len(cache) < len(kept) else None
+            e = eps_of(seeds[k], spare)
+            if spare is None:
+                kept.append(e)
+            cache[k] = e
             return e
 
-        def eps_once(k):   # the update's draw of a member the residue did not draw: used once
+        def eps_once(k):   # a draw used at once: by the residue's two steps, or by the update
             if k in cache:
                 return cache[k]
             e = eps_of(seeds[k], scratch[0] if scratch else None)
