@@ -76,3 +76,37 @@ def test_the_replay_with_drawn_accumulation_equals_the_one_without(monkeypatch, 
     assert calls   # the drawn path ran (4 members of 6 per iteration are not residue members)
     assert torch.equal(got.view(torch.int32), want.view(torch.int32))
     assert torch.equal(naive.view(torch.int32), naive_want.view(torch.int32))
+
+
+@pytest.mark.parametrize("profile", ["es-at-scale", "es-awd"])
+@pytest.mark.parametrize("antithetic,scheme", [(False, "iid"), (True, "correlated")])
+def test_the_trainer_update_with_drawn_accumulation_equals_the_one_without(profile, antithetic, scheme):
+    """Trainer.update takes the profile's accumulate_drawn for its f32 CPU chunks: the same parameters, bit for
+    bit, and the same count of elements drawn as with every member's noise drawn into memory first (odd chunk
+    starts, an f16 slot between two f32 ones that keeps the old path, two iterations)."""
+    from esverify.es import Config, Trainer
+    prof = get_profile(profile)
+    calls = []
+
+    def counted(*args):
+        taken = prof.accumulate_drawn(*args)
+        calls.append(taken)
+        return taken
+
+    def run(drawn):
+        params = [torch.from_numpy(np.random.default_rng(1).standard_normal(101).astype(np.float32)),
+                  torch.from_numpy(np.random.default_rng(2).standard_normal(37).astype(np.float16)),
+                  torch.from_numpy(np.random.default_rng(3).standard_normal(40).astype(np.float32))]
+        tr = Trainer(params, Config(population=6, antithetic=antithetic, chunk_elements=33, profile=profile,
+                                    scheme=scheme))
+        tr.profile = replace(prof, accumulate_drawn=drawn)
+        for it in range(2):
+            tr.update(np.random.default_rng(10 + it).standard_normal(6))
+        return [p.clone() for p in params], tr.noise.elements
+
+    (got, elements), (want, elements_want) = run(counted), run(None)
+    assert True in calls and False in calls   # the f32 chunks took it, the f16 slot did not
+    assert elements == elements_want > 0
+    for a, b in zip(got, want):
+        assert torch.equal(a.view(torch.int16 if a.dtype == torch.float16 else torch.int32),
+                           b.view(torch.int16 if b.dtype == torch.float16 else torch.int32))

@@ -86,6 +86,11 @@ class NoiseSource:
         self.elements = 0
         self._lock = threading.Lock()
 
+    def count(self, n: int) -> None:
+        """Count n elements drawn elsewhere (a kernel that draws as it computes, esverify.es.cpu_kernels)."""
+        with self._lock:
+            self.elements += n
+
     def draw(self, stream_seed: int, first: int, n: int, device: torch.device,
              out: torch.Tensor | None = None) -> torch.Tensor:
         """Elements first .. first+n-1 of the stream, an f32 tensor of shape (n,) on `device`.

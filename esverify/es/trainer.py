@@ -214,6 +214,18 @@ class Trainer:
             return noise[start:end]
         return self.noise.draw(self.stream_seed(member, slot), start, end - start, device)
 
+    def _accumulate_drawn(self, acc, member: int, slot: int, start: int, coeff: float, dtype, rule) -> bool:
+        """The profile's accumulate_drawn of the member's contract noise for this chunk (drawn inside the kernel,
+        never written to memory; the same bits as _draw then accumulate): False, nothing done, when the noise is
+        torch's, its backend was chosen to be other than numba's, or the profile or chunk has no such path."""
+        drawn = self.profile.accumulate_drawn
+        if drawn is None or self.noise.kind != "contract" or self.noise.backend not in (None, "numba"):
+            return False
+        if not drawn(acc, self.stream_seed(member, slot), start, self.noise.mapping, coeff, dtype, rule):
+            return False
+        self.noise.count(acc.numel())
+        return True
+
     def _signed_sigma(self, member: int, restore: bool) -> float:
         s = _noise.sign_of(member, self.config.antithetic) * self.config.sigma
         return -s if restore else s
@@ -370,6 +382,8 @@ class Trainer:
                 for start, end in self._chunks(slot):
                     acc = self.profile.new_acc(end - start, dt, t.device)
                     for member, c in terms:
+                        if self._accumulate_drawn(acc, member, slot, start, c, dt, rule):
+                            continue
                         eps = self._draw(member, slot, start, end, t.device)
                         acc = self.profile.accumulate(acc, eps, c, dt, rule, start, n)
                     self.profile.apply(flat[start:end], acc, scale, rule, start, n, flat[start:end])
