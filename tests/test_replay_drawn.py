@@ -110,3 +110,41 @@ def test_the_trainer_update_with_drawn_accumulation_equals_the_one_without(profi
     for a, b in zip(got, want):
         assert torch.equal(a.view(torch.int16 if a.dtype == torch.float16 else torch.int32),
                            b.view(torch.int16 if b.dtype == torch.float16 else torch.int32))
+
+
+
+@pytest.mark.parametrize("profile", ["es-at-scale", "es-awd"])
+@pytest.mark.parametrize("mapping", ["poly32", "libm64"])
+def test_another_registered_numba_kernel_takes_the_drawing_path(monkeypatch, profile, mapping):
+    """The inline noise is numba_backend's pair kernel: with another numba kernel registered for the mapping
+    (a plug-in's, or the deliberate fault of tests/test_parity_rng_fault.py) accumulate_drawn declines, so
+    the trainer's update follows the registered kernel: bit for bit the update with no drawn path at all,
+    and not the update along the stock kernel's noise."""
+    from esverify.es import Config, Trainer
+    from esverify.rng import numba_backend
+    from esverify.rng.mappings import _KERNEL_CACHE, MAPPINGS
+
+    def run(drawn=True):
+        params = [torch.from_numpy(np.random.default_rng(1).standard_normal(70).astype(np.float32))]
+        tr = Trainer(params, Config(population=4, chunk_elements=16, profile=profile, scheme="iid",
+                                    mapping=mapping))
+        if not drawn:
+            tr.profile = replace(tr.profile, accumulate_drawn=None)
+        tr.update(np.array([0.5, -1.0, 2.0, 0.25]))
+        return params[0].view(torch.int32).clone()
+
+    stock = run()
+
+    def negated(out, seed, first):
+        getattr(numba_backend, mapping)(out, seed, first)
+        out *= -1
+
+    monkeypatch.setattr(numba_backend, "esverify_test_negated", negated, raising=False)
+    monkeypatch.setitem(MAPPINGS[mapping].kernels, "numba", "esverify.rng.numba_backend:esverify_test_negated")
+    monkeypatch.setattr("esverify.rng.mappings._KERNEL_CACHE", dict(_KERNEL_CACHE))
+    acc = torch.zeros(9)
+    assert cpu_kernels.accumulate_drawn(acc, 7, 1, mapping, 0.5, False) is False
+    assert torch.equal(acc, torch.zeros(9))
+    faulty = run()
+    assert torch.equal(faulty, run(drawn=False))
+    assert not torch.equal(faulty, stock)

@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from esverify.rng.mappings import MAPPINGS
+
 try:
     import numba
     from llvmlite import ir
@@ -191,18 +193,23 @@ def fma32(x, y, k: float, out) -> None:
     _fma32(_np(x), _np(y), float(k), _np(out))
 
 
-#: the mappings `accumulate_drawn` computes inline (their numba pair kernels)
-DRAWN_MAPPINGS = ("poly32", "libm64")
+#: the mappings `accumulate_drawn` computes inline, each with the numba kernel it inlines: a mapping whose
+#: registered numba kernel is another one (a plug-in's, a test's deliberate fault) takes the caller's path,
+#: so the inline noise is always the noise `gaussian_into` would draw
+DRAWN_MAPPINGS = {"poly32": "esverify.rng.numba_backend:poly32", "libm64": "esverify.rng.numba_backend:libm64"}
 
 
 def accumulate_drawn(acc, stream_seed: int, first: int, mapping: str, c32: float, fused: bool) -> bool:
     """acc <- acc + eps * c32 in place, eps = elements first .. first+len(acc)-1 of the contract stream
     `stream_seed` under `mapping` (esverify.rng.gaussian_into's values, never written to memory): two f32
     roundings rd32(acc + rd32(eps * c32)), or one (fused: es-awd's fma32). Returns False, doing nothing, when
-    it cannot (acc not a contiguous CPU f32 tensor, numba missing, another mapping, fused without an FMA
-    unit): the caller draws and accumulates. stream_seed: u64; first: int >= 0; c32: an exact f32 value.
+    it cannot (acc not a contiguous CPU f32 tensor, numba missing, another mapping or another numba kernel
+    registered for it, fused without an FMA unit): the caller draws and accumulates. stream_seed: u64; first: int >= 0; c32: an exact f32 value.
     tests/test_es_kernels.py proves it bitwise the draw followed by `accumulate`/`fma32`."""
-    if mapping not in DRAWN_MAPPINGS or not (fma_usable(acc) if fused else usable(acc)):
+    registered = MAPPINGS[mapping].kernels.get("numba") if mapping in MAPPINGS else None
+    if registered is None or registered != DRAWN_MAPPINGS.get(mapping):
+        return False
+    if not (fma_usable(acc) if fused else usable(acc)):
         return False
     if acc.numel():
         _DRAWN[mapping, bool(fused)](_np(acc), np.uint64(stream_seed), np.uint64(first), np.float32(c32))
