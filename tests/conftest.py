@@ -126,11 +126,28 @@ def _stop_resource_tracker():
         pass
 
 
+def _is_worker(config) -> bool:
+    """True in a pytest-xdist worker (the README's test command runs the suite on one per core)."""
+    return hasattr(config, "workerinput")
+
+
+def pytest_testnodeready(node):
+    """xdist's controller: its workers are its children for the whole session, not a test's leak. The
+    controller runs no test, so its children when a worker reports ready are workers."""
+    _LEAK.setdefault("workers", set()).update(_children_of(os.getpid()))
+
+
+def pytest_testnodedown(node, error):
+    """xdist's controller: a worker's leak-check lines (its own children and temp folder) come back in
+    its workeroutput, since a worker's session status does not reach the controller's exit code."""
+    _LEAK.setdefault("worker_lines", []).extend(getattr(node, "workeroutput", {}).get("esverify_leaks", []))
+
+
 def pytest_sessionfinish(session, exitstatus):
     if not _LEAK:
         return
     _stop_resource_tracker()
-    procs, folders = leftovers(_LEAK["baseline"])
+    procs, folders = leftovers(_LEAK["baseline"] | _LEAK.get("workers", set()))
     for entry in procs:
         try:
             os.kill(int(entry.split(":", 1)[0]), signal.SIGKILL)
@@ -143,10 +160,16 @@ def pytest_sessionfinish(session, exitstatus):
     else:
         os.environ["TMPDIR"] = _LEAK["old_tmpdir"]
     tempfile.tempdir = _LEAK["old_tempdir"]
-    if procs or folders:
+    lines = ([f"leak check: a test left process {p} running (killed now)" for p in procs]
+             + [f"leak check: a test left the temp folder {tmp}/{f} (removed now)" for f in folders])
+    shutil.rmtree(tmp, ignore_errors=True)
+    if _is_worker(session.config):
+        session.config.workeroutput["esverify_leaks"] = [f"[{session.config.workerinput['workerid']}] {line}"
+                                                         for line in lines]
+        return
+    lines += _LEAK.get("worker_lines", [])
+    if lines:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        lines = ([f"leak check: a test left process {p} running (killed now)" for p in procs]
-                 + [f"leak check: a test left the temp folder {tmp}/{f} (removed now)" for f in folders])
         if reporter is not None:
             reporter.write_line("")
             for line in lines:
@@ -154,4 +177,3 @@ def pytest_sessionfinish(session, exitstatus):
         else:
             print("\n".join(lines))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    shutil.rmtree(tmp, ignore_errors=True)

@@ -56,3 +56,30 @@ def test_the_interpreters_resource_tracker_is_stopped_but_a_tests_own_process_is
         own.kill()
         own.wait()
     assert conftest.leftovers(baseline, grace=2.0) == ([], [])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc and a child subreaper")
+@pytest.mark.slow   # starts two pytest sessions of two xdist workers each
+@pytest.mark.parametrize("leaks", [True, False])
+def test_under_xdist_a_workers_leak_fails_the_session_and_its_workers_are_not_leaks(tmp_path, leaks):
+    """The README's test command runs the suite on one xdist worker per core: a leak inside a worker
+    must reach the controller's exit code (a worker's own session status does not), and the workers
+    themselves, children of the controller for the whole session, are not a test's leak."""
+    pytest.importorskip("xdist")
+    (tmp_path / "conftest.py").write_text(open(conftest.__file__).read())
+    leak = "tempfile.mkdtemp(prefix='esverify-probe-')" if leaks else "pass"
+    (tmp_path / "test_probe.py").write_text(
+        "import tempfile\n\n"
+        f"def test_a():\n    {leak}\n\n"
+        "def test_b():\n    pass\n")
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile",
+                          "-p", "no:cacheprovider", str(tmp_path)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    text = out.stdout + out.stderr
+    lines = [ln for ln in text.splitlines() if "leak check:" in ln]
+    if leaks:
+        assert out.returncode == 1, text
+        assert len(lines) == 1 and lines[0].startswith("[gw") and "esverify-probe-" in lines[0], text
+    else:
+        assert out.returncode == 0 and lines == [], text
+    assert "2 passed" in text

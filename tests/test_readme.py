@@ -24,7 +24,7 @@ def test_ci_reads_the_two_setup_commands():
     out = subprocess.run(["bash", "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     install, test = out.strip().splitlines()
     assert install.startswith("python -m pip install torch==2.13.0 && ") and install.endswith("esverify goldens check")
-    assert test == "python -m pytest -q"
+    assert test == "python -m pytest -q -n auto --dist loadfile"
 
 
 def test_ci_makes_a_fresh_venv_before_the_readme_commands():
