@@ -86,7 +86,13 @@ def _reap():
 
 
 def pytest_configure(config):
-    private = tempfile.mkdtemp(prefix="leakcheck-")
+    # An xdist worker inherits the controller's TMPDIR: its own folder goes beside the controller's,
+    # not inside it, since Ray's socket paths under the temp folder must stay within AF_UNIX's 107
+    # bytes (nested, they were 108 in a CI run).
+    base = os.environ.get("ESVERIFY_LEAKCHECK_BASE") if hasattr(config, "workerinput") else None
+    if base is None:
+        os.environ["ESVERIFY_LEAKCHECK_BASE"] = tempfile.gettempdir()
+    private = tempfile.mkdtemp(prefix="leakcheck-", dir=base)
     _LEAK.update(tmp=private, old_tmpdir=os.environ.get("TMPDIR"), old_tempdir=tempfile.tempdir,
                  baseline=set(_children_of(os.getpid())))
     os.environ["TMPDIR"] = private

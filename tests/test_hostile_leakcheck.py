@@ -64,17 +64,24 @@ def test_the_interpreters_resource_tracker_is_stopped_but_a_tests_own_process_is
 def test_under_xdist_a_workers_leak_fails_the_session_and_its_workers_are_not_leaks(tmp_path, leaks):
     """The README's test command runs the suite on one xdist worker per core: a leak inside a worker
     must reach the controller's exit code (a worker's own session status does not), and the workers
-    themselves, children of the controller for the whole session, are not a test's leak."""
+    themselves, children of the controller for the whole session, are not a test's leak. A worker's
+    private temp folder sits beside the controller's, not inside it (Ray's socket paths under it
+    must stay within AF_UNIX's 107 bytes)."""
     pytest.importorskip("xdist")
     (tmp_path / "conftest.py").write_text(open(conftest.__file__).read())
+    base = tmp_path / "base"
+    base.mkdir()
     leak = "tempfile.mkdtemp(prefix='esverify-probe-')" if leaks else "pass"
     (tmp_path / "test_probe.py").write_text(
         "import tempfile\n\n"
         f"def test_a():\n    {leak}\n\n"
-        "def test_b():\n    pass\n")
+        "def test_b():\n"
+        "    import os\n"
+        "    assert os.path.dirname(tempfile.gettempdir()) == os.environ['PROBE_BASE']\n")
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile",
                           "-p", "no:cacheprovider", str(tmp_path)],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "TMPDIR": str(base), "PROBE_BASE": str(base)})
     text = out.stdout + out.stderr
     lines = [ln for ln in text.splitlines() if "leak check:" in ln]
     if leaks:
