@@ -85,11 +85,16 @@ def _reap():
             return
 
 
+def _is_worker(config) -> bool:
+    """True in a pytest-xdist worker (the README's test command runs the suite on one per core)."""
+    return hasattr(config, "workerinput")
+
+
 def pytest_configure(config):
     # An xdist worker inherits the controller's TMPDIR: its own folder goes beside the controller's,
     # not inside it, since Ray's socket paths under the temp folder must stay within AF_UNIX's 107
     # bytes (nested, they were 108 in a CI run).
-    base = os.environ.get("ESVERIFY_LEAKCHECK_BASE") if hasattr(config, "workerinput") else None
+    base = os.environ.get("ESVERIFY_LEAKCHECK_BASE") if _is_worker(config) else None
     if base is None:
         os.environ["ESVERIFY_LEAKCHECK_BASE"] = tempfile.gettempdir()
     private = tempfile.mkdtemp(prefix="leakcheck-", dir=base)
@@ -130,11 +135,6 @@ def _stop_resource_tracker():
         resource_tracker._resource_tracker._stop()
     except Exception:       # no tracker was started, or a Python without _stop: nothing to stop
         pass
-
-
-def _is_worker(config) -> bool:
-    """True in a pytest-xdist worker (the README's test command runs the suite on one per core)."""
-    return hasattr(config, "workerinput")
 
 
 def pytest_testnodeready(node):
