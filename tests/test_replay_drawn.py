@@ -33,49 +33,105 @@ def test_accumulate_drawn_is_the_draw_then_the_accumulate(seed, first, n, mappin
     eps = torch.empty(n)
     rng.gaussian_into(eps, seed, first, mapping)
     (cpu_kernels.fma32(want, eps, coeff, want) if fused else cpu_kernels.accumulate(want, eps, coeff))
-    assert cpu_kernels.accumulate_drawn(acc, seed, first, mapping, coeff, fused) is True
+    assert cpu_kernels.accumulate_drawn(acc, [seed], first, mapping, [coeff], fused) is True
     assert torch.equal(acc.view(torch.int32), want.view(torch.int32))
+
+
+_f32 = st.floats(-1e3, 1e3, allow_nan=False, width=32)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2 ** 64 - 1), _f32, st.lists(_f32, max_size=4)), max_size=5),
+       st.integers(0, 2 ** 64 - 5000), st.integers(1, 5000), st.sampled_from(["poly32", "libm64"]), st.booleans())
+def test_members_with_residue_steps_are_the_draw_then_perturb_and_accumulate(members, first, n, mapping, fused):
+    """Several members in one call, each with 0-4 residue steps on theta: member by member in order, the bits of
+    gaussian_into, then perturb (or fma32) of theta by each step, then accumulate (or fma32) of the coefficient;
+    windows longer than the kernel's block (2048) and odd first elements included."""
+    if fused and not cpu_kernels.FMA:
+        pytest.skip("no fused multiply-add on this CPU")
+    r = np.random.default_rng(n)
+    acc = torch.from_numpy(r.standard_normal(n).astype(np.float32))
+    theta = torch.from_numpy(r.standard_normal(n).astype(np.float32))
+    want_acc, want_theta = acc.clone(), theta.clone()
+    for seed, coeff, steps in members:
+        eps = torch.empty(n)
+        rng.gaussian_into(eps, seed, first, mapping)
+        for s in steps:
+            (cpu_kernels.fma32(want_theta, eps, s, want_theta) if fused
+             else cpu_kernels.perturb(want_theta, eps, s, want_theta))
+        (cpu_kernels.fma32(want_acc, eps, coeff, want_acc) if fused else cpu_kernels.accumulate(want_acc, eps, coeff))
+    assert cpu_kernels.accumulate_drawn(acc, [m[0] for m in members], first, mapping, [m[1] for m in members],
+                                        fused, theta, [m[2] for m in members]) is True
+    assert torch.equal(acc.view(torch.int32), want_acc.view(torch.int32))
+    assert torch.equal(theta.view(torch.int32), want_theta.view(torch.int32))
 
 
 def test_accumulate_drawn_declines_what_it_cannot_do():
     acc = torch.zeros(8)
-    assert cpu_kernels.accumulate_drawn(acc, 1, 0, "another-mapping", 0.5, False) is False
-    assert cpu_kernels.accumulate_drawn(torch.zeros(8, dtype=torch.float16), 1, 0, "poly32", 0.5, False) is False
-    assert cpu_kernels.accumulate_drawn(torch.zeros(16)[::2], 1, 0, "poly32", 0.5, False) is False
+    assert cpu_kernels.accumulate_drawn(acc, [1], 0, "another-mapping", [0.5], False) is False
+    assert cpu_kernels.accumulate_drawn(torch.zeros(8, dtype=torch.float16), [1], 0, "poly32", [0.5], False) is False
+    assert cpu_kernels.accumulate_drawn(torch.zeros(16)[::2], [1], 0, "poly32", [0.5], False) is False
+    theta = torch.zeros(16)
+    assert cpu_kernels.accumulate_drawn(acc, [1], 0, "poly32", [0.5], False, theta[::2], [[0.25]]) is False
+    assert torch.equal(acc, torch.zeros(8)) and torch.equal(theta, torch.zeros(16))
+    assert get_profile("es-at-scale").accumulate_drawn(acc, [1], 0, "poly32", [0.5], torch.float16, "cpu") is False
+    assert get_profile("es-awd").accumulate_drawn(acc, [1], 0, "poly32", [0.5], torch.float32, "tpu") is False
     assert torch.equal(acc, torch.zeros(8))
-    assert get_profile("es-at-scale").accumulate_drawn(acc, 1, 0, "poly32", 0.5, torch.float16, "cpu") is False
-    assert get_profile("es-awd").accumulate_drawn(acc, 1, 0, "poly32", 0.5, torch.float32, "tpu") is False
+
+
+def test_accumulate_drawn_refuses_steps_it_cannot_apply():
+    """Steps need a theta of acc's length that is not acc, and one list of steps per seed: else ValueError,
+    nothing changed."""
+    acc = torch.zeros(8)
+    for theta, steps, seeds, coeffs in [(None, [[0.5]], [1], [0.5]), (torch.zeros(7), [[0.5]], [1], [0.5]),
+                                        (acc, [[0.5]], [1], [0.5]), (torch.zeros(8), [[0.5]], [1, 2], [0.5, 0.5]),
+                                        (None, None, [1, 2], [0.5])]:
+        with pytest.raises(ValueError, match="accumulate_drawn"):
+            cpu_kernels.accumulate_drawn(acc, seeds, 0, "poly32", coeffs, False, theta, steps)
     assert torch.equal(acc, torch.zeros(8))
 
 
 @pytest.mark.parametrize("profile", ["es-at-scale", "es-awd"])
 @pytest.mark.parametrize("mapping,scheme", [("poly32", "correlated"), ("libm64", "iid")])
-@pytest.mark.parametrize("start,end,chunk", [(0, 300, 128), (7, 263, 64), (1, 2, 1)])
+@pytest.mark.parametrize("start,end,chunk", [(0, 300, 128), (7, 263, 64), (1, 2, 1), (3, 5003, 4099)])
+@pytest.mark.parametrize("evaluated,whole", [(((0, 1), (3, -1)), True), (((0, 1), (0, -1), (5, 1)), True),
+                                             (((3, -1), (0, 1)), False), (((0, 1), (3, -1), (0, -1)), False),
+                                             ((), True)])
 def test_the_replay_with_drawn_accumulation_equals_the_one_without(monkeypatch, profile, mapping, scheme, start,
-                                                                    end, chunk):
+                                                                    end, chunk, evaluated, whole):
     """replay_elements with the profile's accumulate_drawn, and with it taken away (every member drawn into
-    memory first): bitwise equal, residue members (drawn and kept) and the others alike."""
+    memory first): bitwise equal, residue members and the others alike. A residue logged in member order
+    (`whole`) runs with the update in one call per window and iteration, its steps inside the kernel; one
+    logged out of member order keeps the logged order on theta: drawn into memory, the kernel called per
+    other member."""
     r = np.random.default_rng(5)
     iterations = tuple((tuple(int(s) for s in r.integers(0, 2 ** 62, size=6)), tuple(r.standard_normal(6).tolist()),
-                        ((0, 1), (3, -1))) for _ in range(2))
+                        evaluated) for _ in range(2))
     job = kernel.Job(base="-", expect="-", profile=profile, noise="contract", mapping=mapping, scheme=scheme,
                      slots=("a", "w"), sigma=0.01, alpha=0.02, population=6, decay="none", lam=0.0,
                      iterations=iterations, chunk=chunk)
-    unit = Unit(index=0, name="w", start=start, end=end, numel=400, shape=(400,), dtype="float32", kind="replay")
+    unit = Unit(index=0, name="w", start=start, end=end, numel=6000, shape=(6000,), dtype="float32", kind="replay")
     base = torch.from_numpy(r.standard_normal(end - start).astype(np.float32))
     calls = []
     prof = get_profile(profile)
 
-    def counted(*args):
-        calls.append(1)
-        return prof.accumulate_drawn(*args)
+    def counted(acc, seeds, *args, **kwargs):
+        calls.append((len(seeds), args[6] if len(args) > 6 else kwargs.get("steps")))
+        return prof.accumulate_drawn(acc, seeds, *args, **kwargs)
     monkeypatch.setattr(kernel, "get_profile", lambda name: replace(prof, accumulate_drawn=counted))
     got, naive = kernel.replay_elements(job, unit, base)
     monkeypatch.setattr(kernel, "get_profile", lambda name: replace(prof, accumulate_drawn=None))
     want, naive_want = kernel.replay_elements(job, unit, base)
-    assert calls   # the drawn path ran (4 members of 6 per iteration are not residue members)
+    if whole:   # every call is a whole iteration: 6 members, with the residue's steps
+        assert calls and all(k == 6 and steps is not None for k, steps in calls)
+        assert sum(len(s) for s in calls[0][1]) == 2 * len(evaluated)
+    else:       # one call per member the residue did not draw
+        assert calls and all(k == 1 and steps is None for k, steps in calls)
+        assert len(calls) == (6 - len({k for k, _ in evaluated})) * 2 * len(kernel._subs(end - start, chunk))
     assert torch.equal(got.view(torch.int32), want.view(torch.int32))
     assert torch.equal(naive.view(torch.int32), naive_want.view(torch.int32))
+    if evaluated and end - start > 100:   # the residue changed bits: the comparison above saw it
+        assert not torch.equal(got.view(torch.int32), naive.view(torch.int32))
 
 
 @pytest.mark.parametrize("profile", ["es-at-scale", "es-awd"])
@@ -143,7 +199,7 @@ def test_another_registered_numba_kernel_takes_the_drawing_path(monkeypatch, pro
     monkeypatch.setitem(MAPPINGS[mapping].kernels, "numba", "esverify.rng.numba_backend:esverify_test_negated")
     monkeypatch.setattr("esverify.rng.mappings._KERNEL_CACHE", dict(_KERNEL_CACHE))
     acc = torch.zeros(9)
-    assert cpu_kernels.accumulate_drawn(acc, 7, 1, mapping, 0.5, False) is False
+    assert cpu_kernels.accumulate_drawn(acc, [7], 1, mapping, [0.5], False) is False
     assert torch.equal(acc, torch.zeros(9))
     faulty = run()
     assert torch.equal(faulty, run(drawn=False))

@@ -82,14 +82,18 @@ if numba is not None:
             out[i] = _fmaf(y[i], k32, x[i])
 
     @numba.njit(inline="always")
-    def _drawn_term(a, e, c32, fused):
+    def _add(a, e, c32, fused):
         if fused:
             return _fmaf(e, c32, a)   # rd32(a + e*c32), one rounding (es-awd's fma32)
         p = e * c32                   # rd32(e * c32)
         return a + p                  # rd32(a + p)
 
     @numba.njit(inline="always")
-    def _drawn_loop(acc, seed, first, c32, pair, fused):
+    def _put(a, e, c32, fused):
+        return e
+
+    @numba.njit(inline="always")
+    def _drawn_loop(acc, seed, first, c32, pair, fused, term):
         # acc[i] <- term(acc[i], eps[i]), eps[i] = element first + i of the stream `seed`, computed here pair by
         # pair (the pair of even element e has counter word seed + (e + 1) * GAMMA, esverify.rng.numba_backend)
         # instead of written to memory and read back: the update then costs what drawing alone costs. The odd
@@ -99,34 +103,68 @@ if numba is not None:
         start = 0
         e = first
         if first & np.uint64(1):   # the odd half of the pair of element first - 1
-            acc[0] = _drawn_term(acc[0], pair(seed + first * _GAMMA)[1], c32, fused)
+            acc[0] = term(acc[0], pair(seed + first * _GAMMA)[1], c32, fused)
             start = 1
             e = first + np.uint64(1)
         m = (n - start) // 2
         for k in range(m):
             ev, od = pair(seed + (e + np.uint64(2 * k + 1)) * _GAMMA)
             j = start + 2 * k
-            acc[j] = _drawn_term(acc[j], ev, c32, fused)
-            acc[j + 1] = _drawn_term(acc[j + 1], od, c32, fused)
+            acc[j] = term(acc[j], ev, c32, fused)
+            acc[j + 1] = term(acc[j + 1], od, c32, fused)
         if (n - start) & 1:        # the even half of the last pair
-            acc[n - 1] = _drawn_term(acc[n - 1], pair(seed + (e + np.uint64(2 * m + 1)) * _GAMMA)[0], c32, fused)
+            acc[n - 1] = term(acc[n - 1], pair(seed + (e + np.uint64(2 * m + 1)) * _GAMMA)[0], c32, fused)
+
+    #: elements of a residue member's noise held at once: with theta's and acc's blocks 24 KiB, within the first
+    #: level of cache (512 measured 2x slower: the vector loops' set-up per block)
+    _BLOCK = 2048
+
+    @numba.njit(inline="always")
+    def _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, pair, fused):
+        # member m in order: theta <- add(theta, eps_m, s) for s in steps[offsets[m]:offsets[m+1]] (the engine
+        # residue), then acc <- add(acc, eps_m, coeffs[m]). A member with no step never writes its noise; one
+        # with steps draws a block at a time and reuses it from the first level of cache. The blocks are views
+        # indexed from 0 (indexing theta[b0 + i] measured 2x slower: numba cannot prove b0 + i >= 0 and keeps
+        # the negative-index branch, which stops LLVM from vectorising the loop).
+        n = acc.size
+        if n == 0:
+            return
+        buf = np.empty(_BLOCK, np.float32)
+        for m in range(seeds.size):
+            lo, hi = offsets[m], offsets[m + 1]
+            c32 = coeffs[m]
+            if lo == hi:
+                _drawn_loop(acc, seeds[m], first, c32, pair, fused, _add)
+                continue
+            for b0 in range(0, n, _BLOCK):
+                nb = min(_BLOCK, n - b0)
+                e = buf[:nb]
+                th = theta[b0:b0 + nb]
+                ac = acc[b0:b0 + nb]
+                _drawn_loop(e, seeds[m], first + np.uint64(b0), c32, pair, fused, _put)
+                for j in range(lo, hi):
+                    s = steps[j]
+                    for i in range(nb):
+                        th[i] = _add(th[i], e[i], s, fused)
+                for i in range(nb):
+                    ac[i] = _add(ac[i], e[i], c32, fused)
 
     # one compiled loop per mapping and rounding: a flag tested in the loop measured 2x slower
     @numba.njit(cache=True, nogil=True)
-    def _drawn_poly32(acc, seed, first, c32):
-        _drawn_loop(acc, seed, first, c32, poly32_pair, False)
+    def _drawn_poly32(theta, acc, seeds, first, coeffs, offsets, steps):
+        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, poly32_pair, False)
 
     @numba.njit(cache=True, nogil=True)
-    def _drawn_poly32_fma(acc, seed, first, c32):
-        _drawn_loop(acc, seed, first, c32, poly32_pair, True)
+    def _drawn_poly32_fma(theta, acc, seeds, first, coeffs, offsets, steps):
+        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, poly32_pair, True)
 
     @numba.njit(cache=True, nogil=True)
-    def _drawn_libm64(acc, seed, first, c32):
-        _drawn_loop(acc, seed, first, c32, libm64_pair, False)
+    def _drawn_libm64(theta, acc, seeds, first, coeffs, offsets, steps):
+        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, libm64_pair, False)
 
     @numba.njit(cache=True, nogil=True)
-    def _drawn_libm64_fma(acc, seed, first, c32):
-        _drawn_loop(acc, seed, first, c32, libm64_pair, True)
+    def _drawn_libm64_fma(theta, acc, seeds, first, coeffs, offsets, steps):
+        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, libm64_pair, True)
 
     _DRAWN = {("poly32", False): _drawn_poly32, ("poly32", True): _drawn_poly32_fma,
               ("libm64", False): _drawn_libm64, ("libm64", True): _drawn_libm64_fma}
@@ -199,19 +237,40 @@ def fma32(x, y, k: float, out) -> None:
 DRAWN_MAPPINGS = {"poly32": "esverify.rng.numba_backend:poly32", "libm64": "esverify.rng.numba_backend:libm64"}
 
 
-def accumulate_drawn(acc, stream_seed: int, first: int, mapping: str, c32: float, fused: bool) -> bool:
-    """acc <- acc + eps * c32 in place, eps = elements first .. first+len(acc)-1 of the contract stream
-    `stream_seed` under `mapping` (esverify.rng.gaussian_into's values, never written to memory): two f32
-    roundings rd32(acc + rd32(eps * c32)), or one (fused: es-awd's fma32). Returns False, doing nothing, when
-    it cannot (acc not a contiguous CPU f32 tensor, numba missing, another mapping or another numba kernel
-    registered for it, fused without an FMA unit): the caller draws and accumulates. stream_seed: u64; first: int >= 0; c32: an exact f32 value.
-    tests/test_es_kernels.py proves it bitwise the draw followed by `accumulate`/`fma32`."""
+def accumulate_drawn(acc, stream_seeds, first: int, mapping: str, coeffs32, fused: bool, theta=None,
+                     steps=None) -> bool:
+    """Member by member in order: theta <- theta + eps_m * s for each s of steps[m] (the engine residue's
+    perturb and restore, docs/replay.md §3), then acc <- acc + eps_m * coeffs32[m]; eps_m = elements first ..
+    first+len(acc)-1 of the contract stream stream_seeds[m] under `mapping` (esverify.rng.gaussian_into's
+    values, computed inside the kernel: a member without steps never writes its noise to memory). Each
+    `+ e*c` is two f32 roundings rd32(x + rd32(e * c)), or one (fused: es-awd's fma32).
+
+    acc, theta: 1-D contiguous CPU f32 tensors of one length (theta only with steps; it may not be acc);
+    stream_seeds: u64 values; first: int >= 0; coeffs32: one exact f32 value per member; steps: None, or
+    per member a sequence of exact f32 values. Returns False, changing nothing, when it cannot (a tensor not
+    contiguous CPU f32, numba missing, another mapping or another numba kernel registered for it, fused
+    without an FMA unit): the caller draws and accumulates. tests/test_replay_drawn.py proves it bitwise the
+    draw followed by `perturb`/`accumulate` or `fma32`.
+    """
     registered = MAPPINGS[mapping].kernels.get("numba") if mapping in MAPPINGS else None
     if registered is None or registered != DRAWN_MAPPINGS.get(mapping):
         return False
-    if not (fma_usable(acc) if fused else usable(acc)):
+    tensors = (acc,) if theta is None else (acc, theta)
+    if not (fma_usable(*tensors) if fused else usable(*tensors)):
         return False
-    if acc.numel():
-        _DRAWN[mapping, bool(fused)](_np(acc), np.uint64(stream_seed), np.uint64(first), np.float32(c32))
+    seeds = np.asarray(stream_seeds, dtype=np.uint64).reshape(-1)
+    coeffs = np.asarray(coeffs32, dtype=np.float32).reshape(-1)
+    if coeffs.size != seeds.size:
+        raise ValueError(f"accumulate_drawn: {seeds.size} stream seeds but {coeffs.size} coefficients")
+    per = [()] * seeds.size if steps is None else [tuple(x) for x in steps]
+    if len(per) != seeds.size:
+        raise ValueError(f"accumulate_drawn: {seeds.size} stream seeds but {len(per)} lists of steps")
+    if any(per):
+        if theta is None or theta.numel() != acc.numel() or theta.data_ptr() == acc.data_ptr():
+            raise ValueError("accumulate_drawn: steps need a theta of acc's length, distinct from acc")
+    offsets = np.zeros(seeds.size + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in per], out=offsets[1:])
+    flat = np.array([v for x in per for v in x], dtype=np.float32)
+    _DRAWN[mapping, bool(fused)](_np(acc if theta is None else theta), _np(acc), seeds, np.uint64(first), coeffs,
+                                 offsets, flat)
     return True
-

@@ -214,16 +214,18 @@ class Trainer:
             return noise[start:end]
         return self.noise.draw(self.stream_seed(member, slot), start, end - start, device)
 
-    def _accumulate_drawn(self, acc, member: int, slot: int, start: int, coeff: float, dtype, rule) -> bool:
-        """The profile's accumulate_drawn of the member's contract noise for this chunk (drawn inside the kernel,
-        never written to memory; the same bits as _draw then accumulate): False, nothing done, when the noise is
-        torch's, its backend was chosen to be other than numba's, or the profile or chunk has no such path."""
+    def _accumulate_drawn(self, acc, terms, slot: int, start: int, dtype, rule) -> bool:
+        """The profile's accumulate_drawn of every term's member noise for this chunk, in order (drawn inside
+        the kernel, never written to memory; the same bits as _draw then accumulate, member by member): False,
+        nothing done, when the noise is torch's, its backend was chosen to be other than numba's, or the
+        profile or chunk has no such path."""
         drawn = self.profile.accumulate_drawn
         if drawn is None or self.noise.kind != "contract" or self.noise.backend not in (None, "numba"):
             return False
-        if not drawn(acc, self.stream_seed(member, slot), start, self.noise.mapping, coeff, dtype, rule):
+        seeds = [self.stream_seed(member, slot) for member, _ in terms]
+        if not drawn(acc, seeds, start, self.noise.mapping, [c for _, c in terms], dtype, rule):
             return False
-        self.noise.count(acc.numel())
+        self.noise.count(acc.numel() * len(terms))
         return True
 
     def _signed_sigma(self, member: int, restore: bool) -> float:
@@ -381,11 +383,10 @@ class Trainer:
                 anchor = self._anchor[slot].view(-1) if decay_step is not None else None
                 for start, end in self._chunks(slot):
                     acc = self.profile.new_acc(end - start, dt, t.device)
-                    for member, c in terms:
-                        if self._accumulate_drawn(acc, member, slot, start, c, dt, rule):
-                            continue
-                        eps = self._draw(member, slot, start, end, t.device)
-                        acc = self.profile.accumulate(acc, eps, c, dt, rule, start, n)
+                    if not self._accumulate_drawn(acc, terms, slot, start, dt, rule):
+                        for member, c in terms:
+                            eps = self._draw(member, slot, start, end, t.device)
+                            acc = self.profile.accumulate(acc, eps, c, dt, rule, start, n)
                     self.profile.apply(flat[start:end], acc, scale, rule, start, n, flat[start:end])
                     if decay_step is not None:
                         flat[start:end].copy_(decay_chunk(flat[start:end], anchor[start:end], cfg.anchor_decay,

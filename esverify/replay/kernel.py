@@ -125,10 +125,25 @@ def _subs(n: int, chunk: int):
     return [(s, min(n, s + chunk)) for s in range(0, n, chunk)] or [(0, 0)]
 
 
+def _residue_steps(job: Job, seeds, coeffs, evaluated):
+    """Per member, the residue's perturb steps (+-sign * sigma, f64, in logged order), when running each member's
+    steps just before its accumulate keeps the logged order on theta (the evaluated members are logged in
+    member order; theta and the accumulator are separate, so only the order on theta matters); else None."""
+    ks = [k for k, _ in evaluated]
+    if ks != sorted(ks) or len(coeffs) != len(seeds) or any(not 0 <= k < len(coeffs) for k in ks):
+        return None
+    steps = [[] for _ in coeffs]
+    for k, sign in evaluated:
+        steps[k] += [sign * job.sigma, -sign * job.sigma]
+    return steps
+
+
 def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: int, numel: int, drawn=None):
     """Run every iteration on one window (1-D views theta, naive, anchor of elements [first, first+len)).
-    drawn: None, or drawn(seed, first, acc, coeff) -> bool, the profile's accumulate_drawn on this window's
-    stream (a member's noise the residue did not draw is then never written to memory)."""
+    drawn: None, or drawn(seeds, first, acc, coeffs, theta=None, steps=None) -> bool, the profile's
+    accumulate_drawn on this window's streams: when the residue's order allows, one call runs the whole
+    residue and update of an iteration, drawing each member's noise inside the kernel; else it is called
+    per member the residue did not draw (whose noise is then never written to memory)."""
     n, dt = theta.numel(), theta.dtype
     subs = _subs(n, job.chunk)
     scale = prof.scale(job.alpha, job.population)
@@ -137,49 +152,61 @@ def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: in
     scratch = []   # the one buffer of draws used at once
     kept = []      # the residue's kept draws, one buffer per member, reused from one iteration to the next
     for seeds, coeffs, evaluated in job.iterations:
-        keep = n * len({k for k, _ in evaluated}) <= CACHE_ELEMENTS
-        cache = {}
-
-        def eps(k):   # the residue's draw: kept for the update when the window is small enough
-            if k in cache:
-                return cache[k]
-            if not keep:
-                return eps_once(k)
-            spare = kept[len(cache)] if len(cache) < len(kept) else None
-            e = eps_of(seeds[k], spare)
-            if spare is None:
-                kept.append(e)
-            cache[k] = e
-            return e
-
-        def eps_once(k):   # a draw used at once: by the residue's two steps, or by the update
-            if k in cache:
-                return cache[k]
-            e = eps_of(seeds[k], scratch[0] if scratch else None)
-            if not scratch:
-                scratch.append(e)
-            return e
-        for k, sign in evaluated:                 # the engine residue (docs/replay.md §3)
-            e = eps(k)
-            for s in (sign * job.sigma, -sign * job.sigma):
-                for a, b in subs:
-                    prof.perturb(theta[a:b], e[a:b], s, rule, first + a, numel, theta[a:b])
         acc = prof.new_acc(n, dt, theta.device)   # shared by both replays: it does not depend on theta
-        for k, c in enumerate(coeffs):
-            if k not in cache and drawn is not None and drawn(seeds[k], first, acc, c):
-                continue
-            e = eps_once(k)
-            for a, b in subs:
-                part = acc[a:b]
-                new = prof.accumulate(part, e[a:b], c, dt, rule, first + a, numel)
-                if new is not part:
-                    part.copy_(new)
-        cache.clear()
+        steps = _residue_steps(job, seeds, coeffs, evaluated) if drawn is not None else None
+        if steps is None or not drawn(seeds, first, acc, coeffs, theta, steps):
+            acc = _residue_and_update(job, prof, rule, theta, acc, eps_of, first, numel, drawn, subs, scratch, kept,
+                                      seeds, coeffs, evaluated)
         for target in (theta, naive):
             for a, b in subs:
                 prof.apply(target[a:b], acc[a:b], scale, rule, first + a, numel, target[a:b])
                 if step is not None:
                     target[a:b].copy_(decay_chunk(target[a:b], anchor[a:b], job.decay, step))
+
+
+def _residue_and_update(job: Job, prof, rule, theta, acc, eps_of, first, numel, drawn, subs, scratch, kept, seeds,
+                        coeffs, evaluated):
+    """One iteration's residue on theta, then its accumulator, member by member with the noise drawn into
+    memory (a residue member's draw kept for the update when the window is small enough). Returns acc."""
+    n, dt = theta.numel(), theta.dtype
+    keep = n * len({k for k, _ in evaluated}) <= CACHE_ELEMENTS
+    cache = {}
+
+    def eps(k):   # the residue's draw: kept for the update when the window is small enough
+        if k in cache:
+            return cache[k]
+        if not keep:
+            return eps_once(k)
+        spare = kept[len(cache)] if len(cache) < len(kept) else None
+        e = eps_of(seeds[k], spare)
+        if spare is None:
+            kept.append(e)
+        cache[k] = e
+        return e
+
+    def eps_once(k):   # a draw used at once: by the residue's two steps, or by the update
+        if k in cache:
+            return cache[k]
+        e = eps_of(seeds[k], scratch[0] if scratch else None)
+        if not scratch:
+            scratch.append(e)
+        return e
+    for k, sign in evaluated:                 # the engine residue (docs/replay.md §3)
+        e = eps(k)
+        for s in (sign * job.sigma, -sign * job.sigma):
+            for a, b in subs:
+                prof.perturb(theta[a:b], e[a:b], s, rule, first + a, numel, theta[a:b])
+    for k, c in enumerate(coeffs):
+        if k not in cache and drawn is not None and drawn((seeds[k],), first, acc, (c,)):
+            continue
+        e = eps_once(k)
+        for a, b in subs:
+            part = acc[a:b]
+            new = prof.accumulate(part, e[a:b], c, dt, rule, first + a, numel)
+            if new is not part:
+                part.copy_(new)
+    cache.clear()
+    return acc
 
 
 def replay_elements(job: Job, unit: Unit, base: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -208,9 +235,9 @@ def replay_elements(job: Job, unit: Unit, base: torch.Tensor) -> tuple[torch.Ten
     if prof.accumulate_drawn is not None:
         from esverify.rng import stream_seed
 
-        def drawn(seed, at, acc, coeff):
-            return prof.accumulate_drawn(acc, stream_seed(seed, slot or 0, job.scheme), at, job.mapping, coeff,
-                                         base.dtype, rule)
+        def drawn(seeds, at, acc, coeffs, theta=None, steps=None):
+            return prof.accumulate_drawn(acc, [stream_seed(seed, slot or 0, job.scheme) for seed in seeds], at,
+                                         job.mapping, coeffs, base.dtype, rule, theta, steps)
     for a, b in _subs(n, job.chunk):
         first = unit.start + a
         _replay_window(job, prof, rule, theta[a:b], naive[a:b], None if anchor is None else anchor[a:b],

@@ -45,8 +45,10 @@ class Profile:
     #: the default profile of `esverify.es.Config` and of perturb_tensor_ / update_tensor_ (exactly one
     #: registered Trainer profile sets it; esverify.es.profiles.default_profile)
     default: bool = False
-    #: None, or accumulate_drawn(acc, stream_seed, first, mapping, coeff, dtype, rule) -> bool: `accumulate`
-    #: of the contract stream's elements first .. first+len(acc)-1 computed as they are drawn, never written to
-    #: memory (esverify.es.cpu_kernels.accumulate_drawn), the same bits; False when it cannot, and then the
-    #: caller draws and calls `accumulate` (the replay uses it, docs/replay.md §9)
+    #: None, or accumulate_drawn(acc, stream_seeds, first, mapping, coeffs, dtype, rule, theta=None, steps=None)
+    #: -> bool: member by member, `perturb` of theta by each s of steps[m] then `accumulate` of coeffs[m], on the
+    #: contract stream's elements first .. first+len(acc)-1 computed as they are drawn (a member without steps
+    #: never writes its noise to memory; esverify.es.cpu_kernels.accumulate_drawn), the same bits; False,
+    #: nothing changed, when it cannot, and then the caller draws and calls `perturb`/`accumulate` (the
+    #: replay and the trainer's update use it, docs/replay.md §9)
     accumulate_drawn: Callable | None = field(default=None, repr=False)

@@ -70,13 +70,16 @@ def accumulate(acc, eps, coeff, dtype, rule, first, numel):
     return acc
 
 
-def accumulate_drawn(acc, stream_seed, first, mapping, coeff, dtype, rule) -> bool:
-    """`accumulate` of f32 noise elements first .. first+len(acc)-1 of the contract stream `stream_seed` under
-    `mapping`, drawn inside the kernel (esverify.es.cpu_kernels.accumulate_drawn): True when applied (f32
-    parameters, a contiguous CPU accumulator), else False and nothing changed."""
+def accumulate_drawn(acc, stream_seeds, first, mapping, coeffs, dtype, rule, theta=None, steps=None) -> bool:
+    """Per member m in order, `perturb` of theta by each s of steps[m], then `accumulate` of coeffs[m], on f32
+    noise elements first .. first+len(acc)-1 of the contract stream stream_seeds[m] under `mapping`, drawn inside the kernel
+    (esverify.es.cpu_kernels.accumulate_drawn; the same bits). coeffs, steps: f64 values, rounded here as
+    `perturb` and `accumulate` round them. True when applied (f32 parameters, contiguous CPU tensors), else False and nothing changed."""
     if dtype != torch.float32:
         return False
-    return cpu_kernels.accumulate_drawn(acc, stream_seed, first, mapping, rd32(coeff), fused=False)
+    return cpu_kernels.accumulate_drawn(acc, stream_seeds, first, mapping, [rd32(c) for c in coeffs], fused=False,
+                                        theta=theta, steps=None if steps is None else
+                                        [[rd32(s) for s in member] for member in steps])
 
 
 def apply(theta, acc, scale, rule, first, numel, out):
