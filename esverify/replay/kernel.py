@@ -151,8 +151,11 @@ def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: in
     # buffers drawn into again and again: a fresh tensor per draw costs its pages (a quarter of a replay)
     scratch = []   # the one buffer of draws used at once
     kept = []      # the residue's kept draws, one buffer per member, reused from one iteration to the next
+    acc = None
     for seeds, coeffs, evaluated in job.iterations:
-        acc = prof.new_acc(n, dt, theta.device)   # shared by both replays: it does not depend on theta
+        # shared by both replays (it does not depend on theta); zeroed again rather than allocated anew: fresh
+        # pages cost their faults in every iteration
+        acc = prof.new_acc(n, dt, theta.device) if acc is None else acc.zero_()
         steps = _residue_steps(job, seeds, coeffs, evaluated) if drawn is not None else None
         if steps is None or not drawn(seeds, first, acc, coeffs, theta, steps):
             acc = _residue_and_update(job, prof, rule, theta, acc, eps_of, first, numel, drawn, subs, scratch, kept,
