@@ -16,6 +16,14 @@ settings.register_profile("thorough", deadline=None, max_examples=1000,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
+# An xdist worker (PYTEST_XDIST_WORKER is set before this file loads): the workers are the parallelism,
+# one per core, and torch's OpenMP pool of one thread per core in every worker and in every process it
+# starts oversubscribed the cores, its spinning threads costing CPU. esverify's own bits never depend on
+# the thread count; torch's own ops can (es-awd's per-thread tails, docs/numerics.md §3), and the tests
+# of those set their thread count. Set before torch is first imported (below); a user's setting is kept.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 def _has_cuda() -> bool:
     try:
@@ -102,14 +110,6 @@ def pytest_configure(config):
                  baseline=set(_children_of(os.getpid())))
     os.environ["TMPDIR"] = private
     tempfile.tempdir = private
-    if _is_worker(config):
-        # the workers are the parallelism (one per core): torch's OpenMP pool of one thread per core in
-        # every worker and in every process it starts oversubscribes the cores, and its spinning threads
-        # cost CPU (measured: the goldens and trainer tests used 16% less CPU on two workers with one
-        # thread each). esverify's own bits never depend on it; torch's own ops can (es-awd's per-thread
-        # tails, docs/numerics.md §3), and the tests of those set their thread count. Set before any test
-        # module imports torch; a user's own setting is kept.
-        os.environ.setdefault("OMP_NUM_THREADS", "1")
     try:
         import ctypes
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)     # PR_SET_CHILD_SUBREAPER

@@ -245,12 +245,14 @@ def accumulate_drawn(acc, stream_seeds, first: int, mapping: str, coeffs32, fuse
     values, computed inside the kernel: a member without steps never writes its noise to memory). Each
     `+ e*c` is two f32 roundings rd32(x + rd32(e * c)), or one (fused: es-awd's fma32).
 
-    acc, theta: 1-D contiguous CPU f32 tensors of one length (theta only with steps; it may not be acc);
-    stream_seeds: u64 values; first: int >= 0; coeffs32: one exact f32 value per member; steps: None, or
-    per member a sequence of exact f32 values. Returns False, changing nothing, when it cannot (a tensor not
-    contiguous CPU f32, numba missing, another mapping or another numba kernel registered for it, fused
-    without an FMA unit): the caller draws and accumulates. tests/test_replay_drawn.py proves it bitwise the
-    draw followed by `perturb`/`accumulate` or `fma32`.
+    acc, theta: 1-D contiguous CPU f32 tensors of one length (theta: None, or the tensor the steps change,
+    never acc; a theta given is checked like acc even without steps); stream_seeds: u64 values; first:
+    int >= 0; coeffs32: one exact f32 value per member; steps: None, or per member a sequence of exact f32
+    values. Returns False, changing nothing, when it cannot (a tensor not contiguous CPU f32, numba missing,
+    another mapping or another numba kernel registered for it, fused without an FMA unit): the caller draws
+    and accumulates. Raises ValueError, changing nothing, for arguments that do not fit together (as many
+    coefficients and lists of steps as seeds; steps without a theta of acc's length, or with theta = acc).
+    tests/test_replay_drawn.py proves it bitwise the draw followed by `perturb`/`accumulate` or `fma32`.
     """
     registered = MAPPINGS[mapping].kernels.get("numba") if mapping in MAPPINGS else None
     if registered is None or registered != DRAWN_MAPPINGS.get(mapping):
@@ -265,9 +267,9 @@ def accumulate_drawn(acc, stream_seeds, first: int, mapping: str, coeffs32, fuse
     per = [()] * seeds.size if steps is None else [tuple(x) for x in steps]
     if len(per) != seeds.size:
         raise ValueError(f"accumulate_drawn: {seeds.size} stream seeds but {len(per)} lists of steps")
-    if any(per):
-        if theta is None or theta.numel() != acc.numel() or theta.data_ptr() == acc.data_ptr():
-            raise ValueError("accumulate_drawn: steps need a theta of acc's length, distinct from acc")
+    if any(per) and (theta is None or theta.numel() != acc.numel()
+                     or (acc.numel() and theta.data_ptr() == acc.data_ptr())):   # empty tensors share pointer 0
+        raise ValueError("accumulate_drawn: steps need a theta of acc's length, distinct from acc")
     offsets = np.zeros(seeds.size + 1, dtype=np.int64)
     np.cumsum([len(x) for x in per], out=offsets[1:])
     flat = np.array([v for x in per for v in x], dtype=np.float32)

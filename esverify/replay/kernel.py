@@ -143,7 +143,7 @@ def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: in
     drawn: None, or drawn(seeds, first, acc, coeffs, theta=None, steps=None) -> bool, the profile's
     accumulate_drawn on this window's streams: when the residue's order allows, one call runs the whole
     residue and update of an iteration, drawing each member's noise inside the kernel; else it is called
-    per member the residue did not draw (whose noise is then never written to memory)."""
+    per member whose draw the residue did not keep (whose noise is then never written to memory)."""
     n, dt = theta.numel(), theta.dtype
     subs = _subs(n, job.chunk)
     scale = prof.scale(job.alpha, job.population)

@@ -71,10 +71,11 @@ def accumulate(acc, eps, coeff, dtype, rule, first, numel):
 
 
 def accumulate_drawn(acc, stream_seeds, first, mapping, coeffs, dtype, rule, theta=None, steps=None) -> bool:
-    """Per member m in order, `perturb` of theta by each s of steps[m], then `accumulate` of coeffs[m], on f32
-    noise elements first .. first+len(acc)-1 of the contract stream stream_seeds[m] under `mapping`, drawn inside the kernel
-    (esverify.es.cpu_kernels.accumulate_drawn; the same bits). coeffs, steps: f64 values, rounded here as
-    `perturb` and `accumulate` round them. True when applied (f32 parameters, contiguous CPU tensors), else False and nothing changed."""
+    """Per member m in order, `perturb` of theta by each s of steps[m], then `accumulate` of coeffs[m], on
+    f32 noise elements first .. first+len(acc)-1 of the contract stream stream_seeds[m] under `mapping`,
+    drawn inside the kernel (esverify.es.cpu_kernels.accumulate_drawn; the same bits). coeffs, steps: f64
+    values, rounded here as `perturb` and `accumulate` round them. True when applied (f32 parameters,
+    contiguous CPU tensors), else False and nothing changed; ValueError as cpu_kernels.accumulate_drawn's."""
     if dtype != torch.float32:
         return False
     return cpu_kernels.accumulate_drawn(acc, stream_seeds, first, mapping, [rd32(c) for c in coeffs], fused=False,
