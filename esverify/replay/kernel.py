@@ -158,8 +158,8 @@ def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: in
         acc = prof.new_acc(n, dt, theta.device) if acc is None else acc.zero_()
         steps = _residue_steps(job, seeds, coeffs, evaluated) if drawn is not None else None
         if steps is None or not drawn(seeds, first, acc, coeffs, theta, steps):
-            acc = _residue_and_update(job, prof, rule, theta, acc, eps_of, first, numel, drawn, subs, scratch, kept,
-                                      seeds, coeffs, evaluated)
+            _residue_and_update(job, prof, rule, theta, acc, eps_of, first, numel, drawn, subs, scratch, kept, seeds,
+                                coeffs, evaluated)
         for target in (theta, naive):
             for a, b in subs:
                 prof.apply(target[a:b], acc[a:b], scale, rule, first + a, numel, target[a:b])
@@ -169,8 +169,8 @@ def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: in
 
 def _residue_and_update(job: Job, prof, rule, theta, acc, eps_of, first, numel, drawn, subs, scratch, kept, seeds,
                         coeffs, evaluated):
-    """One iteration's residue on theta, then its accumulator, member by member with the noise drawn into
-    memory (a residue member's draw kept for the update when the window is small enough). Returns acc."""
+    """One iteration's residue on theta, then its accumulator acc (in place), member by member with the noise
+    drawn into memory (a residue member's draw kept for the update when the window is small enough)."""
     n, dt = theta.numel(), theta.dtype
     keep = n * len({k for k, _ in evaluated}) <= CACHE_ELEMENTS
     cache = {}
@@ -208,8 +208,6 @@ def _residue_and_update(job: Job, prof, rule, theta, acc, eps_of, first, numel, 
             new = prof.accumulate(part, e[a:b], c, dt, rule, first + a, numel)
             if new is not part:
                 part.copy_(new)
-    cache.clear()
-    return acc
 
 
 def replay_elements(job: Job, unit: Unit, base: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -238,9 +236,12 @@ def replay_elements(job: Job, unit: Unit, base: torch.Tensor) -> tuple[torch.Ten
     if prof.accumulate_drawn is not None:
         from esverify.rng import stream_seed
 
+        # once per unit, not per window and iteration: a stream seed depends on the member seed and slot only
+        streams = {seed: stream_seed(seed, slot or 0, job.scheme) for seeds, _, _ in job.iterations for seed in seeds}
+
         def drawn(seeds, at, acc, coeffs, theta=None, steps=None):
-            return prof.accumulate_drawn(acc, [stream_seed(seed, slot or 0, job.scheme) for seed in seeds], at,
-                                         job.mapping, coeffs, base.dtype, rule, theta, steps)
+            return prof.accumulate_drawn(acc, [streams[seed] for seed in seeds], at, job.mapping, coeffs, base.dtype,
+                                         rule, theta, steps)
     for a, b in _subs(n, job.chunk):
         first = unit.start + a
         _replay_window(job, prof, rule, theta[a:b], naive[a:b], None if anchor is None else anchor[a:b],
