@@ -11,8 +11,10 @@ case leaves behind: the repeat check, run on the state mutants and on
 every equivalent). Each runs only on the rows it
 needs (a --case pattern, --small, one loop iteration) and must get the
 status its table gives on every row (every other row passes), with its
-named diagnosis in the row. Equivalent mutants compute the same bits by
-other means and must pass every row. The catalog runs two mutants at a
+named diagnosis in the row, and each failing row's blame must name the
+edited function (issue 32 item 1: each mutant is a git checkout with its
+edit uncommitted). Equivalent mutants compute the same bits by other
+means and must pass every row. The catalog runs two mutants at a
 time (two children busy beside our side); the test prints the detection
 rate and asserts 100% detection and no false alarm.
 
@@ -31,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from esverify.oracle import Options, Runner, cases
-from standins.mutants import EQUIVALENTS, MUTANTS, STANDINS, make_mutant
+from standins.mutants import BLAMED, EQUIVALENTS, MUTANTS, STANDINS, edited_functions, make_mutant, names_the_edit
 
 KINDS = ("hook", "masking", "numerics", "accounting", "structure", "rewards", "state")
 
@@ -60,20 +62,21 @@ def cases_for(mutant):
 
 
 def run_group(tmp_path, target, names, catalog) -> dict:
-    """{mutant: {case id: (status, diagnosis, detail)}}: one child serves every mutant of the group."""
+    """{mutant: {case id: (status, diagnosis, detail, blame)}}: one child serves every mutant of the group; each
+    mutant is a git checkout with its edit uncommitted, so a failing row's blame can name the edit."""
     base = STANDINS / target
     runner = Runner(Options(target=target, devices=("cpu",), quiet=True, timeout=120))
     results = {}
     with runner.session(target, base) as run:
         for name in names:
-            clone = make_mutant(tmp_path, name)
+            clone = make_mutant(tmp_path, name, git=True)
             run.forget()
             rows = [run(case, clone=clone) for case in cases_for(catalog[name])]
             # the repeat check (this mutant's rows again, in the reverse order): the state mutants need it,
             # and an equivalent must pass it too; a row whose second run differs is failed in place
             if catalog[name].kind == "state" or name in EQUIVALENTS:
                 run.repeat()
-            results[name] = {r["case"]: (r["status"], r["diagnosis"], r["detail"]) for r in rows}
+            results[name] = {r["case"]: (r["status"], r["diagnosis"], r["detail"], r["blame"]) for r in rows}
     return results
 
 
@@ -95,7 +98,8 @@ def check_mutant(name, mutant, rows) -> list:
     problems = []
     if not rows:
         return [f"{name}: no rows ran"]
-    for case_id, (status, diagnosis, detail) in rows.items():
+    patched = edited_functions(mutant.target, mutant.edits)
+    for case_id, (status, diagnosis, detail, blame) in rows.items():
         want = expected_status(mutant, case_id)
         if status != want:
             problems.append(f"{name}: {case_id}: got {status} ({detail[:160]}), want {want}")
@@ -103,9 +107,12 @@ def check_mutant(name, mutant, rows) -> list:
             problems.append(f"{name}: {case_id}: diagnosis {diagnosis!r} lacks {mutant.diagnosis!r}: {detail[:160]}")
         elif status == "fail" and "skip" not in diagnosis and not any(w in detail for w in ("differ", "skip")):
             problems.append(f"{name}: {case_id}: a fail without the differing elements named: {detail[:160]}")
+        if status in BLAMED and not names_the_edit(blame, patched):   # issue 32 item 1
+            problems.append(f"{name}: {case_id}: the blame does not name the edited function of {sorted(patched)}: "
+                            f"{blame[:300]}")
         if "harmless" in detail:
             problems.append(f"{name}: {case_id}: a detail calls something harmless: {detail[:160]}")
-    if not any(s != "pass" for s, _, _ in rows.values()) and mutant.expect:
+    if not any(s != "pass" for s, *_ in rows.values()) and mutant.expect:
         problems.append(f"{name}: no row flagged it")
     return problems
 

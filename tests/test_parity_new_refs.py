@@ -4,12 +4,13 @@
   pass every row (contract and native noise, f32/f16/bf16, two model
   copies and one); the es-at-scale clone yields both targets, a fork (the
   scripts at the root) only es-paper; every PAPER_MUTANT fails the rows its
-  fault reaches and every equivalent passes;
+  fault reaches, each failing row's blame naming the edited function, and
+  every equivalent passes;
 - skill-sample: the page's sample given as one file passes f32/f16 at N 5
   and 30, its bf16 and N = 40 rows are `defect` rows naming the sample's
   line, never fail or pass; its findings are in the report; a rank-sorted
-  variant (the page's stated intent) fails; every SKILL_MUTANT fails and
-  every equivalent passes.
+  variant (the page's stated intent) fails; every SKILL_MUTANT fails (the
+  blame naming the edit) and every equivalent passes.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from esverify.oracle.runner import Runner
 from esverify.oracle.adapters import get
 from esverify.oracle.adapters.base import MatrixSpec
 from standins.layouts import paper_fork
-from standins.mutants import STANDINS, make_variant
+from standins.mutants import BLAMED, STANDINS, edited_functions, make_variant, names_the_edit
 from standins.new_ref_mutants import EQUIVALENTS, PAPER_MUTANTS, SKILL_MUTANTS
 
 AT_SCALE = STANDINS / "es-at-scale"
@@ -110,14 +111,20 @@ def _matrix_cases(target):
 
 
 def _catalog(target, clone, cases, table, tmp_path):
-    """{mutant: {case id: status}} over one child (the variant clone per case)."""
-    out = {}
+    """{mutant: {case id: status}} over one child (the variant clone per case). Each variant is a git
+    checkout with its edit uncommitted, and every failing row's blame must name the edited function
+    (issue 32 item 1): asserted here, for every mutant and equivalent."""
+    out, unnamed = {}, []
     runner = Runner(Options(ref=[str(clone)], devices=("cpu",), out=str(tmp_path / "unused"), quiet=True))
     with runner.session(target, clone) as run:
         for name, mutant in table.items():
-            variant = make_variant(tmp_path / name, mutant.target, mutant.edits)
+            variant = make_variant(tmp_path / name, mutant.target, mutant.edits, git=True)
             rows = [run(case, clone=variant) for case in cases]
             out[name] = {r["case"]: r["status"] for r in rows}
+            patched = edited_functions(mutant.target, mutant.edits)
+            unnamed += [f"{name}: {r['case']}: {r['blame'][:300]} (edited: {patched})" for r in rows
+                        if r["status"] in BLAMED and not names_the_edit(r["blame"], patched)]
+    assert not unnamed, "failing rows whose blame does not name the edited function:\n" + "\n".join(unnamed)
     return out
 
 

@@ -70,7 +70,7 @@ def run_again(session, history, done: int, stop=None) -> list:
     failed with the diagnosis `state` (in place). `stop`: a threading.Event that ends the check early.
     Returns the report's record of the check."""
     from .paramsets import shapes_of
-    from .row_runner import checked_case
+    from .row_runner import add_blame, checked_case
     record = []
     for position, case, row, theirs, clone in history:
         if stop is not None and stop.is_set():
@@ -89,7 +89,7 @@ def run_again(session, history, done: int, stop=None) -> list:
             names = [n for n, _ in shapes_of(case.big, case.shapes)] if case.op != "zscore" else ["coeffs"]
             text = difference(theirs[1], session.last_theirs[1], names)
             entry["identical"] = not text
-            if text:
-                mark(row, position, done, text)
+            if text:   # failed now: its blame names the code the second run ran
+                add_blame(session, case, mark(row, position, done, text))
         record.append(entry)
     return record

@@ -36,9 +36,15 @@ def checked_case(session, case) -> dict:
     except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others' rows
         return session.row(case, status="error", detail=f"{case.op}: the runner failed on this case: "
                                                          f"{type(exc).__name__}: {exc}")
-    row = flush_row(row, session.child.last_flush, session.adapter.name)
+    return add_blame(session, case, flush_row(row, session.child.last_flush, session.adapter.name))
+
+
+def add_blame(session, case, row: dict) -> dict:
+    """`row` (in place, and returned) with its blame line when it failed and has none: the reference's
+    code the case just run on `session` involves (issue 32; the repeat check calls it for a row it
+    fails). Never a reason to lose the row: a git failure is said in the blame line."""
     if row["status"] in BLAMED and not row.get("blame"):
-        try:   # the reference's code this row involves (issue 32); never a reason to lose the row
+        try:
             row["blame"] = session.blame(case)
         except Exception as exc:  # noqa: BLE001
             row["blame"] = f"the clone's changes could not be read: {type(exc).__name__}: {exc}"

@@ -202,7 +202,8 @@ LOOP_UNSEEN = {
                          "draw) can show it"),
 }
 
-def make_loop_mutant(tmp, name: str):
-    """Copy the stand-in clone of the mutant's target under `tmp` with its edit applied; the clone root."""
+def make_loop_mutant(tmp, name: str, git: bool = False):
+    """Copy the stand-in clone of the mutant's target under `tmp` with its edit applied; the clone root
+    (`git`: see mutants.make_variant)."""
     target, edits, _ = {**LOOP_MUTANTS, **LOOP_EQUIVALENTS, **LOOP_UNSEEN}[name]
-    return make_variant(tmp, target, edits)
+    return make_variant(tmp, target, edits, git=git)

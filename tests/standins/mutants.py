@@ -16,6 +16,7 @@ run must report clearly. (Loop mutants live in loop_mutants.py.)
 from __future__ import annotations
 
 import shutil
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -454,10 +455,16 @@ BAD_INPUTS = {
 }
 
 
-def make_variant(tmp: Path, target: str, edits) -> Path:
-    """Copy the stand-in clone of `target` under `tmp` and apply `edits`; returns the clone root."""
+def make_variant(tmp: Path, target: str, edits, git: bool = False) -> Path:
+    """Copy the stand-in clone of `target` under `tmp` and apply `edits`; returns the clone root. With `git`,
+    the unedited copy is the one commit of a git repository and the edits are uncommitted changes: what a
+    failing row's blame names (esverify.oracle.blame; `edited_functions` says what it must name)."""
     dest = Path(tmp) / f"{target}-variant"
     shutil.copytree(STANDINS / target, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    if git:
+        cmd = ["git", "-C", str(dest), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+        for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "stand-in"]):
+            subprocess.run(cmd + args, check=True)
     for rel, old, new in edits:
         path = dest / rel
         text = path.read_text()
@@ -466,13 +473,40 @@ def make_variant(tmp: Path, target: str, edits) -> Path:
     return dest
 
 
-def make_mutant(tmp: Path, name: str) -> Path:
-    """A copy of the stand-in with mutant (or equivalent) `name` applied."""
+def edited_functions(target: str, edits) -> dict:
+    """{file: the functions (esverify.oracle.blame's names, "module level" outside any) enclosing the lines
+    `edits` write into the stand-in `target`}, edits applied in order as make_variant applies them."""
+    from esverify.oracle.blame import enclosing, functions_of
+    texts, patched = {}, {}
+    for rel, old, new in edits:
+        text = texts.get(rel) or (STANDINS / target / rel).read_text()
+        at = text.index(old)          # where the edit lands (its new text may also occur elsewhere)
+        text = texts[rel] = text.replace(old, new)
+        start = text[:at].count("\n") + 1
+        functions = functions_of(text)
+        patched.setdefault(rel, set()).update(enclosing(functions, n)
+                                              for n in range(start, start + new.count("\n") + 1))
+    return patched
+
+
+#: the row statuses that carry a blame line (esverify.oracle.row_runner)
+BLAMED = ("fail", "error", "unverifiable")
+
+
+def names_the_edit(blame: str, patched: dict) -> bool:
+    """Whether a failing row's `blame` names one of the edited functions of `patched` (edited_functions)
+    among the code the row ran (issue 32 item 1)."""
+    return "which this row ran" in blame and any(f"{rel}:" in blame and any(f", in {fn}" in blame for fn in fns)
+                                                 for rel, fns in patched.items())
+
+
+def make_mutant(tmp: Path, name: str, git: bool = False) -> Path:
+    """A copy of the stand-in with mutant (or equivalent) `name` applied (`git`: see make_variant)."""
     mutant = MUTANTS.get(name) or EQUIVALENTS[name]
     built = Path(tmp) / name / f"{mutant.target}-variant"
     if built.exists():       # built already: the same name is the same edits
         return built
-    return make_variant(Path(tmp) / name, mutant.target, mutant.edits)
+    return make_variant(Path(tmp) / name, mutant.target, mutant.edits, git=git)
 
 
 def make_bad(tmp: Path, name: str) -> Path:
