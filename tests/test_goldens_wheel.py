@@ -68,7 +68,7 @@ def test_wheel_install_checks_goldens_and_refuses_generate(tmp_path):
     assert "installed package" in refused.stderr
 
     out = tmp_path / "out"
-    # skill-sample: the cheapest area (rng's digests take over 2 minutes of pure-Python reference here)
+    # skill-sample: the cheapest area (rng's digests take about half a minute of pure-Python reference here)
     written = sh(esverify, "goldens", "generate", "--area", "skill-sample", "--out", out, cwd=outside, env=env,
                  check=False)
     assert written.returncode == 0, written.stdout + written.stderr

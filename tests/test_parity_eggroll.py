@@ -165,17 +165,29 @@ def test_a_difference_in_the_factors_alone_is_a_note_and_in_ba_a_fail():
         assert diff.startswith("es_step 0 member 3: the evaluated perturbation B·A of") and "v_proj" in diff
 
 
-def _verdicts(tmp_path, name, mutant):
-    clone = make_variant(tmp_path / name, "eggroll-vllm", mutant.edits)
-    result = _run(tmp_path / name, clone, case=MUTANT_ROWS)
-    return result.frame
+def _catalog_verdicts(tmp_path) -> dict:
+    """{mutant or equivalent: rows frame} of the MUTANT_ROWS, every variant through one child that switches
+    to it (Runner.session, as the other catalogs run; a run_parity per variant paid a child start each,
+    issue 33 item 4)."""
+    from esverify.oracle import Runner
+    from esverify.oracle.options import validate
+    from esverify.oracle.setup import select_cases
+    opts = validate(Options(ref=[str(CLONE)], devices=("cpu",), quiet=True, target="eggroll", case=MUTANT_ROWS))
+    cases = select_cases(opts, ["eggroll"], opts.alpha)
+    out = {}
+    with Runner(opts).session("eggroll", CLONE) as run:
+        for name, mutant in {**MUTANTS, **EQUIVALENTS}.items():
+            clone = make_variant(tmp_path / name, "eggroll-vllm", mutant.edits)
+            out[name] = pd.DataFrame([run(case, clone=clone) for case in cases])
+    return out
 
 
 @pytest.mark.slow
 def test_mutants_fail_a_row_and_equivalents_pass_every_row(tmp_path):
     caught, missed, wrong = [], [], []
+    verdicts = _catalog_verdicts(tmp_path)
     for name, mutant in MUTANTS.items():
-        frame = _verdicts(tmp_path, name, mutant)
+        frame = verdicts[name]
         assert len(frame) == 3
         # a fail row, or an error row where contract noise refuses a draw no stream of the run has (the
         # reference asked for noise outside the run: never a pass)
@@ -183,7 +195,7 @@ def test_mutants_fail_a_row_and_equivalents_pass_every_row(tmp_path):
         assert errors["detail"].str.contains("contract noise cannot stand in").all(), (name, errors.to_string())
         (caught if (frame["status"] != "pass").any() else missed).append(name)
     for name, mutant in EQUIVALENTS.items():
-        frame = _verdicts(tmp_path, name, mutant)
+        frame = verdicts[name]
         if set(frame["status"]) != {"pass"}:
             wrong.append((name, frame[frame["status"] != "pass"][["case", "detail"]].to_string()))
     print(f"eggroll mutants: {len(caught)} of {len(MUTANTS)} detected ({100 * len(caught) / len(MUTANTS):.0f}%); "

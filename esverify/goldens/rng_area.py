@@ -242,7 +242,7 @@ def _digest_vectors() -> list[dict]:
 
 
 def _digest_expected(x: dict, mapping: str) -> dict:
-    # the scalar reference takes about 20 s of pure Python per 2**20 values; a second generate in the same
+    # the scalar reference takes about 7 s of pure Python per 2**20 poly32 values; a second generate in the same
     # process (the tests, a script) reuses the answer, which depends on nothing but x and mapping
     return json.loads(_digest_of(json.dumps(x, sort_keys=True), mapping))
 

@@ -5,7 +5,7 @@ libm64 may differ by one f32 ulp, rarely, because each backend brings its
 own f64 libm. Such differences are counted and reported, never hidden:
 `compare_to_scalar` returns every differing element with both bit
 patterns and the ulp distance (docs/numerics.md §7, `esverify.bits`). The scalar
-reference runs at ~100k elements/s, so keep `n` in the thousands.
+reference runs at about 150k elements/s (poly32), so keep `n` in the thousands.
 
 Checks: ``python -m pytest -q tests/test_rng_backends.py`` (poly32: zero
 differences on every CPU backend; libm64: counted and at most one ulp).
