@@ -9,6 +9,7 @@ tests/impl_wrappers.py (numpy backend: they start in well under a second).
 """
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -46,8 +47,28 @@ def value_rows(result) -> list:
     return [r for r in result.rows if r["vector"] not in DIGESTS]
 
 
+def marked(tmp_path) -> dict:
+    """ENV with a marker of this test (its tmp_path) that the wrapper and whatever it starts inherit."""
+    return {**ENV, "ESVERIFY_TEST_MARK": str(tmp_path)}
+
+
+def left_running(tmp_path) -> list[int]:
+    """The pids of processes that still run with this test's marker (`marked`) in their environment.
+    By marker, not by command line: the other test worker may run the same wrapper at the same time."""
+    mark = f"ESVERIFY_TEST_MARK={tmp_path}".encode()
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                if mark in fh.read().split(b"\0"):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
 def run_rng(mode: str, tmp_path, deadline=20.0):
-    target = ImplTarget(wrapper(mode), log_path=tmp_path / "impl.log", deadline_s=deadline, env=ENV)
+    target = ImplTarget(wrapper(mode), log_path=tmp_path / "impl.log", deadline_s=deadline, env=marked(tmp_path))
     try:
         result = gate.check(GOLDENS, ["rng"], impl=target)
     finally:
@@ -225,22 +246,20 @@ def test_wrapper_ops_match_the_library(tmp_path):
 # -- bad wrappers ------------------------------------------------------------------------------
 @pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_silent_wrapper_is_a_one_line_setup_error_and_leaves_no_process(tmp_path):
-    target = ImplTarget(wrapper("silent"), log_path=tmp_path / "log", env=ENV, start_deadline_s=1.5)
+    target = ImplTarget(wrapper("silent"), log_path=tmp_path / "log", env=marked(tmp_path), start_deadline_s=1.5)
     result = gate.check(GOLDENS, ["rng"], impl=target)
     target.close()
     assert result.exit_code(False) == 2
     assert len(result.errors) == 1 and "\n" not in result.errors[0]
     assert "no complete reply to capabilities within the 1.5 s deadline" in result.errors[0]
-    children = [int(p) for p in os.listdir("/proc") if p.isdigit() and _cmdline(int(p)).endswith("time.sleep(600)")]
-    assert children == [], "the wrapper's grandchild survived"
-
-
-def _cmdline(pid: int) -> str:
+    assert left_running(tmp_path) == [], "the wrapper's grandchild survived"
+    # the control: a process started as the wrapper starts its grandchild is found by its marker
+    control = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], env=marked(tmp_path))
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return ""
+        assert left_running(tmp_path) == [control.pid]
+    finally:
+        control.kill()
+        control.wait()
 
 
 def test_garbage_is_a_setup_error_naming_the_bytes(tmp_path):
@@ -280,7 +299,7 @@ def test_a_failing_case_is_one_error_row_and_the_rest_still_run(tmp_path, mode, 
     assert result.exit_code(False) == 1
     assert target.process.restarts == (0 if mode == "refuses" else 2)   # restarted after each broken case
     assert target.process.pid is None                             # closed: nothing left running
-    assert [p for p in os.listdir("/proc") if p.isdigit() and f"{WRAPPERS} {mode}" in _cmdline(int(p))] == []
+    assert left_running(tmp_path) == []
 
 
 def test_replies_larger_than_the_first_buffer_arrive_whole(tmp_path, monkeypatch):
