@@ -131,3 +131,17 @@ def test_mapping_registry_is_named_values():
         for backend in rng.BACKENDS:
             assert callable(m.kernel(backend))
     assert rng.MAPPINGS["poly32"].bitwise_portable and not rng.MAPPINGS["libm64"].bitwise_portable
+
+
+@given(seed=U64, first=st.one_of(st.integers(0, 300), st.integers(2**64 - 300, 2**64 - 1)),
+       n=st.integers(0, 9), mapping=st.sampled_from(["poly32", "libm64"]))
+@example(seed=0, first=2**64 - 1, n=1, mapping="poly32")          # the last element: the sine half of the last pair
+@example(seed=2**64 - 1, first=1, n=0, mapping="libm64")          # an odd start and nothing to return
+def test_scalar_gaussian_by_pairs_is_the_element_by_element_stream(seed, first, n, mapping):
+    """scalar.gaussian computes each aligned pair once for both its elements: the same bits as the
+    element functions, one element at a time, for any start (odd or even) and count (the pairs' own
+    bits are the committed goldens': tests/test_goldens_file.py regenerates them byte for byte)."""
+    first = min(first, 2**64 - n)
+    got = scalar.gaussian(seed, n, first, mapping)
+    want = [scalar.MAPPINGS[mapping](seed, j) for j in range(first, first + n)]
+    assert [scalar.f32_bits(x) for x in got] == [scalar.f32_bits(x) for x in want]
