@@ -290,8 +290,10 @@ def loop_catalog(request, tmp_path_factory):
     selected, each run on the rows `loop_options` picks, through one child per target that switches to each
     variant (Runner.session, as the mutant catalogs run; a fresh `run_parity` per variant paid a child
     start and its imports each, issue 33 item 4). The exit code is the one parity gives those rows
-    (console.exit_code). Each variant is a git checkout with its edit uncommitted; `unnamed` lists its
-    failing rows whose blame does not name the edited function (issue 32 item 1)."""
+    (console.exit_code). No repeat check runs here: no loop mutant keeps state between cases (that
+    check has its catalog's state mutants, tests/test_parity_mutants.py). Each variant is a git checkout
+    with its edit uncommitted; `unnamed` lists its failing rows whose blame does not name the edited
+    function (issue 32 item 1)."""
     from esverify.oracle import Runner
     from esverify.oracle.console import exit_code
     from esverify.oracle.options import validate
