@@ -3,12 +3,15 @@
 Hypothesis runs without deadlines (this 2-core machine is noisy and timing
 is never asserted) and with a bounded number of examples per property;
 HYPOTHESIS_PROFILE=thorough raises it for a long local run. Tests marked
-`cuda` skip cleanly on a machine without a CUDA device (CI has none).
+`cuda` skip cleanly on a machine without a CUDA device (CI has none). The
+heaviest test files are collected first (tests/durations.py).
 """
 import os
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from durations import file_seconds
 
 settings.register_profile("default", deadline=None, max_examples=40,
                           suppress_health_check=[HealthCheck.too_slow])
@@ -37,6 +40,11 @@ HAS_CUDA = _has_cuda()
 
 
 def pytest_collection_modifyitems(config, items):
+    # the heaviest test files first (tests/durations.py says why); a file's own tests keep their order
+    seconds = file_seconds()
+    if seconds:
+        position = {id(item): k for k, item in enumerate(items)}
+        items.sort(key=lambda item: (-seconds.get(item.nodeid.split("::")[0], 1.0), position[id(item)]))
     if HAS_CUDA:
         return
     skip = pytest.mark.skip(reason="not run: no CUDA device on this machine")
@@ -99,6 +107,10 @@ def _is_worker(config) -> bool:
 
 
 def pytest_configure(config):
+    if file_seconds() and hasattr(config.option, "loadscopereorder"):
+        # xdist's controller: hand out the files in the order collected (heaviest first, above), not by
+        # their number of tests
+        config.option.loadscopereorder = False
     # An xdist worker inherits the controller's TMPDIR: its own folder goes beside the controller's,
     # not inside it, since Ray's socket paths under the temp folder must stay within AF_UNIX's 107
     # bytes (nested, they were 108 in a CI run).

@@ -44,7 +44,7 @@ def test_functions_and_the_one_that_encloses_a_line():
     source = "import x\n\n\nclass A:\n    @staticmethod\n    def f():\n        def g():\n            return 1\n" \
              "        return g\n\n\ndef h():\n    pass\n"
     functions = functions_of(source)
-    assert functions == [("A.f", 5, 9), ("A.f.g", 7, 8), ("h", 12, 13)]
+    assert functions == [("A.f", 5, 9, 7), ("A.f.g", 7, 8, 8), ("h", 12, 13, 13)]
     assert [enclosing(functions, n) for n in (1, 5, 8, 9, 12, 13)] == [
         "module level", "A.f", "A.f.g", "A.f", "h", "h"]
     assert functions_of("def (:\n") == []
@@ -75,6 +75,29 @@ def test_a_clean_clone_an_uncommitted_mutant_and_a_committed_one(tmp_path):
                                                         f"after the validated {base[:7]}")
     (root / "extra.py").write_text("def new():\n    return 1\n")   # untracked files are changes too
     assert Hunk("extra.py", 1, 2, "new") in clone_changes(root, base[:7]).hunks
+
+
+def test_a_changed_default_argument_is_a_signature_hunk_that_ran_with_its_module(tmp_path):
+    """A default argument (or a decorator) is evaluated when the module is imported and can be read
+    without a call (the parity child reads launch_engines' default precision and never calls it): the
+    hunk is the function's signature, and it ran when any function of its file ran."""
+    root = tmp_path / "clone"
+    root.mkdir()
+    (root / "m.py").write_text("class T:\n    def launch(self, n=4,\n               precision='bfloat16'):\n"
+                               "        return precision\n\n    def fit(self):\n        return 1\n")
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "base")
+    (root / "m.py").write_text((root / "m.py").read_text().replace("'bfloat16'", "'float16'")
+                               .replace("return 1", "return 2"))
+    hunks = clone_changes(root, "").hunks
+    assert hunks == [Hunk("m.py", 3, 3, "T.launch", signature=True), Hunk("m.py", 7, 7, "T.fit")]
+    blame = explain(Changes("changed", base="abc", hunks=hunks[:1]), {"m.py": ["T.fit"]}, [])
+    assert blame == ("the clone differs from abc in m.py:3, in T.launch (its signature), which this row ran; "
+                     "no other changed line ran")
+    # a body line of a function the row did not call did not run
+    blame = explain(Changes("changed", base="abc", hunks=hunks[1:]), {"m.py": ["T.launch"]}, [])
+    assert "none of which this row ran" in blame
 
 
 def test_not_a_git_checkout(tmp_path):

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -290,11 +291,12 @@ def loop_catalog(request, tmp_path_factory):
     selected, each run on the rows `loop_options` picks, through one child per target that switches to each
     variant (Runner.session, as the mutant catalogs run; a fresh `run_parity` per variant paid a child
     start and its imports each, issue 33 item 4). The exit code is the one parity gives those rows
-    (console.exit_code). No repeat check runs here: no loop mutant keeps state between cases (that
-    check has its catalog's state mutants, tests/test_parity_mutants.py). Each variant is a git checkout
-    with its edit uncommitted; `unnamed` lists its failing rows whose blame does not name the edited
-    function (issue 32 item 1)."""
+    (console.exit_code), after the repeat check a parity run makes on the same rows (a variant that
+    edits more than the loop script runs single-op rows too). Each variant is a git checkout with its
+    edit uncommitted; `unnamed` lists its failing rows whose blame does not name the edited function
+    (issue 32 item 1)."""
     from esverify.oracle import Runner
+    from esverify.oracle import repeat as _repeat
     from esverify.oracle.console import exit_code
     from esverify.oracle.options import validate
     from esverify.oracle.setup import select_cases
@@ -313,7 +315,17 @@ def loop_catalog(request, tmp_path_factory):
             for name in todo:
                 clone = make_loop_mutant(root / name, name, git=True)
                 opts = validate(loop_options(name))
-                rows = [run(case, clone=clone) for case in select_cases(opts, [target], opts.alpha)]
+                cases = select_cases(opts, [target], opts.alpha)
+                rows, theirs = [], []
+                run.forget()
+                for case in cases:
+                    rows.append(run(case, clone=clone))
+                    theirs.append(run.session.last_theirs)
+                # the repeat check as a parity run makes it (Runner._run_reference): the chosen single-op
+                # rows again, in the reverse order; a row whose reference bits changed is failed in place
+                again = _repeat.choose(cases, exclude_ops=adapters.get(target).loop_ops)
+                _repeat.run_again(run.session, [(k + 1, cases[k], rows[k], theirs[k], Path(clone).resolve())
+                                                for k in again], len(cases))
                 frame = pd.DataFrame(rows)
                 patched = edited_functions(target, ALL_LOOP_EDITS[name][1])
                 unnamed = [f"{r['case']}: {r['blame'][:300]}" for r in rows
@@ -352,7 +364,9 @@ def test_loop_mutant_fails_exactly_its_rows(loop_catalog, name):
 
 def test_loop_script_mutants_edit_only_function_bodies():
     """What lets loop_rows_only mutants, equivalents and unseen faults leave out the single-op rows: each edited
-    line of a loop script lies inside a function (module-level code runs at import, for every row)."""
+    line of a loop script lies inside a function (module-level code runs at import, for every row), its body
+    or its signature (a default argument, evaluated at import too: the single-op rows never import a loop
+    script, test_single_op_rows_run_no_function_of_the_loop_scripts)."""
     from esverify.oracle.blame import enclosing, functions_of
     names = [n for n in ALL_LOOP_EDITS if loop_rows_only(n)]
     assert len([n for n in names if n in LOOP_MUTANTS]) >= 20
@@ -370,7 +384,7 @@ def test_loop_script_mutants_edit_only_function_bodies():
 @pytest.mark.slow
 def test_single_op_rows_run_no_function_of_the_loop_scripts(tmp_path):
     """The other half of loop_rows_only: the unmutated stand-ins' single-op rows (every dtype set, scheme and
-    noise kind the mutant runs use) run no function of either loop script, so an edit inside one cannot
+    noise kind the mutant runs use) never import either loop script, so an edit inside one cannot
     change them. (The table does list a loop script whose functions ran: test_unchanged_standins_pass_every_loop_row
     finds its `reached` functions there.)"""
     result = run_parity(Options(ref=(AT_SCALE, AWD), devices=("cpu",), dtypes=("f32", "bf16"),
@@ -380,10 +394,10 @@ def test_single_op_rows_run_no_function_of_the_loop_scripts(tmp_path):
     assert set(frame["target"]) == set(LIBRARY) and not set(frame["op"]) & set(LOOP_OPS)
     table = pd.read_csv(tmp_path / "out" / "parity-coverage.csv")
     for target, script in LOOP_SCRIPTS.items():
-        # the table lists every clone file the child imported or ran code of: a script it does not list, the
-        # single-op rows never imported; one it lists must have no function that ran
+        # the table lists every clone file the child imported or ran code of: the single-op rows never
+        # imported the loop script (so not even its module-level code and signatures ran)
         functions = table[(table["target"] == target) & (table["file"] == script)]
-        assert not functions["ran"].any(), functions.loc[functions["ran"], "function"].tolist()
+        assert functions.empty, functions.loc[functions["ran"], "function"].tolist()
     # and the table does see single-op rows run: the worker functions they call are marked ran
     assert table[(table["target"] == "es-at-scale") & (table["file"] == "es_at_scale/utils/worker_extension.py")][
         "ran"].any()
@@ -550,7 +564,7 @@ def test_loop_command_is_built_before_our_side_and_maps_every_seed_our_loop_draw
     assert command["global_seed"] == 5 and command["iterations"] == 2 and command["noise"] == "contract"
 
 
-@pytest.mark.slow   # about 15 s with the 8 s timeout (29 s with 20 s, 2026-12-04): out of the fast tier
+@pytest.mark.slow   # about 19 s with the 12 s timeout (29 s with 20 s, 2026-12-04): out of the fast tier
 def test_a_hanging_loop_is_a_timeout_row_and_the_next_row_still_runs(tmp_path):
     """The loop rows share the single-op rows' request path (Runner._exchange): a loop that hangs is killed
     with its process group at --timeout, named as a timeout, and the restarted child runs the next row."""
@@ -561,9 +575,9 @@ def test_a_hanging_loop_is_a_timeout_row_and_the_next_row_still_runs(tmp_path):
                                                 "        _clock.sleep(600)\n")])
     result = run_parity(Options(ref=str(clone), target="es-awd", devices=("cpu",), dtypes=("f32",),
                                 schemes=("correlated",), noises=("contract",), iterations=1, small=True,
-                                case="*/main*", timeout=8.0, out=str(tmp_path / "out"), quiet=True))
+                                case="*/main*", timeout=12.0, out=str(tmp_path / "out"), quiet=True))
     rows = {r["op"]: (r["status"], r["detail"]) for _, r in result.frame.iterrows()}
-    assert rows["main-mirror"] == ("error", "timeout: main-mirror did not finish within 8 s; the child's process "
+    assert rows["main-mirror"] == ("error", "timeout: main-mirror did not finish within 12 s; the child's process "
                                             "group was killed and the child restarted")
     assert {op: status for op, (status, _) in rows.items() if op != "main-mirror"} == \
         {op: "pass" for op in MAIN_VARIANTS if op != "main-mirror"}

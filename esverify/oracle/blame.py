@@ -30,11 +30,13 @@ SHOWN = 3
 @dataclass(frozen=True)
 class Hunk:
     """Changed lines of one clone file: `first`..`last` of its current text (a deletion: the line
-    after which lines were removed), inside `function` ("module level" outside any function)."""
+    after which lines were removed), inside `function` ("module level" outside any function);
+    `signature`: the lines are all in the function's decorators and signature, before its body."""
     path: str
     first: int
     last: int
     function: str
+    signature: bool = False
 
     def where(self) -> str:
         lines = f"{self.first}" if self.first == self.last else f"{self.first}-{self.last}"
@@ -57,9 +59,10 @@ class Changes:
         return list(dict.fromkeys(h.path for h in self.hunks))
 
 
-def functions_of(source: str) -> list[tuple[str, int, int]]:
-    """(qualified name, first line, last line) of every function and method in `source`, outer ones
-    first (decorators count as the function's lines); [] when it does not parse."""
+def functions_of(source: str) -> list[tuple[str, int, int, int]]:
+    """(qualified name, first line, last line, first body line) of every function and method in
+    `source`, outer ones first (decorators count as the function's lines; the lines before the first
+    body line are its decorators and signature); [] when it does not parse."""
     try:
         tree = pyast.parse(source)
     except (SyntaxError, ValueError):
@@ -71,7 +74,7 @@ def functions_of(source: str) -> list[tuple[str, int, int]]:
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 name = f"{prefix}{child.name}"
                 first = min([child.lineno] + [d.lineno for d in child.decorator_list])
-                found.append((name, first, child.end_lineno))
+                found.append((name, first, child.end_lineno, child.body[0].lineno))
                 walk(child, f"{name}.")
             elif isinstance(child, ast.ClassDef):
                 walk(child, f"{prefix}{child.name}.")
@@ -83,7 +86,7 @@ def functions_of(source: str) -> list[tuple[str, int, int]]:
 
 def enclosing(functions, line: int) -> str:
     """The innermost function of `functions` (functions_of) holding `line`, or "module level"."""
-    inside = [(last - first, name) for name, first, last in functions if first <= line <= last]
+    inside = [(last - first, name) for name, first, last, *_ in functions if first <= line <= last]
     return min(inside)[1] if inside else "module level"
 
 
@@ -142,22 +145,25 @@ def clone_changes(root, validated: str) -> Changes:
             parsed[rel] = functions_of(path.read_text(errors="replace")) if rel.endswith(".py") and \
                 path.is_file() else []
         functions = parsed[rel]
+        body = {name: body_first for name, _, _, body_first in functions}
         names = list(dict.fromkeys(enclosing(functions, ln) for ln in range(first, last + 1)))
         # a hunk spanning several functions is one hunk per function (each may or may not have run)
         for name in names:
             lines = [ln for ln in range(first, last + 1) if enclosing(functions, ln) == name]
-            hunks.append(Hunk(rel, lines[0], lines[-1], name))
+            hunks.append(Hunk(rel, lines[0], lines[-1], name, signature=name in body and lines[-1] < body[name]))
     return Changes("changed" if hunks else "clean", base=base[:7], head=head[:7], note=note, hunks=hunks)
 
 
 def _ran_in(ran: dict, hunk: Hunk) -> bool:
-    """Whether the row ran `hunk`: its function ran, or (module level) any function of its file ran."""
+    """Whether the row ran `hunk`: its function ran, or (module level, or a function's decorators and
+    signature: evaluated when its module is imported, and read by whoever inspects the function, e.g.
+    for a default argument, without a call) any function of its file ran."""
     names = set(ran.get(hunk.path) or ())
-    return bool(names) if hunk.function == "module level" else hunk.function in names
+    return bool(names) if hunk.function == "module level" or hunk.signature else hunk.function in names
 
 
 def _list(hunks) -> str:
-    said = [f"{h.where()}, in {h.function}" for h in hunks[:SHOWN]]
+    said = [f"{h.where()}, in {h.function}" + (" (its signature)" if h.signature else "") for h in hunks[:SHOWN]]
     return "; ".join(said) + (f" and {len(hunks) - SHOWN} more hunks" if len(hunks) > SHOWN else "")
 
 

@@ -89,7 +89,7 @@ def run_again(session, history, done: int, stop=None) -> list:
             names = [n for n, _ in shapes_of(case.big, case.shapes)] if case.op != "zscore" else ["coeffs"]
             text = difference(theirs[1], session.last_theirs[1], names)
             entry["identical"] = not text
-            if text:   # failed now: its blame names the code the second run ran
+            if text:   # failed now: a row whose first run passed gets the blame of the second run's code
                 add_blame(session, case, mark(row, position, done, text))
         record.append(entry)
     return record

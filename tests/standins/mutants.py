@@ -15,6 +15,7 @@ run must report clearly. (Loop mutants live in loop_mutants.py.)
 """
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import textwrap
@@ -495,9 +496,12 @@ BLAMED = ("fail", "error", "unverifiable")
 
 def names_the_edit(blame: str, patched: dict) -> bool:
     """Whether a failing row's `blame` names one of the edited functions of `patched` (edited_functions)
-    among the code the row ran (issue 32 item 1)."""
-    return "which this row ran" in blame and any(f"{rel}:" in blame and any(f", in {fn}" in blame for fn in fns)
-                                                 for rel, fns in patched.items())
+    among the code the row ran (issue 32 item 1): a hunk "FILE:LINES, in FUNCTION" of that file and
+    function, whole, in the list before ", which this row ran" (esverify.oracle.blame.explain)."""
+    ran, said, _ = blame.partition(", which this row ran")
+    return bool(said) and any(re.search(rf"(^| ){re.escape(rel)}:\d+(-\d+)?, in {re.escape(fn)}"
+                                        rf"( \(its signature\))?(;| and |$)", ran)
+                              for rel, fns in patched.items() for fn in fns)
 
 
 def make_mutant(tmp: Path, name: str, git: bool = False) -> Path:
