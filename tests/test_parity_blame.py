@@ -95,6 +95,13 @@ def test_a_changed_default_argument_is_a_signature_hunk_that_ran_with_its_module
     blame = explain(Changes("changed", base="abc", hunks=hunks[:1]), {"m.py": ["T.fit"]}, [])
     assert blame == ("the clone differs from abc in m.py:3, in T.launch (its signature), which this row ran; "
                      "no other changed line ran")
+    # a getter and its setter share one name: the getter's body line is no signature for the setter's body
+    (root / "p.py").write_text("class P:\n    @property\n    def x(self):\n        return 1\n\n"
+                               "    @x.setter\n    def x(self, v):\n        self.v = v\n")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "property")
+    (root / "p.py").write_text((root / "p.py").read_text().replace("return 1", "return 2"))
+    assert clone_changes(root, "").hunks[-1:] == [Hunk("p.py", 4, 4, "P.x")]
     # a body line of a function the row did not call did not run
     blame = explain(Changes("changed", base="abc", hunks=hunks[1:]), {"m.py": ["T.launch"]}, [])
     assert "none of which this row ran" in blame

@@ -84,10 +84,23 @@ def functions_of(source: str) -> list[tuple[str, int, int, int]]:
     return found
 
 
+def _innermost(functions, line: int):
+    """The entry of `functions` (functions_of) of the innermost function holding `line`, or None."""
+    inside = [(f[2] - f[1], k) for k, f in enumerate(functions) if f[1] <= line <= f[2]]
+    return functions[min(inside)[1]] if inside else None
+
+
 def enclosing(functions, line: int) -> str:
     """The innermost function of `functions` (functions_of) holding `line`, or "module level"."""
-    inside = [(last - first, name) for name, first, last, *_ in functions if first <= line <= last]
-    return min(inside)[1] if inside else "module level"
+    found = _innermost(functions, line)
+    return found[0] if found else "module level"
+
+
+def in_signature(functions, line: int) -> bool:
+    """Whether `line` is in the decorators or signature of the innermost function holding it (before its
+    first body line); False at module level."""
+    found = _innermost(functions, line)
+    return found is not None and line < found[3]
 
 
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
@@ -145,12 +158,12 @@ def clone_changes(root, validated: str) -> Changes:
             parsed[rel] = functions_of(path.read_text(errors="replace")) if rel.endswith(".py") and \
                 path.is_file() else []
         functions = parsed[rel]
-        body = {name: body_first for name, _, _, body_first in functions}
         names = list(dict.fromkeys(enclosing(functions, ln) for ln in range(first, last + 1)))
         # a hunk spanning several functions is one hunk per function (each may or may not have run)
         for name in names:
             lines = [ln for ln in range(first, last + 1) if enclosing(functions, ln) == name]
-            hunks.append(Hunk(rel, lines[0], lines[-1], name, signature=name in body and lines[-1] < body[name]))
+            hunks.append(Hunk(rel, lines[0], lines[-1], name,
+                              signature=all(in_signature(functions, ln) for ln in lines)))
     return Changes("changed" if hunks else "clean", base=base[:7], head=head[:7], note=note, hunks=hunks)
 
 
