@@ -7,13 +7,16 @@ clones given with --ref, and prints, measured in the same run:
 
 - CPU time (user + sys of this process and of every child process it reaped: the children that run
   the references) and wall time, rows per CPU second and per wall second;
-- the breakdown: child start and imports (each reference's child, until its hello), each op family
+- the breakdown: the warm start server's start (its imports, once; docs/parity.md "Warm starts"), child
+  start and imports (each reference's child, until its hello; forked from the server), each op family
   (the rows of one op, their wall seconds as the runner times them; the training loops summed on
   their own line), our side (esverify.es computing the expected values), the reference side (a
   request in flight in the child), waiting (the part of the reference side our side did not
   overlap) and report writing;
 - with --one-core: the same run again under `taskset -c 0` (one core), and the ratios one core /
-  all cores of CPU and wall time.
+  all cores of CPU and wall time;
+- with --cold: the same run again with every child started fresh (`parity --no-warm-start`), and the
+  ratios warm / cold.
 
 The references run side by side (one thread and one child each) and a child works while our side
 computes, so the phases overlap: their sum exceeds the wall time. The breakdown is taken by
@@ -21,7 +24,7 @@ wrapping the runner's own functions in this process (Session.ensure_child, run_r
 reading its clocks (metadata seconds_per_side, per-row seconds); nothing in esverify changes.
 Nothing is asserted: machines are noisy. Say the load (printed) with every figure.
 
-    python benchmarks/bench_parity.py [--small] [--ref PATH ...] [--one-core] [--out DIR]
+    python benchmarks/bench_parity.py [--small] [--ref PATH ...] [--one-core] [--cold] [--out DIR]
 
 (The loop rows' share, once a second run with --no-loops, is the "all training loops" line.)
 """
@@ -48,7 +51,7 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def measure(refs, small: bool, out: str, case: str | None = None) -> dict:
+def measure(refs, small: bool, out: str, case: str | None = None, warm_start: bool = True) -> dict:
     """Run the default matrix once here and return the figures (JSON-able)."""
     cpu0, wall0 = _cpu(), time.perf_counter()
     from esverify.oracle import Options, Runner, runner as runner_mod, session as session_mod
@@ -68,6 +71,14 @@ def measure(refs, small: bool, out: str, case: str | None = None) -> dict:
                 starts[self.adapter.name] += time.perf_counter() - mark
     report = {"s": 0.0}
     finish = runner_mod.finish
+    start_warm = runner_mod.Runner._start_warm
+
+    def timed_start_warm(self, *args):
+        mark = time.perf_counter()
+        try:
+            return start_warm(self, *args)
+        finally:
+            starts["warm start server"] += time.perf_counter() - mark
 
     def timed_finish(*args, **kwargs):
         mark = time.perf_counter()
@@ -76,11 +87,13 @@ def measure(refs, small: bool, out: str, case: str | None = None) -> dict:
         finally:
             report["s"] += time.perf_counter() - mark
     session_mod.Session.ensure_child, runner_mod.finish = timed_ensure_child, timed_finish
+    runner_mod.Runner._start_warm = timed_start_warm
     try:
-        runner = Runner(Options(ref=tuple(refs), small=small, out=out, quiet=True, case=case))
+        runner = Runner(Options(ref=tuple(refs), small=small, out=out, quiet=True, case=case, warm_start=warm_start))
         result = runner.run()
     finally:
         session_mod.Session.ensure_child, runner_mod.finish = ensure_child, finish
+        runner_mod.Runner._start_warm = start_warm
     wall, cpu = time.perf_counter() - wall0, _cpu() - cpu0
     loop_ops = {op for a in all_adapters() for op in a.loop_ops}
     frame = result.frame
@@ -96,6 +109,7 @@ def measure(refs, small: bool, out: str, case: str | None = None) -> dict:
             "imports_cpu": imports_cpu, "child_start": dict(starts), "families": families, "family_rows": rows,
             "loop_ops": sorted(loop_ops & set(families)), "ours": ours, "reference": theirs,
             "waiting": max(theirs - ours, 0.0), "report": report["s"], "sides": sides,
+            "started": {name: child.get("start") for name, child in result.metadata["children"].items()},
             "load": os.getloadavg()}
 
 
@@ -110,7 +124,8 @@ def _print(m: dict, label: str) -> None:
         print(f"  {name:44s} {s:8.2f} {s / m['wall']:8.0%}")
     line("parent imports (esverify.oracle, torch)", m["imports_wall"])
     for name, s in m["child_start"].items():
-        line(f"child start and imports: {name}", s)
+        line(name if name == "warm start server" else
+             f"child start and imports: {name} ({m['started'].get(name) or 'not started'})", s)
     loops = sum(m["families"][op] for op in m["loop_ops"])
     for op, s in sorted(m["families"].items(), key=lambda kv: -kv[1]):
         if op not in m["loop_ops"]:
@@ -135,11 +150,14 @@ def main():
     parser.add_argument("--out", default=None, help="report folder (default: a temporary one)")
     parser.add_argument("--case", default=None, help="only the cases matching this pattern (as parity --case)")
     parser.add_argument("--one-core", action="store_true", help="also run under `taskset -c 0` and print the ratios")
+    parser.add_argument("--cold", action="store_true",
+                        help="also run with every child started fresh (--no-warm-start) and print the ratios")
+    parser.add_argument("--no-warm-start", action="store_true", help=argparse.SUPPRESS)   # the --cold run
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)   # the --one-core run's output
     args = parser.parse_args()
     refs = args.ref or DEFAULT_REFS
     out = args.out or tempfile.mkdtemp(prefix="bench-parity-")
-    figures = measure(refs, args.small, out, args.case)
+    figures = measure(refs, args.small, out, args.case, warm_start=not args.no_warm_start)
     if args.json:
         print(json.dumps(figures))
         return
@@ -153,6 +171,15 @@ def main():
             one = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
         _print(one, "the same run on one core (taskset -c 0)")
         print(f"one core / all cores: CPU {one['cpu'] / figures['cpu']:.2f}, wall {one['wall'] / figures['wall']:.2f}")
+    if args.cold:
+        with tempfile.TemporaryDirectory(prefix="bench-parity-cold-") as scratch:
+            cmd = [sys.executable, __file__, "--json", "--no-warm-start", "--out", str(Path(scratch) / "out"),
+                   *(["--small"] if args.small else []), *(["--case", args.case] if args.case else []),
+                   *[a for r in (args.ref or []) for a in ("--ref", r)]]
+            cold = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+        _print(cold, "the same run, every child started fresh (--no-warm-start)")
+        print(f"warm / cold: CPU {figures['cpu'] / cold['cpu']:.2f}, wall {figures['wall'] / cold['wall']:.2f}; "
+              f"rows {figures['counts']} / {cold['counts']}")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import sys
+import time
 from pathlib import Path
 
 _STATE = {"clone": None, "prefix": None, "cov": None, "how": "", "lines": {}, "ran": {}, "merged": False,
@@ -199,11 +200,25 @@ def store_path(command: dict, target: str) -> Path:
     return folder / f"coverage-{target}.json"
 
 
-def save(command: dict, target: str, extra: dict | None = None):
+#: seconds between two saves of the record: a save tabulates every loaded file of the clone (a tenth of a
+#: loop row's child time when every command saved); the last one is made at exit (`flush`)
+SAVE_INTERVAL = 1.0
+_SAVES = {"last": None, "pending": None}
+
+
+def save(command: dict, target: str, extra: dict | None = None, force: bool = False):
     """Write the cumulative record (merged once with what a predecessor child saved), atomically, with
-    `extra` top-level fields (the loops' interface findings)."""
+    `extra` top-level fields (the loops' interface findings): at once when `force` or when the last save
+    is SAVE_INTERVAL seconds old, else at the next save or at `flush()` (at exit). A child killed
+    before its exit leaves out what it ran since its last save (at most SAVE_INTERVAL seconds)."""
     if _STATE["clone"] is None:
         return
+    now = time.monotonic()
+    last = _SAVES["last"]
+    if not force and last is not None and now - last < SAVE_INTERVAL:
+        _SAVES["pending"] = (command, target, extra)
+        return
+    _SAVES["last"], _SAVES["pending"] = now, None
     store = store_path(command, target)
     if not _STATE["merged"]:   # a restarted child keeps what the previous one measured
         _STATE["merged"] = True
@@ -220,6 +235,14 @@ def save(command: dict, target: str, extra: dict | None = None):
     tmp = store.with_name(store.name + ".tmp")
     tmp.write_text(json.dumps(payload))
     os.replace(tmp, store)
+
+
+def flush():
+    """Make the save that SAVE_INTERVAL held back (the driver calls it at exit; the parent reads the
+    record after its children exited)."""
+    pending = _SAVES["pending"]
+    if pending is not None:
+        save(*pending, force=True)
 
 
 _ROW = {"ran": {}, "prefix": None, "last": None, "seen": set()}
@@ -267,6 +290,25 @@ def row_end() -> dict | None:
         out[rel] = sorted(names)
     _ROW["last"] = out
     return out
+
+
+def unprofiled(fn):
+    """`fn` with the per-row profile hook (row_start) off while it runs, in the calling thread: for the
+    child's own machinery that a row calls into (the noise hook, the loops' reward, the results files).
+    Its calls were most of a loop row's profile events (a third of the child's time in the loop rows)
+    and none of them is the clone's code; a clone object such code calls back (a tensor subclass of the
+    clone handed to torch.randn as `out`) would not be recorded."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        hook = sys.getprofile()
+        if hook is None:
+            return fn(*args, **kwargs)
+        sys.setprofile(None)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            sys.setprofile(hook)
+    return run
 
 
 def last_row() -> dict | None:

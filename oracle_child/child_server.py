@@ -55,6 +55,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+import child_coverage
 from esverify import rng as es_rng
 from esverify.exactsum import array_fsum
 from esverify.numerics_probe import flush_to_zero_status
@@ -407,6 +408,7 @@ class NoiseHook:
     def normal_(self, tensor, *args, **kwargs):
         return self._enter(ORIGINALS["normal_"], parse_normal_, (tensor, *args), kwargs)
 
+    @child_coverage.unprofiled
     def _enter(self, original, parse, args, kwargs):
         if self.noise == "native":
             return self._native(original, parse, args, kwargs)
@@ -417,6 +419,7 @@ class NoiseHook:
                 "noise cannot stand in for it (docs/references.md §3b); torch's own noise is never let in")
         return self._draw(draw)
 
+    @child_coverage.unprofiled
     def _native(self, original, parse, args, kwargs):
         """torch's own function with the caller's arguments; the draw is recorded when it can be read."""
         try:
@@ -613,6 +616,7 @@ class DrawAudit:
 
 # ----------------------------------------------------------------- tensor I/O
 
+@child_coverage.unprofiled
 def load_set(path, device):
     """A parameter set written by the parent: names, tensors (bit-exact) on `device`."""
     with np.load(path) as data:
@@ -645,6 +649,7 @@ def tensor_bits(t) -> np.ndarray:
     return t.view(torch_int).numpy().view(np_uint).copy()
 
 
+@child_coverage.unprofiled
 def save_results(path, tensors):
     arrays = {f"slot{k}": tensor_bits(t) for k, t in enumerate(tensors)}
     arrays["dtypes"] = np.array([DTYPE_NAMES[t.dtype] for t in tensors])
@@ -653,6 +658,7 @@ def save_results(path, tensors):
     os.replace(tmp, path)
 
 
+@child_coverage.unprofiled
 def reward(tensors, target: float, dtype=None) -> float:
     """The loop's reward: -fsum((f64(theta) - target)**2) over every element (issue 4 item 4), each
     tensor first rounded to `dtype` (the precision of the engine computing it; None: its own)."""

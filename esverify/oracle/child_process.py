@@ -238,6 +238,18 @@ def prepare_root(root: Path, drivers: list) -> tuple[Path, dict]:
     return pkg, copied
 
 
+def warm_start_server(python: str, extra_env: dict | None, workdir: Path, log_path: Path):
+    """A warm start server (esverify.oracle.warm_start.WarmStart, not started yet) for the children of
+    interpreter `python` with extra environment `extra_env`: in a fresh private folder under `workdir`
+    prepared as a child's (prepare_root, no driver) and with the environment a child gets
+    (child_environment). The caller starts it, hands it to each Child (`warm`) and closes it."""
+    from .warm_start import WarmStart
+    root = Path(tempfile.mkdtemp(prefix="esverify-warm-", dir=workdir))
+    pkg, _ = prepare_root(root, [])
+    return WarmStart(str(python), dict(extra_env or {}), child_environment(extra_env, pkg, root / "tmp"), root,
+                     Path(log_path))
+
+
 class BoundedLog:
     """The child's output, kept up to `limit` bytes: the first half written to `path` as it comes, the
     last half held in memory, and on `finish()` a line marking how much was cut, then that tail."""
@@ -405,7 +417,7 @@ class Child:
     def __init__(self, python: str, driver: Path, clone: Path, log_path: Path, env: dict | None = None,
                  workdir: Path | None = None, max_memory: int | None = None,
                  max_output: int = DEFAULT_MAX_OUTPUT, target: str | None = None, pythonpath=None,
-                 shared: Path | None = None):
+                 shared: Path | None = None, warm=None):
         # pythonpath: accepted and ignored (callers of the former API): the child gets a private copy
         self.python, self.driver, self.clone = str(python), Path(driver).resolve(), Path(clone).resolve()
         #: the folder of the shared child code (child_server and others) copied beside the driver
@@ -417,6 +429,7 @@ class Child:
         self.max_output = int(max_output)
         self.file_limit = max(self.max_output, MIN_FILE_LIMIT) if self.max_output else 0   #: RLIMIT_FSIZE
         self.target = target
+        self.warm = warm            #: a started esverify.oracle.warm_start.WarmStart to fork from, or None
         self.log: BoundedLog | None = None
         self.proc = None
         self.root = None
@@ -427,6 +440,7 @@ class Child:
         self.hello = None
         self.starts = 0
         self.last_exit = None      #: the supervisor's return code after the last stop (the child's status)
+        self.last_start = None     #: how the last start went: "warm" (forked, esverify.oracle.warm_start) or "fresh"
         self._next_id = 0
         self.last_flush: list = []   #: what the child's float-environment probe reported after the last request
 
@@ -450,16 +464,9 @@ class Child:
         read_fd, write_fd = os.pipe()
         out_r, out_w = os.pipe()
         env = child_environment(self.extra_env, pkg, self.root / "tmp")
-        supervisor = [sys.executable, "-I", str(Path(__file__).with_name("supervise.py")),
-                      f"--parent={os.getpid()}", f"--max-memory={self.max_memory or -1}",
-                      f"--max-file={self.file_limit or -1}", "--"]
-        python = os.path.abspath(shutil.which(self.python) or self.python)
         try:
-            self.proc = subprocess.Popen(
-                supervisor + [python, str(copied[self.driver.name]), "--clone", str(self.clone),
-                              "--reply-fd", str(write_fd)],
-                stdin=subprocess.PIPE, stdout=out_w, stderr=out_w, pass_fds=(write_fd,),
-                cwd=str(self.root / "cwd"), env=env, start_new_session=True)
+            self.proc = self._fork_warm(copied[self.driver.name], env, out_w, write_fd) or \
+                self._start_fresh(copied[self.driver.name], env, out_w, write_fd)
         except OSError as exc:
             os.close(read_fd)
             os.close(out_r)
@@ -467,6 +474,7 @@ class Child:
         finally:
             os.close(write_fd)
             os.close(out_w)
+        self.last_start = "fresh" if isinstance(self.proc, subprocess.Popen) else "warm"
         os.set_blocking(self.proc.stdin.fileno(), False)
         self.stop_drain = threading.Event()
         self.drainer = threading.Thread(target=_drain, args=(out_r, self.log, self.stop_drain),
@@ -480,6 +488,36 @@ class Child:
             self._violation(f"{problem} (starting the child)")
         self.hello = hello
         return hello
+
+    def _start_fresh(self, driver: Path, env: dict, out_w: int, write_fd: int):
+        """A new interpreter under a new supervisor (supervise.py): the Popen of the supervisor."""
+        supervisor = [sys.executable, "-I", str(Path(__file__).with_name("supervise.py")),
+                      f"--parent={os.getpid()}", f"--max-memory={self.max_memory or -1}",
+                      f"--max-file={self.file_limit or -1}", "--"]
+        python = os.path.abspath(shutil.which(self.python) or self.python)
+        return subprocess.Popen(
+            supervisor + [python, str(driver), "--clone", str(self.clone), "--reply-fd", str(write_fd)],
+            stdin=subprocess.PIPE, stdout=out_w, stderr=out_w, pass_fds=(write_fd,),
+            cwd=str(self.root / "cwd"), env=env, start_new_session=True)
+
+    def _fork_warm(self, driver: Path, env: dict, out_w: int, write_fd: int):
+        """The supervisor and child forked by the warm start server (esverify.oracle.warm_start), as a
+        WarmProcess; None when there is no usable server (then the child starts fresh; a server that
+        fails here is named in the child's log)."""
+        from .warm_start import WarmProcess, WarmStartError
+        if self.warm is None or not self.warm.usable(self.python, self.extra_env):
+            return None
+        stdin_r, stdin_w = os.pipe()
+        try:
+            pid = self.warm.spawn([driver, "--clone", self.clone], env, self.root / "cwd", self.max_memory or -1,
+                                  self.file_limit or -1, stdin_r, out_w, write_fd)
+        except WarmStartError as exc:
+            os.close(stdin_w)
+            self.log.feed(f"esverify: {exc}; starting a fresh interpreter instead\n".encode())
+            return None
+        finally:
+            os.close(stdin_r)
+        return WarmProcess(self.warm, pid, stdin_w)
 
     def alive(self) -> bool:
         return self.proc is not None and self._exit_code() is None

@@ -143,10 +143,15 @@ def _csv(value: str) -> tuple:
               help="Our side is this protocol wrapper (docs/PROTOCOL.md) instead of the clean-room trainer.")
 @click.option("--no-loops", is_flag=True, help="Leave out the training-loop rows (fit, main-*); the report "
                                                "lists them as not checked.")
+@click.option("--no-warm-start", is_flag=True,
+              help="Start each reference child in a fresh interpreter instead of forking it from a server "
+                   "that imported torch once (the default under the parent's own interpreter; "
+                   "docs/parity.md, \"Warm starts\").")
 @click.pass_context
 def parity(ctx, ref, discover, blame_base, target, python, dtypes, schemes, devices, mapping, seed, population, sigma, alpha,
            case_seed, noise, fuzz, case_json, iterations, case, keep_tensors, out, formats, junit, summary_path,
-           timeout, max_memory, max_output, small, require_all, overwrite, quiet, impl_cmd, no_loops, **aliases):
+           timeout, max_memory, max_output, small, require_all, overwrite, quiet, impl_cmd, no_loops, no_warm_start,
+           **aliases):
     """Bit-for-bit parity of the clean-room trainer against reference clones on identical noise.
 
     Exit codes: 0 every row checked here passed (or is a documented artifact, or a reference's own
@@ -183,7 +188,7 @@ def parity(ctx, ref, discover, blame_base, target, python, dtypes, schemes, devi
                    out=out, formats=_csv(formats), junit=junit, summary=summary_path, timeout=timeout,
                    quiet=quiet, small=small, reports=settings.get("reports"), settings=settings.metadata(),
                    max_memory=max_memory, max_output=max_output, require_all=require_all, overwrite=overwrite,
-                   loops=not no_loops, discover=discover, blame_base=blame_base,
+                   loops=not no_loops, warm_start=not no_warm_start, discover=discover, blame_base=blame_base,
                    argv=["esverify"] + sys.argv[1:], **extra)
     side = None
     try:

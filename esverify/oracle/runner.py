@@ -86,6 +86,7 @@ class Runner:
         self.findings: dict = {}         #: (reference, finding key) -> the report's finding entry
         self.impl_side = None            #: esverify.oracle.impl_side.ImplSide under `parity --impl`
         self.sessions: dict = {}         #: reference name -> Session, whose child is started before any case
+        self.warm = None                 #: the run's esverify.oracle.warm_start.WarmStart, while it runs
         self.started_utc = utc_now()
         self._lock = threading.Lock()    #: the references run in parallel threads and share sets and state
         self._stop = threading.Event()   #: set when the run is interrupted: the reference threads stop
@@ -183,6 +184,32 @@ class Runner:
                 raise SetupError("--devices names cuda but the child sees no CUDA device; fix: run on a machine "
                                  "with a CUDA GPU and a CUDA build of torch, or leave cuda out of --devices")
 
+    def _start_warm(self, selected, clones):
+        """The warm start server the children are forked from (esverify.oracle.warm_start): under the
+        parent's own interpreter, when more than one child is to start. A server that does not start
+        costs nothing but its attempt: the children then start fresh (metadata warnings say so)."""
+        from .child_process import warm_start_server
+        from .warm_start import WarmStartError
+        opts = self.opts
+        targets = {c.target for c in selected if c.target in clones}
+        if not opts.warm_start or opts.python_explicit or len(targets) < 2:
+            return
+        warm = None
+        try:
+            warm = warm_start_server(opts.python, opts.child_env, self.work, self.work / "warm-start.log")
+            warm.start(startup_timeout(opts.timeout))
+        except (WarmStartError, OSError) as exc:
+            self.notes.add(f"warm start: {exc}; every child started a fresh interpreter")
+            if warm is not None:
+                warm.close()
+            return
+        self.warm = warm
+
+    def _close_warm(self):
+        warm, self.warm = self.warm, None
+        if warm is not None:
+            warm.close()
+
     def _close_sessions(self, kill: bool = False):
         """Close every child (politely, or at once with `kill`: an interrupted op is not waited for)."""
         for session in self.sessions.values():
@@ -211,6 +238,7 @@ class Runner:
                 selected = run["selected"] = select_cases(opts, wanted, self.alpha)
                 self.rows += [make_row(c, status="skipped", detail=not_given_detail(_adapters.get(c.target)))
                               for c in selected if c.target in not_given]
+                self._start_warm(selected, clones)
                 try:
                     self._start_sessions(clones, selected)
                 except ChildStartError as exc:   # a child that cannot start: one line, exit 2, and a report
@@ -226,7 +254,10 @@ class Runner:
             finally:
                 if progress is not None:
                     progress.close()
-                self._close_sessions(kill=run["interrupted"] is not None or run["start_error"] is not None)
+                try:
+                    self._close_sessions(kill=run["interrupted"] is not None or run["start_error"] is not None)
+                finally:
+                    self._close_warm()
             if run["interrupted"] is not None:
                 done = {r["case"] for r in self.rows}
                 reason = f"not run: the run was interrupted by {run['interrupted'].signal_name}"
@@ -234,6 +265,8 @@ class Runner:
                               if c.case_id not in done]
             for name, session in self.sessions.items():
                 run["environments"].setdefault(name, session.environment)
+                # the children saved their coverage record at exit (oracle_child/child_coverage.py)
+                run["environments"][name]["coverage"] = read_coverage(self.work, session.adapter.name)
             if opts.fuzz and run["interrupted"] is None and run["start_error"] is None:
                 from . import fuzz as _fuzz
                 run["fuzz"] = lambda frame: _fuzz.shrink_failures(self, run["clones"], run["selected"], frame,
@@ -283,7 +316,7 @@ class Runner:
             progress.update(1)
         env["repeat"] = _repeat.run_again(session, history[::-1], len(cases), self._stop)
         env["restarts"] = max(0, session.child.starts - 1)
-        env["coverage"] = read_coverage(self.work, session.adapter.name)
+        env["start"] = session.child.last_start   # "warm": forked from the warm start server; "fresh"
         return env
 
     @contextlib.contextmanager

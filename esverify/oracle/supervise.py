@@ -112,28 +112,46 @@ def _set_limits(max_memory: int, max_file: int):
             sys.stderr.write(f"esverify supervisor: cannot set {name}={value}: {exc}\n")
 
 
-def main(argv) -> None:
-    global _child
-    split = argv.index("--")
-    opts = dict(a.split("=", 1) for a in argv[:split])
-    command = argv[split + 1:]
-    parent = int(opts.get("--parent", "0"))
+def arm(parent: int) -> bool:
+    """Make this process the supervisor: a child subreaper, SIGTERM when its parent dies, the kill-all
+    signal handlers. Exits at once when `parent` (non-zero) is no longer its parent (it died before
+    PDEATHSIG was armed). Returns whether the OS made it a subreaper."""
     subreaper = _prctl(PR_SET_CHILD_SUBREAPER, 1)
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, _on_signal)
     if parent and os.getppid() != parent:     # the parent died before PDEATHSIG was armed
         os._exit(128 + signal.SIGTERM)
+    return subreaper
+
+
+def unarm(max_memory: int, max_file: int) -> None:
+    """In the forked child, before it runs anything: the default signal handlers, the resource limits."""
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+    _set_limits(max_memory, max_file)
+
+
+def main(argv) -> None:
+    split = argv.index("--")
+    opts = dict(a.split("=", 1) for a in argv[:split])
+    command = argv[split + 1:]
+    subreaper = arm(int(opts.get("--parent", "0")))
     pid = os.fork()
     if pid == 0:
         try:
-            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-                signal.signal(sig, signal.SIG_DFL)
-            _set_limits(int(opts.get("--max-memory", "-1")), int(opts.get("--max-file", "-1")))
+            unarm(int(opts.get("--max-memory", "-1")), int(opts.get("--max-file", "-1")))
             os.execv(command[0], command)
         except BaseException as exc:  # noqa: BLE001 - nothing may return into the supervisor's code
             sys.stderr.write(f"esverify supervisor: cannot start {command[0]!r}: {exc}\n")
             os._exit(127)
+    watch(pid, subreaper)
+
+
+def watch(pid: int, subreaper: bool) -> None:
+    """Supervise the forked child `pid` until it exits: hold none of its channel, wait for it, kill what
+    it left behind, then exit with its status (never returns)."""
+    global _child
     _child = pid
     # the supervisor holds none of the channel: EOF on stdin or the reply pipe must mean the child
     try:

@@ -1,0 +1,212 @@
+"""The warm start server: forks reference children that have torch already imported (issue 33 item 1).
+
+Run BY PATH under the child's interpreter, with the environment and the private
+package folder a child gets (esverify.oracle.warm_start starts it; this
+package never imports it). It imports what every driver imports first (torch,
+numpy, numba, the contract's noise kernels, loaded from numba's cache), then
+answers requests on a Unix socket, one at a time:
+
+- `spawn`: fork a supervisor (supervise.arm and supervise.watch, the code the
+  classic supervisor runs), which forks the child. The child makes itself what
+  `python DRIVER --clone ... --reply-fd N` started fresh would be: the
+  default signal handlers and the resource limits (supervise.unarm), the
+  three pipes on stdin, stdout/stderr and the reply fd and no other fd, its
+  working folder, exactly the environment it was given, the driver's folder
+  and its own package folder at the front of sys.path, fresh seeds for
+  `random` and numpy's global generator; then it runs the driver as
+  __main__ and exits as the interpreter would (non-daemon threads joined,
+  atexit run, the same exit status);
+- `poll`: the supervisor's exit status, without reaping it (its pid keeps
+  naming its process group until the parent killed the group);
+- `reap`: reap it, returning its status;
+- `exit`, or EOF: exit.
+
+The server itself never runs reference code; it dies with the parent
+(PR_SET_PDEATHSIG), and each supervisor then takes its child down with it.
+What a forked child shares with the server: the modules already imported
+and Python's hash seed.
+"""
+import importlib.util
+import json
+import os
+import signal
+import socket
+import sys
+
+#: what the drivers import first (oracle_child/child_server.py and the noise hook), imported here once
+PRELOAD = ("numpy", "torch", "numba", "esverify.rng", "esverify.exactsum", "esverify.numerics_probe")
+MAX_PACKET = 1 << 20
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
+    sys.path.pop(0)   # the supervisor's folder is not a place to import from (esverify/oracle/*.py)
+_spec = importlib.util.spec_from_file_location("esverify_supervise", os.path.join(_HERE, "supervise.py"))
+supervise = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(supervise)
+
+
+def _preload() -> None:
+    import importlib
+    for name in PRELOAD:
+        importlib.import_module(name)
+    import numpy as np
+    from esverify import exactsum, rng
+    # numba's first call of a kernel loads it from the on-disk cache (a third of a second): once, here
+    for mapping in ("poly32", "libm64"):
+        rng.gaussian(1, 4, first=1, mapping=mapping, backend="numba")   # numpy out: no torch op runs here
+    exactsum.array_fsum(np.zeros(3))
+
+
+def _child(request: dict, fds: list, server_fd: int) -> None:
+    """In the forked child: become the fresh child the request describes, run the driver, exit."""
+    code = 1
+    try:
+        supervise.unarm(int(request["max_memory"]), int(request["max_file"]))
+        signal.signal(signal.SIGINT, signal.default_int_handler)   # as a fresh interpreter installs it
+        stdin, out, reply = fds
+        reply_fd = max(*fds, server_fd) + 1   # above every fd held here: the dups below clobber none
+        os.dup2(reply, reply_fd)
+        os.dup2(stdin, 0)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.closerange(3, reply_fd)             # the received fds and the server's socket: only the four stay
+        os.closerange(reply_fd + 1, os.sysconf("SC_OPEN_MAX"))
+        os.chdir(request["cwd"])
+        env = request["env"]
+        os.environ.clear()
+        os.environ.update(env)
+        driver = request["argv"][0]
+        ours = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        base = [p for p in sys.path if p not in request["server_pythonpath"]]   # the rest: stdlib, site
+        sys.path[:] = [os.path.dirname(driver)] + ours + base
+        sys.argv[:] = list(request["argv"]) + ["--reply-fd", str(reply_fd)]
+        sys.dont_write_bytecode = True
+        import tempfile
+        tempfile.tempdir = None            # gettempdir() reads TMPDIR again
+        import random
+        random.seed()
+        if "numpy.random" in sys.modules:  # a fresh process seeds numpy's global generator from the OS
+            sys.modules["numpy.random"].seed()
+        import runpy
+        try:
+            runpy.run_path(driver, run_name="__main__")
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if not isinstance(exc.code, int) and exc.code is not None:
+                print(exc.code, file=sys.stderr)
+        except BaseException:  # noqa: BLE001 - what the interpreter prints for an uncaught exception
+            import traceback
+            traceback.print_exc()
+            code = 1
+        import atexit
+        import threading
+        threading._shutdown()
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001 - nothing may return into the server's loop
+        try:
+            import traceback
+            traceback.print_exc()
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:  # noqa: BLE001
+                pass
+        os._exit(code & 0xFF if isinstance(code, int) else 1)
+
+
+def _spawn(request: dict, fds: list, server_fd: int) -> int:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    # the supervisor: a session of its own (its pid names the child's process group), armed as the
+    # classic supervisor arms itself, then the child
+    try:
+        os.setsid()
+        subreaper = supervise.arm(int(request["server_pid"]))
+        child = os.fork()
+        if child == 0:
+            _child(request, fds, server_fd)
+        supervise.watch(child, subreaper)
+    except BaseException as exc:  # noqa: BLE001
+        sys.stderr.write(f"esverify warm start: the supervisor failed: {exc}\n")
+    os._exit(125)
+
+
+def _status(status: int):
+    """The return code as subprocess reports it: the exit status, or minus the signal."""
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def _poll(pid: int):
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return None
+    if info is None:
+        return None
+    return -info.si_status if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED) else info.si_status
+
+
+def _reap(pid: int):
+    try:
+        waited, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    return None if waited == 0 else _status(status)
+
+
+def serve(sock: socket.socket) -> None:
+    # the server's own PYTHONPATH (its private package folder): what a child's sys.path replaces
+    pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, MAX_PACKET, 8)
+        except OSError:
+            return
+        if not data:
+            return
+        request = json.loads(data)
+        op = request.get("op")
+        try:
+            if op == "spawn":
+                request.update(server_pid=os.getpid(), server_pythonpath=pythonpath)
+                answer = {"pid": _spawn(request, fds, sock.fileno())}
+            elif op == "poll":
+                answer = {"code": _poll(int(request["pid"]))}
+            elif op == "reap":
+                answer = {"code": _reap(int(request["pid"]))}
+            elif op == "exit":
+                return
+            else:
+                answer = {"error": f"unknown op {op!r}"}
+        except Exception as exc:  # noqa: BLE001 - a failed request is an answer, not the server's end
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        finally:
+            for fd in fds:
+                os.close(fd)
+        sock.send(json.dumps(answer).encode())
+
+
+def main(argv) -> None:
+    opts = dict(a.split("=", 1) for a in argv)
+    parent = int(opts["--parent"])
+    supervise._prctl(supervise.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+    sock = socket.socket(fileno=int(opts["--socket-fd"]))
+    _preload()
+    import gc
+    gc.collect()
+    gc.freeze()   # what is alive now is shared with every child: the collector leaves it alone (fewer copied pages)
+    sock.send(json.dumps({"hello": "warm-start", "pid": os.getpid(), "python": sys.version.split()[0]}).encode())
+    serve(sock)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

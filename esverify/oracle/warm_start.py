@@ -1,0 +1,176 @@
+"""Warm starts: reference children forked from a server that imported torch once (issue 33 item 1).
+
+A child started fresh spends most of its start importing torch, numpy and
+numba and loading the noise kernels from numba's cache (about 1.5-2 s of CPU
+each on the 2-core development machine), and a parity run starts one child
+per reference, more after a restart. `WarmStart` starts one server per run
+(esverify/oracle/warm_server.py, run by path under the child's interpreter,
+in a private folder and environment of its own, like a child's) that has
+done that work; each `Child` then asks it to fork its supervisor and child
+(`spawn`) instead of starting a new interpreter. The forked child gets what a
+fresh one gets (the same pipes, environment, working folder, resource limits,
+private package folder, supervisor; docs/parity.md, "Warm starts"), and the
+parent handles its supervisor through `WarmProcess`, which answers as the
+`subprocess.Popen` of a fresh one does.
+
+When the server cannot start or dies, `Child` starts fresh interpreters
+instead (and its log says why). The run decides where warm starts apply
+(esverify.oracle.runner: the parent's own interpreter, `--warm-start`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+SERVER = Path(__file__).with_name("warm_server.py")
+MAX_PACKET = 1 << 20
+
+
+class WarmStartError(RuntimeError):
+    """The server did not start, died, or refused a request."""
+
+
+class WarmProcess:
+    """A supervisor forked by the server, as `Child` uses a Popen: pid, stdin, returncode, poll, wait.
+
+    Its exit status comes from the server (its parent), which keeps it unreaped until `wait`: as with a
+    Popen that `Child` polls with WNOWAIT, the pid keeps naming the process group until the group is
+    killed."""
+
+    def __init__(self, server: "WarmStart", pid: int, stdin_fd: int):
+        self.server, self.pid = server, pid
+        self.stdin = open(stdin_fd, "wb", buffering=0)
+        self.returncode = None
+
+    def poll(self):
+        """The exit code (minus the signal number), or None while it runs; does not reap."""
+        if self.returncode is not None:
+            return self.returncode
+        try:
+            return self.server.request({"op": "poll", "pid": self.pid})["code"]
+        except WarmStartError:
+            return -9   # the server is gone: its supervisors got SIGTERM (PDEATHSIG) and killed their children
+
+    def wait(self, timeout: float | None = None):
+        """Reap it and return the code; subprocess.TimeoutExpired after `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            try:
+                code = self.server.request({"op": "reap", "pid": self.pid})["code"]
+            except WarmStartError:
+                code = -9
+            if code is not None:
+                self.returncode = code
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"warm child {self.pid}", timeout)
+            time.sleep(0.02)
+        return self.returncode
+
+
+class WarmStart:
+    """One warm start server for the children of a run.
+
+    python: the children's interpreter; extra_env: the extra environment entries the children get (a
+    child with others is not forked from this server); env: the server's own environment; root: its
+    private folder, prepared as a child's (pkg/, cwd/, tmp/); log_path: where its output goes. Made by
+    esverify.oracle.child_process.warm_start_server. `start(timeout)` raises
+    WarmStartError; `spawn` forks a supervisor and child; `close()` ends the server (idempotent). Start
+    it from the thread that outlives the run: the server dies with that thread (PR_SET_PDEATHSIG).
+    """
+
+    def __init__(self, python: str, extra_env: dict, env: dict, root: Path, log_path: Path):
+        self.python, self.extra_env, self.env = python, dict(extra_env or {}), dict(env)
+        self.root, self.log_path = Path(root), Path(log_path)
+        self.proc = None
+        self.sock = None
+        self.lock = threading.Lock()
+        self.hello = None
+        self.spawned = 0
+
+    def start(self, timeout: float) -> dict:
+        """Start the server and wait up to `timeout` s for its hello; WarmStartError on failure."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(
+                [self.python, str(SERVER), f"--parent={os.getpid()}", f"--socket-fd={theirs.fileno()}"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(theirs.fileno(),),
+                cwd=str(self.root / "cwd"), env=self.env, start_new_session=True)
+        except OSError as exc:
+            ours.close()
+            raise WarmStartError(f"cannot start the warm start server under {self.python!r}: {exc}") from None
+        finally:
+            theirs.close()
+            log.close()
+        self.sock = ours
+        self.sock.settimeout(timeout)
+        try:
+            hello = json.loads(self.sock.recv(MAX_PACKET) or b"null")
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise WarmStartError(f"the warm start server sent no hello: {exc}") from None
+        if not isinstance(hello, dict) or hello.get("hello") != "warm-start":
+            self.close()
+            raise WarmStartError(f"the warm start server sent no hello (got {hello!r}); its log: {self.log_path}")
+        self.sock.settimeout(30.0)
+        self.hello = hello
+        return hello
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None and self.sock is not None
+
+    def request(self, message: dict, fds=()) -> dict:
+        with self.lock:
+            if not self.alive():
+                raise WarmStartError("the warm start server is not running")
+            try:
+                socket.send_fds(self.sock, [json.dumps(message).encode()], list(fds))
+                data = self.sock.recv(MAX_PACKET)
+            except OSError as exc:
+                raise WarmStartError(f"the warm start server did not answer: {exc}") from None
+        if not data:
+            raise WarmStartError("the warm start server closed its socket")
+        answer = json.loads(data)
+        if "error" in answer:
+            raise WarmStartError(f"the warm start server refused {message.get('op')}: {answer['error']}")
+        return answer
+
+    def usable(self, python: str, extra_env: dict) -> bool:
+        """Whether a child of interpreter `python` with these extra environment entries may be forked
+        from this server (the server's interpreter, and the environment torch and numba read at import)."""
+        return self.alive() and str(python) == self.python and dict(extra_env or {}) == self.extra_env
+
+    def spawn(self, argv: list, env: dict, cwd: Path, max_memory: int, max_file: int, stdin_r: int, out_w: int,
+              reply_w: int) -> int:
+        """Fork a supervisor and its child running `argv` ([driver, args...]; the server appends
+        --reply-fd N) with the read end of its stdin, its output pipe and its reply pipe. Returns the
+        supervisor's pid (wrap it in a WarmProcess); the fds given stay ours to close."""
+        answer = self.request({"op": "spawn", "argv": [str(a) for a in argv], "env": env, "cwd": str(cwd),
+                               "max_memory": int(max_memory), "max_file": int(max_file)},
+                              fds=(stdin_r, out_w, reply_w))
+        self.spawned += 1
+        return int(answer["pid"])
+
+    def close(self) -> None:
+        """End the server (its supervisors, if any are left, kill their children) and wait for it."""
+        sock, self.sock = self.sock, None
+        if sock is not None:
+            try:
+                with self.lock:
+                    socket.send_fds(sock, [b'{"op": "exit"}'], [])
+            except OSError:
+                pass
+            sock.close()
+        proc = self.proc
+        if proc is not None:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)

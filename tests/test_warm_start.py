@@ -1,0 +1,234 @@
+"""Warm starts (esverify.oracle.warm_start, issue 33 item 1): a child forked from the warm start server is
+the child a fresh interpreter would be (differential: the same facts, read by one probe driver, in both),
+its supervisor does the classic supervisor's job, and the server leaves nothing behind."""
+from __future__ import annotations
+
+import signal
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from esverify.oracle.child_process import Child, ChildDied, warm_start_server
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux: /proc, fork, subreapers")
+
+#: a driver that reports what it finds about its own process, with the child roots replaced by ROOT
+FACTS_DRIVER = textwrap.dedent(r'''
+    import argparse, atexit, json, os, random, resource, signal, sys, tempfile, threading
+    import numpy as np
+    import torch
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--clone")
+    p.add_argument("--reply-fd", type=int)
+    a = p.parse_args()
+    os.set_inheritable(a.reply_fd, False)
+    reply = os.fdopen(a.reply_fd, "w", buffering=1)
+    reply.write(json.dumps({"hello": "facts", "environment": {}, "modules": {}}) + "\n")
+    ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # <root>/drivers/facts.py
+
+    def rel(x):
+        return x.replace(ROOT, "ROOT") if isinstance(x, str) else x
+
+    def facts():
+        fds = sorted(int(f) for f in os.listdir("/proc/self/fd"))
+        open_fds = [f for f in fds if os.path.exists(f"/proc/self/fd/{f}") and f != a.reply_fd]
+        return {
+            "env": {k: rel(v) for k, v in os.environ.items()},
+            "path": [rel(x) for x in sys.path],
+            "cwd": rel(os.getcwd()), "tempdir": rel(tempfile.gettempdir()),
+            "argv": [rel(x) for x in sys.argv[:3]], "reply_fd_open": a.reply_fd in fds,
+            "other_fds": [f for f in open_fds if f > 2],
+            "stdio": [os.readlink(f"/proc/self/fd/{f}").split(":")[0] for f in (0, 1, 2)],
+            "limits": {n: resource.getrlimit(getattr(resource, n)) for n in ("RLIMIT_DATA", "RLIMIT_FSIZE",
+                                                                             "RLIMIT_CORE")},
+            "signals": {n: repr(signal.getsignal(getattr(signal, n)))
+                        for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGPIPE", "SIGXFSZ", "SIGCHLD", "SIGUSR1")},
+            "group_is_supervisor": os.getpgid(0) == os.getppid() == os.getsid(0),
+            "dont_write_bytecode": sys.dont_write_bytecode, "write_through": sys.stdout.write_through,
+            "main": sys.modules["__main__"].__dict__.get("__file__") == __file__ and __name__ == "__main__",
+            "threads": threading.active_count(), "torch_threads": torch.get_num_threads(),
+            "random": [random.random(), float(np.random.random())],
+        }
+
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        op = cmd.get("op")
+        if op == "exit":
+            break
+        if op == "facts":
+            reply.write(json.dumps({"id": cmd["id"], "status": "ok", "facts": facts()}) + "\n")
+        elif op == "atexit":
+            atexit.register(lambda path=cmd["path"]: open(path, "w").write("ran"))
+            reply.write(json.dumps({"id": cmd["id"], "status": "ok"}) + "\n")
+        elif op == "die":
+            sys.stdout.flush()
+            if cmd["how"] == "signal":
+                os.kill(os.getpid(), signal.SIGSEGV)
+            raise SystemExit(cmd["code"])
+        elif op == "orphan":   # a process that leaves the group, as a hostile reference's may
+            pid = os.fork()
+            if pid == 0:
+                os.setsid()
+                import time
+                time.sleep(60)
+                os._exit(0)
+            reply.write(json.dumps({"id": cmd["id"], "status": "ok", "pid": pid}) + "\n")
+''')
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    base = tmp_path_factory.mktemp("warm")
+    shared = base / "drivers"
+    shared.mkdir()
+    driver = shared / "facts.py"
+    driver.write_text(FACTS_DRIVER)
+    clone = base / "clone"
+    clone.mkdir()
+    server = warm_start_server(sys.executable, {}, base, base / "warm-start.log")
+    server.start(60)
+    yield {"base": base, "driver": driver, "clone": clone, "server": server}
+    server.close()
+
+
+def _child(probe, warm: bool, name: str, **kwargs) -> Child:
+    return Child(sys.executable, probe["driver"], probe["clone"], probe["base"] / f"{name}.log",
+                 workdir=probe["base"], max_memory=8 << 30, target="facts", shared=probe["driver"].parent,
+                 warm=probe["server"] if warm else None, **kwargs)
+
+
+def _facts(child: Child) -> dict:
+    return child.request({"op": "facts"}, 30)["facts"]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in "ZX"
+
+
+def test_a_warm_child_is_the_child_a_fresh_interpreter_is(probe):
+    fresh, warm, warm2 = _child(probe, False, "fresh"), _child(probe, True, "warm"), _child(probe, True, "warm2")
+    try:
+        fresh.start(60), warm.start(60), warm2.start(60)
+        assert fresh.last_start == "fresh" and warm.last_start == warm2.last_start == "warm"
+        a, b, c = _facts(fresh), _facts(warm), _facts(warm2)
+    finally:
+        for child in (fresh, warm, warm2):
+            child.close()
+    # each forked child draws its own `random` and numpy global values, as fresh interpreters do
+    assert len({tuple(x.pop("random")) for x in (a, b, c)}) == 3
+    assert a == b == c
+    assert a["other_fds"] == [] and a["reply_fd_open"] and a["stdio"][1:] == ["pipe"] * 2
+    assert a["group_is_supervisor"] and a["main"] and a["threads"] == 1
+    assert a["path"][:2] == ["ROOT/drivers", "ROOT/pkg"] and a["cwd"] == "ROOT/cwd"
+    assert any(p.endswith("site-packages") for p in a["path"]) and len(a["path"]) > 4   # stdlib and site too
+    assert a["tempdir"] == "ROOT/tmp" and a["env"]["TMPDIR"] == "ROOT/tmp"
+    assert a["limits"]["RLIMIT_DATA"] == [8 << 30, 8 << 30] and a["limits"]["RLIMIT_CORE"] == [0, 0]
+
+
+def test_a_warm_childs_exit_status_and_atexit_are_an_interpreters(probe, tmp_path):
+    for warm in (False, True):
+        marker = tmp_path / f"atexit-{warm}"
+        child = _child(probe, warm, f"exit-{warm}")
+        try:
+            child.start(60)
+            child.request({"op": "atexit", "path": str(marker)}, 30)
+        finally:
+            child.close()
+        assert marker.read_text() == "ran" and child.last_exit == 0
+        for how, code, expected in (("code", 7, "exit status 7"), ("signal", 0, "SIGSEGV")):
+            child = _child(probe, warm, f"die-{warm}-{how}")
+            try:
+                child.start(60)
+                with pytest.raises(ChildDied, match=expected):
+                    child.request({"op": "die", "how": how, "code": code}, 30)
+            finally:
+                child.close()
+            assert child.last_exit == (7 if how == "code" else -signal.SIGSEGV)
+
+
+def test_a_warm_childs_supervisor_kills_what_it_leaves_behind(probe):
+    child = _child(probe, True, "orphan")
+    try:
+        child.start(60)
+        pid = child.request({"op": "orphan"}, 30)["pid"]
+        assert not _gone(pid)
+    finally:
+        child.close()
+    deadline = time.monotonic() + 15
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(pid)
+
+
+def test_the_server_ends_with_close_and_takes_its_children_along(tmp_path):
+    shared = tmp_path / "drivers"
+    shared.mkdir()
+    driver = shared / "facts.py"
+    driver.write_text(FACTS_DRIVER)
+    (tmp_path / "clone").mkdir()
+    server = warm_start_server(sys.executable, {}, tmp_path, tmp_path / "warm-start.log")
+    server.start(60)
+    child = Child(sys.executable, driver, tmp_path / "clone", tmp_path / "c.log", workdir=tmp_path,
+                  target="facts", shared=shared, warm=server)
+    child.start(60)
+    supervisor = child.proc.pid
+    server.close()          # while the child runs: its supervisor gets SIGTERM and kills it
+    assert server.proc.returncode is not None and not server.alive()
+    deadline = time.monotonic() + 15
+    while not _gone(supervisor) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(supervisor)
+    child.close()
+    # a child asked to start after the server ended starts fresh, and says why in its log
+    again = Child(sys.executable, driver, tmp_path / "clone", tmp_path / "d.log", workdir=tmp_path,
+                  target="facts", shared=shared, warm=server)
+    try:
+        again.start(60)
+        assert again.last_start == "fresh"
+    finally:
+        again.close()
+
+
+def test_a_server_under_other_settings_is_not_used(probe):
+    other = Child(sys.executable, probe["driver"], probe["clone"], probe["base"] / "other.log",
+                  env={"OMP_NUM_THREADS": "1"}, workdir=probe["base"], target="facts",
+                  shared=probe["driver"].parent, warm=probe["server"])
+    try:
+        other.start(60)
+        assert other.last_start == "fresh"   # torch read OMP_NUM_THREADS at the server's import, not this one
+    finally:
+        other.close()
+    assert not probe["server"].usable(sys.executable + "-other", {})
+
+
+@pytest.mark.slow   # two parity runs of a small matrix
+def test_parity_rows_are_the_same_warm_and_fresh(tmp_path):
+    """Differential: the same matrix (two references, single-op and training-loop rows, both noise
+    sources) run with warm starts and with fresh interpreters gives the same rows, cell for cell."""
+    import pandas as pd
+
+    from esverify.oracle import Options, Runner
+    standins = Path(__file__).parent / "standins"
+    frames, starts = [], []
+    for warm in (True, False):
+        out = tmp_path / f"out-{warm}"
+        result = Runner(Options(ref=(str(standins / "es-at-scale"), str(standins / "es-awd")), small=True,
+                                dtypes=("bf16",), devices=("cpu",), out=str(out), quiet=True,
+                                warm_start=warm)).run()
+        frames.append(pd.read_csv(out / "parity-cases.csv", keep_default_na=False))
+        starts.append({name: child["start"] for name, child in result.metadata["children"].items()})
+        assert result.exit_code == 0
+    assert {"es-at-scale", "es-awd"} <= set(starts[0]) and set(starts[0]) == set(starts[1])
+    assert set(starts[0].values()) == {"warm"} and set(starts[1].values()) == {"fresh"}
+    warm, fresh = frames
+    assert len(warm) > 50 and set(warm["status"]) <= {"pass", "artifact"}
+    assert {"fit", "main"} <= set(warm["op"])
+    pd.testing.assert_frame_equal(warm, fresh)
