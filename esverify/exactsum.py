@@ -126,9 +126,74 @@ if numba is not None:
         return low_bits, high_bits
 
 
+if numba is not None:
+    @numba.njit(cache=True, nogil=True)
+    def _squared_bins_numba(values, target):
+        # _bins_numba of p = (v - target) * (v - target), each p rounded as numpy rounds it (two f64
+        # operations, no fused multiply-add: numba contracts nothing without fastmath), with the sum of
+        # the p as the magnitude (p >= 0; NaN when a p is NaN)
+        low_bits = np.zeros(2048, np.int64)
+        high_bits = np.zeros(2048, np.int64)
+        magnitude = 0.0
+        cell = np.empty(1, np.float64)
+        cell_bits = cell.view(np.int64)   # p's IEEE fields, read through a one-element view
+        for i in range(values.size):
+            d = values[i] - target
+            p = d * d
+            magnitude += p
+            cell[0] = p
+            b = cell_bits[0]
+            e = (b >> 52) & 0x7FF
+            m = b & 0xFFFFFFFFFFFFF
+            if e == 0:
+                e = 1
+            else:
+                m |= 0x10000000000000
+            if b < 0:
+                m = -m
+            low_bits[e] += m & 0x7FFFFFF
+            high_bits[e] += m >> 27
+        return low_bits, high_bits, magnitude
+
+
+def squared_distance_fsum(values: np.ndarray, target: float) -> float:
+    """math.fsum(((values - target) * (values - target)).tolist()) bit for bit, the p = (v - target)**2
+    formed in f64 as numpy forms them: the training loops' reward per tensor (esverify.oracle.rewards).
+    values: a 1-D float64 numpy array; target: a float. Without numba, or for fewer than 400 values, or
+    when the total may overflow (or is NaN or infinite), it is that expression itself; else one compiled
+    pass with no temporaries (no d, no d*d, no magnitude pass of their own)."""
+    values = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
+    target = float(target)
+    if numba is None or not _USE_NUMBA or values.size < _SMALL_NUMBA or values.size >= _MAX_LENGTH:
+        return array_fsum(_squares(values, target))
+    low, high, magnitude = _squared_bins_numba(values, target)
+    if not magnitude < _SAFE_TOTAL:   # as array_fsum: math.fsum decides (overflow, NaN, infinities)
+        return math.fsum(_squares(values, target).tolist())
+    used = np.flatnonzero(low | high)
+    if used.size == 0:      # every p is +0: math.fsum's sum of +0.0
+        return 0.0
+    # each bin's two pieces as floats, exactly: a piece is an integer below 2**53 (fewer than 2**26
+    # values) times a power of two no smaller than 2**-1074, and no larger than the total (every p >= 0,
+    # so every piece too), which is below 2**1020; math.fsum of exact values is the correctly rounded
+    # exact sum, as the integer sum of array_fsum is, without Python's big integers
+    pieces = np.concatenate([np.ldexp(low[used].astype(np.float64), used - 1075),
+                             np.ldexp(high[used].astype(np.float64), used - 1075 + _PIECE)])
+    return math.fsum(pieces.tolist())
+
+
+def _squares(values: np.ndarray, target: float) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):   # an infinite square is a value math.fsum takes
+        d = values - target
+        return d * d
+
+
 def _exact_numba(values: np.ndarray) -> tuple[int, int]:
     """(N, e) with sum(values) == N * 2**(e - 53) exactly, in one compiled pass (finite values)."""
-    low, high = _bins_numba(np.ascontiguousarray(values))
+    return _from_bins(*_bins_numba(np.ascontiguousarray(values)))
+
+
+def _from_bins(low: np.ndarray, high: np.ndarray) -> tuple[int, int]:
+    """(N, e) with the sum the bins hold == N * 2**(e - 53) exactly (bins as _bins_numba fills them)."""
     used = np.flatnonzero(low | high)
     if used.size == 0:
         return 0, 0

@@ -57,7 +57,7 @@ import torch
 
 import child_coverage
 from esverify import rng as es_rng
-from esverify.exactsum import array_fsum
+from esverify.exactsum import squared_distance_fsum
 from esverify.numerics_probe import flush_to_zero_status
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64}
@@ -665,8 +665,8 @@ def reward(tensors, target: float, dtype=None) -> float:
     total = []
     for t in tensors:
         t = t.detach() if dtype is None else t.detach().to(dtype)
-        d = t.to("cpu").double().numpy().reshape(-1) - target
-        total.append(array_fsum(d * d))   # == math.fsum((d * d).tolist()), 2-3x faster
+        # == math.fsum(((d - target) * (d - target)).tolist()), in one compiled pass
+        total.append(squared_distance_fsum(t.to("cpu").double().numpy().reshape(-1), float(target)))
     return -math.fsum(total)
 
 

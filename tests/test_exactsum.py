@@ -92,3 +92,64 @@ def test_known_answers():
     with pytest.raises(ValueError):
         array_fsum(np.array([math.inf, -math.inf]))
     assert array_fsum(np.array([[1.0, 2.0], [3.0, 4.5]])) == 10.5    # any shape
+
+
+# ---------------------------------------------------------------- squared_distance_fsum (the loops' reward)
+
+def _same_squared(values, target) -> None:
+    """squared_distance_fsum(values, target) is math.fsum of numpy's (values - target) * (values - target),
+    bit for bit, or raises the same error."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = np.asarray(values, dtype=np.float64) - target
+        squares = d * d
+    try:
+        want = math.fsum(squares.tolist())
+    except (OverflowError, ValueError) as error:
+        with pytest.raises(type(error)):
+            exactsum.squared_distance_fsum(values, target)
+        return
+    got = exactsum.squared_distance_fsum(values, target)
+    assert _bits(got) == _bits(want) or (math.isnan(got) and math.isnan(want)), (got, want)
+
+
+@given(st.integers(0, 2 ** 32 - 1), st.integers(0, 5000),
+       st.sampled_from([1e-300, 1e-160, 1e-8, 0.05, 1.0, 1e8, 1e150, 1e300]),
+       st.sampled_from([0.0, -0.0, 0.005, -1.5, 1e-310, 1e150]))
+@settings(max_examples=120, deadline=None)
+@example(seed=0, n=401, scale=1e300, target=0.0)      # the squares overflow: math.fsum's inf
+@example(seed=1, n=400, scale=1e150, target=0.0)      # finite squares whose sum overflows: OverflowError
+@example(seed=2, n=4000, scale=1e-160, target=0.0)    # squares in the subnormal range and zeros
+def test_squared_distance_fsum_is_math_fsum_of_numpys_squares(seed, n, scale, target):
+    rng = np.random.default_rng(seed)
+    values = rng.normal(0.0, scale, n)
+    values[::17] = 0.0
+    values[1::19] = target   # exact zeros of the difference
+    _same_squared(values, target)
+
+
+def test_squared_distance_fsum_keeps_nan_and_infinities():
+    base = np.random.default_rng(3).normal(0.0, 1.0, 1000)
+    for bad in (math.nan, math.inf, -math.inf):
+        values = base.copy()
+        values[500] = bad
+        _same_squared(values, 0.25)
+
+
+def test_the_loops_reward_is_the_formula_it_documents():
+    """loop_reward / loop_rewards: -fsum over the tensors of fsum((f64(t) - target)**2), numpy's squares."""
+    import torch
+
+    from esverify.oracle import paramsets
+    from esverify.oracle.rewards import loop_reward, loop_rewards
+    for dtype, engine in (("f32", None), ("bf16", torch.bfloat16), ("mixed", torch.float16)):
+        _, tensors = paramsets.build(dtype, False)
+        targets = [0.005, -0.015, 0.0]
+        want = []
+        for target in targets:
+            per = []
+            for t in tensors:
+                d = (t if engine is None else t.to(engine)).double().numpy().reshape(-1) - target
+                per.append(math.fsum((d * d).tolist()))
+            want.append(-math.fsum(per))
+        assert [_bits(x) for x in loop_rewards(tensors, targets, engine)] == [_bits(x) for x in want]
+        assert _bits(loop_reward(tensors, targets[1], engine)) == _bits(want[1])

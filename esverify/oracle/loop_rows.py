@@ -49,7 +49,8 @@ from . import paramsets
 from . import compare as _compare
 from .cases import Case
 from .loop_compare import compare_tapes
-from .ours import SlotMappedTrainer, reward
+from .ours import SlotMappedTrainer
+from .rewards import loop_rewards
 from .adapters import get, loop_spec
 
 #: LoopSpec.engine_dtype -> the torch dtype our rewards are computed in (None: the weights' own)
@@ -99,8 +100,7 @@ def _evaluate(replicas, members, targets, engines, dtype=None):
         for j, m in enumerate(group):
             replicas.trainers[j].perturb(m)
         for j, m in enumerate(group):
-            records.append({"member": m, "engine": j,
-                            "rewards": [reward(replicas.tensors[j], t, dtype) for t in targets]})
+            records.append({"member": m, "engine": j, "rewards": loop_rewards(replicas.tensors[j], targets, dtype)})
         for j, m in enumerate(group):
             replicas.trainers[j].restore(m)
     return records

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from esverify.exactsum import array_fsum
+from esverify.exactsum import squared_distance_fsum
 
 SHAPES = ("normal", "sparse", "outliers", "ties", "equal", "tiny")
 
@@ -38,12 +38,17 @@ def loop_reward(tensors, target: float, dtype=None) -> float:
     as an engine launched in that precision holds its weights (docs/parity.md, "The training loops").
     The child computes it the same way (oracle_child/child_server.py `reward`), so both sides of a loop row
     hand out identical rewards."""
-    total = []
-    for t in tensors:
-        t = t.detach() if dtype is None else t.detach().to(dtype)
-        d = t.to("cpu").double().numpy().reshape(-1) - target
-        total.append(array_fsum(d * d))   # == math.fsum((d * d).tolist()), 2-3x faster
-    return -math.fsum(total)
+    return loop_rewards(tensors, [target], dtype)[0]
+
+
+def loop_rewards(tensors, targets, dtype=None) -> list[float]:
+    """[loop_reward(tensors, t, dtype) for t in targets], bit for bit, each tensor converted to f64 once."""
+    arrays = [(t.detach() if dtype is None else t.detach().to(dtype)).to("cpu").double().numpy().reshape(-1)
+              for t in tensors]
+    # squared_distance_fsum(a, t) == math.fsum(((a - t) * (a - t)).tolist()), in one compiled pass
+    return [-math.fsum([squared_distance_fsum(a, float(target)) for a in arrays]) for target in targets]
+
+
 #: the smallest population whose single outlier can have |z| > 5 (sqrt(N - 1) > 5)
 OUTLIER_MIN = 27
 EQUAL_VALUE = 0.75
