@@ -52,6 +52,7 @@ FACTS_DRIVER = textwrap.dedent(r'''
             "main": sys.modules["__main__"].__dict__.get("__file__") == __file__ and __name__ == "__main__",
             "threads": threading.active_count(), "torch_threads": torch.get_num_threads(),
             "random": [random.random(), float(np.random.random())],
+            "modules": sorted(m for m in sys.modules if "." not in m and m in ("supervise", "warm_server")),
         }
 
     for line in sys.stdin:
@@ -232,3 +233,17 @@ def test_parity_rows_are_the_same_warm_and_fresh(tmp_path):
     assert len(warm) > 50 and set(warm["status"]) <= {"pass", "artifact"}
     assert {"fit", "main"} <= set(warm["op"])
     pd.testing.assert_frame_equal(warm, fresh)
+
+
+def test_a_warm_child_finds_no_module_of_the_server_under_a_plain_name(probe):
+    """The server imports esverify/oracle/supervise.py as `supervise`: a forked child must not find it in
+    sys.modules (a clone's own `supervise` module would be shadowed), and the server's folder is not on
+    its sys.path."""
+    child = _child(probe, True, "modules")
+    try:
+        child.start(60)
+        facts = _facts(child)
+    finally:
+        child.close()
+    assert not any("esverify/oracle" in p for p in facts["path"])
+    assert "supervise" not in facts["modules"] and "warm_server" not in facts["modules"]

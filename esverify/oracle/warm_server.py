@@ -26,31 +26,28 @@ The server itself never runs reference code; it dies with the parent
 What a forked child shares with the server: the modules already imported
 and Python's hash seed.
 """
-import importlib.util
 import json
 import os
 import signal
 import socket
 import sys
 
-#: what the drivers import first (oracle_child/child_server.py and the noise hook), imported here once
-PRELOAD = ("numpy", "torch", "numba", "esverify.rng", "esverify.exactsum", "esverify.numerics_probe")
-MAX_PACKET = 1 << 20
+import supervise   # esverify/oracle/supervise.py: sys.path[0] is this script's folder
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
-    sys.path.pop(0)   # the supervisor's folder is not a place to import from (esverify/oracle/*.py)
-_spec = importlib.util.spec_from_file_location("esverify_supervise", os.path.join(_HERE, "supervise.py"))
-supervise = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(supervise)
+del sys.modules["supervise"]   # a clone's own module of that name must not find ours in a forked child
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    del sys.path[0]   # the rest of esverify/oracle/ is not a place the children import from
+
+MAX_PACKET = 1 << 20
 
 
 def _preload() -> None:
-    import importlib
-    for name in PRELOAD:
-        importlib.import_module(name)
+    """What the drivers import first (oracle_child/child_server.py and the noise hook), once, here."""
+    import numba  # noqa: F401
     import numpy as np
-    from esverify import exactsum, rng
+    import torch  # noqa: F401
+
+    from esverify import exactsum, numerics_probe, rng  # noqa: F401
     # numba's first call of a kernel loads it from the on-disk cache (a third of a second): once, here
     for mapping in ("poly32", "libm64"):
         rng.gaussian(1, 4, first=1, mapping=mapping, backend="numba")   # numpy out: no torch op runs here
