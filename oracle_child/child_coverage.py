@@ -209,8 +209,9 @@ _SAVES = {"last": None, "pending": None}
 def save(command: dict, target: str, extra: dict | None = None, force: bool = False):
     """Write the cumulative record (merged once with what a predecessor child saved), atomically, with
     `extra` top-level fields (the loops' interface findings): at once when `force` or when the last save
-    is SAVE_INTERVAL seconds old, else at the next save or at `flush()` (at exit). A child killed
-    before its exit leaves out what it ran since its last save (at most SAVE_INTERVAL seconds)."""
+    is SAVE_INTERVAL seconds old, else at the next save or at `flush()` (when the driver leaves its
+    command loop, and at exit). A child killed mid-command (a timeout) leaves out that command, as
+    before, and also the commands it finished in the SAVE_INTERVAL seconds before it began."""
     if _STATE["clone"] is None:
         return
     now = time.monotonic()

@@ -838,6 +838,10 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
         freeze_heap()
         reply.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
+    try:   # the coverage save SAVE_INTERVAL held back, before a thread the reference left could delay exit
+        child_coverage.flush()
+    except Exception:  # noqa: BLE001 - the record keeps its last save
+        pass
 
 
 def switch_clone(old: Path, new: Path, load_modules):

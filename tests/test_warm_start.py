@@ -53,6 +53,7 @@ FACTS_DRIVER = textwrap.dedent(r'''
             "threads": threading.active_count(), "torch_threads": torch.get_num_threads(),
             "random": [random.random(), float(np.random.random())],
             "modules": sorted(m for m in sys.modules if "." not in m and m in ("supervise", "warm_server")),
+            "esverify_path": [rel(p) for p in __import__("esverify.rng").rng.__path__],   # where later imports come from
         }
 
     for line in sys.stdin:
@@ -132,6 +133,7 @@ def test_a_warm_child_is_the_child_a_fresh_interpreter_is(probe):
     assert any(p.endswith("site-packages") for p in a["path"]) and len(a["path"]) > 4   # stdlib and site too
     assert a["tempdir"] == "ROOT/tmp" and a["env"]["TMPDIR"] == "ROOT/tmp"
     assert a["limits"]["RLIMIT_DATA"] == [8 << 30, 8 << 30] and a["limits"]["RLIMIT_CORE"] == [0, 0]
+    assert a["esverify_path"] == ["ROOT/pkg/esverify/rng"]   # its own copy, not the server's
 
 
 def test_a_warm_childs_exit_status_and_atexit_are_an_interpreters(probe, tmp_path):
@@ -167,6 +169,8 @@ def test_a_warm_childs_supervisor_kills_what_it_leaves_behind(probe):
     while not _gone(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _gone(pid)
+    # the supervisor says so in the child's log, as a fresh one does (not in the server's log)
+    assert "esverify supervisor: the reference left 1 process(es) running" in (probe["base"] / "orphan.log").read_text()
 
 
 def test_the_server_ends_with_close_and_takes_its_children_along(tmp_path):
@@ -196,6 +200,7 @@ def test_the_server_ends_with_close_and_takes_its_children_along(tmp_path):
         assert again.last_start == "fresh"
     finally:
         again.close()
+    assert "esverify: the warm start server exited" in (tmp_path / "d.log").read_text()
 
 
 def test_a_server_under_other_settings_is_not_used(probe):

@@ -467,10 +467,12 @@ class Child:
         try:
             self.proc = self._fork_warm(copied[self.driver.name], env, out_w, write_fd) or \
                 self._start_fresh(copied[self.driver.name], env, out_w, write_fd)
-        except OSError as exc:
+        except BaseException as exc:
             os.close(read_fd)
             os.close(out_r)
-            raise ChildDied(f"cannot start the child interpreter {self.python!r}: {exc}") from None
+            if isinstance(exc, OSError):
+                raise ChildDied(f"cannot start the child interpreter {self.python!r}: {exc}") from None
+            raise
         finally:
             os.close(write_fd)
             os.close(out_w)
@@ -502,22 +504,27 @@ class Child:
 
     def _fork_warm(self, driver: Path, env: dict, out_w: int, write_fd: int):
         """The supervisor and child forked by the warm start server (esverify.oracle.warm_start), as a
-        WarmProcess; None when there is no usable server (then the child starts fresh; a server that
-        fails here is named in the child's log)."""
+        WarmProcess; None when there is no usable server (then the child starts fresh, and its log says
+        why when a server was meant to fork it)."""
         from .warm_start import WarmProcess, WarmStartError
         if self.warm is None or not self.warm.usable(self.python, self.extra_env):
+            why = self.warm.why_not() if self.warm is not None else ""
+            if why:
+                self.log.feed(f"esverify: {why}; starting a fresh interpreter instead\n".encode())
             return None
         stdin_r, stdin_w = os.pipe()
         try:
             pid = self.warm.spawn([driver, "--clone", self.clone], env, self.root / "cwd", self.max_memory or -1,
                                   self.file_limit or -1, stdin_r, out_w, write_fd)
-        except WarmStartError as exc:
+        except BaseException as exc:
             os.close(stdin_w)
+            if not isinstance(exc, WarmStartError):
+                raise
             self.log.feed(f"esverify: {exc}; starting a fresh interpreter instead\n".encode())
             return None
         finally:
             os.close(stdin_r)
-        return WarmProcess(self.warm, pid, stdin_w)
+        return WarmProcess(self.warm, pid, stdin_w, self.log)
 
     def alive(self) -> bool:
         return self.proc is not None and self._exit_code() is None
@@ -529,6 +536,8 @@ class Child:
             return None
         if self.proc.returncode is not None:
             return self.proc.returncode
+        if not isinstance(self.proc, subprocess.Popen):   # a WarmProcess is the server's child, not ours
+            return self.proc.poll()
         try:
             info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:

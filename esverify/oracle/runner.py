@@ -194,21 +194,20 @@ class Runner:
         targets = {c.target for c in selected if c.target in clones}
         if not opts.warm_start or opts.python_explicit or len(targets) < 2:
             return
-        warm = None
         try:
-            warm = warm_start_server(opts.python, opts.child_env, self.work, self.work / "warm-start.log")
-            warm.start(startup_timeout(opts.timeout))
+            self.warm = warm_start_server(opts.python, opts.child_env, self.work, self.work / "warm-start.log")
+            self.warm.start(startup_timeout(opts.timeout))   # closed by _close_warm, also when interrupted
         except (WarmStartError, OSError) as exc:
             self.notes.add(f"warm start: {exc}; every child started a fresh interpreter")
-            if warm is not None:
-                warm.close()
-            return
-        self.warm = warm
+            self._close_warm()
 
     def _close_warm(self):
         warm, self.warm = self.warm, None
-        if warm is not None:
-            warm.close()
+        if warm is None:
+            return
+        if warm.hello is not None and warm.why_not():   # it died during the run: the children after it started fresh
+            self.notes.add(f"warm start: {warm.why_not()}; the children started after it started fresh")
+        warm.close()
 
     def _close_sessions(self, kill: bool = False):
         """Close every child (politely, or at once with `kill`: an interrupted op is not waited for)."""

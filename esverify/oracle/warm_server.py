@@ -35,7 +35,8 @@ import sys
 import supervise   # esverify/oracle/supervise.py: sys.path[0] is this script's folder
 
 del sys.modules["supervise"]   # a clone's own module of that name must not find ours in a forked child
-if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+# Python puts the script's folder first, resolved (realpath); __file__ is not: compare both resolved
+if sys.path and os.path.realpath(sys.path[0] or ".") == os.path.dirname(os.path.realpath(__file__)):
     del sys.path[0]   # the rest of esverify/oracle/ is not a place the children import from
 
 MAX_PACKET = 1 << 20
@@ -51,15 +52,32 @@ def _preload() -> None:
     # numba's first call of a kernel loads it from the on-disk cache (a third of a second): once, here
     for mapping in ("poly32", "libm64"):
         rng.gaussian(1, 4, first=1, mapping=mapping, backend="numba")   # numpy out: no torch op runs here
-    exactsum.array_fsum(np.zeros(3))
+    # the exact sums' kernels (the loops' reward): at their smallest compiled size, so numba loads them
+    exactsum.array_fsum(np.zeros(exactsum._SMALL_NUMBA))
+    exactsum.squared_distance_fsum(np.zeros(exactsum._SMALL_NUMBA), 0.0)
+
+
+def _seal(pkg: str) -> None:
+    """After the preload: the server's package copy read-only, numba's cache folders too (a child's own
+    copy keeps them writable), so no child changes what a later one loads from it."""
+    for folder, _, _ in os.walk(pkg):
+        if os.path.basename(folder) == "__pycache__":
+            os.chmod(folder, 0o555)
+
+
+def _own_copy(pkg: str) -> None:
+    """Point the esverify packages the server imported at the child's own copy (`pkg`), so what the
+    child imports later comes from its copy, as in a fresh child (what is imported stays the server's:
+    the same files, copied from the same place)."""
+    for name, module in list(sys.modules.items()):
+        if (name == "esverify" or name.startswith("esverify.")) and hasattr(module, "__path__"):
+            module.__path__ = [os.path.join(pkg, *name.split("."))]
 
 
 def _child(request: dict, fds: list, server_fd: int) -> None:
     """In the forked child: become the fresh child the request describes, run the driver, exit."""
     code = 1
     try:
-        supervise.unarm(int(request["max_memory"]), int(request["max_file"]))
-        signal.signal(signal.SIGINT, signal.default_int_handler)   # as a fresh interpreter installs it
         stdin, out, reply = fds
         reply_fd = max(*fds, server_fd) + 1   # above every fd held here: the dups below clobber none
         os.dup2(reply, reply_fd)
@@ -68,6 +86,8 @@ def _child(request: dict, fds: list, server_fd: int) -> None:
         os.dup2(out, 2)
         os.closerange(3, reply_fd)             # the received fds and the server's socket: only the four stay
         os.closerange(reply_fd + 1, os.sysconf("SC_OPEN_MAX"))
+        supervise.unarm(int(request["max_memory"]), int(request["max_file"]))   # its warnings: to the child's log
+        signal.signal(signal.SIGINT, signal.default_int_handler)   # as a fresh interpreter installs it
         os.chdir(request["cwd"])
         env = request["env"]
         os.environ.clear()
@@ -76,6 +96,8 @@ def _child(request: dict, fds: list, server_fd: int) -> None:
         ours = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         base = [p for p in sys.path if p not in request["server_pythonpath"]]   # the rest: stdlib, site
         sys.path[:] = [os.path.dirname(driver)] + ours + base
+        if ours:
+            _own_copy(ours[0])   # the child's private copy comes first in its PYTHONPATH
         sys.argv[:] = list(request["argv"]) + ["--reply-fd", str(reply_fd)]
         sys.dont_write_bytecode = True
         import tempfile
@@ -125,6 +147,8 @@ def _spawn(request: dict, fds: list, server_fd: int) -> int:
     # classic supervisor arms itself, then the child
     try:
         os.setsid()
+        os.dup2(fds[1], 1)   # the supervisor writes to the child's log, as a fresh one does
+        os.dup2(fds[1], 2)
         subreaper = supervise.arm(int(request["server_pid"]))
         child = os.fork()
         if child == 0:
@@ -141,20 +165,14 @@ def _status(status: int):
 
 
 def _poll(pid: int):
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return None
+    info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)   # ChildProcessError: not ours
     if info is None:
         return None
     return -info.si_status if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED) else info.si_status
 
 
 def _reap(pid: int):
-    try:
-        waited, status = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return None
+    waited, status = os.waitpid(pid, os.WNOHANG)   # ChildProcessError: not ours, or reaped already
     return None if waited == 0 else _status(status)
 
 
@@ -168,10 +186,13 @@ def serve(sock: socket.socket) -> None:
             return
         if not data:
             return
-        request = json.loads(data)
-        op = request.get("op")
+        request = {}
         try:
+            request = json.loads(data)
+            op = request.get("op")
             if op == "spawn":
+                if len(fds) != 3:
+                    raise ValueError(f"spawn needs 3 fds (stdin, output, reply), got {len(fds)}")
                 request.update(server_pid=os.getpid(), server_pythonpath=pythonpath)
                 answer = {"pid": _spawn(request, fds, sock.fileno())}
             elif op == "poll":
@@ -187,6 +208,7 @@ def serve(sock: socket.socket) -> None:
         finally:
             for fd in fds:
                 os.close(fd)
+        answer["id"] = request.get("id") if isinstance(request, dict) else None   # the parent matches it
         sock.send(json.dumps(answer).encode())
 
 
@@ -198,6 +220,9 @@ def main(argv) -> None:
         os._exit(1)
     sock = socket.socket(fileno=int(opts["--socket-fd"]))
     _preload()
+    pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if pythonpath:
+        _seal(pythonpath[0])
     import gc
     gc.collect()
     gc.freeze()   # what is alive now is shared with every child: the collector leaves it alone (fewer copied pages)

@@ -40,12 +40,21 @@ class WarmProcess:
 
     Its exit status comes from the server (its parent), which keeps it unreaped until `wait`: as with a
     Popen that `Child` polls with WNOWAIT, the pid keeps naming the process group until the group is
-    killed."""
+    killed. When the server is gone, so is the supervisor (it got SIGTERM, PR_SET_PDEATHSIG, and killed
+    its child): the code is then -SIGKILL, and `log` (the child's BoundedLog, or None) says why."""
 
-    def __init__(self, server: "WarmStart", pid: int, stdin_fd: int):
-        self.server, self.pid = server, pid
+    def __init__(self, server: "WarmStart", pid: int, stdin_fd: int, log=None):
+        self.server, self.pid, self.log = server, pid, log
         self.stdin = open(stdin_fd, "wb", buffering=0)
         self.returncode = None
+        self._told = False
+
+    def _gone(self, exc) -> int:
+        if self.log is not None and not self._told:
+            self._told = True
+            self.log.feed(f"\nesverify: the warm start server is gone ({exc}; its log: {self.server.log_path}); "
+                          "this child's supervisor stopped with it\n".encode())
+        return -9
 
     def poll(self):
         """The exit code (minus the signal number), or None while it runs; does not reap."""
@@ -53,8 +62,8 @@ class WarmProcess:
             return self.returncode
         try:
             return self.server.request({"op": "poll", "pid": self.pid})["code"]
-        except WarmStartError:
-            return -9   # the server is gone: its supervisors got SIGTERM (PDEATHSIG) and killed their children
+        except WarmStartError as exc:
+            return self._gone(exc)
 
     def wait(self, timeout: float | None = None):
         """Reap it and return the code; subprocess.TimeoutExpired after `timeout` seconds."""
@@ -62,8 +71,8 @@ class WarmProcess:
         while self.returncode is None:
             try:
                 code = self.server.request({"op": "reap", "pid": self.pid})["code"]
-            except WarmStartError:
-                code = -9
+            except WarmStartError as exc:
+                code = self._gone(exc)
             if code is not None:
                 self.returncode = code
                 break
@@ -92,6 +101,7 @@ class WarmStart:
         self.lock = threading.Lock()
         self.hello = None
         self.spawned = 0
+        self.sent = 0   #: the id of the last request
 
     def start(self, timeout: float) -> dict:
         """Start the server and wait up to `timeout` s for its hello; WarmStartError on failure."""
@@ -125,21 +135,47 @@ class WarmStart:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None and self.sock is not None
 
+    def why_not(self) -> str:
+        """Why the server cannot fork a child now ('' when it can)."""
+        if self.proc is None:
+            return "the warm start server was not started"
+        code = self.proc.poll()
+        if code is not None:
+            return f"the warm start server exited ({code}; its log: {self.log_path})"
+        return "" if self.sock is not None else f"the warm start server was closed (its log: {self.log_path})"
+
     def request(self, message: dict, fds=()) -> dict:
+        """One request and its answer (the threads of a run share the socket, one exchange at a time).
+        WarmStartError when the server is not running, does not answer, or answers out of turn or with
+        an error; a request cut short (a timeout, Ctrl-C between the request and its answer) ends the
+        server, so no later request can read an answer meant for this one: its supervisors then stop
+        their children (PR_SET_PDEATHSIG) and the next children start fresh."""
         with self.lock:
-            if not self.alive():
+            sock = self.sock
+            if sock is None or self.proc is None or self.proc.poll() is not None:
                 raise WarmStartError("the warm start server is not running")
+            self.sent += 1
             try:
-                socket.send_fds(self.sock, [json.dumps(message).encode()], list(fds))
-                data = self.sock.recv(MAX_PACKET)
-            except OSError as exc:
-                raise WarmStartError(f"the warm start server did not answer: {exc}") from None
-        if not data:
-            raise WarmStartError("the warm start server closed its socket")
-        answer = json.loads(data)
+                socket.send_fds(sock, [json.dumps(dict(message, id=self.sent)).encode()], list(fds))
+                data = sock.recv(MAX_PACKET)
+                answer = json.loads(data) if data else None
+            except BaseException as exc:
+                self._drop()
+                if isinstance(exc, (OSError, ValueError)):
+                    raise WarmStartError(f"the warm start server did not answer: {exc}") from None
+                raise
+            if not isinstance(answer, dict) or answer.get("id") != self.sent:
+                self._drop()
+                raise WarmStartError(f"the warm start server answered out of turn: {str(answer)[:200]}")
         if "error" in answer:
             raise WarmStartError(f"the warm start server refused {message.get('op')}: {answer['error']}")
         return answer
+
+    def _drop(self) -> None:
+        """Close our end (the lock held): the server exits on EOF."""
+        sock, self.sock = self.sock, None
+        if sock is not None:
+            sock.close()
 
     def usable(self, python: str, extra_env: dict) -> bool:
         """Whether a child of interpreter `python` with these extra environment entries may be forked
@@ -159,14 +195,14 @@ class WarmStart:
 
     def close(self) -> None:
         """End the server (its supervisors, if any are left, kill their children) and wait for it."""
-        sock, self.sock = self.sock, None
-        if sock is not None:
-            try:
-                with self.lock:
+        with self.lock:
+            sock, self.sock = self.sock, None
+            if sock is not None:
+                try:
                     socket.send_fds(sock, [b'{"op": "exit"}'], [])
-            except OSError:
-                pass
-            sock.close()
+                except OSError:
+                    pass
+                sock.close()
         proc = self.proc
         if proc is not None:
             try:
