@@ -44,7 +44,10 @@ _CHUNK = 4096
 #: below this many values math.fsum itself is faster: the numpy path (46 us against 58 us at 1,000
 #: values) and the numba one (a fixed 10 us: 6 us against 14 us at 200 values, 34 against 17 at 1,000)
 _SMALL = 1500
-_SMALL_NUMBA = 400
+#: the fewest values array_fsum and squared_distance_fsum hand to their numba kernels (fewer: math.fsum);
+#: the warm start server calls them at this size so that numba loads the kernels once (warm_server.py)
+SMALLEST_COMPILED = 400
+_SMALL_NUMBA = SMALLEST_COMPILED
 _TWO_53 = float(1 << 53)
 _SAFE_TOTAL = 2.0 ** 1020
 

@@ -53,8 +53,8 @@ def _preload() -> None:
     for mapping in ("poly32", "libm64"):
         rng.gaussian(1, 4, first=1, mapping=mapping, backend="numba")   # numpy out: no torch op runs here
     # the exact sums' kernels (the loops' reward): at their smallest compiled size, so numba loads them
-    exactsum.array_fsum(np.zeros(exactsum._SMALL_NUMBA))
-    exactsum.squared_distance_fsum(np.zeros(exactsum._SMALL_NUMBA), 0.0)
+    exactsum.array_fsum(np.zeros(exactsum.SMALLEST_COMPILED))
+    exactsum.squared_distance_fsum(np.zeros(exactsum.SMALLEST_COMPILED), 0.0)
 
 
 def _seal(pkg: str) -> None:
