@@ -105,31 +105,32 @@ def _exact_chunk(values: np.ndarray) -> tuple[int, int]:
 _USE_NUMBA = True
 
 if numba is not None:
+    @numba.njit(cache=True, nogil=True, inline="always")
+    def _bin(b, low_bits, high_bits):
+        # the IEEE fields of the value whose bits are b: value == m * 2**(e - 1075) with the biased
+        # exponent e (1 for subnormals) and the signed integer m, |m| < 2**53; added to bin e as two's
+        # complement pieces m == ((m >> 27) << 27) + (m & (2**27 - 1)), each below 2**27 in magnitude,
+        # so an int64 bin cannot overflow below 2**36 values (the callers pass fewer than 2**26)
+        e = (b >> 52) & 0x7FF
+        m = b & 0xFFFFFFFFFFFFF
+        if e == 0:
+            e = 1
+        else:
+            m |= 0x10000000000000
+        if b < 0:
+            m = -m
+        low_bits[e] += m & 0x7FFFFFF
+        high_bits[e] += m >> 27
+
     @numba.njit(cache=True, nogil=True)
     def _bins_numba(values):
-        # the IEEE fields of each value: value == m * 2**(e - 1075) with the biased exponent e (1 for
-        # subnormals) and the signed integer m, |m| < 2**53; summed per e as two's complement pieces
-        # m == ((m >> 27) << 27) + (m & (2**27 - 1)), each below 2**27 in magnitude, so an int64 bin
-        # cannot overflow below 2**36 values (array_fsum passes fewer than 2**26)
         raw = values.view(np.int64)
         low_bits = np.zeros(2048, np.int64)
         high_bits = np.zeros(2048, np.int64)
         for i in range(raw.size):
-            b = raw[i]
-            e = (b >> 52) & 0x7FF
-            m = b & 0xFFFFFFFFFFFFF
-            if e == 0:
-                e = 1
-            else:
-                m |= 0x10000000000000
-            if b < 0:
-                m = -m
-            low_bits[e] += m & 0x7FFFFFF
-            high_bits[e] += m >> 27
+            _bin(raw[i], low_bits, high_bits)
         return low_bits, high_bits
 
-
-if numba is not None:
     @numba.njit(cache=True, nogil=True)
     def _squared_bins_numba(values, target):
         # _bins_numba of p = (v - target) * (v - target), each p rounded as numpy rounds it (two f64
@@ -145,17 +146,7 @@ if numba is not None:
             p = d * d
             magnitude += p
             cell[0] = p
-            b = cell_bits[0]
-            e = (b >> 52) & 0x7FF
-            m = b & 0xFFFFFFFFFFFFF
-            if e == 0:
-                e = 1
-            else:
-                m |= 0x10000000000000
-            if b < 0:
-                m = -m
-            low_bits[e] += m & 0x7FFFFFF
-            high_bits[e] += m >> 27
+            _bin(cell_bits[0], low_bits, high_bits)
         return low_bits, high_bits, magnitude
 
 
