@@ -183,11 +183,7 @@ def _squares(values: np.ndarray, target: float) -> np.ndarray:
 
 def _exact_numba(values: np.ndarray) -> tuple[int, int]:
     """(N, e) with sum(values) == N * 2**(e - 53) exactly, in one compiled pass (finite values)."""
-    return _from_bins(*_bins_numba(np.ascontiguousarray(values)))
-
-
-def _from_bins(low: np.ndarray, high: np.ndarray) -> tuple[int, int]:
-    """(N, e) with the sum the bins hold == N * 2**(e - 53) exactly (bins as _bins_numba fills them)."""
+    low, high = _bins_numba(np.ascontiguousarray(values))
     used = np.flatnonzero(low | high)
     if used.size == 0:
         return 0, 0

@@ -419,7 +419,6 @@ class NoiseHook:
                 "noise cannot stand in for it (docs/references.md §3b); torch's own noise is never let in")
         return self._draw(draw)
 
-    @child_coverage.unprofiled
     def _native(self, original, parse, args, kwargs):
         """torch's own function with the caller's arguments; the draw is recorded when it can be read."""
         try:

@@ -100,7 +100,6 @@ class WarmStart:
         self.sock = None
         self.lock = threading.Lock()
         self.hello = None
-        self.spawned = 0
         self.sent = 0   #: the id of the last request
 
     def start(self, timeout: float) -> dict:
@@ -190,7 +189,6 @@ class WarmStart:
         answer = self.request({"op": "spawn", "argv": [str(a) for a in argv], "env": env, "cwd": str(cwd),
                                "max_memory": int(max_memory), "max_file": int(max_file)},
                               fds=(stdin_r, out_w, reply_w))
-        self.spawned += 1
         return int(answer["pid"])
 
     def close(self) -> None:
