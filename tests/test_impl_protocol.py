@@ -9,8 +9,10 @@ tests/impl_wrappers.py (numpy backend: they start in well under a second).
 """
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -260,6 +262,55 @@ def test_silent_wrapper_is_a_one_line_setup_error_and_leaves_no_process(tmp_path
     finally:
         control.kill()
         control.wait()
+
+
+def test_kill_returns_only_when_the_grandchild_is_gone(tmp_path, monkeypatch):
+    """CI failed once on the test above: SIGKILL reached the wrapper's grandchild, which had not yet been
+    scheduled to die when the wrapper was reaped. Here the group's SIGKILL is delayed by 0.3 s past the
+    wrapper's own, which makes that race certain: `kill` must still return with nothing of the group running."""
+    import threading
+    proc = client.ImplProcess(wrapper("silent"), log_path=tmp_path / "log", env=marked(tmp_path))
+    proc._proc = subprocess.Popen(proc.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  start_new_session=True, env=proc.env)
+    for _ in range(3000):                       # the wrapper has started its grandchild
+        if len(left_running(tmp_path)) == 2:
+            break
+        time.sleep(0.01)
+    group = left_running(tmp_path)
+    assert len(group) == 2 and proc._proc.pid in group
+    real_killpg = os.killpg
+
+    def late_killpg(pgid, sig):
+        os.kill(pgid, sig)                      # the leader at once, the rest of its group later
+        threading.Timer(0.3, real_killpg, (pgid, sig)).start()
+    monkeypatch.setattr(client.os, "killpg", late_killpg)
+    proc.kill()
+    assert left_running(tmp_path) == []
+    assert client.group_members(group[0]) == client.group_members(group[1]) == []
+
+
+def test_group_members_lists_running_processes_of_one_group_only(tmp_path):
+    leader = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                               "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+                               "time.sleep(60)"], start_new_session=True, env=marked(tmp_path))
+    try:
+        for _ in range(3000):
+            if len(left_running(tmp_path)) == 2:
+                break
+            time.sleep(0.01)
+        assert sorted(client.group_members(leader.pid)) == sorted(left_running(tmp_path))
+        assert leader.pid in client.group_members(leader.pid)
+        assert os.getpid() not in client.group_members(leader.pid)
+        os.killpg(leader.pid, signal.SIGKILL)
+        assert client.wait_group_gone(leader.pid, 10.0) == []   # the leader is a zombie (not reaped): not counted
+        assert leader.poll() is None or leader.returncode == -signal.SIGKILL
+    finally:
+        try:
+            os.killpg(leader.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        leader.wait()
+    assert leader.returncode == -signal.SIGKILL
 
 
 def test_garbage_is_a_setup_error_naming_the_bytes(tmp_path):

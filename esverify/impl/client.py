@@ -43,6 +43,7 @@ DEFAULT_DEADLINE_S = 60.0      #: per request, unless the call gives its own
 FIRST_READ_BYTES = 64 << 20    #: a reply buffer starts at most this large and doubles as bytes arrive
 PIPE_BYTES = 1 << 20           #: requested pipe buffer size (Linux F_SETPIPE_SZ; capped by fs.pipe-max-size)
 START_DEADLINE_S = 60.0        #: process start + capabilities reply (importing torch takes seconds)
+GROUP_GONE_SECONDS = 5.0       #: after SIGKILL, how long `kill` waits for the group's last process to die
 
 
 #: the status of a row whose case or vector the wrapper did not claim
@@ -86,6 +87,47 @@ def validate_capabilities(result) -> None:
         e = errors[0]
         where = "/".join(str(p) for p in e.path) or "(top)"
         raise ImplFailure("protocol", f"capabilities reply fails the protocol schema at {where}: {e.message}")
+
+
+def group_members(pgid: int) -> list[int]:
+    """The pids of the processes of group `pgid` that have not exited yet (zombies excluded: they run
+    nothing and hold no memory; their reaping is their new parent's business). Linux reads /proc; where
+    there is none, `os.killpg(pgid, 0)` answers whether the group has any process at all, zombies
+    included, and the answer is ``[pgid]`` or ``[]``."""
+    if not os.path.isdir("/proc/self"):
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return []
+        except PermissionError:
+            pass
+        return [pgid]
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.getpgid(int(name)) == pgid and _state(int(name)) not in ("Z", "X"):
+                found.append(int(name))
+        except OSError:          # exited meanwhile
+            continue
+    return found
+
+
+def _state(pid: int) -> str:
+    """The one-letter state of /proc/PID/stat (R, S, D, Z, ...): the field after the command name, which may
+    hold spaces and parentheses."""
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        return fh.read().rsplit(b")", 1)[-1].split()[0].decode()
+
+
+def wait_group_gone(pgid: int, seconds: float) -> list[int]:
+    """Wait until group `pgid` has no running process (`group_members`), at most `seconds`; returns the
+    pids still running then (empty when the group is gone)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = group_members(pgid)
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.005)
 
 
 def _widen_pipe(fd: int) -> None:
@@ -182,7 +224,9 @@ class ImplProcess:
         return caps
 
     def kill(self) -> None:
-        """Kill the wrapper's whole process group (no orphans) and reap it."""
+        """Kill the wrapper's whole process group (no orphans), reap the wrapper, and wait (at most
+        `GROUP_GONE_SECONDS`) until no process of the group still runs: SIGKILL is delivered when the
+        target is next scheduled, so a grandchild the wrapper started can outlive the wrapper's reaping."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
@@ -199,6 +243,7 @@ class ImplProcess:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
             pass
+        wait_group_gone(proc.pid, GROUP_GONE_SECONDS)
 
     def close(self) -> None:
         """Ask the wrapper to end (stdin closed, 2 s), then kill its process group in any case; remove
