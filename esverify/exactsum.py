@@ -149,6 +149,24 @@ if numba is not None:
             _bin(cell_bits[0], low_bits, high_bits)
         return low_bits, high_bits, magnitude
 
+    @numba.njit(cache=True, nogil=True)
+    def _pieces_numba(low_bits, high_bits):
+        # each used bin's two pieces as floats, exactly: a piece is an integer below 2**53 (fewer than
+        # 2**26 values) times a power of two no smaller than 2**-1074, and no larger than the total (every
+        # p >= 0, so every piece too), which is below 2**1020; math.fsum of exact values is the correctly
+        # rounded exact sum, as the integer sum of array_fsum is, without Python's big integers. Zero
+        # pieces are left out (they change no sum: every p is >= 0, so no -0.0 is among them)
+        pieces = np.empty(2 * low_bits.size, np.float64)
+        n = 0
+        for e in range(low_bits.size):
+            if low_bits[e] != 0:
+                pieces[n] = math.ldexp(float(low_bits[e]), e - 1075)
+                n += 1
+            if high_bits[e] != 0:
+                pieces[n] = math.ldexp(float(high_bits[e]), e - 1075 + _PIECE)
+                n += 1
+        return pieces[:n]
+
 
 def squared_distance_fsum(values: np.ndarray, target: float) -> float:
     """math.fsum(((values - target) * (values - target)).tolist()) bit for bit, the p = (v - target)**2
@@ -163,15 +181,9 @@ def squared_distance_fsum(values: np.ndarray, target: float) -> float:
     low, high, magnitude = _squared_bins_numba(values, target)
     if not magnitude < _SAFE_TOTAL:   # as array_fsum: math.fsum decides (overflow, NaN, infinities)
         return math.fsum(_squares(values, target).tolist())
-    used = np.flatnonzero(low | high)
-    if used.size == 0:      # every p is +0: math.fsum's sum of +0.0
+    pieces = _pieces_numba(low, high)
+    if pieces.size == 0:    # every p is +0: math.fsum's sum of +0.0
         return 0.0
-    # each bin's two pieces as floats, exactly: a piece is an integer below 2**53 (fewer than 2**26
-    # values) times a power of two no smaller than 2**-1074, and no larger than the total (every p >= 0,
-    # so every piece too), which is below 2**1020; math.fsum of exact values is the correctly rounded
-    # exact sum, as the integer sum of array_fsum is, without Python's big integers
-    pieces = np.concatenate([np.ldexp(low[used].astype(np.float64), used - 1075),
-                             np.ldexp(high[used].astype(np.float64), used - 1075 + _PIECE)])
     return math.fsum(pieces.tolist())
 
 
