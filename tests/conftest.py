@@ -43,6 +43,27 @@ def _has_cuda() -> bool:
 HAS_CUDA = _has_cuda()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _warm_children():
+    """Every parity run of this test process (one xdist worker) forks its reference children from one warm
+    start server (esverify.oracle.warm_kept.keep_warm): a fresh child's start (an interpreter importing
+    torch, numpy and numba: 1.2-1.5 s) is paid once per worker instead of once per run. A run that asks
+    for fresh children gets them as before (--no-warm-start, --python, another child environment), and
+    tests/test_warm_start.py checks that a forked child and a fresh one find the same process and give
+    the same rows. ESVERIFY_TEST_FRESH=1 runs the whole suite on fresh children."""
+    if os.environ.get("ESVERIFY_TEST_FRESH"):
+        yield None
+        return
+    from esverify.oracle.warm_kept import keep_warm
+    with keep_warm() as warm:
+        # its private folder is the session's, not a test's leftover (`leftovers`)
+        _LEAK["kept"] = warm.root.parent.name if warm is not None else None
+        try:
+            yield warm
+        finally:
+            _LEAK.pop("kept", None)
+
+
 def pytest_collection_modifyitems(config, items):
     # the heaviest test files first (tests/durations.py says why); a file's own tests keep their order
     seconds = file_seconds()
@@ -145,7 +166,8 @@ def leftovers(baseline=frozenset(), grace: float = 5.0) -> tuple[list, list]:
             break
         time.sleep(0.1)
     tmp = _LEAK.get("tmp")
-    folders = sorted(n for n in os.listdir(tmp) if n.lstrip(".").startswith("esverify")) if tmp else []
+    folders = sorted(n for n in os.listdir(tmp) if n.lstrip(".").startswith("esverify")
+                     and n != _LEAK.get("kept")) if tmp else []
     return [f"{p}: {_cmdline(p)}" for p in procs], folders
 
 

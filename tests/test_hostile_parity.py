@@ -52,6 +52,15 @@ def run(tmp_path: Path, clone: Path, *args):
     return result.exit_code, result.output, frame, out, wall
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_children():
+    """This file checks how the parity parent handles a hostile or broken child: its runs start their children
+    as they would outside the test suite (tests/conftest.py `_warm_children` is for the other files)."""
+    from esverify.oracle.warm_kept import not_kept
+    with not_kept():
+        yield
+
+
 def _base(frame):
     """The rows on the default parameter set (issue 18 added a /layers row per op of --small)."""
     return frame[~frame["case"].str.endswith("/layers")]

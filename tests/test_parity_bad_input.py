@@ -37,6 +37,15 @@ EVERY_OP = ("--case", "*/N7*")
 OPS = {"zscore", "perturb", "restore", "update", "loop", "fit"}
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_children():
+    """This file checks how the parity parent handles a hostile or broken child: its runs start their children
+    as they would outside the test suite (tests/conftest.py `_warm_children` is for the other files)."""
+    from esverify.oracle.warm_kept import not_kept
+    with not_kept():
+        yield
+
+
 def _cli(tmp_path, *args):
     result = CliRunner().invoke(main, ["parity", *args, "--out", str(tmp_path / "out")])
     frame = None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from esverify.oracle.child_process import Child, ChildDied, warm_start_server
+from esverify.oracle.child_process import Child, ChildDied, passed_environment, warm_start_server
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux: /proc, fork, subreapers")
 
@@ -212,7 +212,8 @@ def test_a_server_under_other_settings_is_not_used(probe):
         assert other.last_start == "fresh"   # torch read OMP_NUM_THREADS at the server's import, not this one
     finally:
         other.close()
-    assert not probe["server"].usable(sys.executable + "-other", {})
+    assert not probe["server"].usable(sys.executable + "-other", {}, passed_environment())
+    assert not probe["server"].usable(sys.executable, {}, {**passed_environment(), "OMP_NUM_THREADS": "7"})
 
 
 @pytest.mark.slow   # two parity runs of a small matrix
@@ -252,3 +253,41 @@ def test_a_warm_child_finds_no_module_of_the_server_under_a_plain_name(probe):
         child.close()
     assert not any("esverify/oracle" in p for p in facts["path"])
     assert "supervise" not in facts["modules"] and "warm_server" not in facts["modules"]
+
+
+@pytest.mark.slow   # six runs of one row
+def test_keep_warm_serves_single_reference_runs_and_leaves_nothing(tmp_path, monkeypatch):
+    """keep_warm: one server for the runs of a block, one reference or more; a run that asks for fresh
+    children, or whose environment changed since the server started, gets fresh ones; the block's end
+    ends the server and removes its folder."""
+    from esverify.oracle import Options, Runner
+    from esverify.oracle import warm_kept as warm_start
+    standin = str(Path(__file__).parent / "standins" / "es-at-scale")
+    runs = [0]
+
+    def start(**options) -> str:
+        runs[0] += 1
+        result = Runner(Options(ref=standin, target="es-at-scale", devices=("cpu",), dtypes=("f32",), small=True,
+                                schemes=("iid",), case="*/perturb/*", out=str(tmp_path / f"out{runs[0]}"),
+                                quiet=True, **options)).run()
+        assert result.exit_code == 0 and len(result.frame) >= 1
+        return result.metadata["children"]["es-at-scale"]["start"]
+
+    with warm_start.not_kept():     # the test session's own server (tests/conftest.py) out of the way
+        assert warm_start.kept() is None and start() == "fresh"
+        with warm_start.keep_warm() as warm:
+            assert warm is not None and warm_start.kept() is warm
+            assert start() == "warm" and warm.alive()     # left running for the next run
+            assert start() == "warm"
+            with warm_start.not_kept():
+                assert start() == "fresh"
+            assert start(warm_start=False) == "fresh"
+            with monkeypatch.context() as env:
+                env.setenv("OMP_NUM_THREADS", "3")        # torch read another value at the server's start
+                assert start() == "fresh"
+            with Runner(Options(quiet=True)).session("es-at-scale", standin) as run:   # one child, cases one by one
+                assert run.session.child.last_start == "warm"
+            folder = warm.root.parent
+            assert folder.is_dir() and warm.alive()
+        assert not warm.alive() and warm.proc.returncode is not None and not folder.exists()
+        assert warm_start.kept() is None

@@ -129,11 +129,16 @@ def _describe_exit(code) -> str:
     return f"exit status {code}"
 
 
+def passed_environment() -> dict:
+    """The entries of our environment a child gets (ENV_NAMES, ENV_PREFIXES), as they are now."""
+    return {k: v for k, v in os.environ.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+
+
 def child_environment(extra: dict | None, pythonpath: Path, tmp: Path) -> dict:
     """The child's environment: ENV_NAMES and ENV_PREFIXES from ours, then `extra` (given explicitly,
     e.g. by a test; a PYTHONPATH there comes after the private copy), then PYTHONPATH (the private
     copy first), TMPDIR and the Python settings. Nothing else of ours gets through."""
-    env = {k: v for k, v in os.environ.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+    env = passed_environment()
     env.update(extra or {})
     path = os.pathsep.join([str(pythonpath)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env.update({"PYTHONPATH": path, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
@@ -247,7 +252,7 @@ def warm_start_server(python: str, extra_env: dict | None, workdir: Path, log_pa
     root = Path(tempfile.mkdtemp(prefix="esverify-warm-", dir=workdir))
     pkg, _ = prepare_root(root, [])
     return WarmStart(str(python), dict(extra_env or {}), child_environment(extra_env, pkg, root / "tmp"), root,
-                     Path(log_path))
+                     Path(log_path), passed_environment())
 
 
 class BoundedLog:
@@ -507,7 +512,7 @@ class Child:
         WarmProcess; None when there is no usable server (then the child starts fresh, and its log says
         why when a server was meant to fork it)."""
         from .warm_start import WarmProcess, WarmStartError
-        if self.warm is None or not self.warm.usable(self.python, self.extra_env):
+        if self.warm is None or not self.warm.usable(self.python, self.extra_env, passed_environment()):
             why = self.warm.why_not() if self.warm is not None else ""
             if why:
                 self.log.feed(f"esverify: {why}; starting a fresh interpreter instead\n".encode())

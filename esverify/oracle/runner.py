@@ -87,6 +87,7 @@ class Runner:
         self.impl_side = None            #: esverify.oracle.impl_side.ImplSide under `parity --impl`
         self.sessions: dict = {}         #: reference name -> Session, whose child is started before any case
         self.warm = None                 #: the run's esverify.oracle.warm_start.WarmStart, while it runs
+        self._own_warm = False           #: whether this run started self.warm (else keep_warm holds it)
         self.started_utc = utc_now()
         self._lock = threading.Lock()    #: the references run in parallel threads and share sets and state
         self._stop = threading.Event()   #: set when the run is interrupted: the reference threads stop
@@ -189,11 +190,17 @@ class Runner:
         parent's own interpreter, when more than one child is to start. A server that does not start
         costs nothing but its attempt: the children then start fresh (metadata warnings say so)."""
         from .child_process import warm_start_server
+        from .warm_kept import usable_for
         from .warm_start import WarmStartError
         opts = self.opts
         targets = {c.target for c in selected if c.target in clones}
+        held = usable_for(opts) if targets else None
+        if held is not None:   # keep_warm's (esverify.oracle.warm_kept): not ours to close
+            self.warm, self._own_warm = held, False
+            return
         if not opts.warm_start or opts.python_explicit or len(targets) < 2:
             return
+        self._own_warm = True
         try:
             self.warm = warm_start_server(opts.python, opts.child_env, self.work, self.work / "warm-start.log")
             self.warm.start(startup_timeout(opts.timeout))   # closed by _close_warm, also when interrupted
@@ -207,7 +214,8 @@ class Runner:
             return
         if warm.hello is not None and warm.why_not():   # it died during the run: the children after it started fresh
             self.notes.add(f"warm start: {warm.why_not()}; the children started after it started fresh")
-        warm.close()
+        if self._own_warm:
+            warm.close()
 
     def _close_sessions(self, kill: bool = False):
         """Close every child (politely, or at once with `kill`: an interrupted op is not waited for)."""
@@ -335,6 +343,12 @@ class Runner:
         with contextlib.ExitStack() as stack:
             if not getattr(self, "work", None) or not Path(self.work).is_dir():   # else: inside a run (fuzz)
                 self.work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="esverify-parity-")))
+            if self.warm is None:
+                from .warm_kept import usable_for
+                held = usable_for(self.opts)
+                if held is not None:    # keep_warm's (esverify.oracle.warm_kept): left running at the end
+                    self.warm, self._own_warm = held, False
+                    stack.callback(setattr, self, "warm", None)
             session = Session(self, adapter, clone)
             history, count = [], [0]
 

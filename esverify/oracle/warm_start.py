@@ -93,8 +93,10 @@ class WarmStart:
     it from the thread that outlives the run: the server dies with that thread (PR_SET_PDEATHSIG).
     """
 
-    def __init__(self, python: str, extra_env: dict, env: dict, root: Path, log_path: Path):
+    def __init__(self, python: str, extra_env: dict, env: dict, root: Path, log_path: Path,
+                 passed: dict | None = None):
         self.python, self.extra_env, self.env = python, dict(extra_env or {}), dict(env)
+        self.passed = dict(passed or {})   #: the parent's entries a child gets, when the server started
         self.root, self.log_path = Path(root), Path(log_path)
         self.proc = None
         self.sock = None
@@ -176,10 +178,14 @@ class WarmStart:
         if sock is not None:
             sock.close()
 
-    def usable(self, python: str, extra_env: dict) -> bool:
+    def usable(self, python: str, extra_env: dict, passed: dict) -> bool:
         """Whether a child of interpreter `python` with these extra environment entries may be forked
-        from this server (the server's interpreter, and the environment torch and numba read at import)."""
-        return self.alive() and str(python) == self.python and dict(extra_env or {}) == self.extra_env
+        from this server now: the server's interpreter, and the environment torch and numba read at import
+        (the extra entries, and `passed`, the parent's entries a child gets now, as
+        child_process.passed_environment reads them: a server kept across runs (esverify.oracle.warm_kept)
+        is not used after they changed)."""
+        return (self.alive() and str(python) == self.python and dict(extra_env or {}) == self.extra_env
+                and dict(passed) == self.passed)
 
     def spawn(self, argv: list, env: dict, cwd: Path, max_memory: int, max_file: int, stdin_r: int, out_w: int,
               reply_w: int) -> int:
@@ -208,3 +214,4 @@ class WarmStart:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=5)
+
