@@ -214,4 +214,3 @@ class WarmStart:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=5)
-
