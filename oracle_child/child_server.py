@@ -659,8 +659,9 @@ def save_results(path, tensors):
 
 @child_coverage.unprofiled
 def reward(tensors, target: float, dtype=None) -> float:
-    """The loop's reward: -fsum((f64(theta) - target)**2) over every element (issue 4 item 4), each
-    tensor first rounded to `dtype` (the precision of the engine computing it; None: its own)."""
+    """The loop's reward: -fsum((f64(theta) - target)**2) (issue 4 item 4), fsum per tensor, then over the
+    tensors, as esverify.oracle.rewards.loop_reward computes it; each tensor first rounded to `dtype` (the
+    precision of the engine computing it; None: its own)."""
     total = []
     for t in tensors:
         t = t.detach() if dtype is None else t.detach().to(dtype)
