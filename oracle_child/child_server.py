@@ -835,10 +835,9 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
             tmp = Path(out) / "status.json.tmp"
             tmp.write_text(json.dumps(answer, indent=1, sort_keys=True))
             os.replace(tmp, Path(out) / "status.json")
+        freeze_heap()
         reply.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
-        # after the reply: the collection overlaps the parent's comparison and its next row's own side
-        freeze_heap()
     try:   # the coverage save SAVE_INTERVAL held back, before a thread the reference left could delay exit
         child_coverage.flush()
     except Exception:  # noqa: BLE001 - the record keeps its last save

@@ -56,11 +56,14 @@ def _warm_children():
         return
     from esverify.oracle.warm_kept import keep_warm
     with keep_warm() as warm:
-        # its private folder is the session's, not a test's leftover (`leftovers`)
-        _LEAK["kept"] = warm.root.parent.name if warm is not None else None
+        # its private folder is the session's, not a test's leftover; what it forked and a test left
+        # running is (`leftovers` looks at its children as at pytest's own)
+        _LEAK["kept"] = (warm.root.parent.name, warm.proc.pid) if warm is not None else None
         try:
             yield warm
         finally:
+            if warm is not None and "baseline" in _LEAK:    # before its end kills them (PR_SET_PDEATHSIG)
+                _LEAK["kept_left"] = leftovers(_children_of(os.getpid()), grace=5.0)[0]
             _LEAK.pop("kept", None)
 
 
@@ -161,13 +164,15 @@ def leftovers(baseline=frozenset(), grace: float = 5.0) -> tuple[list, list]:
     deadline = time.monotonic() + grace
     while True:
         _reap()
-        procs = [p for p in _children_of(os.getpid()) if p not in baseline]
+        kept = _LEAK.get("kept")
+        procs = [p for p in _children_of(os.getpid()) + (_children_of(kept[1]) if kept else [])
+                 if p not in baseline]
         if not procs or time.monotonic() >= deadline:
             break
         time.sleep(0.1)
     tmp = _LEAK.get("tmp")
     folders = sorted(n for n in os.listdir(tmp) if n.lstrip(".").startswith("esverify")
-                     and n != _LEAK.get("kept")) if tmp else []
+                     and n != (kept or ("",))[0]) if tmp else []
     return [f"{p}: {_cmdline(p)}" for p in procs], folders
 
 
@@ -212,6 +217,7 @@ def pytest_sessionfinish(session, exitstatus):
     else:
         os.environ["TMPDIR"] = _LEAK["old_tmpdir"]
     tempfile.tempdir = _LEAK["old_tempdir"]
+    procs += _LEAK.pop("kept_left", [])    # forked by the kept warm start server (_warm_children): killed by its end
     lines = ([f"leak check: a test left process {p} running (killed now)" for p in procs]
              + [f"leak check: a test left the temp folder {tmp}/{f} (removed now)" for f in folders])
     shutil.rmtree(tmp, ignore_errors=True)

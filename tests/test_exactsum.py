@@ -127,11 +127,28 @@ def test_squared_distance_fsum_is_math_fsum_of_numpys_squares(seed, n, scale, ta
     _same_squared(values, target)
 
 
-def test_squared_distance_fsum_of_equal_values_is_plus_zero():
-    """Every square +0 (no piece at all): math.fsum's +0.0, on the compiled path (600 values)."""
-    for target in (0.25, -0.0, 1e-310):
-        got = exactsum.squared_distance_fsum(np.full(600, target), target)
-        assert _bits(got) == _bits(0.0)
+@given(st.integers(0, 2 ** 32 - 1), st.integers(0, 60))
+@settings(max_examples=60, deadline=None)
+def test_pieces_are_the_bins_values_exactly(seed, used):
+    """_pieces_numba: every nonzero bin's two pieces, low * 2**(e - 1075) and high * 2**(e - 1075 + 27),
+    as exact floats (numpy's ldexp of the same integers), zero pieces left out; bins 1 (the subnormal
+    unit 2**-1074) and 2046 included; a sum of nothing is +0.0."""
+    if exactsum.numba is None:
+        pytest.skip("numba is not installed")
+    rng = np.random.default_rng(seed)
+    low, high = np.zeros(2048, np.int64), np.zeros(2048, np.int64)
+    bins = rng.choice(np.arange(1, 2047), size=used, replace=False)
+    bins[: min(2, used)] = [1, 2046][: min(2, used)]
+    low[bins] = rng.integers(0, 1 << 53, used) * rng.integers(0, 2, used)     # some zero pieces
+    high[bins] = rng.integers(0, 1 << 26, used) * rng.integers(0, 2, used)
+    low[2046], high[2046] = low[2046] >> 10, 0    # as in use: every piece below 2**1020 (the total's bound)
+    e = np.arange(2048)
+    want = np.concatenate([np.ldexp(low.astype(np.float64), e - 1075)[low != 0],
+                           np.ldexp(high.astype(np.float64), e - 1075 + 27)[high != 0]])
+    got = exactsum._pieces_numba(low, high)
+    assert sorted(_bits(x) for x in got.tolist()) == sorted(_bits(x) for x in want.tolist())
+    assert all(x > 0 for x in got.tolist())
+    assert _bits(exactsum.squared_distance_fsum(np.full(600, 0.25), 0.25)) == _bits(0.0)   # every p +0: no piece
 
 
 def test_squared_distance_fsum_keeps_nan_and_infinities():

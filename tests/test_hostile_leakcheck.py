@@ -90,3 +90,27 @@ def test_under_xdist_a_workers_leak_fails_the_session_and_its_workers_are_not_le
     else:
         assert out.returncode == 0 and lines == [], text
     assert "2 passed" in text
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
+def test_the_leak_check_sees_what_the_kept_warm_start_server_forked(monkeypatch):
+    """Processes forked by the test process's kept warm start server (conftest._warm_children) are its
+    children, not pytest's: the leak check looks at them too. Here a stand-in 'server' with one child."""
+    server = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; print(subprocess.Popen("
+                               "[sys.executable, '-c', 'import time; time.sleep(60)']).pid, flush=True); "
+                               "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        forked = int(server.stdout.readline())
+        baseline = set(conftest._children_of(os.getpid()))
+        assert server.pid in baseline and forked not in baseline
+        assert conftest.leftovers(baseline, grace=0)[0] == []            # not seen: not pytest's child
+        with monkeypatch.context() as patch:
+            patch.setitem(conftest._LEAK, "kept", (conftest._LEAK.get("kept") or ("",))[:1] + (server.pid,))
+            procs, _ = conftest.leftovers(baseline, grace=0)
+        assert [int(e.split(":", 1)[0]) for e in procs] == [forked] and "time.sleep(60)" in procs[0]
+    finally:
+        os.kill(forked, signal.SIGKILL)
+        server.kill()
+        server.wait()
+    time.sleep(0.1)
+    assert conftest.leftovers(baseline, grace=2.0) == ([], [])

@@ -7,6 +7,7 @@ stdout, refusing) each end in a clear row or a one-line setup error, a
 complete report and no surviving process. The misbehaving wrappers are
 tests/impl_wrappers.py (numpy backend: they start in well under a second).
 """
+import contextlib
 import json
 import os
 import signal
@@ -289,11 +290,24 @@ def test_kill_returns_only_when_the_grandchild_is_gone(tmp_path, monkeypatch):
     assert client.group_members(group[0]) == client.group_members(group[1]) == []
 
 
-def test_group_members_lists_running_processes_of_one_group_only(tmp_path):
-    leader = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
-                               "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
-                               "time.sleep(60)"], start_new_session=True, env=marked(tmp_path))
+@contextlib.contextmanager
+def own_group(code: str, tmp_path):
+    """A Python process running `code` as the leader of a new process group (with this test's marker),
+    whose whole group is killed and the leader reaped at the end."""
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True, env=marked(tmp_path))
     try:
+        yield proc
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.wait()
+
+
+def test_group_members_lists_running_processes_of_one_group_only(tmp_path):
+    with own_group("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; "
+                   "time.sleep(60)']); time.sleep(60)", tmp_path) as leader:
         for _ in range(3000):
             if len(left_running(tmp_path)) == 2:
                 break
@@ -304,13 +318,24 @@ def test_group_members_lists_running_processes_of_one_group_only(tmp_path):
         os.killpg(leader.pid, signal.SIGKILL)
         assert client.wait_group_gone(leader.pid, 10.0) == []   # the leader is a zombie (not reaped): not counted
         assert leader.poll() is None or leader.returncode == -signal.SIGKILL
-    finally:
-        try:
-            os.killpg(leader.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        leader.wait()
     assert leader.returncode == -signal.SIGKILL
+
+
+def test_a_process_whose_main_thread_exited_still_counts_while_a_thread_runs(tmp_path):
+    """/proc shows Z for a process whose main thread called pthread_exit while another thread runs: it is
+    not gone, and group_members must still list it (a SIGKILLed multi-threaded grandchild passes through
+    this state too)."""
+    with own_group("import ctypes, threading, time; threading.Thread(target=time.sleep, args=(60,)).start(); "
+                   "ctypes.CDLL(None).pthread_exit(None)", tmp_path) as proc:
+        for _ in range(1000):
+            with open(f"/proc/{proc.pid}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[-1].split()[0] == b"Z":
+                    break
+            time.sleep(0.01)
+        assert len(os.listdir(f"/proc/{proc.pid}/task")) == 2
+        assert client.group_members(proc.pid) == [proc.pid]
+        os.killpg(proc.pid, signal.SIGKILL)
+        assert client.wait_group_gone(proc.pid, 10.0) == []
 
 
 def test_garbage_is_a_setup_error_naming_the_bytes(tmp_path):

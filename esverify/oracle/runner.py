@@ -190,7 +190,7 @@ class Runner:
         parent's own interpreter, when more than one child is to start. A server that does not start
         costs nothing but its attempt: the children then start fresh (metadata warnings say so)."""
         from .child_process import warm_start_server
-        from .warm_kept import usable_for
+        from .warm_kept import kept, usable_for
         from .warm_start import WarmStartError
         opts = self.opts
         targets = {c.target for c in selected if c.target in clones}
@@ -198,6 +198,10 @@ class Runner:
         if held is not None:   # keep_warm's (esverify.oracle.warm_kept): not ours to close
             self.warm, self._own_warm = held, False
             return
+        gone = kept()
+        if targets and gone is not None and gone.why_not() and opts.warm_start and not opts.python_explicit:
+            self.notes.add(f"warm start: {gone.why_not()} (the server keep_warm holds); this run's children "
+                           "start as without it")
         if not opts.warm_start or opts.python_explicit or len(targets) < 2:
             return
         self._own_warm = True

@@ -16,24 +16,29 @@ from .child_process import passed_environment, remove_tree, warm_start_server
 from .warm_start import WarmStart, WarmStartError   # noqa: F401 - WarmStart: the annotations' type
 
 
-_KEPT: list = []   #: the servers `keep_warm` holds, innermost last
+_KEPT: list = []   #: (token, server or None) of the open `keep_warm` and `not_kept` blocks, innermost last
 
 
 def kept() -> "WarmStart | None":
     """The warm start server the innermost `keep_warm` holds (None outside one, inside `not_kept`, or when
     it did not start)."""
-    return _KEPT[-1] if _KEPT else None
+    return _KEPT[-1][1] if _KEPT else None
 
 
 @contextlib.contextmanager
+def _holding(server):
+    token = object()      # each block removes its own entry, whatever order blocks of other threads end in
+    _KEPT.append((token, server))
+    try:
+        yield server
+    finally:
+        _KEPT[:] = [entry for entry in _KEPT if entry[0] is not token]
+
+
 def not_kept():
     """Inside the block, runs do not use the server an outer `keep_warm` holds (they start their own, or
     fresh interpreters, as without it); the server keeps running for after the block."""
-    _KEPT.append(None)
-    try:
-        yield
-    finally:
-        _KEPT.pop()
+    return _holding(None)
 
 
 @contextlib.contextmanager
@@ -44,22 +49,27 @@ def keep_warm(timeout: float = 120.0):
     reference or more, and leaves it running; other runs start their own (two references or more) or
     fresh interpreters, as without the block. The server starts now, in the calling thread, which must
     outlive the block (the server dies with it); it ends, with its private folder, when the block ends.
-    A server that cannot start costs nothing but its attempt: runs then behave as without the block.
-    Yields the WarmStart, or None when it did not start."""
-    work = Path(tempfile.mkdtemp(prefix="esverify-warm-kept-"))
-    warm = warm_start_server(sys.executable, {}, work, work / "warm-start.log")
+    A server that cannot start costs nothing but its attempt (its folder is removed at once): runs then
+    behave as without the block. Yields the WarmStart, or None when it did not start."""
+    work = warm = None
     try:
+        work = Path(tempfile.mkdtemp(prefix="esverify-warm-kept-"))
+        warm = warm_start_server(sys.executable, {}, work, work / "warm-start.log")
         warm.start(timeout)
-    except (WarmStartError, OSError):
-        warm = None
-    _KEPT.append(warm)
-    try:
-        yield warm
-    finally:
-        _KEPT.pop()
+    except (WarmStartError, OSError, ImportError):
         if warm is not None:
             warm.close()
-        remove_tree(work)
+        if work is not None:
+            remove_tree(work)
+        work = warm = None
+    try:
+        with _holding(warm):
+            yield warm
+    finally:
+        if warm is not None:
+            warm.close()
+        if work is not None:
+            remove_tree(work)
 
 
 def usable_for(opts) -> "WarmStart | None":
