@@ -187,8 +187,10 @@ class Runner:
 
     def _start_warm(self, selected, clones):
         """The warm start server the children are forked from (esverify.oracle.warm_start): under the
-        parent's own interpreter, when more than one child is to start. A server that does not start
-        costs nothing but its attempt: the children then start fresh (metadata warnings say so)."""
+        parent's own interpreter: the one esverify.oracle.warm_kept.keep_warm holds when this run may use
+        it (one reference or more), else one of the run's own when more than one child is to start. A
+        server that does not start costs nothing but its attempt: the children then start fresh (metadata
+        warnings say so)."""
         from .child_process import warm_start_server
         from .warm_kept import kept, usable_for
         from .warm_start import WarmStartError
