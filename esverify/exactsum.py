@@ -187,6 +187,19 @@ def squared_distance_fsum(values: np.ndarray, target: float) -> float:
     return math.fsum(pieces.tolist())
 
 
+def loop_rewards(tensors, targets, dtype=None) -> list[float]:
+    """The training loops' reward of one member for each target: -fsum over the tensors of
+    squared_distance_fsum(f64(tensor), target), i.e. math.fsum per tensor, then over the tensors (issue 4
+    item 4; docs/parity.md, "The training loops"). tensors: torch tensors of any dtype and device;
+    targets: floats; dtype: the precision the engine computing it runs in (a torch dtype; None: each
+    tensor's own), each tensor rounded to it first. Each tensor is converted to f64 once for all targets.
+    Both sides of a loop row call this one function (esverify.oracle.rewards, the child's
+    oracle_child/child_server.py `reward`), so they hand out identical rewards."""
+    arrays = [(t.detach() if dtype is None else t.detach().to(dtype)).to("cpu").double().numpy().reshape(-1)
+              for t in tensors]
+    return [-math.fsum([squared_distance_fsum(a, float(target)) for a in arrays]) for target in targets]
+
+
 def _squares(values: np.ndarray, target: float) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):   # an infinite square is a value math.fsum takes
         d = values - target

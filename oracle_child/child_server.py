@@ -57,7 +57,7 @@ import torch
 
 import child_coverage
 from esverify import rng as es_rng
-from esverify.exactsum import squared_distance_fsum
+from esverify.exactsum import loop_rewards
 from esverify.numerics_probe import flush_to_zero_status
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64}
@@ -660,14 +660,9 @@ def save_results(path, tensors):
 @child_coverage.unprofiled
 def reward(tensors, target: float, dtype=None) -> float:
     """The loop's reward: -fsum((f64(theta) - target)**2) (issue 4 item 4), fsum per tensor, then over the
-    tensors, as esverify.oracle.rewards.loop_reward computes it; each tensor first rounded to `dtype` (the
-    precision of the engine computing it; None: its own)."""
-    total = []
-    for t in tensors:
-        t = t.detach() if dtype is None else t.detach().to(dtype)
-        # == math.fsum(((d - target) * (d - target)).tolist()), in one compiled pass
-        total.append(squared_distance_fsum(t.to("cpu").double().numpy().reshape(-1), float(target)))
-    return -math.fsum(total)
+    tensors; each tensor first rounded to `dtype` (the precision of the engine computing it; None: its
+    own). The parent's function itself (esverify.exactsum.loop_rewards), so both sides agree bit for bit."""
+    return loop_rewards(tensors, [target], dtype)[0]
 
 
 # ----------------------------------------------------------------- module loading

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from esverify.exactsum import squared_distance_fsum
+from esverify.exactsum import loop_rewards
 
 SHAPES = ("normal", "sparse", "outliers", "ties", "equal", "tiny")
 
@@ -36,17 +36,9 @@ def loop_reward(tensors, target: float, dtype=None) -> float:
     any dtype and device), f64; fsum per tensor, then over the tensors. dtype: the precision the engine
     computing it runs in (a torch dtype; None: each tensor's own): each tensor is rounded to it first,
     as an engine launched in that precision holds its weights (docs/parity.md, "The training loops").
-    The child computes it the same way (oracle_child/child_server.py `reward`), so both sides of a loop row
-    hand out identical rewards."""
+    `loop_rewards` (esverify.exactsum) gives it for several targets; the child calls that same function
+    (oracle_child/child_server.py `reward`), so both sides of a loop row hand out identical rewards."""
     return loop_rewards(tensors, [target], dtype)[0]
-
-
-def loop_rewards(tensors, targets, dtype=None) -> list[float]:
-    """[loop_reward(tensors, t, dtype) for t in targets], bit for bit, each tensor converted to f64 once."""
-    arrays = [(t.detach() if dtype is None else t.detach().to(dtype)).to("cpu").double().numpy().reshape(-1)
-              for t in tensors]
-    # squared_distance_fsum(a, t) == math.fsum(((a - t) * (a - t)).tolist()), in one compiled pass
-    return [-math.fsum([squared_distance_fsum(a, float(target)) for a in arrays]) for target in targets]
 
 
 #: the smallest population whose single outlier can have |z| > 5 (sqrt(N - 1) > 5)
