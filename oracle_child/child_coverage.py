@@ -201,7 +201,8 @@ def store_path(command: dict, target: str) -> Path:
 
 
 #: seconds between two saves of the record: a save tabulates every loaded file of the clone (a tenth of a
-#: loop row's child time when every command saved); the last one is made at exit (`flush`)
+#: loop row's child time when every command saved); the last one is made when the driver leaves its
+#: command loop (`flush`)
 SAVE_INTERVAL = 1.0
 _SAVES = {"last": None, "pending": None}
 
@@ -210,7 +211,7 @@ def save(command: dict, target: str, extra: dict | None = None, force: bool = Fa
     """Write the cumulative record (merged once with what a predecessor child saved), atomically, with
     `extra` top-level fields (the loops' interface findings): at once when `force` or when the last save
     is SAVE_INTERVAL seconds old, else at the next save or at `flush()` (when the driver leaves its
-    command loop, and at exit). A child killed mid-command (a timeout) leaves out that command, as
+    command loop, however it leaves it). A child killed mid-command (a timeout) leaves out that command, as
     before, and also the commands it finished in the SAVE_INTERVAL seconds before it began."""
     if _STATE["clone"] is None:
         return
@@ -239,8 +240,8 @@ def save(command: dict, target: str, extra: dict | None = None, force: bool = Fa
 
 
 def flush():
-    """Make the save that SAVE_INTERVAL held back (the driver calls it at exit; the parent reads the
-    record after its children exited)."""
+    """Make the save that SAVE_INTERVAL held back (child_server.serve calls it when it leaves its command
+    loop; the parent reads the record after its children exited)."""
     pending = _SAVES["pending"]
     if pending is not None:
         save(*pending, force=True)

@@ -12,7 +12,8 @@ a driver:
   without running it. `with_coverage(handlers)` saves the cumulative
   record and the interface findings to `coverage-<target>.json` in the
   run's work folder after a command (at most once a second,
-  child_coverage.SAVE_INTERVAL) and at exit;
+  child_coverage.SAVE_INTERVAL) and when child_server.serve leaves its
+  command loop;
 - what a driver's loop op needs (each reference's op lives in its driver,
   one file per reference): `STATE` (the clone and target of this child),
   `engines` (stand-in engines on a case's parameter set), `prompts`,
@@ -32,7 +33,6 @@ its coverage shows).
 """
 from __future__ import annotations
 
-import atexit
 import importlib
 import inspect
 import os
@@ -89,13 +89,6 @@ def save_coverage(command: dict):
                                           "interface_error": STATE["interface_error"]})
 
 
-def _flush_coverage():
-    try:
-        child_coverage.flush()
-    except Exception:  # noqa: BLE001 - at exit: the record keeps its last save
-        pass
-
-
 def _reply_ran(answer: dict):
     answer["ran"] = child_coverage.last_row()
 
@@ -105,7 +98,6 @@ def with_coverage(handlers: dict) -> dict:
     [functions]}) and followed by save_coverage (a failure to save never hides the reply)."""
     if _reply_ran not in child_server.ANSWER_HOOKS:
         child_server.ANSWER_HOOKS.append(_reply_ran)
-        atexit.register(_flush_coverage)   # the last save SAVE_INTERVAL held back
     def wrap(fn):
         def run(command, modules):
             child_coverage.row_start()   # the functions this command runs: the reply's `ran` (blame)

@@ -802,41 +802,43 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
              "modules": {k: (None if not isinstance(v, ReferenceLoadError) else v.info)
                          for k, v in modules.items()}}
     reply.write(json.dumps(hello) + "\n")
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        command = json.loads(line)
-        if command.get("op") == "exit":
-            break
-        answer = {"id": command.get("id")}
-        if command.get("clone") and Path(command["clone"]).resolve() != clone:
-            clone, modules = switch_clone(clone, Path(command["clone"]).resolve(), load_modules)
-        try:
-            answer.update(handlers[command["op"]](command, modules))
-            answer.setdefault("status", "ok")
-        except Exception as exc:  # noqa: BLE001 - a reference failure is a row, not a crash
-            answer.update({"status": "error", "error": _error(exc)})
-        HOOK.configure(None, {}, "correlated", "poly32", None, "contract")
-        for hook in AFTER_COMMAND:   # other hooks a driver installed (numpy's legacy generator, ...)
-            hook()
-        for hook in ANSWER_HOOKS:
-            hook(answer)
-        flush = flush_to_zero_status()   # the op may have loaded more of the clone, or set the flags itself
-        if flush.flushing:
-            answer["flush_to_zero"] = list(flush.findings)
-        out = command.get("out")
-        if out:
-            Path(out).mkdir(parents=True, exist_ok=True)
-            tmp = Path(out) / "status.json.tmp"
-            tmp.write_text(json.dumps(answer, indent=1, sort_keys=True))
-            os.replace(tmp, Path(out) / "status.json")
-        freeze_heap()
-        reply.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
-    try:   # the coverage save SAVE_INTERVAL held back, before a thread the reference left could delay exit
-        child_coverage.flush()
-    except Exception:  # noqa: BLE001 - the record keeps its last save
-        pass
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            command = json.loads(line)
+            if command.get("op") == "exit":
+                break
+            answer = {"id": command.get("id")}
+            if command.get("clone") and Path(command["clone"]).resolve() != clone:
+                clone, modules = switch_clone(clone, Path(command["clone"]).resolve(), load_modules)
+            try:
+                answer.update(handlers[command["op"]](command, modules))
+                answer.setdefault("status", "ok")
+            except Exception as exc:  # noqa: BLE001 - a reference failure is a row, not a crash
+                answer.update({"status": "error", "error": _error(exc)})
+            HOOK.configure(None, {}, "correlated", "poly32", None, "contract")
+            for hook in AFTER_COMMAND:   # other hooks a driver installed (numpy's legacy generator, ...)
+                hook()
+            for hook in ANSWER_HOOKS:
+                hook(answer)
+            flush = flush_to_zero_status()   # the op may have loaded more of the clone, or set the flags itself
+            if flush.flushing:
+                answer["flush_to_zero"] = list(flush.findings)
+            out = command.get("out")
+            if out:
+                Path(out).mkdir(parents=True, exist_ok=True)
+                tmp = Path(out) / "status.json.tmp"
+                tmp.write_text(json.dumps(answer, indent=1, sort_keys=True))
+                os.replace(tmp, Path(out) / "status.json")
+            freeze_heap()
+            reply.write(json.dumps(answer) + "\n")
+            sys.stdout.flush()
+    finally:   # the coverage save SAVE_INTERVAL held back, also when a handler raised past this loop (a
+        try:   # SystemExit), and before a thread the reference left could delay exit
+            child_coverage.flush()
+        except Exception:  # noqa: BLE001 - the record keeps its last save
+            pass
 
 
 def switch_clone(old: Path, new: Path, load_modules):
