@@ -58,7 +58,8 @@ if numba is not None:
             out[i] = theta[i] + step            # rd32(theta + step)
 
     @intrinsic
-    def _fmaf(typingctx, a, b, c):
+    def fmaf(typingctx, a, b, c):
+        """fmaf(a, b, c) in numba code: a*b + c as f32 with one rounding (also esverify.es.half_kernels')."""
         # LLVM's llvm.fma.f32: a*b + c rounded ONCE to f32 (IEEE 754 fusedMultiplyAdd). LLVM lowers it to
         # the CPU's fused multiply-add (vfmadd on x86 with FMA3) or, on a CPU without one, to libm's fmaf;
         # both are correctly rounded. numba has no fma of its own, and without fastmath it never forms one.
@@ -79,12 +80,12 @@ if numba is not None:
         # every line of these kernels and of torch's: the tests compare NaN inputs bit for bit too.
         k32 = np.float32(k)
         for i in range(x.size):
-            out[i] = _fmaf(y[i], k32, x[i])
+            out[i] = fmaf(y[i], k32, x[i])
 
     @numba.njit(inline="always")
     def _add(a, e, c32, fused):
         if fused:
-            return _fmaf(e, c32, a)   # rd32(a + e*c32), one rounding (es-awd's fma32)
+            return fmaf(e, c32, a)   # rd32(a + e*c32), one rounding (es-awd's fma32)
         p = e * c32                   # rd32(e * c32)
         return a + p                  # rd32(a + p)
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import torch
 
-from esverify.es import cpu_kernels
+from esverify.es import cpu_kernels, half_kernels
 from esverify.es.numerics import fma32, rd32, rd_dt32, round_to, scalar32, widen
 from esverify.es.profiles.base import Profile
 
@@ -56,7 +56,15 @@ def scaled_add(x: torch.Tensor, y: torch.Tensor, a: float, rule: str, first: int
 
     x, y: 1-D tensors of the parameter dtype, same length and device; a: f64.
     Returns a new tensor of x's dtype. Raises ValueError for an unknown rule.
+    f16/bf16 on the CPU take the numba kernel (esverify.es.half_kernels: the same bits, one loop),
+    anything else and a chunk with a NaN the torch lines (`scaled_add_torch`).
     """
+    out = _half(x, y, a, rule, first, numel)
+    return scaled_add_torch(x, y, a, rule, first, numel) if out is None else out
+
+
+def scaled_add_torch(x: torch.Tensor, y: torch.Tensor, a: float, rule: str, first: int, numel: int) -> torch.Tensor:
+    """`scaled_add` in torch ops on any device: the rule's own lines, which the numba kernel must equal."""
     dtype = x.dtype
     if rule == "cuda" or (rule == "cpu" and dtype == torch.float32):
         return round_to(fma32(widen(x), widen(y), rd32(a)), dtype)
@@ -70,6 +78,17 @@ def scaled_add(x: torch.Tensor, y: torch.Tensor, a: float, rule: str, first: int
     xt, yt = widen(x[split:]), widen(y[split:])
     tail = round_to(xt + widen(round_to(yt * scalar32(k, x.device), dtype)), dtype)
     return torch.cat([body, tail])
+
+
+def _half(x, y, a, rule, first, numel):
+    """scaled_add(x, y, a) by the f16/bf16 numba kernel, y of x's dtype or f32 noise that the kernel rounds
+    to it first (rd_dt(y)); None when the kernel does not apply or meets a NaN (then the torch lines)."""
+    if x.dtype not in half_kernels.HALF_DTYPES or rule not in ("cpu", "cuda") or x.device.type != "cpu":
+        return None   # the kernel itself refuses the rest (half_kernels.usable)
+    if rule == "cuda":
+        return half_kernels.scaled_add(x, y, rd32(a), x.numel())
+    split = min(max(tail_start(numel) - first, 0), x.numel())
+    return half_kernels.scaled_add(x, y, rd_dt32(a, x.dtype), split)
 
 
 def _f32_into(x, y, a, rule, out) -> bool:
@@ -86,7 +105,8 @@ def perturb(theta, eps, s, rule, first, numel, out):
     """out <- scaled_add(theta, rd_dt(eps), s) under `rule` (docs/numerics.md §3); `out` may be theta."""
     if _f32_into(theta, eps, s, rule, out):
         return
-    out.copy_(scaled_add(theta, round_to(eps, theta.dtype), s, rule, first, numel))
+    done = _half(theta, eps, s, rule, first, numel)
+    out.copy_(scaled_add_torch(theta, round_to(eps, theta.dtype), s, rule, first, numel) if done is None else done)
 
 
 def new_acc(n, dtype, device):
@@ -99,7 +119,8 @@ def accumulate(acc, eps, coeff, dtype, rule, first, numel):
     f32 CPU path, else a new tensor (docs/numerics.md §3)."""
     if dtype == torch.float32 and _f32_into(acc, eps, coeff, rule, acc):
         return acc
-    return scaled_add(acc, round_to(eps, dtype), coeff, rule, first, numel)
+    done = _half(acc, eps, coeff, rule, first, numel)
+    return scaled_add_torch(acc, round_to(eps, dtype), coeff, rule, first, numel) if done is None else done
 
 
 def accumulate_drawn(acc, stream_seeds, first, mapping, coeffs, dtype, rule, theta=None, steps=None) -> bool:

@@ -1,0 +1,208 @@
+"""numba CPU kernel for es-awd's scaled add on f16/bf16 parameters (docs/numerics.md §3).
+
+Why: the torch form of the rule (widen x and y, the numba fma32, round to
+the dtype, a separate tail, torch.cat) is five to eight elementwise torch
+ops per call, and the parity matrix calls it tens of thousands of times on
+tensors of a few hundred elements: about 130 us a call, a tenth of a parity
+run's CPU (measured with benchmarks/bench_parity.py). Here it is one loop.
+
+The conversions are spelled in bits, because numba has no f16 on the CPU:
+
+- widening f16/bf16 -> f32 is exact (f16 subnormals are `m * 2**-24`,
+  exact in f32);
+- narrowing f32 -> f16/bf16 is IEEE round-to-nearest-even, overflow to
+  infinity included (f16: F. Giesen's branch-free form, whose subnormal
+  branch lets the f32 adder round; bf16: add 0x7fff plus the lowest kept
+  bit, keep the top half).
+
+Which NaN a conversion returns is the one thing these lines would not
+match: torch's vector and scalar conversions give different NaN bits. So
+a call with a NaN anywhere (an input, the noise or a result) returns False
+having written only `out`, and the caller takes the torch lines; every
+other value is IEEE-defined. tests/test_half_kernels.py compares every
+rounding boundary of both formats with torch's conversions, and the kernel
+with the torch lines of esverify.references.es_awd.profile.scaled_add.
+
+Checks: ``python -m pytest -q tests/test_half_kernels.py tests/test_es_kernels.py``
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from esverify.es import cpu_kernels
+
+try:
+    import numba
+    from llvmlite import ir
+    from numba import types
+    from numba.extending import intrinsic
+
+    from .cpu_kernels import fmaf
+except ImportError:  # pragma: no cover - numba is a dependency; the torch lines still work
+    numba = None
+
+#: the dtypes this kernel handles, with the numpy view of their bits
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+if numba is not None:
+    @intrinsic
+    def _as_f32(typingctx, bits):
+        # the f32 whose bit pattern is the u32 `bits` (a register move, no conversion)
+        sig = types.float32(types.uint32)
+
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.FloatType())
+        return sig, codegen
+
+    @intrinsic
+    def _bits32(typingctx, x):
+        # the u32 bit pattern of the f32 `x`
+        sig = types.uint32(types.float32)
+
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.IntType(32))
+        return sig, codegen
+
+    _TWO_M24 = np.float32(2.0 ** -24)
+    #: 0.5, whose ulp is 2**-24, an f16 subnormal's unit: adding it puts those bits at the bottom, rounded
+    _DENORM_MAGIC = ((127 - 15) + (23 - 10) + 1) << 23
+    _DENORM_MAGIC_F32 = np.float32(0.5)
+
+    # The conversions are branch-free (every case computed, one selected), and the loops below have no
+    # early exit, so LLVM vectorises them: with branches the f16 kernel ran at 8 ns an element, slower
+    # than the torch lines it replaces.
+    @numba.njit(inline="always")
+    def _f16_widen(h):
+        h = np.int64(h) & 0xFFFF        # the bits arrive as int16 (torch has no uint16 view numpy takes)
+        exp = (h >> 10) & 0x1F
+        mant = h & 0x3FF
+        sign = (h & 0x8000) << 16
+        sub = np.float32(mant) * _TWO_M24                           # zero or subnormal: exact (mant < 2**10)
+        sub = _as_f32(np.uint32(_bits32(sub) | sign))
+        big = _as_f32(np.uint32(sign | 0x7F800000 | (mant << 13)))    # inf or NaN
+        normal = _as_f32(np.uint32(sign | ((exp + 112) << 23) | (mant << 13)))
+        return sub if exp == 0 else (big if exp == 0x1F else normal)
+
+    @numba.njit(inline="always")
+    def _f16_narrow(v):
+        # round to nearest even; v NaN gives unspecified bits (the loops discard such a result)
+        u = np.int64(_bits32(v))
+        sign = u & 0x80000000
+        u ^= sign
+        sub = np.int64(_bits32(_as_f32(np.uint32(u)) + _DENORM_MAGIC_F32)) - _DENORM_MAGIC   # the f32 adder rounds
+        normal = (u - (112 << 23) + 0xFFF + ((u >> 13) & 1)) >> 13   # a carry into the exponent is right, to inf
+        o = sub if u < 113 << 23 else (normal if u < (127 + 16) << 23 else 0x7C00)
+        return np.int16(o | (sign >> 16))     # the low 16 bits, as the int16 view of the result stores them
+
+    @numba.njit(inline="always")
+    def _bf16_widen(h):
+        return _as_f32(np.uint32((np.int64(h) & 0xFFFF) << 16))
+
+    @numba.njit(inline="always")
+    def _bf16_narrow(v):
+        u = np.int64(_bits32(v))   # not NaN: the carry cannot leave the exponent except into infinity
+        return np.int16((u + 0x7FFF + ((u >> 16) & 1)) >> 16)
+
+    @numba.njit(inline="always")
+    def _same(e, widen, narrow):
+        return widen(e)             # y holds the dtype's bits
+
+    @numba.njit(inline="always")
+    def _rounded(e, widen, narrow):
+        return widen(narrow(e))     # y holds f32 noise: rd_dt(e) first
+
+    @numba.njit(inline="always")
+    def _loop(x, y, k, split, out, load, widen, narrow):
+        # out[i] <- rd_dt(fma32(x, y, k)) for i < split, rd_dt(x + f32(rd_dt(y * k))) after. False when a NaN
+        # appeared (in y itself, in y * k, or in a result): then `out` holds unspecified bits.
+        bad = False
+        for i in range(split):
+            e = y[i]
+            r = fmaf(load(e, widen, narrow), k, widen(x[i]))
+            bad |= (e != e) | (r != r)
+            out[i] = narrow(r)
+        for i in range(split, x.size):
+            e = y[i]
+            p = load(e, widen, narrow) * k
+            r = widen(x[i]) + widen(narrow(p))
+            bad |= (e != e) | (p != p) | (r != r)
+            out[i] = narrow(r)
+        return not bad
+
+    # one compiled loop per format and noise dtype: a flag tested in the loop measured 2x slower elsewhere
+    @numba.njit(cache=True, nogil=True)
+    def _f16_dt(x, y, k, split, out):
+        return _loop(x, y, np.float32(k), split, out, _same, _f16_widen, _f16_narrow)
+
+    @numba.njit(cache=True, nogil=True)
+    def _f16_f32(x, y, k, split, out):
+        return _loop(x, y, np.float32(k), split, out, _rounded, _f16_widen, _f16_narrow)
+
+    @numba.njit(cache=True, nogil=True)
+    def _bf16_dt(x, y, k, split, out):
+        return _loop(x, y, np.float32(k), split, out, _same, _bf16_widen, _bf16_narrow)
+
+    @numba.njit(cache=True, nogil=True)
+    def _bf16_f32(x, y, k, split, out):
+        return _loop(x, y, np.float32(k), split, out, _rounded, _bf16_widen, _bf16_narrow)
+
+    _KERNELS = {(torch.float16, False): _f16_dt, (torch.float16, True): _f16_f32,
+                (torch.bfloat16, False): _bf16_dt, (torch.bfloat16, True): _bf16_f32}
+
+    @numba.njit(cache=True, nogil=True)
+    def _widen_all(bits, out, bf16):
+        for i in range(bits.size):
+            out[i] = _bf16_widen(bits[i]) if bf16 else _f16_widen(bits[i])
+
+    @numba.njit(cache=True, nogil=True)
+    def _narrow_all(values, out, bf16):
+        for i in range(values.size):
+            out[i] = _bf16_narrow(values[i]) if bf16 else _f16_narrow(values[i])
+
+
+def usable(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """True when the kernel applies: numba with an FMA unit (esverify.es.cpu_kernels.FMA), x a contiguous
+    CPU f16/bf16 tensor, y a contiguous CPU tensor of x's dtype or f32, both of one element count."""
+    return (cpu_kernels.ENABLED and cpu_kernels.FMA and x.dtype in HALF_DTYPES and y.dtype in (x.dtype, torch.float32)
+            and x.device.type == "cpu" and y.device.type == "cpu" and x.is_contiguous() and y.is_contiguous()
+            and x.numel() == y.numel())
+
+
+def _bits(t: torch.Tensor) -> np.ndarray:
+    return t.detach().view(torch.int16).numpy()   # 1-D contiguous here: a view of the same memory
+
+
+def scaled_add(x: torch.Tensor, y: torch.Tensor, k: float, split: int) -> torch.Tensor | None:
+    """es-awd's scaled add of a chunk on f16/bf16 (esverify.references.es_awd.profile.scaled_add's bits).
+
+    x: 1-D contiguous CPU f16/bf16 tensor; y: the same dtype, or f32 noise that is rounded to the dtype
+    first (rd_dt(y), as the profile's perturb and accumulate do); k: a Python float holding the exact f32
+    scalar; split: elements [0, split) take the body line rd_dt(fma32(x, y, k)), the rest the tail line
+    rd_dt(x + f32(rd_dt(y * k))). Returns a new 1-D tensor of x's dtype, or None when the kernel does not
+    apply (see `usable`) or any NaN appears: then nothing was changed and the caller takes the torch
+    lines, which decide NaN bits as torch does. Raises nothing of its own.
+    """
+    if not usable(x, y) or x.dim() != 1:
+        return None
+    out = np.empty(x.numel(), np.int16)
+    noise_f32 = y.dtype == torch.float32
+    done = _KERNELS[x.dtype, noise_f32](_bits(x), y.detach().numpy() if noise_f32 else _bits(y), float(k),
+                                         int(split), out)
+    return torch.from_numpy(out).view(x.dtype) if done else None
+
+
+def widen(bits: np.ndarray, dtype: torch.dtype) -> np.ndarray:
+    """The f32 values of f16/bf16 bit patterns (u16 array, any length), exactly: the kernel's own widening,
+    for tests (tests/test_half_kernels.py compares it with torch's on all 65,536 patterns)."""
+    out = np.empty(bits.size, np.float32)
+    _widen_all(np.ascontiguousarray(bits, np.uint16).reshape(-1).view(np.int16), out, dtype == torch.bfloat16)
+    return out
+
+
+def narrow(values: np.ndarray, dtype: torch.dtype) -> np.ndarray:
+    """The f16/bf16 bit patterns (u16) of non-NaN f32 `values` rounded to nearest even: the kernel's own
+    narrowing, for tests (NaN gives unspecified bits: the kernel never narrows one)."""
+    out = np.empty(values.size, np.int16)
+    _narrow_all(np.ascontiguousarray(values, np.float32).reshape(-1), out, dtype == torch.bfloat16)
+    return out.view(np.uint16)

@@ -1,0 +1,187 @@
+"""The f16/bf16 numba kernel of es-awd's scaled add (esverify.es.half_kernels) gives torch's bits.
+
+Its conversions against torch's on every f16/bf16 pattern (widening) and on
+every rounding decision (narrowing: each midpoint between two neighbouring
+values and the f32 values beside it); the whole kernel against the torch
+lines of the profile (esverify.references.es_awd.profile.scaled_add_torch),
+special values and NaN fallbacks included.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from esverify.es import cpu_kernels, half_kernels
+from esverify.references.es_awd import profile
+from test_es_helpers import assert_bitwise, examples
+
+pytestmark = pytest.mark.skipif(not (cpu_kernels.ENABLED and cpu_kernels.FMA),
+                                reason="the kernel needs numba and a CPU with a fused multiply-add")
+
+HALF = {"f16": torch.float16, "bf16": torch.bfloat16}
+
+
+def _torch_of_bits(bits: np.ndarray, dtype) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(bits, np.uint16).view(np.int16).copy()).view(dtype)
+
+
+def _bits_of(t: torch.Tensor) -> np.ndarray:
+    return t.contiguous().view(torch.int16).numpy().view(np.uint16).copy()
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_widening_equals_torch_on_every_pattern(name):
+    """All 65,536 patterns widen to torch's f32 bits (NaN to a NaN)."""
+    dtype = HALF[name]
+    patterns = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    ours = half_kernels.widen(patterns, dtype)
+    theirs = _torch_of_bits(patterns, dtype).float().numpy()
+    nan = np.isnan(theirs)
+    assert np.array_equal(np.isnan(ours), nan)
+    assert nan.sum() == {"f16": 2046, "bf16": 254}[name]     # every exponent-all-ones pattern but the two infinities
+    assert np.array_equal(ours[~nan].view(np.uint32), theirs[~nan].view(np.uint32))
+
+
+def _decision_points(dtype) -> np.ndarray:
+    """Every f32 where round-to-nearest-even to `dtype` can change its answer: each midpoint between two
+    neighbouring non-negative finite values of `dtype` (and between the largest and the next power of two,
+    where rounding overflows to infinity), the f32 values one and two ulps beside it, the values
+    themselves; both signs; zeros, infinities and f32's extremes."""
+    finite = _torch_of_bits(np.arange(0, 0x7C00 if dtype == torch.float16 else 0x7F80, dtype=np.uint16), dtype)
+    values = finite.double().numpy()
+    top = 2.0 ** (16 if dtype == torch.float16 else 128)
+    nxt = np.append(values[1:], top)
+    mid = ((values + nxt) / 2).astype(np.float32)            # exact: one bit more than the format has
+    assert np.array_equal(mid.astype(np.float64), (values + nxt) / 2)
+    mid_bits = mid.view(np.uint32).astype(np.int64)
+    near = np.concatenate([mid_bits + d for d in (-2, -1, 0, 1, 2)])
+    near = near[(near >= 0) & (near <= 0x7F7FFFFF)].astype(np.uint32).view(np.float32)
+    extra = np.array([0.0, np.inf, 3.4028235e38, 1e-45, 1.1754942e-38], np.float32)
+    out = np.concatenate([near, values.astype(np.float32), extra])
+    return np.concatenate([out, -out])
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_narrowing_equals_torch_at_every_rounding_decision(name):
+    """Round-to-nearest-even f32 -> f16/bf16 gives the bits of torch's vector conversion and of its
+    scalar one, at every midpoint and beside it (subnormals, ties to even, overflow to infinity)."""
+    dtype = HALF[name]
+    points = _decision_points(dtype)
+    assert points.size > {"f16": 300_000, "bf16": 300_000}[name]
+    ours = half_kernels.narrow(points, dtype)
+    vector = _bits_of(torch.from_numpy(points).to(dtype))
+    assert np.array_equal(ours, vector)
+    sample = points[:: max(1, points.size // 4000)]
+    scalar = np.array([_bits_of(torch.tensor(float(v), dtype=torch.float32).to(dtype).reshape(1))[0]
+                       for v in sample], np.uint16)
+    assert np.array_equal(half_kernels.narrow(sample, dtype), scalar)
+
+
+def test_narrowing_known_answers():
+    """A few answers worked by hand: ties go to the even neighbour, 65520 overflows f16, the smallest
+    f16 subnormal's half rounds to zero (even) and anything above it to 2**-24."""
+    f16 = half_kernels.narrow(np.array([1 + 2 ** -11, 1 + 3 * 2 ** -11, 65519.996, 65520.0, 2.0 ** -25,
+                                        2.0 ** -25 * 1.0000001, -0.0], np.float32), torch.float16)
+    assert f16.tolist() == [0x3C00, 0x3C02, 0x7BFF, 0x7C00, 0x0000, 0x0001, 0x8000]
+    bf16 = half_kernels.narrow(np.array([1 + 2 ** -8, 1 + 3 * 2 ** -8, 3.4028235e38, -(2.0 ** -133)], np.float32),
+                               torch.bfloat16)
+    assert bf16.tolist() == [0x3F80, 0x3F82, 0x7F80, 0x8001]
+
+
+SPECIALS = [0.0, -0.0, np.inf, -np.inf, 65504.0, -65504.0, 2.0 ** -24, -(2.0 ** -14), 6e-8, 3e38, 1e-40]
+
+
+def _operands(rng, n, name, y_f32, specials):
+    dtype = HALF[name]
+    scale = 2.0 ** rng.integers(-30, 16, n) if name == "f16" else 2.0 ** rng.integers(-140, 120, n)
+    x = torch.from_numpy((rng.standard_normal(n) * scale).astype(np.float32)).to(dtype)
+    y = torch.from_numpy((rng.standard_normal(n) * 4).astype(np.float32))
+    if specials and n:
+        picks = rng.choice(SPECIALS, size=min(n, 6))
+        x[: picks.size] = torch.from_numpy(picks.astype(np.float32)).to(dtype)
+        y[-picks.size:] = torch.from_numpy(rng.permutation(picks).astype(np.float32))
+    return x, (y if y_f32 else y.to(dtype))
+
+
+@settings(max_examples=examples(80))
+@given(st.integers(0, 200), st.sampled_from(list(HALF)), st.sampled_from(["cpu", "cuda"]), st.booleans(),
+       st.one_of(st.sampled_from([0.6015625, -0.3, 1e-3, 0.1]), st.floats(-70000, 70000, allow_nan=False)),
+       st.integers(0, 2**32 - 1), st.integers(0, 70), st.booleans())
+@example(95, "f16", "cpu", False, 0.6015625, 3, 0, False)
+@example(33, "bf16", "cpu", True, 1e-3, 1, 31, True)
+@example(6, "f16", "cpu", False, 0.0, 0, 0, True)   # inf * 0 in the tail line: a NaN before the last rounding
+def test_kernel_equals_the_torch_lines(n, name, rule, y_f32, a, data_seed, first, specials):
+    """The kernel's result (body, tail, the chunk's offset in a longer tensor, noise given in f32 and rounded
+    first) is the torch lines' bits, infinities and overflow included; it applies whenever no NaN appears."""
+    rng = np.random.default_rng(data_seed)
+    x, y = _operands(rng, n, name, y_f32, specials)
+    numel = first + n + int(rng.integers(0, 40))
+    ours = profile._half(x, y, a, rule, first, numel)
+    theirs = profile.scaled_add_torch(x, y.to(x.dtype), a, rule, first, numel)
+    if bool(torch.isnan(theirs.float()).any()) or (y_f32 and bool(torch.isnan(y).any())):
+        assert ours is None                   # the torch lines decide NaN bits
+        return
+    assert ours is not None, "the kernel must apply to NaN-free CPU f16/bf16 chunks"
+    assert ours.dtype == x.dtype and ours.shape == x.shape
+    assert_bitwise(ours, theirs, f"{name} {rule} n={n} first={first}")
+
+
+@pytest.mark.parametrize("name", HALF)
+@pytest.mark.parametrize("y_f32", [False, True])
+def test_body_and_tail_lines_each_match_where_they_disagree(name, y_f32):
+    """On data where the body line (one fma, then rd_dt) and the tail line (rd_dt(y * k) first) give
+    different bits for a quarter of the elements, the kernel gives each line's bits where asked: split = n
+    (all body), split = 0 (all tail), and a split inside, against the torch lines."""
+    dtype = HALF[name]
+    rng = np.random.default_rng(11)
+    n = 4096
+    x = torch.from_numpy(rng.standard_normal(n).astype(np.float32)).to(dtype)
+    y = torch.from_numpy(rng.standard_normal(n).astype(np.float32))
+    y = y if y_f32 else y.to(dtype)
+    a = 0.6015625
+    k = profile.rd_dt32(a, dtype)
+    body = profile.scaled_add_torch(x, y.to(dtype), a, "cpu", 0, n)                       # n % 32 == 0: no tail
+    tail = torch.cat([profile.scaled_add_torch(x[s:s + 16], y[s:s + 16].to(dtype), a, "cpu", 0, 16)
+                      for s in range(0, n, 16)])                                          # 16 < 32: all tail
+    differ = int((_bits_of(body) != _bits_of(tail)).sum())
+    assert differ > n // 8
+    assert_bitwise(half_kernels.scaled_add(x, y, k, n), body, "all body")
+    assert_bitwise(half_kernels.scaled_add(x, y, k, 0), tail, "all tail")
+    assert_bitwise(half_kernels.scaled_add(x, y, k, 1000), torch.cat([body[:1000], tail[1000:]]), "split 1000")
+
+
+@pytest.mark.parametrize("name", HALF)
+@pytest.mark.parametrize("where", ["x", "y", "result"])
+def test_a_nan_anywhere_hands_the_call_to_the_torch_lines(name, where):
+    """A NaN in x, in the noise, or made by inf - inf returns None from the kernel, and the profile's
+    scaled_add, perturb and accumulate then give exactly the torch lines' bits (NaN payloads included)."""
+    dtype = HALF[name]
+    x = torch.linspace(-3, 3, 70).to(dtype)
+    eps = torch.linspace(1, 2, 70)
+    a = 0.75
+    if where == "x":
+        x[40] = float("nan")
+    elif where == "y":
+        eps[5] = float("nan")
+    else:
+        x[50], eps[50], a = float("inf"), float("-inf"), 2.0
+    assert half_kernels.scaled_add(x, eps, a, 64) is None
+    want = profile.scaled_add_torch(x, eps.to(dtype), a, "cpu", 0, 70)
+    assert_bitwise(profile.scaled_add(x, eps.to(dtype), a, "cpu", 0, 70), want, "scaled_add")
+    out = torch.empty_like(x)
+    profile.perturb(x, eps, a, "cpu", 0, 70, out)
+    assert_bitwise(out, want, "perturb")
+    assert_bitwise(profile.accumulate(x.clone(), eps, a, dtype, "cpu", 0, 70), want, "accumulate")
+
+
+def test_the_kernel_refuses_what_it_cannot_take():
+    """Not f16/bf16, not contiguous, y of a third dtype, lengths that differ: None, nothing written."""
+    x = torch.ones(8, dtype=torch.float16)
+    assert half_kernels.scaled_add(torch.ones(8), torch.ones(8), 1.0, 8) is None
+    assert half_kernels.scaled_add(torch.ones(16, dtype=torch.float16)[::2], torch.ones(8), 1.0, 8) is None
+    assert half_kernels.scaled_add(x, torch.ones(8, dtype=torch.bfloat16), 1.0, 8) is None
+    assert half_kernels.scaled_add(x, torch.ones(7), 1.0, 8) is None
+    assert _bits_of(x).tolist() == [0x3C00] * 8
