@@ -195,16 +195,30 @@ def test_evaluated_perturbation_is_the_exact_products_summed_in_f64_then_rounded
     got = LR.evaluated_perturbation(torch.from_numpy(A), torch.from_numpy(B)).numpy()
     for i in range(out_f):
         for k in range(in_f):
-            acc = 0.0
+            acc = None
             for j in range(rank):
                 p = Fraction(float(B[i, j])) * Fraction(float(A[j, k]))
                 assert float(p) == Fraction(float(p))          # the f64 product is exact
-                acc += float(p)
+                signed = float(B[i, j]) * float(A[j, k])      # the same value, with IEEE's sign of a zero
+                acc = signed if acc is None else acc + signed   # from the first product: -0.0 stays -0.0
             with np.errstate(over="ignore"):
                 assert got[i, k].view(np.uint16) == np.float16(acc).view(np.uint16)
     if rank == 1:   # one product: exact in f32 too, so torch's widen-multiply-round agrees
         torch_ba = (torch.from_numpy(B).float() @ torch.from_numpy(A).float()).half()
         assert bits_of(torch_ba) == bits_of(torch.from_numpy(got))
+
+
+def test_evaluated_perturbation_keeps_the_sign_of_a_zero_sum():
+    """IEEE signs of zero in B·A (found by the property above): a single product -0.0 stays -0.0, as torch's
+    B @ A gives; a sum of two -0.0 stays -0.0; -0.0 + 0.0 is +0.0."""
+    A = torch.tensor([[0.0, 0.0]], dtype=torch.float16)
+    B = torch.tensor([[0.0], [-0.0]], dtype=torch.float16)
+    got = LR.evaluated_perturbation(A, B)
+    assert bits_of(got) == [0, 0, -32768, -32768]
+    assert bits_of((B.float() @ A.float()).half()) == bits_of(got)
+    A2 = torch.tensor([[1.0], [0.0]], dtype=torch.float16)             # r 2, in 1
+    assert bits_of(LR.evaluated_perturbation(A2, torch.tensor([[-0.0, -1.0]], dtype=torch.float16))) == [-32768]
+    assert bits_of(LR.evaluated_perturbation(A2, torch.tensor([[-0.0, 1.0]], dtype=torch.float16))) == [0]
 
 
 @given(seed=st.integers(0, 2**32), rank=st.integers(1, 9), member=st.integers(0, 7))

@@ -98,8 +98,10 @@ def evaluated_perturbation(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
                          f"B {B.dtype} {tuple(B.shape)}")
     a64 = A.detach().cpu().numpy().astype(np.float64)
     b64 = B.detach().cpu().numpy().astype(np.float64)
-    acc = np.zeros((b64.shape[0], a64.shape[1]), dtype=np.float64)
-    for j in range(a64.shape[0]):
+    # the sum starts from the first product, not from +0.0: +0.0 + (-0.0) is +0.0, and a product of -0.0
+    # (one rank, or every product -0.0) must keep its sign, as torch's B @ A keeps it
+    acc = np.multiply.outer(b64[:, 0], a64[0, :]) if a64.shape[0] else np.zeros((b64.shape[0], a64.shape[1]))
+    for j in range(1, a64.shape[0]):
         acc += np.multiply.outer(b64[:, j], a64[j, :])
     with np.errstate(over="ignore"):     # beyond f16's range the IEEE result is +-inf
         return torch.from_numpy(acc.astype(np.float16))
