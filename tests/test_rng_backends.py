@@ -145,9 +145,10 @@ def test_numba_kernels_have_no_fma():
     """LLVM must not contract a*b+c: compile uncached copies and read the assembly."""
     import numba
     from esverify.rng import numba_backend as nb
-    for kernel in (nb.poly32_pairs, nb.libm64_pairs):
+    for kernel, args in [(nb.poly32_pairs, (np.uint64(1),)), (nb.libm64_pairs, (np.uint64(1),)),
+                         (nb.poly32_range, (np.uint64(1), np.uint64(3))), (nb.libm64_range, (np.uint64(1), np.uint64(3)))]:
         fresh = numba.njit(kernel.py_func)
-        fresh(np.empty(4, np.float32), np.uint64(1))
+        fresh(np.empty(5, np.float32), *args)
         (asm,) = fresh.inspect_asm().values()
         assert "mulss" in asm or "mulps" in asm or "vmulps" in asm or "vmulsd" in asm
         assert not re.search(r"\bv?fn?m(add|sub)\d", asm), "FMA instruction in the numba kernel"
@@ -205,3 +206,23 @@ def test_numba_thread_split_never_changes_a_bit(threads):
     assert np.array_equal(bits(single["poly32"]), bits(rng.gaussian(*args, "poly32", backend="numpy")))
     with pytest.raises(ValueError, match="count"):
         numba_backend.set_threads(0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**64 - 1), st.integers(0, 300), st.one_of(st.integers(0, 64), st.integers(0, 2**64 - 1)),
+       st.sampled_from(["poly32", "libm64"]))
+def test_one_call_range_kernel_equals_the_pair_kernel_path(seed, n, first, mapping):
+    """numba_backend's range kernels (one call for a draw one thread takes) give the bits of the pair kernel
+    path (odd first element, aligned pairs, lone last one), at any offset, the top of the u64 range too."""
+    from esverify.rng import numba_backend as nb
+    first = min(first, 2**64 - n)
+    one_call, pairs = {"poly32": (nb.poly32_range, nb.poly32_pairs),
+                       "libm64": (nb.libm64_range, nb.libm64_pairs)}[mapping]
+    got = np.full(n, np.nan, np.float32)
+    one_call(got, np.uint64(seed), np.uint64(first))
+    want = np.full(n, np.nan, np.float32)
+    nb._fill(pairs, want, seed, first)          # no range kernel given: the pair path
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    if n:
+        assert np.array_equal(got[-1:].view(np.uint32),
+                              rng.gaussian(seed, 1, first=first + n - 1, mapping=mapping, backend="numpy").view(np.uint32))
