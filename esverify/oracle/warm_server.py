@@ -47,11 +47,19 @@ def _preload() -> None:
     import numba  # noqa: F401
     import numpy as np
     import torch  # noqa: F401
+    # torch.use_deterministic_algorithms imports this on its first call (1.3 s of CPU: dynamo, sympy), and a
+    # reference may call it while it parses its arguments (docs/references.md §5.2); in a child that import
+    # ran under the row's profile hook and took 2-4 s. Importing a module of torch changes nothing a child
+    # computes.
+    import torch._inductor.config  # noqa: F401
 
     from esverify import exactsum, numerics_probe, rng  # noqa: F401
+    from esverify.rng import numba_backend
     # numba's first call of a kernel loads it from the on-disk cache (a third of a second): once, here
     for mapping in ("poly32", "libm64"):
         rng.gaussian(1, 4, first=1, mapping=mapping, backend="numba")   # numpy out: no torch op runs here
+    numba_backend.poly32_pairs(np.empty(2, np.float32), np.uint64(1))   # the pair kernels: large draws
+    numba_backend.libm64_pairs(np.empty(2, np.float32), np.uint64(1))
     # the exact sums' kernels (the loops' reward): at their smallest compiled size, so numba loads them
     exactsum.array_fsum(np.zeros(exactsum.SMALLEST_COMPILED))
     exactsum.squared_distance_fsum(np.zeros(exactsum.SMALLEST_COMPILED), 0.0)
