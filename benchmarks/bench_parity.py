@@ -51,10 +51,37 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds (user + sys) used so far by process `pid` and its live descendants, from /proc (0.0 where
+    there is none): a reference child's figure, read just before the runner stops it."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents, used = {}, {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry)] = int(fields[1])
+            used[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    tree, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        if p in used and p not in tree:
+            tree.add(p)
+            todo.extend(c for c, parent in parents.items() if parent == p)
+    return sum(used[p] for p in tree)
+
+
+def _own_cpu() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
 def measure(refs, small: bool, out: str, case: str | None = None, warm_start: bool = True) -> dict:
     """Run the default matrix once here and return the figures (JSON-able)."""
-    cpu0, wall0 = _cpu(), time.perf_counter()
-    from esverify.oracle import Options, Runner, runner as runner_mod, session as session_mod
+    cpu0, own0, wall0 = _cpu(), _own_cpu(), time.perf_counter()
+    from esverify.oracle import Options, Runner, child_process, runner as runner_mod, session as session_mod
     from esverify.oracle.adapters import all_adapters
     imports_cpu, imports_wall = _cpu() - cpu0, time.perf_counter() - wall0
 
@@ -86,14 +113,23 @@ def measure(refs, small: bool, out: str, case: str | None = None, warm_start: bo
             return finish(*args, **kwargs)
         finally:
             report["s"] += time.perf_counter() - mark
+    child_cpu = defaultdict(float)
+    stop = child_process.Child._stop
+
+    def measured_stop(self, *args, **kwargs):
+        if self.proc is not None:
+            child_cpu[Path(self.log_path).stem.removeprefix("child-")] += _tree_cpu(self.proc.pid)
+        return stop(self, *args, **kwargs)
     session_mod.Session.ensure_child, runner_mod.finish = timed_ensure_child, timed_finish
     runner_mod.Runner._start_warm = timed_start_warm
+    child_process.Child._stop = measured_stop
     try:
         runner = Runner(Options(ref=tuple(refs), small=small, out=out, quiet=True, case=case, warm_start=warm_start))
         result = runner.run()
     finally:
         session_mod.Session.ensure_child, runner_mod.finish = ensure_child, finish
         runner_mod.Runner._start_warm = start_warm
+        child_process.Child._stop = stop
     wall, cpu = time.perf_counter() - wall0, _cpu() - cpu0
     loop_ops = {op for a in all_adapters() for op in a.loop_ops}
     frame = result.frame
@@ -106,7 +142,8 @@ def measure(refs, small: bool, out: str, case: str | None = None, warm_start: bo
     return {"rows": len(frame), "ran": int((frame["status"] != "skipped").sum()),
             "counts": {str(k): int(v) for k, v in frame["status"].value_counts().items()},
             "exit": result.exit_code, "wall": wall, "cpu": cpu, "imports_wall": imports_wall,
-            "imports_cpu": imports_cpu, "child_start": dict(starts), "families": families, "family_rows": rows,
+            "imports_cpu": imports_cpu, "child_start": dict(starts), "child_cpu": dict(child_cpu),
+            "own_cpu": _own_cpu() - own0, "families": families, "family_rows": rows,
             "loop_ops": sorted(loop_ops & set(families)), "ours": ours, "reference": theirs,
             "waiting": max(theirs - ours, 0.0), "report": report["s"], "sides": sides,
             "started": {name: child.get("start") for name, child in result.metadata["children"].items()},
@@ -139,6 +176,9 @@ def _print(m: dict, label: str) -> None:
     line("report writing", m["report"])
     for target, s in m["sides"].items():
         print(f"    {target}: ours {s['ours_s']:.2f} s, reference {s['reference_s']:.2f} s")
+    print(f"  CPU by process: this one (our side, imports, report) {m['own_cpu']:.2f} s; "
+          + ", ".join(f"{name}'s child {s:.2f} s" for name, s in sorted(m["child_cpu"].items()))
+          + f"; the rest (warm start server, supervisors) {m['cpu'] - m['own_cpu'] - sum(m['child_cpu'].values()):.2f} s")
 
 
 def main():
