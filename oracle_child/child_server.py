@@ -319,6 +319,10 @@ def _default_generator(device):
     return torch.default_generator
 
 
+#: bytes of generated noise the hook keeps within one case (NoiseHook._keep)
+NOISE_CACHE_BYTES = 64 << 20
+
+
 class NoiseHook:
     """The replacement for torch's gaussian entry points (docs/references.md §3, §3a and §3b).
 
@@ -356,7 +360,8 @@ class NoiseHook:
         self.noise = "contract"
         self.draws = []
         self.foreign = []
-        self.cache = {}
+        self.cache = collections.OrderedDict()
+        self.cached_bytes = 0
         self.positions = weakref.WeakKeyDictionary()
         self.resolver = None
 
@@ -371,7 +376,8 @@ class NoiseHook:
         self.resolver = resolver
         self.draws = []
         self.foreign = []
-        self.cache = {}
+        self.cache = collections.OrderedDict()
+        self.cached_bytes = 0
         self.positions = weakref.WeakKeyDictionary()
 
     @staticmethod
@@ -468,13 +474,25 @@ class NoiseHook:
         position = self._position(generator)
         self.draws.append((handle, slot, position, numel))
         stream = es_rng.stream_seed(self.table[handle], slot, self.scheme)
-        key = (stream, position, numel, device.type)
+        key = (stream, position, numel, str(device))
         noise = self.cache.get(key)
         if noise is None:
             noise = es_rng.gaussian(stream, numel, first=position, mapping=self.mapping, device=device,
                                     backend=self.backend)
-            self.cache = {key: noise}   # one entry: correlated noise of consecutive equal-size tensors
+            self._keep(key, noise)
+        else:
+            self.cache.move_to_end(key)
         return self._deliver(draw, noise, position, numel)
+
+    def _keep(self, key, noise):
+        """Keep a drawn range (least recently used out first, NOISE_CACHE_BYTES at most, the newest always):
+        a member's perturb, restore and update draw the same ranges, and correlated noise repeats one range
+        over equal-size tensors, so most draws of a loop copy instead of generating."""
+        self.cache[key] = noise
+        self.cached_bytes += noise.numel() * noise.element_size()
+        while self.cached_bytes > NOISE_CACHE_BYTES and len(self.cache) > 1:
+            _, old = self.cache.popitem(last=False)
+            self.cached_bytes -= old.numel() * old.element_size()
 
     def _deliver(self, draw: Draw, noise, position: int, numel: int):
         """The f32 stream elements `noise` as the draw asked for them (dtype, shape, `out`), the real

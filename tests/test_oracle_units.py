@@ -9,6 +9,7 @@ import importlib.util
 import math
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -31,6 +32,10 @@ from standins.mutants import STANDINS
 
 
 def _load_child_module():
+    # the child's modules import each other by plain name, as the child's sys.path lets them: without this
+    # the file failed alone (it passed in the suite only when another file had added the folder first)
+    if str(oracle_child_dir()) not in sys.path:
+        sys.path.insert(0, str(oracle_child_dir()))
     spec = importlib.util.spec_from_file_location("oracle_child_under_test", oracle_child_dir() / "child_server.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -409,6 +414,30 @@ def test_a_generator_is_a_stream_that_draws_advance_and_reseeding_rewinds(hook):
     fresh = h((4,), generator=_gen(2000))         # a new generator starts at 0
     assert np.array_equal(fresh.numpy(), whole[:4])
     assert [(d[2], d[3]) for d in h.draws] == [(0, 4), (4, 6), (0, 4), (0, 4)]
+
+
+def test_the_hook_keeps_drawn_ranges_within_its_byte_budget_and_hands_out_copies(hook, monkeypatch):
+    """A range drawn again (a member's restore and update after its perturb) comes from the cache with the
+    same bits, never as the cached tensor itself; the least recently used range leaves first once the
+    cache passes NOISE_CACHE_BYTES, and the newest is always kept."""
+    h, model, tensors = hook
+    monkeypatch.setattr(child, "NOISE_CACHE_BYTES", 2 * 4 * 41)       # two f32 ranges of 40 or 41 elements
+    next(model.parameters())
+    want = {seed: es_rng.gaussian(es_rng.stream_seed(member, 0, "iid"), 40, mapping="poly32")
+            for seed, member in ((1000, 0x1234), (2000, 0x5678))}
+    first = h((40,), generator=_gen(1000))
+    again = h((40,), generator=_gen(1000))
+    assert np.array_equal(first.numpy(), want[1000]) and np.array_equal(again.numpy(), want[1000])
+    again.add_(1.0)                                                  # the caller's copy, not the cache's
+    assert np.array_equal(h((40,), generator=_gen(1000)).numpy(), want[1000])
+    assert len(h.cache) == 1 and h.cached_bytes == 160
+    assert np.array_equal(h((40,), generator=_gen(2000)).numpy(), want[2000])
+    assert len(h.cache) == 2 and h.cached_bytes == 320
+    h((41,), generator=_gen(2000))                                   # a third range: the oldest leaves
+    assert [k[2] for k in h.cache] == [40, 41] and h.cached_bytes == 4 * 81
+    monkeypatch.setattr(child, "NOISE_CACHE_BYTES", 8)
+    assert np.array_equal(h((40,), generator=_gen(1000)).numpy(), want[1000])   # over the budget: kept alone
+    assert len(h.cache) == 1 and h.cached_bytes == 160
 
 
 @given(st.lists(st.tuples(st.integers(0, 40), st.booleans()), min_size=1, max_size=8),
