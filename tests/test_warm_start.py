@@ -291,3 +291,34 @@ def test_keep_warm_serves_single_reference_runs_and_leaves_nothing(tmp_path, mon
             assert folder.is_dir() and warm.alive()
         assert not warm.alive() and warm.proc.returncode is not None and not folder.exists()
         assert warm_start.kept() is None
+
+
+def test_a_running_warm_child_is_polled_without_asking_the_server():
+    """WarmProcess.poll reads /proc while the process runs (the server keeps it unreaped, so its pid is
+    still it) and asks the server only once it is a zombie, for the exit code the server reaps."""
+    import os
+    import subprocess
+
+    from esverify.oracle.warm_start import WarmProcess
+
+    class Server:
+        asked = []
+
+        def request(self, message):
+            self.asked.append(message)
+            return {"code": -9}
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    read_fd, write_fd = os.pipe()
+    try:
+        warm = WarmProcess(Server(), proc.pid, write_fd)
+        assert [warm.poll() for _ in range(3)] == [None, None, None] and Server.asked == []
+        proc.kill()
+        deadline = time.monotonic() + 10
+        while warm.poll() is None and time.monotonic() < deadline:   # a zombie until reaped below
+            time.sleep(0.01)
+        assert warm.poll() == -9 and Server.asked[-1] == {"op": "poll", "pid": proc.pid}
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(read_fd)
+        warm.stdin.close()
