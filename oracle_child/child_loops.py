@@ -53,6 +53,22 @@ from child_server import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, Sta
 STATE = {"clone": None, "target": None, "interface": [], "interface_error": ""}
 #: torch.save as the child found it (the loops' saves are recorded, then delegated to it)
 _TORCH_SAVE = torch.save
+_SIGNATURES: dict = {}
+
+
+def _signature(fn) -> inspect.Signature:
+    """inspect.signature of a bound method, kept per (function, whether bound): every engine call of a loop
+    bound its arguments, and computing the signature was 5% of a loop child's time. A function object
+    that cannot be a key (unhashable) is computed each time."""
+    try:
+        key = (getattr(fn, "__func__", fn), hasattr(fn, "__self__"))
+        hash(key)
+    except TypeError:
+        return inspect.signature(fn)
+    sig = _SIGNATURES.get(key)
+    if sig is None:
+        sig = _SIGNATURES[key] = inspect.signature(fn)
+    return sig
 MANIFEST = Path(__file__).resolve().with_name("interfaces.json")
 
 
@@ -198,7 +214,7 @@ class Tape:
     def _bind(self, engine, method, args, kwargs) -> dict:
         fn = getattr(engine.ext, method)
         try:
-            bound = inspect.signature(fn).bind(*args, **kwargs)
+            bound = _signature(fn).bind(*args, **kwargs)
             bound.apply_defaults()
             return dict(bound.arguments)
         except (TypeError, ValueError):
