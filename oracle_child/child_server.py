@@ -42,6 +42,7 @@ import argparse
 import collections
 import gc
 import importlib.util
+import io
 import json
 import math
 import os
@@ -633,10 +634,32 @@ class DrawAudit:
 
 # ----------------------------------------------------------------- tensor I/O
 
+#: the parameter sets this child read: path -> (the file's bytes, names, CPU tensors); SETS_KEPT at most
+_SETS: collections.OrderedDict = collections.OrderedDict()
+SETS_KEPT = 8
+
+
 @child_coverage.unprofiled
 def load_set(path, device):
-    """A parameter set written by the parent: names, tensors (bit-exact) on `device`."""
-    with np.load(path) as data:
+    """A parameter set written by the parent: names, tensors (bit-exact, new tensors each call) on `device`.
+
+    Every row reads its set, and parsing the .npz was 8% of a loop child's time: a set whose file holds the
+    same bytes as when this child last parsed it (compared in full, not by size or time) is copied from
+    what that parse gave."""
+    data = Path(path).read_bytes()
+    key = str(path)
+    kept = _SETS.get(key)
+    if kept is None or kept[0] != data:
+        kept = _SETS[key] = (data, *_parse_set(io.BytesIO(data)))
+        while len(_SETS) > SETS_KEPT:
+            _SETS.popitem(last=False)
+    _SETS.move_to_end(key)
+    _, names, tensors = kept
+    return list(names), [t.to(device, copy=True) for t in tensors]
+
+
+def _parse_set(source):
+    with np.load(source) as data:
         names = [str(n) for n in data["names"]]
         dtypes = [str(d) for d in data["dtypes"]]
         tensors = []
@@ -646,7 +669,7 @@ def load_set(path, device):
             width = torch.finfo(torch_dtype).bits
             signed = {16: np.int16, 32: np.int32, 64: np.int64}[width]
             t = torch.from_numpy(np.ascontiguousarray(raw).view(signed).copy())
-            tensors.append(t.view(torch_dtype).reshape(raw.shape).to(device))
+            tensors.append(t.view(torch_dtype).reshape(raw.shape))
     return names, tensors
 
 

@@ -354,6 +354,25 @@ def test_parameter_sets_shapes_and_roundtrip(tmp_path):
     assert not torch.equal(offset[0], paramsets.build("f32", big=False)[1][0])
 
 
+def test_the_child_reads_a_set_again_from_its_bytes_and_hands_out_new_tensors(tmp_path):
+    """load_set keeps what it parsed, by path, for a file whose bytes are all the same: each call gives new
+    tensors (a reference changing one in place changes no later row's set), and a file rewritten with other
+    bytes of the same size (the case a size-and-time check would miss) is parsed again."""
+    names, tensors = paramsets.build("f16", big=False)[:2]
+    path = paramsets.write(tmp_path / "s.npz", names, tensors)
+    first = child.load_set(path, "cpu")[1]
+    first[0].add_(1.0)
+    second = child.load_set(path, "cpu")[1]
+    assert all(np.array_equal(paramsets.tensor_bits(a), paramsets.tensor_bits(b)) for a, b in zip(second, tensors))
+    assert second[0].data_ptr() != first[0].data_ptr()
+    other = [t.neg() for t in tensors]
+    size = path.stat().st_size
+    paramsets.write(path, names, other)
+    assert path.stat().st_size == size
+    again = child.load_set(path, "cpu")[1]
+    assert all(np.array_equal(paramsets.tensor_bits(a), paramsets.tensor_bits(b)) for a, b in zip(again, other))
+
+
 # ------------------------------------------------------------------ noise hook (child side)
 
 
