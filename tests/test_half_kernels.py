@@ -154,21 +154,24 @@ def test_body_and_tail_lines_each_match_where_they_disagree(name, y_f32):
 
 
 @pytest.mark.parametrize("name", HALF)
-@pytest.mark.parametrize("where", ["x", "y", "result"])
+@pytest.mark.parametrize("where", ["x", "y", "result", "x in the tail", "y in the tail", "result in the tail"])
 def test_a_nan_anywhere_hands_the_call_to_the_torch_lines(name, where):
-    """A NaN in x, in the noise, or made by inf - inf returns None from the kernel, and the profile's
-    scaled_add, perturb and accumulate then give exactly the torch lines' bits (NaN payloads included)."""
+    """A NaN in x, in the noise, or made by inf - inf (in the body or in the tail, elements 64..69 here)
+    returns None from the kernel, and the profile's scaled_add, perturb and accumulate then give exactly the
+    torch lines' bits (NaN payloads included)."""
     dtype = HALF[name]
     x = torch.linspace(-3, 3, 70).to(dtype)
     eps = torch.linspace(1, 2, 70)
     a = 0.75
-    if where == "x":
-        x[40] = float("nan")
-    elif where == "y":
-        eps[5] = float("nan")
+    at = 66 if where.endswith("tail") else 40
+    if where.startswith("x"):
+        x[at] = float("nan")
+    elif where.startswith("y"):
+        eps[at] = float("nan")
     else:
-        x[50], eps[50], a = float("inf"), float("-inf"), 2.0
+        x[at], eps[at], a = float("inf"), float("-inf"), 2.0
     assert half_kernels.scaled_add(x, eps, a, 64) is None
+    assert half_kernels.scaled_add(x, eps.to(dtype), a, 64) is None
     want = profile.scaled_add_torch(x, eps.to(dtype), a, "cpu", 0, 70)
     assert_bitwise(profile.scaled_add(x, eps.to(dtype), a, "cpu", 0, 70), want, "scaled_add")
     out = torch.empty_like(x)
@@ -185,3 +188,51 @@ def test_the_kernel_refuses_what_it_cannot_take():
     assert half_kernels.scaled_add(x, torch.ones(8, dtype=torch.bfloat16), 1.0, 8) is None
     assert half_kernels.scaled_add(x, torch.ones(7), 1.0, 8) is None
     assert _bits_of(x).tolist() == [0x3C00] * 8
+
+
+@pytest.mark.parametrize("name", HALF)
+@pytest.mark.parametrize("rule", ["cpu", "cuda"])
+def test_the_profile_entry_points_chunk_by_chunk_equal_the_torch_lines(name, rule):
+    """scaled_add, perturb and accumulate of the profile, called chunk by chunk as the trainer calls them
+    (each chunk's first element and the tensor's element count deciding where the 32-element tail starts),
+    give the torch lines' bits, on data where the body and tail lines disagree for a quarter of the
+    elements (so an off-by-one tail start, a chunk offset dropped or the wrong rule shows)."""
+    dtype = HALF[name]
+    rng = np.random.default_rng(23)
+    numel = 1000 + 27                       # tail: elements 992 .. 1026
+    x = torch.from_numpy(rng.standard_normal(numel).astype(np.float32)).to(dtype)
+    eps = torch.from_numpy(rng.standard_normal(numel).astype(np.float32))
+    a = 0.6015625
+    for chunk in (1027, 500, 33, 31):
+        for first in range(0, numel, chunk):
+            sl = slice(first, min(first + chunk, numel))
+            xs, ys = x[sl].contiguous(), eps[sl].contiguous()
+            want = profile.scaled_add_torch(xs, ys.to(dtype), a, rule, first, numel)
+            where = f"{name} {rule} chunk {chunk} first {first}"
+            assert profile._half(xs, ys, a, rule, first, numel) is not None, where
+            assert_bitwise(profile.scaled_add(xs, ys.to(dtype), a, rule, first, numel), want, "scaled_add " + where)
+            out = torch.empty_like(xs)
+            profile.perturb(xs, ys, a, rule, first, numel, out)
+            assert_bitwise(out, want, "perturb " + where)
+            assert_bitwise(profile.accumulate(xs.clone(), ys, a, dtype, rule, first, numel), want, "accumulate " + where)
+
+
+def test_noise_of_another_dtype_is_never_rounded_behind_the_callers_back():
+    """The profile's scaled_add takes y of x's dtype; given f32 y it must compute what the torch lines do
+    with it (no rounding of y to the dtype first), and accumulate with a dtype other than acc's likewise."""
+    x = torch.zeros(1, dtype=torch.float16)
+    y = torch.tensor([1.0004])
+    want = profile.scaled_add_torch(x, y, 1.5, "cpu", 0, 1)
+    assert_bitwise(profile.scaled_add(x, y, 1.5, "cpu", 0, 1), want, "scaled_add, f32 y")
+    assert _bits_of(want).tolist() == [0x3E01]
+    got = profile.accumulate(x.clone(), y, 1.5, torch.float32, "cpu", 0, 1)
+    assert_bitwise(got, profile.scaled_add_torch(x, y, 1.5, "cpu", 0, 1), "accumulate, dtype f32")
+
+
+def test_a_split_past_the_chunk_is_clamped():
+    """split beyond the chunk means all body (the loops never index past the buffers)."""
+    x = torch.linspace(-1, 1, 8).to(torch.float16)
+    y = torch.linspace(0.5, 2, 8).to(torch.float16)
+    assert_bitwise(half_kernels.scaled_add(x, y, 0.3, 100_000), half_kernels.scaled_add(x, y, 0.3, 8), "clamped")
+    assert_bitwise(half_kernels.scaled_add(x, y, 0.3, -5), half_kernels.scaled_add(x, y, 0.3, 0), "clamped at 0")
+    assert half_kernels.scaled_add(x, y.reshape(2, 4), 0.3, 8) is None

@@ -42,7 +42,7 @@ try:
 except ImportError:  # pragma: no cover - numba is a dependency; the torch lines still work
     numba = None
 
-#: the dtypes this kernel handles, with the numpy view of their bits
+#: the parameter dtypes this kernel handles
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 if numba is not None:
@@ -176,19 +176,20 @@ def _bits(t: torch.Tensor) -> np.ndarray:
 def scaled_add(x: torch.Tensor, y: torch.Tensor, k: float, split: int) -> torch.Tensor | None:
     """es-awd's scaled add of a chunk on f16/bf16 (esverify.references.es_awd.profile.scaled_add's bits).
 
-    x: 1-D contiguous CPU f16/bf16 tensor; y: the same dtype, or f32 noise that is rounded to the dtype
-    first (rd_dt(y), as the profile's perturb and accumulate do); k: a Python float holding the exact f32
-    scalar; split: elements [0, split) take the body line rd_dt(fma32(x, y, k)), the rest the tail line
-    rd_dt(x + f32(rd_dt(y * k))). Returns a new 1-D tensor of x's dtype, or None when the kernel does not
+    x: 1-D contiguous CPU f16/bf16 tensor; y: 1-D, the same dtype, or f32 noise that is rounded to the
+    dtype first (rd_dt(y), as the profile's perturb and accumulate do); k: a Python float holding the exact
+    f32 scalar; split: elements [0, split) take the body line rd_dt(fma32(x, y, k)), the rest the tail line
+    rd_dt(x + f32(rd_dt(y * k))) (clamped to [0, len(x)]). Returns a new 1-D tensor of x's dtype, or None when the kernel does not
     apply (see `usable`) or any NaN appears: then nothing was changed and the caller takes the torch
     lines, which decide NaN bits as torch does. Raises nothing of its own.
     """
-    if not usable(x, y) or x.dim() != 1:
+    if not usable(x, y) or x.dim() != 1 or y.dim() != 1:
         return None
+    split = min(max(int(split), 0), x.numel())   # the loops index with it: never past the buffers
     out = np.empty(x.numel(), np.int16)
     noise_f32 = y.dtype == torch.float32
     done = _KERNELS[x.dtype, noise_f32](_bits(x), y.detach().numpy() if noise_f32 else _bits(y), float(k),
-                                         int(split), out)
+                                         split, out)
     return torch.from_numpy(out).view(x.dtype) if done else None
 
 

@@ -279,7 +279,7 @@ def _fill(pairs, out: np.ndarray, seed: int, first: int, one_call=None) -> None:
     if n == 0:
         return
     if one_call is not None and n < 2 * MIN_ELEMENTS_PER_THREAD and first + n <= MASK64 + 1:
-        one_call(out, U(seed), U(first))
+        one_call(out, U(seed & MASK64), U(first))   # masked as the pair path masks its counter words
         return
     pos, j = 0, first
     if j & 1:  # odd start: the sine half of the pair (j - 1, j)

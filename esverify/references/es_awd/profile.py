@@ -59,7 +59,7 @@ def scaled_add(x: torch.Tensor, y: torch.Tensor, a: float, rule: str, first: int
     f16/bf16 on the CPU take the numba kernel (esverify.es.half_kernels: the same bits, one loop),
     anything else and a chunk with a NaN the torch lines (`scaled_add_torch`).
     """
-    out = _half(x, y, a, rule, first, numel)
+    out = _half(x, y, a, rule, first, numel) if y.dtype == x.dtype else None   # f32 y: the kernel would round it
     return scaled_add_torch(x, y, a, rule, first, numel) if out is None else out
 
 
@@ -119,7 +119,7 @@ def accumulate(acc, eps, coeff, dtype, rule, first, numel):
     f32 CPU path, else a new tensor (docs/numerics.md §3)."""
     if dtype == torch.float32 and _f32_into(acc, eps, coeff, rule, acc):
         return acc
-    done = _half(acc, eps, coeff, rule, first, numel)
+    done = _half(acc, eps, coeff, rule, first, numel) if acc.dtype == dtype else None   # the kernel rounds to acc's
     return scaled_add_torch(acc, round_to(eps, dtype), coeff, rule, first, numel) if done is None else done
 
 
