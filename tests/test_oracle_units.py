@@ -577,3 +577,37 @@ def test_our_side_runs_under_the_asked_determinism_and_restores_the_previous(sta
                 torch.is_deterministic_algorithms_warn_only_enabled()) == start
     finally:
         torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
+
+
+@pytest.mark.parametrize("recorder", ["cProfile", "python hook"])
+def test_the_row_record_names_the_clone_functions_a_command_ran(tmp_path, monkeypatch, recorder):
+    """child_coverage.row_start/row_end: the clone's functions the command ran, in the calling thread
+    (cProfile's recorder, or the Python hook where there is none) and in a thread it started; code run
+    under `unprofiled` (the child's own machinery) is left out, and recording resumes after it."""
+    import threading
+
+    import child_coverage as cc
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / "mod.py").write_text(
+        "def used():\n    return helper()\n\n\ndef helper():\n    return 1\n\n\ndef unused():\n    return 2\n\n\n"
+        "def after():\n    return 3\n\n\nclass K:\n    def m(self):\n        return 4\n")
+    spec = importlib.util.spec_from_file_location("clone_mod_under_test", clone / "mod.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setitem(cc._STATE, "clone", clone.resolve())
+    monkeypatch.setitem(cc._STATE, "prefix", str(clone.resolve()) + "/")
+    if recorder == "python hook":
+        monkeypatch.setattr(cc, "_profiler", lambda: None)
+    cc.row_start()
+    try:
+        mod.used()
+        cc.unprofiled(mod.unused)()
+        mod.after()
+        worker = threading.Thread(target=lambda: mod.K().m())
+        worker.start()
+        worker.join()
+    finally:
+        ran = cc.row_end()
+    assert ran == {"mod.py": ["K.m", "after", "helper", "used"]}
+    assert sys.getprofile() is None
