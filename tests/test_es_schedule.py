@@ -176,3 +176,23 @@ def test_the_default_profile_is_the_one_flagged():
     assert [name for name, p in PROFILES.items() if p.default] == ["es-at-scale"] == [default_profile()]
     assert Config().profile == "es-at-scale" and Config().to_dict()["profile"] == "es-at-scale"
     assert Config() == Config(profile="es-at-scale")
+
+
+@pytest.mark.parametrize("schedule", ["contract", "es-at-scale", "es-awd", "es-paper"])
+def test_member_seeds_kept_by_the_trainer_are_the_schedules_own(schedule):
+    """Trainer.member_seed keeps its answers per config object: every (iteration, member) equals
+    noise_seed's fresh computation, asked twice, in any order; a new config object (load_state, a test's
+    replacement) is never answered from the old one's."""
+    from esverify.es import noise as es_noise
+    config = Config(population=6, antithetic=True, seed=9, seed_schedule=schedule)
+    tr = Trainer([torch.zeros(3)], config)
+    asks = [(it, m) for it in (2, 0, 1) for m in (5, 0, 3, 1)] * 2
+    for it, m in asks:
+        assert tr.member_seed(m, iteration=it) == es_noise.noise_seed(config, it, m)
+    assert tr.member_seed(4) == es_noise.noise_seed(config, 0, 4)
+    other = Config(population=6, antithetic=True, seed=10, seed_schedule=schedule)
+    tr.config = other
+    assert [tr.member_seed(m, iteration=2) for m in range(6)] == [es_noise.noise_seed(other, 2, m) for m in range(6)]
+    assert tr.member_seed(0, iteration=2) != es_noise.noise_seed(config, 2, 0)
+    with pytest.raises(ValueError, match="member 6"):
+        tr.member_seed(6)

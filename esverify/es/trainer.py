@@ -134,6 +134,7 @@ class Trainer:
             raise TypeError(f"config must be an esverify.es.Config, got {type(config).__name__}")
         self.slots = _slots(params)
         self.config = config
+        self._seeds, self._seeds_of = {}, None   #: member_seed's answers for the config object _seeds_of
         self.profile = get_profile(config.profile)
         if noise == "torch" and config.scheme != "correlated":
             raise ValueError(f"noise='torch' has only the correlated scheme (the references seed every tensor's "
@@ -185,8 +186,16 @@ class Trainer:
         Antithetic members 2k and 2k+1 share member 2k's seed. TypeError /
         ValueError naming `member` when it is not an int in [0, population).
         """
-        self._check_member(member)
-        return _noise.noise_seed(self.config, self.iteration if iteration is None else iteration, member)
+        member = self._check_member(member)
+        iteration = self.iteration if iteration is None else iteration
+        if self._seeds_of is not self.config:   # kept per config object: a new config starts afresh
+            self._seeds, self._seeds_of = {}, self.config
+        seed = self._seeds.get((iteration, member))
+        if seed is None:   # a numpy schedule draws the whole iteration's list for one seed: ~6 us a call
+            seed = self._seeds[iteration, member] = _noise.noise_seed(self.config, iteration, member)
+            if len(self._seeds) > 4096:
+                self._seeds = {(iteration, member): seed}
+        return seed
 
     def stream_seed(self, member: int, slot: int, iteration: int | None = None) -> int:
         """u64 seed of the gaussian stream of (member, slot) at `iteration` (docs/CONTRACT.md §4, config.scheme).
