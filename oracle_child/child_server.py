@@ -833,6 +833,14 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
     reply = os.fdopen(args.reply_fd, "w", buffering=1)
     if threads:
         torch.set_num_threads(threads)
+    # the noise hook's draws on one thread: the values do not depend on it, and the parent and the other
+    # references' children run beside this one
+    try:
+        from esverify.rng import numba_backend
+    except ImportError:   # a child Python without numba: the hook draws with numpy, on one thread anyway
+        pass
+    else:
+        numba_backend.set_threads(1)
     clone = Path(args.clone).resolve()
     sys.path.insert(0, str(clone))
     install_hook()

@@ -611,3 +611,29 @@ def test_the_row_record_names_the_clone_functions_a_command_ran(tmp_path, monkey
         ran = cc.row_end()
     assert ran == {"mod.py": ["K.m", "after", "helper", "used"]}
     assert sys.getprofile() is None
+
+
+def test_a_run_computes_on_one_torch_thread_and_one_noise_thread_and_gives_the_counts_back(monkeypatch):
+    """Runner.run: our side runs with one torch thread and one noise-drawing thread (the children run beside
+    it; the values depend on neither), and both counts are as before once it returns or raises."""
+    from esverify.oracle.runner import Runner
+    from esverify.rng import numba_backend
+    seen = []
+
+    def fake_run(self):
+        seen.append((torch.get_num_threads(), numba_backend.threads()))
+        if len(seen) == 2:
+            raise RuntimeError("a failing run")
+        return "done"
+    monkeypatch.setattr(Runner, "_run", fake_run)
+    before = (torch.get_num_threads(), numba_backend.threads())
+    numba_backend.set_threads(3)
+    try:
+        runner = Runner.__new__(Runner)
+        assert runner.run() == "done"
+        with pytest.raises(RuntimeError, match="a failing run"):
+            runner.run()
+        assert seen == [(1, 1), (1, 1)]
+        assert (torch.get_num_threads(), numba_backend.threads()) == (before[0], 3)
+    finally:
+        numba_backend.set_threads(before[1])

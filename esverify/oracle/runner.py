@@ -131,14 +131,19 @@ class Runner:
     # -- a run
     def run(self) -> RunResult:
         import torch
-        # Our side on one torch thread: the profiles are thread-count independent (docs/numerics.md §6), and
-        # idle-spinning worker threads would compete with the child for the same cores.
-        threads = torch.get_num_threads()
+
+        from ..rng import numba_backend
+        # Our side on one torch thread and one noise thread: the profiles and the noise are thread-count
+        # independent (docs/numerics.md §6), the references' threads run beside ours, and idle-spinning or
+        # handed-off worker threads would compete with the children for the same cores.
+        threads, rng_threads = torch.get_num_threads(), numba_backend.threads()
         torch.set_num_threads(1)
+        numba_backend.set_threads(1)
         try:
             return self._run()
         finally:
             torch.set_num_threads(threads)
+            numba_backend.set_threads(rng_threads)
 
     def _run(self) -> RunResult:
         opts = self.opts
