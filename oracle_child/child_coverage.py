@@ -264,10 +264,14 @@ def _on_profile(frame, event, arg):
 
 
 def _profiler():
-    """cProfile's C profiler without builtins and subcalls, or None where it cannot be made: the calling
-    thread's recorder for a row. A Python hook (`_on_profile`) was 5-6% of a loop child's time, every
-    call and C call of the command paying a Python callback; this one records in C and is read at the
-    row's end."""
+    """cProfile's C profiler without builtins and subcalls, or None where it cannot be made or is not
+    per-thread: the calling thread's recorder for a row. A Python hook (`_on_profile`) was 5-6% of a
+    loop child's time, every call and C call of the command paying a Python callback; this one records
+    in C and is read at the row's end. Python 3.12 and newer: None. There cProfile is a sys.monitoring
+    tool that sees every thread, hides from sys.getprofile (so `unprofiled` could not pause it) and
+    allows one profiler at a time (a reference's own would fail)."""
+    if sys.version_info >= (3, 12):
+        return None
     try:
         import cProfile
         return cProfile.Profile(subcalls=False, builtins=False)
@@ -285,11 +289,14 @@ def row_start():
     if _ROW["prefix"] is None:
         return
     profiler = _profiler()
+    if profiler is not None:
+        try:
+            profiler.enable()
+            _ROW["profiler"] = profiler
+        except Exception:  # noqa: BLE001 - it would not start: the Python hook records instead
+            profiler = None
     if profiler is None:
         sys.setprofile(_on_profile)
-    else:
-        _ROW["profiler"] = profiler
-        profiler.enable()
     threading.setprofile(_on_profile)
 
 

@@ -39,6 +39,7 @@ import os
 import platform
 import shutil
 import sys
+import weakref
 from pathlib import Path
 
 import torch
@@ -53,21 +54,23 @@ from child_server import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, Sta
 STATE = {"clone": None, "target": None, "interface": [], "interface_error": ""}
 #: torch.save as the child found it (the loops' saves are recorded, then delegated to it)
 _TORCH_SAVE = torch.save
-_SIGNATURES: dict = {}
+#: function -> {bound?: signature}, held weakly: a clone switched out (a mutant catalog) can still be collected
+_SIGNATURES = weakref.WeakKeyDictionary()
 
 
 def _signature(fn) -> inspect.Signature:
-    """inspect.signature of a bound method, kept per (function, whether bound): every engine call of a loop
-    bound its arguments, and computing the signature was 5% of a loop child's time. A function object
-    that cannot be a key (unhashable) is computed each time."""
+    """inspect.signature of an engine method, kept per (function, whether bound): every engine call of a
+    loop bound its arguments, and computing the signature was 5% of a loop child's time. A callable that
+    cannot be a weak key is computed each time."""
+    func = getattr(fn, "__func__", fn)
     try:
-        key = (getattr(fn, "__func__", fn), hasattr(fn, "__self__"))
-        hash(key)
+        kept = _SIGNATURES.setdefault(func, {})
     except TypeError:
         return inspect.signature(fn)
-    sig = _SIGNATURES.get(key)
+    bound = hasattr(fn, "__self__")
+    sig = kept.get(bound)
     if sig is None:
-        sig = _SIGNATURES[key] = inspect.signature(fn)
+        sig = kept[bound] = inspect.signature(fn)
     return sig
 MANIFEST = Path(__file__).resolve().with_name("interfaces.json")
 

@@ -48,6 +48,7 @@ import math
 import os
 import platform
 import sys
+import threading
 import traceback
 import weakref
 from pathlib import Path
@@ -363,6 +364,7 @@ class NoiseHook:
         self.foreign = []
         self.cache = collections.OrderedDict()
         self.cached_bytes = 0
+        self.cache_lock = threading.Lock()
         self.positions = weakref.WeakKeyDictionary()
         self.resolver = None
 
@@ -476,19 +478,24 @@ class NoiseHook:
         self.draws.append((handle, slot, position, numel))
         stream = es_rng.stream_seed(self.table[handle], slot, self.scheme)
         key = (stream, position, numel, str(device))
-        noise = self.cache.get(key)
+        with self.cache_lock:   # a reference may draw from several threads
+            noise = self.cache.get(key)
+            if noise is not None:
+                self.cache.move_to_end(key)
         if noise is None:
             noise = es_rng.gaussian(stream, numel, first=position, mapping=self.mapping, device=device,
                                     backend=self.backend)
-            self._keep(key, noise)
-        else:
-            self.cache.move_to_end(key)
+            with self.cache_lock:
+                self._keep(key, noise)
         return self._deliver(draw, noise, position, numel)
 
     def _keep(self, key, noise):
         """Keep a drawn range (least recently used out first, NOISE_CACHE_BYTES at most, the newest always):
         a member's perturb, restore and update draw the same ranges, and correlated noise repeats one range
         over equal-size tensors, so most draws of a loop copy instead of generating."""
+        old = self.cache.pop(key, None)   # another thread may have drawn the same range meanwhile
+        if old is not None:
+            self.cached_bytes -= old.numel() * old.element_size()
         self.cache[key] = noise
         self.cached_bytes += noise.numel() * noise.element_size()
         while self.cached_bytes > NOISE_CACHE_BYTES and len(self.cache) > 1:
@@ -634,9 +641,11 @@ class DrawAudit:
 
 # ----------------------------------------------------------------- tensor I/O
 
-#: the parameter sets this child read: path -> (the file's bytes, names, CPU tensors); SETS_KEPT at most
+#: the parameter sets this child read: path -> (the file's bytes, names, CPU tensors); at most SETS_KEPT
+#: of them and SETS_BYTES of files (the tensors take about as much again); the newest always kept
 _SETS: collections.OrderedDict = collections.OrderedDict()
 SETS_KEPT = 8
+SETS_BYTES = 32 << 20
 
 
 @child_coverage.unprofiled
@@ -651,9 +660,9 @@ def load_set(path, device):
     kept = _SETS.get(key)
     if kept is None or kept[0] != data:
         kept = _SETS[key] = (data, *_parse_set(io.BytesIO(data)))
-        while len(_SETS) > SETS_KEPT:
-            _SETS.popitem(last=False)
     _SETS.move_to_end(key)
+    while len(_SETS) > 1 and (len(_SETS) > SETS_KEPT or sum(len(v[0]) for v in _SETS.values()) > SETS_BYTES):
+        _SETS.popitem(last=False)
     _, names, tensors = kept
     return list(names), [t.to(device, copy=True) for t in tensors]
 
@@ -835,11 +844,8 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
         torch.set_num_threads(threads)
     # the noise hook's draws on one thread: the values do not depend on it, and the parent and the other
     # references' children run beside this one
-    try:
+    if es_rng.backends.numba_available():   # else the hook draws with numpy, on one thread anyway
         from esverify.rng import numba_backend
-    except ImportError:   # a child Python without numba: the hook draws with numpy, on one thread anyway
-        pass
-    else:
         numba_backend.set_threads(1)
     clone = Path(args.clone).resolve()
     sys.path.insert(0, str(clone))

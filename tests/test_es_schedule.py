@@ -196,3 +196,11 @@ def test_member_seeds_kept_by_the_trainer_are_the_schedules_own(schedule):
     assert tr.member_seed(0, iteration=2) != es_noise.noise_seed(config, 2, 0)
     with pytest.raises(ValueError, match="member 6"):
         tr.member_seed(6)
+    def outcome(fn):
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - the kind of refusal is what is compared
+            return type(exc)
+    for odd in (2.0, True, 1.0):   # kept answers never stand in: what noise_seed says, value or refusal
+        assert outcome(lambda: tr.member_seed(1, iteration=odd)) == outcome(lambda: es_noise.noise_seed(other, odd, 1))
+    assert tr.member_seed(1, iteration=np.int64(2)) == es_noise.noise_seed(other, 2, 1)

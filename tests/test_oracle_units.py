@@ -354,7 +354,7 @@ def test_parameter_sets_shapes_and_roundtrip(tmp_path):
     assert not torch.equal(offset[0], paramsets.build("f32", big=False)[1][0])
 
 
-def test_the_child_reads_a_set_again_from_its_bytes_and_hands_out_new_tensors(tmp_path):
+def test_the_child_reads_a_set_again_from_its_bytes_and_hands_out_new_tensors(tmp_path, monkeypatch):
     """load_set keeps what it parsed, by path, for a file whose bytes are all the same: each call gives new
     tensors (a reference changing one in place changes no later row's set), and a file rewritten with other
     bytes of the same size (the case a size-and-time check would miss) is parsed again."""
@@ -365,6 +365,10 @@ def test_the_child_reads_a_set_again_from_its_bytes_and_hands_out_new_tensors(tm
     second = child.load_set(path, "cpu")[1]
     assert all(np.array_equal(paramsets.tensor_bits(a), paramsets.tensor_bits(b)) for a, b in zip(second, tensors))
     assert second[0].data_ptr() != first[0].data_ptr()
+    monkeypatch.setattr(child, "SETS_BYTES", 1)                      # over the budget: the newest kept alone
+    small = paramsets.write(tmp_path / "t.npz", names[:2], tensors[:2])
+    assert len(child.load_set(small, "cpu")[1]) == 2 and list(child._SETS) == [str(small)]
+    monkeypatch.undo()
     other = [t.neg() for t in tensors]
     size = path.stat().st_size
     paramsets.write(path, names, other)
@@ -452,11 +456,14 @@ def test_the_hook_keeps_drawn_ranges_within_its_byte_budget_and_hands_out_copies
     assert len(h.cache) == 1 and h.cached_bytes == 160
     assert np.array_equal(h((40,), generator=_gen(2000)).numpy(), want[2000])
     assert len(h.cache) == 2 and h.cached_bytes == 320
-    h((41,), generator=_gen(2000))                                   # a third range: the oldest leaves
-    assert [k[2] for k in h.cache] == [40, 41] and h.cached_bytes == 4 * 81
+    stream_1000 = es_rng.stream_seed(0x1234, 0, "iid")
+    h((40,), generator=_gen(1000))                                   # used again: now the most recent
+    h((41,), generator=_gen(2000))                                   # a third range: the least recent leaves
+    assert [(k[0] == stream_1000, k[2]) for k in h.cache] == [(True, 40), (False, 41)]
+    assert h.cached_bytes == 4 * 81
     monkeypatch.setattr(child, "NOISE_CACHE_BYTES", 8)
-    assert np.array_equal(h((40,), generator=_gen(1000)).numpy(), want[1000])   # over the budget: kept alone
-    assert len(h.cache) == 1 and h.cached_bytes == 160
+    assert np.array_equal(h((39,), generator=_gen(1000)).numpy(), want[1000][:39])   # over the budget: kept alone
+    assert len(h.cache) == 1 and h.cached_bytes == 4 * 39
 
 
 @given(st.lists(st.tuples(st.integers(0, 40), st.booleans()), min_size=1, max_size=8),
@@ -613,6 +620,26 @@ def test_the_row_record_names_the_clone_functions_a_command_ran(tmp_path, monkey
     assert sys.getprofile() is None
 
 
+def test_the_row_record_falls_back_to_the_python_hook(monkeypatch):
+    """No cProfile recorder on Python 3.12 and newer (there it sees every thread and cannot be paused), and
+    none when it will not start (another profiler active): the Python hook records instead."""
+    import child_coverage as cc
+
+    class Refuses:
+        def enable(self):
+            raise ValueError("Another profiling tool is already active")
+    monkeypatch.setitem(cc._STATE, "prefix", "/nowhere-at-all/")
+    monkeypatch.setattr(cc, "_profiler", lambda: Refuses())
+    cc.row_start()
+    try:
+        assert sys.getprofile() is cc._on_profile and cc._ROW["profiler"] is None
+    finally:
+        cc.row_end()
+    monkeypatch.undo()
+    monkeypatch.setattr(cc.sys, "version_info", (3, 12, 0))
+    assert cc._profiler() is None
+
+
 def test_a_run_computes_on_one_torch_thread_and_one_noise_thread_and_gives_the_counts_back(monkeypatch):
     """Runner.run: our side runs with one torch thread and one noise-drawing thread (the children run beside
     it; the values depend on neither), and both counts are as before once it returns or raises."""
@@ -635,5 +662,43 @@ def test_a_run_computes_on_one_torch_thread_and_one_noise_thread_and_gives_the_c
             runner.run()
         assert seen == [(1, 1), (1, 1)]
         assert (torch.get_num_threads(), numba_backend.threads()) == (before[0], 3)
+        from esverify.rng import backends        # a parent whose numba does not import: runs all the same
+        monkeypatch.setattr(backends, "numba_available", lambda: False)
+        monkeypatch.setattr(Runner, "_run", lambda self: "ran without numba")
+        assert runner.run() == "ran without numba" and numba_backend.threads() == 3
     finally:
         numba_backend.set_threads(before[1])
+
+
+def test_the_hooks_noise_cache_serves_threads_drawing_at_once(hook, monkeypatch):
+    """A reference may draw from several threads: with a cache of two ranges and a thread switch every
+    microsecond, every draw still returns its range's bits and the cache's byte count stays its contents'."""
+    import threading
+    h, model, tensors = hook
+    monkeypatch.setattr(child, "NOISE_CACHE_BYTES", 2 * 4 * 7)
+    next(model.parameters())
+    want = {seed: es_rng.gaussian(es_rng.stream_seed(member, 0, "iid"), 7, mapping="poly32")
+            for seed, member in ((1000, 0x1234), (2000, 0x5678))}
+    errors = []
+
+    def draw_many(k):
+        try:
+            for i in range(1500):
+                seed = (1000, 2000)[(i + k) % 2]
+                n = 4 + (i + k) % 4
+                got = h((n,), generator=_gen(seed))
+                assert np.array_equal(got.numpy(), want[seed][:n])
+        except Exception as exc:  # noqa: BLE001 - reported below, with the thread
+            errors.append(f"thread {k}: {type(exc).__name__}: {exc}")
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        workers = [threading.Thread(target=draw_many, args=(k,)) for k in range(3)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert errors == []
+    assert h.cached_bytes == sum(t.numel() * 4 for t in h.cache.values()) and len(h.cache) <= 2

@@ -299,19 +299,30 @@ def test_a_running_warm_child_is_polled_without_asking_the_server():
     import os
     import subprocess
 
-    from esverify.oracle.warm_start import WarmProcess
+    from esverify.oracle.warm_start import WarmProcess, WarmStartError
 
     class Server:
         asked = []
+        up = True
+
+        def alive(self):
+            return self.up
 
         def request(self, message):
             self.asked.append(message)
+            if not self.up:
+                raise WarmStartError("the warm start server is not running")
             return {"code": -9}
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     read_fd, write_fd = os.pipe()
     try:
-        warm = WarmProcess(Server(), proc.pid, write_fd)
+        server = Server()
+        warm = WarmProcess(server, proc.pid, write_fd)
         assert [warm.poll() for _ in range(3)] == [None, None, None] and Server.asked == []
+        server.up = False                       # the server gone: its children's supervisors stop with it
+        assert warm.poll() == -9 and Server.asked == [{"op": "poll", "pid": proc.pid}]
+        server.up = True
+        Server.asked.clear()
         proc.kill()
         deadline = time.monotonic() + 10
         while warm.poll() is None and time.monotonic() < deadline:   # a zombie until reaped below

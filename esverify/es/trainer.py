@@ -188,6 +188,8 @@ class Trainer:
         """
         member = self._check_member(member)
         iteration = self.iteration if iteration is None else iteration
+        if isinstance(iteration, bool) or not isinstance(iteration, (int, np.integer)):
+            return _noise.noise_seed(self.config, iteration, member)   # not kept: raises what it raised
         if self._seeds_of is not self.config:   # kept per config object: a new config starts afresh
             self._seeds, self._seeds_of = {}, self.config
         seed = self._seeds.get((iteration, member))

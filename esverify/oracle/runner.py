@@ -132,18 +132,24 @@ class Runner:
     def run(self) -> RunResult:
         import torch
 
-        from ..rng import numba_backend
+        from ..rng import backends
         # Our side on one torch thread and one noise thread: the profiles and the noise are thread-count
         # independent (docs/numerics.md §6), the references' threads run beside ours, and idle-spinning or
         # handed-off worker threads would compete with the children for the same cores.
-        threads, rng_threads = torch.get_num_threads(), numba_backend.threads()
+        numba_backend = None
+        if backends.numba_available():   # else the numpy backend draws, on one thread anyway
+            from ..rng import numba_backend
+        threads = torch.get_num_threads()
+        rng_threads = numba_backend.threads() if numba_backend else None
         torch.set_num_threads(1)
-        numba_backend.set_threads(1)
+        if numba_backend:
+            numba_backend.set_threads(1)
         try:
             return self._run()
         finally:
             torch.set_num_threads(threads)
-            numba_backend.set_threads(rng_threads)
+            if numba_backend:
+                numba_backend.set_threads(rng_threads)
 
     def _run(self) -> RunResult:
         opts = self.opts

@@ -72,7 +72,7 @@ class WarmProcess:
         """The exit code (minus the signal number), or None while it runs; does not reap."""
         if self.returncode is not None:
             return self.returncode
-        if _runs(self.pid):   # the server keeps it unreaped, so the pid is still this process: no round trip
+        if self.server.alive() and _runs(self.pid):   # the server keeps it unreaped: the pid is still it
             return None
         try:
             return self.server.request({"op": "poll", "pid": self.pid})["code"]
