@@ -34,10 +34,8 @@ from esverify.es import cpu_kernels
 
 try:
     import numba
-    from llvmlite import ir
-    from numba import types
-    from numba.extending import intrinsic
 
+    from ..rng.numba_backend import bits_to_f32, f32_to_bits
     from .cpu_kernels import fmaf
 except ImportError:  # pragma: no cover - numba is a dependency; the torch lines still work
     numba = None
@@ -46,24 +44,6 @@ except ImportError:  # pragma: no cover - numba is a dependency; the torch lines
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 if numba is not None:
-    @intrinsic
-    def _as_f32(typingctx, bits):
-        # the f32 whose bit pattern is the u32 `bits` (a register move, no conversion)
-        sig = types.float32(types.uint32)
-
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], ir.FloatType())
-        return sig, codegen
-
-    @intrinsic
-    def _bits32(typingctx, x):
-        # the u32 bit pattern of the f32 `x`
-        sig = types.uint32(types.float32)
-
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], ir.IntType(32))
-        return sig, codegen
-
     _TWO_M24 = np.float32(2.0 ** -24)
     #: 0.5, whose ulp is 2**-24, an f16 subnormal's unit: adding it puts those bits at the bottom, rounded
     _DENORM_MAGIC = ((127 - 15) + (23 - 10) + 1) << 23
@@ -79,29 +59,29 @@ if numba is not None:
         mant = h & 0x3FF
         sign = (h & 0x8000) << 16
         sub = np.float32(mant) * _TWO_M24                           # zero or subnormal: exact (mant < 2**10)
-        sub = _as_f32(np.uint32(_bits32(sub) | sign))
-        big = _as_f32(np.uint32(sign | 0x7F800000 | (mant << 13)))    # inf or NaN
-        normal = _as_f32(np.uint32(sign | ((exp + 112) << 23) | (mant << 13)))
+        sub = bits_to_f32(np.uint32(f32_to_bits(sub) | sign))
+        big = bits_to_f32(np.uint32(sign | 0x7F800000 | (mant << 13)))    # inf or NaN
+        normal = bits_to_f32(np.uint32(sign | ((exp + 112) << 23) | (mant << 13)))
         return sub if exp == 0 else (big if exp == 0x1F else normal)
 
     @numba.njit(inline="always")
     def _f16_narrow(v):
         # round to nearest even; v NaN gives unspecified bits (the loops discard such a result)
-        u = np.int64(_bits32(v))
+        u = np.int64(f32_to_bits(v))
         sign = u & 0x80000000
         u ^= sign
-        sub = np.int64(_bits32(_as_f32(np.uint32(u)) + _DENORM_MAGIC_F32)) - _DENORM_MAGIC   # the f32 adder rounds
+        sub = np.int64(f32_to_bits(bits_to_f32(np.uint32(u)) + _DENORM_MAGIC_F32)) - _DENORM_MAGIC   # the f32 adder rounds
         normal = (u - (112 << 23) + 0xFFF + ((u >> 13) & 1)) >> 13   # a carry into the exponent is right, to inf
         o = sub if u < 113 << 23 else (normal if u < (127 + 16) << 23 else 0x7C00)
         return np.int16(o | (sign >> 16))     # the low 16 bits, as the int16 view of the result stores them
 
     @numba.njit(inline="always")
     def _bf16_widen(h):
-        return _as_f32(np.uint32((np.int64(h) & 0xFFFF) << 16))
+        return bits_to_f32(np.uint32((np.int64(h) & 0xFFFF) << 16))
 
     @numba.njit(inline="always")
     def _bf16_narrow(v):
-        u = np.int64(_bits32(v))   # not NaN: the carry cannot leave the exponent except into infinity
+        u = np.int64(f32_to_bits(v))   # not NaN: the carry cannot leave the exponent except into infinity
         return np.int16((u + 0x7FFF + ((u >> 16) & 1)) >> 16)
 
     @numba.njit(inline="always")

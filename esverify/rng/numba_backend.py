@@ -71,7 +71,8 @@ _TWO_PI = K.TWO_PI
 
 
 @intrinsic
-def _f32_to_bits(typingctx, x):
+def f32_to_bits(typingctx, x):
+    """In numba code: the u32 bit pattern of the f32 `x` (an LLVM bitcast, no conversion)."""
     sig = types.uint32(types.float32)
 
     def codegen(context, builder, signature, args):
@@ -80,7 +81,8 @@ def _f32_to_bits(typingctx, x):
 
 
 @intrinsic
-def _bits_to_f32(typingctx, x):
+def bits_to_f32(typingctx, x):
+    """In numba code: the f32 whose bit pattern is the u32 `x` (an LLVM bitcast, no conversion)."""
     sig = types.float32(types.uint32)
 
     def codegen(context, builder, signature, args):
@@ -104,9 +106,9 @@ def poly32_pair(z):
     ua32 = F(np.float64((a >> _S11) + _ONE_U) * _TWO_M53)
     ub32 = F(np.float64(b >> _S11) * _TWO_M53)
     # ln(ua32), Cephes logf
-    bits = _f32_to_bits(ua32)
+    bits = f32_to_bits(ua32)
     e = F(np.int32(bits >> _S23) - _BIAS)
-    m = _bits_to_f32((bits & _MANT) | _HALF_EXP)
+    m = bits_to_f32((bits & _MANT) | _HALF_EXP)
     if m < _SQRT_HALF:
         e = e - _F1
         m = m + m
