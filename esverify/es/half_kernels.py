@@ -17,8 +17,8 @@ The conversions are spelled in bits, because numba has no f16 on the CPU:
 
 Which NaN a conversion returns is the one thing these lines would not
 match: torch's vector and scalar conversions give different NaN bits. So
-a call with a NaN anywhere (an input, the noise or a result) returns False
-having written only `out`, and the caller takes the torch lines; every
+a call with a NaN anywhere (an input, the noise or a result) returns None,
+having written only its own new buffer, and the caller takes the torch lines; every
 other value is IEEE-defined. tests/test_half_kernels.py compares every
 rounding boundary of both formats with torch's conversions, and the kernel
 with the torch lines of esverify.references.es_awd.profile.scaled_add.
@@ -70,7 +70,8 @@ if numba is not None:
         u = np.int64(f32_to_bits(v))
         sign = u & 0x80000000
         u ^= sign
-        sub = np.int64(f32_to_bits(bits_to_f32(np.uint32(u)) + _DENORM_MAGIC_F32)) - _DENORM_MAGIC   # the f32 adder rounds
+        # the f32 adder rounds the subnormal case
+        sub = np.int64(f32_to_bits(bits_to_f32(np.uint32(u)) + _DENORM_MAGIC_F32)) - _DENORM_MAGIC
         normal = (u - (112 << 23) + 0xFFF + ((u >> 13) & 1)) >> 13   # a carry into the exponent is right, to inf
         o = sub if u < 113 << 23 else (normal if u < (127 + 16) << 23 else 0x7C00)
         return np.int16(o | (sign >> 16))     # the low 16 bits, as the int16 view of the result stores them
@@ -159,9 +160,9 @@ def scaled_add(x: torch.Tensor, y: torch.Tensor, k: float, split: int) -> torch.
     x: 1-D contiguous CPU f16/bf16 tensor; y: 1-D, the same dtype, or f32 noise that is rounded to the
     dtype first (rd_dt(y), as the profile's perturb and accumulate do); k: a Python float holding the exact
     f32 scalar; split: elements [0, split) take the body line rd_dt(fma32(x, y, k)), the rest the tail line
-    rd_dt(x + f32(rd_dt(y * k))) (clamped to [0, len(x)]). Returns a new 1-D tensor of x's dtype, or None when the kernel does not
-    apply (see `usable`) or any NaN appears: then nothing was changed and the caller takes the torch
-    lines, which decide NaN bits as torch does. Raises nothing of its own.
+    rd_dt(x + f32(rd_dt(y * k))) (split clamped to [0, len(x)]). Returns a new 1-D tensor of x's dtype, or
+    None when the kernel does not apply (see `usable`) or any NaN appears: then nothing was changed and the
+    caller takes the torch lines, which decide NaN bits as torch does. Raises nothing of its own.
     """
     if not usable(x, y) or x.dim() != 1 or y.dim() != 1:
         return None
