@@ -181,10 +181,11 @@ def test_numba_cpu_path_equals_torch_path(n, data_seed, coeff, chunk):
 
 @settings(max_examples=examples(20))
 @given(dtypes, st.sampled_from(["l1", "l2"]), st.sampled_from([0.0, 0.01, 0.5, 0.9]), st.integers(0, 2**32 - 1),
-       st.integers(0, 80))
-def test_anchor_decay_alone_equals_reference(dt, kind, a_step, data_seed, n):
+       st.integers(0, 80), st.sampled_from([None, "cpu", "cuda"]))
+def test_anchor_decay_alone_equals_reference(dt, kind, a_step, data_seed, n, rule):
     """apply_anchor_decay_ (the public decay-only entry point) equals docs/numerics.md §5 line by line,
-    including the l1 zeros of small deltas and signed zeros."""
+    including the l1 zeros of small deltas and signed zeros, under es-awd's CPU rule and its `cuda` rule
+    (computed here on CPU tensors: the rule, not the device, picks the l1 step's rounding)."""
     from esverify.es import apply_anchor_decay_
     rng = np.random.default_rng(data_seed)
     anchor = make_param(rng, (n,), dt)
@@ -195,8 +196,42 @@ def test_anchor_decay_alone_equals_reference(dt, kind, a_step, data_seed, n):
         anchor[2] = 0.0
     t, q = to_torch(theta), to_torch(anchor)
     apply_anchor_decay_([t], [q], kind, lam=a_step / 0.1 if a_step else 1.0, alpha=0.1 if a_step else 0.0,
-                        chunk_elements=13)
-    assert_bitwise(t, R.anchor_decay(theta, anchor, kind, 0.1 * (a_step / 0.1) if a_step else 0.0), f"{kind} {dt}")
+                        profile="es-awd", rule=rule, chunk_elements=13)
+    assert_bitwise(t, R.anchor_decay(theta, anchor, kind, 0.1 * (a_step / 0.1) if a_step else 0.0, rule),
+                   f"{kind} {dt} {rule}")
+
+
+def test_l1_step_rounding_by_rule_known_answer():
+    """bf16 l1 decay with step 0.01 of d = +-0.010009765625 (= bf16(0.01)) toward 0: the CPU rule subtracts
+    the step rounded to bf16 and reaches 0; the `cuda` rule (torch's CUDA kernel keeps the Python scalar in
+    f32, measured on an H200) subtracts rd32(0.01) = 0.0099999998 and leaves +-bf16(9.766e-6) = 0x3724."""
+    from esverify.es.decay import decay_chunk
+    theta = torch.tensor([0.010009765625, -0.010009765625], dtype=torch.bfloat16)
+    anchor = torch.zeros(2, dtype=torch.bfloat16)
+    patterns = {rule: [v & 0xFFFF for v in decay_chunk(theta, anchor, "l1", 0.01, rule).view(torch.int16).tolist()]
+                for rule in (None, "cpu", "portable", "cuda")}
+    assert patterns == {None: [0, 0], "cpu": [0, 0], "portable": [0, 0], "cuda": [0x3724, 0xB724]}
+    want = R.anchor_decay(to_np(theta), to_np(anchor), "l1", 0.01, "cuda")
+    assert [int(v) for v in want.view(np.uint16)] == [0x3724, 0xB724]
+
+
+@pytest.mark.cuda
+@settings(max_examples=examples(30))
+@given(st.sampled_from(["f32", "f16", "bf16"]), st.sampled_from(["l1", "l2"]), st.sampled_from([1e-5, 0.01, 0.5]),
+       st.integers(0, 2**32 - 1), st.integers(1, 5000))
+def test_cuda_decay_is_torchs_own_lines(dt, kind, step, data_seed, n):
+    """On CUDA, es-awd's decay lines in torch itself (delta = p - ref; l1: sign(delta) * clamp(|delta| - step,
+    min=0); l2: delta * (1 - step); p = delta + ref) give the `cuda` rule's bits."""
+    from esverify.es.decay import decay_chunk
+    rng = np.random.default_rng(data_seed)
+    anchor = make_param(rng, (n,), dt)
+    theta = (anchor.astype(np.float32) + make_param(rng, (n,), "f32", scale=2 * step)).astype(anchor.dtype)
+    p, ref = to_torch(theta).cuda(), to_torch(anchor).cuda()
+    delta = p - ref
+    delta = delta * (1 - step) if kind == "l2" else torch.sign(delta) * torch.clamp(delta.abs() - step, min=0)
+    theirs = (delta + ref).cpu()
+    assert_bitwise(decay_chunk(p, ref, kind, step, "cuda").cpu(), to_np(theirs), f"{kind} {dt} step={step}")
+    assert_bitwise(theirs, R.anchor_decay(theta, anchor, kind, step, "cuda"), f"{kind} {dt} step={step}")
 
 
 @pytest.mark.parametrize("profile", ["es-at-scale", "es-awd"])

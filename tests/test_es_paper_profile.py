@@ -195,6 +195,45 @@ def test_div_torch_kernel_reference(data, name, n):
     assert np.array_equal(bits(es_paper.div_int(to_t(x), n)), bits(want))
 
 
+def test_cuda_rule_divides_by_the_f32_reciprocal_known_answer():
+    """Rule `cuda` (torch's CUDA div_ by an int, measured on an H200: a multiply by the f32 reciprocal):
+    f32 3.0 / 30 is 3 * rd32(1/30) = 0x3dccccce, one ulp above the true division of rule `cpu`."""
+    t = torch.tensor([3.0])
+    assert bits(es_paper.div_int(t, 30, "cuda"))[0] == 0x3DCCCCCE
+    assert bits(es_paper.div_int(t, 30, "cpu"))[0] == 0x3DCCCCCD
+    assert bits(P.div(np.array([3.0], np.float32), 30, "cuda"))[0] == 0x3DCCCCCE
+    assert es_paper.reciprocal32(30) == float(np.float32(1.0) / np.float32(30.0))
+    assert (es_paper.rule_for("cuda:0"), es_paper.rule_for("cpu"), es_paper.PROFILE.rules) == ("cuda", "cpu",
+                                                                                               ("cpu", "cuda"))
+    with pytest.raises(ValueError, match="unknown es-paper rule"):
+        es_paper.div_int(t, 30, "portable")
+
+
+@SETTINGS
+@given(data=st.data(), name=DTYPE_NAMES,
+       n=st.one_of(st.integers(1, 64), st.integers(1, 10 ** 7), st.sampled_from([30, 1000, 2 ** 24 + 1])))
+def test_cuda_rule_div_equals_the_model(data, name, n):
+    """The profile's `cuda` division equals the straight-line model's line, bit for bit."""
+    x = data.draw(finite_arrays(name))
+    with np.errstate(all="ignore"):
+        want = P.div(x, n, "cuda")
+    assert np.array_equal(bits(es_paper.div_int(to_t(x), n, "cuda")), bits(want))
+
+
+@pytest.mark.cuda
+@SETTINGS
+@given(data=st.data(), name=DTYPE_NAMES,
+       n=st.one_of(st.integers(1, 64), st.integers(1, 10 ** 7), st.sampled_from([30, 1000, 2 ** 24 + 1])))
+def test_cuda_div_kernel_is_the_cuda_rule(data, name, n):
+    """torch's own ``div_(n)`` on a CUDA tensor gives the `cuda` rule's bits."""
+    x = data.draw(finite_arrays(name))
+    with np.errstate(all="ignore"):
+        want = P.div(x, n, "cuda")
+    t = to_t(x).cuda()
+    t.div_(n)
+    assert np.array_equal(bits(t.cpu()), bits(want))
+
+
 def test_ops_on_large_tensors_and_every_tail():
     """Sizes 1..130 and 100003 with 1 and 2 torch threads: no per-thread tail as under es-awd."""
     rng = np.random.default_rng(5)
@@ -258,7 +297,7 @@ def test_profile_update_and_perturb_equal_script_and_reference(data, name, membe
 
 def test_profile_is_registered_and_trainer_uses_it():
     prof = get_profile("es-paper")
-    assert prof.version == es_paper.VERSION == 1 and prof.rules == ("cpu",)
+    assert prof.version == es_paper.VERSION == 1 and prof.rules == ("cpu", "cuda")
     assert prof.scale(0.0005, 30) == (0.0005, 30)
     assert get_profile("es-at-scale").scale(0.5, 4) == 0.125
     w = torch.tensor(np.linspace(-1, 1, 21, dtype=np.float32)).to(torch.float16)
@@ -396,7 +435,7 @@ def test_goldens_catch_a_reciprocal_division(monkeypatch, tmp_path):
     for f in ("es-paper.json", "schema.json"):
         shutil.copy(src / f, tmp_path / f)
     assert gate.check(tmp_path, areas=["es-paper"], backends=["torch-cpu"]).exit_code(strict=True) == 0
-    monkeypatch.setattr(es_paper, "div_int", lambda x, n: es_paper.mul_scalar(x, 1.0 / n))
+    monkeypatch.setattr(es_paper, "div_int", lambda x, n, rule="cpu": es_paper.mul_scalar(x, 1.0 / n))
     result = gate.check(tmp_path, areas=["es-paper"], backends=["torch-cpu"])
     assert result.exit_code(strict=True) == 1
 

@@ -5,12 +5,20 @@ After each update, with step a = alpha * lambda (f64)::
     d = rd_dt(f32(theta) - f32(theta0))
     l2: d = rd_dt(f32(d) * rd32(1 - a))                         (a < 1)
     l1: u = rd_dt(|f32(d)| - b),  b = rd32(a) for f32, f32(rd_dt(rd32(a))) otherwise
+        (rule `cuda`: b = rd32(a) for every dtype)
         v = u if u >= 0 else +0     (IEEE: u = -0 stays -0)
         d = sign(d) * v             (a real multiplication: zero signs follow IEEE)
     theta = rd_dt(f32(d) + f32(theta0))
 
-The same formula serves both profiles. Elementwise, so chunking, thread
-count and device do not change a bit. lambda = 0 means no decay.
+The same formula serves every profile, with one difference by rule: the
+reference's ``delta.abs() - step`` with a Python float step. Torch's CPU
+kernel rounds that scalar to the f16/bf16 dtype first; its CUDA kernel
+keeps it in f32 (measured on an H200, torch 2.11: 0 of 5 x 2**20 elements
+differ from b = rd32(a) for f16 and for bf16, and 10**5 to 5 * 10**5 of
+each 2**20 from the CPU reading). So the profile rule `cuda` (es-awd's on
+CUDA devices) takes b = rd32(a); every other rule the CPU reading.
+Elementwise, so chunking and thread count do not change a bit.
+lambda = 0 means no decay.
 `check_decay` is the only validation of a decay setting: Config uses it
 too, so both entry points give the same messages.
 
@@ -28,13 +36,25 @@ from .numerics import DEFAULT_CHUNK, DTYPES, rd32, rd_dt32, round_to, scalar32, 
 DECAYS = ("none", "l1", "l2")
 
 
-def decay_chunk(theta: torch.Tensor, anchor: torch.Tensor, kind: str, a: float) -> torch.Tensor:
+#: the profile rules under which the l1 step enters the subtraction as an f32 scalar (torch's CUDA kernels)
+F32_STEP_RULES = ("cuda",)
+
+
+def l1_step(a: float, dtype: torch.dtype, rule: str | None) -> float:
+    """b of the l1 line as a Python float: rd32(a) for f32 or a rule in F32_STEP_RULES, else f32(rd_dt(rd32(a)))."""
+    return rd32(a) if rule in F32_STEP_RULES else rd_dt32(a, dtype)
+
+
+def decay_chunk(theta: torch.Tensor, anchor: torch.Tensor, kind: str, a: float,
+                rule: str | None = None) -> torch.Tensor:
     """New values of one chunk of theta after anchored decay `kind` with step `a` (docs/numerics.md §5).
 
     theta, anchor: 1-D chunks of one dtype (f32/f16/bf16), length and
     device; kind: "l1" or "l2" (ValueError otherwise; "none" is the
     caller's business); a = alpha * lambda (f64), already validated by
-    `check_decay`. Returns a new tensor of theta's dtype; theta is unchanged.
+    `check_decay`; rule: the profile rule of theta's device (`cuda` keeps
+    the l1 step in f32; None or any other rule: the CPU reading). Returns a
+    new tensor of theta's dtype; theta is unchanged.
     """
     dt, dev = theta.dtype, theta.device
     d = round_to(widen(theta) - widen(anchor), dt)
@@ -42,7 +62,7 @@ def decay_chunk(theta: torch.Tensor, anchor: torch.Tensor, kind: str, a: float) 
         d = round_to(widen(d) * scalar32(rd32(1.0 - a), dev), dt)
     elif kind == "l1":
         d32 = widen(d)
-        u = round_to(d32.abs() - scalar32(rd_dt32(a, dt), dev), dt)
+        u = round_to(d32.abs() - scalar32(l1_step(a, dt, rule), dev), dt)
         v = torch.where(u >= 0, u, torch.zeros((), dtype=dt, device=dev))
         d = torch.sign(d) * v
     else:
@@ -92,13 +112,14 @@ def apply_anchor_decay_(params, anchors, decay: str, lam: float, alpha: float,
     params, anchors: equal-length sequences of contiguous f32/f16/bf16
     tensors, pairwise of equal shape, dtype and device. decay: "none", "l1"
     or "l2"; lam >= 0 (0 or "none": nothing changes); alpha >= 0 (the
-    step is alpha * lam in f64). `profile` and `rule` are accepted for
-    symmetry with the update (the decay formula is the same under every
-    profile and rule) and only validated. Raises ValueError (naming the
-    argument) before changing anything.
+    step is alpha * lam in f64). `rule` picks the l1 step's rounding
+    (`decay_chunk`); without it, `profile`'s rule for each tensor's device
+    (es-awd on CUDA: `cuda`), and without either the CPU reading on every
+    device. Raises ValueError (naming the argument) before changing anything.
     """
     from .profiles import get_profile
     a = check_decay(decay, lam, alpha)
+    prof = None
     if profile is not None:
         prof = get_profile(profile)
         if rule is not None and rule not in prof.rules:
@@ -120,6 +141,7 @@ def apply_anchor_decay_(params, anchors, decay: str, lam: float, alpha: float,
     with torch.no_grad():
         for p, q in zip(params, anchors):
             flat, qflat = p.detach().view(-1), q.detach().view(-1)
+            p_rule = rule if rule is not None or prof is None else prof.rule_for(p.device)
             for s in range(0, flat.numel(), chunk):
                 e = min(flat.numel(), s + chunk)
-                flat[s:e].copy_(decay_chunk(flat[s:e], qflat[s:e], decay, a))
+                flat[s:e].copy_(decay_chunk(flat[s:e], qflat[s:e], decay, a, p_rule))

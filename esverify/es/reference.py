@@ -43,14 +43,14 @@ def _sign(d32: np.ndarray) -> np.ndarray:
     return np.where(d32 > 0, np.float32(1), np.where(d32 < 0, np.float32(-1), np.float32(0)))
 
 
-def anchor_decay(theta: np.ndarray, anchor: np.ndarray, kind: str, a: float) -> np.ndarray:
-    """docs/numerics.md §5, line by line; a = alpha * lambda (f64)."""
+def anchor_decay(theta: np.ndarray, anchor: np.ndarray, kind: str, a: float, rule: str | None = None) -> np.ndarray:
+    """docs/numerics.md §5, line by line; a = alpha * lambda (f64); rule `cuda`: the l1 step stays f32."""
     name = dtype_name(theta)
     d = rd(f32(theta) - f32(anchor), name)
     if kind == "l2":
         d = rd(f32(d) * rd32s(1.0 - a), name)
     elif kind == "l1":
-        b = rd32s(a) if name == "f32" else f32(rd(np.float32(a), name))
+        b = rd32s(a) if name == "f32" or rule == "cuda" else f32(rd(np.float32(a), name))
         u = rd(np.abs(f32(d)) - b, name)
         v = np.where(f32(u) >= 0, f32(u), np.float32(0.0))
         d = rd(_sign(f32(d)) * v, name)
@@ -134,12 +134,15 @@ def update(cfg: dict, params: list, iteration: int, rewards, anchor: list | None
     else:
         terms = list(enumerate(float(c) for c in coeffs))
     decay_on = cfg["anchor_decay"] != "none" and cfg["anchor_lambda"] > 0
+    from .profiles import get_profile
+    # the decay reads the rule only where the profile has it (es-at-scale's one rule is device-independent)
+    decay_rule = rule if rule in get_profile(cfg["profile"]).rules else None
     out = []
     for slot, p in enumerate(params):
         eps_list = [noise(cfg, iteration, m, slot, p.size).reshape(p.shape) for m, _ in terms]
         cs = [c for _, c in terms]
         new = lines.update(p, eps_list, cs, cfg["alpha"], n, rule or lines.cpu_rule)
         if decay_on:
-            new = anchor_decay(new, anchor[slot], cfg["anchor_decay"], cfg["alpha"] * cfg["anchor_lambda"])
+            new = anchor_decay(new, anchor[slot], cfg["anchor_decay"], cfg["alpha"] * cfg["anchor_lambda"], decay_rule)
         out.append(new)
     return out, coeffs

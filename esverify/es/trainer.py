@@ -401,7 +401,7 @@ class Trainer:
                     self.profile.apply(flat[start:end], acc, scale, rule, start, n, flat[start:end])
                     if decay_step is not None:
                         flat[start:end].copy_(decay_chunk(flat[start:end], anchor[start:end], cfg.anchor_decay,
-                                                          decay_step))
+                                                          decay_step, rule))
         if self._run_log is not None:
             self._log_iteration(terms)
         self._evaluated = []

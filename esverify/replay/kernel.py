@@ -164,7 +164,7 @@ def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: in
             for a, b in subs:
                 prof.apply(target[a:b], acc[a:b], scale, rule, first + a, numel, target[a:b])
                 if step is not None:
-                    target[a:b].copy_(decay_chunk(target[a:b], anchor[a:b], job.decay, step))
+                    target[a:b].copy_(decay_chunk(target[a:b], anchor[a:b], job.decay, step, rule))
 
 
 def _residue_and_update(job: Job, prof, rule, theta, acc, eps_of, first, numel, drawn, subs, scratch, kept, seeds,

@@ -17,8 +17,9 @@ Two named rules, chosen by the parameter's device:
   elements) the body is fma32 followed by rd_dt: 247 elements differ from
   the single rounding and none from fma-then-round. This module implements
   the measurement, which is what docs/numerics.md §3 states.
-- `cuda` (unverified until a GPU run): rd_dt(fma32(f32(x), f32(y), rd32(a)))
-  for every element, scale kept in f32, no tail.
+- `cuda`: rd_dt(fma32(f32(x), f32(y), rd32(a))) for every element, scale
+  kept in f32, no tail (measured on an H200, torch 2.11: 0 of 5 x 2**20
+  elements differ per dtype; docs/numerics.md §3).
 
 perturb: theta <- scaled add of q(eps) = rd_dt(eps) with a = s;
 update: acc = 0 (dtype dt); acc <- scaled add of q(eps_n) with a = C_n;

@@ -10,8 +10,8 @@ Design record:
   generator by definition, so native vectors draw it with ``torch.randn``
   and hold CPU values (bitwise only on torch CPU of the same version).
   The gate recomputes through esverify.references.es_paper.loop.run_paper_loop on
-  every CPU target of esverify.rng.backend_targets() (the profile is
-  measured on CPU only, so no CUDA target).
+  every CPU target of esverify.rng.backend_targets() (the vectors hold
+  rule `cpu` values; rule `cuda` divides by a reciprocal, so no CUDA target).
 - The reward must be language-neutral and exact: prompt k of a copy with
   parameters x (every slot widened to f64, concatenated in slot order) is
   ``math.fsum([bias_k] + [w_k,i * x_i for i])`` (f64 products, one

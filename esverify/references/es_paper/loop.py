@@ -144,7 +144,7 @@ def run_paper_loop(names, tensors, *, iterations: int, population: int = 30, sig
     draw = _drawer(noise, iid, mapping, backend)
     seeds_of = seed_stream(initial_seed, population)
     prof = es_paper.PROFILE
-    rule = es_paper.RULE
+    rule = es_paper.rule_for(tensors[0].device) if tensors else es_paper.RULE
     with torch.no_grad():
         copies = [[t.detach().clone().contiguous() for t in tensors] for _ in range(gpu_threads)]
         tape = {"names": names, "profile": prof.name, "profile_version": prof.version, "noise": noise,

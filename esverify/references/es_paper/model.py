@@ -30,8 +30,11 @@ def add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return rd(f32(x) + f32(y), dtype_name(x))
 
 
-def div(x: np.ndarray, n: int) -> np.ndarray:
-    """``x.div_(n)``: rd_dt(rd32(f32(x) / rd32(n))), a true division (not x * (1/n))."""
+def div(x: np.ndarray, n: int, rule: str = "cpu") -> np.ndarray:
+    """``x.div_(n)``: rule `cpu` rd_dt(rd32(f32(x) / rd32(n))), a true division (not x * (1/n));
+    rule `cuda` rd_dt(rd32(f32(x) * rd32(1 / rd32(n)))), torch's CUDA kernel (the f32 reciprocal)."""
+    if rule == "cuda":
+        return rd(f32(x) * (np.float32(1.0) / rd32s(float(n))), dtype_name(x))
     return rd(f32(x) / rd32s(float(n)), dtype_name(x))
 
 
@@ -40,17 +43,17 @@ def perturb(theta: np.ndarray, q: np.ndarray, s: float) -> np.ndarray:
     return add(theta, mul(q, s))
 
 
-def update(theta: np.ndarray, q_list, coeffs, alpha: float, population: int) -> np.ndarray:
+def update(theta: np.ndarray, q_list, coeffs, alpha: float, population: int, rule: str = "cpu") -> np.ndarray:
     """The update of one parameter: acc = zeros (theta's dtype); acc += q_n * C_n in order;
     acc /= N; theta += alpha * acc, each a separate rounding in theta's dtype (docs/numerics.md §3).
 
     q_list: noise arrays in theta's dtype (``randn(dtype=dt)``), one per coefficient (f64 values;
-    the scripts pass f32 values). Returns a new array of theta's dtype.
+    the scripts pass f32 values); rule: "cpu" or "cuda" (`div`). Returns a new array of theta's dtype.
     """
     acc = np.zeros(theta.shape, theta.dtype)
     for q, c in zip(q_list, coeffs):
         acc = add(acc, mul(q, c))
-    return add(theta, mul(div(acc, population), alpha))
+    return add(theta, mul(div(acc, population, rule), alpha))
 
 
 def normalise(member_rewards) -> tuple[np.ndarray, np.ndarray]:

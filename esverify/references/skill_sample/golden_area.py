@@ -14,8 +14,8 @@ Expected values come from `esverify.references.skill_sample.model` (numpy and
 ml_dtypes, the scalar RNG reference), imported only by `generate`;
 `recompute` runs `esverify.references.skill_sample.loop.run_skill_loop` (torch) on CPU
 with the noise backend of each target of `esverify.rng.backend_targets()`
-(native vectors do not use it; torch-cuda is not a target: the profile's
-one rule is `cpu`). The area's version is the profile's version.
+(native vectors do not use it; torch-cuda is not a target: the vectors
+hold rule `cpu` values, computed on the CPU). The area's version is the profile's version.
 
 Hand-picked vectors pin the measured roundings random runs rarely reach:
 ``noise-double-rounding-f16`` / ``-bf16`` (zero parameters, sigma 1: the

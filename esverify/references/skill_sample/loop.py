@@ -141,7 +141,7 @@ def run_skill_loop(flat: torch.Tensor, *, generations: int, population: int, sig
                    backend: str | None = None, reward: Callable[[torch.Tensor], float]) -> dict:
     """The page's es_train_loop on our side, profile `skill-sample` v1 (docs/numerics.md §8).
 
-    flat: the flat parameter vector (1-D CPU tensor, f32, f16 or bf16;
+    flat: the flat parameter vector (1-D CPU or CUDA tensor, f32, f16 or bf16;
     ``parameters_to_vector(model.parameters())``); it is not modified.
     generations >= 0, 1 <= population <= 30, sigma != 0 and lr finite
     Python floats, seed_base an int. noise: "native" (numpy's legacy
