@@ -32,6 +32,7 @@ ALLOWED: dict = {}
 LAYERS = [
     # 0: leaves shared by everything; the references registry esverify.registry (it names no module of esverify but by string)
     {"esverify", "esverify.bits", "esverify.exactsum", "esverify.paths", "esverify.console", "esverify.forksafe", "esverify.interrupt",
+     "esverify.procstat",
      "esverify.registry",
      "esverify.gitinfo", "esverify.jsonin", "esverify.numerics_probe", "esverify.outputs", "esverify.report",
      "esverify.reportset", "esverify.cliutil"},

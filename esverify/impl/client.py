@@ -37,6 +37,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
+from .. import procstat
 from . import wire
 
 DEFAULT_DEADLINE_S = 60.0      #: per request, unless the call gives its own
@@ -105,22 +106,11 @@ def group_members(pgid: int) -> list[int]:
     found = []
     for name in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if os.getpgid(int(name)) == pgid and _running(int(name)):
+            if os.getpgid(int(name)) == pgid and procstat.running(int(name), zombie_threads=True):
                 found.append(int(name))
         except OSError:          # exited meanwhile
             continue
     return found
-
-
-def _running(pid: int) -> bool:
-    """Whether process `pid` has not exited: its state (the field of /proc/PID/stat after the command name,
-    which may hold spaces and parentheses) is not Z or X, or it is Z with threads left (a process whose
-    main thread exited shows Z while its other threads still run or die)."""
-    with open(f"/proc/{pid}/stat", "rb") as fh:
-        state = fh.read().rsplit(b")", 1)[-1].split()[0]
-    if state not in (b"Z", b"X"):
-        return True
-    return state == b"Z" and len(os.listdir(f"/proc/{pid}/task")) > 1
 
 
 def wait_group_gone(pgid: int, seconds: float) -> list[int]:

@@ -27,24 +27,14 @@ import threading
 import time
 from pathlib import Path
 
+from .. import procstat
+
 SERVER = Path(__file__).with_name("warm_server.py")
 MAX_PACKET = 1 << 20
 
 
 class WarmStartError(RuntimeError):
     """The server did not start, died, or refused a request."""
-
-
-def _runs(pid: int) -> bool:
-    """Whether /proc shows process `pid` in a running state (not a zombie, not dead). False where /proc
-    cannot tell: the caller then asks the server. A run polls each child before every request and while
-    it waits for a reply; asking the server each time was a round trip of both processes' CPU."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read().rsplit(b")", 1)[-1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in (b"Z", b"X")
 
 
 class WarmProcess:
@@ -72,7 +62,10 @@ class WarmProcess:
         """The exit code (minus the signal number), or None while it runs; does not reap."""
         if self.returncode is not None:
             return self.returncode
-        if self.server.alive() and _runs(self.pid):   # the server keeps it unreaped: the pid is still it
+        # the server keeps it unreaped, so the pid is still it. False where /proc cannot tell: ask the
+        # server. A run polls each child before every request and while it waits for a reply; asking the
+        # server each time was a round trip of both processes' CPU
+        if self.server.alive() and procstat.running(self.pid):
             return None
         try:
             return self.server.request({"op": "poll", "pid": self.pid})["code"]
