@@ -349,8 +349,8 @@ def test_an_l1_decay_that_drops_the_sign_of_zero_fails_the_decay_and_step_vector
     from esverify.es import decay, trainer
     real = decay.decay_chunk
 
-    def plus_zero(theta, anchor, kind, a):
-        out = real(theta, anchor, kind, a)
+    def plus_zero(theta, anchor, kind, a, rule=None):
+        out = real(theta, anchor, kind, a, rule)
         return torch.where(out == 0, torch.zeros_like(out), out) if kind == "l1" else out
     monkeypatch.setattr(decay, "decay_chunk", plus_zero)
     monkeypatch.setattr(trainer, "decay_chunk", plus_zero)
