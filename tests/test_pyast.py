@@ -25,6 +25,14 @@ def test_no_module_of_the_package_calls_ast_parse_but_pyast():
     assert calls == [], calls
 
 
+def test_every_npz_read_of_the_package_holds_the_parse_lock():
+    """np.load parses .npy headers with ast: each call in the package sits in a `pyast.exclusive()` block."""
+    calls = [f"{p.relative_to(PACKAGE)}:{n}" for p in sorted(PACKAGE.rglob("*.py"))
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\b(np|numpy)\.load\(", line) and "pyast.exclusive()" not in line]
+    assert calls == [], calls
+
+
 def test_parse_gives_ast_parse_s_tree_and_errors():
     source = (PACKAGE / "oracle" / "blame.py").read_text(encoding="utf-8")
     assert ast.dump(pyast.parse(source)) == ast.dump(ast.parse(source))
@@ -82,3 +90,55 @@ def test_parse_tries_again_when_cpython_reports_the_recursion_count_out_of_step(
     with pytest.raises(SystemError, match="another"):
         pyast.parse("x = 1\n", filename="c.py")
     assert calls == ["c.py"]
+
+
+def _peak_of_asts_built_at_once(monkeypatch, work, threads=4) -> tuple[int, int]:
+    """(most ast.parse calls in flight at once, calls) while `threads` threads run `work`; each parse is
+    held open a little so that an overlap, when the code allows one, is seen."""
+    import time
+    real, guard, state = ast.parse, threading.Lock(), {"now": 0, "peak": 0, "calls": 0}
+
+    def spy(*args, **kwargs):
+        with guard:
+            state["now"] += 1
+            state["calls"] += 1
+            state["peak"] = max(state["peak"], state["now"])
+        try:
+            time.sleep(0.001)
+            return real(*args, **kwargs)
+        finally:
+            with guard:
+                state["now"] -= 1
+
+    monkeypatch.setattr(ast, "parse", spy)
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    monkeypatch.setattr(ast, "parse", real)
+    return state["peak"], state["calls"]
+
+
+def test_parameter_set_reads_never_build_an_ast_beside_a_parse(monkeypatch, tmp_path):
+    """numpy reads each .npy header with ast.literal_eval (ast.parse): the parent's reference threads read
+    thousands of .npz files while others parse. paramsets.read holds pyast's lock, so no two ASTs are
+    built at once; numpy's own np.load, in the same threads, does overlap (the spy can see it)."""
+    import numpy as np
+    import torch
+
+    from esverify.oracle import paramsets
+    path = paramsets.write(tmp_path / "set.npz", ["a", "b"], [torch.zeros(3), torch.ones(2, dtype=torch.float16)])
+
+    def ours():
+        for _ in range(15):
+            assert paramsets.read(path)[0] == ["a", "b"]
+            pyast.parse("x = (1, 2)\n")
+
+    def bare():
+        for _ in range(15):
+            with np.load(path) as data:
+                data["slot0"]
+    assert _peak_of_asts_built_at_once(monkeypatch, ours)[0] == 1
+    peak, calls = _peak_of_asts_built_at_once(monkeypatch, bare)
+    assert peak > 1 and calls >= 4 * 15

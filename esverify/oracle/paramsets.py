@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import bits
+from .. import bits, pyast
 from ..es.numerics import NAME_DTYPES
 
 DTYPES = NAME_DTYPES                    #: "f32"/"f16"/"bf16" -> torch dtype, in that order
@@ -144,7 +144,7 @@ def write(path: Path, names, tensors, ties=()) -> Path:
 
 def read(path: Path) -> tuple[list[str], list[np.ndarray], list[str]]:
     """(names or [], bit arrays, dtype names) of a set or a child's result file."""
-    with np.load(path) as data:
+    with pyast.exclusive(), np.load(path) as data:   # numpy parses each header with ast (esverify.pyast)
         dtypes = [str(d) for d in data["dtypes"]]
         names = [str(n) for n in data["names"]] if "names" in data else []
         arrays = [data[f"slot{k}"] for k in range(len(dtypes))]

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from esverify.oracle import compare as _compare
+from esverify import pyast
 from esverify.oracle import paramsets
 from esverify.oracle.noise_policy import BackendRefused
 
@@ -114,24 +115,25 @@ def compare_steps(ours, tape, case, s, peft_shapes, names, source, first_step=0)
         g = step // s["spa"]
         if not record.get("adapters"):
             return f"es_step {step}: the trainer's engines served no adapters", notes
-        with np.load(record["adapters"]) as arrays:
-            for m in range(case.population):
-                for l, (peft, (o, n_in)) in enumerate(peft_shapes):
-                    key = f"m{m}.l{l}.BA"
-                    if key not in arrays.files:
-                        return f"es_step {step}: member {m} was never evaluated with an adapter for {peft}", notes
-                    mine = _bits16(ours.perturbations[g][m][peft])
-                    theirs = arrays[key]
-                    if mine.shape != theirs.shape or not np.array_equal(mine, theirs.astype(np.uint16)):
-                        bad = int(np.count_nonzero(mine != theirs)) if mine.shape == theirs.shape else "shape"
-                        return (f"es_step {step} member {m}: the evaluated perturbation B·A of {peft} differs "
-                                f"({bad} of {mine.size} f16 elements)", notes)
-                    if not factor_diffs:
-                        a, b = source(g, m // 2, l, s["rank"], o, n_in)
-                        A, B = lowrank.adapter_factors(a, b, case.sigma, s["rank"], m)
-                        if not (np.array_equal(_bits16(A), arrays[f"m{m}.l{l}.A"].astype(np.uint16))
-                                and np.array_equal(_bits16(B), arrays[f"m{m}.l{l}.B"].astype(np.uint16))):
-                            factor_diffs.append((step, m, peft))
+        with pyast.exclusive(), np.load(record["adapters"]) as stored:   # headers parsed by ast: esverify.pyast
+            arrays = {key: stored[key] for key in stored.files}
+        for m in range(case.population):
+            for l, (peft, (o, n_in)) in enumerate(peft_shapes):
+                key = f"m{m}.l{l}.BA"
+                if key not in arrays:
+                    return f"es_step {step}: member {m} was never evaluated with an adapter for {peft}", notes
+                mine = _bits16(ours.perturbations[g][m][peft])
+                theirs = arrays[key]
+                if mine.shape != theirs.shape or not np.array_equal(mine, theirs.astype(np.uint16)):
+                    bad = int(np.count_nonzero(mine != theirs)) if mine.shape == theirs.shape else "shape"
+                    return (f"es_step {step} member {m}: the evaluated perturbation B·A of {peft} differs "
+                            f"({bad} of {mine.size} f16 elements)", notes)
+                if not factor_diffs:
+                    a, b = source(g, m // 2, l, s["rank"], o, n_in)
+                    A, B = lowrank.adapter_factors(a, b, case.sigma, s["rank"], m)
+                    if not (np.array_equal(_bits16(A), arrays[f"m{m}.l{l}.A"].astype(np.uint16))
+                            and np.array_equal(_bits16(B), arrays[f"m{m}.l{l}.B"].astype(np.uint16))):
+                        factor_diffs.append((step, m, peft))
         theirs_rewards = record.get("rewards") or []
         mine_rewards = [[_hexf(v) for v in row] for row in ours.rewards[i]]
         if theirs_rewards != mine_rewards:
