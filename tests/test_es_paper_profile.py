@@ -68,6 +68,8 @@ SCALARS = st.one_of(st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False, 
                     st.builds(lambda m, e: math.ldexp(m, e), st.integers(-64, 64), st.integers(-30, 4)),
                     st.sampled_from([0.001, -0.001, 0.0005, 1 / 3, 1e-39, -1e-39, 2.5e-4, 0.0]))
 DTYPE_NAMES = st.sampled_from(["f32", "f16", "bf16"])
+# populations N of div_(N): small, any, and ones whose f32 reciprocal or quotient is delicate
+DIVISORS = st.one_of(st.integers(1, 64), st.integers(1, 10 ** 7), st.sampled_from([30, 1000, 2 ** 24 + 1]))
 
 
 # -- known answers ----------------------------------------------------------------------------------
@@ -183,8 +185,7 @@ def test_add_torch_kernel_reference(data, name):
 
 
 @SETTINGS
-@given(data=st.data(), name=DTYPE_NAMES,
-       n=st.one_of(st.integers(1, 64), st.integers(1, 10 ** 7), st.sampled_from([30, 1000, 2 ** 24 + 1])))
+@given(data=st.data(), name=DTYPE_NAMES, n=DIVISORS)
 def test_div_torch_kernel_reference(data, name, n):
     x = data.draw(finite_arrays(name))
     t = to_t(x)
@@ -209,29 +210,20 @@ def test_cuda_rule_divides_by_the_f32_reciprocal_known_answer():
         es_paper.div_int(t, 30, "portable")
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
 @SETTINGS
-@given(data=st.data(), name=DTYPE_NAMES,
-       n=st.one_of(st.integers(1, 64), st.integers(1, 10 ** 7), st.sampled_from([30, 1000, 2 ** 24 + 1])))
-def test_cuda_rule_div_equals_the_model(data, name, n):
-    """The profile's `cuda` division equals the straight-line model's line, bit for bit."""
+@given(data=st.data(), name=DTYPE_NAMES, n=DIVISORS)
+def test_cuda_rule_div_equals_the_model_and_torchs_cuda_kernel(device, data, name, n):
+    """The profile's `cuda` division equals the straight-line model's line, bit for bit, on either device;
+    on a CUDA device torch's own ``div_(n)`` gives the same bits."""
     x = data.draw(finite_arrays(name))
     with np.errstate(all="ignore"):
         want = P.div(x, n, "cuda")
-    assert np.array_equal(bits(es_paper.div_int(to_t(x), n, "cuda")), bits(want))
-
-
-@pytest.mark.cuda
-@SETTINGS
-@given(data=st.data(), name=DTYPE_NAMES,
-       n=st.one_of(st.integers(1, 64), st.integers(1, 10 ** 7), st.sampled_from([30, 1000, 2 ** 24 + 1])))
-def test_cuda_div_kernel_is_the_cuda_rule(data, name, n):
-    """torch's own ``div_(n)`` on a CUDA tensor gives the `cuda` rule's bits."""
-    x = data.draw(finite_arrays(name))
-    with np.errstate(all="ignore"):
-        want = P.div(x, n, "cuda")
-    t = to_t(x).cuda()
-    t.div_(n)
-    assert np.array_equal(bits(t.cpu()), bits(want))
+    t = to_t(x).to(device)
+    assert np.array_equal(bits(es_paper.div_int(t, n, "cuda").cpu()), bits(want))
+    if device == "cuda":
+        t.div_(n)
+        assert np.array_equal(bits(t.cpu()), bits(want))
 
 
 def test_ops_on_large_tensors_and_every_tail():

@@ -4,6 +4,7 @@ Run: ``python -m pytest -q tests/test_procstat.py``.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -48,33 +49,33 @@ def test_an_unreaped_child_is_a_zombie_and_not_running():
         child.wait()
 
 
-def test_a_command_name_with_parentheses_and_spaces_is_read_past_the_last_parenthesis():
-    # the name "x) Z (y" would read as state "Z" if the fields were split after the FIRST ")"
-    code = ("import ctypes, time; ctypes.CDLL(None).prctl(15, b'x) Z (y', 0, 0, 0); "
-            "print('named', flush=True); time.sleep(60)")
+@contextlib.contextmanager
+def _child(code: str):
+    """A Python child running `code`, once it has printed its first line; killed and reaped after."""
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
-        assert child.stdout.readline().strip() == "named"
-        with open(f"/proc/{child.pid}/comm") as fh:
-            assert fh.read().strip() == "x) Z (y"
-        assert _wait_state(child.pid, (b"S",)) == b"S"
-        assert procstat.running(child.pid)
+        assert child.stdout.readline().strip() == "ready"
+        yield child.pid
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_command_name_with_parentheses_and_spaces_is_read_past_the_last_parenthesis():
+    # the name "x) Z (y" would read as state "Z" if the fields were split after the FIRST ")"
+    with _child("import ctypes, time; ctypes.CDLL(None).prctl(15, b'x) Z (y', 0, 0, 0); "
+                "print('ready', flush=True); time.sleep(60)") as pid:
+        with open(f"/proc/{pid}/comm") as fh:
+            assert fh.read().strip() == "x) Z (y"
+        assert _wait_state(pid, (b"S",)) == b"S"
+        assert procstat.running(pid)
 
 
 def test_a_zombie_leader_with_a_live_thread_counts_only_with_zombie_threads():
     # the main thread calls pthread_exit while another thread sleeps: Linux shows the process as Z
-    code = ("import ctypes, threading, time; threading.Thread(target=time.sleep, args=(60,)).start(); "
-            "print('started', flush=True); ctypes.CDLL(None).pthread_exit(None)")
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout.readline().strip() == "started"
-        assert _wait_state(child.pid, (b"Z",)) == b"Z"
-        assert len(os.listdir(f"/proc/{child.pid}/task")) > 1
-        assert not procstat.running(child.pid)
-        assert procstat.running(child.pid, zombie_threads=True)
-    finally:
-        child.kill()
-        child.wait()
+    with _child("import ctypes, threading, time; threading.Thread(target=time.sleep, args=(60,)).start(); "
+                "print('ready', flush=True); ctypes.CDLL(None).pthread_exit(None)") as pid:
+        assert _wait_state(pid, (b"Z",)) == b"Z"
+        assert len(os.listdir(f"/proc/{pid}/task")) > 1
+        assert not procstat.running(pid)
+        assert procstat.running(pid, zombie_threads=True)
