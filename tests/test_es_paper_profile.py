@@ -289,7 +289,7 @@ def test_profile_update_and_perturb_equal_script_and_reference(data, name, membe
 
 def test_profile_is_registered_and_trainer_uses_it():
     prof = get_profile("es-paper")
-    assert prof.version == es_paper.VERSION == 1 and prof.rules == ("cpu", "cuda")
+    assert prof.version == es_paper.VERSION == 2 and prof.rules == ("cpu", "cuda")
     assert prof.scale(0.0005, 30) == (0.0005, 30)
     assert get_profile("es-at-scale").scale(0.5, 4) == 0.125
     w = torch.tensor(np.linspace(-1, 1, 21, dtype=np.float32)).to(torch.float16)
@@ -430,6 +430,8 @@ def test_goldens_catch_a_reciprocal_division(monkeypatch, tmp_path):
     monkeypatch.setattr(es_paper, "div_int", lambda x, n, rule="cpu": es_paper.mul_scalar(x, 1.0 / n))
     result = gate.check(tmp_path, areas=["es-paper"], backends=["torch-cpu"])
     assert result.exit_code(strict=True) == 1
+    statuses = {r["status"] for r in result.rows if r["status"] != "pass"}
+    assert statuses == {"mismatch"}, statuses   # caught by its bits, not by an error of the recompute
 
 
 def test_protocol_wrapper_claims_only_the_profiles_its_wire_config_carries():

@@ -274,7 +274,9 @@ def test_cuda_rows_run_on_a_gpu(tmp_path):
                                 quiet=True))
     at_scale = result.frame[result.frame["target"] == "es-at-scale"]
     assert set(at_scale["status"]) == {"pass"}
-    assert set(result.frame["status"]) <= {"pass", "fail", "artifact"}  # es-awd rule cuda: reported, unverified
+    # es-awd's and es-paper's cuda rules, measured on an H200 (docs/numerics.md §3, §5): no row fails; the
+    # caching rows under iid are the documented reuse artifact
+    assert set(result.frame["status"]) <= {"pass", "artifact"}
 
 
 @pytest.mark.slow   # 6 s (--durations, 2026-12-03): out of the fast tier

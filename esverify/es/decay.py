@@ -14,9 +14,10 @@ The same formula serves every profile, with one difference by rule: the
 reference's ``delta.abs() - step`` with a Python float step. Torch's CPU
 kernel rounds that scalar to the f16/bf16 dtype first; its CUDA kernel
 keeps it in f32 (measured on an H200, torch 2.11: 0 of 5 x 2**20 elements
-differ from b = rd32(a) for f16 and for bf16, and 10**5 to 5 * 10**5 of
-each 2**20 from the CPU reading). So the profile rule `cuda` (es-awd's on
-CUDA devices) takes b = rd32(a); every other rule the CPU reading.
+differ from b = rd32(a) for f16 and for bf16, and 25,458 to 566,955 of
+each 2**20 from the CPU reading). So a profile rule named `cuda` (es-awd's
+and es-paper's, torch's CUDA kernels) takes b = rd32(a); every other rule,
+es-at-scale's device-free `portable` included, the CPU reading.
 Elementwise, so chunking and thread count do not change a bit.
 lambda = 0 means no decay.
 `check_decay` is the only validation of a decay setting: Config uses it

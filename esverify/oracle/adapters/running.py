@@ -26,8 +26,17 @@ class RowRunning:
         return False
 
     def rule_for(self, device: str) -> str:
-        """The profile rule a case on `device` runs under ("" when the profile has one rule)."""
-        return ""
+        """The profile rule a case on `device` runs under: the trainer profile's `rule_for` when it has
+        several rules (es-awd, es-paper), "" when it has one or is not a trainer profile (a loop profile
+        overrides this)."""
+        import torch
+
+        from esverify.es import get_profile
+        try:
+            prof = get_profile(self.profile)
+        except ValueError:
+            return ""
+        return prof.rule_for(torch.device(device)) if len(prof.rules) > 1 else ""
 
     def run_row(self, session, case) -> dict | None:
         """The row of `case` when this adapter runs it entirely (see esverify.oracle.session.Session

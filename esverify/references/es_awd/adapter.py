@@ -10,7 +10,6 @@ deprecated `--awd-ref` option (an alias of `--ref` for one release).
 """
 from __future__ import annotations
 
-import torch
 
 from esverify.oracle.case_model import Case
 from esverify.oracle.adapters.base import Adapter, LoopSpec, even
@@ -110,10 +109,6 @@ class EsAwd(Adapter):
 
     def needs_anchor(self, case) -> bool:
         return case.kind in ("update", "decay")
-
-    def rule_for(self, device: str) -> str:
-        from esverify.es import get_profile
-        return get_profile(self.profile).rule_for(torch.device(device))
 
 
 ADAPTER = EsAwd()

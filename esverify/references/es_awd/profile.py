@@ -1,4 +1,4 @@
-"""The `es-awd` numerics profile, version 1 (docs/numerics.md §3; docs/references.md §2).
+"""The `es-awd` numerics profile, version 2 (docs/numerics.md §3; docs/references.md §2).
 
 The anchored-weight-decay reference adds noise with torch's in-place
 scaled add ``x.add_(y, alpha=a)``, whose rounding depends on the device.
@@ -38,7 +38,7 @@ from esverify.es import cpu_kernels, half_kernels
 from esverify.es.numerics import fma32, rd32, rd_dt32, round_to, scalar32, widen
 from esverify.es.profiles.base import Profile
 
-VERSION = 1
+VERSION = 2
 TAIL_BLOCK = 32
 
 

@@ -35,6 +35,8 @@ def div(x: np.ndarray, n: int, rule: str = "cpu") -> np.ndarray:
     rule `cuda` rd_dt(rd32(f32(x) * rd32(1 / rd32(n)))), torch's CUDA kernel (the f32 reciprocal)."""
     if rule == "cuda":
         return rd(f32(x) * (np.float32(1.0) / rd32s(float(n))), dtype_name(x))
+    if rule != "cpu":
+        raise ValueError(f"unknown es-paper rule {rule!r}; known: ('cpu', 'cuda')")
     return rd(f32(x) / rd32s(float(n)), dtype_name(x))
 
 

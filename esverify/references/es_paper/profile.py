@@ -1,4 +1,4 @@
-"""The `es-paper` numerics profile, version 1 (docs/numerics.md §3; docs/references.md §6).
+"""The `es-paper` numerics profile, version 2 (docs/numerics.md §3; docs/references.md §6).
 
 Design record. The paper's original single-file scripts perturb, restore
 and update with plain torch tensor ops in the PARAMETER dtype (no scaled
@@ -60,7 +60,7 @@ from esverify.es.numerics import rd32, round_to, scalar32, widen
 from esverify.es.profiles.base import Profile
 from esverify.references.es_at_scale import profile as es_at_scale
 
-VERSION = 1
+VERSION = 2
 #: the rule measured on torch's CPU kernels; RULES[1] is the CUDA one (a reciprocal in div_)
 RULE = "cpu"
 RULES = ("cpu", "cuda")

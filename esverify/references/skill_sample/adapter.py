@@ -88,6 +88,11 @@ class SkillSample(Adapter):
 
     max_population = MAX_POPULATION
 
+    def rule_for(self, device: str) -> str:
+        """The loop profile's rule for `device` (esverify.references.skill_sample.profile.RULES)."""
+        from . import profile as P
+        return P.RULES[1] if str(device).startswith("cuda") else P.RULE
+
     @staticmethod
     def sample_module(path: Path) -> Path | None:
         """The sample's file at `path` (module function `sample_module`)."""
