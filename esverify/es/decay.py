@@ -115,7 +115,7 @@ def apply_anchor_decay_(params, anchors, decay: str, lam: float, alpha: float,
     or "l2"; lam >= 0 (0 or "none": nothing changes); alpha >= 0 (the
     step is alpha * lam in f64). `rule` picks the l1 step's rounding
     (`decay_chunk`); without it, `profile`'s rule for each tensor's device
-    (es-awd on CUDA: `cuda`), and without either the CPU reading on every
+    (es-awd's and es-paper's on CUDA: `cuda`), and without either the CPU reading on every
     device. Raises ValueError (naming the argument) before changing anything.
     """
     from .profiles import get_profile
