@@ -56,6 +56,7 @@ STATE = {"clone": None, "target": None, "interface": [], "interface_error": ""}
 _TORCH_SAVE = torch.save
 #: function -> {bound?: signature}, held weakly: a clone switched out (a mutant catalog) can still be collected
 _SIGNATURES = weakref.WeakKeyDictionary()
+MANIFEST = Path(__file__).resolve().with_name("interfaces.json")
 
 
 def _signature(fn) -> inspect.Signature:
@@ -72,7 +73,6 @@ def _signature(fn) -> inspect.Signature:
     if sig is None:
         sig = kept[bound] = inspect.signature(fn)
     return sig
-MANIFEST = Path(__file__).resolve().with_name("interfaces.json")
 
 
 # ----------------------------------------------------------------- start, coverage, interface

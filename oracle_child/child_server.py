@@ -844,9 +844,7 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
         torch.set_num_threads(threads)
     # the noise hook's draws on one thread: the values do not depend on it, and the parent and the other
     # references' children run beside this one
-    if es_rng.backends.numba_available():   # else the hook draws with numpy, on one thread anyway
-        from esverify.rng import numba_backend
-        numba_backend.set_threads(1)
+    es_rng.backends.set_numba_threads(1)
     clone = Path(args.clone).resolve()
     sys.path.insert(0, str(clone))
     install_hook()

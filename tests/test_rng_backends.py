@@ -226,3 +226,19 @@ def test_one_call_range_kernel_equals_the_pair_kernel_path(seed, n, first, mappi
     if n:
         assert np.array_equal(got[-1:].view(np.uint32),
                               rng.gaussian(seed, 1, first=first + n - 1, mapping=mapping, backend="numpy").view(np.uint32))
+
+
+def test_set_numba_threads_returns_the_count_before_and_sets_nothing_without_numba(monkeypatch):
+    """backends.set_numba_threads (the parity runner's and the child's one noise thread): the previous
+    count back, the new one in force; None and nothing changed where numba is not usable."""
+    from esverify.rng import backends, numba_backend
+    before = numba_backend.threads()
+    try:
+        assert backends.set_numba_threads(3) == before and numba_backend.threads() == 3
+        assert backends.set_numba_threads(1) == 3 and numba_backend.threads() == 1
+        with pytest.raises(ValueError, match="count"):
+            backends.set_numba_threads(0)
+        monkeypatch.setattr(backends, "numba_available", lambda: False)
+        assert backends.set_numba_threads(5) is None and numba_backend.threads() == 1
+    finally:
+        numba_backend.set_threads(before)

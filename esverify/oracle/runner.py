@@ -136,20 +136,15 @@ class Runner:
         # Our side on one torch thread and one noise thread: the profiles and the noise are thread-count
         # independent (docs/numerics.md §6), the references' threads run beside ours, and idle-spinning or
         # handed-off worker threads would compete with the children for the same cores.
-        numba_backend = None
-        if backends.numba_available():   # else the numpy backend draws, on one thread anyway
-            from ..rng import numba_backend
         threads = torch.get_num_threads()
-        rng_threads = numba_backend.threads() if numba_backend else None
         torch.set_num_threads(1)
-        if numba_backend:
-            numba_backend.set_threads(1)
+        rng_threads = backends.set_numba_threads(1)
         try:
             return self._run()
         finally:
             torch.set_num_threads(threads)
-            if numba_backend:
-                numba_backend.set_threads(rng_threads)
+            if rng_threads is not None:
+                backends.set_numba_threads(rng_threads)
 
     def _run(self) -> RunResult:
         opts = self.opts

@@ -32,6 +32,18 @@ def numba_available() -> bool:
     return True
 
 
+def set_numba_threads(count: int) -> int | None:
+    """Have the numba kernels use `count` (>= 1) threads for a large range; returns the count they used
+    before, or None, setting nothing, where numba is not usable (the numpy backend draws on one thread).
+    ValueError naming `count` otherwise, as numba_backend.set_threads."""
+    if not numba_available():
+        return None
+    from . import numba_backend
+    before = numba_backend.threads()
+    numba_backend.set_threads(count)
+    return before
+
+
 def available_backends(device="cpu") -> list[str]:
     """Backends that can fill a buffer on `device` ("cpu", "cuda", "cuda:1", torch.device; None = cpu).
 
