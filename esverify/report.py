@@ -27,6 +27,13 @@ from xml.etree import ElementTree as ET
 FORMATS = ("csv", "json", "md", "html")
 
 
+def utc_now() -> str:
+    """The current UTC time as ISO 8601 to the second ("2026-12-04T19:39:21+00:00"): report metadata's
+    started_utc and finished_utc."""
+    import datetime
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
 # ----------------------------------------------------------------- escaping at the writer boundaries
 # Report text comes from files and processes we did not write (a reference's error message, a file
 # name in an audited tree): every writer escapes it for its own format (issue 13 item 7). Controls are

@@ -4,19 +4,24 @@ Runs ONLY in the child; the esverify package never imports it.
 
 The interpreter that runs a reference (its own venv, often Python 3.12)
 rarely has coverage.py, and a parity pass must still say what it covered.
-So the function table never depends on coverage.py:
+So the function table comes from the interpreter itself:
 
 - Python 3.12+: `sys.monitoring` PY_START events under a tool id of our
   own; each code object reports once and is then disabled, so a function
   costs one callback for the whole run. It coexists with coverage.py.
-- Python 3.11: without coverage.py, a global `sys.settrace` function that
-  records the code object of each new frame and returns None (no line
-  tracing); with coverage.py, its CTracer owns `sys.settrace`, so the
-  function table comes from its executed lines instead.
+- Python 3.11: profile hooks, never a trace function: during a command
+  the per-row recorder (row_start: cProfile's C profiler in the calling
+  thread, a Python hook in the threads it starts), between commands the
+  same recorder, so code run at import or between rows counts too. A
+  global trace function (coverage.py's CTracer, or a Python one) puts
+  every frame of the child under tracing; it cost 2-5 s of the children's
+  CPU in a default parity run of the stand-ins (issue 33).
 
-coverage.py, where it is importable, adds line counts (`lines`). The
-record is cumulative over the child's life (and over a restarted child:
-`save` merges what the predecessor saved in the same run folder).
+Line counts (`lines`) come from coverage.py, and only when the run asks
+for them (`configure(lines=True)`: `parity --line-coverage`), for the
+same reason. The record is cumulative over the child's life (and over a
+restarted child: `save` merges what the predecessor saved in the same
+run folder).
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ import time
 from pathlib import Path
 
 _STATE = {"clone": None, "prefix": None, "cov": None, "how": "", "lines": {}, "ran": {}, "merged": False,
-          "error": ""}
+          "error": "", "want_lines": False, "between_rows": False}
 _TOOL_IDS = (3, 4, 2)   # unnamed ids first: the debugger (0), coverage (1) and optimizer (5) ids stay free
 
 
@@ -63,46 +68,37 @@ def _start_monitoring() -> bool:
     return False
 
 
-def _start_trace():
-    seen = set()
-
-    def on_call(frame, event, arg):
-        code = frame.f_code
-        if code not in seen:
-            seen.add(code)
-            _record(code)
-        return None   # no line tracing: one callback per frame, not per line
-    sys.settrace(on_call)
-    try:
-        import threading
-        threading.settrace(on_call)
-    except ImportError:   # pragma: no cover - threading is always there in CPython
-        pass
+def configure(lines: bool = False):
+    """Before `start`: whether to count the clone's executed lines with coverage.py (child_server.serve
+    sets it from the driver's --line-coverage)."""
+    _STATE["want_lines"] = bool(lines)
 
 
 def start(clone: Path):
     """Record the clone's functions from now on (before any reference file is imported, so module-level
-    code counts too), and its lines with coverage.py when that is importable."""
+    code counts too), and its lines with coverage.py when `configure` asked for them and it is
+    importable."""
     clone = Path(clone).resolve()
     _STATE.update(clone=clone, prefix=str(clone) + os.sep)
-    try:
-        import coverage
-    except ImportError:
-        coverage = None
-    if coverage is not None:
-        cov = coverage.Coverage(data_file=None, source=[str(clone)], branch=False, config_file=False)
-        cov.start()
-        _STATE["cov"] = cov
+    _ROW["prefix"] = _STATE["prefix"]   # _recorder_on's hooks record files under it
+    if _STATE["want_lines"]:
+        try:
+            import coverage
+        except ImportError:
+            coverage = None
+        if coverage is not None:
+            cov = coverage.Coverage(data_file=None, source=[str(clone)], branch=False, config_file=False)
+            cov.start()
+            _STATE["cov"] = cov
     if _start_monitoring():
-        _STATE["how"] = "sys.monitoring"
-    elif coverage is None:
-        _start_trace()
-        _STATE["how"] = "sys.settrace"
+        how = "sys.monitoring"
     else:
-        _STATE["how"] = "coverage.py lines"
-    if coverage is None:
-        _STATE["how"] += f" (coverage.py is not installed for the child Python {platform.python_version()}: " \
-                         "no line counts)"
+        _STATE["between_rows"] = True
+        how = "profile hooks (cProfile's recorder)" if _recorder_on() else "a profile hook"
+    if _STATE["want_lines"]:
+        how += "; lines: coverage.py" if _STATE["cov"] is not None else \
+            f"; no line counts: coverage.py is not installed for the child Python {platform.python_version()}"
+    _STATE["how"] = how
 
 
 def functions_of(path: Path) -> list[tuple[str, int, int, list]]:
@@ -163,10 +159,13 @@ def _loaded_files() -> set:
 
 
 def table() -> dict:
-    """{"files": {relpath: {"functions": {qualname: ran}, "lines": n or None}}, "how": str, "error": str}."""
+    """{"files": {relpath: {"functions": {qualname: ran}, "lines": n or None, "function_lines": {qualname: n}}},
+    "how": str, "error": str}: `lines` (the file's executed lines) and `function_lines` (each function's own,
+    nested functions apart) only where coverage.py counted lines, else None and {}."""
     clone = _STATE["clone"]
     if clone is None:
         return {"files": {}, "how": "", "error": "coverage was not started"}
+    _harvest()
     cov = _STATE["cov"]
     if cov is not None:
         data = cov.get_data()
@@ -183,12 +182,14 @@ def table() -> dict:
         if rel is None:
             continue
         ran, lines = _STATE["ran"].get(path, set()), _STATE["lines"].get(path)
-        functions = {}
+        functions, function_lines = {}, {}
         for name, first, last, nested in functions_of(p):
-            own = bool(lines) and any(first <= ln <= last and not any(a <= ln <= b for a, b in nested)
-                                      for ln in lines)
-            functions[name] = name in ran or own
-        files[rel] = {"functions": functions, "lines": len(lines) if lines is not None else None}
+            own = sum(1 for ln in lines or () if first <= ln <= last and not any(a <= ln <= b for a, b in nested))
+            functions[name] = name in ran or own > 0
+            if lines is not None:
+                function_lines[name] = own
+        files[rel] = {"functions": functions, "lines": len(lines) if lines is not None else None,
+                      "function_lines": function_lines}
     return {"files": files, "how": _STATE["how"], "error": _STATE["error"]}
 
 
@@ -279,46 +280,74 @@ def _profiler():
         return None
 
 
-def row_start():
-    """Record which of the clone's functions the next command runs: in the calling thread with cProfile's
-    profiler (`_profiler`; the Python hook `_on_profile` where there is none), in threads the command
-    starts with the Python hook. Both are profile hooks: sys.setprofile is apart from sys.settrace, which
-    coverage.py and the function table may hold; sys.monitoring's per-code DISABLE does not affect it."""
+def _recorder_on() -> bool:
+    """Record the clone's functions into _ROW["ran"] from now on: in the calling thread with cProfile's
+    recorder (`_profiler`; the Python hook `_on_profile` where there is none), in the threads started from
+    now on with the Python hook. Both are profile hooks: sys.setprofile is apart from sys.settrace, which
+    coverage.py may hold; sys.monitoring's per-code DISABLE does not affect it. True: cProfile's."""
     import threading
-    _ROW.update(ran={}, prefix=_STATE["prefix"], last=None, seen=set(), profiler=None)
-    if _ROW["prefix"] is None:
-        return
     profiler = _profiler()
     if profiler is not None:
         try:
             profiler.enable()
-            _ROW["profiler"] = profiler
         except Exception:  # noqa: BLE001 - it would not start: the Python hook records instead
             profiler = None
+    _ROW["profiler"] = profiler
     if profiler is None:
         sys.setprofile(_on_profile)
     threading.setprofile(_on_profile)
+    return profiler is not None
 
 
-def row_end() -> dict | None:
-    """{clone-relative file: [qualified names]} the command ran since row_start (None: not recorded)."""
+def _recorder_off() -> dict:
+    """Stop `_recorder_on`'s recording; {file: {qualified names}} it recorded, also added to the
+    cumulative table."""
     import threading
     profiler, _ROW["profiler"] = _ROW.get("profiler"), None
     if profiler is not None:
         profiler.disable()
     sys.setprofile(None)
     threading.setprofile(None)
-    _ROW["seen"] = set()
-    if _ROW["prefix"] is None:
-        return None
+    ran, _ROW["ran"], _ROW["seen"] = _ROW["ran"], {}, set()
     if profiler is not None:
         for entry in profiler.getstats():
             code = entry.code
             if not isinstance(code, str) and code.co_filename.startswith(_ROW["prefix"]):
-                _ROW["ran"].setdefault(code.co_filename, set()).add(_qualname(code))
+                ran.setdefault(code.co_filename, set()).add(_qualname(code))
+    for path, names in ran.items():
+        _STATE["ran"].setdefault(path, set()).update(names)
+    return ran
+
+
+def _harvest():
+    """The recording between rows (Python 3.11), added to the cumulative table, and recording on."""
+    if _STATE["between_rows"] and _ROW["prefix"] is not None:
+        _recorder_off()
+        _recorder_on()
+
+
+def row_start():
+    """Record which of the clone's functions the next command runs (`_recorder_on`); what ran since the
+    last row (Python 3.11: recorded between rows too) goes to the cumulative table first."""
+    _ROW["prefix"] = _STATE["prefix"]
+    if _ROW["prefix"] is None:
+        return
+    if _STATE["between_rows"]:
+        _recorder_off()
+    _ROW["last"] = None
+    _recorder_on()
+
+
+def row_end() -> dict | None:
+    """{clone-relative file: [qualified names]} the command ran since row_start (None: not recorded)."""
+    if _ROW["prefix"] is None:
+        return None
+    ran = _recorder_off()
+    if _STATE["between_rows"]:
+        _recorder_on()
     clone = _STATE["clone"]
     out = {}
-    for path, names in _ROW["ran"].items():
+    for path, names in ran.items():
         rel = _relative(path, clone)
         if rel is None:
             continue

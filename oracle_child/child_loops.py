@@ -5,7 +5,7 @@ Runs ONLY in the child; the esverify package never imports it. It adds to
 a driver:
 
 - `start(clone, target)`: function coverage of the clone (child_coverage:
-  sys.monitoring or a trace hook, plus coverage.py lines where installed),
+  sys.monitoring or profile hooks, plus coverage.py lines under --line-coverage),
   started before any reference file is imported; the stand-in modules of
   loop_stubs; and the clone's interface compared with the manifest
   (interfaces.json beside this file, interface_drift) from its source,

@@ -835,7 +835,9 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
     parser = argparse.ArgumentParser()
     parser.add_argument("--clone", required=True)
     parser.add_argument("--reply-fd", type=int, required=True)
+    parser.add_argument("--line-coverage", action="store_true")   # parity --line-coverage: coverage.py lines
     args = parser.parse_args()
+    child_coverage.configure(lines=args.line_coverage)
     # not inherited by processes the reference starts: a reply channel held open by a grandchild would
     # hide this process's death from the parent (issue 13 item 3)
     os.set_inheritable(args.reply_fd, False)

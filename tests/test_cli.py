@@ -137,3 +137,27 @@ def test_goldens_and_audit_interrupted_by_a_signal_leave_a_marked_report(tmp_pat
     result = CliRunner().invoke(main, ["goldens", "generate", "--out", str(tmp_path / "gen")])
     assert result.exit_code == code and "interrupted" in result.output
     assert signal.getsignal(signum) is not None      # the previous handler is back
+
+
+@pytest.mark.parametrize("flag, counted", [([], False), (["--line-coverage"], True)])
+def test_line_coverage_is_asked_for_on_the_command_line(monkeypatch, flag, counted):
+    """`parity --line-coverage` is Options.line_coverage (the children count lines with coverage.py);
+    without it they do not (a trace function slows them, issue 33); each child's command line says so."""
+    from types import SimpleNamespace
+
+    from esverify.oracle import adapters
+    from esverify.oracle.options import UsageError
+    from esverify.oracle.runner import Runner
+    from esverify.oracle.session import Session
+    seen = {}
+
+    def run(self):   # the options as parsed, and the driver arguments a session's child gets (none started)
+        seen["opts"] = self.opts
+        self.work = Path("/nonexistent")
+        seen["args"] = Session(self, adapters.get("es-awd"), SimpleNamespace(path=ROOT)).child.driver_args
+        raise UsageError("stopped by the test")
+    monkeypatch.setattr(Runner, "run", run)
+    result = CliRunner().invoke(main, ["parity", "--ref", str(ROOT / "tests" / "standins" / "es-awd"), *flag])
+    assert result.exit_code == 2 and "stopped by the test" in result.output, result.output
+    assert seen["opts"].line_coverage is counted
+    assert seen["args"] == (["--line-coverage"] if counted else [])

@@ -101,3 +101,36 @@ def test_missing_ref_message_is_the_setup_message(tmp_path):
                           text=True, cwd=ROOT, env=env, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"esverify parity: error: {info.value}"
+
+
+SETUP_PROBE = """
+import json, sys
+from esverify.oracle import Options, UsageError
+from esverify.oracle.runner import Runner
+seen = {}
+
+def start_warm(self, selected, clones):   # what a run imported when it would launch the server
+    seen["imported"] = [m for m in ("torch", "numba", "pandas") if m in sys.modules]
+    seen["targets"] = sorted({c.target for c in selected})
+    raise UsageError("stopped by the test")
+Runner._start_warm = start_warm
+try:
+    Runner(Options(ref=tuple(sys.argv[2:]), out=sys.argv[1], quiet=True)).run()
+except UsageError as exc:
+    seen["error"] = str(exc)
+print(json.dumps(seen))
+"""
+
+
+def test_a_run_launches_the_warm_start_server_before_importing_torch(tmp_path):
+    """A parity run checks its options, clones and cases and launches the warm start server before it
+    imports torch, numba or pandas (Runner._our_side does, while the server imports its own): the two
+    imports overlap (issue 33 item 1). A fresh interpreter: a test process has them loaded already."""
+    standins = ROOT / "tests" / "standins"
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-c", SETUP_PROBE, str(tmp_path / "out"), str(standins / "es-at-scale"),
+                           str(standins / "es-awd")], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen == {"imported": [], "targets": ["es-at-scale", "es-awd", "es-paper"],
+                    "error": "stopped by the test"}

@@ -262,7 +262,7 @@ def test_subnormal_vectors_are_subnormal_in_their_dtype():
 
 
 def test_parity_refuses_a_flushing_process_before_running(tmp_path, flushing):
-    """`esverify parity` calls numerics_probe.flush_to_zero_status() while validating its options."""
+    """`esverify parity` calls numerics_probe.flush_to_zero_status() once it imported torch, before any case."""
     from click.testing import CliRunner
     from esverify.cli import main
     from standins.mutants import STANDINS

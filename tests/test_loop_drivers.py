@@ -157,8 +157,13 @@ def test_a_failure_in_the_references_own_logic_is_left_as_it_is(tmp_path, source
 
 # ------------------------------------------------------------------ coverage without coverage.py
 
-def test_function_coverage_without_coverage_py_names_what_ran(tmp_path):
-    """The child's Python often lacks coverage.py: the function table comes from the interpreter."""
+@pytest.mark.parametrize("lines, installed", [(False, True), (True, False), (True, True)])
+def test_the_function_table_comes_from_the_interpreter_and_lines_only_when_asked(tmp_path, lines, installed):
+    """The child's Python often lacks coverage.py, and a trace function slows every frame of the child: the
+    function table comes from the interpreter (profile hooks on 3.11, sys.monitoring on 3.12+), code run
+    between rows included, and no trace function is set unless line counts were asked for
+    (`parity --line-coverage`); asked for where coverage.py is missing, the table says so and lists the
+    functions all the same."""
     clone = tmp_path / "clone"
     (clone / "pkg").mkdir(parents=True)
     (clone / "pkg" / "__init__.py").write_text("")
@@ -183,18 +188,34 @@ def test_function_coverage_without_coverage_py_names_what_ran(tmp_path):
     (fake / "__init__.py").write_text("raise ImportError('coverage.py is not installed here')\n")
     script = textwrap.dedent(f"""
         import json, sys
-        sys.path[:0] = [{str(fake.parent)!r}, {str(oracle_child_dir())!r}, {str(clone)!r}]
+        sys.path[:0] = {([] if installed else [str(fake.parent)]) + [str(oracle_child_dir()), str(clone)]!r}
         import child_coverage
+        child_coverage.configure(lines={lines!r})
         child_coverage.start({str(clone)!r})
+        traced = sys.gettrace() is not None
         import pkg.mod as m
-        m.used(); m.K().method()
-        print(json.dumps(child_coverage.table()))
+        m.used()                                    # outside a row: the cumulative table has it
+        child_coverage.row_start()
+        m.K().method()
+        row = child_coverage.row_end()
+        print(json.dumps({{"table": child_coverage.table(), "row": row, "traced": traced}}))
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     import json
-    table = json.loads(out.stdout.strip().splitlines()[-1])
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    table, entry = got["table"], got["table"]["files"]["pkg/mod.py"]
     assert table["error"] == ""
-    assert "coverage.py is not installed" in table["how"]
-    functions = table["files"]["pkg/mod.py"]["functions"]
-    assert functions == {"used": True, "used.inner": True, "unused": False, "K.method": True, "K.other": False}
-    assert table["files"]["pkg/mod.py"]["lines"] is None   # no line counts without coverage.py
+    assert entry["functions"] == {"used": True, "used.inner": True, "unused": False, "K.method": True,
+                                  "K.other": False}
+    assert got["row"] == {"pkg/mod.py": ["K.method"]}          # the row's own record: what ran inside it
+    assert got["traced"] is (lines and installed)             # a trace function only for line counts
+    recorder = "sys.monitoring" if sys.version_info >= (3, 12) else "profile hooks (cProfile's recorder)"
+    assert table["how"].startswith(recorder)
+    if lines and installed:
+        # own lines, nested bodies apart: used's `return inner()`, inner's `return 1`, method's `return 3`
+        assert entry["function_lines"] == {"used": 1, "used.inner": 1, "unused": 0, "K.method": 1, "K.other": 0}
+        # and the file's: those 3, used's `def inner`, and the module's five def/class lines
+        assert entry["lines"] == 9 and table["how"] == recorder + "; lines: coverage.py"
+    else:
+        assert entry["lines"] is None and entry["function_lines"] == {}
+        assert ("coverage.py is not installed" in table["how"]) is lines

@@ -641,13 +641,15 @@ def test_the_row_record_falls_back_to_the_python_hook(monkeypatch):
 
 
 def test_a_run_computes_on_one_torch_thread_and_one_noise_thread_and_gives_the_counts_back(monkeypatch):
-    """Runner.run: our side runs with one torch thread and one noise-drawing thread (the children run beside
-    it; the values depend on neither), and both counts are as before once it returns or raises."""
+    """Runner.run: once _our_side ran (a run imports torch there), our side runs with one torch thread and
+    one noise-drawing thread (the children run beside it; the values depend on neither), and both counts
+    are as before once the run returns or raises."""
     from esverify.oracle.runner import Runner
     from esverify.rng import numba_backend
     seen = []
 
     def fake_run(self):
+        self._our_side()
         seen.append((torch.get_num_threads(), numba_backend.threads()))
         if len(seen) == 2:
             raise RuntimeError("a failing run")
@@ -664,7 +666,7 @@ def test_a_run_computes_on_one_torch_thread_and_one_noise_thread_and_gives_the_c
         assert (torch.get_num_threads(), numba_backend.threads()) == (before[0], 3)
         from esverify.rng import backends        # a parent whose numba does not import: runs all the same
         monkeypatch.setattr(backends, "numba_available", lambda: False)
-        monkeypatch.setattr(Runner, "_run", lambda self: "ran without numba")
+        monkeypatch.setattr(Runner, "_run", lambda self: (self._our_side(), "ran without numba")[1])
         assert runner.run() == "ran without numba" and numba_backend.threads() == 3
     finally:
         numba_backend.set_threads(before[1])
@@ -702,3 +704,50 @@ def test_the_hooks_noise_cache_serves_threads_drawing_at_once(hook, monkeypatch)
         sys.setswitchinterval(old)
     assert errors == []
     assert h.cached_bytes == sum(t.numel() * 4 for t in h.cache.values()) and len(h.cache) <= 2
+
+
+def test_all_of_waits_for_every_future_then_raises_the_first_error():
+    """runner._all_of (the children's starts and closes side by side): the results in order; a failing
+    call does not stop the others, its exception comes once all are done."""
+    import threading
+    import time as _time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from esverify.oracle.runner import _all_of
+    done = []
+
+    def slow(k):
+        _time.sleep(0.05 * k)
+        done.append(k)
+        if k == 1:
+            raise ValueError("start 1 failed")
+        return k * 10
+    with ThreadPoolExecutor(3) as pool:
+        assert _all_of([pool.submit(slow, k) for k in (2, 0, 3)]) == [20, 0, 30]
+        with pytest.raises(ValueError, match="start 1 failed"):
+            _all_of([pool.submit(slow, k) for k in (1, 3)])
+    assert sorted(done[3:]) == [1, 3]          # the slower call ran to its end before the error came
+    # an exception while waiting (Ctrl-C): on_interrupt before and after the calls end, then it goes on
+    calls, release = [], threading.Event()
+
+    class Waiting:
+        def __init__(self):
+            self.polls = 0
+
+        def exception(self):
+            self.polls += 1
+            if self.polls == 1:
+                raise KeyboardInterrupt
+            release.set()
+
+    waiting = Waiting()
+    with pytest.raises(KeyboardInterrupt):
+        _all_of([waiting], on_interrupt=lambda: calls.append(release.is_set()))
+    assert calls == [False, True] and waiting.polls == 2
+
+
+def test_the_matrix_dtype_names_are_the_parameter_sets():
+    """case_model.MATRIX_DTYPES (read by the option checks, which import no torch) names paramsets.DTYPES."""
+    from esverify.oracle import paramsets
+    from esverify.oracle.case_model import MATRIX_DTYPES
+    assert MATRIX_DTYPES == tuple(paramsets.DTYPES) == ("f32", "f16", "bf16")

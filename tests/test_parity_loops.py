@@ -501,25 +501,37 @@ def test_functions_of_names_methods_and_keeps_nested_bodies_apart(tmp_path, monk
     assert found["K.method"][:2] == (10, 10)
 
 
-@pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
-def test_child_without_coverage_still_lists_the_functions_that_ran(tmp_path):
+@pytest.mark.slow   # 3 s a run (--durations, 2026-12-03): out of the fast tier
+@pytest.mark.parametrize("line_coverage, installed", [(True, False), (False, True), (True, True)])
+def test_child_without_coverage_still_lists_the_functions_that_ran(tmp_path, line_coverage, installed):
     """The child's Python often lacks coverage.py (issue 17): the function table comes from the
-    interpreter itself, so no "unknown whether ... ran" appears on a working setup."""
+    interpreter itself, so no "unknown whether ... ran" appears on a working setup. Line counts come
+    from coverage.py only with --line-coverage (a trace function slows the children, issue 33): the
+    coverage section's `lines` column then holds each function's executed lines, else it is blank."""
     fake = tmp_path / "nocov" / "coverage"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('coverage.py is not installed here')\n")
     import os
-    env = {"PYTHONPATH": os.pathsep.join([str(fake.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+    env = {"PYTHONPATH": os.pathsep.join([str(fake.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p])} \
+        if not installed else {}
     result = run_parity(Options(ref=AT_SCALE, target="es-at-scale", devices=("cpu",), dtypes=("f32",),
                                 schemes=("iid",), iterations=1, small=True, case="*/fit/*", child_env=env,
-                                out=str(tmp_path / "out"), quiet=True))
+                                out=str(tmp_path / "out"), quiet=True, line_coverage=line_coverage))
     assert list(result.frame["status"]) == ["pass"] and result.exit_code == 0
     warnings = result.metadata["warnings"]
     assert not any("unknown whether" in w or "did not run" in w for w in warnings), warnings
     coverage = result.metadata["coverage"]["es-at-scale"]
-    assert "coverage.py is not installed for the child" in coverage["how"]
+    assert coverage["how"].startswith("sys.monitoring" if sys.version_info >= (3, 12)
+                                      else "profile hooks (cProfile's recorder)"), coverage["how"]
+    assert ("coverage.py is not installed for the child" in coverage["how"]) is (line_coverage and not installed)
     assert coverage["reached_not_run"] == [] and coverage["error"] == ""
     frame = pd.read_csv(tmp_path / "out" / "parity-coverage.csv")
+    counted = line_coverage and installed
+    assert frame["lines"].notna().all() if counted else frame["lines"].isna().all()
+    assert (coverage["lines"] is not None) is counted
+    if counted:   # a function ran exactly when some line of its own ran (fit's body is more than a line)
+        assert ((frame["lines"] > 0) == frame["ran"]).all()
+        assert int(frame.set_index("function").loc["EvolutionStrategiesTrainer.fit", "lines"]) > 1
     ran = {(r.file, r.function) for r in frame.itertuples() if r.ran}
     for name in ("EvolutionStrategiesTrainer.__init__", "EvolutionStrategiesTrainer.fit",
                  "EvolutionStrategiesTrainer.eval_step", "EvolutionStrategiesTrainer.train_step"):

@@ -333,3 +333,36 @@ def test_a_running_warm_child_is_polled_without_asking_the_server():
         proc.wait()
         os.close(read_fd)
         warm.stdin.close()
+
+
+def test_a_launched_server_is_waited_for_once_and_forks_after_its_hello(tmp_path):
+    """launch() returns while the server still imports (a run imports our side meanwhile, Runner._our_side);
+    wait() gives its hello, the same one when asked again; a child then forks from it. An interpreter that
+    cannot be started is a WarmStartError at launch, and waiting for a server never launched is one too."""
+    from esverify.oracle.warm_start import WarmStartError
+    shared = tmp_path / "drivers"
+    shared.mkdir()
+    driver = shared / "facts.py"
+    driver.write_text(FACTS_DRIVER)
+    (tmp_path / "clone").mkdir()
+    server = warm_start_server(sys.executable, {}, tmp_path, tmp_path / "warm-start.log")
+    try:
+        server.launch()
+        assert server.hello is None and server.proc.poll() is None   # not waited for: still importing
+        hello = server.wait(60)
+        assert hello["hello"] == "warm-start" and server.wait(60) is hello
+        child = Child(sys.executable, driver, tmp_path / "clone", tmp_path / "c.log", workdir=tmp_path,
+                      target="facts", shared=shared, warm=server)
+        try:
+            child.start(60)
+            assert child.last_start == "warm"
+        finally:
+            child.close()
+    finally:
+        server.close()
+    never = warm_start_server(sys.executable, {}, tmp_path, tmp_path / "never.log")
+    with pytest.raises(WarmStartError, match="was not started"):
+        never.wait(5)
+    broken = warm_start_server(str(tmp_path / "no-python-here"), {}, tmp_path, tmp_path / "broken.log")
+    with pytest.raises(WarmStartError, match="cannot start the warm start server"):
+        broken.launch()

@@ -219,7 +219,7 @@ def walk_cells(adapter, matrix) -> list:
     """The default `Adapter.cases`: per device the adapter's `device_cases`, then per (noise, dtype
     set, scheme) cell its `cell_cases`, the population sweep and reward populations of its
     `sweep_op`, its `layered_ops` on the `layers` set, and its `loop_cases`."""
-    from .paramsets import LAYERED_SHAPES, LAYERED_TIES
+    from .set_shapes import LAYERED_SHAPES, LAYERED_TIES
     population = matrix.population if matrix.population is not None else main_population(matrix.case_seed)
     sets = list(matrix.dtypes) + (["mixed"] if len(matrix.dtypes) > 1 else [])
     sweep_set = sets[-1]        # the extra populations run on one set: the mixed one when there is one
@@ -290,7 +290,7 @@ def check_common(case: Case) -> Case:
     if case.decay == "l2" and case.alpha * case.lam >= 1:
         raise ValueError("case: l2 decay needs alpha * lambda < 1")
     if case.ties:
-        from .paramsets import check_ties
+        from .set_shapes import check_ties
         if case.shapes is None:
             raise ValueError("case: ties need the case's own shapes")
         check_ties([n for n, _ in case.shapes], case.ties)
@@ -307,7 +307,10 @@ def check_common(case: Case) -> Case:
 
 # ------------------------------------------------------------------ fuzzing
 
-FUZZ_DTYPES = ("f32", "f16", "bf16", "mixed")
+#: the parameter dtypes of the matrix (esverify.oracle.paramsets.DTYPES maps them to torch dtypes; named
+#: here so that checking options imports no torch)
+MATRIX_DTYPES = ("f32", "f16", "bf16")
+FUZZ_DTYPES = (*MATRIX_DTYPES, "mixed")
 #: in the order torch walks a real model (each module's parameters together; docs/references.md §3)
 _NAMES = ("model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
           "model.layers.0.self_attn.q_proj.bias", "model.layers.0.self_attn.k_proj.weight",
@@ -319,7 +322,7 @@ def random_case_of(adapter, rng: np.random.Generator, device: str = "cpu", noise
     0-dim to a few thousand elements, equal shapes sometimes; or the `layers` set with its tied head),
     population, reward population (update and zscore ops: half the time one of REWARD_SHAPES), sigma,
     alpha, lambda and handles."""
-    from .paramsets import LAYERED_SHAPES, LAYERED_TIES
+    from .set_shapes import LAYERED_SHAPES, LAYERED_TIES
     from .rewards import OUTLIER_MIN
     target = adapter.name
     ops = adapter.fuzz_ops

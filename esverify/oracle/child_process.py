@@ -422,7 +422,7 @@ class Child:
     def __init__(self, python: str, driver: Path, clone: Path, log_path: Path, env: dict | None = None,
                  workdir: Path | None = None, max_memory: int | None = None,
                  max_output: int = DEFAULT_MAX_OUTPUT, target: str | None = None, pythonpath=None,
-                 shared: Path | None = None, warm=None):
+                 shared: Path | None = None, warm=None, driver_args=()):
         # pythonpath: accepted and ignored (callers of the former API): the child gets a private copy
         self.python, self.driver, self.clone = str(python), Path(driver).resolve(), Path(clone).resolve()
         #: the folder of the shared child code (child_server and others) copied beside the driver
@@ -435,6 +435,7 @@ class Child:
         self.file_limit = max(self.max_output, MIN_FILE_LIMIT) if self.max_output else 0   #: RLIMIT_FSIZE
         self.target = target
         self.warm = warm            #: a started esverify.oracle.warm_start.WarmStart to fork from, or None
+        self.driver_args = [str(a) for a in driver_args]   #: after --clone PATH (e.g. --line-coverage)
         self.log: BoundedLog | None = None
         self.proc = None
         self.root = None
@@ -503,7 +504,8 @@ class Child:
                       f"--max-file={self.file_limit or -1}", "--"]
         python = os.path.abspath(shutil.which(self.python) or self.python)
         return subprocess.Popen(
-            supervisor + [python, str(driver), "--clone", str(self.clone), "--reply-fd", str(write_fd)],
+            supervisor + [python, str(driver), "--clone", str(self.clone), *self.driver_args,
+                          "--reply-fd", str(write_fd)],
             stdin=subprocess.PIPE, stdout=out_w, stderr=out_w, pass_fds=(write_fd,),
             cwd=str(self.root / "cwd"), env=env, start_new_session=True)
 
@@ -519,7 +521,7 @@ class Child:
             return None
         stdin_r, stdin_w = os.pipe()
         try:
-            pid = self.warm.spawn([driver, "--clone", self.clone], env, self.root / "cwd", self.max_memory or -1,
+            pid = self.warm.spawn([driver, "--clone", self.clone, *self.driver_args], env, self.root / "cwd", self.max_memory or -1,
                                   self.file_limit or -1, stdin_r, out_w, write_fd)
         except BaseException as exc:
             os.close(stdin_w)

@@ -147,11 +147,15 @@ def _csv(value: str) -> tuple:
               help="Start each reference child in a fresh interpreter instead of forking it from a server "
                    "that imported torch once (the default under the parent's own interpreter; "
                    "docs/parity.md, \"Warm starts\").")
+@click.option("--line-coverage", is_flag=True,
+              help="Also count the clone's executed lines with coverage.py in each child (the coverage "
+                   "section's `lines`); off by default: its trace function slows the children (docs/parity.md, "
+                   "\"Coverage\").")
 @click.pass_context
 def parity(ctx, ref, discover, blame_base, target, python, dtypes, schemes, devices, mapping, seed, population, sigma, alpha,
            case_seed, noise, fuzz, case_json, iterations, case, keep_tensors, out, formats, junit, summary_path,
            timeout, max_memory, max_output, small, require_all, overwrite, quiet, impl_cmd, no_loops, no_warm_start,
-           **aliases):
+           line_coverage, **aliases):
     """Bit-for-bit parity of the clean-room trainer against reference clones on identical noise.
 
     Exit codes: 0 every row checked here passed (or is a documented artifact, or a reference's own
@@ -188,7 +192,7 @@ def parity(ctx, ref, discover, blame_base, target, python, dtypes, schemes, devi
                    out=out, formats=_csv(formats), junit=junit, summary=summary_path, timeout=timeout,
                    quiet=quiet, small=small, reports=settings.get("reports"), settings=settings.metadata(),
                    max_memory=max_memory, max_output=max_output, require_all=require_all, overwrite=overwrite,
-                   loops=not no_loops, warm_start=not no_warm_start, discover=discover, blame_base=blame_base,
+                   loops=not no_loops, warm_start=not no_warm_start, line_coverage=line_coverage, discover=discover, blame_base=blame_base,
                    argv=["esverify"] + sys.argv[1:], **extra)
     side = None
     try:

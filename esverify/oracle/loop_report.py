@@ -3,10 +3,11 @@
 - `findings`: documented reference quirks a loop row observed
   (each adapter's `findings`), with what was observed;
 - `coverage`: per target, every function of the clone files the child
-  loaded, whether it ran (coverage.py in the child, oracle_child/child_loops.py) and
-  whether docs/references.md says a loop reaches it; the metadata keeps the
-  percentage per target, and every reached function that did not run is
-  a warning;
+  loaded, whether it ran (recorded by the interpreter in the child,
+  oracle_child/child_coverage.py), whether docs/references.md says a loop
+  reaches it, and with --line-coverage its executed lines (coverage.py);
+  the metadata keeps the percentage per target, and every reached function
+  that did not run is a warning;
 - `not_checked`: every target that did not run and why (no clone given,
   not selected, an unusable clone), and loop rows left out.
 Each is a pandas frame, so every report format carries it.
@@ -42,20 +43,25 @@ def _coverage_frame(environments: dict):
                                                                      "or the run stopped before it reported"}
         reached = _adapters.get(target).reached if target in _adapters.names() else {}
         total = ran = 0
+        lines = None   # executed lines, counted only under --line-coverage
         for rel, info in sorted(cov.get("files", {}).items()):
+            counts = info.get("function_lines") or {}
+            if isinstance(info.get("lines"), int):
+                lines = (lines or 0) + info["lines"]
             for name, did in info["functions"].items():
                 rows.append({"target": target, "file": rel, "function": name, "ran": bool(did),
-                             "reached_by_loop": name in reached.get(rel, [])})
+                             "reached_by_loop": name in reached.get(rel, []), "lines": counts.get(name)})
                 total += 1
                 ran += bool(did)
         missing = [f"{rel}: {name}" for rel, names in reached.items() for name in names
                    if not cov.get("files", {}).get(rel, {}).get("functions", {}).get(name, False)]
         summary[target] = {"files": sorted(cov.get("files", {})), "functions": total, "functions_ran": ran,
-                           "percent": round(100.0 * ran / total, 1) if total else None,
+                           "percent": round(100.0 * ran / total, 1) if total else None, "lines": lines,
                            "reached_not_run": missing, "error": cov.get("error", ""), "how": cov.get("how", ""),
                            "interface": cov.get("interface") or [],
                            "interface_error": cov.get("interface_error", "")}
-    frame = pd.DataFrame(rows, columns=["target", "file", "function", "ran", "reached_by_loop"])
+    frame = pd.DataFrame(rows, columns=["target", "file", "function", "ran", "reached_by_loop", "lines"])
+    frame["lines"] = frame["lines"].astype("Int64")   # blank where not counted (no --line-coverage)
     return frame, summary
 
 
@@ -187,7 +193,9 @@ def console_lines(extra: dict, console: str) -> str:
         loop = part[part["reached_by_loop"]]
         added.append(f"coverage ({target}): {int(part['ran'].sum())} of {len(part)} functions ran "
                      f"({100.0 * part['ran'].mean():.0f}%) in {part['file'].nunique()} files; loop interface: "
-                     f"{int(loop['ran'].sum())} of {len(loop)} ran")
+                     f"{int(loop['ran'].sum())} of {len(loop)} ran"
+                     + (f"; {int(part['lines'].sum())} lines ran in its functions" if part["lines"].notna().any()
+                        else ""))
     return "\n".join(lines[:-1] + added + lines[-1:])
 
 

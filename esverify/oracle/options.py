@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..report import FORMATS
 from . import cases as _cases
-from . import paramsets
+from .case_model import MATRIX_DTYPES
 from .child_process import DEFAULT_MAX_OUTPUT
 
 
@@ -81,6 +81,8 @@ class Options:
     #: fork the children from one warm start server that imported torch once (esverify.oracle.warm_start);
     #: applies under the parent's own interpreter (no --python given); False: a fresh interpreter each
     warm_start: bool = True
+    #: the children count the clone's executed lines with coverage.py (a trace function: slower children)
+    line_coverage: bool = False
     argv: list = field(default_factory=lambda: list(sys.argv))
 
 
@@ -89,7 +91,7 @@ def validate(opts: Options) -> Options:
     from . import adapters as _adapters
     if opts.target not in (None, "all", *_adapters.names()):
         raise UsageError(f"--target must be one of {', '.join(_adapters.names())} or all, got {opts.target!r}")
-    for name, values, known in (("--dtypes", opts.dtypes, paramsets.DTYPES), ("--schemes", opts.schemes,
+    for name, values, known in (("--dtypes", opts.dtypes, MATRIX_DTYPES), ("--schemes", opts.schemes,
                                 ("iid", "correlated")), ("--devices", opts.devices, ("cpu", "cuda"))):
         if not values:
             raise UsageError(f"{name} is empty")
@@ -137,11 +139,17 @@ def validate(opts: Options) -> Options:
         raise UsageError(f"--out {opts.out}: exists and is not a directory")
     if opts.junit and Path(opts.junit).is_dir():
         raise UsageError(f"--junit {opts.junit}: is a directory, not a file")
+    return opts
+
+
+def check_numerics():
+    """UsageError when this process flushes subnormals to zero (numerics_probe): our side's subnormal
+    results would not be the contract's. The runner asks once torch and numba are imported (what they
+    set shows then) and before any case runs."""
     from ..numerics_probe import flush_to_zero_status
     flush = flush_to_zero_status()
-    if flush.flushing:   # before anything runs: our side's subnormal results would not be the contract's
+    if flush.flushing:
         raise UsageError(f"parity: {flush.message()}")
-    return opts
 
 
 def ref_paths(opts: Options) -> list[str]:

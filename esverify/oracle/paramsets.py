@@ -33,40 +33,8 @@ from ..es.numerics import NAME_DTYPES
 
 DTYPES = NAME_DTYPES                    #: "f32"/"f16"/"bf16" -> torch dtype, in that order
 MIXED = "mixed"
-SMALL_SHAPES = (("model.embed_tokens.weight", (129, 67)),
-                ("model.layers.0.self_attn.scale", ()),                  # a module's own parameter comes first
-                ("model.layers.0.self_attn.q_proj.weight", (13, 77)),
-                ("model.layers.0.self_attn.q_proj.bias", (13,)),
-                ("model.layers.0.self_attn.k_proj.weight", (13, 77)),     # equal shape: caching reuses
-                ("model.layers.0.self_attn.v_proj.weight", (77, 13)),     # equal size, another shape
-                ("model.norm.weight", (67,)),
-                ("lm_head.weight", (67, 129)))                          # the embedding's size, transposed
-
-
-def _decoder_layer(i: int, hidden: int = 20, kv: int = 4, ffn: int = 37) -> tuple:
-    """One decoder layer as a Qwen2-style checkpoint names and orders it (q/k/v biases, no o_proj bias),
-    plus a 0-dim scalar (self_attn's own parameter, so first in its module), at tiny sizes."""
-    p = f"model.layers.{i}."
-    return ((p + "self_attn.scale", ()),
-            (p + "self_attn.q_proj.weight", (hidden, hidden)), (p + "self_attn.q_proj.bias", (hidden,)),
-            (p + "self_attn.k_proj.weight", (kv, hidden)), (p + "self_attn.k_proj.bias", (kv,)),
-            (p + "self_attn.v_proj.weight", (kv, hidden)), (p + "self_attn.v_proj.bias", (kv,)),  # k's shapes
-            (p + "self_attn.o_proj.weight", (hidden, hidden)),
-            (p + "mlp.gate_proj.weight", (ffn, hidden)), (p + "mlp.up_proj.weight", (ffn, hidden)),
-            (p + "mlp.down_proj.weight", (hidden, ffn)),
-            (p + "input_layernorm.weight", (hidden,)), (p + "post_attention_layernorm.weight", (hidden,)))
-
-
-#: the `layers` set (issue 18): three decoder layers of a tiny model with the parameter kinds of a real
-#: checkpoint side by side (embedding, biases, norms, 0-dim scalars), its output head tied to the
-#: embedding (LAYERED_TIES: `lm_head.weight` is the same Parameter, not a slot of its own), so a rule
-#: keyed on the layer index, on a kind or on a tie shows; element counts not multiples of 32
-LAYERS = 3
-LAYERED_SHAPES = (("model.embed_tokens.weight", (53, 20)),
-                  *(entry for i in range(LAYERS) for entry in _decoder_layer(i)),
-                  ("model.norm.weight", (20,)))
-LAYERED_TIES = (("lm_head.weight", "model.embed_tokens.weight"),)
-BIG_SHAPE = (1031, 1019)     # lm_head.weight in the big set: 1,050,589 elements, not a multiple of 32
+# the shapes are data the case model reads before torch is imported: esverify.oracle.set_shapes
+from .set_shapes import BIG_SHAPE, LAYERED_SHAPES, LAYERED_TIES, LAYERS, SMALL_SHAPES, check_ties  # noqa: F401
 SEED = 20250929
 
 
@@ -116,17 +84,6 @@ def tensor_bits(t: torch.Tensor) -> np.ndarray:
 def dtype_name(t: torch.Tensor) -> str:
     """The bit format name of a tensor's dtype: "f32", "f16", "bf16" or "f64"."""
     return bits.array_bits(t.detach().reshape(-1)[:0])[1]
-
-
-def check_ties(names, ties) -> tuple:
-    """`ties` as ((alias, slot name), ...); ValueError unless each alias is a new name and each target
-    a slot of `names`."""
-    ties = tuple((str(a), str(t)) for a, t in (ties or ()))
-    for alias, target in ties:
-        if alias in names or target not in names or [a for a, _ in ties].count(alias) > 1:
-            raise ValueError(f"tie {alias!r} -> {target!r}: the alias must be a new name and the target a "
-                             "slot of the set")
-    return ties
 
 
 def write(path: Path, names, tensors, ties=()) -> Path:

@@ -8,7 +8,6 @@ reference: per-reference sections come from the adapters (loop_report).
 """
 from __future__ import annotations
 
-import datetime as _dt
 import platform
 import re
 import shutil
@@ -21,7 +20,7 @@ from .. import __version__
 from ..interrupt import VERDICT as INTERRUPTED
 from ..numerics_probe import SETTINGS_HINT
 from ..paths import checkout_root
-from ..report import to_junit, write_report
+from ..report import to_junit, utc_now, write_report
 from ..reportset import ReportSet
 from . import cases as _cases
 from . import loop_report as _loop_report
@@ -48,10 +47,6 @@ class RunResult:
     written: list
     console: str
     step_summary: str = ""   #: the --summary block (Markdown; parity_report.step_summary)
-
-
-def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def git_commit(path: Path | None) -> str | None:

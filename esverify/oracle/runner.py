@@ -43,22 +43,25 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..interrupt import Interrupted, catching
 from ..outputs import OutputError, check_file, claim_report_folder, missing_folders, remove_empty
-from ..report import report_patterns
+from ..report import report_patterns, utc_now
 from . import adapters as _adapters
-from . import paramsets
 from . import repeat as _repeat
 from .clones import inspect_clone
-from .console import progress_bar
-from .loop_report import read_coverage
-from .options import ChildStartError, Options, SetupError, UsageError, validate
-from .row_runner import checked_case
+from .options import ChildStartError, Options, SetupError, UsageError, check_numerics, validate
 from .rows import make_row
-from .run_report import RunResult, finish, utc_now
 from .session import Session, startup_timeout
 from .setup import NotAskedFor, clones_line, probe_python, resolve_clones, select_cases, wanted_adapters
+
+if TYPE_CHECKING:
+    from .run_report import RunResult
+
+# What our side computes and reports with (torch, numba's kernels, pandas: about 2 s of CPU) is imported
+# by _our_side, after the warm start server was launched, so the two imports overlap (issue 33): this
+# module and what it imports above stay free of torch, numba and pandas (test_oracle_structure).
 
 #: the files of one parity report in its folder (an earlier one is refused unless --overwrite)
 REPORT_PATTERNS = report_patterns("parity") + ("child-*.log", "tensors")
@@ -95,6 +98,7 @@ class Runner:
     # -- what the sessions share
     def set_path(self, dtype: str, big: bool, variant: str, shapes=None, ties=()) -> Path:
         """The .npz of a parameter set (esverify.oracle.paramsets), written once per run."""
+        from . import paramsets
         key = (dtype, big, variant, shapes, tuple(ties or ()))
         with self._lock:
             if key not in self.sets:
@@ -130,21 +134,26 @@ class Runner:
 
     # -- a run
     def run(self) -> RunResult:
+        with contextlib.ExitStack() as self._restore:   # what _our_side changed, given back at the end
+            return self._run()
+
+    def _our_side(self):
+        """Import what our side computes and reports with, then run it on one torch thread and one noise
+        thread until `run` returns: the profiles and the noise are thread-count independent
+        (docs/numerics.md §6), the references' threads run beside ours, and idle-spinning or handed-off
+        worker threads would compete with the children for the same cores. Called once the warm start
+        server was launched: its imports and these run side by side."""
         import torch
 
         from ..rng import backends
-        # Our side on one torch thread and one noise thread: the profiles and the noise are thread-count
-        # independent (docs/numerics.md §6), the references' threads run beside ours, and idle-spinning or
-        # handed-off worker threads would compete with the children for the same cores.
+        from . import console, loop_report, paramsets, row_runner, run_report  # noqa: F401 - imported here
+        check_numerics()   # UsageError (exit 2, no report, the server closed) when this process flushes
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
+        self._restore.callback(torch.set_num_threads, threads)
         rng_threads = backends.set_numba_threads(1)
-        try:
-            return self._run()
-        finally:
-            torch.set_num_threads(threads)
-            if rng_threads is not None:
-                backends.set_numba_threads(rng_threads)
+        if rng_threads is not None:
+            self._restore.callback(backends.set_numba_threads, rng_threads)
 
     def _run(self) -> RunResult:
         opts = self.opts
@@ -177,13 +186,20 @@ class Runner:
             folder.release()
 
     def _start_sessions(self, clones, selected):
-        """One session per reference with cases, every child started before any case runs."""
+        """One session per reference with cases, every child started before any case runs (side by side;
+        a failure is reported for the first reference in case order, as one at a time would)."""
         opts = self.opts
-        for name in dict.fromkeys(c.target for c in selected):
-            if name not in clones:
-                continue
-            session = self.sessions[name] = Session(self, _adapters.get(name), clones[name])
-            if not session.ensure_child():
+        names = [name for name in dict.fromkeys(c.target for c in selected) if name in clones]
+        for name in names:
+            self.sessions[name] = Session(self, _adapters.get(name), clones[name])
+        # each in its session's own thread: it lives as long as the session, and a child started fresh
+        # dies with the thread that started it (its supervisor's PR_SET_PDEATHSIG)
+        sessions = [self.sessions[name] for name in names]
+        started = _all_of([s.pool.submit(s.ensure_child) for s in sessions],
+                          on_interrupt=lambda: [s.child.kill() for s in sessions])
+        for name, ok in zip(names, started):
+            session = self.sessions[name]
+            if not ok:
                 raise ChildStartError(f"the {name} child did not start under {opts.python}: {session.start_error}; "
                                       f"fix: the child's own last log lines are quoted here; check that "
                                       f"{opts.python} runs `import torch, numpy`")
@@ -194,9 +210,9 @@ class Runner:
     def _start_warm(self, selected, clones):
         """The warm start server the children are forked from (esverify.oracle.warm_start): under the
         parent's own interpreter: the one esverify.oracle.warm_kept.keep_warm holds when this run may use
-        it (one reference or more), else one of the run's own when more than one child is to start. A
-        server that does not start costs nothing but its attempt: the children then start fresh (metadata
-        warnings say so)."""
+        it (one reference or more), else one of the run's own when more than one child is to start,
+        launched here and waited for by `_await_warm`. A server that does not start costs nothing but its
+        attempt: the children then start fresh (metadata warnings say so)."""
         from .child_process import warm_start_server
         from .warm_kept import kept, usable_for
         from .warm_start import WarmStartError
@@ -215,8 +231,19 @@ class Runner:
         self._own_warm = True
         try:
             self.warm = warm_start_server(opts.python, opts.child_env, self.work, self.work / "warm-start.log")
-            self.warm.start(startup_timeout(opts.timeout))   # closed by _close_warm, also when interrupted
+            self.warm.launch()   # closed by _close_warm, also when interrupted
         except (WarmStartError, OSError) as exc:
+            self.notes.add(f"warm start: {exc}; every child started a fresh interpreter")
+            self._close_warm()
+
+    def _await_warm(self):
+        """The hello of the server _start_warm launched (its imports ran beside _our_side's)."""
+        from .warm_start import WarmStartError
+        if self.warm is None or not self._own_warm:
+            return
+        try:
+            self.warm.wait(startup_timeout(self.opts.timeout))
+        except WarmStartError as exc:
             self.notes.add(f"warm start: {exc}; every child started a fresh interpreter")
             self._close_warm()
 
@@ -230,13 +257,21 @@ class Runner:
             warm.close()
 
     def _close_sessions(self, kill: bool = False):
-        """Close every child (politely, or at once with `kill`: an interrupted op is not waited for)."""
-        for session in self.sessions.values():
+        """Close every child (politely, or at once with `kill`: an interrupted op is not waited for), side
+        by side: a polite close waits for its child to save its coverage record and exit."""
+        def close(session):
             try:
                 if kill:
                     session.child.kill()   # the whole process group
             finally:
                 session.close()
+        sessions = list(self.sessions.values())
+        if len(sessions) < 2:
+            for session in sessions:
+                close(session)
+            return
+        with ThreadPoolExecutor(max_workers=len(sessions)) as pool:
+            _all_of([pool.submit(close, session) for session in sessions])
 
     def _run_in(self, out_dir: Path, started: float) -> RunResult:
         opts = self.opts
@@ -258,6 +293,8 @@ class Runner:
                 self.rows += [make_row(c, status="skipped", detail=not_given_detail(_adapters.get(c.target)))
                               for c in selected if c.target in not_given]
                 self._start_warm(selected, clones)
+                self._our_side()
+                self._await_warm()
                 try:
                     self._start_sessions(clones, selected)
                 except ChildStartError as exc:   # a child that cannot start: one line, exit 2, and a report
@@ -265,6 +302,7 @@ class Runner:
                     self.rows += [make_row(c, status="error", detail=f"setup: {exc}") for c in selected
                                   if c.target not in not_given]
                 if run["start_error"] is None:
+                    from .console import progress_bar
                     progress = progress_bar(len(selected), opts.quiet)
                     progress.update(len(self.rows))
                     self._run_sessions(selected, progress, run["environments"])
@@ -282,6 +320,8 @@ class Runner:
                 reason = f"not run: the run was interrupted by {run['interrupted'].signal_name}"
                 self.rows += [make_row(c, status="not-run", detail=reason) for c in run["selected"]
                               if c.case_id not in done]
+            from .loop_report import read_coverage
+            from .run_report import finish
             for name, session in self.sessions.items():
                 run["environments"].setdefault(name, session.environment)
                 # the children saved their coverage record at exit (oracle_child/child_coverage.py)
@@ -313,6 +353,7 @@ class Runner:
 
     def _run_reference(self, session, cases, progress) -> dict:
         """Run `cases` on the started `session` (in a thread of its own), then the repeat check."""
+        from .row_runner import checked_case
         env = session.environment
         # the repeat check's cases, among those this child can run (no cuda rows without a GPU)
         runnable = [k for k, c in enumerate(cases) if c.device != "cuda" or env.get("cuda")]
@@ -348,6 +389,8 @@ class Runner:
         whose reference result changed are failed with `state`, in place) and returns its record;
         `run.session` is the Session. The child is closed at the end."""
         import torch
+
+        from .row_runner import checked_case
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         adapter = _adapters.get(target)
@@ -386,6 +429,24 @@ class Runner:
             finally:
                 session.close()
                 torch.set_num_threads(threads)
+
+
+def _all_of(futures: list, on_interrupt=None) -> list:
+    """The results of `futures` in order, once every one is done (the first exception raised then). An
+    exception in the calling thread while it waits (Interrupted: Ctrl-C): on_interrupt() (kill the
+    children, so that a start waiting for its hello ends), every future waited for, on_interrupt() once
+    more (a child started meanwhile), and the exception goes on."""
+    try:
+        for future in futures:
+            future.exception()   # waits, whether it raised or not
+    except BaseException:
+        if on_interrupt is not None:
+            on_interrupt()
+            for future in futures:
+                future.exception()
+            on_interrupt()
+        raise
+    return [future.result() for future in futures]
 
 
 def _check_child_packages(opts, probe: dict):

@@ -54,7 +54,8 @@ class Session:
         self.child = Child(opts.python, oracle_child_dir() / adapter.driver, adapter.clone_root(clone.path),
                            runner.work / f"child-{adapter.name}.log", env=opts.child_env, workdir=runner.work,
                            max_memory=opts.max_memory, max_output=opts.max_output, target=adapter.name,
-                           shared=oracle_child_dir(), warm=getattr(runner, "warm", None))
+                           shared=oracle_child_dir(), warm=getattr(runner, "warm", None),
+                           driver_args=("--line-coverage",) if opts.line_coverage else ())
         self.hello = None
         self.start_error = ""
         self.pool = ThreadPoolExecutor(max_workers=1)   #: waits for the child's reply beside our side

@@ -113,6 +113,12 @@ class WarmStart:
 
     def start(self, timeout: float) -> dict:
         """Start the server and wait up to `timeout` s for its hello; WarmStartError on failure."""
+        self.launch()
+        return self.wait(timeout)
+
+    def launch(self) -> None:
+        """Start the server without waiting for it (its imports take seconds: the caller works meanwhile,
+        then calls `wait`); WarmStartError when it cannot be started."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         log = open(self.log_path, "ab")
         try:
@@ -127,6 +133,14 @@ class WarmStart:
             theirs.close()
             log.close()
         self.sock = ours
+
+    def wait(self, timeout: float) -> dict:
+        """Wait up to `timeout` s for the launched server's hello (at once when it came already);
+        WarmStartError when none comes (the server is closed then)."""
+        if self.hello is not None:
+            return self.hello
+        if self.sock is None:
+            raise WarmStartError(self.why_not() or "the warm start server was not started")
         self.sock.settimeout(timeout)
         try:
             hello = json.loads(self.sock.recv(MAX_PACKET) or b"null")

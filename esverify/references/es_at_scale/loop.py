@@ -2,7 +2,6 @@
 (esverify.oracle.loop_rows, loop_compare) asks through `LoopQuirks`."""
 from __future__ import annotations
 
-from esverify.es.schedule import duplicate_seeds
 from esverify.oracle.adapters.base import LoopQuirks
 
 #: the finding a fit row records (the adapter's `findings` describes it)
@@ -33,6 +32,9 @@ class FitQuirks(LoopQuirks):
                 "weights at the end")
 
     def notes(self, session, case, ours: dict, theirs: dict) -> list[str]:
+        # here, not at the top: the adapter imports this module to recognise clones, before a parity run
+        # imports torch (esverify.es does)
+        from esverify.es.schedule import duplicate_seeds
         session.record_finding(EXTRA_UPDATE, case, f"{theirs['updates']} updates for num_iterations "
                                                    f"{int(case.extra['iterations'])}")
         notes = []
