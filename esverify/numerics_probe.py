@@ -89,13 +89,16 @@ def _torch_findings() -> list[str]:
     return out
 
 
-def flush_to_zero_status() -> FlushStatus:
+def flush_to_zero_status(import_torch: bool = True) -> FlushStatus:
     """Probe this thread's float environment; FlushStatus(flushing, findings). Never raises.
 
-    Cost: microseconds (plus importing torch when it is not loaded yet).
+    Cost: microseconds (plus importing torch when it is not loaded yet; with `import_torch` False torch
+    is probed only when it is loaded: a caller that imports it later probes again then).
     """
     findings = []
-    for probe in (_python_findings, _numpy_findings, _torch_findings):
+    probes = (_python_findings, _numpy_findings) + \
+        ((_torch_findings,) if import_torch or "torch" in sys.modules else ())
+    for probe in probes:
         try:
             findings += probe()
         except Exception as exc:  # a broken probe must not pass as "not flushing" silently

@@ -78,6 +78,8 @@ def start(clone: Path):
     """Record the clone's functions from now on (before any reference file is imported, so module-level
     code counts too), and its lines with coverage.py when `configure` asked for them and it is
     importable."""
+    if _STATE["between_rows"] and _ROW["prefix"] is not None:
+        _recorder_off()   # started again (another clone): what ran under the last one is kept first
     clone = Path(clone).resolve()
     _STATE.update(clone=clone, prefix=str(clone) + os.sep)
     _ROW["prefix"] = _STATE["prefix"]   # _recorder_on's hooks record files under it
@@ -332,8 +334,7 @@ def row_start():
     _ROW["prefix"] = _STATE["prefix"]
     if _ROW["prefix"] is None:
         return
-    if _STATE["between_rows"]:
-        _recorder_off()
+    _recorder_off()   # the row records from here on only (a thread's hook that outlived a row included)
     _ROW["last"] = None
     _recorder_on()
 

@@ -442,3 +442,29 @@ def test_the_trace_follows_a_differing_noise_element_forward():
     assert ("it0.perturb.w", 5) in traced and ("it1.update.v", 5) in traced
     assert not any(element != 5 for _, element in traced) and not any(f.endswith("coefficients") for f, _ in traced)
     assert es_area.trace_libm(vector, lambda seed, numel: gaussian(seed, numel, 0, "libm64", backend="numpy")) == set()
+
+
+def test_the_probe_without_torch_imports_none_and_a_parity_session_probes_again(tmp_path):
+    """Options are checked without importing torch (flush_to_zero_status(import_torch=False): a run
+    imports torch later, then probes again); Runner.session() (fuzz shrinking, mutant catalogs) probes
+    itself, so a process that began flushing after its options were checked is refused there too."""
+    import subprocess
+    import sys
+
+    from esverify.oracle import Options, Runner, UsageError
+    from standins.mutants import STANDINS
+    from test_goldens_support import ROOT
+    code = ("import sys; from esverify import numerics_probe as p; s = p.flush_to_zero_status(import_torch=False); "
+            "print('torch' in sys.modules, s.flushing)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert done.stdout.split() == ["False", "False"], done.stdout + done.stderr
+    runner = Runner(Options(ref=str(STANDINS / "es-awd"), devices=("cpu",), out=str(tmp_path / "out"), quiet=True))
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU has no FTZ/DAZ control (torch.set_flush_denormal returned False)")
+    try:
+        with pytest.raises(UsageError, match="flushes subnormals to zero"):
+            with runner.session("es-awd", STANDINS / "es-awd"):
+                pass
+    finally:
+        torch.set_flush_denormal(False)

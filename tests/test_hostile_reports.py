@@ -160,3 +160,22 @@ def test_one_html_escaper():
     users = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                    if "html.escape" in p.read_text(encoding="utf-8") and p.name != "report.py")
     assert users == []
+
+
+def test_a_childs_coverage_record_with_odd_line_counts_still_makes_the_section(tmp_path):
+    """The coverage record is written by the child (outside input): line counts that are not whole
+    numbers >= 0 are left blank, never a crash of the report, and the rest of the section stands."""
+    from esverify.oracle import loop_report
+    record = {"files": {"mod.py": {"functions": {"a": True, "b": True, "c": False, "d": True, "e": False},
+                                   "lines": "many",
+                                   "function_lines": {"a": 1.5, "b": [1], "c": True, "d": 3, "e": -2}},
+                        "other.py": {"functions": {"f": True}, "lines": 4, "function_lines": ["f"]}},
+              "error": "", "how": "x"}
+    frame, summary = loop_report._coverage_frame({"es-awd": {"coverage": record}})
+    assert list(frame["function"]) == ["a", "b", "c", "d", "e", "f"]
+    assert [None if pd.isna(v) else int(v) for v in frame["lines"]] == [None, None, None, 3, None, None]
+    assert summary["es-awd"]["lines"] == 4 and summary["es-awd"]["functions_ran"] == 4
+    report.write_report(tmp_path, "parity", {"coverage": frame}, {"coverage": summary})
+    doc = json.loads((tmp_path / "parity.json").read_text())
+    assert [r["lines"] for r in doc["sections"]["coverage"]] == [None, None, None, 3, None, None]
+    assert pd.read_csv(tmp_path / "parity-coverage.csv")["lines"].tolist()[3] == 3

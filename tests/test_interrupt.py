@@ -99,3 +99,37 @@ def test_signal_mid_run_writes_the_partial_report(tmp_path, signum, code):
     assert not _alive(child), "the child outlived the interrupted run"
     assert not (out / ".esverify-run.lock").exists()
     assert list((tmp_path / "tmp").iterdir()) == [], "the run's temporary folder was left behind"
+
+
+INTERRUPT_IN_IMPORT = """
+import os, signal, sys
+from importlib.abc import MetaPathFinder
+
+class SignalInTorch(MetaPathFinder):   # SIGINT while torch is half-imported (Runner._our_side imports it)
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch.nn":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, SignalInTorch())
+from esverify.cli import main
+main(["parity", "--ref", sys.argv[1], "--target", "es-awd", "--devices", "cpu", "--dtypes", "f32",
+      "--small", "--quiet", "--out", sys.argv[2]], prog_name="esverify")
+"""
+
+
+def test_a_signal_while_our_side_imports_torch_writes_the_interrupted_report(tmp_path):
+    """A run imports torch after its setup (beside the warm start server's imports): a Ctrl-C then takes
+    effect once the imports are done (a half-imported torch would break the report), and the run
+    ends as any interrupted one: exit 130, a report whose verdict is `interrupted`, every row not-run."""
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", INTERRUPT_IN_IMPORT, str(ROOT / "tests" / "standins" / "es-awd"),
+                           str(out)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert done.returncode == 130, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    report = json.loads((out / "parity.json").read_text())
+    assert report["metadata"]["verdict"] == "interrupted"
+    statuses = {row["status"] for row in report["sections"]["cases"]}
+    assert statuses == {"not-run"}, statuses

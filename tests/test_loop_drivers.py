@@ -219,3 +219,70 @@ def test_the_function_table_comes_from_the_interpreter_and_lines_only_when_asked
     else:
         assert entry["lines"] is None and entry["function_lines"] == {}
         assert ("coverage.py is not installed" in table["how"]) is lines
+
+
+def _interpreters() -> list:
+    """This Python and a Python 3.12 where the machine has one (child_coverage's two recorders)."""
+    import glob
+    import shutil
+    if sys.version_info[:2] == (3, 12):
+        return [sys.executable]
+    for other in sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12*/bin/python3.12"))) + \
+            [shutil.which("python3.12")]:
+        if other and subprocess.run([other, "-c", "pass"], capture_output=True).returncode == 0:
+            return [sys.executable, other]   # (a pyenv shim of a version not selected exits 127)
+    return [sys.executable]
+
+
+SWITCH_AND_THREADS = """
+import json, sys, threading
+sys.path.insert(0, {child!r})
+import child_coverage as cc
+results = {{}}
+cc.start({c1!r})
+sys.path.insert(0, {c1!r})
+import first                              # its module level calls at_import(): outside any row
+cc.start({c2!r})                          # the child switched to another clone (the first's record kept)
+sys.path.insert(0, {c2!r})
+import second
+results["second"] = cc.table()["files"]["second.py"]["functions"]
+go, ticked = threading.Event(), threading.Event()
+def worker():                             # started in a row, outlives it, runs clone code between rows
+    go.wait()
+    second.tick()
+    ticked.set()
+cc.row_start()
+t = threading.Thread(target=worker)
+t.start()
+cc.row_end()
+go.set()
+ticked.wait()
+cc.row_start()
+second.work()
+results["row"] = cc.row_end()
+t.join()
+results["tick"] = cc.table()["files"]["second.py"]["functions"]["tick"]
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.parametrize("python", _interpreters())
+def test_a_second_start_and_a_thread_that_outlives_its_row_record_what_ran_where(tmp_path, python):
+    """child_coverage: starting again on another clone (a switched clone) keeps recording, its module
+    level included; a thread started in one row that runs clone code between rows does not put that
+    code in the next row's record (blame), and the cumulative table still has it. Under this Python and
+    a 3.12 where there is one (profile hooks, sys.monitoring)."""
+    c1, c2 = tmp_path / "c1", tmp_path / "c2"
+    c1.mkdir()
+    c2.mkdir()
+    (c1 / "first.py").write_text("def at_import():\n    return 1\n\n\nat_import()\n")
+    (c2 / "second.py").write_text("def at_import():\n    return 1\n\n\ndef tick():\n    return 2\n\n\n"
+                                  "def work():\n    return 3\n\n\nat_import()\n")
+    script = SWITCH_AND_THREADS.format(child=str(oracle_child_dir()), c1=str(c1), c2=str(c2))
+    out = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    import json
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["second"] == {"at_import": True, "tick": False, "work": False}
+    assert got["row"] == {"second.py": ["work"]}
+    assert got["tick"] is True

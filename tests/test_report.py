@@ -244,3 +244,13 @@ def test_an_interrupted_run_with_failing_rows_still_says_interrupted():
                                    verdict="interrupted", reason="interrupted by SIGTERM: 1 rows not run"))
     assert (suite.get("failures"), suite.get("skipped")) == ("2", "1")
     assert "SIGTERM" in suite.find("testcase[@name='verdict']/failure").get("message")
+
+
+def test_utc_now_is_iso_8601_utc_to_the_second():
+    """report.utc_now: the metadata's started_utc / finished_utc, parseable, UTC, no fraction of a second."""
+    import datetime
+    before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    text = report.utc_now()
+    after = datetime.datetime.now(datetime.timezone.utc)
+    assert len(text) == len("2026-12-04T19:39:21+00:00") and text.endswith("+00:00")
+    assert before <= datetime.datetime.fromisoformat(text) <= after

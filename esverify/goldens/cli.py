@@ -138,7 +138,7 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir, impl_
     _check_outputs([("--junit", junit, "file"), ("--json", json_path, "file")])
     directory = goldens_dir or paths.goldens_dir()
     target = _impl_target(impl_cmd, require, impl_log, impl_deadline, backends)
-    started = _utc_now()
+    started = report.utc_now()
     try:
         with catching():
             result = gate.check(directory, list(areas) or None, list(backends) or None, against, impl=target)
@@ -164,7 +164,7 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir, impl_
               "counts": {"vectors": int(summary["vectors"].sum()) if len(summary) else 0,
                          "mismatches": int(summary["mismatches"].sum()) if len(summary) else 0,
                          "errors": len(result.errors)},
-              "started_utc": started, "finished_utc": _utc_now(), "command_line": _command_line()}
+              "started_utc": started, "finished_utc": report.utc_now(), "command_line": _command_line()}
     metadata = {**header, "goldens_dir": str(directory), "against": against, "strict": strict,
                 "numpy": result.environment["numpy"], "errors": result.errors}
     if target is not None:
@@ -243,11 +243,6 @@ def _junit_cases(result, summary: pd.DataFrame, table: pd.DataFrame, strict: boo
     return pd.DataFrame(rows, columns=["area", "backend", "vector", "status", "detail", "seconds"])
 
 
-def _utc_now() -> str:
-    import datetime as dt
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
 def _command_line() -> str:
     return " ".join(["esverify", *sys.argv[1:]])
 
@@ -258,7 +253,7 @@ def _interrupted_check_report(exc: Interrupted, started, junit, json_path, direc
     code = exc.exit_code
     verdict = f"goldens check: {INTERRUPTED.upper()} by {exc.signal_name} (exit {code})"
     header = {"verdict": INTERRUPTED, "exit_code": code, "counts": {}, "started_utc": started,
-              "finished_utc": _utc_now(), "command_line": _command_line()}
+              "finished_utc": report.utc_now(), "command_line": _command_line()}
     metadata = {**header, "goldens_dir": str(directory), "against": against, "strict": strict,
                 "interrupted_by": exc.signal_name}
     empty = pd.DataFrame(columns=["area", "backend", "vectors", "mismatches", "libm_divergences", "seconds"])

@@ -45,12 +45,15 @@ def _coverage_frame(environments: dict):
         total = ran = 0
         lines = None   # executed lines, counted only under --line-coverage
         for rel, info in sorted(cov.get("files", {}).items()):
-            counts = info.get("function_lines") or {}
-            if isinstance(info.get("lines"), int):
+            counts = info.get("function_lines")
+            counts = counts if isinstance(counts, dict) else {}
+            if type(info.get("lines")) is int and info["lines"] >= 0:
                 lines = (lines or 0) + info["lines"]
             for name, did in info["functions"].items():
+                count = counts.get(name)   # the child wrote it: outside input, an int >= 0 or nothing
+                count = count if type(count) is int and count >= 0 else None
                 rows.append({"target": target, "file": rel, "function": name, "ran": bool(did),
-                             "reached_by_loop": name in reached.get(rel, []), "lines": counts.get(name)})
+                             "reached_by_loop": name in reached.get(rel, []), "lines": count})
                 total += 1
                 ran += bool(did)
         missing = [f"{rel}: {name}" for rel, names in reached.items() for name in names

@@ -139,15 +139,17 @@ def validate(opts: Options) -> Options:
         raise UsageError(f"--out {opts.out}: exists and is not a directory")
     if opts.junit and Path(opts.junit).is_dir():
         raise UsageError(f"--junit {opts.junit}: is a directory, not a file")
+    check_numerics(import_torch=False)   # before anything runs; torch is probed once a run imported it
     return opts
 
 
-def check_numerics():
+def check_numerics(import_torch: bool = True):
     """UsageError when this process flushes subnormals to zero (numerics_probe): our side's subnormal
-    results would not be the contract's. The runner asks once torch and numba are imported (what they
-    set shows then) and before any case runs."""
+    results would not be the contract's. `validate` asks without importing torch (a run imports it
+    later, beside the warm start server's imports), the runner again once torch and numba are imported
+    (what importing them set shows then), before any case runs."""
     from ..numerics_probe import flush_to_zero_status
-    flush = flush_to_zero_status()
+    flush = flush_to_zero_status(import_torch=import_torch)
     if flush.flushing:
         raise UsageError(f"parity: {flush.message()}")
 

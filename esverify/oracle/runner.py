@@ -45,7 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..interrupt import Interrupted, catching
+from ..interrupt import Interrupted, catching, deferred
 from ..outputs import OutputError, check_file, claim_report_folder, missing_folders, remove_empty
 from ..report import report_patterns, utc_now
 from . import adapters as _adapters
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
 # What our side computes and reports with (torch, numba's kernels, pandas: about 2 s of CPU) is imported
 # by _our_side, after the warm start server was launched, so the two imports overlap (issue 33): this
-# module and what it imports above stay free of torch, numba and pandas (test_oracle_structure).
+# module and what it imports above stay free of torch, numba and pandas (tests/test_cli_imports.py).
 
 #: the files of one parity report in its folder (an earlier one is refused unless --overwrite)
 REPORT_PATTERNS = report_patterns("parity") + ("child-*.log", "tensors")
@@ -143,11 +143,12 @@ class Runner:
         (docs/numerics.md §6), the references' threads run beside ours, and idle-spinning or handed-off
         worker threads would compete with the children for the same cores. Called once the warm start
         server was launched: its imports and these run side by side."""
-        import torch
+        with deferred():   # a Ctrl-C here would leave torch half-imported, and the report needs it
+            import torch
 
-        from ..rng import backends
-        from . import console, loop_report, paramsets, row_runner, run_report  # noqa: F401 - imported here
-        check_numerics()   # UsageError (exit 2, no report, the server closed) when this process flushes
+            from ..rng import backends
+            from . import console, loop_report, paramsets, row_runner, run_report  # noqa: F401 - imported here
+        check_numerics()   # what importing them set (UsageError: exit 2, no report, the server closed)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         self._restore.callback(torch.set_num_threads, threads)
@@ -192,10 +193,8 @@ class Runner:
         names = [name for name in dict.fromkeys(c.target for c in selected) if name in clones]
         for name in names:
             self.sessions[name] = Session(self, _adapters.get(name), clones[name])
-        # each in its session's own thread: it lives as long as the session, and a child started fresh
-        # dies with the thread that started it (its supervisor's PR_SET_PDEATHSIG)
         sessions = [self.sessions[name] for name in names]
-        started = _all_of([s.pool.submit(s.ensure_child) for s in sessions],
+        started = _all_of([s.start_child() for s in sessions],   # each in its session's own thread
                           on_interrupt=lambda: [s.child.kill() for s in sessions])
         for name, ok in zip(names, started):
             session = self.sessions[name]
@@ -391,6 +390,7 @@ class Runner:
         import torch
 
         from .row_runner import checked_case
+        check_numerics()
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         adapter = _adapters.get(target)

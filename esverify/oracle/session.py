@@ -90,11 +90,22 @@ class Session:
 
     # -- the child
     def close(self):
-        self.child.close()
+        self.child.close()              # a start in flight in self.pool then ends at once: its child is gone
         self.pool.shutdown(wait=True)
+        self.child.close()              # a child that start made meanwhile (close is idempotent)
 
     def ensure_child(self) -> bool:
-        """Start the child if it is not running (at most 3 failed starts); False with start_error set."""
+        """Start the child if it is not running (at most 3 failed starts); False with start_error set.
+        The start runs in the session's own thread (`start_child`), whichever thread asks."""
+        return self.start_child().result()
+
+    def start_child(self):
+        """`ensure_child` in the session's own thread, as a future of its result: a child started fresh
+        dies with the thread that started it (its supervisor's PR_SET_PDEATHSIG), and this thread lives
+        as long as the session, where a reference's worker thread ends before the children are closed."""
+        return self.pool.submit(self._ensure_child)
+
+    def _ensure_child(self) -> bool:
         if self.child.alive():
             return True
         if self.start_error and self.child.starts >= 3:
