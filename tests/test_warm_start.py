@@ -173,16 +173,35 @@ def test_a_warm_childs_supervisor_kills_what_it_leaves_behind(probe):
     assert "esverify supervisor: the reference left 1 process(es) running" in (probe["base"] / "orphan.log").read_text()
 
 
-def test_the_server_ends_with_close_and_takes_its_children_along(tmp_path):
+def _facts_driver(tmp_path):
+    """(drivers folder, the probe driver in it), and an empty clone folder beside them."""
     shared = tmp_path / "drivers"
     shared.mkdir()
     driver = shared / "facts.py"
     driver.write_text(FACTS_DRIVER)
     (tmp_path / "clone").mkdir()
+    return shared, driver
+
+
+def _started_as(child) -> str:
+    """How `child` started ("warm" or "fresh"); it is closed again."""
+    try:
+        child.start(60)
+        return child.last_start
+    finally:
+        child.close()
+
+
+def _facts_child(tmp_path, shared, driver, server, log: str):
+    return Child(sys.executable, driver, tmp_path / "clone", tmp_path / log, workdir=tmp_path, target="facts",
+                 shared=shared, warm=server)
+
+
+def test_the_server_ends_with_close_and_takes_its_children_along(tmp_path):
+    shared, driver = _facts_driver(tmp_path)
     server = warm_start_server(sys.executable, {}, tmp_path, tmp_path / "warm-start.log")
     server.start(60)
-    child = Child(sys.executable, driver, tmp_path / "clone", tmp_path / "c.log", workdir=tmp_path,
-                  target="facts", shared=shared, warm=server)
+    child = _facts_child(tmp_path, shared, driver, server, "c.log")
     child.start(60)
     supervisor = child.proc.pid
     server.close()          # while the child runs: its supervisor gets SIGTERM and kills it
@@ -193,13 +212,7 @@ def test_the_server_ends_with_close_and_takes_its_children_along(tmp_path):
     assert _gone(supervisor)
     child.close()
     # a child asked to start after the server ended starts fresh, and says why in its log
-    again = Child(sys.executable, driver, tmp_path / "clone", tmp_path / "d.log", workdir=tmp_path,
-                  target="facts", shared=shared, warm=server)
-    try:
-        again.start(60)
-        assert again.last_start == "fresh"
-    finally:
-        again.close()
+    assert _started_as(_facts_child(tmp_path, shared, driver, server, "d.log")) == "fresh"
     assert "esverify: the warm start server exited" in (tmp_path / "d.log").read_text()
 
 
@@ -340,24 +353,14 @@ def test_a_launched_server_is_waited_for_once_and_forks_after_its_hello(tmp_path
     wait() gives its hello, the same one when asked again; a child then forks from it. An interpreter that
     cannot be started is a WarmStartError at launch, and waiting for a server never launched is one too."""
     from esverify.oracle.warm_start import WarmStartError
-    shared = tmp_path / "drivers"
-    shared.mkdir()
-    driver = shared / "facts.py"
-    driver.write_text(FACTS_DRIVER)
-    (tmp_path / "clone").mkdir()
+    shared, driver = _facts_driver(tmp_path)
     server = warm_start_server(sys.executable, {}, tmp_path, tmp_path / "warm-start.log")
     try:
         server.launch()
         assert server.hello is None and server.proc.poll() is None   # not waited for: still importing
         hello = server.wait(60)
         assert hello["hello"] == "warm-start" and server.wait(60) is hello
-        child = Child(sys.executable, driver, tmp_path / "clone", tmp_path / "c.log", workdir=tmp_path,
-                      target="facts", shared=shared, warm=server)
-        try:
-            child.start(60)
-            assert child.last_start == "warm"
-        finally:
-            child.close()
+        assert _started_as(_facts_child(tmp_path, shared, driver, server, "c.log")) == "warm"
     finally:
         server.close()
     never = warm_start_server(sys.executable, {}, tmp_path, tmp_path / "never.log")
