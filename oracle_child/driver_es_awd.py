@@ -34,6 +34,10 @@ UTILS = "weight_update_utils.py"
 
 
 def load_modules(clone):
+    # main's parse_args switches torch.use_deterministic_algorithms on (docs/references.md §5.2), whose
+    # first call imports this (about 1 s of CPU): here, before coverage starts and outside any row, not
+    # in the warm start server, which every child waits for and only this one needs it from
+    import torch._inductor.config  # noqa: F401
     loops.start(clone, "es-awd")   # coverage and the stand-in modules first (docs/references.md §5)
     try:
         return {"weight_update_utils": load_module(clone, UTILS, "esverify_oracle_ref_weight_update_utils")}

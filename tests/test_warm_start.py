@@ -53,6 +53,7 @@ FACTS_DRIVER = textwrap.dedent(r'''
             "threads": threading.active_count(), "torch_threads": torch.get_num_threads(),
             "random": [random.random(), float(np.random.random())],
             "modules": sorted(m for m in sys.modules if "." not in m and m in ("supervise", "warm_server")),
+            "preloaded": "wave" in sys.modules,   # the test's --preload module
             "esverify_path": [rel(p) for p in __import__("esverify.rng").rng.__path__],   # where later imports come from
         }
 
@@ -183,11 +184,11 @@ def _facts_driver(tmp_path):
     return shared, driver
 
 
-def _started_as(child) -> str:
-    """How `child` started ("warm" or "fresh"); it is closed again."""
+def _started_as(child) -> tuple:
+    """(how `child` started, "warm" or "fresh", and its facts); it is closed again."""
     try:
         child.start(60)
-        return child.last_start
+        return child.last_start, _facts(child)
     finally:
         child.close()
 
@@ -212,7 +213,7 @@ def test_the_server_ends_with_close_and_takes_its_children_along(tmp_path):
     assert _gone(supervisor)
     child.close()
     # a child asked to start after the server ended starts fresh, and says why in its log
-    assert _started_as(_facts_child(tmp_path, shared, driver, server, "d.log")) == "fresh"
+    assert _started_as(_facts_child(tmp_path, shared, driver, server, "d.log"))[0] == "fresh"
     assert "esverify: the warm start server exited" in (tmp_path / "d.log").read_text()
 
 
@@ -290,6 +291,7 @@ def test_keep_warm_serves_single_reference_runs_and_leaves_nothing(tmp_path, mon
         assert warm_start.kept() is None and start() == "fresh"
         with warm_start.keep_warm() as warm:
             assert warm is not None and warm_start.kept() is warm
+            assert warm.preload == warm_start.KEPT_PRELOAD == ("torch._inductor.config",)
             assert start() == "warm" and warm.alive()     # left running for the next run
             assert start() == "warm"
             with warm_start.not_kept():
@@ -350,17 +352,20 @@ def test_a_running_warm_child_is_polled_without_asking_the_server():
 
 def test_a_launched_server_is_waited_for_once_and_forks_after_its_hello(tmp_path):
     """launch() returns while the server still imports (a run imports our side meanwhile, Runner._our_side);
-    wait() gives its hello, the same one when asked again; a child then forks from it. An interpreter that
-    cannot be started is a WarmStartError at launch, and waiting for a server never launched is one too."""
+    wait() gives its hello, the same one when asked again; a child then forks from it, with the modules
+    the server was asked to preload imported (keep_warm's server: warm_kept.KEPT_PRELOAD), which a run's
+    own server and a fresh child do not have. An interpreter that cannot be started is a WarmStartError
+    at launch, and waiting for a server never launched is one too."""
     from esverify.oracle.warm_start import WarmStartError
     shared, driver = _facts_driver(tmp_path)
-    server = warm_start_server(sys.executable, {}, tmp_path, tmp_path / "warm-start.log")
+    server = warm_start_server(sys.executable, {}, tmp_path, tmp_path / "warm-start.log", preload=("wave",))
     try:
         server.launch()
         assert server.hello is None and server.proc.poll() is None   # not waited for: still importing
         hello = server.wait(60)
         assert hello["hello"] == "warm-start" and server.wait(60) is hello
-        assert _started_as(_facts_child(tmp_path, shared, driver, server, "c.log")) == "warm"
+        how, facts = _started_as(_facts_child(tmp_path, shared, driver, server, "c.log"))
+        assert how == "warm" and facts["preloaded"] is True
     finally:
         server.close()
     never = warm_start_server(sys.executable, {}, tmp_path, tmp_path / "never.log")

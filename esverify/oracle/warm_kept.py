@@ -41,6 +41,10 @@ def not_kept():
     return _holding(None)
 
 
+#: what keep_warm's server imports beyond the common preload (see keep_warm)
+KEPT_PRELOAD = ("torch._inductor.config",)
+
+
 @contextlib.contextmanager
 def keep_warm(timeout: float = 120.0):
     """Keep one warm start server for every parity run made inside the block (a notebook, a script or a test
@@ -54,7 +58,11 @@ def keep_warm(timeout: float = 120.0):
     work = warm = None
     try:
         work = Path(tempfile.mkdtemp(prefix="esverify-warm-kept-"))
-        warm = warm_start_server(sys.executable, {}, work, work / "warm-start.log")
+        # this server forks many children, and so also imports what a driver imports at its start (the
+        # module torch.use_deterministic_algorithms loads on its first call, 1 s of CPU a child); a run's
+        # own server forks one child per reference and leaves that to the driver that needs it
+        warm = warm_start_server(sys.executable, {}, work, work / "warm-start.log",
+                                 preload=KEPT_PRELOAD)
         warm.start(timeout)
     except (WarmStartError, OSError, ImportError):
         if warm is not None:

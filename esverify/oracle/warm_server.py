@@ -47,11 +47,9 @@ def _preload() -> None:
     import numba  # noqa: F401
     import numpy as np
     import torch  # noqa: F401
-    # torch.use_deterministic_algorithms imports this on its first call (1.3 s of CPU: dynamo, sympy), and a
-    # reference may call it while it parses its arguments (docs/references.md §5.2); in a child that import
-    # ran under the row's profile hook and took 2-4 s. Importing a module of torch changes nothing a child
-    # computes.
-    import torch._inductor.config  # noqa: F401
+    # not torch._inductor.config, which torch.use_deterministic_algorithms imports on its first call (1 s of
+    # CPU): a driver whose reference calls it imports it at its start (docs/references.md §5.2); here every
+    # child would wait for it. A server that forks many children gets it with --preload (warm_kept)
 
     from esverify import exactsum, numerics_probe, rng  # noqa: F401
     from esverify.rng import numba_backend
@@ -228,6 +226,8 @@ def main(argv) -> None:
         os._exit(1)
     sock = socket.socket(fileno=int(opts["--socket-fd"]))
     _preload()
+    for name in filter(None, opts.get("--preload", "").split(",")):   # more, for a server forking many children
+        __import__(name)
     pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if pythonpath:
         _seal(pythonpath[0])

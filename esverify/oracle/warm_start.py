@@ -101,10 +101,13 @@ class WarmStart:
     """
 
     def __init__(self, python: str, extra_env: dict, env: dict, root: Path, log_path: Path,
-                 passed: dict | None = None):
+                 passed: dict | None = None, preload=()):
         self.python, self.extra_env, self.env = python, dict(extra_env or {}), dict(env)
         self.passed = dict(passed or {})   #: the parent's entries a child gets, when the server started
         self.root, self.log_path = Path(root), Path(log_path)
+        #: modules the server imports beyond what every driver imports first (warm_server._preload): what
+        #: some driver imports at its start, worth importing once where one server forks many children
+        self.preload = tuple(preload)
         self.proc = None
         self.sock = None
         self.lock = threading.Lock()
@@ -123,7 +126,8 @@ class WarmStart:
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(
-                [self.python, str(SERVER), f"--parent={os.getpid()}", f"--socket-fd={theirs.fileno()}"],
+                [self.python, str(SERVER), f"--parent={os.getpid()}", f"--socket-fd={theirs.fileno()}"]
+                + ([f"--preload={','.join(self.preload)}"] if self.preload else []),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(theirs.fileno(),),
                 cwd=str(self.root / "cwd"), env=self.env, start_new_session=True)
         except OSError as exc:
