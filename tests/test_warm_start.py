@@ -53,7 +53,7 @@ FACTS_DRIVER = textwrap.dedent(r'''
             "threads": threading.active_count(), "torch_threads": torch.get_num_threads(),
             "random": [random.random(), float(np.random.random())],
             "modules": sorted(m for m in sys.modules if "." not in m and m in ("supervise", "warm_server")),
-            "preloaded": "wave" in sys.modules,   # the test's --preload module
+            "preloaded": "torch._inductor.config" in sys.modules,   # a kept server's extra module
             "esverify_path": [rel(p) for p in __import__("esverify.rng").rng.__path__],   # where later imports come from
         }
 
@@ -291,7 +291,7 @@ def test_keep_warm_serves_single_reference_runs_and_leaves_nothing(tmp_path, mon
         assert warm_start.kept() is None and start() == "fresh"
         with warm_start.keep_warm() as warm:
             assert warm is not None and warm_start.kept() is warm
-            assert warm.preload == warm_start.KEPT_PRELOAD == ("torch._inductor.config",)
+            assert warm.kept is True
             assert start() == "warm" and warm.alive()     # left running for the next run
             assert start() == "warm"
             with warm_start.not_kept():
@@ -352,13 +352,13 @@ def test_a_running_warm_child_is_polled_without_asking_the_server():
 
 def test_a_launched_server_is_waited_for_once_and_forks_after_its_hello(tmp_path):
     """launch() returns while the server still imports (a run imports our side meanwhile, Runner._our_side);
-    wait() gives its hello, the same one when asked again; a child then forks from it, with the modules
-    the server was asked to preload imported (keep_warm's server: warm_kept.KEPT_PRELOAD), which a run's
-    own server and a fresh child do not have. An interpreter that cannot be started is a WarmStartError
+    wait() gives its hello, the same one when asked again; a child then forks from it, with what a kept
+    server (keep_warm's, `kept=True`) imports beyond a run's own imported (the determinism module), which
+    a run's own server's children and a fresh child do not have. An interpreter that cannot be started is a WarmStartError
     at launch, and waiting for a server never launched is one too."""
     from esverify.oracle.warm_start import WarmStartError
     shared, driver = _facts_driver(tmp_path)
-    server = warm_start_server(sys.executable, {}, tmp_path, tmp_path / "warm-start.log", preload=("wave",))
+    server = warm_start_server(sys.executable, {}, tmp_path, tmp_path / "warm-start.log", kept=True)
     try:
         server.launch()
         assert server.hello is None and server.proc.poll() is None   # not waited for: still importing

@@ -243,17 +243,17 @@ def prepare_root(root: Path, drivers: list) -> tuple[Path, dict]:
     return pkg, copied
 
 
-def warm_start_server(python: str, extra_env: dict | None, workdir: Path, log_path: Path, preload=()):
+def warm_start_server(python: str, extra_env: dict | None, workdir: Path, log_path: Path, kept: bool = False):
     """A warm start server (esverify.oracle.warm_start.WarmStart, not started yet) for the children of
     interpreter `python` with extra environment `extra_env`: in a fresh private folder under `workdir`
     prepared as a child's (prepare_root, no driver) and with the environment a child gets
-    (child_environment), importing the modules `preload` too. The caller starts it, hands it to each Child
-    (`warm`) and closes it."""
+    (child_environment); `kept`: it will fork many children (WarmStart.kept). The caller starts it, hands it
+    to each Child (`warm`) and closes it."""
     from .warm_start import WarmStart
     root = Path(tempfile.mkdtemp(prefix="esverify-warm-", dir=workdir))
     pkg, _ = prepare_root(root, [])
     return WarmStart(str(python), dict(extra_env or {}), child_environment(extra_env, pkg, root / "tmp"), root,
-                     Path(log_path), passed_environment(), preload)
+                     Path(log_path), passed_environment(), kept)
 
 
 class BoundedLog:

@@ -41,10 +41,6 @@ def not_kept():
     return _holding(None)
 
 
-#: what keep_warm's server imports beyond the common preload (see keep_warm)
-KEPT_PRELOAD = ("torch._inductor.config",)
-
-
 @contextlib.contextmanager
 def keep_warm(timeout: float = 120.0):
     """Keep one warm start server for every parity run made inside the block (a notebook, a script or a test
@@ -61,8 +57,7 @@ def keep_warm(timeout: float = 120.0):
         # this server forks many children, and so also imports what a driver imports at its start (the
         # module torch.use_deterministic_algorithms loads on its first call, 1 s of CPU a child); a run's
         # own server forks one child per reference and leaves that to the driver that needs it
-        warm = warm_start_server(sys.executable, {}, work, work / "warm-start.log",
-                                 preload=KEPT_PRELOAD)
+        warm = warm_start_server(sys.executable, {}, work, work / "warm-start.log", kept=True)
         warm.start(timeout)
     except (WarmStartError, OSError, ImportError):
         if warm is not None:

@@ -42,14 +42,17 @@ if sys.path and os.path.realpath(sys.path[0] or ".") == os.path.dirname(os.path.
 MAX_PACKET = 1 << 20
 
 
-def _preload() -> None:
-    """What the drivers import first (oracle_child/child_server.py and the noise hook), once, here."""
+def _preload(kept: bool) -> None:
+    """What the drivers import first (oracle_child/child_server.py and the noise hook), once, here; for a
+    kept server (`kept`: it forks many children) also what some driver imports at its start."""
     import numba  # noqa: F401
     import numpy as np
     import torch  # noqa: F401
-    # not torch._inductor.config, which torch.use_deterministic_algorithms imports on its first call (1 s of
-    # CPU): a driver whose reference calls it imports it at its start (docs/references.md §5.2); here every
-    # child would wait for it. A server that forks many children gets it with --preload (warm_kept)
+    if kept:
+        # torch.use_deterministic_algorithms imports this on its first call (1 s of CPU); a driver whose
+        # reference calls it imports it at its start (docs/references.md §5.2). A run's own server leaves it
+        # to that driver (every child would wait for it here); a kept one forks many such children
+        import torch._inductor.config  # noqa: F401
 
     from esverify import exactsum, numerics_probe, rng  # noqa: F401
     from esverify.rng import numba_backend
@@ -225,9 +228,7 @@ def main(argv) -> None:
     if os.getppid() != parent:
         os._exit(1)
     sock = socket.socket(fileno=int(opts["--socket-fd"]))
-    _preload()
-    for name in filter(None, opts.get("--preload", "").split(",")):   # more, for a server forking many children
-        __import__(name)
+    _preload(opts.get("--kept") == "1")
     pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if pythonpath:
         _seal(pythonpath[0])

@@ -101,13 +101,13 @@ class WarmStart:
     """
 
     def __init__(self, python: str, extra_env: dict, env: dict, root: Path, log_path: Path,
-                 passed: dict | None = None, preload=()):
+                 passed: dict | None = None, kept: bool = False):
         self.python, self.extra_env, self.env = python, dict(extra_env or {}), dict(env)
         self.passed = dict(passed or {})   #: the parent's entries a child gets, when the server started
         self.root, self.log_path = Path(root), Path(log_path)
-        #: modules the server imports beyond what every driver imports first (warm_server._preload): what
-        #: some driver imports at its start, worth importing once where one server forks many children
-        self.preload = tuple(preload)
+        #: a server that forks many children (warm_kept.keep_warm): it also imports what some driver imports
+        #: at its start (warm_server._preload)
+        self.kept = bool(kept)
         self.proc = None
         self.sock = None
         self.lock = threading.Lock()
@@ -127,7 +127,7 @@ class WarmStart:
         try:
             self.proc = subprocess.Popen(
                 [self.python, str(SERVER), f"--parent={os.getpid()}", f"--socket-fd={theirs.fileno()}"]
-                + ([f"--preload={','.join(self.preload)}"] if self.preload else []),
+                + (["--kept=1"] if self.kept else []),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(theirs.fileno(),),
                 cwd=str(self.root / "cwd"), env=self.env, start_new_session=True)
         except OSError as exc:
