@@ -374,3 +374,26 @@ def test_a_launched_server_is_waited_for_once_and_forks_after_its_hello(tmp_path
     broken = warm_start_server(str(tmp_path / "no-python-here"), {}, tmp_path, tmp_path / "broken.log")
     with pytest.raises(WarmStartError, match="cannot start the warm start server"):
         broken.launch()
+
+
+def test_a_child_restarted_from_a_thread_that_ends_lives_on(tmp_path):
+    """A child started fresh dies with the thread that started it (its supervisor's PR_SET_PDEATHSIG), and
+    a reference's worker thread ends before the children are closed: Session.ensure_child starts it in
+    the session's own thread whichever thread asks, so a child restarted mid-run lives until it is closed."""
+    import threading
+
+    from esverify.oracle import Options, Runner
+    from esverify.oracle import warm_kept
+    standin = Path(__file__).parent / "standins" / "es-awd"
+    with warm_kept.not_kept():   # fresh children, as without warm starts (--python, one reference)
+        runner = Runner(Options(ref=str(standin), devices=("cpu",), out=str(tmp_path / "out"), quiet=True,
+                                warm_start=False))
+        with runner.session("es-awd", standin) as run:
+            session = run.session
+            session.child.kill()
+            assert not session.child.alive()
+            worker = threading.Thread(target=session.ensure_child)
+            worker.start()
+            worker.join()                  # the thread that asked for the restart is gone
+            time.sleep(1.0)
+            assert session.child.alive() and session.child.last_start == "fresh"
