@@ -9,8 +9,8 @@ clones given with --ref, and prints, measured in the same run:
   the references) and wall time, rows per CPU second and per wall second;
 - the breakdown: the parent's own imports, the warm start server's launch, our side's imports (torch,
   numba, pandas: Runner._our_side, while the server imports), the rest of the server's start (its
-  hello, once; docs/parity.md "Warm starts"), child start and imports (each reference's child, until its hello; forked from the server), each op family
-  (the rows of one op, their wall seconds as the runner times them; the training loops summed on
+  hello, once; docs/parity.md "Warm starts"), child start and imports (each reference's child, until
+  its hello; forked from the server), each op family (the rows of one op, their wall seconds as the runner times them; the training loops summed on
   their own line), our side (esverify.es computing the expected values), the reference side (a
   request in flight in the child), waiting (the part of the reference side our side did not
   overlap) and report writing;
@@ -20,7 +20,8 @@ clones given with --ref, and prints, measured in the same run:
   ratios warm / cold.
 
 The references run side by side (one thread and one child each; the children start side by side
-too) and a child works while our side computes, so the phases overlap: their sum exceeds the wall time. The breakdown is taken by
+too) and a child works while our side computes, so the phases overlap: their sum exceeds the wall
+time. The breakdown is taken by
 wrapping the runner's own functions in this process (Session.start_child, run_report.finish) and
 reading its clocks (metadata seconds_per_side, per-row seconds); nothing in esverify changes.
 Nothing is asserted: machines are noisy. Say the load (printed) with every figure.

@@ -522,8 +522,8 @@ class Child:
             return None
         stdin_r, stdin_w = os.pipe()
         try:
-            pid = self.warm.spawn([driver, "--clone", self.clone, *self.driver_args], env, self.root / "cwd", self.max_memory or -1,
-                                  self.file_limit or -1, stdin_r, out_w, write_fd)
+            pid = self.warm.spawn([driver, "--clone", self.clone, *self.driver_args], env, self.root / "cwd",
+                                  self.max_memory or -1, self.file_limit or -1, stdin_r, out_w, write_fd)
         except BaseException as exc:
             os.close(stdin_w)
             if not isinstance(exc, WarmStartError):

@@ -192,7 +192,8 @@ def parity(ctx, ref, discover, blame_base, target, python, dtypes, schemes, devi
                    out=out, formats=_csv(formats), junit=junit, summary=summary_path, timeout=timeout,
                    quiet=quiet, small=small, reports=settings.get("reports"), settings=settings.metadata(),
                    max_memory=max_memory, max_output=max_output, require_all=require_all, overwrite=overwrite,
-                   loops=not no_loops, warm_start=not no_warm_start, line_coverage=line_coverage, discover=discover, blame_base=blame_base,
+                   loops=not no_loops, warm_start=not no_warm_start, line_coverage=line_coverage,
+                   discover=discover, blame_base=blame_base,
                    argv=["esverify"] + sys.argv[1:], **extra)
     side = None
     try:
