@@ -164,7 +164,8 @@ def test_the_loops_reward_is_the_formula_it_documents():
     import torch
 
     from esverify.oracle import paramsets
-    from esverify.oracle.rewards import loop_reward, loop_rewards
+    from esverify.exactsum import loop_rewards
+    from esverify.oracle.rewards import loop_reward
     for dtype, engine in (("f32", None), ("bf16", torch.bfloat16), ("mixed", torch.float16)):
         _, tensors = paramsets.build(dtype, False)
         targets = [0.005, -0.015, 0.0]

@@ -50,7 +50,7 @@ from . import compare as _compare
 from .cases import Case
 from .loop_compare import compare_tapes
 from .ours import SlotMappedTrainer
-from .rewards import loop_rewards
+from ..exactsum import loop_rewards
 from .adapters import get, loop_spec
 
 #: LoopSpec.engine_dtype -> the torch dtype our rewards are computed in (None: the weights' own)

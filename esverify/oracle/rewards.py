@@ -26,8 +26,6 @@ import math
 
 import numpy as np
 
-from esverify.exactsum import loop_rewards
-
 SHAPES = ("normal", "sparse", "outliers", "ties", "equal", "tiny")
 
 
@@ -38,6 +36,7 @@ def loop_reward(tensors, target: float, dtype=None) -> float:
     as an engine launched in that precision holds its weights (docs/parity.md, "The training loops").
     `loop_rewards` (esverify.exactsum) gives it for several targets; the child calls that same function
     (oracle_child/child_server.py `reward`), so both sides of a loop row hand out identical rewards."""
+    from esverify.exactsum import loop_rewards   # numba: not for the case model, which reads OUTLIER_MIN
     return loop_rewards(tensors, [target], dtype)[0]
 
 
