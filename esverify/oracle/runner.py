@@ -232,8 +232,7 @@ class Runner:
             self.warm = warm_start_server(opts.python, opts.child_env, self.work, self.work / "warm-start.log")
             self.warm.launch()   # closed by _close_warm, also when interrupted
         except (WarmStartError, OSError) as exc:
-            self.notes.add(f"warm start: {exc}; every child started a fresh interpreter")
-            self._close_warm()
+            self._without_warm(exc)
 
     def _await_warm(self):
         """The hello of the server _start_warm launched (its imports ran beside _our_side's)."""
@@ -243,8 +242,12 @@ class Runner:
         try:
             self.warm.wait(startup_timeout(self.opts.timeout))
         except WarmStartError as exc:
-            self.notes.add(f"warm start: {exc}; every child started a fresh interpreter")
-            self._close_warm()
+            self._without_warm(exc)
+
+    def _without_warm(self, exc):
+        """The run's server did not start (its launch or its hello failed): a note, and fresh children."""
+        self.notes.add(f"warm start: {exc}; every child started a fresh interpreter")
+        self._close_warm()
 
     def _close_warm(self):
         warm, self.warm = self.warm, None
