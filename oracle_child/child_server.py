@@ -48,7 +48,6 @@ import math
 import os
 import platform
 import sys
-import threading
 import traceback
 import weakref
 from pathlib import Path
@@ -61,6 +60,7 @@ import child_coverage
 from esverify import rng as es_rng
 from esverify.exactsum import loop_rewards
 from esverify.numerics_probe import flush_to_zero_status
+from esverify.rng.memo import RangeMemo
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
@@ -321,7 +321,7 @@ def _default_generator(device):
     return torch.default_generator
 
 
-#: bytes of generated noise the hook keeps within one case (NoiseHook._keep)
+#: bytes of generated noise the hook keeps (NoiseHook.cache, an esverify.rng.memo.RangeMemo)
 NOISE_CACHE_BYTES = 64 << 20
 
 
@@ -362,9 +362,7 @@ class NoiseHook:
         self.noise = "contract"
         self.draws = []
         self.foreign = []
-        self.cache = collections.OrderedDict()
-        self.cached_bytes = 0
-        self.cache_lock = threading.Lock()
+        self.cache = RangeMemo(NOISE_CACHE_BYTES)   # the child's life long: its key holds mapping and backend
         self.positions = weakref.WeakKeyDictionary()
         self.resolver = None
 
@@ -379,8 +377,6 @@ class NoiseHook:
         self.resolver = resolver
         self.draws = []
         self.foreign = []
-        self.cache = collections.OrderedDict()
-        self.cached_bytes = 0
         self.positions = weakref.WeakKeyDictionary()
 
     @staticmethod
@@ -477,30 +473,16 @@ class NoiseHook:
         position = self._position(generator)
         self.draws.append((handle, slot, position, numel))
         stream = es_rng.stream_seed(self.table[handle], slot, self.scheme)
-        key = (stream, position, numel, str(device))
-        with self.cache_lock:   # a reference may draw from several threads
-            noise = self.cache.get(key)
-            if noise is not None:
-                self.cache.move_to_end(key)
-        if noise is None:
-            noise = es_rng.gaussian(stream, numel, first=position, mapping=self.mapping, device=device,
-                                    backend=self.backend)
-            with self.cache_lock:
-                self._keep(key, noise)
-        return self._deliver(draw, noise, position, numel)
+        return self._deliver(draw, self._range(stream, position, numel, device), position, numel)
 
-    def _keep(self, key, noise):
-        """Keep a drawn range (least recently used out first, NOISE_CACHE_BYTES at most, the newest always):
-        a member's perturb, restore and update draw the same ranges, and correlated noise repeats one range
-        over equal-size tensors, so most draws of a loop copy instead of generating."""
-        old = self.cache.pop(key, None)   # another thread may have drawn the same range meanwhile
-        if old is not None:
-            self.cached_bytes -= old.numel() * old.element_size()
-        self.cache[key] = noise
-        self.cached_bytes += noise.numel() * noise.element_size()
-        while self.cached_bytes > NOISE_CACHE_BYTES and len(self.cache) > 1:
-            _, old = self.cache.popitem(last=False)
-            self.cached_bytes -= old.numel() * old.element_size()
+    def _range(self, stream: int, position: int, numel: int, device):
+        """Elements position .. position+numel-1 of `stream` (f32 on `device`), shared: _deliver copies them.
+        A member's perturb, restore and update draw the same ranges, correlated noise repeats one range
+        over equal-size tensors, and the cases of a run share their member seeds: most draws copy."""
+        key = (self.mapping, self.backend, stream, position, numel, str(device))
+        noise, _ = self.cache.get(key, lambda: es_rng.gaussian(stream, numel, first=position, mapping=self.mapping,
+                                                               device=device, backend=self.backend))
+        return noise
 
     def _deliver(self, draw: Draw, noise, position: int, numel: int):
         """The f32 stream elements `noise` as the draw asked for them (dtype, shape, `out`), the real
@@ -529,10 +511,8 @@ class NoiseHook:
         numel = math.prod(shape)
         position = self._position(generator)
         self.draws.append((handle, slot, position, numel))
-        stream = es_rng.stream_seed(member, slot, self.scheme)
-        noise = es_rng.gaussian(stream, numel, first=position, mapping=self.mapping, device=device,
-                                backend=self.backend)
-        return self._deliver(draw, noise, position, numel)
+        return self._deliver(draw, self._range(es_rng.stream_seed(member, slot, self.scheme), position, numel,
+                                               device), position, numel)
 
 
 HOOK = NoiseHook()

@@ -439,12 +439,12 @@ def test_a_generator_is_a_stream_that_draws_advance_and_reseeding_rewinds(hook):
     assert [(d[2], d[3]) for d in h.draws] == [(0, 4), (4, 6), (0, 4), (0, 4)]
 
 
-def test_the_hook_keeps_drawn_ranges_within_its_byte_budget_and_hands_out_copies(hook, monkeypatch):
+def test_the_hook_keeps_drawn_ranges_within_its_byte_budget_and_hands_out_copies(hook):
     """A range drawn again (a member's restore and update after its perturb) comes from the cache with the
     same bits, never as the cached tensor itself; the least recently used range leaves first once the
-    cache passes NOISE_CACHE_BYTES, and the newest is always kept."""
+    cache passes its budget (NOISE_CACHE_BYTES), and the newest is always kept."""
     h, model, tensors = hook
-    monkeypatch.setattr(child, "NOISE_CACHE_BYTES", 2 * 4 * 41)       # two f32 ranges of 40 or 41 elements
+    h.cache.budget = 2 * 4 * 41                                      # two f32 ranges of 40 or 41 elements
     next(model.parameters())
     want = {seed: es_rng.gaussian(es_rng.stream_seed(member, 0, "iid"), 40, mapping="poly32")
             for seed, member in ((1000, 0x1234), (2000, 0x5678))}
@@ -453,17 +453,33 @@ def test_the_hook_keeps_drawn_ranges_within_its_byte_budget_and_hands_out_copies
     assert np.array_equal(first.numpy(), want[1000]) and np.array_equal(again.numpy(), want[1000])
     again.add_(1.0)                                                  # the caller's copy, not the cache's
     assert np.array_equal(h((40,), generator=_gen(1000)).numpy(), want[1000])
-    assert len(h.cache) == 1 and h.cached_bytes == 160
+    assert len(h.cache) == 1 and h.cache.bytes == 160
     assert np.array_equal(h((40,), generator=_gen(2000)).numpy(), want[2000])
-    assert len(h.cache) == 2 and h.cached_bytes == 320
+    assert len(h.cache) == 2 and h.cache.bytes == 320
     stream_1000 = es_rng.stream_seed(0x1234, 0, "iid")
     h((40,), generator=_gen(1000))                                   # used again: now the most recent
     h((41,), generator=_gen(2000))                                   # a third range: the least recent leaves
-    assert [(k[0] == stream_1000, k[2]) for k in h.cache] == [(True, 40), (False, 41)]
-    assert h.cached_bytes == 4 * 81
-    monkeypatch.setattr(child, "NOISE_CACHE_BYTES", 8)
+    assert h.cache.keys() == [("poly32", None, stream_1000, 0, 40, "cpu"),       # mapping, backend, stream,
+                              ("poly32", None, es_rng.stream_seed(0x5678, 0, "iid"), 0, 41, "cpu")]   # first, n
+    assert h.cache.bytes == 4 * 81
+    h.cache.budget = 8
     assert np.array_equal(h((39,), generator=_gen(1000)).numpy(), want[1000][:39])   # over the budget: kept alone
-    assert len(h.cache) == 1 and h.cached_bytes == 4 * 39
+    assert len(h.cache) == 1 and h.cache.bytes == 4 * 39
+
+
+def test_the_hook_keeps_its_ranges_across_cases_under_their_mapping(hook):
+    """The cases of a run share member seeds, so the cache outlives a case (configure); its key holds the
+    mapping and the backend, so a case on the other mapping draws its own bits, never the kept ones."""
+    h, model, tensors = hook
+    next(model.parameters())
+    stream = es_rng.stream_seed(0x1234, 0, "iid")
+    poly = h((40,), generator=_gen(1000))
+    h.configure(model, {1000: 0x1234}, "iid", "libm64", None)
+    next(model.parameters())
+    libm = h((40,), generator=_gen(1000))
+    assert np.array_equal(libm.numpy(), es_rng.gaussian(stream, 40, mapping="libm64"))
+    assert not np.array_equal(libm.numpy(), poly.numpy())
+    assert [k[:3] for k in h.cache.keys()] == [("poly32", None, stream), ("libm64", None, stream)]
 
 
 @given(st.lists(st.tuples(st.integers(0, 40), st.booleans()), min_size=1, max_size=8),
@@ -672,12 +688,12 @@ def test_a_run_computes_on_one_torch_thread_and_one_noise_thread_and_gives_the_c
         numba_backend.set_threads(before[1])
 
 
-def test_the_hooks_noise_cache_serves_threads_drawing_at_once(hook, monkeypatch):
+def test_the_hooks_noise_cache_serves_threads_drawing_at_once(hook):
     """A reference may draw from several threads: with a cache of two ranges and a thread switch every
     microsecond, every draw still returns its range's bits and the cache's byte count stays its contents'."""
     import threading
     h, model, tensors = hook
-    monkeypatch.setattr(child, "NOISE_CACHE_BYTES", 2 * 4 * 7)
+    h.cache.budget = 2 * 4 * 7
     next(model.parameters())
     want = {seed: es_rng.gaussian(es_rng.stream_seed(member, 0, "iid"), 7, mapping="poly32")
             for seed, member in ((1000, 0x1234), (2000, 0x5678))}
@@ -703,7 +719,7 @@ def test_the_hooks_noise_cache_serves_threads_drawing_at_once(hook, monkeypatch)
     finally:
         sys.setswitchinterval(old)
     assert errors == []
-    assert h.cached_bytes == sum(t.numel() * 4 for t in h.cache.values()) and len(h.cache) <= 2
+    assert h.cache.bytes == sum(4 * n for _, _, _, _, n, _ in h.cache.keys()) and len(h.cache) <= 2
 
 
 def test_all_of_waits_for_every_future_then_raises_the_first_error():

@@ -24,6 +24,7 @@ import torch
 from ..es import Config, Trainer, apply_anchor_decay_, shape_rewards
 from . import rewards as _rewards
 from .cases import PERTURB_MEMBER, REWARD_TARGET, Case
+from .noise_memo import memoized
 
 def case_rewards(seed: int, n: int, shape: str = "normal") -> np.ndarray:
     """Fixed pseudo-random rewards (f64, shape (n,)) of the update and zscore cases: the reward
@@ -50,8 +51,14 @@ def _hex(seed: int) -> str:
 
 
 class SlotMappedTrainer(Trainer):
-    """The trainer with an optional slot -> noise-slot map (the `reuse` what-if; identity otherwise)."""
+    """The trainer of our side: its noise comes through the run's noise memo (esverify.oracle.noise_memo:
+    the same bits, drawn once for the rows that share them), and an optional slot -> noise-slot map
+    makes slot k draw slot j's noise (the `reuse` what-if; identity otherwise)."""
     slot_map: dict = {}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.noise = memoized(self.noise)
 
     def stream_seed(self, member, slot, iteration=None):
         return super().stream_seed(member, self.slot_map.get(slot, slot), iteration)

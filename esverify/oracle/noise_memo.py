@@ -1,0 +1,76 @@
+"""Our side's noise, drawn once per parity run and copied for the rows that share it
+(docs/parity.md, "Our side's noise").
+
+The cases of a run share their member seeds (one config seed per run), so the expected values of
+different rows regenerate the same ranges: in the default matrix our side drew 891 million elements,
+68 million of them distinct, and that drawing was the largest single cost of our side. Our side's
+trainers (esverify.oracle.ours.SlotMappedTrainer) therefore draw through MEMO, an
+esverify.rng.memo.RangeMemo of BUDGET_BYTES, keyed by everything that decides the bits:
+
+- contract noise: (mapping, backend, stream seed, first, n), a pure function of these by the contract
+  (docs/CONTRACT.md §4), which the goldens gate holds every generator to;
+- torch's own noise: (seed, shape, dtype) of one ``torch.randn`` with a freshly seeded generator.
+
+Only CPU draws are kept (a device's generator is fast, and its memory is the model's). Every caller
+gets its own copy, so a caller that writes into its noise changes nothing kept. The runner empties MEMO
+when a run or a session ends (esverify.oracle.runner). Elements handed out from MEMO are counted as
+drawn, as the trainer counts them (NoiseSource.elements).
+"""
+from __future__ import annotations
+
+import torch
+
+from ..es.noise import NoiseSource, TorchNoise
+from ..rng.memo import RangeMemo
+
+#: bytes of noise MEMO keeps: in the default matrix 128 MiB leaves 23% of the elements to draw,
+#: 64 MiB 50%, 32 MiB 56% (the million-element rows' 240 ranges of 1 MiB are the working set)
+BUDGET_BYTES = 128 << 20
+
+#: the memo of this process's parity runs
+MEMO = RangeMemo(BUDGET_BYTES)
+
+
+class MemoNoise(NoiseSource):
+    """NoiseSource whose CPU ranges come through `memo` (default MEMO): the same bits, copied."""
+
+    def __init__(self, mapping: str, backend: str | None = None, memo: RangeMemo | None = None):
+        super().__init__(mapping, backend)
+        self.memo = MEMO if memo is None else memo
+
+    def draw(self, stream_seed: int, first: int, n: int, device: torch.device,
+             out: torch.Tensor | None = None) -> torch.Tensor:
+        if torch.device(device).type != "cpu" or not n:
+            return super().draw(stream_seed, first, n, device, out)
+        key = ("contract", self.mapping, self.backend, int(stream_seed), int(first), int(n))
+        kept, hit = self.memo.get(key, lambda: super(MemoNoise, self).draw(stream_seed, first, n, device))
+        if hit:
+            self.count(n)
+        if out is None:
+            return kept.clone()
+        return out.copy_(kept)
+
+
+class MemoTorchNoise(TorchNoise):
+    """TorchNoise whose CPU draws come through `memo` (default MEMO): the same bits, copied."""
+
+    def __init__(self, torch_seed=None, memo: RangeMemo | None = None):
+        super().__init__(torch_seed)
+        self.memo = MEMO if memo is None else memo
+
+    def draw_tensor(self, seed: int, like: torch.Tensor) -> torch.Tensor:
+        if like.device.type != "cpu":
+            return super().draw_tensor(seed, like)
+        key = ("torch", int(seed), tuple(like.shape), like.dtype)
+        kept, hit = self.memo.get(key, lambda: super(MemoTorchNoise, self).draw_tensor(seed, like))
+        if hit:
+            with self._lock:
+                self.elements += like.numel()
+        return kept.clone()
+
+
+def memoized(noise):
+    """The MEMO version of a trainer's noise source (esverify.es.noise: NoiseSource or TorchNoise)."""
+    if isinstance(noise, TorchNoise):
+        return MemoTorchNoise(noise.torch_seed)
+    return MemoNoise(noise.mapping, noise.backend)
