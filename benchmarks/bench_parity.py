@@ -14,6 +14,8 @@ clones given with --ref, and prints, measured in the same run:
   their own line), our side (esverify.es computing the expected values), the reference side (a
   request in flight in the child), waiting (the part of the reference side our side did not
   overlap) and report writing;
+- CPU by process (this one, each reference's child, the rest) and this process's peak resident
+  memory (our side's noise memo is most of what a run adds to it; docs/parity.md, "Our side's noise");
 - with --one-core: the same run again under `taskset -c 0` (one core), and the ratios one core /
   all cores of CPU and wall time;
 - with --cold: the same run again with every child started fresh (`parity --no-warm-start`), and the
@@ -162,7 +164,7 @@ def measure(refs, small: bool, out: str, case: str | None = None, warm_start: bo
             "loop_ops": sorted(loop_ops & set(families)), "ours": ours, "reference": theirs,
             "waiting": max(theirs - ours, 0.0), "report": report["s"], "sides": sides,
             "started": {name: child.get("start") for name, child in result.metadata["children"].items()},
-            "load": os.getloadavg()}
+            "load": os.getloadavg(), "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20}
 
 
 def _print(m: dict, label: str) -> None:
@@ -194,6 +196,7 @@ def _print(m: dict, label: str) -> None:
     print(f"  CPU by process: this one (our side, imports, report) {m['own_cpu']:.2f} s; "
           + ", ".join(f"{name}'s child {s:.2f} s" for name, s in sorted(m["child_cpu"].items()))
           + f"; the rest (warm start server, supervisors) {m['cpu'] - m['own_cpu'] - sum(m['child_cpu'].values()):.2f} s")
+    print(f"  peak resident memory of this process (our side, the noise memo of docs/parity.md): {m['peak_rss']:.2f} GB")
 
 
 def main():
