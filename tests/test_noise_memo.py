@@ -113,6 +113,8 @@ def test_our_sides_trainer_gives_the_plain_trainers_bits(noise, dtype, monkeypat
     trainers run one after the other (the second one's draws all come from the memo), for perturb,
     restore, update and decay."""
     monkeypatch.setattr(noise_memo, "MEMO", RangeMemo(1 << 20))
+    scope = noise_memo.keeping()
+    scope.__enter__()
     config = Config(population=6, sigma=0.01, alpha=0.05, scheme="correlated", seed=11, profile="es-awd",
                     anchor_decay="l2", anchor_lambda=0.5, chunk_elements=5)
     kind = {"noise": noise}
@@ -135,6 +137,8 @@ def test_our_sides_trainer_gives_the_plain_trainers_bits(noise, dtype, monkeypat
         assert all(np.array_equal(a, b) for a, b in zip(mine[0], plain[0])) and len(mine[0]) == len(plain[0])
         assert mine[1] == plain[1]
     assert len(noise_memo.MEMO) > 0
+    scope.__exit__(None, None, None)
+    assert len(noise_memo.MEMO) == 0
 
 
 def test_memoized_keeps_the_kind_mapping_backend_and_torch_seed():
@@ -144,7 +148,7 @@ def test_memoized_keeps_the_kind_mapping_backend_and_torch_seed():
     assert (type(contract), contract.kind, contract.mapping, contract.backend) == (MemoNoise, "contract", "libm64",
                                                                                     "numpy")
     assert (type(torch_noise), torch_noise.kind, torch_noise.torch_seed) == (MemoTorchNoise, "torch", seed_of)
-    assert contract.memo is noise_memo.MEMO
+    assert contract.memo is None and torch_noise.memo is None     # MEMO, inside noise_memo.keeping()
 
 
 def test_a_parity_run_draws_through_the_memo_and_empties_it_at_its_end(tmp_path, monkeypatch):
@@ -168,3 +172,87 @@ def test_a_parity_run_draws_through_the_memo_and_empties_it_at_its_end(tmp_path,
     assert len(ran) >= 3 and set(ran["status"]) == {"pass"}, ran[["case", "status", "detail"]].to_string()
     assert any(hits) and not all(hits)
     assert len(memo) == 0 and memo.bytes == 0
+
+
+def test_one_memo_keeps_mappings_and_dtypes_apart():
+    """Two mappings on one memo draw their own bits (the key holds the mapping), and torch's f16 and f32
+    draws of one seed and shape are two keys (their bits differ)."""
+    memo = RangeMemo(1 << 20)
+    poly, libm = MemoNoise("poly32", memo=memo), MemoNoise("libm64", memo=memo)
+    cpu = torch.device("cpu")
+    assert np.array_equal(_bits(poly.draw(9, 0, 40, cpu)), _bits(NoiseSource("poly32").draw(9, 0, 40, cpu)))
+    assert np.array_equal(_bits(libm.draw(9, 0, 40, cpu)), _bits(NoiseSource("libm64").draw(9, 0, 40, cpu)))
+    torch_noise, plain = MemoTorchNoise(memo=memo), TorchNoise()
+    for dtype in (torch.float32, torch.float16, torch.float32):
+        like = torch.zeros(40, dtype=dtype)
+        assert np.array_equal(_bits(torch_noise.draw_tensor(9, like)), _bits(plain.draw_tensor(9, like)))
+    assert len(memo) == 4
+
+
+def test_the_memo_is_used_only_inside_keeping_and_emptied_when_the_last_block_ends(monkeypatch):
+    """Outside a run or session nothing is kept (a test calling our side directly leaves the process as it
+    found it); nested blocks share the memo, and the outer one's end empties it."""
+    memo = RangeMemo(1 << 20)
+    monkeypatch.setattr(noise_memo, "MEMO", memo)
+    noise, cpu = memoized(NoiseSource("poly32")), torch.device("cpu")
+    noise.draw(3, 0, 8, cpu)
+    assert len(memo) == 0
+    with noise_memo.keeping():
+        noise.draw(3, 0, 8, cpu)
+        with noise_memo.keeping():
+            noise.draw(4, 0, 8, cpu)
+        assert len(memo) == 2
+    assert len(memo) == 0
+
+
+def test_what_the_memo_does_not_take_is_the_plain_draw_with_its_errors(monkeypatch):
+    """Arguments NoiseSource refuses are refused, never read as another range's key; `out`, empty ranges
+    and other devices are NoiseSource's own draw, and the memo is not touched."""
+    memo = RangeMemo(1 << 20)
+    noise, cpu = MemoNoise("poly32", memo=memo), torch.device("cpu")
+    noise.draw(1, 0, 4, cpu)
+    for args in ((True, 0, 4), (1.0, 0, 4), (1, 0.0, 4), (1, 0, 4.0)):
+        with pytest.raises((TypeError, ValueError)):
+            NoiseSource("poly32").draw(*args, cpu)
+        with pytest.raises((TypeError, ValueError)):
+            noise.draw(*args, cpu)
+    calls = []
+    monkeypatch.setattr(NoiseSource, "draw", lambda self, *args: calls.append(args) or "plain")
+    out = torch.empty(4)
+    assert noise.draw(1, 0, 4, cpu, out) == "plain" and noise.draw(1, 0, 0, cpu) == "plain"
+    assert noise.draw(1, 0, 4, torch.device("meta")) == "plain" and len(calls) == 3
+    monkeypatch.setattr(TorchNoise, "draw_tensor", lambda self, seed, like: "plain")
+    assert MemoTorchNoise(memo=memo).draw_tensor(5, torch.zeros(3, device="meta")) == "plain"
+    assert memo.keys() == [("contract", "poly32", None, 1, 0, 4)]
+
+
+def test_a_range_drawn_while_the_memo_is_cleared_is_not_kept():
+    memo = RangeMemo(1 << 20)
+
+    def draw():
+        memo.clear()        # a run ending while another thread draws
+        return torch.zeros(4)
+    tensor, hit = memo.get("k", draw)
+    assert not hit and tensor.numel() == 4 and len(memo) == 0 and memo.bytes == 0
+
+
+def test_our_sides_trainer_keeps_the_memo_after_loading_a_state():
+    trainer = SlotMappedTrainer([torch.zeros(5)], Config(population=4, profile="es-awd"))
+    trainer.load_state_dict(trainer.state_dict())
+    assert type(trainer.noise) is MemoNoise
+
+
+def test_a_session_draws_through_the_memo_and_empties_it_at_its_end(monkeypatch):
+    """Runner.session() (fuzz shrinking, mutant catalogs) holds the memo for its cases and empties it."""
+    from esverify.oracle import Options, Runner, cases
+    from standins.mutants import STANDINS
+    memo = RangeMemo(noise_memo.BUDGET_BYTES)
+    monkeypatch.setattr(noise_memo, "MEMO", memo)
+    matrix = cases.build_matrix(["es-at-scale"], ["cpu"], ("f16",), ("iid",), iterations=1, small=True,
+                                noises=("contract",), loops=False)
+    runner = Runner(Options(target="es-at-scale", devices=("cpu",), quiet=True, timeout=120))
+    with runner.session("es-at-scale", STANDINS / "es-at-scale") as run:
+        rows = [run(c) for c in cases.select(matrix, "*/f16/iid/[pru]*")]
+        kept = len(memo)
+    assert rows and {r["status"] for r in rows} == {"pass"}, [(r["case"], r["detail"][:80]) for r in rows]
+    assert kept > 0 and len(memo) == 0

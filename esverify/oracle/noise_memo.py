@@ -11,13 +11,20 @@ esverify.rng.memo.RangeMemo of BUDGET_BYTES, keyed by everything that decides th
   (docs/CONTRACT.md §4), which the goldens gate holds every generator to;
 - torch's own noise: (seed, shape, dtype) of one ``torch.randn`` with a freshly seeded generator.
 
-Only CPU draws are kept (a device's generator is fast, and its memory is the model's). Every caller
-gets its own copy, so a caller that writes into its noise changes nothing kept. The runner empties MEMO
-when a run or a session ends (esverify.oracle.runner). Elements handed out from MEMO are counted as
-drawn, as the trainer counts them (NoiseSource.elements).
+MEMO is used only inside `keeping()`, which a parity run and `Runner.session()` hold
+(esverify.oracle.runner), and it is emptied when the last such block ends; elsewhere (a test calling
+esverify.oracle.ours directly) the trainers draw afresh and nothing stays in the process. Only CPU
+draws with plain int arguments and no `out` go through it: anything else is NoiseSource's own draw,
+with its own errors. Every caller gets its own copy, so a caller that writes into its noise changes
+nothing kept. Elements handed out from MEMO are counted as drawn, as the trainer counts them
+(NoiseSource.elements).
 """
 from __future__ import annotations
 
+import contextlib
+import threading
+
+import numpy as np
 import torch
 
 from ..es.noise import NoiseSource, TorchNoise
@@ -31,39 +38,66 @@ BUDGET_BYTES = 128 << 20
 #: the memo of this process's parity runs
 MEMO = RangeMemo(BUDGET_BYTES)
 
+_holders = 0          # keeping() blocks running now (a run, a session inside it: fuzz shrinking)
+_holders_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def keeping():
+    """Use MEMO while the block runs; when the last block running ends, MEMO is emptied. Nests, and
+    may be entered from several threads."""
+    global _holders
+    with _holders_lock:
+        _holders += 1
+    try:
+        yield MEMO
+    finally:
+        with _holders_lock:
+            _holders -= 1
+            last = _holders == 0
+        if last:
+            MEMO.clear()
+
+
+def _plain_ints(*values) -> bool:
+    return all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values)
+
 
 class MemoNoise(NoiseSource):
-    """NoiseSource whose CPU ranges come through `memo` (default MEMO): the same bits, copied."""
+    """NoiseSource whose CPU ranges come through `memo` (default MEMO) inside `keeping()`: the same
+    bits, copied."""
 
     def __init__(self, mapping: str, backend: str | None = None, memo: RangeMemo | None = None):
         super().__init__(mapping, backend)
-        self.memo = MEMO if memo is None else memo
+        self.memo = memo
 
     def draw(self, stream_seed: int, first: int, n: int, device: torch.device,
              out: torch.Tensor | None = None) -> torch.Tensor:
-        if torch.device(device).type != "cpu" or not n:
+        memo = self.memo if self.memo is not None else (MEMO if _holders else None)
+        if memo is None or out is not None or not _plain_ints(stream_seed, first, n) or not n \
+                or torch.device(device).type != "cpu":
             return super().draw(stream_seed, first, n, device, out)
         key = ("contract", self.mapping, self.backend, int(stream_seed), int(first), int(n))
-        kept, hit = self.memo.get(key, lambda: super(MemoNoise, self).draw(stream_seed, first, n, device))
+        kept, hit = memo.get(key, lambda: super(MemoNoise, self).draw(stream_seed, first, n, device))
         if hit:
             self.count(n)
-        if out is None:
-            return kept.clone()
-        return out.copy_(kept)
+        return kept.clone()
 
 
 class MemoTorchNoise(TorchNoise):
-    """TorchNoise whose CPU draws come through `memo` (default MEMO): the same bits, copied."""
+    """TorchNoise whose CPU draws come through `memo` (default MEMO) inside `keeping()`: the same bits,
+    copied."""
 
     def __init__(self, torch_seed=None, memo: RangeMemo | None = None):
         super().__init__(torch_seed)
-        self.memo = MEMO if memo is None else memo
+        self.memo = memo
 
     def draw_tensor(self, seed: int, like: torch.Tensor) -> torch.Tensor:
-        if like.device.type != "cpu":
+        memo = self.memo if self.memo is not None else (MEMO if _holders else None)
+        if memo is None or not _plain_ints(seed) or like.device.type != "cpu":
             return super().draw_tensor(seed, like)
         key = ("torch", int(seed), tuple(like.shape), like.dtype)
-        kept, hit = self.memo.get(key, lambda: super(MemoTorchNoise, self).draw_tensor(seed, like))
+        kept, hit = memo.get(key, lambda: super(MemoTorchNoise, self).draw_tensor(seed, like))
         if hit:
             with self._lock:
                 self.elements += like.numel()

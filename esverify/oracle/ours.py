@@ -52,12 +52,16 @@ def _hex(seed: int) -> str:
 
 class SlotMappedTrainer(Trainer):
     """The trainer of our side: its noise comes through the run's noise memo (esverify.oracle.noise_memo:
-    the same bits, drawn once for the rows that share them), and an optional slot -> noise-slot map
-    makes slot k draw slot j's noise (the `reuse` what-if; identity otherwise)."""
+    the same bits, drawn once for the rows that share them, inside a run or session), and an optional
+    slot -> noise-slot map makes slot k draw slot j's noise (the `reuse` what-if; identity otherwise)."""
     slot_map: dict = {}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.noise = memoized(self.noise)
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)   # builds a new noise source for the loaded config
         self.noise = memoized(self.noise)
 
     def stream_seed(self, member, slot, iteration=None):

@@ -148,9 +148,9 @@ class Runner:
 
             from ..rng import backends
             from . import console, loop_report, paramsets, row_runner, run_report  # noqa: F401 - imported here
-            from .noise_memo import MEMO
+            from .noise_memo import keeping
         check_numerics()   # what importing them set (UsageError: exit 2, no report, the server closed)
-        self._restore.callback(MEMO.clear)   # the run's noise, kept for its rows only
+        self._restore.enter_context(keeping())   # our side's noise, kept for the run's rows only
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         self._restore.callback(torch.set_num_threads, threads)
@@ -394,7 +394,7 @@ class Runner:
         `run.session` is the Session. The child is closed at the end."""
         import torch
 
-        from .noise_memo import MEMO
+        from .noise_memo import keeping
         from .row_runner import checked_case
         check_numerics()
         threads = torch.get_num_threads()
@@ -402,7 +402,7 @@ class Runner:
         adapter = _adapters.get(target)
         clone = inspect_clone(adapter, clone_path)
         with contextlib.ExitStack() as stack:
-            stack.callback(MEMO.clear)   # the session's noise, kept for its cases only
+            stack.enter_context(keeping())   # our side's noise, kept for the session's cases only
             if not getattr(self, "work", None) or not Path(self.work).is_dir():   # else: inside a run (fuzz)
                 self.work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="esverify-parity-")))
             if self.warm is None:

@@ -28,16 +28,21 @@ class RangeMemo:
         self.bytes = 0
         self._kept: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
+        self._cleared = 0   # clear() calls so far: a range drawn across one is not kept
 
     def get(self, key, draw):
-        """(tensor, hit): the tensor kept under `key` and True, or draw()'s tensor, now kept, and False."""
+        """(tensor, hit): the tensor kept under `key` and True, or draw()'s tensor, now kept (unless clear()
+        ran while it was drawn), and False."""
         with self._lock:
             kept = self._kept.get(key)
             if kept is not None:
                 self._kept.move_to_end(key)
                 return kept, True
+            cleared = self._cleared
         tensor = draw()
         with self._lock:
+            if cleared != self._cleared:
+                return tensor, False
             old = self._kept.pop(key, None)   # another thread may have drawn the same range meanwhile
             if old is not None:
                 self.bytes -= old.numel() * old.element_size()
@@ -61,3 +66,4 @@ class RangeMemo:
         with self._lock:
             self._kept.clear()
             self.bytes = 0
+            self._cleared += 1
