@@ -141,12 +141,47 @@ def test_our_sides_trainer_gives_the_plain_trainers_bits(noise, dtype, monkeypat
     assert len(noise_memo.MEMO) == 0
 
 
+def _profile_cases():
+    from esverify.es.profiles import PROFILES
+    return [(name, rule, dtype) for name, profile in sorted(PROFILES.items()) for rule in profile.rules
+            for dtype in (torch.float32, torch.float16, torch.bfloat16)]
+
+
+@pytest.mark.parametrize("name,rule,dtype", _profile_cases())
+def test_no_profile_writes_into_the_noise_it_is_given(name, rule, dtype):
+    """Our side's trainer hands the profiles the memo's kept noise itself (copies=False): every profile's
+    perturb (into `out` and in place), accumulate (twice, then apply into theta) and accumulate_drawn must
+    leave that noise's bits as they were, also with a NaN, an infinity and -0.0 among them, and no result
+    may share its memory."""
+    from esverify.es.profiles import get_profile
+    profile = get_profile(name)
+    n = 37                                          # not a multiple of 32: es-awd's cpu tail runs too
+    eps = torch.from_numpy(np.random.default_rng(3).normal(size=n).astype(np.float32))
+    eps[5], eps[9], eps[11] = float("nan"), float("inf"), -0.0
+    before = _bits(eps)
+    theta = torch.linspace(-1, 1, n).to(dtype)
+    out = torch.empty_like(theta)
+    profile.perturb(theta, eps, 0.01, rule, 0, n, out)
+    profile.perturb(theta, eps, -0.01, rule, 0, n, theta)
+    acc = profile.new_acc(n, dtype, torch.device("cpu"))
+    for coeff in (1.0, -0.25):
+        acc = profile.accumulate(acc, eps, coeff, dtype, rule, 0, n)
+        assert acc.data_ptr() != eps.data_ptr()
+    profile.apply(theta, acc, profile.scale(0.5, 4), rule, 0, n, theta)
+    if profile.accumulate_drawn is not None:
+        profile.accumulate_drawn(profile.new_acc(n, dtype, torch.device("cpu")), [1, 2], 0, "poly32", [1.0, -1.0],
+                                 dtype, rule)
+    assert np.array_equal(_bits(eps), before)
+    assert out.data_ptr() != eps.data_ptr()
+
+
 def test_memoized_keeps_the_kind_mapping_backend_and_torch_seed():
     seed_of = lambda s: s % 97   # noqa: E731
     contract = memoized(NoiseSource("libm64", "numpy"))
     torch_noise = memoized(TorchNoise(seed_of))
     assert (type(contract), contract.kind, contract.mapping, contract.backend) == (MemoNoise, "contract", "libm64",
                                                                                     "numpy")
+    assert contract.copies and not memoized(NoiseSource("poly32"), copies=False).copies
     assert (type(torch_noise), torch_noise.kind, torch_noise.torch_seed) == (MemoTorchNoise, "torch", seed_of)
     assert contract.memo is None and torch_noise.memo is None     # MEMO, inside noise_memo.keeping()
 
@@ -239,7 +274,17 @@ def test_a_range_drawn_while_the_memo_is_cleared_is_not_kept():
 def test_our_sides_trainer_keeps_the_memo_after_loading_a_state():
     trainer = SlotMappedTrainer([torch.zeros(5)], Config(population=4, profile="es-awd"))
     trainer.load_state_dict(trainer.state_dict())
-    assert type(trainer.noise) is MemoNoise
+    assert type(trainer.noise) is MemoNoise and trainer.noise.copies is False
+
+
+def test_without_copies_the_kept_tensor_itself_is_handed_out():
+    memo = RangeMemo(1 << 20)
+    noise, cpu = MemoNoise("poly32", memo=memo, copies=False), torch.device("cpu")
+    first = noise.draw(7, 0, 16, cpu)
+    assert noise.draw(7, 0, 16, cpu) is first
+    torch_noise = MemoTorchNoise(memo=memo, copies=False)
+    like = torch.zeros(4, 4)
+    assert torch_noise.draw_tensor(3, like) is torch_noise.draw_tensor(3, like)
 
 
 def test_a_session_draws_through_the_memo_and_empties_it_at_its_end(monkeypatch):

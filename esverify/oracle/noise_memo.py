@@ -15,9 +15,10 @@ MEMO is used only inside `keeping()`, which a parity run and `Runner.session()` 
 (esverify.oracle.runner), and it is emptied when the last such block ends; elsewhere (a test calling
 esverify.oracle.ours directly) the trainers draw afresh and nothing stays in the process. Only CPU
 draws with plain int arguments and no `out` go through it: anything else is NoiseSource's own draw,
-with its own errors. Every caller gets its own copy, so a caller that writes into its noise changes
-nothing kept. Elements handed out from MEMO are counted as drawn, as the trainer counts them
-(NoiseSource.elements).
+with its own errors. A caller gets its own copy, so that writing into its noise changes nothing kept;
+our side's trainer takes the kept tensor itself (`copies=False`: copying it was 6% of our side), since
+no profile writes into the noise it is given (tests/test_noise_memo.py checks every profile). Elements
+handed out from MEMO are counted as drawn, as the trainer counts them (NoiseSource.elements).
 """
 from __future__ import annotations
 
@@ -65,11 +66,13 @@ def _plain_ints(*values) -> bool:
 
 class MemoNoise(NoiseSource):
     """NoiseSource whose CPU ranges come through `memo` (default MEMO) inside `keeping()`: the same
-    bits, copied."""
+    bits, copied; with copies=False, the kept tensor itself, for a caller that never writes into it."""
 
-    def __init__(self, mapping: str, backend: str | None = None, memo: RangeMemo | None = None):
+    def __init__(self, mapping: str, backend: str | None = None, memo: RangeMemo | None = None,
+                 copies: bool = True):
         super().__init__(mapping, backend)
         self.memo = memo
+        self.copies = copies
 
     def draw(self, stream_seed: int, first: int, n: int, device: torch.device,
              out: torch.Tensor | None = None) -> torch.Tensor:
@@ -81,16 +84,17 @@ class MemoNoise(NoiseSource):
         kept, hit = memo.get(key, lambda: super(MemoNoise, self).draw(stream_seed, first, n, device))
         if hit:
             self.count(n)
-        return kept.clone()
+        return kept.clone() if self.copies else kept
 
 
 class MemoTorchNoise(TorchNoise):
     """TorchNoise whose CPU draws come through `memo` (default MEMO) inside `keeping()`: the same bits,
-    copied."""
+    copied; with copies=False, the kept tensor itself, for a caller that never writes into it."""
 
-    def __init__(self, torch_seed=None, memo: RangeMemo | None = None):
+    def __init__(self, torch_seed=None, memo: RangeMemo | None = None, copies: bool = True):
         super().__init__(torch_seed)
         self.memo = memo
+        self.copies = copies
 
     def draw_tensor(self, seed: int, like: torch.Tensor) -> torch.Tensor:
         memo = self.memo if self.memo is not None else (MEMO if _holders else None)
@@ -101,11 +105,11 @@ class MemoTorchNoise(TorchNoise):
         if hit:
             with self._lock:
                 self.elements += like.numel()
-        return kept.clone()
+        return kept.clone() if self.copies else kept
 
 
-def memoized(noise):
+def memoized(noise, copies: bool = True):
     """The MEMO version of a trainer's noise source (esverify.es.noise: NoiseSource or TorchNoise)."""
     if isinstance(noise, TorchNoise):
-        return MemoTorchNoise(noise.torch_seed)
-    return MemoNoise(noise.mapping, noise.backend)
+        return MemoTorchNoise(noise.torch_seed, copies=copies)
+    return MemoNoise(noise.mapping, noise.backend, copies=copies)

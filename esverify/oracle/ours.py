@@ -58,11 +58,11 @@ class SlotMappedTrainer(Trainer):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.noise = memoized(self.noise)
+        self.noise = memoized(self.noise, copies=False)   # the profiles only read their noise
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)   # builds a new noise source for the loaded config
-        self.noise = memoized(self.noise)
+        self.noise = memoized(self.noise, copies=False)
 
     def stream_seed(self, member, slot, iteration=None):
         return super().stream_seed(member, self.slot_map.get(slot, slot), iteration)
