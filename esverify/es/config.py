@@ -25,7 +25,8 @@ RESTORES = ("regenerate", "snapshot")
 U64_MAX = (1 << 64) - 1
 
 
-def _is_int(value) -> bool:
+def is_int(value) -> bool:
+    """An int or numpy integer that is not a bool: what an integer field or argument accepts."""
     import numpy as np
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
@@ -94,7 +95,7 @@ class Config:
         for name, value in (("sigma", sigma), ("alpha", alpha)):
             if math.isinf(rd32(value)):   # every profile rounds the scalars to f32 (docs/numerics.md §3)
                 raise ValueError(f"{name} must stay finite when rounded to f32 (docs/numerics.md §3), got {value!r}")
-        if not _is_int(self.population):
+        if not is_int(self.population):
             raise TypeError(f"population must be an int, got {type(self.population).__name__} {self.population!r}")
         if self.population < 1:
             raise ValueError(f"population must be >= 1, got {self.population}")
@@ -112,9 +113,9 @@ class Config:
             raise ValueError(f"population must be >= 2 with shaping='centered_ranks', got {self.population}")
         lam = _finite("anchor_lambda", self.anchor_lambda)
         check_decay(self.anchor_decay, lam, alpha)     # shared with apply_anchor_decay_: same messages
-        if not _is_int(self.seed) or not 0 <= int(self.seed) <= U64_MAX:
+        if not is_int(self.seed) or not 0 <= int(self.seed) <= U64_MAX:
             raise ValueError(f"seed must be an integer in [0, 2**64), got {self.seed!r}")
-        if self.chunk_elements is not None and (not _is_int(self.chunk_elements) or self.chunk_elements < 1):
+        if self.chunk_elements is not None and (not is_int(self.chunk_elements) or self.chunk_elements < 1):
             raise ValueError(f"chunk_elements must be None or an int >= 1, got {self.chunk_elements!r}")
         object.__setattr__(self, "sigma", sigma)
         object.__setattr__(self, "alpha", alpha)

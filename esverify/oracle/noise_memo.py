@@ -25,9 +25,9 @@ from __future__ import annotations
 import contextlib
 import threading
 
-import numpy as np
 import torch
 
+from ..es.config import is_int
 from ..es.noise import NoiseSource, TorchNoise
 from ..rng.memo import RangeMemo
 
@@ -60,8 +60,9 @@ def keeping():
             MEMO.clear()
 
 
-def _plain_ints(*values) -> bool:
-    return all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values)
+def _in_use(memo: RangeMemo | None) -> RangeMemo | None:
+    """The memo a draw goes through: the one a source was given, else MEMO inside `keeping()`, else none."""
+    return memo if memo is not None else (MEMO if _holders else None)
 
 
 class MemoNoise(NoiseSource):
@@ -76,8 +77,8 @@ class MemoNoise(NoiseSource):
 
     def draw(self, stream_seed: int, first: int, n: int, device: torch.device,
              out: torch.Tensor | None = None) -> torch.Tensor:
-        memo = self.memo if self.memo is not None else (MEMO if _holders else None)
-        if memo is None or out is not None or not _plain_ints(stream_seed, first, n) or not n \
+        memo = _in_use(self.memo)
+        if memo is None or out is not None or not all(is_int(v) for v in (stream_seed, first, n)) or not n \
                 or torch.device(device).type != "cpu":
             return super().draw(stream_seed, first, n, device, out)
         key = ("contract", self.mapping, self.backend, int(stream_seed), int(first), int(n))
@@ -97,8 +98,8 @@ class MemoTorchNoise(TorchNoise):
         self.copies = copies
 
     def draw_tensor(self, seed: int, like: torch.Tensor) -> torch.Tensor:
-        memo = self.memo if self.memo is not None else (MEMO if _holders else None)
-        if memo is None or not _plain_ints(seed) or like.device.type != "cpu":
+        memo = _in_use(self.memo)
+        if memo is None or not is_int(seed) or like.device.type != "cpu":
             return super().draw_tensor(seed, like)
         key = ("torch", int(seed), tuple(like.shape), like.dtype)
         kept, hit = memo.get(key, lambda: super(MemoTorchNoise, self).draw_tensor(seed, like))
