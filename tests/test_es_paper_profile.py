@@ -369,6 +369,24 @@ def test_final_copies_equal_copy_0_and_copies_are_recorded_only_when_asked():
         assert all(np.array_equal(bits(a), bits(b)) for a, b in zip(copy, tape["params"]))
 
 
+@pytest.mark.parametrize("noise", ["contract", "native"])
+@pytest.mark.parametrize("gpu_threads", [1, 3])
+def test_recorded_starts_are_the_shorter_runs_final_parameters(noise, gpu_threads):
+    """starts[k] (record_starts) is copy 0 as iteration k starts: bit for bit what a run of k iterations
+    returns as its params (what the parity row compared before, running the loop once per k); each a copy
+    of its own, and the run's other results the same with and without the record."""
+    tape = _run(noise, True, gpu_threads, iterations=3, population=4, record_starts=True)
+    plain = _run(noise, True, gpu_threads, iterations=3, population=4)
+    assert "starts" not in plain and len(tape["starts"]) == 3
+    for k, start in enumerate(tape["starts"]):
+        shorter = _run(noise, True, gpu_threads, iterations=k, population=4)["params"]
+        assert [bits(t).tolist() for t in start] == [bits(t).tolist() for t in shorter]
+    assert [bits(t).tolist() for t in tape["params"]] == [bits(t).tolist() for t in plain["params"]]
+    assert tape["seeds"] == plain["seeds"]
+    assert not any(t.data_ptr() == p.data_ptr() for start in tape["starts"] for t in start for p in tape["params"])
+    assert _run(noise, True, gpu_threads, iterations=0, record_starts=True)["starts"] == []
+
+
 def test_trainer_noise_seed_under_the_es_paper_schedule():
     from esverify.es import noise_seed
     cfg = Config(seed_schedule="es-paper", seed=33, population=5)

@@ -178,3 +178,76 @@ def test_the_loops_reward_is_the_formula_it_documents():
             want.append(-math.fsum(per))
         assert [_bits(x) for x in loop_rewards(tensors, targets, engine)] == [_bits(x) for x in want]
         assert _bits(loop_reward(tensors, targets[1], engine)) == _bits(want[1])
+
+
+# ---------------------------------------------------------------- loop_rewards over any tensors and targets
+
+def _want_rewards(arrays, targets):
+    """The loops' reward by its definition: -math.fsum over the tensors of math.fsum of numpy's squares,
+    or the error math.fsum raises."""
+    out = []
+    for target in targets:
+        per = []
+        for a in arrays:
+            with np.errstate(over="ignore", invalid="ignore"):
+                d = a - target
+                per.append(math.fsum((d * d).tolist()))
+        out.append(-math.fsum(per))
+    return out
+
+
+def _same_rewards(arrays, targets) -> None:
+    import torch
+
+    from esverify.exactsum import loop_rewards
+    tensors = [torch.from_numpy(np.asarray(a, dtype=np.float64)) for a in arrays]
+    try:
+        want = _want_rewards([np.asarray(a, dtype=np.float64) for a in arrays], targets)
+    except (OverflowError, ValueError) as error:
+        with pytest.raises(type(error)):
+            loop_rewards(tensors, targets)
+        return
+    got = loop_rewards(tensors, targets)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert _bits(g) == _bits(w) or (math.isnan(g) and math.isnan(w)), (got, want)
+
+
+_SCALES = st.sampled_from([1e-300, 1e-160, 1e-8, 0.05, 1.0, 1e8, 1e150, 1e300])
+
+
+@given(st.integers(0, 2 ** 32 - 1), st.lists(st.integers(0, 3000), max_size=9), _SCALES,
+       st.lists(st.sampled_from([0.0, -0.0, 0.005, -1.5, 1e-310, 1e150, 0.05]), max_size=4))
+@settings(max_examples=150, deadline=None)
+@example(seed=0, sizes=[401, 3], scale=1e300, targets=[0.0])        # the squares overflow: inf
+@example(seed=1, sizes=[400, 400], scale=1e150, targets=[0.0])      # a sum overflows: OverflowError
+@example(seed=1, sizes=[300, 300, 300], scale=3e153, targets=[0.0])  # each tensor in range, the total not
+@example(seed=2, sizes=[4000, 0, 1], scale=1e-160, targets=[0.0, 1e-310])   # subnormal squares, an empty tensor
+@example(seed=3, sizes=[], scale=1.0, targets=[0.5])                # no tensors: -0.0
+@example(seed=4, sizes=[5, 5], scale=1.0, targets=[])               # no targets
+def test_loop_rewards_are_the_two_fsums_bit_for_bit(seed, sizes, scale, targets):
+    """loop_rewards is -fsum(fsum(squares) per tensor) per target, bit for bit, errors included, over tensors
+    of any sizes (empty ones, ones below the compiled kernels' 400 values) and any number of targets."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for k, n in enumerate(sizes):
+        values = rng.normal(0.0, scale, n) * rng.choice([1.0, 1e-3, 1e3], n)
+        values[k::17] = 0.0
+        values[1::19] = targets[0] if targets else 0.0     # exact zeros of the difference
+        arrays.append(values)
+    _same_rewards(arrays, targets)
+
+
+def test_loop_rewards_keeps_nan_and_infinities():
+    base = np.random.default_rng(5).normal(0.0, 1.0, 1000)
+    for bad in (math.nan, math.inf, -math.inf):
+        values = base.copy()
+        values[500] = bad
+        _same_rewards([base, values, base[:7]], [0.25, -0.5])
+    _same_rewards([base], [math.nan, 0.0])
+    _same_rewards([base], [math.inf])
+    # each tensor's sum in range (about 1.02e307 < 2**1020), the sum over 20 tensors beyond f64's: math.fsum
+    # raises OverflowError, which the reward raises too
+    _same_rewards([np.array([3.2e153])] * 20, [0.0])
+    with pytest.raises(OverflowError):
+        _want_rewards([np.array([3.2e153])] * 20, [0.0])

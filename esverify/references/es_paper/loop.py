@@ -106,7 +106,8 @@ def _check(names, tensors, iterations, population, gpu_threads, dataset_size, si
 def run_paper_loop(names, tensors, *, iterations: int, population: int = 30, sigma: float = 0.001,
                    alpha: float = 0.0005, initial_seed: int = 33, gpu_threads: int = 4, iid: bool = False,
                    noise: str = "native", mapping: str = "poly32", backend: str | None = None,
-                   prompt_rewards: Callable, dataset_size: int, record_copies: bool = False) -> dict:
+                   prompt_rewards: Callable, dataset_size: int, record_copies: bool = False,
+                   record_starts: bool = False) -> dict:
     """What ``main()`` of the paper's scripts computes, bit for bit (docs/references.md §6).
 
     names: parameter names in ``named_parameters()`` order; tensors: the
@@ -123,6 +124,7 @@ def run_paper_loop(names, tensors, *, iterations: int, population: int = 30, sig
     ``evaluate_model``. A member's reward is ``sum(those) / dataset_size``.
     record_copies: also return every copy's parameters before the last
     update (one more copy of every model copy, made once, at the last iteration).
+    record_starts: also return copy 0's parameters as each iteration starts (a copy per iteration).
 
     Returns a plain dict (the tape):
       names: list[str]; profile "es-paper", profile_version int; noise, scheme ("correlated"/"iid"),
@@ -134,7 +136,9 @@ def run_paper_loop(names, tensors, *, iterations: int, population: int = 30, sig
       copies: per copy, its tensors at the end (all equal to params: the script's copy_);
       copies_before_update (only with record_copies): per copy, its tensors after the last
       iteration's members, before the update (the restore drift each copy carried; the
-      initial tensors when iterations = 0).
+      initial tensors when iterations = 0);
+      starts (only with record_starts): per iteration k, copy 0's tensors as it starts (after k updates:
+      what ``run_paper_loop(..., iterations=k)["params"]`` returns, without running the loop again).
 
     Raises ValueError naming the argument for bad sizes, dtypes, noise, mapping or backend, and
     an initial_seed outside [0, 2**32).
@@ -150,8 +154,11 @@ def run_paper_loop(names, tensors, *, iterations: int, population: int = 30, sig
         tape = {"names": names, "profile": prof.name, "profile_version": prof.version, "noise": noise,
                 "scheme": "iid" if iid else "correlated", "mapping": mapping if noise == "contract" else None,
                 "gpu_threads": gpu_threads, "seeds": [], "rewards": [], "normalised": []}
+        starts = []
         before = [[t.clone() for t in c] for c in copies] if record_copies else None
         for it in range(iterations):
+            if record_starts:
+                starts.append([t.clone() for t in copies[0]])
             seeds = next(seeds_of)
             rewards = [0.0] * population
             for start in range(0, population, gpu_threads):
@@ -181,6 +188,8 @@ def run_paper_loop(names, tensors, *, iterations: int, population: int = 30, sig
     tape["copies"] = copies
     if record_copies:
         tape["copies_before_update"] = before
+    if record_starts:
+        tape["starts"] = starts
     return tape
 
 

@@ -15,6 +15,8 @@ schedule has are noted on the row.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from esverify.oracle import compare as _compare
@@ -112,30 +114,29 @@ def run_row(adapter, session, case) -> dict:
                                                          "size of the script's dataset is unknown (no module-level "
                                                          "`dataset` list)")
     prompts = max(tape.get("prompts") or [size])
-    ours_rewards, recording = [], [True]
+    ours_rewards = []
 
     def prompt_rewards(params):
         value = reward(params, REWARD_TARGET)
-        if recording[0]:   # a new iteration starts every `population` evaluations
-            if not ours_rewards or len(ours_rewards[-1]) == case.population:
-                ours_rewards.append([])
-            ours_rewards[-1].append(value)
+        if not ours_rewards or len(ours_rewards[-1]) == case.population:   # every `population` evaluations
+            ours_rewards.append([])                                           # a new iteration starts
+        ours_rewards[-1].append(value)
         return [value] * prompts
 
-    def run(k):
-        return run_paper_loop(names, [t.clone() for t in tensors], iterations=k, population=case.population,
-                              sigma=case.sigma, alpha=case.alpha, initial_seed=initial_seed, gpu_threads=threads,
-                              iid=iid,
-                              noise=case.noise, mapping=opts.mapping,
-                              backend=ours_backend if case.noise == "contract" else None,
-                              prompt_rewards=prompt_rewards, dataset_size=size, record_copies=True)
+    clock, started = session.clock(case), time.perf_counter()
     try:
-        ours = run(iterations)
-        recording[0] = False
+        ours = run_paper_loop(names, [t.clone() for t in tensors], iterations=iterations, population=case.population,
+                              sigma=case.sigma, alpha=case.alpha, initial_seed=initial_seed, gpu_threads=threads,
+                              iid=iid, noise=case.noise, mapping=opts.mapping,
+                              backend=ours_backend if case.noise == "contract" else None,
+                              prompt_rewards=prompt_rewards, dataset_size=size, record_copies=True,
+                              record_starts=True)
         # copy 0 when iteration k starts = after k updates (the child snapshots it at each schedule draw)
-        snapshots = [run(k)["params"] for k in range(iterations)]
+        snapshots = ours["starts"]
     except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
         return session.row(case, status="error", detail=f"{case.op}: our side raised {type(exc).__name__}: {exc}")
+    finally:
+        clock["ours_s"] += time.perf_counter() - started
     ours_rewards = ours_rewards[:iterations]
     notes, diff = [], ""
     theirs_iterations = tape.get("iterations") or []
