@@ -79,10 +79,13 @@ def of_format(raw, fmt: str, shape: tuple | None = None) -> Patterns:
     w = bits.width(fmt)
     a = np.asarray(raw)
     flat = a.reshape(-1)
-    if flat.size:
+    unsigned = bits.UINT_OF_WIDTH[w]
+    # the format's own unsigned type holds nothing that does not fit (what the result files hold): taken as
+    # it is, with no range pass and no copy; any other integer type is checked element by element
+    if flat.size and flat.dtype != unsigned:
         if flat.dtype.kind not in "ui" or int(flat.min()) < 0 or int(flat.max()) >= 1 << w:
             raise ValueError(f"bit patterns of dtype {flat.dtype} do not all fit {fmt}")
-    return Patterns(flat.astype(bits.UINT_OF_WIDTH[w]), fmt, fmt, tuple(a.shape) if shape is None else tuple(shape))
+    return Patterns(flat.astype(unsigned, copy=False), fmt, fmt, tuple(a.shape) if shape is None else tuple(shape))
 
 
 @dataclass

@@ -105,3 +105,15 @@ def test_shapes_and_formats():
     a = bitcompare.of_format(np.array([0x3f800000], dtype=np.uint64), "f32")
     b = bitcompare.of_format(np.array([0x3f800000], dtype=np.uint32), "f32")
     assert bitcompare.compare(a, b).mismatches == 0
+    # the format's own unsigned type is taken as it is (the result files' arrays); a byte-swapped one or a
+    # signed one is read by value, and a negative pattern is refused
+    own = np.array([0x3f80, 0xffff, 0], dtype=np.uint16)
+    p = bitcompare.of_format(own, "bf16")
+    assert p.bits.dtype == np.uint16 and p.bits.tolist() == [0x3f80, 0xffff, 0]
+    swapped = bitcompare.of_format(own.astype(">u2"), "bf16")
+    assert swapped.bits.dtype == np.uint16 and swapped.bits.tolist() == [0x3f80, 0xffff, 0]
+    assert bitcompare.compare(p, swapped).mismatches == 0
+    with pytest.raises(ValueError, match="do not all fit bf16"):
+        bitcompare.of_format(np.array([-1], dtype=np.int16), "bf16")
+    with pytest.raises(ValueError, match="do not all fit f16"):
+        bitcompare.of_format(np.array([1 << 16], dtype=np.uint32), "f16")

@@ -236,3 +236,29 @@ def test_a_split_past_the_chunk_is_clamped():
     assert_bitwise(half_kernels.scaled_add(x, y, 0.3, 100_000), half_kernels.scaled_add(x, y, 0.3, 8), "clamped")
     assert_bitwise(half_kernels.scaled_add(x, y, 0.3, -5), half_kernels.scaled_add(x, y, 0.3, 0), "clamped at 0")
     assert half_kernels.scaled_add(x, y.reshape(2, 4), 0.3, 8) is None
+
+
+@settings(max_examples=examples(60))
+@given(st.integers(0, 300), st.sampled_from(list(HALF)), st.sampled_from(["es-at-scale", "es-paper"]),
+       st.one_of(st.sampled_from([0.001, -0.001, 0.37, 1e-30]), st.floats(-70000, 70000, allow_nan=False)),
+       st.integers(0, 2**32 - 1), st.booleans(), st.booleans())
+@example(64, "bf16", "es-at-scale", 0.0, 7, True, False)      # inf * 0: a NaN, the torch lines decide its bits
+@example(64, "f16", "es-paper", 70000.0, 3, True, True)       # overflow to infinity, in place
+def test_es_at_scale_perturb_on_f16_bf16_is_its_torch_lines(n, name, profile_name, s, data_seed, specials,
+                                                              in_place):
+    """es-at-scale's perturb on f16/bf16 (es-paper's is the same lines), which takes the kernel's tail line
+    (scaled_add with split 0) where no NaN appears, gives the bits of its torch lines (perturb_torch): signed
+    zeros, subnormals, infinities, overflow and NaN included, into `out` or in place; the noise unchanged."""
+    from esverify.es.profiles import get_profile
+    from esverify.references.es_at_scale import profile as es_at_scale
+    rng = np.random.default_rng(data_seed)
+    theta, eps = _operands(rng, n, name, True, specials)
+    eps_bits = eps.numpy().view(np.uint32).copy()
+    want = torch.empty_like(theta)
+    es_at_scale.perturb_torch(theta, eps, s, want)
+    got = theta.clone() if in_place else torch.empty_like(theta)
+    get_profile(profile_name).perturb(got if in_place else theta, eps, s, "cpu", 0, n, got)
+    assert_bitwise(got, want, f"{profile_name} {name} n={n} s={s}")
+    assert eps.numpy().view(np.uint32).tolist() == eps_bits.tolist()
+    if not bool(torch.isnan(want.float()).any()):
+        assert half_kernels.scaled_add(theta, eps, es_at_scale.rd32(s), 0) is not None   # the kernel applied

@@ -11,8 +11,10 @@ anywhere), so it is device-independent and has a single rule, `portable`::
 
 Each line is one torch op on f32 tensors with the scalar held in a 0-dim
 f32 tensor; elementwise, hence independent of chunking and thread count.
-Contiguous CPU f32 tensors take the numba loops of esverify.es.cpu_kernels
-(same lines, proven bitwise equal). `rule` is accepted and ignored: the
+Contiguous CPU f32 tensors take the numba loops of esverify.es.cpu_kernels,
+and perturb of 1-D CPU f16/bf16 chunks es-awd's tail line in esverify.es.
+half_kernels, the same roundings (same lines, proven bitwise equal; a NaN
+anywhere goes to the torch lines, which decide its bits). `rule` is accepted and ignored: the
 profile has one rule. Kernel signatures: esverify.es.profiles.
 
 Checks: ``python -m pytest -q tests/test_es_kernels.py`` (against
@@ -24,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from esverify.es import cpu_kernels
+from esverify.es import cpu_kernels, half_kernels
 from esverify.es.numerics import rd32, round_to, scalar32, widen
 from esverify.es.profiles.base import Profile
 
@@ -45,6 +47,20 @@ def perturb(theta, eps, s, rule, first, numel, out):
     """
     if cpu_kernels.usable(theta, eps, out):
         return cpu_kernels.perturb(theta, eps, rd32(s), out)
+    if eps.dtype == torch.float32 and theta.dim() == 1:
+        # f16/bf16 on the CPU: these roundings are es-awd's tail line, one compiled loop (esverify.es.
+        # half_kernels) where the torch lines make nine passes and as many temporaries; None on a NaN
+        done = half_kernels.scaled_add(theta, eps, rd32(s), 0)
+        if done is not None:
+            out.copy_(done)
+            return None
+    perturb_torch(theta, eps, s, out)
+    return None
+
+
+def perturb_torch(theta, eps, s, out):
+    """`perturb` in torch's own elementwise ops, any device and dtype: the lines that decide NaN bits
+    (and the ones the compiled paths are tested against)."""
     t = round_to(_q32(eps, theta.dtype) * scalar32(rd32(s), eps.device), theta.dtype)
     out.copy_(round_to(widen(theta) + widen(t), theta.dtype))
 
