@@ -262,3 +262,48 @@ def test_es_at_scale_perturb_on_f16_bf16_is_its_torch_lines(n, name, profile_nam
     assert eps.numpy().view(np.uint32).tolist() == eps_bits.tolist()
     if not bool(torch.isnan(want.float()).any()):
         assert half_kernels.scaled_add(theta, eps, es_at_scale.rd32(s), 0) is not None   # the kernel applied
+
+
+@settings(max_examples=examples(60))
+@given(st.integers(0, 300), st.sampled_from(list(HALF)), st.sampled_from(["es-paper accumulate", "skill perturb"]),
+       st.one_of(st.sampled_from([0.001, -1.25, 0.37, 1e-30]), st.floats(-70000, 70000, allow_nan=False)),
+       st.integers(0, 2**32 - 1), st.booleans())
+@example(64, "bf16", "es-paper accumulate", 0.0, 7, True)     # inf * 0: a NaN, the torch lines decide its bits
+@example(64, "f16", "skill perturb", 70000.0, 3, True)        # overflow to infinity
+def test_the_other_tail_lines_on_f16_bf16_are_their_torch_lines(n, name, entry, k, data_seed, specials):
+    """es-paper's accumulate (acc in the dtype) and the skill sample's perturb (f64 noise, rounded to f32 and
+    then to the dtype) on f16/bf16 take the kernel's tail line where no NaN appears and give the bits of their
+    torch lines, special values, overflow and NaN included; inputs unchanged."""
+    from esverify.references.es_paper import profile as es_paper
+    from esverify.references.skill_sample import profile as skill
+    rng = np.random.default_rng(data_seed)
+    x, eps = _operands(rng, n, name, True, specials)
+    dtype = HALF[name]
+    before = (_bits_of(x).tolist(), eps.numpy().view(np.uint32).tolist())
+    if entry == "es-paper accumulate":
+        want = es_paper.add(x, es_paper.mul_scalar(es_paper.round_to(eps, dtype), k))
+        got = es_paper.accumulate(x, eps, k, dtype, "cpu", 0, n)
+    else:
+        noise = eps.double().numpy() * (1 + 2.0 ** -30)      # f64 noise: its rounding to f32 matters
+        want = skill.perturb_torch(x, noise, k)
+        got = skill.perturb(x, noise, k)
+    assert_bitwise(got, want, f"{entry} {name} n={n} k={k}")
+    assert (_bits_of(x).tolist(), eps.numpy().view(np.uint32).tolist()) == before
+    assert got.data_ptr() != x.data_ptr() or n == 0
+    if not bool(torch.isnan(want.float()).any()):   # the kernel applied
+        y = eps if entry == "es-paper accumulate" else skill.noise_to_dtype(noise, dtype)
+        assert half_kernels.scaled_add(x, y, es_paper.rd32(k), 0) is not None
+
+
+@pytest.mark.parametrize("name,noise,want", [("f16", 1 + 2.0 ** -11 + 2.0 ** -40, 0x3C00),
+                                             ("bf16", 1 + 2.0 ** -8 + 2.0 ** -40, 0x3F80)])
+def test_the_skill_samples_noise_is_rounded_twice_on_the_kernels_path(name, noise, want):
+    """f64 noise just above a midpoint of the dtype: rounded to f32 first it IS the midpoint, which rounds
+    to even (down); rounded once it would round up. The page's torch.tensor(noise, dtype) rounds twice,
+    and so does the skill sample's perturb, on the kernel's path as on the torch lines."""
+    from esverify.references.skill_sample import profile as skill
+    x = torch.zeros(4, dtype=HALF[name])
+    noise = np.full(4, noise)
+    got = skill.perturb(x, noise, 1.0)
+    assert _bits_of(got).tolist() == [want] * 4
+    assert_bitwise(got, skill.perturb_torch(x, noise, 1.0), name)

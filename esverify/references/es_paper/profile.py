@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import torch
 
+from esverify.es import half_kernels
 from esverify.es.numerics import rd32, round_to, scalar32, widen
 from esverify.es.profiles.base import Profile
 from esverify.references.es_at_scale import profile as es_at_scale
@@ -119,6 +120,12 @@ def accumulate(acc, eps, coeff, dtype, rule, first, numel):
     acc: chunk of dtype `dtype` from new_acc; eps: f32 chunk of its length;
     coeff: the member's coefficient (the script's ``float(r_norm)``, an f32 value).
     """
+    if acc.dtype == dtype and eps.dtype == torch.float32 and acc.dim() == 1:
+        # f16/bf16 on the CPU: these roundings are es-awd's tail line (acc in the dtype, the f32 noise rounded
+        # to it first), one compiled loop (esverify.es.half_kernels); None on a NaN, for the torch lines
+        done = half_kernels.scaled_add(acc, eps, rd32(coeff), 0)
+        if done is not None:
+            return done
     return add(acc, mul_scalar(round_to(eps, dtype), coeff))
 
 

@@ -43,6 +43,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from esverify.es import half_kernels
 from esverify.es.numerics import DTYPES, rd32, round_to, scalar32, widen
 
 VERSION = 1
@@ -123,6 +124,18 @@ def perturb(params: torch.Tensor, noise: np.ndarray, sigma: float) -> torch.Tens
     multiplier in f32 for every dtype, measured on CPU and on CUDA).
     Rounds: t = rd_dt(rd32(f32(q) * rd32(sigma))), rd_dt(f32(params) + f32(t)).
     """
+    if params.device.type == "cpu" and params.dtype != torch.float32:
+        # these roundings are es-awd's tail line on q in the dtype: one compiled loop (esverify.es.
+        # half_kernels); None on a NaN, which the torch lines below decide. q is noise_to_dtype's on both paths
+        done = half_kernels.scaled_add(params, noise_to_dtype(noise, params.dtype), rd32(sigma), 0)
+        if done is not None:
+            return done
+    return perturb_torch(params, noise, sigma)
+
+
+def perturb_torch(params: torch.Tensor, noise: np.ndarray, sigma: float) -> torch.Tensor:
+    """`perturb` in torch's own elementwise ops, any device and dtype: the lines that decide NaN bits (and
+    the ones the compiled path is tested against)."""
     q = noise_to_dtype(noise, params.dtype).to(params.device)
     t = round_to(widen(q) * scalar32(rd32(sigma), params.device), params.dtype)
     return round_to(widen(params) + widen(t), params.dtype)
