@@ -32,12 +32,16 @@ def _bits_of(t: torch.Tensor) -> np.ndarray:
     return t.contiguous().view(torch.int16).numpy().view(np.uint16).copy()
 
 
-@pytest.mark.parametrize("name", HALF)
-def test_widening_equals_torch_on_every_pattern(name):
+#: the conversions the kernel takes here, and f16's portable bit forms (the ones without F16C) on every CPU
+FORMS = [("f16", False), ("f16", True), ("bf16", False)]
+
+
+@pytest.mark.parametrize("name,portable", FORMS)
+def test_widening_equals_torch_on_every_pattern(name, portable):
     """All 65,536 patterns widen to torch's f32 bits (NaN to a NaN)."""
     dtype = HALF[name]
     patterns = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
-    ours = half_kernels.widen(patterns, dtype)
+    ours = half_kernels.widen(patterns, dtype, portable)
     theirs = _torch_of_bits(patterns, dtype).float().numpy()
     nan = np.isnan(theirs)
     assert np.array_equal(np.isnan(ours), nan)
@@ -64,27 +68,28 @@ def _decision_points(dtype) -> np.ndarray:
     return np.concatenate([out, -out])
 
 
-@pytest.mark.parametrize("name", HALF)
-def test_narrowing_equals_torch_at_every_rounding_decision(name):
+@pytest.mark.parametrize("name,portable", FORMS)
+def test_narrowing_equals_torch_at_every_rounding_decision(name, portable):
     """Round-to-nearest-even f32 -> f16/bf16 gives the bits of torch's vector conversion and of its
     scalar one, at every midpoint and beside it (subnormals, ties to even, overflow to infinity)."""
     dtype = HALF[name]
     points = _decision_points(dtype)
     assert points.size > {"f16": 300_000, "bf16": 300_000}[name]
-    ours = half_kernels.narrow(points, dtype)
+    ours = half_kernels.narrow(points, dtype, portable)
     vector = _bits_of(torch.from_numpy(points).to(dtype))
     assert np.array_equal(ours, vector)
     sample = points[:: max(1, points.size // 4000)]
     scalar = np.array([_bits_of(torch.tensor(float(v), dtype=torch.float32).to(dtype).reshape(1))[0]
                        for v in sample], np.uint16)
-    assert np.array_equal(half_kernels.narrow(sample, dtype), scalar)
+    assert np.array_equal(half_kernels.narrow(sample, dtype, portable), scalar)
 
 
-def test_narrowing_known_answers():
+@pytest.mark.parametrize("portable", [False, True])
+def test_narrowing_known_answers(portable):
     """A few answers worked by hand: ties go to the even neighbour, 65520 overflows f16, the smallest
     f16 subnormal's half rounds to zero (even) and anything above it to 2**-24."""
     f16 = half_kernels.narrow(np.array([1 + 2 ** -11, 1 + 3 * 2 ** -11, 65519.996, 65520.0, 2.0 ** -25,
-                                        2.0 ** -25 * 1.0000001, -0.0], np.float32), torch.float16)
+                                        2.0 ** -25 * 1.0000001, -0.0], np.float32), torch.float16, portable)
     assert f16.tolist() == [0x3C00, 0x3C02, 0x7BFF, 0x7C00, 0x0000, 0x0001, 0x8000]
     bf16 = half_kernels.narrow(np.array([1 + 2 ** -8, 1 + 3 * 2 ** -8, 3.4028235e38, -(2.0 ** -133)], np.float32),
                                torch.bfloat16)
@@ -307,3 +312,39 @@ def test_the_skill_samples_noise_is_rounded_twice_on_the_kernels_path(name, nois
     got = skill.perturb(x, noise, 1.0)
     assert _bits_of(got).tolist() == [want] * 4
     assert_bitwise(got, skill.perturb_torch(x, noise, 1.0), name)
+
+
+def test_f16c_is_used_only_where_numba_targets_it(monkeypatch):
+    """The F16C conversions only when numba compiles for a CPU that has them: NUMBA_CPU_FEATURES decides when
+    set, another NUMBA_CPU_NAME (whose features are unknown here) means the portable forms."""
+    from numba.core import config
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+f16c,+fma")
+    assert half_kernels._targets_f16c() is True
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,-f16c")
+    assert half_kernels._targets_f16c() is False
+    monkeypatch.setattr(config, "CPU_FEATURES", None)
+    monkeypatch.setattr(config, "CPU_NAME", "generic")
+    assert half_kernels._targets_f16c() is False
+
+
+@pytest.mark.slow
+def test_the_portable_forms_compile_and_agree_for_a_cpu_without_f16c(tmp_path):
+    """In a process whose numba targets a generic x86-64 (no F16C), the module takes the portable forms,
+    its kernel compiles and links, and gives the bits the kernel gives here."""
+    import json
+    import subprocess
+    import sys
+    script = (
+        "import json, numpy as np, torch\n"
+        "from esverify.es import half_kernels as H\n"
+        "x = torch.linspace(-3, 3, 301).to(torch.float16); y = torch.linspace(1, 2, 301)\n"
+        "r = H.scaled_add(x, y, 0.6015625, 200)\n"
+        "print(json.dumps({'f16c': H.F16C, 'bits': r.view(torch.int16).tolist()}))\n")
+    env = {**__import__("os").environ, "NUMBA_CPU_NAME": "generic", "NUMBA_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    x = torch.linspace(-3, 3, 301).to(torch.float16)
+    here = half_kernels.scaled_add(x, torch.linspace(1, 2, 301), 0.6015625, 200)
+    assert got["f16c"] is False
+    assert got["bits"] == here.view(torch.int16).tolist()
