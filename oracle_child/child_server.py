@@ -671,16 +671,20 @@ def load_ties(path) -> dict:
         return {str(a): str(t) for a, t in data["ties"].reshape(-1, 2)}
 
 
-def tensor_bits(t) -> np.ndarray:
+def tensor_bits(t, copy: bool = True) -> np.ndarray:
+    """The bit patterns of `t` as unsigned integers of its width, a copy of its own (copy=False: a view of a
+    CPU tensor's memory where one exists, for a caller that is done with it before `t` changes)."""
     t = t.detach().to("cpu").contiguous()
     width = torch.finfo(t.dtype).bits
     np_uint, torch_int = _INT_VIEW[width]
-    return t.view(torch_int).numpy().view(np_uint).copy()
+    bits = t.view(torch_int).numpy().view(np_uint)
+    return bits.copy() if copy else bits
 
 
 @child_coverage.unprofiled
 def save_results(path, tensors):
-    arrays = {f"slot{k}": tensor_bits(t) for k, t in enumerate(tensors)}
+    # views, not copies: np.savez has written them when it returns (a run's result files are 400 MB)
+    arrays = {f"slot{k}": tensor_bits(t, copy=False) for k, t in enumerate(tensors)}
     arrays["dtypes"] = np.array([DTYPE_NAMES[t.dtype] for t in tensors])
     tmp = str(path) + ".tmp.npz"
     np.savez(tmp, **arrays)
