@@ -221,7 +221,7 @@ _SCALES = st.sampled_from([1e-300, 1e-160, 1e-8, 0.05, 1.0, 1e8, 1e150, 1e300])
 @settings(max_examples=150, deadline=None)
 @example(seed=0, sizes=[401, 3], scale=1e300, targets=[0.0])        # the squares overflow: inf
 @example(seed=1, sizes=[400, 400], scale=1e150, targets=[0.0])      # a sum overflows: OverflowError
-@example(seed=1, sizes=[300, 300, 300], scale=3e153, targets=[0.0])  # each tensor in range, the total not
+@example(seed=1, sizes=[300, 300, 300], scale=3e153, targets=[0.0])  # some squares overflow: -inf
 @example(seed=2, sizes=[4000, 0, 1], scale=1e-160, targets=[0.0, 1e-310])   # subnormal squares, an empty tensor
 @example(seed=3, sizes=[], scale=1.0, targets=[0.5])                # no tensors: -0.0
 @example(seed=4, sizes=[5, 5], scale=1.0, targets=[])               # no targets

@@ -315,16 +315,39 @@ def test_the_skill_samples_noise_is_rounded_twice_on_the_kernels_path(name, nois
 
 
 def test_f16c_is_used_only_where_numba_targets_it(monkeypatch):
-    """The F16C conversions only when numba compiles for a CPU that has them: NUMBA_CPU_FEATURES decides when
-    set, another NUMBA_CPU_NAME (whose features are unknown here) means the portable forms."""
+    """The F16C conversions only when the features numba's JIT compiles with have it: NUMBA_CPU_FEATURES when
+    set (NUMBA_CPU_NAME=generic sets it to ""), else the host's, whatever the CPU name."""
+    import llvmlite.binding as llvm
     from numba.core import config
     monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+f16c,+fma")
     assert half_kernels._targets_f16c() is True
-    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,-f16c")
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,-f16c,+fma")
+    assert half_kernels._targets_f16c() is False
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx512fp16,+f16c-x")  # no feature named exactly f16c
+    assert half_kernels._targets_f16c() is False
+    monkeypatch.setattr(config, "CPU_FEATURES", "")                 # generic
     assert half_kernels._targets_f16c() is False
     monkeypatch.setattr(config, "CPU_FEATURES", None)
-    monkeypatch.setattr(config, "CPU_NAME", "generic")
-    assert half_kernels._targets_f16c() is False
+    monkeypatch.setattr(config, "CPU_NAME", "znver4")
+    assert half_kernels._targets_f16c() is bool(llvm.get_host_cpu_features().get("f16c", False))
+
+
+def test_no_jit_takes_the_torch_lines():
+    """Under NUMBA_DISABLE_JIT the kernel's intrinsics cannot run as Python: `usable` says no, so every caller
+    takes its torch lines (a subprocess: the switch is read at import)."""
+    import os
+    import subprocess
+    import sys
+    script = ("import torch\nfrom esverify.es import half_kernels as H\n"
+              "from esverify.references.es_at_scale import profile as P\n"
+              "x = torch.linspace(-3, 3, 40).to(torch.float16); e = torch.linspace(1, 2, 40)\n"
+              "o = torch.empty_like(x); w = torch.empty_like(x)\n"
+              "P.perturb(x, e, 0.37, 'portable', 0, 40, o); P.perturb_torch(x, e, 0.37, w)\n"
+              "print(H.usable(x, e), bool(torch.equal(o.view(torch.int16), w.view(torch.int16))))\n")
+    done = subprocess.run([sys.executable, "-c", script], env={**os.environ, "NUMBA_DISABLE_JIT": "1"},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "True"]
 
 
 @pytest.mark.slow
@@ -341,6 +364,7 @@ def test_the_portable_forms_compile_and_agree_for_a_cpu_without_f16c(tmp_path):
         "r = H.scaled_add(x, y, 0.6015625, 200)\n"
         "print(json.dumps({'f16c': H.F16C, 'bits': r.view(torch.int16).tolist()}))\n")
     env = {**__import__("os").environ, "NUMBA_CPU_NAME": "generic", "NUMBA_CACHE_DIR": str(tmp_path)}
+    env.pop("NUMBA_CPU_FEATURES", None)     # generic: numba compiles with no features at all
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])

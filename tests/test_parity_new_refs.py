@@ -58,6 +58,9 @@ def test_paper_scripts_pass_every_row(tmp_path):
     text = json.dumps(report)
     assert "restore add_(-SIGMA * noise)" in text or "restore a member with add_(-SIGMA * noise)" in text
     assert "es_fine-tuning_countdown_accl.py" in text      # the vLLM version is listed as not checked
+    # both sides' time is on the reference's clock (metadata seconds_per_side): our loop runs after the reply
+    sides = report["metadata"]["seconds_per_side"]["es-paper"]
+    assert sides["ours_s"] > 0 and sides["reference_s"] > 0, sides
 
 
 @pytest.mark.slow

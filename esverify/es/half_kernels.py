@@ -8,7 +8,7 @@ run's CPU (measured with benchmarks/bench_parity.py). Here it is one loop.
 
 The conversions are spelled in bits, because numba has no f16 on the CPU
 (where the CPU has F16C, f16's are its own instructions, reached through
-LLVM's half type: the same bits, three times as fast; `F16C` says which):
+LLVM's half type: the same bits, the loop 2.6-2.9x as fast; `F16C` says which):
 
 - widening f16/bf16 -> f32 is exact (f16 subnormals are `m * 2**-24`,
   exact in f32);
@@ -50,23 +50,25 @@ HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
 def _targets_f16c() -> bool:
-    """True when numba compiles for a CPU with F16C (the f16 <-> f32 conversion instructions): the host's
-    own features, unless NUMBA_CPU_NAME or NUMBA_CPU_FEATURES name another target, whose features decide
-    (an unknown one: False). Without F16C, LLVM would turn the conversions into calls the JIT cannot link."""
+    """True when numba compiles for a CPU with F16C (the f16 <-> f32 conversion instructions). numba's JIT
+    takes NUMBA_CPU_FEATURES when set (NUMBA_CPU_NAME=generic sets it empty), else the host's features, the
+    CPU name aside; these are the features read here, and part of numba's cache key, so a cached kernel was
+    built for the same choice. Without F16C, LLVM would turn the conversions into calls the JIT cannot link."""
     try:
         from numba.core import config
-        if config.CPU_FEATURES:
-            return "+f16c" in config.CPU_FEATURES.split(",")
-        if config.CPU_NAME not in (None, "", "host"):
-            return False
-        import llvmlite.binding as llvm
-        return bool(llvm.get_host_cpu_features().get("f16c", False))
+        features = config.CPU_FEATURES
+        if features is None:
+            from numba.core.codegen import get_host_cpu_features
+            features = get_host_cpu_features()
+        return "+f16c" in str(features).split(",")
     except Exception:  # noqa: BLE001 - no way to tell: the portable conversions
         return False
 
 
 #: whether the f16 conversions are the CPU's own instructions (F16C) or the portable bit forms below
 F16C = numba is not None and _targets_f16c()
+#: NUMBA_DISABLE_JIT: the kernel's intrinsics do not run as Python, so the callers take the torch lines
+_NO_JIT = numba is not None and bool(numba.config.DISABLE_JIT)
 
 if numba is not None:
     _TWO_M24 = np.float32(2.0 ** -24)
@@ -102,8 +104,10 @@ if numba is not None:
         return np.int16(o | (sign >> 16))     # the low 16 bits, as the int16 view of the result stores them
 
     # With F16C, LLVM's fpext/fptrunc between half and float are single instructions (vcvtph2ps, vcvtps2ph:
-    # IEEE, round to nearest even, subnormals kept) that vectorise: the f16 kernel runs three times as fast
-    # as with the bit forms above, which give the same bits (tests/test_half_kernels.py checks both forms).
+    # IEEE, subnormals kept, rounding by the CPU's current mode: to nearest even unless a program changes it,
+    # as nothing here does; torch's conversion rounds to nearest even always) that vectorise: the f16 kernel
+    # loop is 2.6-2.9x as fast (1,000 to 1M elements) as with the bit forms above, which give the same bits
+    # (tests/test_half_kernels.py checks both forms).
     @intrinsic
     def _f16_bits_to_f32(typingctx, h):
         sig = types.float32(types.int16)
@@ -210,7 +214,7 @@ if numba is not None:
 def usable(x: torch.Tensor, y: torch.Tensor) -> bool:
     """True when the kernel applies: numba with an FMA unit (esverify.es.cpu_kernels.FMA), x a contiguous
     CPU f16/bf16 tensor, y a contiguous CPU tensor of x's dtype or f32, both of one element count."""
-    return (cpu_kernels.ENABLED and cpu_kernels.FMA and x.dtype in HALF_DTYPES and y.dtype in (x.dtype, torch.float32)
+    return (cpu_kernels.ENABLED and cpu_kernels.FMA and not _NO_JIT and x.dtype in HALF_DTYPES and y.dtype in (x.dtype, torch.float32)
             and x.device.type == "cpu" and y.device.type == "cpu" and x.is_contiguous() and y.is_contiguous()
             and x.numel() == y.numel())
 
