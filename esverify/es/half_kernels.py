@@ -212,11 +212,12 @@ if numba is not None:
 
 
 def usable(x: torch.Tensor, y: torch.Tensor) -> bool:
-    """True when the kernel applies: numba with an FMA unit (esverify.es.cpu_kernels.FMA), x a contiguous
-    CPU f16/bf16 tensor, y a contiguous CPU tensor of x's dtype or f32, both of one element count."""
-    return (cpu_kernels.ENABLED and cpu_kernels.FMA and not _NO_JIT and x.dtype in HALF_DTYPES and y.dtype in (x.dtype, torch.float32)
-            and x.device.type == "cpu" and y.device.type == "cpu" and x.is_contiguous() and y.is_contiguous()
-            and x.numel() == y.numel())
+    """True when the kernel applies: numba compiling (not NUMBA_DISABLE_JIT) with an FMA unit (esverify.es.
+    cpu_kernels.FMA), x a contiguous CPU f16/bf16 tensor, y a contiguous CPU tensor of x's dtype or f32, both
+    of one element count."""
+    return (cpu_kernels.ENABLED and cpu_kernels.FMA and not _NO_JIT and x.dtype in HALF_DTYPES
+            and y.dtype in (x.dtype, torch.float32) and x.device.type == "cpu" and y.device.type == "cpu"
+            and x.is_contiguous() and y.is_contiguous() and x.numel() == y.numel())
 
 
 def _bits(t: torch.Tensor) -> np.ndarray:

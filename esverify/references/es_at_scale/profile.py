@@ -14,8 +14,9 @@ f32 tensor; elementwise, hence independent of chunking and thread count.
 Contiguous CPU f32 tensors take the numba loops of esverify.es.cpu_kernels,
 and perturb of 1-D CPU f16/bf16 chunks es-awd's tail line in esverify.es.
 half_kernels, the same roundings (same lines, proven bitwise equal; a NaN
-anywhere goes to the torch lines, which decide its bits). `rule` is accepted and ignored: the
-profile has one rule. Kernel signatures: esverify.es.profiles.
+anywhere goes to the torch lines, which decide its bits). `rule` is
+accepted and ignored: the profile has one rule. Kernel signatures:
+esverify.es.profiles.
 
 Checks: ``python -m pytest -q tests/test_es_kernels.py`` (against
 esverify.es.reference and across the numba/torch paths) and
