@@ -65,7 +65,20 @@ def _in_use(memo: RangeMemo | None) -> RangeMemo | None:
     return memo if memo is not None else (MEMO if _holders else None)
 
 
-class MemoNoise(NoiseSource):
+class _Kept:
+    """What the two memo sources share: a range through `memo`, counted as drawn when it was kept (as the
+    source counts its own draws), handed out copied unless `copies` is False. The source sets `memo` and
+    `copies`, and has NoiseSource's / TorchNoise's `elements` and `_lock`."""
+
+    def _through(self, memo: RangeMemo, key, draw, n: int) -> torch.Tensor:
+        kept, hit = memo.get(key, draw)
+        if hit:
+            with self._lock:
+                self.elements += n
+        return kept.clone() if self.copies else kept
+
+
+class MemoNoise(_Kept, NoiseSource):
     """NoiseSource whose CPU ranges come through `memo` (default MEMO) inside `keeping()`: the same
     bits, copied; with copies=False, the kept tensor itself, for a caller that never writes into it."""
 
@@ -82,13 +95,10 @@ class MemoNoise(NoiseSource):
                 or torch.device(device).type != "cpu":
             return super().draw(stream_seed, first, n, device, out)
         key = ("contract", self.mapping, self.backend, int(stream_seed), int(first), int(n))
-        kept, hit = memo.get(key, lambda: super(MemoNoise, self).draw(stream_seed, first, n, device))
-        if hit:
-            self.count(n)
-        return kept.clone() if self.copies else kept
+        return self._through(memo, key, lambda: super(MemoNoise, self).draw(stream_seed, first, n, device), n)
 
 
-class MemoTorchNoise(TorchNoise):
+class MemoTorchNoise(_Kept, TorchNoise):
     """TorchNoise whose CPU draws come through `memo` (default MEMO) inside `keeping()`: the same bits,
     copied; with copies=False, the kept tensor itself, for a caller that never writes into it."""
 
@@ -102,11 +112,7 @@ class MemoTorchNoise(TorchNoise):
         if memo is None or not is_int(seed) or like.device.type != "cpu":
             return super().draw_tensor(seed, like)
         key = ("torch", int(seed), tuple(like.shape), like.dtype)
-        kept, hit = memo.get(key, lambda: super(MemoTorchNoise, self).draw_tensor(seed, like))
-        if hit:
-            with self._lock:
-                self.elements += like.numel()
-        return kept.clone() if self.copies else kept
+        return self._through(memo, key, lambda: super(MemoTorchNoise, self).draw_tensor(seed, like), like.numel())
 
 
 def memoized(noise, copies: bool = True):
