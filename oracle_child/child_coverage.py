@@ -196,10 +196,16 @@ def table() -> dict:
 
 
 def store_path(command: dict, target: str) -> Path:
-    """Where the cumulative record goes: the run's work folder (two levels above a case's `out` folder,
-    work/cases/<case>), else the working folder; the parent reads it there."""
+    """Where the cumulative record goes: the run's work folder, the one holding `cases/` above a command's
+    `out` (work/cases/<case>, or a folder inside it: a resume row's two runs write to <case>/first and
+    <case>/resumed), else the working folder; the parent reads it there (loop_report.read_coverage).
+    Counting two levels up put a resume row's record in work/cases/, where no one read it, and the report
+    then said that load_checkpoint did not run beside a row that had resumed through it."""
     out = command.get("out")
-    folder = Path(out).resolve().parents[1] if out else Path.cwd()
+    if not out:
+        return Path.cwd() / f"coverage-{target}.json"
+    out = Path(out).resolve()
+    folder = next((p.parent for p in out.parents if p.name == "cases"), out.parents[1])
     return folder / f"coverage-{target}.json"
 
 
