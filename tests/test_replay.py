@@ -124,8 +124,13 @@ def test_one_element_edit_of_the_checkpoint_is_named(awd, tmp_path):
     [bad] = [t for t in report["tensors"] if t["replay"]["mismatches"]]
     first = bad["replay"]["first"]
     assert (bad["name"], first["index"], first["ulp"], bad["replay"]["max_ulp"]) == ("w1", 100, 1, 1)
-    assert first["expected"].startswith(f"0x{edited.view(-1)[100:101].view(torch.int32).item() & 0xffffffff:08x}")
+    # the sides are named for what they are: the checkpoint under test holds the edited bits
+    assert sorted(first) == ["checkpoint", "index", "replayed", "ulp"] and report["format"].endswith("/2")
+    assert first["checkpoint"].startswith(f"0x{edited.view(-1)[100:101].view(torch.int32).item() & 0xffffffff:08x}")
     assert "w1" in report["text"] and "[100]" in report["text"] and "1 ulp" in report["text"]
+    line = next(ln for ln in report["text"].splitlines() if "[100]" in ln)
+    assert f"checkpoint {first['checkpoint']}" in line and f"replayed {first['replayed']}" in line
+    assert "expected" not in report["text"] and "the checkpoint under test" in report["text"]
 
 
 def _copy_log(run, tmp_path) -> Path:

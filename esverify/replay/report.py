@@ -4,7 +4,10 @@
 report: per tensor the number of differing elements of the replay and of
 the naive replay (updates only), the first differing element with both
 values and its ulp distance (docs/numerics.md §7), and the largest
-finite ulp distance; a tensor whose dtype or shape is not the replay's
+finite ulp distance; the two sides are named for what they are: `replayed`
+(what the log's updates give) and `checkpoint` (the checkpoint under test,
+`--expect`), never "expected" and "got", which read backwards for a
+checkpoint that is itself the thing in doubt; a tensor whose dtype or shape is not the replay's
 has `layout` naming both (every element counts as differing); the verdict is "bit-equal" only when the replay
 matches every element. `render_text(report)` is the human form.
 """
@@ -14,10 +17,24 @@ from collections import OrderedDict
 
 from tabulate import tabulate
 
-REPORT_FORMAT = "esverify.replay.report/1"
+#: /2: a first difference names its sides `checkpoint` and `replayed` (/1 said `expected` and `got`)
+REPORT_FORMAT = "esverify.replay.report/2"
+
+
+def sides(compared: dict) -> dict:
+    """A comparison of the replay with the checkpoint under test (esverify.replay.kernel.compare, whose
+    `first` says `expected` for the checkpoint and `got` for the replay) with its first difference's
+    sides named for what they are: {"index", "checkpoint", "replayed", "ulp"}. Idempotent."""
+    first = compared.get("first")
+    if not first or "expected" not in first:
+        return compared
+    named = {"index": first["index"], "checkpoint": first["expected"], "replayed": first["got"],
+             "ulp": first.get("ulp")}
+    return dict(compared, first=named)
 
 
 def _fold(parts: list[dict]) -> dict:
+    parts = [sides(p) for p in parts]
     firsts = [p["first"] for p in parts if p["first"] is not None]
     ulps = [p["max_ulp"] for p in parts if p["max_ulp"] is not None]
     out = {"mismatches": sum(p["mismatches"] for p in parts),
@@ -73,13 +90,14 @@ def _first(side: dict) -> str:
     if f is None:
         return ""
     ulp = "nan/inf" if f["ulp"] is None else f"{f['ulp']} ulp"
-    return f"[{f['index']}] expected {f['expected']}, replay {f['got']} ({ulp})"
+    return f"[{f['index']}] replayed {f['replayed']}, checkpoint {f['checkpoint']} ({ulp})"
 
 
 def render_text(report: dict) -> str:
     """A few lines for a terminal: verdict, the differing tensors, the naive comparison, the notes."""
     lines = [f"replay of {report['log']} ({report['model']['iterations']} iterations, "
-             f"profile {report['model']['profile']}, noise {report['model']['noise']}) against {report['expect']}",
+             f"profile {report['model']['profile']}, noise {report['model']['noise']}) against the checkpoint "
+             f"under test {report['expect']}",
              f"verdict: {report['verdict'].upper()}: {report['mismatches']} of {report['elements']} elements differ"]
     if report["verdict"] == "interrupted":
         done = sum(t.get("verified_units", t["units"]) for t in report["tensors"])

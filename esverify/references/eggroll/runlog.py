@@ -27,13 +27,12 @@ import numpy as np
 
 from ... import jsonin
 from ...replay.log import RunLogFormat
+from ...replay.report import REPORT_FORMAT, sides
 from ...report import write_atomic
 from . import lowrank as LR
 from .contract import factor_source
 # the writing side lives in `logfiles` (the loop imports it; this module imports the loop): names kept here
 from .logfiles import FORMAT, SETTINGS, STEPS_DIR, settings_of, step_file, write_args, write_step  # noqa: F401
-
-REPORT_FORMAT = "esverify.replay.report/1"
 
 
 class LowRankLogError(ValueError):
@@ -149,7 +148,7 @@ def replay_lowrank(base, log, expect, *, out=None, report_path=None, state_dir=N
                          chunk=args["chunk_size"], scale_lr_in_grad=args["scale_lr_in_grad"], targets=targets)
     tensors = []
     for name in names:
-        got = compare(weights[name].reshape(-1), expected[name].reshape(-1), 0)
+        got = sides(compare(weights[name].reshape(-1), expected[name].reshape(-1), 0))
         tensors.append({"name": name, "shape": list(expected[name].shape), "dtype": str(expected[name].dtype),
                         "elements": int(expected[name].numel()), "kind": "lowrank", "units": 1, "replay": got,
                         "naive": got})
