@@ -158,10 +158,14 @@ def read_config(path: Path | None) -> dict:
         if key not in keys:
             raise ConfigError(f"{path}: [tool.esverify] has an unknown key {key!r}{suggest(key, keys)} "
                               f"(known: {', '.join(keys)})")
-        if isinstance(value, list) and key == "format" and all(isinstance(v, str) for v in value):
+        if isinstance(value, list) and key in ("format", "python") and all(isinstance(v, str) for v in value):
             value = ",".join(value)
         if not isinstance(value, str):
             raise ConfigError(f"{path}: [tool.esverify] {key} must be a string, got {value!r}")
+        if key == "python":   # [NAME=]PATH entries, each path relative to the file (esverify.oracle.interpreters)
+            from .oracle.interpreters import config_paths
+            out[keys[key]] = config_paths(value, path.parent)
+            continue
         value = os.path.expanduser(value) if key != "format" else value
         # a relative path is relative to the pyproject.toml, as ruff's are; a bare `python3` is looked up on PATH
         is_path = key in path_keys(settings) or (key == "python" and "/" in value)

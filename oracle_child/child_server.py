@@ -57,6 +57,7 @@ import numpy as np
 import torch
 
 import child_coverage
+import placeholders
 from esverify import rng as es_rng
 from esverify.exactsum import loop_rewards
 from esverify.numerics_probe import flush_to_zero_status
@@ -833,13 +834,14 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
     es_rng.backends.set_numba_threads(1)
     clone = Path(args.clone).resolve()
     sys.path.insert(0, str(clone))
+    placeholders.watch(clone)   # a later commit's absent optional imports cost no row (docs/parity.md)
     install_hook()
     quiet_lazy_device_calls()
     modules = load_modules(clone)
     freeze_heap()
     hello = {"hello": target, "environment": environment(),
              "modules": {k: (None if not isinstance(v, ReferenceLoadError) else v.info)
-                         for k, v in modules.items()}}
+                         for k, v in modules.items()}, "placeholders": placeholders.served()}
     reply.write(json.dumps(hello) + "\n")
     try:
         for line in sys.stdin:
@@ -864,6 +866,8 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
             flush = flush_to_zero_status()   # the op may have loaded more of the clone, or set the flags itself
             if flush.flushing:
                 answer["flush_to_zero"] = list(flush.findings)
+            if placeholders.served():   # every one so far: the parent lists each once, as a note
+                answer["placeholders"] = placeholders.served()
             out = command.get("out")
             if out:
                 Path(out).mkdir(parents=True, exist_ok=True)
@@ -891,7 +895,9 @@ def switch_clone(old: Path, new: Path, load_modules):
             del sys.modules[name]
     if str(old) in sys.path:
         sys.path.remove(str(old))
+    placeholders.unwatch(old)
     sys.path.insert(0, str(new))
+    placeholders.watch(new)
     return new, load_modules(new)
 
 

@@ -54,19 +54,63 @@ class Changes:
     head: str = ""
     note: str = ""
     hunks: list = field(default_factory=list)
+    #: commits from the validated commit to HEAD (0 at it; None: not counted, e.g. its history lacks it)
+    ahead: int | None = None
+    validated: str = ""
 
     def files(self) -> list[str]:
         return list(dict.fromkeys(h.path for h in self.hunks))
 
 
-def functions_of(source: str) -> list[tuple[str, int, int, int]]:
+#: what a hunk's function is called when its file parses under neither the parent's Python nor the clone's
+UNPARSED = "an unknown function (the file does not parse under this Python)"
+
+#: run by the reference's own interpreter: the function map of the file named by argv[1], as JSON
+_FUNCTIONS_SCRIPT = """
+import ast, json, sys
+tree = ast.parse(open(sys.argv[1], encoding="utf-8", errors="replace").read())
+found = []
+def walk(node, prefix):
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            name = prefix + child.name
+            first = min([child.lineno] + [d.lineno for d in child.decorator_list])
+            found.append([name, first, child.end_lineno, child.body[0].lineno])
+            walk(child, name + ".")
+        elif isinstance(child, ast.ClassDef):
+            walk(child, prefix + child.name + ".")
+        else:
+            walk(child, prefix)
+walk(tree, "")
+print(json.dumps(found))
+"""
+
+
+def functions_in(python: str, path) -> list | None:
+    """functions_of for the file `path`, parsed by the interpreter `python` (the reference's own, which
+    reads syntax newer than the parent's); None when it cannot (not found, a syntax error there too)."""
+    import json
+    import subprocess
+    try:
+        out = subprocess.run([python, "-I", "-c", _FUNCTIONS_SCRIPT, str(path)], capture_output=True, text=True,
+                             timeout=60)
+        if out.returncode:
+            return None
+        return [(str(n), int(a), int(b), int(c)) for n, a, b, c in json.loads(out.stdout.strip().splitlines()[-1])]
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, TypeError):
+        return None
+
+
+def functions_of(source: str, path=None, python: str | None = None) -> list[tuple[str, int, int, int]] | None:
     """(qualified name, first line, last line, first body line) of every function and method in
     `source`, outer ones first (decorators count as the function's lines; the lines before the first
-    body line are its decorators and signature); [] when it does not parse."""
+    body line are its decorators and signature). A source the parent's Python cannot parse is parsed by
+    `python` (the reference's interpreter) from `path` when both are given; None when neither parses it
+    (a reader must then not call its lines "module level")."""
     try:
         tree = pyast.parse(source)
     except (SyntaxError, ValueError):
-        return []
+        return functions_in(python, path) if python and path is not None else None
     found = []
 
     def walk(node, prefix):
@@ -91,7 +135,10 @@ def _innermost(functions, line: int):
 
 
 def enclosing(functions, line: int) -> str:
-    """The innermost function of `functions` (functions_of) holding `line`, or "module level"."""
+    """The innermost function of `functions` (functions_of) holding `line`, or "module level"; UNPARSED when
+    `functions` is None (the file did not parse)."""
+    if functions is None:
+        return UNPARSED
     found = _innermost(functions, line)
     return found[0] if found else "module level"
 
@@ -99,7 +146,7 @@ def enclosing(functions, line: int) -> str:
 def in_signature(functions, line: int) -> bool:
     """Whether `line` is in the decorators or signature of the innermost function holding it (before its
     first body line); False at module level."""
-    found = _innermost(functions, line)
+    found = _innermost(functions, line) if functions is not None else None
     return found is not None and line < found[3]
 
 
@@ -123,10 +170,11 @@ def parse_diff(text: str) -> list[tuple[str, int, int]]:
     return out
 
 
-def clone_changes(root, validated: str) -> Changes:
+def clone_changes(root, validated: str, python: str | None = None) -> Changes:
     """The changes of the clone at `root` (its top folder) against `validated` (a commit prefix):
-    against that commit when the clone's history holds it (committed and uncommitted changes), else
-    against the clone's own HEAD (its uncommitted changes only, and `note` says why)."""
+    against that commit when the clone's history holds it (committed and uncommitted changes; `ahead`
+    counts the commits since it), else against the clone's own HEAD (its uncommitted changes only, and
+    `note` says why). `python`: the reference's interpreter, which parses a file the parent cannot."""
     root = Path(root)
     top = gitinfo.toplevel(root)
     if top is None or top.resolve() != root.resolve():
@@ -134,11 +182,12 @@ def clone_changes(root, validated: str) -> Changes:
     head = (gitinfo.git(root, "rev-parse", "HEAD") or "").strip()
     if not head:
         return Changes("no-commit", note="the clone's git checkout has no commit: its changes cannot be named")
-    base, note = head, ""
+    base, note, ahead = head, "", None
     full = (gitinfo.git(root, "rev-parse", "--verify", "--quiet", f"{validated}^{{commit}}") or "").strip() \
         if validated else ""
     if full and gitinfo.git(root, "merge-base", "--is-ancestor", full, head) is not None:
         base = full
+        ahead = int((gitinfo.git(root, "rev-list", "--count", f"{full}..{head}") or "0").strip() or 0)
         if not head.startswith(validated):
             note = f"the clone is at {head[:7]}, after the validated {validated}: its commits since count"
     elif validated:
@@ -155,8 +204,8 @@ def clone_changes(root, validated: str) -> Changes:
     for rel, first, last in spans:
         if rel not in parsed:
             path = root / rel
-            parsed[rel] = functions_of(path.read_text(errors="replace")) if rel.endswith(".py") and \
-                path.is_file() else []
+            parsed[rel] = functions_of(path.read_text(errors="replace"), path, python) \
+                if rel.endswith(".py") and path.is_file() else []
         functions = parsed[rel]
         names = list(dict.fromkeys(enclosing(functions, ln) for ln in range(first, last + 1)))
         # a hunk spanning several functions is one hunk per function (each may or may not have run)
@@ -164,7 +213,8 @@ def clone_changes(root, validated: str) -> Changes:
             lines = [ln for ln in range(first, last + 1) if enclosing(functions, ln) == name]
             hunks.append(Hunk(rel, lines[0], lines[-1], name,
                               signature=all(in_signature(functions, ln) for ln in lines)))
-    return Changes("changed" if hunks else "clean", base=base[:7], head=head[:7], note=note, hunks=hunks)
+    return Changes("changed" if hunks else "clean", base=base[:7], head=head[:7], note=note, hunks=hunks,
+                   ahead=ahead, validated=validated if ahead is not None else "")
 
 
 def _ran_in(ran: dict, hunk: Hunk) -> bool:
@@ -172,7 +222,8 @@ def _ran_in(ran: dict, hunk: Hunk) -> bool:
     signature: evaluated when its module is imported, and read by whoever inspects the function, e.g.
     for a default argument, without a call) any function of its file ran."""
     names = set(ran.get(hunk.path) or ())
-    return bool(names) if hunk.function == "module level" or hunk.signature else hunk.function in names
+    return bool(names) if hunk.function in ("module level", UNPARSED) or hunk.signature \
+        else hunk.function in names
 
 
 def _list(hunks) -> str:
@@ -221,3 +272,37 @@ def computing(ran: dict | None, computes: list[str]) -> str:
         return "the first differing quantity is computed by " + ", ".join(n if f == "*" else f"{n} ({f})"
                                                                           for f, n in pairs)
     return "no reference function is known to compute it"
+
+
+def distance_line(target: str, changes: Changes, ran: dict | None) -> str:
+    """The first screen's sentence on how far the clone has moved from the commit docs/references.md was
+    validated against, and whether the rows ran any of it: "eggroll: the clone is 13 commits past the
+    validated bcc215e; no function the rows ran has changed (module-level lines changed in
+    es_lora_multinode.py)". `ran`: {clone file: [functions]} the rows ran, all rows together (None:
+    unknown). "" for a clone at the validated commit with no changes, or one whose distance is unknown
+    and unchanged."""
+    if changes.state in ("no-git", "no-commit"):
+        return ""
+    if changes.ahead is not None:
+        where = (f"the clone is {changes.ahead} commit{'s' if changes.ahead != 1 else ''} past the validated "
+                 f"{changes.validated}" if changes.ahead else f"the clone is at the validated {changes.validated}")
+    elif changes.note:
+        where = changes.note
+    else:
+        where = f"the clone is at {changes.head}"
+    if changes.state != "changed":
+        return f"{target}: {where}" if changes.ahead or changes.note else ""
+    functions = [h for h in changes.hunks if h.function not in ("module level", UNPARSED) and not h.signature]
+    other = [h for h in changes.hunks if h not in functions]
+    if ran is None:
+        said = f"which of its {len(changes.hunks)} changed hunks the rows ran is unknown"
+    else:
+        hit = list(dict.fromkeys(f"{h.function} ({h.path})" for h in functions if _ran_in(ran, h)))
+        said = ("no function the rows ran has changed" if not hit else
+                f"functions the rows ran that changed: {', '.join(hit[:SHOWN])}"
+                + (f" and {len(hit) - SHOWN} more" if len(hit) > SHOWN else ""))
+        touched = list(dict.fromkeys(h.path for h in other if _ran_in(ran, h)))
+        if touched:
+            said += f" (module-level lines or signatures changed in {', '.join(touched[:SHOWN])}"  \
+                    + (f" and {len(touched) - SHOWN} more files" if len(touched) > SHOWN else "") + ")"
+    return f"{target}: {where}; {said}"

@@ -76,9 +76,11 @@ def _csv(value: str) -> tuple:
 @_alias_options
 @click.option("--target", type=Choice([*_reference_names(), "all"]), default=None,
               help="Which reference(s) to run (default: every reference whose clone is found).")
-@click.option("--python", "python", type=click.Path(dir_okay=True, path_type=str), default=None,
-              help="Interpreter of the child that runs the reference (needs torch and numpy; default: "
-                   "$ESVERIFY_PYTHON, then [tool.esverify] python, then the Python running esverify).")
+@click.option("--python", "python", type=str, multiple=True, metavar="[NAME=]PATH",
+              help="Interpreter of the children that run the references (each needs torch and numpy, EGGROLL's "
+                   "safetensors too): PATH for every reference, NAME=PATH for reference NAME alone; repeatable "
+                   "(default: $ESVERIFY_PYTHON, then [tool.esverify] python, entries separated by commas, then "
+                   "the Python running esverify).")
 @click.option("--dtypes", default="f32,f16,bf16", show_default=True,
               help="Comma-separated dtypes; with two or more, the mixed-dtype set runs too.")
 @click.option("--schemes", default="iid,correlated", show_default=True, help="Noise schemes (docs/CONTRACT.md §4).")
@@ -180,11 +182,16 @@ def parity(ctx, ref, discover, blame_base, target, python, dtypes, schemes, devi
              for n in ("ref", *aliases)}
     ref = given["ref"]
     alias_paths = {"--" + n.replace("_", "-"): given[n] for n in aliases if given[n]}
-    python = settings.get("python")
+    from .interpreters import parse_python
+    try:
+        python, pythons = parse_python(settings.get("python") or None)
+    except UsageError as exc:
+        click.echo(f"esverify parity: error: {exc}", err=True)
+        sys.exit(2)
     formats = settings.get("formats", ",".join(FORMATS))
     extra = {"case_seed": case_seed}
     opts = Options(ref=ref, aliases=alias_paths, target=target, python=python or sys.executable,
-                   python_explicit=python is not None, dtypes=_csv(dtypes),
+                   python_explicit=python is not None, pythons=pythons, dtypes=_csv(dtypes),
                    schemes=_csv(schemes), devices=_csv(devices) if devices else ("cpu", "cuda"),
                    devices_explicit=devices is not None, mapping=mapping, seed=seed, population=population,
                    sigma=sigma, alpha=alpha, noises=_csv(noise), fuzz=fuzz, case_json=case_json,

@@ -196,6 +196,8 @@ def console_text(frame, summary, metadata, out_dir, code, verdict, require_all=F
     grid, the 'not checked here' list, warnings, the report."""
     from .parity_report import attention as _attention
     lines = [f"esverify parity: {verdict.upper()} (exit {code}): {len(frame)} cases: {counts_line(frame)}"]
+    if verdict in ("pass", "fail") and metadata.get("reason"):   # rows an interpreter kept from running
+        lines[0] += f"; but {metadata['reason']}"
     if metadata.get("clones_run"):   # which clones ran, from where (issue 32)
         lines += _wrap(terminal_text(str(metadata["clones_run"])), indent="  ", width=110)
     if verdict == NOTHING_CHECKED:   # not "FAIL with 0 failed": what kept every row from being checked

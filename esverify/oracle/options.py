@@ -41,8 +41,12 @@ class Options:
     #: {deprecated option (an adapter's alias_flag): clone path}: that adapter's clone, as before `--ref`
     aliases: dict = field(default_factory=dict)
     target: str | None = None            #: an adapter name, "all" or None (every clone found)
+    #: the child interpreter of every reference without its own in `pythons` (a bare --python PATH)
     python: str = sys.executable
-    python_explicit: bool = False        #: --python was given (then "pass --python" is no fix to suggest)
+    python_explicit: bool = False        #: a bare --python was given (then "pass --python" is no fix to suggest)
+    #: {reference name: interpreter} (--python NAME=PATH, repeatable; esverify.oracle.interpreters): a plain
+    #: string per reference, which whatever keeps state per interpreter (warm start servers) keys by
+    pythons: dict = field(default_factory=dict)
     dtypes: tuple = ("f32", "f16", "bf16")
     schemes: tuple = ("iid", "correlated")
     devices: tuple = ("cpu", "cuda")
@@ -84,6 +88,14 @@ class Options:
     #: the children count the clone's executed lines with coverage.py (a trace function: slower children)
     line_coverage: bool = False
     argv: list = field(default_factory=lambda: list(sys.argv))
+
+    def python_for(self, name: str) -> str:
+        """The interpreter of reference `name`'s child: its own (--python NAME=PATH), else the bare one."""
+        return str(self.pythons.get(name) or self.python)
+
+    def explicit_for(self, name: str) -> bool:
+        """Whether `name`'s interpreter was given (NAME=PATH, or a bare --python), not the default."""
+        return name in self.pythons or self.python_explicit
 
 
 def validate(opts: Options) -> Options:
@@ -139,6 +151,8 @@ def validate(opts: Options) -> Options:
         raise UsageError(f"--out {opts.out}: exists and is not a directory")
     if opts.junit and Path(opts.junit).is_dir():
         raise UsageError(f"--junit {opts.junit}: is a directory, not a file")
+    from .interpreters import check_names
+    check_names(opts.pythons, _adapters.names())   # --python NAME=PATH names a reference
     check_numerics(import_torch=False)   # before anything runs; torch is probed once a run imported it
     return opts
 

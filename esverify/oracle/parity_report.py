@@ -78,8 +78,8 @@ def rerun_command(opts, case, clone_paths: dict) -> str:
     from .adapters import get
     args = ["esverify", "parity", *get(case.target).rerun_args(clone_paths.get(case.target, "PATH")),
             "--target", case.target]
-    if opts.python_explicit:
-        args += ["--python", opts.python]
+    if opts.explicit_for(case.target):
+        args += ["--python", opts.python_for(case.target)]
     if opts.fuzz or opts.case_json:
         args += ["--case-json", _cases.to_json(case)]
     else:

@@ -68,6 +68,6 @@ def too_old_python(case, load_error: dict, env: dict) -> dict | None:
     return make_row(case, status="skipped", detail=(
         f"not checked here: {load_error.get('file')} needs {needs}; the child is Python "
         f"{env.get('python') or '?'}; to check it: pass --python with a {version}+ interpreter that has "
-        "torch and numpy"))
+        f"torch and numpy (--python {case.target}=PATH: for this reference alone)"))
 
 

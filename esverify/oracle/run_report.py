@@ -74,6 +74,8 @@ def run_metadata(runner, clones, environments, probe, wall, skipped_targets) -> 
         "parent_python": platform.python_version(), "parent_torch": torch.__version__,
         "parent_numpy": numpy.__version__, "platform": platform.platform(),
         "child_python": probe.get("python"), "child_executable": probe.get("executable"),
+        # each reference's own (--python NAME=PATH; esverify.oracle.interpreters), probed before any row
+        "child_interpreters": getattr(runner, "interpreters", {}),
         "children": environments,
         "devices": list(opts.devices), "dtypes": list(opts.dtypes), "schemes": list(opts.schemes),
         "mapping": opts.mapping, "noise_backend": {d: default_backend(d) for d in opts.devices},
@@ -150,6 +152,9 @@ def finish(runner, out_dir: Path, run: dict) -> RunResult:
     metadata = run_metadata(runner, clones, run["environments"], run["probe"], run["wall"](),
                             list(not_given.values()))
     reason = verdict_reason(verdict, frame, interrupted.signal_name if interrupted else None)
+    if not reason:   # a PASS never stands over rows an interpreter kept from running (interpreters.py)
+        from .interpreters import interpreter_gaps
+        reason = interpreter_gaps(frame)
     header = {"verdict": verdict, "exit_code": code, **({"reason": reason} if reason else {}),
               "counts": status_counts(frame), "accounted": accounting_line(accounting(frame)),
               **({"clones_run": run["clones_line"]} if run.get("clones_line") else {}),

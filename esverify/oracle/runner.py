@@ -201,9 +201,10 @@ class Runner:
         for name, ok in zip(names, started):
             session = self.sessions[name]
             if not ok:
-                raise ChildStartError(f"the {name} child did not start under {opts.python}: {session.start_error}; "
+                python = opts.python_for(name)
+                raise ChildStartError(f"the {name} child did not start under {python}: {session.start_error}; "
                                       f"fix: the child's own last log lines are quoted here; check that "
-                                      f"{opts.python} runs `import torch, numpy`")
+                                      f"{python} runs `import torch, numpy`")
             if opts.devices_explicit and "cuda" in opts.devices and not session.environment.get("cuda"):
                 raise SetupError("--devices names cuda but the child sees no CUDA device; fix: run on a machine "
                                  "with a CUDA GPU and a CUDA build of torch, or leave cuda out of --devices")
@@ -291,11 +292,24 @@ class Runner:
                 # a reference --ref did not name runs no case (issue 32): not even as skipped rows
                 wanted = run["wanted"] = [n for n in wanted if not isinstance(not_given.get(n), NotAskedFor)]
                 run["clones_line"] = clones_line(clones, not_given)
-                run["probe"] = probe_python(opts.python, startup_timeout(opts.timeout), opts.python_explicit)
-                _check_child_packages(opts, run["probe"])
+                # each reference's interpreter and what its child needs, before any row (interpreters.py)
+                from . import interpreters as _interpreters
+                probes, lacking = _interpreters.check(opts, [n for n in wanted if n in clones],
+                                                      startup_timeout(opts.timeout))
+                run["probe"] = probes.get(next((n for n in wanted if n in clones and not opts.pythons.get(n)), ""))\
+                    or next(iter(probes.values()), None) or probe_python(opts.python, startup_timeout(opts.timeout),
+                                                                         opts.python_explicit)
+                _check_child_packages(opts, run["probe"]) if not probes else None
+                self.interpreters = {n: {"python": p.get("python"), "executable": p.get("executable"),
+                                         "given": opts.python_for(n)} for n, p in probes.items()}
                 selected = run["selected"] = select_cases(opts, wanted, self.alpha)
                 self.rows += [make_row(c, status="skipped", detail=not_given_detail(_adapters.get(c.target)))
                               for c in selected if c.target in not_given]
+                self.rows += [make_row(c, status="skipped", detail=_interpreters.skipped_detail(lacking[c.target]))
+                              for c in selected if c.target in lacking]
+                for why in dict.fromkeys(lacking.values()):
+                    self.notes.add(why)
+                clones = {n: c for n, c in clones.items() if n not in lacking}   # their children never start
                 self._start_warm(selected, clones)
                 self._our_side()
                 self._await_warm()
@@ -304,7 +318,7 @@ class Runner:
                 except ChildStartError as exc:   # a child that cannot start: one line, exit 2, and a report
                     run["start_error"] = exc
                     self.rows += [make_row(c, status="error", detail=f"setup: {exc}") for c in selected
-                                  if c.target not in not_given]
+                                  if c.target in clones]
                 if run["start_error"] is None:
                     from .console import progress_bar
                     progress = progress_bar(len(selected), opts.quiet)
@@ -328,6 +342,9 @@ class Runner:
             from .run_report import finish
             for name, session in self.sessions.items():
                 run["environments"].setdefault(name, session.environment)
+                drift = session.distance_line() if run.get("clones_line") else ""
+                if drift:   # how far the clone is past its validated commit, on the first screen
+                    run["clones_line"] += f"; {drift}"
                 # the children saved their coverage record at exit (oracle_child/child_coverage.py)
                 run["environments"][name]["coverage"] = read_coverage(self.work, session.adapter.name)
             if opts.fuzz and run["interrupted"] is None and run["start_error"] is None:

@@ -51,7 +51,7 @@ class Session:
         self.runner, self.adapter, self.clone = runner, adapter, clone
         opts = runner.opts
         # a built-in driver is a file of oracle_child/; a plug-in's is an absolute path in its own package
-        self.child = Child(opts.python, oracle_child_dir() / adapter.driver, adapter.clone_root(clone.path),
+        self.child = Child(opts.python_for(adapter.name), oracle_child_dir() / adapter.driver, adapter.clone_root(clone.path),
                            runner.work / f"child-{adapter.name}.log", env=opts.child_env, workdir=runner.work,
                            max_memory=opts.max_memory, max_output=opts.max_output, target=adapter.name,
                            shared=oracle_child_dir(), warm=getattr(runner, "warm", None),
@@ -63,6 +63,8 @@ class Session:
         self.last_theirs = None      #: (case id, the reference's result bits) of the case just run
         self.last_ran = None         #: {clone file: [functions]} the child ran for the last command, or None
         self._changes = {}           #: clone root -> blame.Changes (git is asked once per clone)
+        self.placeholders = {}       #: the placeholder notes of this child, in order (placeholder_notes)
+        self.ran_all = {}            #: {clone file: {function: None}} every row of this session ran
 
     # -- the run's state, read through the runner
     @property
@@ -113,6 +115,7 @@ class Session:
         try:
             self.hello = self.child.start(startup_timeout(self.opts.timeout))
             self.start_error = ""
+            self.note_placeholders(self.hello)
             return True
         except ChildError as exc:
             tail = exc.log_tail.strip().splitlines()[-3:] if exc.log_tail else []
@@ -152,10 +155,21 @@ class Session:
         finally:
             clock["reference_s"] += time.perf_counter() - started
         self.last_ran = _ran_of(reply)
+        for rel, names in (self.last_ran or {}).items():   # every row's, for the clone's distance line
+            self.ran_all.setdefault(rel, {}).update(dict.fromkeys(names))
+        self.note_placeholders(reply)
         if ours_error is not None:
             return None, None, self.row(case, status="error", detail=f"{case.op}: our side raised "
                                                                      f"{type(ours_error).__name__}: {ours_error}")
         return reply, computed, None
+
+    def note_placeholders(self, said) -> None:
+        """A run-level note per placeholder the child served (oracle_child/placeholders.py): a name of a
+        stand-in module the driver does not know, or a module the child's Python lacks, that a clone file
+        asked for at its top; `said`: a hello or a reply (ignored unless a dict)."""
+        for p in placeholder_notes(self.adapter.name, said):
+            self.placeholders.setdefault(p, None)
+            self.note(p)
 
     def reference_error_row(self, case, err: dict) -> dict:
         """The error row of a reply with status 'error': the reference's message, and the child's limit
@@ -182,8 +196,23 @@ class Session:
         root = Path(self.adapter.clone_root(self.clone_path)).resolve()
         if root not in self._changes:
             self._changes[root] = clone_changes(root, getattr(self.opts, "blame_base", None)
-                                                or self.adapter.validated_commit)
+                                                or self.adapter.validated_commit, python=self.child.python)
         return self._changes[root]
+
+    def distance_line(self) -> str:
+        """blame.distance_line of this session's clone, over every function its rows ran, with the count of
+        placeholders its child served; "" when there is nothing to say."""
+        from .blame import clone_changes, distance_line
+        root = Path(self.adapter.clone_root(self.clone.path)).resolve()
+        # the distance is from the validated commit, whatever --blame-base the failing rows counted from
+        changes = (None if getattr(self.opts, "blame_base", None) else self._changes.get(root)) or clone_changes(root, self.adapter.validated_commit,
+                                                           python=self.child.python)
+        line = distance_line(self.adapter.name, changes, {k: list(v) for k, v in self.ran_all.items()}
+                             if self.ran_all else None)
+        if self.placeholders:
+            line = (line or self.adapter.name) + (f"; {len(self.placeholders)} placeholder"
+                                                  f"{'s' if len(self.placeholders) != 1 else ''} (see the notes)")
+        return line
 
     def blame(self, case) -> str:
         """The row's blame line (esverify.oracle.blame.explain): the clone's changes this case ran."""
@@ -229,3 +258,18 @@ def _ran_of(reply) -> dict | None:
     if not isinstance(ran, dict) or not all(isinstance(k, str) and isinstance(v, list) for k, v in ran.items()):
         return None
     return {k: [str(n) for n in v] for k, v in ran.items()}
+
+
+def placeholder_notes(target: str, said) -> list[str]:
+    """One line per placeholder in `said["placeholders"]` (a child's hello or reply; each {"module",
+    "name", "file", "why"}), naming the reference, what stands in for what, who asked and why; [] when
+    there are none or the entry is malformed."""
+    items = said.get("placeholders") if isinstance(said, dict) else None
+    out = []
+    for p in items if isinstance(items, list) else ():
+        if not isinstance(p, dict) or not all(isinstance(p.get(k), str) for k in ("module", "name", "file", "why")):
+            continue
+        what = f"module {p['module']}" if p["name"] == "*" else f"{p['module']}.{p['name']}"
+        out.append(f"{target}: placeholder for {what}, imported at the top of {p['file']} ({p['why']}): inert "
+                   "until used; a row that uses it is an error naming it")
+    return out

@@ -1,0 +1,188 @@
+"""One child interpreter per reference, and what each child needs (docs/parity.md, "What each child needs").
+
+Design record: references need different Pythons (es-at-scale's reward
+shaping needs 3.12 syntax; EGGROLL's driver needs safetensors), so
+`--python` takes `NAME=PATH` (repeatable) besides a bare `PATH` (every
+reference without its own), the same in $ESVERIFY_PYTHON and
+`[tool.esverify] python` (entries separated by commas, or a TOML list).
+An interpreter is a plain string, the path as given: `Options.python_for`
+gives each reference's, and whatever keeps state per interpreter (warm
+start servers, probes) keys it by that string.
+
+Before any row runs, each reference's interpreter is probed once per
+distinct path (esverify.oracle.setup.probe_python, then the reference's
+`child_needs` looked up with importlib there, nothing imported). A
+reference whose interpreter lacks a need costs only its own rows: they are
+`skipped` with one line naming the reference, the interpreter and the
+module; when no reference can run, that is a SetupError (exit 2).
+`interpreter_gaps` turns such rows, and the rows skipped because a file
+needs a newer Python than the child's, into the clause the first line of
+the console and of every report carries, so a PASS never stands over a
+row family that did not run.
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+from .options import SetupError, UsageError
+
+#: what every reference's child imports (esverify.rng and the shared child code)
+BASE_NEEDS = ("torch", "numpy")
+#: the pip line that installs a need (torch pinned to the version the goldens were made with)
+PINS = {"torch": "torch==2.13.0"}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def parse_python(value) -> tuple[str | None, dict]:
+    """(the bare interpreter or None, {reference name: interpreter}) of a --python value: a sequence of
+    entries (the repeated option, a TOML list) or one string of entries separated by commas (an
+    environment variable, a TOML string). An entry is `PATH` or `NAME=PATH`; UsageError (one line) for an
+    empty entry, two bare paths, or one reference given twice with different paths. Names are checked
+    against the references by `check_names`."""
+    if value is None:
+        return None, {}
+    entries = [value] if isinstance(value, str) else list(value)
+    items = [part.strip() for entry in entries for part in str(entry).split(",")]
+    bare, named = None, {}
+    for item in items:
+        if not item:
+            raise UsageError("--python: an empty entry; give PATH or NAME=PATH (NAME a reference)")
+        name, sep, path = item.partition("=")
+        if sep and _NAME.match(name) and "/" not in name:
+            if not path:
+                raise UsageError(f"--python {item}: no interpreter after '='; give {name}=PATH")
+            if named.get(name, path) != path:
+                raise UsageError(f"--python: {name} is given two interpreters ({named[name]} and {path}); give one")
+            named[name] = path
+        else:
+            if bare not in (None, item):
+                raise UsageError(f"--python: two interpreters for every reference ({bare} and {item}); give one "
+                                 "bare PATH and NAME=PATH for the others")
+            bare = item
+    return bare, named
+
+
+def config_paths(value: str, base) -> str:
+    """The [tool.esverify] python value with each entry's path made absolute: `~` expanded, a path with a
+    '/' taken relative to `base` (the pyproject.toml's folder, as ruff's paths are), a bare name such as
+    `python3` left to be looked up on PATH; entries kept in order, separated by commas."""
+    import os
+    out = []
+    for item in (part.strip() for part in value.split(",")):
+        name, sep, where = item.partition("=")
+        if not (sep and _NAME.match(name) and "/" not in name):
+            name, sep, where = "", "", item
+        where = os.path.expanduser(where)
+        if "/" in where and not os.path.isabs(where):
+            where = os.path.join(str(base), where)
+        out.append(f"{name}{sep}{where}")
+    return ",".join(out)
+
+
+def check_names(named: dict, known) -> None:
+    """UsageError naming the first reference name of `named` that is not in `known`."""
+    from ..cliutil import suggest
+    known = list(known)
+    for name in named:
+        if name not in known:
+            raise UsageError(f"--python {name}=...: no reference is named {name!r}{suggest(name, known)}; "
+                             f"known: {', '.join(known)}")
+
+
+def child_needs(adapter) -> tuple:
+    """The modules `adapter`'s child imports beyond the standard library: BASE_NEEDS, then the adapter's
+    own `child_needs` (e.g. safetensors for EGGROLL's adapter files), in order, once each."""
+    return tuple(dict.fromkeys((*BASE_NEEDS, *getattr(adapter, "child_needs", ()))))
+
+
+_FIND = ("import importlib.util as u, json, sys\n"
+         "def found(n):\n"
+         "    try:\n"
+         "        return u.find_spec(n) is not None\n"
+         "    except (ImportError, ValueError):\n"
+         "        return False\n"
+         "print(json.dumps({n: found(n) for n in sys.argv[1:]}))")
+
+
+def has_modules(python: str, modules, timeout: float) -> dict:
+    """{module: found} in `python` (importlib.util.find_spec; nothing imported); a module the probe could
+    not answer for counts as found (the child's start then says what is wrong, as before)."""
+    modules = list(modules)
+    if not modules:
+        return {}
+    try:
+        out = subprocess.run([python, "-c", _FIND, *modules], capture_output=True, text=True, timeout=timeout)
+        said = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {}
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        said = {}
+    return {m: bool(said.get(m, True)) for m in modules}
+
+
+def _fix(name: str, probe: dict, missing: list, own: bool) -> str:
+    pins = " ".join(PINS.get(m, m) for m in missing)
+    fix = f"install {'them' if len(missing) > 1 else 'it'} there ({probe['executable']} -m pip install {pins})"
+    if not own:   # with NAME=PATH given, naming the option again would not help
+        fix += f" or give --python {name}=PATH with an interpreter that has {'them' if len(missing) > 1 else 'it'}"
+    return fix
+
+
+def check(opts, names, timeout: float, probe=None) -> tuple[dict, dict]:
+    """({reference: probe facts of its interpreter}, {reference: why its rows cannot run}) for the
+    references `names` (their adapters' child_needs looked up in opts.python_for(name)); each distinct
+    interpreter is probed once. UsageError for an interpreter that is no Python (setup.probe_python);
+    SetupError when no reference in `names` can run (one line per interpreter that lacks something)."""
+    from . import adapters as _adapters
+    from .setup import probe_python
+    probe = probe or probe_python
+    facts, lacking, found = {}, {}, {}
+    for name in names:
+        python = opts.python_for(name)
+        if python not in facts:
+            facts[python] = probe(python, timeout, opts.explicit_for(name))
+        f = facts[python]
+        needs = child_needs(_adapters.get(name))
+        extra = [m for m in needs if m not in f and (python, m) not in found]
+        if extra:
+            for m, ok in has_modules(python, extra, timeout).items():
+                found[(python, m)] = ok
+        missing = [m for m in needs if not (f[m] if m in f else found[(python, m)])]
+        if missing:
+            lacking[name] = (f"the child Python {f['executable']} ({f['python']}) lacks {' and '.join(missing)}, "
+                             f"which {name} needs; fix: {_fix(name, f, missing, name in opts.pythons)}")
+    by_name = {name: facts[opts.python_for(name)] for name in names}
+    if names and len(lacking) == len(names):
+        raise SetupError("; ".join(dict.fromkeys(lacking.values())))
+    return by_name, lacking
+
+
+def skipped_detail(why: str) -> str:
+    """The detail of a row not run because its reference's interpreter lacks a need (see `check`)."""
+    return f"not checked here: {why}"
+
+
+_NEEDS_PYTHON = re.compile(r"needs (Python \d+\.\d+)")
+_LACKS = re.compile(r"the child Python (\S+) \([^)]*\) lacks (.+?), which")
+
+
+def interpreter_gaps(frame) -> str:
+    """"es-at-scale: 36 rows not run: they need Python 3.12; give --python es-at-scale=PATH" (one clause per
+    reference, joined by "; "): the rows a run did not check because of a child's interpreter (a file
+    that needs a newer Python, a module the interpreter lacks); "" when there are none. `frame`: the
+    run's rows (columns target, status, detail)."""
+    if frame is None or frame.empty:
+        return ""
+    said = []
+    rows = frame[frame["status"].isin(("skipped", "not-run", "unsupported"))]
+    for target, part in rows.groupby("target", sort=False):
+        newer = part["detail"].astype(str).str.extract(_NEEDS_PYTHON)[0].dropna()
+        lacks = part["detail"].astype(str).str.extract(_LACKS)[1].dropna()
+        if len(newer):
+            said.append(f"{target}: {len(newer)} row{'s' if len(newer) != 1 else ''} not run: "
+                        f"{'they need' if len(newer) != 1 else 'it needs'} {' or '.join(sorted(set(newer)))}; "
+                        f"give --python {target}=PATH")
+        if len(lacks):
+            said.append(f"{target}: {len(lacks)} row{'s' if len(lacks) != 1 else ''} not run: the interpreter "
+                        f"lacks {' and '.join(sorted(set(lacks)))}; give --python {target}=PATH")
+    return "; ".join(said)
