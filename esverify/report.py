@@ -349,16 +349,21 @@ def to_markdown(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: 
     return text
 
 
+#: the page fits its window (docs/parity.md, "Reading the report": 1,400 px without a horizontal scrollbar):
+#: every table sits in its own scrolling box (div.scroll), prose and commands wrap, and no rule sets a width
+#: in px or em that could pass the window (tests/test_report_width.py checks these rules)
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:1.5em;color:#222}
 h1{margin-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px solid #ddd}
+p,li,summary,label{overflow-wrap:anywhere}
+div.scroll{max-width:100%;overflow-x:auto;margin:.4em 0 1.2em}div.scroll table{margin:0}
 table{border-collapse:collapse;margin:.4em 0 1.2em;font-size:.9em}
 th,td{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}
-th{background:#f2f2f2;position:sticky;top:0}
-td{white-space:nowrap}td.long{white-space:normal;min-width:30em;max-width:60em}
+th{background:#f2f2f2}
+td{white-space:nowrap}td.long{white-space:normal;min-width:20em;max-width:50em;overflow-wrap:anywhere}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 .verdict{display:inline-block;font-size:1.3em;font-weight:bold;padding:.3em .8em;border-radius:.3em}
-.filter{margin:.3em 0}.filter label{margin-right:1em;cursor:pointer}
+.filter{margin:.3em 0}.filter label{margin-right:1em;cursor:pointer;display:inline-block}
 .st-pass,.st-ok{background:#d5f5d5}.st-fail,.st-mismatch,.st-finding,.st-changed-without-bump,
 .st-removed-without-bump,.st-version-backwards{background:#f7c5c5}.st-error{background:#f5b27a}
 .st-unverifiable{background:#e3d0f5}.st-interrupted,.st-not-run{background:#cfd8e3}
@@ -367,15 +372,18 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .st-unsupported{background:#dcdcf0}
 table.grid{font-size:.8em}table.grid td,table.grid th{padding:.15em .3em}
 table.grid td{white-space:normal;max-width:7em}table.grid td a{color:inherit;display:block}
-table.grid th{max-width:7em;white-space:normal}table.grid td:nth-child(-n+3){white-space:nowrap}
+table.grid th{max-width:7em;white-space:normal}
+table.grid td:nth-child(-n+3),table.grid th:nth-child(-n+3){white-space:nowrap;max-width:none}
 details{margin:.4em 0 1em}summary{cursor:pointer}
 table.focus{table-layout:fixed;width:100%}table.focus td,table.focus th{white-space:normal;overflow-wrap:anywhere;
 min-width:0;max-width:none}table.focus th:nth-child(1){width:7%}table.focus th:nth-child(2){width:20%}
 table.focus th:nth-child(3){width:7%}table.focus th:nth-child(4){width:33%}table.focus th:nth-child(5){width:25%}
 table.focus th:nth-child(6){width:8%}
 svg.ulp{display:block;margin:.2em 0 .8em}svg.ulp text{font:11px sans-serif}
-div.entry{max-width:90em;border-left:4px solid #ddd;padding:.1em .8em;margin:.6em 0}div.entry p{margin:.3em 0}
-pre.cmd{background:#f6f6f6;padding:.3em .6em;white-space:pre-wrap;word-break:break-all;margin:.2em 0}
+div.entry{max-width:100%;border-left:4px solid #ddd;padding:.1em .8em;margin:.6em 0;box-sizing:border-box}
+div.entry p{margin:.3em 0}
+pre{white-space:pre-wrap;overflow-wrap:anywhere}
+pre.cmd{background:#f6f6f6;padding:.3em .6em;word-break:break-all;margin:.2em 0}
 """
 
 _JS = """
@@ -421,7 +429,7 @@ def _html_table(frame: pd.DataFrame, table_id: str, grid: bool = False, links: M
                  f"{esc(s)}</span> ({n})</label>" for s, n in counts.items()]
         parts.append("<div class='filter'>show: " + "".join(boxes) + "</div>")
     css = "grid" if grid else css
-    parts.append(f"<table id='{esc(table_id)}'" + (f" class='{esc(css)}'" if css else "") + "><thead><tr>"
+    parts.append(f"<div class='scroll'><table id='{esc(table_id)}'" + (f" class='{esc(css)}'" if css else "") + "><thead><tr>"
                  + "".join(f"<th>{esc(str(c)).replace('/', '/<wbr>') if grid else esc(str(c))}</th>"
                            for c in frame.columns) + "</tr></thead><tbody>")
     numeric = {c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and frame[c].dtype != bool}
@@ -442,26 +450,28 @@ def _html_table(frame: pd.DataFrame, table_id: str, grid: bool = False, links: M
                 shown = f"<a href='#{esc(anchor_id(target))}' title='{esc(text)}: go to its first row'>{shown}</a>"
             cells.append(f"<td class='{cls}'>{shown}</td>" if cls else f"<td>{shown}</td>")
         parts.append(f"<tr{attrs}>" + "".join(cells) + "</tr>")
-    parts.append("</tbody></table>")
+    parts.append("</tbody></table></div>")
     return "".join(parts)
 
 
-def _html_value(value) -> str:
-    """Metadata value: dicts as small nested tables, lists as lists, scalars escaped."""
+def _html_value(value, boxed: bool = True) -> str:
+    """Metadata value: dicts as small nested tables, lists as lists, scalars escaped. `boxed`: the outermost
+    table sits in a scrolling box (div.scroll); the tables nested in it scroll with it."""
     import pandas as pd
     esc = _esc
     if isinstance(value, Mapping):
         if not value:
             return ""
-        return ("<table>" + "".join(f"<tr><th>{esc(str(k))}</th><td>{_html_value(v)}</td></tr>"
-                                    for k, v in value.items()) + "</table>")
+        table = "<table>" + "".join(f"<tr><th>{esc(str(k))}</th><td>{_html_value(v, False)}</td></tr>"
+                                    for k, v in value.items()) + "</table>"
+        return f"<div class='scroll'>{table}</div>" if boxed else table
     if isinstance(value, (list, tuple)):
         if not value:
             return ""
         if all(isinstance(v, Mapping) for v in value):
             # no anchors: a case's id belongs to its row in the cases table (ids are unique in a page)
             return _html_table(pd.DataFrame(list(value)), f"t{id(value)}", no_ids=[v.get("case") for v in value])
-        return "<ul>" + "".join(f"<li>{_html_value(v)}</li>" for v in value) + "</ul>"
+        return "<ul>" + "".join(f"<li>{_html_value(v, boxed)}</li>" for v in value) + "</ul>"
     return esc(cell_text(value))
 
 
@@ -489,8 +499,8 @@ def to_html(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: str,
         if verdict:
             body.append(f"<p><span class='verdict {status_class(verdict)}'>{esc(verdict)}</span>"
                         + (f" exit {esc(cell_text(head['exit_code']))}" if "exit_code" in head else "") + "</p>")
-        body.append("<table>" + "".join(f"<tr><th>{esc(k)}</th><td class='long'>{esc(v)}</td></tr>"
-                                        for k, v in _header_rows(head)) + "</table>")
+        body.append("<div class='scroll'><table>" + "".join(f"<tr><th>{esc(k)}</th><td class='long'>{esc(v)}</td></tr>"
+                                                            for k, v in _header_rows(head)) + "</table></div>")
     for i, (name, df) in enumerate(sections.items()):
         if isinstance(df, tuple):
             df = df[0]
@@ -511,7 +521,9 @@ def to_html(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: str,
         elif (name in collapsed or name in html_instead) and len(df):
             table = f"<details><summary>{len(df)} rows as a table (click to show)</summary>{table}</details>"
         table = html_instead.get(name, "") + table
-        body += [f"<h2 id='{esc(table_id)}-h'>{esc(str(heading))}</h2>", table, html_after.get(name, "")]
+        after = html_after.get(name, "")
+        body += [f"<h2 id='{esc(table_id)}-h'>{esc(str(heading))}</h2>", table,
+                 f"<div class='scroll'>{after}</div>" if after else ""]
     body += ["<h2>Metadata</h2>", _html_value(dict(rest)) or "<p>none</p>"]
     return ("<!doctype html><html><head><meta charset='utf-8'><title>" + esc(title) + "</title><style>" + _CSS
             + "</style><script>" + _JS + "</script></head><body>" + "\n".join(body) + "</body></html>\n")
@@ -585,7 +597,7 @@ def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, p
                  md_sections: Mapping | None = None, md_limit: int | None = None, grid_links: Mapping | None = None,
                  html_after: Mapping[str, str] | None = None, collapsed: Iterable[str] = (),
                  html_instead: Mapping[str, str] | None = None, html_focus: Mapping | None = None,
-                 html_order: Iterable[str] | None = None,
+                 html_order: Iterable[str] | None = None, html_omit: Iterable[str] = (),
                  json_extra: Mapping | None = None, json_sections: Mapping | None = None, into=None) -> list[Path]:
     """Write a report in the chosen formats under `out_dir`; returns the paths.
 
@@ -598,7 +610,9 @@ def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, p
     titles: headings of the sections in md/html; md_sections: the sections as the Markdown shows them
     (default `sections`), kept under `md_limit` characters (to_markdown); grid_links, html_after,
     collapsed, html_instead, html_focus: see to_html; html_order: the section names in the order the HTML
-    shows them (default the given order; a section not named follows in the given order); json_extra: top-level keys of the JSON document after the header (e.g.
+    shows them (default the given order; a section not named follows in the given order); html_omit:
+    sections the HTML leaves out because another section already shows their rows (a page shows nothing
+    twice; the csv, json and md keep them); json_extra: top-level keys of the JSON document after the header (e.g.
     "schema_version"); json_sections: the sections as the JSON holds them (default `sections`).
     Raises ValueError on an unknown format (before anything is written).
     The files are one `esverify.reportset.ReportSet`: all written or none
@@ -639,8 +653,9 @@ def write_report(out_dir: str | os.PathLike, stem: str, sections: Mapping[str, p
                 md_sections if md_sections is not None else sections, metadata, title, head, titles, md_limit,
                 full_names=f"{stem}.json and {stem}.html")))
         elif fmt == "html":
-            order = [n for n in (html_order or ()) if n in sections]
-            ordered = {n: sections[n] for n in [*order, *(n for n in sections if n not in order)]}
+            omit = set(html_omit)
+            order = [n for n in (html_order or ()) if n in sections and n not in omit]
+            ordered = {n: sections[n] for n in [*order, *(n for n in sections if n not in order and n not in omit)]}
             written.append(queue(out / f"{stem}.html", to_html(ordered, metadata, title, head, titles,
                                                                grid_links, html_after, collapsed,
                                                                html_instead, html_focus)))

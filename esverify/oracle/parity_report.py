@@ -350,13 +350,16 @@ def layout(frame: pd.DataFrame, summary: pd.DataFrame, extra: dict, opts, select
             "html_after": {"attention": ulp_plots(frame, profiles or {})},
             "html_instead": {"attention": attention_html(entries)},
             "html_focus": {"cases": (focus_cases, "those that are not pass or skipped")},
-            "html_order": HTML_ORDER,
+            "html_order": HTML_ORDER, "html_omit": HTML_OMIT,
             "json_extra": {"schema_version": SCHEMA_VERSION, "accounting": accounting(frame)}}
 
 
 #: the HTML reads from the top (issue 32 item 4): the causes, the findings, what was not checked, then
 #: the grid and the cases
-HTML_ORDER = ("attention", "findings", "not_checked_here", "not_checked", "summary", "cases")
+HTML_ORDER = ("attention", "findings", "not_checked_here", "summary", "cases")
+#: every row of "targets not checked" is also a line of "not checked here" (not_checked_here folds them in):
+#: the page shows them once; csv, json and md keep the section
+HTML_OMIT = ("not_checked",)
 #: the columns of the HTML's shown cases (the rows that are not pass or skipped): fit 1,400 px
 FOCUS_COLUMNS = ("case", "status", "diagnosis", "detail", "blame", "max_ulp_diff")
 
