@@ -313,8 +313,8 @@ def test_report_sections_and_formats(tmp_path):
     names = sorted(p.name for p in out.iterdir())
     assert {"audit.json", "audit.md", "audit.html", "audit-summary.csv", "audit-manifest.csv"} <= set(names)
     doc = json.loads((out / "audit.json").read_text())
-    order = ["summary", "similarity", "text", "identity", "imports", "readability", "provenance", "tools",
-             "manifest", "skipped"]
+    order = ["summary", "findings", "similarity", "text", "identity", "imports", "readability", "provenance",
+             "tools", "manifest", "skipped"]
     assert set(doc["sections"]) == set(order)
     md = (out / "audit.md").read_text()
     assert [line[3:] for line in md.splitlines() if line.startswith("## ")] == [*order, "Metadata"]
@@ -375,7 +375,7 @@ def test_manifest_claims_only_the_sections_that_ran(tmp_path):
     by_path = {r["path"]: r["scanned_by"] for r in report["sections"]["manifest"]}
     assert (by_path["esverify/stats.py"], by_path["README.md"], by_path["logo.png"]) == ("imports", "none", "none")
     note = {r["section"]: r["note"] for r in report["sections"]["summary"]}["imports"]
-    assert note.startswith("3 package files scanned")   # tests/data_tree/esverify/ is data
+    assert note.startswith("3 package files;")   # tests/data_tree/esverify/ is data
     _, report, _ = run_audit("--tree", str(tree), "--ref", str(REFERENCE))
     rows = {(r["origin"], r["path"]): r["scanned_by"] for r in report["sections"]["manifest"]}
     assert rows[("tree", "esverify/stats.py")] == "similarity, text, identity, imports"

@@ -124,7 +124,7 @@ def audit(ctx, tree, wheels, history, refs, interfaces, out, overwrite, formats,
         folder.release()
     sim = result.sections["similarity"]
     shared_interface = sim[sim["status"] == "interface"] if len(sim) else sim
-    reason = (result.metadata.get("interface") or {}).get("reason")
+    reason = result.metadata.get("reason")
     result.metadata = {"verdict": result.metadata["verdict"], "exit_code": 1 if result.findings else 0,
                        **({"reason": reason} if reason else {}),
                        "counts": {"findings": result.findings, "review": result.review,
@@ -139,44 +139,81 @@ def audit(ctx, tree, wheels, history, refs, interfaces, out, overwrite, formats,
     except OSError as exc:  # not a finding: the report could not be written where asked
         written, write_error = [], exc
 
-    from esverify.report import console_table
     code = 1 if result.findings else 0
-    # the verdict first, as parity and goldens check print it; the report's folder last
-    click.echo(f"esverify audit: {str(result.metadata['verdict']).upper()} (exit {2 if write_error else code}): "
-               f"{result.findings} finding(s), {result.review} listed for review")
-    click.echo(console_table(result.sections["summary"]))
-    for name in ("similarity", "text", "identity", "imports", "readability"):
-        frame = result.sections[name]
-        hits = frame[frame["status"] == "finding"] if len(frame) else frame
-        if len(hits):
-            click.echo(f"\n{name} findings:")
-            click.echo(console_table(hits, max_rows=20))
-    if len(shared_interface):   # evidence, not findings: which files share which declared interface
-        click.echo(f"\ninterface (not findings): {reason}")
-        shown = shared_interface[["tree_file", "ref", "ref_file", "longest_region_tokens"]].copy()
-        shown["declarations"] = shared_interface["interface"].map(_declarations_brief)
-        click.echo(console_table(shown, max_rows=20))
-    imp = result.sections["imports"]
-    review = imp[imp["status"] == "review"] if len(imp) else imp
-    if len(review):
-        click.echo("\nlisted for review (informational):")
-        click.echo(console_table(review, max_rows=20))
-    for warning in result.metadata.get("warnings", []):
-        click.echo(f"warning: {warning}")
+    for line in first_screen(result, 2 if write_error else code):
+        click.echo(line)
     if write_error is not None:  # the verdict above is still shown; the run itself failed
-        click.echo("\nno report written")
+        click.echo("no report written")
         raise click.BadParameter(f"cannot write the report under {out}: {write_error}", param_hint="--out")
-    click.echo(f"\nreport: {out} ({len(written)} files; exit {code})")
+    click.echo(fit(f"report: {out} ({len(written)} files; exit {code})"))
     raise SystemExit(code)
 
 
-def _declarations_brief(text: str, shown: int = 3) -> str:
-    """'es-awd: import os; def f(a); ...' cut to its first `shown` declarations and a count (the report
-    has them all)."""
-    head, _, rest = str(text).partition(": ")
-    items = [i for i in rest.split("; ") if i]
-    more = f" (+{len(items) - shown} more)" if len(items) > shown else ""
-    return f"{len(items)} from {head}: " + "; ".join(items[:shown]) + more
+#: the console's first screen: at most this many lines, each at most WIDTH characters (docs/audit.md)
+SCREEN_LINES = 40
+WIDTH = 160
+#: lines of the first screen left for findings (the verdict, the sections, the base code, the tail)
+FINDING_LINES = 30
+
+
+def fit(line: str, width: int = WIDTH) -> str:
+    """`line` cut to `width` characters, the middle elided (a path's head and its file name both stay)."""
+    line = line.replace("\n", " ")
+    if len(line) <= width:
+        return line
+    keep = width - 3
+    return line[:keep - keep // 2] + "..." + line[len(line) - keep // 2:]
+
+
+def first_screen(result, code: int) -> list[str]:
+    """The verdict, the sections' verdicts, the base code, then one line per finding (file pair,
+    similarity, the audited file's own tokens, its lines), then counts of what is listed only in the
+    report. At most SCREEN_LINES - 1 lines (the report folder follows), none over WIDTH characters;
+    the regions themselves are only in the report files."""
+    meta = result.metadata
+    lines = [f"esverify audit: {str(meta['verdict']).upper()} (exit {code}): {result.findings} finding(s), "
+             f"{result.review} listed for review"]
+    summary = result.sections["summary"]
+    lines.append("sections: " + "; ".join(f"{r['section']} {r['verdict']}" + (f" ({r['findings']})" if r["findings"]
+                                                                              else "")
+                                          for r in summary.to_dict("records")))
+    base = (meta.get("interface") or {}).get("base code")
+    if base:
+        lines.append(f"base code (idioms listed, not counted): {base}")
+    found = result.sections.get("findings")
+    if found is not None and len(found):
+        lines.append("findings (section: our file ~ reference file: similarity, our tokens, our lines):")
+        rows = found.to_dict("records")
+        shown = rows if len(rows) <= FINDING_LINES else rows[:FINDING_LINES - 1]
+        for r in shown:
+            pair = f"{r['file']} ~ {r['ref_file']}" if r["ref_file"] else str(r["file"])
+            facts = []
+            if r["similarity"] is not None and r["similarity"] == r["similarity"]:
+                facts.append(f"{float(r['similarity']):.2f}")
+            if r["our_tokens"] is not None and r["our_tokens"] == r["our_tokens"]:
+                facts.append(f"{int(r['our_tokens'])} {'words' if r['section'] == 'text' else 'tokens'}")
+            if r["our_lines"]:
+                facts.append(f"lines {r['our_lines']}")
+            lines.append(fit(f"  {r['section']}: {pair}" + (f": {', '.join(facts)}" if facts else "")))
+        if len(shown) < len(rows):
+            lines.append(f"  ... {len(rows) - len(shown)} more finding(s): the report's `findings` section")
+    sim = result.sections["similarity"]
+    shared = int((sim["status"] == "interface").sum()) if len(sim) else 0
+    if shared:
+        lines.append(f"{shared} pair(s) share only interface and idioms (not findings): the report's `similarity` "
+                     "section lists their declarations and idioms")
+    if result.review:
+        lines.append(f"{result.review} import(s) listed for review (informational): the report's `imports` section")
+    import textwrap
+    room = SCREEN_LINES - 1 - len(lines)
+    for n, warning in enumerate(meta.get("warnings", [])):   # wrapped, not cut: a warning is read whole
+        wrapped = textwrap.wrap(f"warning: {warning}", WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+        if len(wrapped) > room - 1:
+            lines.append(f"... {len(meta['warnings']) - n} more warning(s) in the report's metadata")
+            break
+        lines += wrapped
+        room -= len(wrapped)
+    return [fit(line) for line in lines[:SCREEN_LINES - 1]]
 
 
 def _write_interrupted(out: Path, formats, exc, started) -> None:

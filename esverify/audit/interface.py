@@ -50,7 +50,7 @@ import ast
 import io
 import json
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -216,13 +216,14 @@ def declarations(text: str, entries: list[tuple[str, dict]]) -> list[Declaration
 
     entries: (reference name, file entry) pairs from `entries_for`. Returns
     an empty list for no entries or a file that does not parse or tokenize."""
-    if not entries:
-        return []
     try:
         tree = pyast.parse(text)
         pos = _Positions(text)
     except (SyntaxError, ValueError, tokenize.TokenError, IndentationError, RecursionError):
         return []
+    kinds = by_kind(tree, pos)
+    if not entries:
+        return kinds
     imports, functions, classes, flags, constants, fields = set(), {}, {}, [], {}, {}
     for _, entry in entries:
         imports |= _listed_import_keys(entry)
@@ -260,7 +261,124 @@ def declarations(text: str, entries: list[tuple[str, dict]]) -> list[Declaration
                     out.append(Declaration(start, end, f"constant {targets[0].id} = {ast.unparse(node.value)}"))
     if flags:
         out += _argparse(tree, pos, flags)
-    return sorted(out, key=lambda d: d.start)
+    return _outermost(out + kinds)
+
+
+def _outermost(decls: list[Declaration]) -> list[Declaration]:
+    """`decls` sorted by start, each one lying inside an earlier one dropped (spans never cross: they are
+    ast nodes and headers)."""
+    out: list[Declaration] = []
+    for d in sorted(decls, key=lambda d: (d.start, (-d.end[0], -d.end[1]))):
+        if out and d.end <= out[-1].end:
+            continue
+        out.append(d)
+    return out
+
+
+# ------------------------------------------------------------------ declarations by kind
+
+def _third_party(tree) -> dict[str, str]:
+    """Names bound by absolute imports of modules outside the standard library, anywhere in `tree`:
+    bound name -> top-level module."""
+    import sys
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                top = a.name.split(".")[0]
+                out[a.asname or top] = top
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            top = node.module.split(".")[0]
+            for a in node.names:
+                out[a.asname or a.name] = top
+    return {name: top for name, top in out.items()
+            if top not in sys.stdlib_module_names and top != "__future__"}
+
+
+def _root_name(node) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _plain(node, packages: dict) -> bool:
+    """A literal, a container of such, or a name or attribute chain (a value passed through)."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return isinstance(node.operand, ast.Constant)
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return all(_plain(e, packages) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(k is not None and _plain(k, packages) and _plain(v, packages)
+                   for k, v in zip(node.keys, node.values))
+    if isinstance(node, (ast.Name, ast.Attribute)):   # a value passed through: no operator, call or subscript
+        return _root_name(node) is not None
+    return False
+
+
+def _config_call(node, packages: dict) -> bool:
+    """A call of a third-party name with keyword arguments, made only of the package's names, keyword
+    names, literals and names passed through (`LoraConfig(r=8, target_modules=["q_proj"])`,
+    `LoraConfig(r=args.rank)`): it configures, it computes nothing."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))
+            and _root_name(node.func) in packages and bool(node.keywords)
+            and all(k.arg is not None and _plain(k.value, packages) for k in node.keywords)
+            and all(not isinstance(a, ast.Starred) and _plain(a, packages) for a in node.args))
+
+
+def _scope_walk(node):
+    """The nodes of a function body, not descending into nested functions or classes."""
+    todo = list(ast.iter_child_nodes(node))
+    while todo:
+        item = todo.pop()
+        yield item
+        if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(item))
+
+
+def _stores(pos: _Positions, fn) -> list[Declaration]:
+    """A constructor's (or any method's) stores of its own parameters: `self.a = a` (or `self.a: T = a`),
+    `self` being its first parameter and `a` another of its parameters, under the same name."""
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
+    if not params:
+        return []
+    me, own = params[0], set(params[1:])
+    out = []
+    for node in _scope_walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == me
+                and isinstance(value, ast.Name) and value.id == target.attr and value.id in own):
+            start, end = pos.node(node)
+            out.append(Declaration(start, end, f"{fn.name} stores {me}.{target.attr}"))
+    return out
+
+
+def by_kind(tree, pos: _Positions) -> list[Declaration]:
+    """The declarations recognised by their kind, whatever the interface data lists (module docstring,
+    item 2): imports below the module's top level (in a function, a class, an `if` or `try`), a
+    constructor's (or other method's) stores of its own parameters, and calls of third-party packages with keyword arguments
+    made only of names, keyword names and literals (`_config_call`)."""
+    out: list[Declaration] = []
+    top = set(map(id, tree.body))
+    packages = _third_party(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top:
+            start, end = pos.node(node)
+            out.append(Declaration(start, end, f"{ast.unparse(node)} (nested import)"))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out += _stores(pos, node)
+        elif _config_call(node, packages):
+            start, end = pos.node(node)
+            name = ast.unparse(node.func)
+            keys = ", ".join(f"{k.arg}=" for k in node.keywords)
+            out.append(Declaration(start, end, f"call {name}({keys}) of {packages[_root_name(node.func)]}"))
+    return out
 
 
 def _receiver(call) -> str | None:
@@ -393,7 +511,7 @@ def classify_tokens(fp, language: str, decls: list[Declaration]) -> Tokens:
     import bisect
     starts = [d.start for d in decls]
     for i, at in enumerate(where):
-        j = bisect.bisect_right(starts, at) - 1   # declarations do not overlap (headers end at their colon)
+        j = bisect.bisect_right(starts, at) - 1   # no declaration lies in another (`_outermost`)
         if j >= 0 and at < decls[j].end:
             labels[i] = j
     return Tokens(decls, labels, where)
@@ -420,17 +538,24 @@ class SideReport:
     """What one side's qualifying regions consist of."""
 
     entries: list[str]       #: declaration labels met, in file order, each once
-    code: list[str]          #: non-interface runs: "line:col-line:col `filtered`"
+    code: list[str]          #: runs of own tokens (neither interface nor idiom): "line:col-line:col `filtered`"
     delimiters: list[str]    #: delimiter-only runs (not code)
+    idioms: list[str] = field(default_factory=list)   #: runs that are base-code shapes (`corpus`)
+    own: int = 0             #: the most own tokens in one qualifying region (what a finding needs)
+    own_lines: str = ""      #: line ranges of that region's own runs
 
 
-def side(fp, tokens: Tokens, slices, gap: int, min_tokens: int) -> SideReport:
+def side(fp, tokens: Tokens, slices, gap: int, min_tokens: int, idiom=None) -> SideReport:
     """Classify the copied tokens (filtered-code slices, 2 x N) of every region of >= `min_tokens`
-    covered tokens of one side of a pair."""
+    covered tokens of one side of a pair. `idiom`: bool per filtered token, True for a base-code shape
+    (`corpus.idiom_mask`); such tokens are listed, not counted. A run of only delimiters is not counted
+    either. `own` is the largest count of the remaining tokens in one region."""
     code = fp.filtered_code
     labels, decls, where = tokens.labels, tokens.decls, tokens.where
+    common = np.zeros(len(code), dtype=bool) if idiom is None else np.asarray(idiom, dtype=bool)
     seen: dict[int, None] = {}
-    runs, delims = [], []
+    runs, delims, idioms = [], [], []
+    best, best_lines = 0, ""
     for region in regions(slices, gap):
         if _covered(region) < min_tokens:
             continue
@@ -442,17 +567,46 @@ def side(fp, tokens: Tokens, slices, gap: int, min_tokens: int) -> SideReport:
             if j >= 0:
                 seen[int(j)] = None
         bad = idx[labels[idx] < 0]
-        if len(bad) == 0:
-            continue
-        # split into consecutive runs
-        breaks = np.flatnonzero(np.diff(bad) != 1)
-        for run in np.split(bad, breaks + 1):
+        own, lines = 0, []
+        for kind, run in _runs(bad, common):
             a, b = int(run[0]), int(run[-1]) + 1
             chars = code[a:b]
             shown = chars if len(chars) <= SHOWN else chars[:SHOWN] + "..."
             item = f"{_spot(where, a, b)} `{shown}` ({b - a} tokens)"
-            (delims if set(chars) <= NO_CODE else runs).append(item)
-    return SideReport([decls[j].label for j in sorted(seen, key=lambda j: decls[j].start)], runs, delims)
+            if kind == "idiom":
+                idioms.append(item)
+            elif set(chars) <= NO_CODE:
+                delims.append(item)
+            else:
+                runs.append(item)
+                own += b - a
+                if where:
+                    lines.append((where[a][0], where[b - 1][0]))
+        if own > best:
+            best, best_lines = own, _line_ranges(lines)
+    return SideReport([decls[j].label for j in sorted(seen, key=lambda j: decls[j].start)], runs, delims,
+                      idioms, best, best_lines)
+
+
+def _runs(bad: np.ndarray, common: np.ndarray):
+    """(kind, positions) of the consecutive runs of `bad` positions, split where the idiom flag changes:
+    kind "idiom" for base-code shapes, else "own"."""
+    if len(bad) == 0:
+        return
+    flags = common[bad]
+    breaks = np.flatnonzero((np.diff(bad) != 1) | (np.diff(flags.astype(np.int8)) != 0))
+    for run in np.split(bad, breaks + 1):
+        yield ("idiom" if common[run[0]] else "own"), run
+
+
+def _line_ranges(pairs) -> str:
+    merged: list[list[int]] = []
+    for a, b in sorted(pairs):
+        if merged and a <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in merged)
 
 
 def _covered(region) -> int:
@@ -478,22 +632,29 @@ def _spot(where, a: int, b: int) -> str:
 
 @dataclass
 class PairReport:
-    """A pair's qualifying regions classified: `interface` when no side has a non-interface run."""
+    """A pair's qualifying regions classified: `interface` when no region of the tree file holds
+    `min_tokens` own tokens (neither interface nor idiom); the reference's side is evidence only."""
 
     interface: bool
     entries: str        #: "es-awd es.py: import argparse; def parse_args(); ..." (both sides' declarations)
-    not_interface: str  #: "tree 45:5-45:40 `V=V.V(V=\"S\")`; ref ..." (the tokens that make it a finding)
+    not_interface: str  #: "tree 45:5-45:40 `V=V.V(V=\"S\")`; ref ..." (own runs, both sides)
     delimiters: str     #: delimiter-only runs, listed and not counted
+    idioms: str = ""    #: base-code runs of the tree side, listed and not counted
+    our_tokens: int = 0     #: the tree file's most own tokens in one region
+    our_lines: str = ""     #: the lines of that region's own runs in the tree file
 
 
 class Classifier:
     """Classifies the copied regions of (tree file, reference file) pairs against interface `data`
-    (`load`); files are lexed and parsed once per set of matching data entries."""
+    (`load`) and a base-code corpus (`corpus.Corpus`, or None: no idioms); files are lexed and parsed once
+    per set of matching data entries."""
 
-    def __init__(self, data: dict, source: str = ""):
+    def __init__(self, data: dict, source: str = "", corpus=None):
         self.data = data
         self.source = source
+        self.corpus = corpus
         self._tokens: dict = {}
+        self._idioms: dict = {}
         self._refs: dict[str, list[str]] = {}
         self._entries: dict[str, list[tuple[str, dict]]] = {}
 
@@ -517,6 +678,14 @@ class Classifier:
             self._tokens[key] = classify_tokens(fpr.fp, fpr.entry.language or "python", decls)
         return self._tokens[key]
 
+    def _idiom(self, fpr):
+        if self.corpus is None:
+            return None
+        if id(fpr) not in self._idioms:
+            from .corpus import idiom_mask
+            self._idioms[id(fpr)] = idiom_mask(fpr.fp.filtered_code, self.corpus.hashes)
+        return self._idioms[id(fpr)]
+
     def pair(self, tf, label: str, rf, idx_tree, idx_ref, gap: int, min_tokens: int) -> PairReport:
         """Classify a pair from copydetect's overlap positions (`find_fingerprint_overlap`); `label` is the
         reference clone's (see `prepare`)."""
@@ -530,12 +699,15 @@ class Classifier:
         own = [n for n in references_in([tf.entry.plain_path], self.data) if n not in self._refs[label]]
         tree_entries = entries + entries_for(own, self.data)
         k = tf.fp.k
-        tree_side = side(tf.fp, self._classified(tf, tree_entries), get_copied_slices(idx_tree, k), gap, min_tokens)
-        ref_side = side(rf.fp, self._classified(rf, entries), get_copied_slices(idx_ref, k), gap, min_tokens)
+        tree_side = side(tf.fp, self._classified(tf, tree_entries), get_copied_slices(idx_tree, k), gap, min_tokens,
+                         self._idiom(tf))
+        ref_side = side(rf.fp, self._classified(rf, entries), get_copied_slices(idx_ref, k), gap, min_tokens,
+                        self._idiom(rf))
         names = self._refs[label] + [f"{n} (the tree file's own)" for n in own]
         labels = list(dict.fromkeys(tree_side.entries + ref_side.entries))
         entries_text = (f"{', '.join(names)}: " if names else "no interface data for this reference: ") \
             + "; ".join(labels)
         code = [f"tree {r}" for r in tree_side.code] + [f"ref {r}" for r in ref_side.code]
         delims = [f"tree {r}" for r in tree_side.delimiters] + [f"ref {r}" for r in ref_side.delimiters]
-        return PairReport(not code, entries_text, "; ".join(code), "; ".join(delims))
+        return PairReport(tree_side.own < min_tokens, entries_text, "; ".join(code), "; ".join(delims),
+                          "; ".join(f"tree {r}" for r in tree_side.idioms), tree_side.own, tree_side.own_lines)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import identity, imports, interface, provenance, similarity, sources, text
+from . import corpus, identity, imports, interface, provenance, similarity, sources, text
 
 SKIP_NO_REF = "skipped: no --ref given (sections 1-3 need a reference clone)"
 READABILITY_COLUMNS = ["status", "origin", "path", "kind", "size", "reason"]
@@ -67,20 +67,61 @@ def refs_inside_tree(tree: Path | None, refs) -> list[str]:
 
 
 def interface_note(count: int, path: Path, data: dict, classifier, has_ref: bool) -> dict:
-    """What `interface` means in this report, where its data came from and which references each clone is
-    (the report's first screen repeats `reason`)."""
+    """What `interface` means in this report, where its data came from, which references each clone is
+    and which base-code corpus named the idioms (metadata `interface`)."""
     if not has_ref:
         return {"reason": None}
     digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
     where = f"{path} (sha256 {digest})"
-    reason = (f"{count} similarity pair(s) share only the references' declared interface and are listed as "
-              "`interface`, not findings: every copied region of >= min_tokens tokens is, in both files, made "
-              "of declarations the interface data lists (imports, def/class headers with their parameters "
-              "and defaults, argparse flags and their parser, module constants, dataclass fields); any other "
-              f"token keeps a finding. Interface data: {where}; docs/audit.md, 'Interface regions'.")
-    return {"reason": reason, "data": where, "references in the data": ", ".join(data) or None,
+    base = classifier.corpus.describe() if classifier.corpus is not None else None
+    reason = (f"{count} similarity pair(s) share only interface and idioms and are listed as `interface`, not "
+              "findings: a finding needs a copied region holding >= min_tokens tokens of the audited file that "
+              "are neither interface (declarations the interface data lists: imports, def/class headers with "
+              "their parameters and defaults, argparse flags and their parser, module constants, dataclass "
+              "fields; and by kind: imports below the top level, a constructor's stores of its own parameters, "
+              "third-party calls made of the package's names, keyword names and literals) nor idioms (shapes "
+              f"of >= {corpus.IDIOM_K} tokens that occur in the base-code corpus); the reference's side is "
+              f"evidence only. Interface data: {where}; base code: {base}; docs/audit.md, 'Interface regions'.")
+    return {"reason": reason, "data": where, "base code": base, "references in the data": ", ".join(data) or None,
             "clones recognised": {label: ", ".join(names) or "none"
                                   for label, names in classifier.recognised().items()} or None}
+
+
+FINDING_COLUMNS = ["section", "file", "ref_file", "similarity", "our_tokens", "our_lines"]
+
+
+def finding_rows(sections: dict) -> pd.DataFrame:
+    """One row per finding of every section: the audited file, the reference file (if any), the similarity
+    (the larger way), the audited file's own tokens and their lines (similarity), or the words and lines (text)."""
+    rows = []
+    for name, frame in sections.items():
+        if name not in ("similarity", "text", "identity", "imports", "readability") or not len(frame):
+            continue
+        for r in frame[frame["status"] == "finding"].to_dict("records"):
+            row = {"section": name, "file": r.get("tree_file") or r.get("path") or r.get("file"),
+                   "ref_file": f"{r['ref']} {r['ref_file']}" if r.get("ref") else None,
+                   "similarity": None, "our_tokens": None, "our_lines": None}
+            if name == "similarity":
+                row.update(similarity=max(r["similarity_tree"], r["similarity_ref"]),
+                           our_tokens=r.get("our_tokens") if pd.notna(r.get("our_tokens")) else
+                           r["longest_region_tokens"],
+                           our_lines=r.get("our_lines") or r["tree_lines"])
+            elif name == "text":
+                row.update(our_tokens=r["longest_run_words"], our_lines=r["tree_lines"])
+            elif name == "imports":
+                row.update(our_lines=str(r["line"]))
+            rows.append(row)
+    return pd.DataFrame(rows, columns=FINDING_COLUMNS)
+
+
+def headline(findings: pd.DataFrame, interface_pairs: int, base: str | None) -> str:
+    """The report's `reason`: every file with a finding, by name (the first screen of every format)."""
+    tail = f"{interface_pairs} pair(s) share only interface and idioms (listed, not findings)" \
+        + (f"; base code: {base}" if base else "")
+    if not len(findings):
+        return f"no finding; {tail}"
+    files = list(dict.fromkeys(findings["file"].map(str)))
+    return f"{len(findings)} finding(s) in {len(files)} file(s): {', '.join(files)}; {tail}"
 
 
 def collect(opts: AuditOptions):
@@ -153,8 +194,9 @@ def run_audit(opts: AuditOptions) -> AuditResult:
     interface_data = {}
     if has_ref and (opts.interfaces or interface_path.is_file()):
         interface_data = interface.load(interface_path)   # ValueError: a usage error (exit 2), before any work
-    classifier = interface.Classifier(interface_data, str(interface_path))
     targets, refs, prov_rows = collect(opts)
+    base = corpus.stdlib() if has_ref else None   # indexed once per interpreter, then read from the cache
+    classifier = interface.Classifier(interface_data, str(interface_path), corpus=base)
     everything = targets + [r for _, r in refs]
     skipped_rows = [{"origin": e.origin, "path": e.path, "reason": e.error}
                     for e in everything if e.kind in ("binary", "symlink", *sources.UNREADABLE_KINDS)]
@@ -208,7 +250,8 @@ def run_audit(opts: AuditOptions) -> AuditResult:
     tools = provenance.tool_versions()
     params = {"threshold": opts.threshold, "min_tokens": opts.min_tokens, "k (copydetect noise threshold)": opts.k,
               "winnowing window": opts.window, "text ngram words": opts.ngram, "text min run words": opts.min_words,
-              "trivial identity bytes": identity.TRIVIAL_BYTES, "max file bytes": opts.max_file_bytes,
+              "trivial identity bytes": identity.TRIVIAL_BYTES,
+              "idiom window tokens": corpus.IDIOM_K, "base-code corpus": base.describe() if base else None, "max file bytes": opts.max_file_bytes,
               "reference module names (built-in)": ", ".join(sorted(imports.builtin_reference_modules())),
               "reference module names (from --ref)": ", ".join(sorted(names)) or None,
               "ref names ignored (stdlib/packaging)": ", ".join(excluded) or None}
@@ -227,24 +270,21 @@ def run_audit(opts: AuditOptions) -> AuditResult:
         note = SKIP_NO_REF if skip else ""
         if name == "similarity" and has_ref:
             s = stats["similarity"]
-            note = (f"{s['tree_code_files']} code files x {s['ref_code_files']} reference code files; "
-                    f"{s['compared']} pairs compared, {s['prefiltered_out']} ruled out by the exact prefilter; "
-                    f"{s['interface']} pair(s) share only declared interface (`interface`, not findings)")
+            note = (f"{s['tree_code_files']} x {s['ref_code_files']} code files; {s['compared']} pairs "
+                    f"compared; {s['interface']} share only interface and idioms")
         elif name == "text" and has_ref:
-            note = f"{stats['text']['tree_documents']} documents x {stats['text']['ref_documents']} reference documents"
+            note = f"{stats['text']['tree_documents']} x {stats['text']['ref_documents']} documents"
         elif name == "identity" and has_ref:
-            note = f"{int((ident['status'] == 'trivial').sum())} trivial matches listed, not counted"
+            note = f"{int((ident['status'] == 'trivial').sum())} trivial matches, not counted"
         elif name == "readability":
-            note = (f"{len(everything)} files read (bound {opts.max_file_bytes} bytes each); {n} could not be "
-                    f"read (unreadable or too large to audit): each is a finding")
+            note = f"{len(everything)} files; {n} unreadable or too large (each a finding)"
         elif name == "imports":
             scanned = sum(1 for e in targets if imports.area_of(e.plain_path) == "package"
                           and e.kind == "code" and e.language == "python")
-            note = (f"{scanned} package files scanned; {review} listed for review (informational); {listed} "
-                    "oracle-area places load reference code (child process only)")
+            note = f"{scanned} package files; {review} for review; {listed} oracle-area loads (child only)"
         summary_rows.append({"section": name, "verdict": verdict, "findings": n, "note": note})
     summary_rows.append({"section": "provenance", "verdict": "info", "findings": 0,
-                         "note": f"{len(manifest)} files in the manifest; {len(skipped)} skipped and listed"})
+                         "note": f"{len(manifest)} files in the manifest; {len(skipped)} skipped"})
     finished = dt.datetime.now(dt.timezone.utc)
     metadata = {
         "tool": "esverify audit", "started_utc": started.isoformat(timespec="seconds"),
@@ -261,6 +301,11 @@ def run_audit(opts: AuditOptions) -> AuditResult:
     sections = {"summary": pd.DataFrame(summary_rows), "similarity": sim, "text": txt, "identity": ident,
                 "imports": imp, "readability": readability, "provenance": prov, "tools": tools_frame, "manifest": manifest,
                 "skipped": skipped}
+    # second, after the summary: every file with a finding on the first screen of each format
+    found = finding_rows(sections)
+    sections = {"summary": sections.pop("summary"), "findings": found, **sections}
+    metadata["reason"] = headline(found, stats.get("similarity", {}).get("interface", 0),
+                                  base.describe() if base else None)
     review_total = int((imp["status"] == "review").sum()) if len(imp) else 0
     return AuditResult(sections, metadata, total, review_total)
 

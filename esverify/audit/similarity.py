@@ -51,8 +51,8 @@ LOW_ENTROPY_CHARS = 4
 _NEWLINE = re.compile("\n")
 
 COLUMNS = ["status", "origin", "tree_file", "ref", "ref_file", "similarity_tree", "similarity_ref",
-           "shared_tokens", "longest_region_tokens", "tree_lines", "ref_lines", "interface", "not_interface",
-           "delimiters"]
+           "shared_tokens", "longest_region_tokens", "our_tokens", "our_lines", "tree_lines", "ref_lines",
+           "interface", "not_interface", "idioms", "delimiters"]
 #: row order: findings first, then interface-only pairs (evidence), then pairs listed for a human
 STATUS_ORDER = {"finding": 0, "interface": 1, "below threshold": 2}
 
@@ -169,11 +169,13 @@ def compare(tree_fps: list[Fingerprint], ref_fps: list[tuple[str, Fingerprint]],
     copied region reaches `list_floor * min_tokens` tokens; status is
     "finding" when both criteria hold, else "below threshold". With
     `interface` (an `esverify.audit.interface.Classifier`), a pair meeting
-    both criteria whose regions of >= min_tokens tokens are made only of
-    declarations its interface data lists, on both sides, is "interface"
-    instead (not a finding); columns `interface` (the declarations met),
-    `not_interface` (the runs of other tokens, line:column and filtered
-    form, that keep a finding) and `delimiters` say why. Returns (frame,
+    both criteria is a finding only when one region of >= min_tokens tokens
+    holds, in the tree file, >= min_tokens tokens that are neither interface
+    nor idiom (`our_tokens`, at `our_lines`); else it is "interface" (not a
+    finding). Columns `interface` (the declarations met), `not_interface`
+    (the runs of other tokens of both sides, line:column and filtered form;
+    the reference's side is evidence only), `idioms` (the tree side's
+    base-code runs) and `delimiters` say why. Returns (frame,
     stats) with stats: pairs, compared, prefiltered_out, interface.
     """
     import pandas as pd
@@ -211,7 +213,8 @@ def compare(tree_fps: list[Fingerprint], ref_fps: list[tuple[str, Fingerprint]],
                 report = interface.pair(tf, label, rf, idx_tree, idx_ref, gap, min_tokens)
                 status = "interface" if report.interface else "finding"
                 why = {"interface": report.entries, "not_interface": report.not_interface,
-                       "delimiters": report.delimiters}
+                       "delimiters": report.delimiters, "idioms": report.idioms,
+                       "our_tokens": report.our_tokens, "our_lines": report.our_lines}
             rows.append({"status": status, **why,
                          "origin": tf.entry.origin, "tree_file": tf.entry.path, "ref": label, "ref_file": rf.entry.path,
                          "similarity_tree": round(float(s_tree), 4),
