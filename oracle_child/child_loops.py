@@ -33,11 +33,13 @@ its coverage shows).
 """
 from __future__ import annotations
 
+import collections
 import importlib
 import inspect
 import os
 import platform
 import shutil
+import struct
 import sys
 import weakref
 from pathlib import Path
@@ -178,13 +180,49 @@ def load_lazily(modules: dict, key: str, dotted: str, relpath: str):
 
 # ----------------------------------------------------------------- the tape
 
+def exact(case: dict, key: str, single: bool = False):
+    """The command's floats `key` with their bits: the parent's "exact" bit patterns where it sent them (a
+    NaN's sign and payload, which JSON loses; esverify.oracle.ours.exact_floats), else the plain field.
+    single: the field is one float (sent as a one-element list of bits)."""
+    bits = (case.get("exact") or {}).get(key)
+    if bits is None:
+        return case[key]
+    values = [struct.unpack("<d", int(b, 16).to_bytes(8, "little"))[0] for b in bits]
+    return values[0] if single else values
+
+
+def missing_slots(draws, expected) -> list:
+    """The slots of `expected` ({(seed, slot): count}) that `draws` (the hook's (seed, slot, position,
+    numel) records of one call) drew fewer times than expected: the ones a reuse (or a skip) left out."""
+    got = collections.Counter((h, s) for h, s, _, _ in draws)
+    return sorted({s for key, s in expected if got[(key, s)] < expected[(key, s)]})
+
+
+class CallAudit(DrawAudit):
+    """DrawAudit that also keeps, for EVERY call in order, the slots it left undrawn (`per_call`:
+    [missing slots]), beyond the few calls `result()` reports: a loop's reuse may differ from call to
+    call (perturb reusing, restore not), and our side replays it call by call (docs/parity.md,
+    "Diagnoses")."""
+
+    def __init__(self, names=None):
+        super().__init__(names)
+        self.per_call: list = []
+
+    def check(self, call: str, expected):
+        self.per_call.append(missing_slots(HOOK.draws, expected) if not HOOK.foreign else [])
+        super().check(call, expected)
+
+    def last_missing(self) -> list:
+        return self.per_call[-1] if self.per_call else []
+
+
 class Tape:
     """What the reference's loop did, per iteration (see the module docstring)."""
 
     def __init__(self, out: Path, case: dict):
         self.out, self.case = Path(out), case
         self.out.mkdir(parents=True, exist_ok=True)
-        self.audit = DrawAudit()
+        self.audit = CallAudit()
         self.iterations: list = []
         self.current = self._new()
         self.active: dict = {}
@@ -206,9 +244,12 @@ class Tape:
         return {str(p.relative_to(self.logs)): (p.stat().st_mtime_ns, p.stat().st_size)
                 for p in self.logs.rglob("*") if p.is_file()}
 
-    def _check(self, label, expected):
-        if not self.native:
-            self.audit.check(label, expected)
+    def _check(self, label, expected) -> list:
+        """The draw accounting of one call; returns the slots it left undrawn ([] under native noise)."""
+        if self.native:
+            return []
+        self.audit.check(label, expected)
+        return self.audit.last_missing()
 
     @staticmethod
     def _new():
@@ -237,26 +278,28 @@ class Tape:
             seed = int(values[0])
             # one draw per (seed, slot), caching or not: a slot that reuses another's draw is then seen as
             # never drawn, and the parent judges that reuse by the one rule of every row (compare.judge_reuse)
-            self._check(label, expected_draws(tensors, [seed]))
+            missing = self._check(label, expected_draws(tensors, [seed]))
             # the caching flag each call got (None: the method has no such parameter, es-at-scale's)
             flag = caching if "caching" in call else None
             if method == "perturb_self_weights":
+                # `missing`: the slots this call left undrawn, so our side can replay a reuse call by call
                 record = {"seed": seed, "negate": bool(call.get("negate", False)), "engine": engine.index,
-                          "rewards": [], "caching": flag, "restored": False}
+                          "rewards": [], "caching": flag, "restored": False, "missing": missing}
                 self.current["members"].append(record)
                 self.active[engine.index] = record
             else:
                 record = self.active.pop(engine.index, None)
                 if record is not None:
-                    record.update(restored=True, restore_caching=flag)
+                    record.update(restored=True, restore_caching=flag, restore_missing=missing)
         elif method == "update_weights_from_seeds":
             seeds = [int(s) for s in values[0]]
-            self._check(label, expected_draws(tensors, seeds))
+            missing = self._check(label, expected_draws(tensors, seeds))
             self.updates += 1
             path = self.out / f"theirs-update-{self.updates:03d}.npz"
             save_results(path, tensors)
             update = {"engine": engine.index, "seeds": seeds, "coeffs": [float(c) for c in values[1]],
                       "alpha": float(values[2]), "population_size": values[3], "params": str(path),
+                      "missing": missing,
                       "extra": {k: v for k, v in call.items() if k in ("caching", "weight_decay_type",
                                                                         "weight_decay_lambda")}}
             self.current["update"] = update

@@ -67,7 +67,8 @@ def _finish(case, tensors, audit, **extra):
 
 def op_perturb(case, modules):
     ext, model, tensors = _setup(case, modules)
-    audit = DrawAudit(model.names)
+    # each call's undrawn slots too: a restore may reuse where its perturb did not (loops.CallAudit)
+    audit = loops.CallAudit(model.names)
     h = case["member_handle"]
     ext.perturb_self_weights(h, case["sigma"])
     audit.check("perturb_self_weights", expected_draws(tensors, [h]))
@@ -77,21 +78,22 @@ def op_perturb(case, modules):
         save_results(extra["perturbed"], tensors)
         ext.restore_self_weights(h, case["sigma"])
         audit.check("restore_self_weights", expected_draws(tensors, [h]))
+    extra["missing"] = audit.per_call
     return _finish(case, tensors, audit, **extra)
 
 
 def op_update(case, modules):
     ext, model, tensors = _setup(case, modules)
     audit = DrawAudit(model.names)
-    ext.update_weights_from_seeds(case["seeds"], case["coeffs"], case["alpha"], case["population"])
+    ext.update_weights_from_seeds(case["seeds"], loops.exact(case, "coeffs"), case["alpha"], case["population"])
     audit.check("update_weights_from_seeds", expected_draws(tensors, case["seeds"]))
     return _finish(case, tensors, audit)
 
 
 def op_zscore(case, modules):
     shaping = module_or_raise(modules, "reward_shaping")
-    perf = {h: {"avg_reward": r} for h, r in zip(case["seeds"], case["rewards"])}
-    out = shaping.z_score(perf, case["mean"], case["std"])
+    perf = {h: {"avg_reward": r} for h, r in zip(case["seeds"], loops.exact(case, "rewards"))}
+    out = shaping.z_score(perf, loops.exact(case, "mean", single=True), loops.exact(case, "std", single=True))
     values = np.array([out[h]["norm_reward"] for h in case["seeds"]], dtype=np.float64)
     np.savez(case["out"] + "/theirs.npz", slot0=values.view(np.uint64), dtypes=np.array(["f64"]))
     return {"results": case["out"] + "/theirs.npz", "attribution": {"ok": True, "calls": []}}
@@ -99,7 +101,9 @@ def op_zscore(case, modules):
 
 def op_loop(case, modules):
     ext, model, tensors = _setup(case, modules)
-    audit = DrawAudit(model.names)
+    # every call's undrawn slots, in call order (per iteration: each member's perturb and restore, then the
+    # update): our side replays a reuse call by call
+    audit = loops.CallAudit(model.names)
     rewards = []
     for it in case["iterations"]:
         HOOK.table = {int(h): int(s, 16) for h, s in it["handles"].items()}
@@ -113,7 +117,7 @@ def op_loop(case, modules):
         rewards.append(row)
         ext.update_weights_from_seeds(it["seeds"], it["coeffs"], case["alpha"], case["population"])
         audit.check(f"iteration {it['index']} update_weights_from_seeds", expected_draws(tensors, it["seeds"]))
-    return _finish(case, tensors, audit, rewards=rewards)
+    return _finish(case, tensors, audit, rewards=rewards, missing=audit.per_call)
 
 
 def reward_pair(response_text, target, *args, **kwargs):

@@ -63,7 +63,8 @@ def _finish(case, tensors, audit, **extra):
 
 def op_perturb(case, modules):
     utils, model, tensors, _ = _setup(case, modules)
-    audit = DrawAudit(model.names)
+    # each call's undrawn slots too: a restore may reuse where its perturb did not (loops.CallAudit)
+    audit = loops.CallAudit(model.names)
     h, caching = case["member_handle"], case.get("caching", False)
     utils.apply_seeded_noise_to_parameters(model.parameters(), h, case["sigma"], caching=caching)
     audit.check("apply_seeded_noise_to_parameters(+sigma)", expected_draws(tensors, [h]))
@@ -73,6 +74,7 @@ def op_perturb(case, modules):
         save_results(extra["perturbed"], tensors)
         utils.apply_seeded_noise_to_parameters(model.parameters(), h, -case["sigma"], caching=caching)
         audit.check("apply_seeded_noise_to_parameters(-sigma)", expected_draws(tensors, [h]))
+    extra["missing"] = audit.per_call
     return _finish(case, tensors, audit, **extra)
 
 
@@ -81,7 +83,7 @@ def op_update(case, modules):
     audit = DrawAudit(model.names)
     caching = case.get("caching", False)
     utils.update_parameters_from_seeds(
-        model.parameters(), case["seeds"], case["coeffs"], case["alpha"], case["population"],
+        model.parameters(), case["seeds"], loops.exact(case, "coeffs"), case["alpha"], case["population"],
         caching=caching, original_parameters=(t for t in anchor) if anchor is not None else None,
         weight_decay_type=case.get("decay", "none"), weight_decay_lambda=case.get("lambda", 0.0))
     audit.check("update_parameters_from_seeds", expected_draws(tensors, case["seeds"]))

@@ -11,6 +11,7 @@ import copy
 import dataclasses
 import importlib.util
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -26,6 +27,10 @@ from standins.mutants import STANDINS, make_mutant
 
 
 def _load_child_module():
+    # child_server imports its sibling modules by plain name, as the child (started in oracle_child/) does:
+    # without the folder on the path this file only loaded after another test file had put it there
+    if str(oracle_child_dir()) not in sys.path:
+        sys.path.insert(0, str(oracle_child_dir()))
     spec = importlib.util.spec_from_file_location("oracle_child_fidelity", oracle_child_dir() / "child_server.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -36,7 +36,8 @@ LOOP_OPS = tuple(op for a in all_adapters() if a.name in LIBRARY for op in a.loo
 
 REACHED = {a.name: a.reached for a in adapters.all_adapters() if a.name in LIBRARY}
 from esverify.paths import oracle_child_dir
-from standins.loop_mutants import LOOP_EQUIVALENTS, LOOP_MUTANTS, LOOP_UNSEEN, make_loop_mutant
+from standins.loop_mutants import (LOOP_EQUIVALENTS, LOOP_MUTANTS, LOOP_REUSE_EQUIVALENTS, LOOP_UNSEEN,
+                                  make_loop_mutant)
 from standins.mutants import STANDINS
 
 AT_SCALE = str(STANDINS / "es-at-scale")
@@ -422,6 +423,53 @@ def test_reuse_of_an_equal_size_draw_gets_one_verdict_in_every_row_kind(tmp_path
     assert all("ours with the same reuse agrees bit for bit" in d for d in frame.loc[drawing_iid, "detail"])
     others = frame.loc[~drawing_iid & (frame["status"] != "pass"), ["case", "status", "detail"]]
     assert others.empty, others.to_string()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(LOOP_REUSE_EQUIVALENTS))
+def test_a_reuse_in_one_call_of_a_loop_is_replayed_call_by_call(tmp_path, name):
+    """A reference that reuses an equal-size draw in ONE of its calls (es-at-scale's perturb, es-awd's
+    restore): under torch's generator and correlated noise nothing changes, so every correlated and native
+    row passes; under iid each row whose draws show it is the reuse artifact, loop rows included, because
+    ours replays the reuse the hook recorded call by call (per iteration, per member). One map for the
+    whole case made our restore reuse too, and the loop rows failed ("rewards first differ ...")."""
+    target = LOOP_REUSE_EQUIVALENTS[name][0]
+    clone = make_loop_mutant(tmp_path, name)
+    result = run_parity(Options(ref=str(clone), target=target, devices=("cpu",), dtypes=("f32",),
+                                schemes=("iid", "correlated"), iterations=1, small=True,
+                                out=str(tmp_path / "out"), quiet=True))
+    frame = result.frame
+    loops = frame["op"].isin(adapters.get(target).loop_ops + ("loop",))
+    iid = frame["scheme"] == "iid"
+    assert (frame.loc[loops & iid, "status"] == "artifact").all() and (loops & iid).sum() >= 1, \
+        frame.loc[loops & iid, ["case", "status", "detail"]].to_string()
+    assert all("ours with the same reuse agrees bit for bit" in d for d in frame.loc[loops & iid, "detail"])
+    wrong = frame.loc[~frame["status"].isin(["pass", "artifact"]) | (~iid & (frame["status"] != "pass")),
+                      ["case", "status", "detail"]]
+    assert wrong.empty, wrong.to_string()
+
+
+def test_reuse_plan_maps_each_call_of_a_tape_to_its_own_reuse():
+    """ReusePlan.from_tape: each member's perturb and restore and each update take the map of their own
+    call's undrawn slots (compare.reuse_sources); an evaluation or iteration the reference did not make maps
+    nothing; a tape without any undrawn slot (or without the record) gives no plan."""
+    from esverify.oracle.reuse_plan import CallOrderPlan, ReusePlan
+    layout = [("f32", (2, 3)), ("f32", (6,)), ("f32", (2, 3)), ("bf16", (2, 3))]
+    tape = {"iterations": [
+        {"members": [{"missing": [2], "restore_missing": []}, {"missing": [], "restore_missing": [1, 2]}],
+         "update": {"missing": [3]}},
+        {"members": [{"missing": [], "restore_missing": []}], "update": {"missing": []}},
+        {"members": [{"missing": [2]}], "update": None}]}     # evaluations after the last update: not a step
+    plan = ReusePlan.from_tape(tape, layout)
+    assert plan.perturb(0, 0) == {2: 0} and plan.restore(0, 0) == {}
+    assert plan.perturb(0, 1) == {} and plan.restore(0, 1) == {1: 0, 2: 0}
+    assert plan.update(0) == {3: 0} and plan.update(1) == {} and plan.update(2) == {}
+    assert plan.perturb(0, 5) == {} and plan.perturb(2, 0) == {} and len(plan.iterations) == 2
+    quiet = {"iterations": [{"members": [{"missing": [], "restore_missing": []}], "update": {"missing": []}}]}
+    assert ReusePlan.from_tape(quiet, layout) is None
+    assert ReusePlan.from_tape({"iterations": [{"members": [{}], "update": {"seeds": []}}]}, layout) is None
+    order = CallOrderPlan([[2], [], [1, 2]], layout)
+    assert [order.next() for _ in range(4)] == [{2: 0}, {}, {1: 0, 2: 0}, {}]
 
 
 @pytest.mark.slow

@@ -256,7 +256,8 @@ def walk_cells(adapter, matrix) -> list:
                             if n != population:
                                 add(adapter.sweep_op, n)
                         if scheme == shape_scheme:
-                            for shape in REWARD_SHAPES:
+                            from .rewards import NONFINITE   # a NaN and an infinite reward: rows of their own
+                            for shape in REWARD_SHAPES + NONFINITE:
                                 add(adapter.sweep_op, CASE_POPULATION, rewards=shape)
                     if cell.sweep:   # several layers, a tied head: on one set, small tensors
                         for op in adapter.layered_ops:

@@ -50,6 +50,7 @@ from . import compare as _compare
 from .cases import Case
 from .loop_compare import compare_tapes
 from .ours import SlotMappedTrainer
+from .reuse_plan import ReusePlan
 from ..exactsum import loop_rewards
 from .adapters import get, loop_spec
 
@@ -91,26 +92,32 @@ class _Replicas:
                     mine.copy_(source)
 
 
-def _evaluate(replicas, members, targets, engines, dtype=None):
+def _evaluate(replicas, members, targets, engines, dtype=None, plan=None, iteration=0, first=0):
     """Perturb each member on its engine, score every target (the reward in the engines' documented
-    precision `dtype`), restore; members: trainer member ids."""
+    precision `dtype`), restore; members: trainer member ids. plan: a reuse_plan.ReusePlan whose maps of
+    iteration `iteration` each perturb and restore takes (evaluations numbered from `first`)."""
     records = []
     for start in range(0, len(members), engines):
         group = members[start:start + engines]
         for j, m in enumerate(group):
+            if plan is not None:
+                replicas.trainers[j].slot_map = plan.perturb(iteration, first + start + j)
             replicas.trainers[j].perturb(m)
         for j, m in enumerate(group):
             records.append({"member": m, "engine": j, "rewards": loop_rewards(replicas.tensors[j], targets, dtype)})
         for j, m in enumerate(group):
+            if plan is not None:
+                replicas.trainers[j].slot_map = plan.restore(iteration, first + start + j)
             replicas.trainers[j].restore(m)
     return records
 
 
-def run_ours(case: Case, names, tensors, seed, mapping: str, backend, slot_map=None) -> dict:
+def run_ours(case: Case, names, tensors, seed, mapping: str, backend, slot_map=None, plan=None) -> dict:
     """Run the loop of `case` with esverify.es on copies of `tensors`; returns our tape (see compare_tapes).
     seed: the loop's global seed (`loop_global_seed`; 0 or None runs the schedule's `or 42` fallback);
     slot_map: {slot: noise slot} for the reuse what-if (every draw of slot k is slot slot_map[k]'s, as the
-    single-op rows replay it, esverify.oracle.ours)."""
+    single-op rows replay it, esverify.oracle.ours); plan: a reuse_plan.ReusePlan instead, each perturb,
+    restore and update taking the map of the reference's own call (per iteration, per member evaluation)."""
     spec = loop_spec(case)
     updates = loop_updates(case)   # with an extra-update quirk, reproduced
     mirror, caching, decay, lam, engines = spec.mirror, bool(spec.caching), spec.decay, spec.lam, spec.engines
@@ -122,17 +129,21 @@ def run_ours(case: Case, names, tensors, seed, mapping: str, backend, slot_map=N
     lead = replicas.trainers[0]
     n = case.population
     tape = {"iterations": [], "updates": 0}
-    for _ in range(updates):
+    for index in range(updates):
         replicas.sync_iteration()
+        replay = {} if plan is None else {"plan": plan, "iteration": index}
         if spec.style == "batched":
             seeds = [lead.member_seed(m) for m in range(n)]
             evaluations, per_member = [], {m: [] for m in range(n)}
             for start in range(0, len(spec.data), spec.mini_batch):
                 batch = spec.data[start:start + spec.mini_batch]
-                for rec in _evaluate(replicas, list(range(n)), batch, engines, dtype):
+                for rec in _evaluate(replicas, list(range(n)), batch, engines, dtype, **replay,
+                                     first=len(evaluations)):
                     evaluations.append(rec)
                     per_member[rec["member"]].append(rec["rewards"])
             rewards = [batch_weighted_mean(per_member[m]) for m in range(n)]
+            if plan is not None:
+                lead.slot_map = plan.update(index)
             stats = lead.update(rewards)
             zscore = {"avg_rewards": rewards, "mean": stats["mean"], "std": stats["std"]}
             update_seeds = seeds
@@ -142,11 +153,13 @@ def run_ours(case: Case, names, tensors, seed, mapping: str, backend, slot_map=N
             # one pass per sign, each in groups of the engines (docs/references.md §5.2): engine 0 runs the
             # seeds at positions 0, E, 2E, ... of each pass, which shows in its bits as (x + t) - t
             half = len(update_seeds)
-            evaluations = (_evaluate(replicas, order[:half], spec.data, engines, dtype) +
-                           _evaluate(replicas, order[half:], spec.data, engines, dtype)) if mirror else \
-                _evaluate(replicas, order, spec.data, engines, dtype)
+            evaluations = (_evaluate(replicas, order[:half], spec.data, engines, dtype, **replay) +
+                           _evaluate(replicas, order[half:], spec.data, engines, dtype, **replay, first=half)) \
+                if mirror else _evaluate(replicas, order, spec.data, engines, dtype, **replay)
             rewards = np.empty(n)
             rewards[order] = [mean_reward(rec["rewards"]) for rec in evaluations]
+            if plan is not None:
+                lead.slot_map = plan.update(index)
             stats = lead.update(rewards, order=order)   # numpy mean/std over the evaluation order
             zscore = None
         replicas.broadcast()
@@ -294,10 +307,13 @@ def run_loop_case(session, case: Case) -> dict:
     if sources and status != "unverifiable" and not (skipped and diff is not None):
         agrees, left = None, None
         if diff is not None and case.scheme == "iid":
-            try:   # ours again with the reference's reuse, as the single-op rows replay it
+            # ours again with the reference's reuse, as the single-op rows replay it: each call's own
+            # (a perturb may reuse where the restore does not), else one map for the case
+            plan = ReusePlan.from_tape(theirs, layout)
+            try:
                 again = _deterministic(ours_deterministic, lambda: run_ours(
                     case, names, session.fresh(dtype, False, "base", case.device)[1], seed, opts.mapping,
-                    backend, slot_map=sources))
+                    backend, slot_map=sources if plan is None else None, plan=plan))
                 _, diff_again = compare_tapes(case, again, theirs, reply["results"])
                 agrees, left = diff_again is None, (None if diff_again is None else str(diff_again))
             except Exception as exc:  # noqa: BLE001 - no what-if, no artifact: the row stays a fail

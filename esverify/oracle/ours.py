@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ..es import Config, Trainer, apply_anchor_decay_, shape_rewards
+from . import nonfinite as _nonfinite
 from . import rewards as _rewards
 from .cases import PERTURB_MEMBER, REWARD_TARGET, Case
 from .noise_memo import memoized
@@ -50,15 +51,43 @@ def _hex(seed: int) -> str:
     return f"0x{seed:016x}"
 
 
+def exact_floats(**values) -> dict:
+    """{"exact": {name: [f64 bit patterns, hex]}} for the lists among `values` holding a NaN or an infinity,
+    {} when every value is finite: JSON spells every NaN alike (its sign and payload lost), and the child
+    must hand the reference the very NaN our side uses (oracle_child's drivers read "exact" first)."""
+    exact = {name: [f"0x{int(v):016x}" for v in np.asarray(vals, dtype=np.float64).view(np.uint64)]
+             for name, vals in values.items() if not np.isfinite(np.asarray(vals, dtype=np.float64)).all()}
+    return {"exact": exact} if exact else {}
+
+
 class SlotMappedTrainer(Trainer):
     """The trainer of our side: its noise comes through the run's noise memo (esverify.oracle.noise_memo:
     the same bits, drawn once for the rows that share them, inside a run or session), and an optional
     slot -> noise-slot map makes slot k draw slot j's noise (the `reuse` what-if; identity otherwise)."""
     slot_map: dict = {}
+    #: a what-if replaying the reference's reuse call by call (esverify.oracle.reuse_plan): called before each
+    #: perturb, restore and update, it returns that call's slot map (None: keep `slot_map`)
+    call_maps = None
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.noise = memoized(self.noise, copies=False)   # the profiles only read their noise
+
+    def _mapped(self, call: str) -> None:
+        if self.call_maps is not None:
+            self.slot_map = dict(self.call_maps(call) or {})
+
+    def perturb(self, member: int) -> None:
+        self._mapped("perturb")
+        super().perturb(member)
+
+    def restore(self, member: int) -> None:
+        self._mapped("restore")
+        super().restore(member)
+
+    def update(self, rewards, *, order=None) -> dict:
+        self._mapped("update")
+        return super().update(rewards, order=order)
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)   # builds a new noise source for the loaded config
@@ -77,7 +106,10 @@ def _trainer(case: Case, named, config: Config, backend, table: dict, slot_map=N
         trainer = SlotMappedTrainer(named, config, noise="torch", torch_seed=torch_seed)
     else:
         trainer = SlotMappedTrainer(named, config, backend=backend)
-    trainer.slot_map = dict(slot_map or {})
+    if hasattr(slot_map, "next"):   # a reuse_plan.CallOrderPlan: each call takes the reference's call's own map
+        trainer.call_maps = lambda call, plan=slot_map: plan.next()
+    else:
+        trainer.slot_map = dict(slot_map or {})
     return trainer
 
 
@@ -98,7 +130,9 @@ def run(case: Case, names, tensors, anchor, seed: int, mapping: str, backend: st
         slot_map=None, loop_coeffs=None) -> OursResult:
     """Run `case` on `tensors` (modified in place) with esverify.es; see OursResult.
 
-    slot_map: {slot: noise slot} for a what-if run (the reference reused another slot's noise);
+    slot_map: {slot: noise slot} for a what-if run (the reference reused another slot's noise); for the
+    perturb, restore and the loop, also a reuse_plan.CallOrderPlan (each call's own map, in the child's call
+    order);
     loop_coeffs: the in-process loop's coefficients per iteration as the child was handed them (a
     what-if replays the child's run, whose updates used our first run's coefficients)."""
     _, compute = prepare(case, names, tensors, anchor, seed, mapping, backend, slot_map, loop_coeffs)
@@ -113,10 +147,15 @@ def prepare(case: Case, names, tensors, anchor, seed: int, mapping: str, backend
     named = list(zip(names, tensors))
     if case.op == "zscore":
         r = case_rewards(seed, case.population, case.rewards)
-        coeffs, stats = shape_rewards(r, "zscore")
+        if case.rewards in _rewards.NONFINITE:   # the references' arithmetic, NaN kept (oracle.nonfinite)
+            c, mean, std = _nonfinite.zscore(r)
+            coeffs, stats = c, {"mean": mean, "std": std}
+        else:
+            coeffs, stats = shape_rewards(r, "zscore")
         result = OursResult([torch.from_numpy(np.asarray(coeffs, dtype=np.float64))],
                             {"seeds": [case.handle(m) for m in range(case.population)], "rewards": r.tolist(),
                              "mean": stats["mean"], "std": stats["std"]})   # the parent's mean/std, computed once
+        result.command.update(exact_floats(rewards=r, mean=[stats["mean"]], std=[stats["std"]]))
         return result.command, lambda: result
     if case.op in ("perturb", "restore"):
         table = {}
@@ -153,7 +192,11 @@ def _update(case, names, tensors, anchor, seed, mapping, backend, slot_map):
     overrides = {"antithetic": mirrored}
     if decay != "none":
         overrides.update(anchor_decay=decay, anchor_lambda=case.lam)
-    coeffs, _ = shape_rewards(case_rewards(seed, case.population, case.rewards), "zscore")
+    nonfinite = case.rewards in _rewards.NONFINITE
+    r = case_rewards(seed, case.population, case.rewards)
+    # a non-finite population: the references' own arithmetic (every coefficient NaN), which our trainer
+    # refuses (esverify.oracle.nonfinite)
+    coeffs = _nonfinite.zscore(r)[0] if nonfinite else shape_rewards(r, "zscore")[0]
     table = {}
     config = _config(case, seed, mapping, **overrides)
     if config.decay_on:
@@ -171,7 +214,8 @@ def _update(case, names, tensors, anchor, seed, mapping, backend, slot_map):
     if mirrored:
         members = list(range(0, case.population, 2))
         # the reference's training script folds pairs itself: D_k = C_2k - C_2k+1 in f64 (docs/references.md §2)
-        sent = [float(coeffs[2 * k] - coeffs[2 * k + 1]) for k in range(case.population // 2)]
+        with np.errstate(invalid="ignore"):
+            sent = [float(coeffs[2 * k] - coeffs[2 * k + 1]) for k in range(case.population // 2)]
     else:
         members = list(range(case.population))
         sent = [float(c) for c in coeffs]
@@ -181,9 +225,14 @@ def _update(case, names, tensors, anchor, seed, mapping, backend, slot_map):
                "handles": {case.handle(m): _hex(trainer.member_seed(m)) for m in members},
                "decay": decay, "lambda": case.lam if decay != "none" else 0.0,
                "caching": case.op == "caching"}
+    command.update(exact_floats(coeffs=sent))
 
     def compute():
-        trainer.update(coeffs)
+        if nonfinite:   # the reference's update as written, where its adapter gives it (oracle.nonfinite)
+            from .adapters import get
+            _nonfinite.update(trainer, coeffs, getattr(get(case.target), "nonfinite_update", None))
+        else:
+            trainer.update(coeffs)
         return OursResult(tensors, command)
     return command, compute
 

@@ -16,6 +16,13 @@ at best, so a case names one of SHAPES:
   exact, the std is 0);
 - `tiny`: 0.5 + N(0, 1e-12): a std far below the 1e-8 of the divisor.
 
+Two more populations are not finite (NONFINITE): `nan` (the `normal`
+draw with one member's reward NaN: a reward function that divided by
+zero) and `inf` (one member's reward +inf). The references shape and
+apply them without a check; our side follows their arithmetic
+(esverify.oracle.nonfinite), so every coefficient is NaN and so is every
+updated weight, compared bit for bit. The fuzzer draws neither (SHAPES).
+
 `expectations(shape, rewards, coeffs)` lists what z-score coefficients of
 such a population must satisfy, known in advance on our side (the tests
 assert that ours satisfy it and that wrong shapings do not).
@@ -27,6 +34,8 @@ import math
 import numpy as np
 
 SHAPES = ("normal", "sparse", "outliers", "ties", "equal", "tiny")
+#: the populations with a non-finite reward (the matrix runs them; --fuzz draws from SHAPES only)
+NONFINITE = ("nan", "inf")
 
 
 def loop_reward(tensors, target: float, dtype=None) -> float:
@@ -47,8 +56,8 @@ EQUAL_VALUE = 0.75
 
 def check_shape(shape: str, population: int) -> None:
     """ValueError for an unknown shape, or `outliers` below OUTLIER_MIN members."""
-    if shape not in SHAPES:
-        raise ValueError(f"rewards must be one of {SHAPES}, got {shape!r}")
+    if shape not in SHAPES + NONFINITE:
+        raise ValueError(f"rewards must be one of {SHAPES + NONFINITE}, got {shape!r}")
     if shape == "outliers" and population < OUTLIER_MIN:
         raise ValueError(f"rewards 'outliers' need a population of at least {OUTLIER_MIN} (one outlier among N "
                          f"has |z| <= sqrt(N - 1)), got {population}")
@@ -58,6 +67,11 @@ def draw(shape: str, seed: int, n: int) -> np.ndarray:
     """The f64 rewards (shape (n,)) of population `shape` for (seed, n), deterministic; ValueError as
     check_shape. `normal` is the stream every case used before shapes existed."""
     check_shape(shape, n)
+    if shape in NONFINITE:   # the `normal` draw, one member's reward (chosen from the same seed) not finite
+        r = draw("normal", seed, n)
+        pick = np.random.Generator(np.random.PCG64([seed, n, 7, len(SHAPES) + NONFINITE.index(shape)]))
+        r[int(pick.integers(n))] = np.nan if shape == "nan" else np.inf
+        return r
     rng = np.random.Generator(np.random.PCG64([seed, n, 7] if shape == "normal"
                                               else [seed, n, 7, SHAPES.index(shape)]))
     if shape == "normal":
@@ -93,6 +107,9 @@ def expectations(shape: str, rewards, coeffs) -> list[str]:
     problems = []
     if r.shape != c.shape:
         return [f"{len(c)} coefficients for {len(r)} rewards"]
+    if shape in NONFINITE:   # the references' arithmetic: a NaN mean (nan) or a NaN std (inf: inf - inf)
+        return [] if np.isnan(c).all() else [f"{shape}: every coefficient must be NaN (the mean or the std is "
+                                             f"NaN), got {int(np.count_nonzero(~np.isnan(c)))} that are not"]
     bits = c.view(np.uint64)
     order = np.argsort(r, kind="stable")
     for a, b in zip(order[:-1], order[1:]):

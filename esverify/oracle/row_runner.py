@@ -22,6 +22,7 @@ from . import compare as _compare
 from . import loop_rows as _loop_rows
 from . import ours as _ours
 from . import paramsets
+from .reuse_plan import CallOrderPlan
 from .rows import FAILING as BLAMED, NO_CUDA, flush_row, too_old_python
 from .session import BackendRefused
 
@@ -154,7 +155,10 @@ def run_single(session, case) -> dict:
         layout = [(paramsets.dtype_name(t), tuple(t.shape)) for t in inputs]
         sources = _compare.reuse_sources([k for k in found.missing if k not in untouched], layout)
         if case.scheme == "iid" and sources and (cmp.mismatches or other) and not found.eager:
-            whatif = _whatif(session, case, dtype, variant, backend, sources, theirs, theirs_dtypes, result_names,
+            # each call replays its own reuse (a perturb may reuse where the restore does not), where the
+            # child recorded each call's undrawn slots
+            replay = sources if reply.get("missing") is None else CallOrderPlan(reply["missing"], layout)
+            whatif = _whatif(session, case, dtype, variant, backend, replay, theirs, theirs_dtypes, result_names,
                              perturbed[0] if perturbed is not None else None, reply.get("rewards", []),
                              [it["coeffs"] for it in ours.command.get("iterations", [])] if case.op == "loop" else None)
     # the what-if compares what `other` names too (a restore's perturbed state, the loop's rewards)

@@ -61,7 +61,18 @@ _B_SCALE = "                B = torch.stack(b_list) * math.sqrt(sigma / r)\n"
 _DIVISOR = "            delta = (1.0 / (population * sigma + 1e-8)) * grad\n"
 _LR = "            delta = delta * args.learning_rate\n"
 
+#: the update's per-weight accumulator and its chunk loop (the rows with several chunks reach the second)
+_GRAD_CHUNKS = ("            grad = torch.zeros(out_dim, in_dim, dtype=torch.float32)\n"
+                "            for start in range(0, num_pairs, chunk):\n")
+
 MUTANTS = {
+    # confined to the second and later update chunks: every row of one chunk (N 4: two pairs) agrees bit for
+    # bit, so only the rows with several chunks (adapter.CHUNK_ROWS) can see it (tests/test_parity_paths.py)
+    "grad-reset-per-chunk": EggrollMutant(
+        [(TRAINER, _GRAD_CHUNKS, "            for start in range(0, num_pairs, chunk):\n"
+                                 "                grad = torch.zeros(out_dim, in_dim, dtype=torch.float32)\n")],
+        "apply_lora_es_update: the accumulator reset at every chunk (only the last chunk's pairs reach Δ)",
+        "the weights after the update at two or more chunks (the chunk rows); one chunk gives the same bits"),
     "seed-pair-term": EggrollMutant(
         [(TRAINER, _SEED, _SEED.replace("num_layers * pop_pair_idx", "pop_pair_idx"))],
         "get_rng_noise: id = base_seed + P·L·s + k + l (the pair term not scaled by L: pair 1's weight 0 draws "
@@ -148,6 +159,16 @@ MUTANTS = {
         [(TRAINER, "        pair_diffs = torch.from_numpy(fitnesses[0::2] - fitnesses[1::2]).to(torch.float32)\n",
           "        pair_diffs = torch.from_numpy(fitnesses[1::2] - fitnesses[0::2]).to(torch.float32)\n")],
         "apply_lora_es_update: d_k = f[2k+1] - f[2k] (the update descends)", "every run", UPDATE_ONLY),
+    # a written dtype alone: the adapter files hold f32 factors where the reference writes f16; the stand-in
+    # engine serves the file's dtype (a stand-in that rounded every adapter to f16 passed this mutant)
+    "adapters-written-f32": EggrollMutant(
+        [(TRAINER, "                lora_a = (math.sqrt(args.sigma) * a).to(torch.float16)\n"
+                   "                lora_b = (math.sqrt(args.sigma / r) * b).to(torch.float16)\n",
+          "                lora_a = (math.sqrt(args.sigma) * a).to(torch.float32)\n"
+          "                lora_b = (math.sqrt(args.sigma / r) * b).to(torch.float32)\n")],
+        "generate_local_adapters: the adapter factors kept and written in f32 instead of f16",
+        "every run: the members are evaluated with B·A in f32, so every reward, the shaped fitnesses and the "
+        "weights after the first update differ", EVERYTHING),
 }
 
 EQUIVALENTS = {

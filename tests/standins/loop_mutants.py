@@ -15,6 +15,7 @@ from __future__ import annotations
 from standins.mutants import make_variant
 
 TRAINER = "es_at_scale/trainer/es_trainer.py"
+WORKER = "es_at_scale/utils/worker_extension.py"
 ES = "es.py"
 DIST = "distributed_utils.py"
 AWD = "weight_update_utils.py"
@@ -29,6 +30,12 @@ _AWD_BROADCAST = """        ray.get([engine.collective_rpc.remote("broadcast_all
 _AWD_RESTORE = """                    ray.get(engines[j].collective_rpc.remote("restore_self_weights","""
 _AWD_LOOP_HEAD = """    for iteration in range(1, args.num_iterations + 1):
         rng"""
+#: the worker's perturb loop and its draw (es-at-scale)
+_PERTURB_LOOP = """        for name, param in self.model_runner.model.named_parameters():
+            generator = torch.Generator(device=param.device)
+            generator.manual_seed(seed)
+            noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=generator)
+            param.data.add_(scale * noise)"""
 _BATCH_SUM = """                total["reward_sum"] += perf["avg_reward"] * len(input_batch)
                 total["count"] += len(input_batch)"""
 
@@ -202,8 +209,34 @@ LOOP_UNSEEN = {
                          "draw) can show it"),
 }
 
+#: equivalent reuse edits: a call reuses an equal-size draw of the same seed (the same values under torch's
+#: generator and correlated noise, so nothing changes there), in ONE of the calls a loop makes, so that a
+#: replay of one map for the whole case would not reproduce it. Under iid each row that draws is a pass or
+#: the `reuse` artifact (ours replaying the reference's reuse call by call agrees bit for bit), in single
+#: ops and loops alike (tests/test_parity_loops.py)
+LOOP_REUSE_EQUIVALENTS = {
+    "perturb-reuses-equal-size": ("es-at-scale", [(WORKER, _PERTURB_LOOP, """        reused = {}
+        for name, param in self.model_runner.model.named_parameters():
+            key = (param.numel(), param.dtype)
+            if key not in reused:
+                generator = torch.Generator(device=param.device)
+                generator.manual_seed(seed)
+                noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generator=generator)
+                reused[key] = noise
+            noise = reused[key].reshape(param.shape)
+            param.data.add_(scale * noise)""")],
+                                  "the worker's perturb (only) reuses one draw per (element count, dtype), reshaped"),
+    "restore-caches-equal-shape": ("es-awd", [(DIST, """        scale = noise_scale if negate else -noise_scale
+        apply_seeded_noise_to_parameters(self.model_runner.model.parameters(), seed, scale, caching=caching)""",
+                                               """        scale = noise_scale if negate else -noise_scale
+        apply_seeded_noise_to_parameters(self.model_runner.model.parameters(), seed, scale, caching=True)""")],
+                                   "the worker's restore (only) reuses the noise of equal-shape tensors "
+                                   "(caching=True whatever it is handed)"),
+}
+
+
 def make_loop_mutant(tmp, name: str, git: bool = False):
     """Copy the stand-in clone of the mutant's target under `tmp` with its edit applied; the clone root
     (`git`: see mutants.make_variant)."""
-    target, edits, _ = {**LOOP_MUTANTS, **LOOP_EQUIVALENTS, **LOOP_UNSEEN}[name]
+    target, edits, _ = {**LOOP_MUTANTS, **LOOP_EQUIVALENTS, **LOOP_UNSEEN, **LOOP_REUSE_EQUIVALENTS}[name]
     return make_variant(tmp, target, edits, git=git)

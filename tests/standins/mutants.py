@@ -125,11 +125,10 @@ def _zscore_differs(variant):
     (r - mean) / (std + 1e-8) on the case's own rewards (few distinct values, as sparse 0/1 or tied
     rewards have, or all-equal ones, may give the same bits: then the row rightly passes)."""
     def rule(case) -> str:
-        from esverify.es import shape_rewards
+        from esverify.oracle.nonfinite import zscore
         from esverify.oracle.ours import case_rewards
         r = case_rewards(42, case.population, case.rewards)    # the catalog runs with the default --seed
-        _, stats = shape_rewards(r, "zscore")
-        mean, std = stats["mean"], stats["std"]
+        _, mean, std = zscore(r)    # numpy's mean and std, as the parent hands them (NaN ones included)
         same = all(numpy.float64(variant(float(x) - mean, std)).tobytes()
                    == numpy.float64((float(x) - mean) / (std + 1e-8)).tobytes() for x in r)
         return "pass" if same else "fail"
@@ -137,8 +136,11 @@ def _zscore_differs(variant):
 
 
 ALL = [("*", "fail")]
+#: a NaN coefficient (the `nan` and `inf` reward populations: the mean or the std is NaN) makes every weight NaN
+#: whatever the noise or the scaling: an update fault of those shows on the finite populations only
+NAN_HIDES = [("*/nan", "pass"), ("*/inf", "pass")]
 #: an update fault on zero coefficients (all-equal rewards): the update is the identity either way
-ZERO_COEFFS_HIDE = [("*/equal", "pass"), ("*", "fail")]
+ZERO_COEFFS_HIDE = [("*/equal", "pass"), *NAN_HIDES, ("*", "fail")]
 #: an f32 accumulator change of a few ulps: the final bf16 rounding hides it in the small sets
 BF16_HIDES = [("*/bf16/*", "pass"), ("*", "fail")]
 #: a change that is the identity on f32 tensors (a cast to f32, an f32 accumulator)
@@ -150,7 +152,22 @@ PAPER = {"dtypes": ("f32",), "case": "*/update/N30*"}
 AWD_UPDATE = {"dtypes": ("f32", "bf16"), "case": "*/update-none/N7*"}
 ZSCORE = {"case": "*/zscore/*", "noises": ("contract",)}
 
+#: the update rows of the reward populations (the sweep set; with f32 alone, f32), NaN and infinity included
+POPULATIONS_UPDATE = {"dtypes": ("f32",), "case": "*/update/N30/*"}
+AWD_POPULATIONS_UPDATE = {"dtypes": ("f32",), "case": "*/update-none/N30/*"}
+#: a change of what happens to non-finite coefficients only: the `nan` and `inf` rows fail, every finite one passes
+NONFINITE_ONLY = [("*/nan", "fail"), ("*/inf", "fail")]
+_FINITE_OR_ZERO = "coeff = coeff if abs(coeff) < float(\"inf\") else 0.0   # NaN and +-inf to zero"
+
 MUTANTS = {
+    # ---- rewards that are not finite: identical for finite coefficients, different otherwise
+    "update-nonfinite-coeff-zero": Mutant(A, [(WORKER, _UPDATE_SEEDS, _UPDATE_SEEDS + "\n                " + _FINITE_OR_ZERO)],
+        "update maps a NaN or infinite coefficient to zero", "rewards", POPULATIONS_UPDATE, NONFINITE_ONLY),
+    "awd-update-nonfinite-coeff-zero": Mutant(W, [(AWD, "        for seed, coeff in zip(seeds, coeffs):",
+                                                   "        for seed, coeff in zip(seeds, coeffs):\n            "
+                                                   + _FINITE_OR_ZERO)],
+        "es-awd's update maps a NaN or infinite coefficient to zero", "rewards", AWD_POPULATIONS_UPDATE,
+        NONFINITE_ONLY),
     # ---- hook: how the reference uses its generators (docs/references.md §3a)
     "generator-cached-not-reseeded": Mutant(A, _each_draw("""cache = self.__dict__.setdefault("_generators", {})
 if seed not in cache:
@@ -201,7 +218,7 @@ noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generat
         "perturb uses the paper's sigma instead of its argument", "masking", PERTURB, ALL),
     "alpha-constant": Mutant(A, [(WORKER, _UPDATE_SCALE, "update.mul_(0.0005 / population_size)")],
         "update uses the paper's alpha instead of its argument (the paper's row cannot see it)", "masking",
-        PAPER, [("*/paper", "pass"), ("*/equal", "pass"), ("*", "fail")]),
+        PAPER, [("*/paper", "pass"), ("*/equal", "pass"), *NAN_HIDES, ("*", "fail")]),
     "seeds-sorted": Mutant(A, [(WORKER, _UPDATE_SEEDS, "            for seed, coeff in zip(sorted(seeds), coeffs):")],
         "seeds sorted, coefficients left in order", "masking", UPDATE, ALL),
     "skip-bias": Mutant(A, [(WORKER, _PERTURB_LOOP, _PERTURB_LOOP.replace(
@@ -352,7 +369,8 @@ noise = torch.randn(param.shape, dtype=param.dtype, device=param.device, generat
         _zscore_differs(lambda d, s: max(-5.0, min(5.0, d / (s + 1e-8))))),
     "zscore-dead-zone": Mutant(A, [(SHAPING, _ZSCORE, _ZSCORE + "\n        if abs(perf[\"norm_reward\"]) < 1e-5:\n            perf[\"norm_reward\"] = 0.0")],
         "z-scores below a threshold of 1e-5 set to zero", "rewards", ZSCORE,
-        _zscore_differs(lambda d, s: d / (s + 1e-8) if abs(d / (s + 1e-8)) >= 1e-5 else 0.0)),
+        # the edit's own test (`abs(z) < 1e-5`), which a NaN fails: a NaN z-score is kept
+        _zscore_differs(lambda d, s: 0.0 if abs(d / (s + 1e-8)) < 1e-5 else d / (s + 1e-8))),
     "zscore-std-floor": Mutant(A, [(SHAPING, _ZSCORE, _ZSCORE.replace("(std_reward + 1e-8)", "(max(std_reward, 1e-6) + 1e-8)"))],
         "a degenerate std floored at 1e-6", "rewards", ZSCORE, _zscore_differs(lambda d, s: d / (max(s, 1e-6) + 1e-8))),
     "zscore-zero-std-raw": Mutant(A, [(SHAPING, _ZSCORE, _ZSCORE + "\n        if std_reward == 0:\n            perf[\"norm_reward\"] = perf[\"avg_reward\"]")],

@@ -52,6 +52,14 @@ ROWS = (
     ("f32", "contract", 2, 2, False, False, True),
     ("bf16", "native", 2, 2, True, False, True),
 )
+#: rows that reach the update's later chunks (docs/references.md §8: pairs in consecutive chunks of the
+#: chunk size): (dtype, noise, rank, engines, normalize_with_std, scale_lr_in_grad, resume, chunk size,
+#: population); 5 pairs in chunks of 2 is three chunks, the last one short, on the rank-1 path (one matrix
+#: product per chunk) and the rank > 1 one (batched products summed per chunk)
+CHUNK_ROWS = (
+    ("f32", "contract", 1, 2, False, False, False, 2, 10),
+    ("bf16", "native", 3, 2, True, False, False, 2, 10),
+)
 
 
 def defines(path: Path, names=NEEDS) -> list[str]:
@@ -65,10 +73,10 @@ def defines(path: Path, names=NEEDS) -> list[str]:
     return [n for n in names if n in top]
 
 
-def row_tag(rank, engines, std, scale_lr, resume) -> str:
-    """The case id's tag of one row: r<rank>-e<engines>[-std][-lrgrad][-resume]."""
+def row_tag(rank, engines, std, scale_lr, resume, chunk=None) -> str:
+    """The case id's tag of one row: r<rank>-e<engines>[-std][-lrgrad][-resume][-chunk<c>]."""
     return f"r{rank}-e{engines}" + ("-std" if std else "") + ("-lrgrad" if scale_lr else "") + \
-        ("-resume" if resume else "")
+        ("-resume" if resume else "") + (f"-chunk{chunk}" if chunk is not None else "")
 
 
 class Eggroll(Adapter):
@@ -152,15 +160,21 @@ class Eggroll(Adapter):
             for dtype, noise, rank, engines, std, scale_lr, resume in ROWS:
                 if dtype in matrix.dtypes and noise in matrix.noises:
                     out.append(self._case(device, dtype, noise, rank, engines, std, scale_lr, resume, sigma, lr))
+            for dtype, noise, rank, engines, std, scale_lr, resume, chunk, population in CHUNK_ROWS:
+                if dtype in matrix.dtypes and noise in matrix.noises:
+                    out.append(self._case(device, dtype, noise, rank, engines, std, scale_lr, resume, sigma, lr,
+                                          population=population, chunk_size=chunk))
         return out
 
     def _case(self, device, dtype, noise, rank, engines, std, scale_lr, resume, sigma=SIGMA, lr=LR,
-              population=POPULATION, steps=STEPS, steps_per_adapter=STEPS_PER_ADAPTER):
+              population=POPULATION, steps=STEPS, steps_per_adapter=STEPS_PER_ADAPTER, chunk_size=None):
         extra = {"iterations": steps, "rank": rank, "engines": engines, "normalize_with_std": std,
                  "scale_lr_in_grad": scale_lr, "steps_per_adapter": 4 if resume else steps_per_adapter,
                  "resume": resume, "base_seed": BASE_SEED}
+        if chunk_size is not None:   # the trainer's --es-update-chunk-size (None: its default by rank)
+            extra["chunk_size"] = int(chunk_size)
         return Case(self.name, device, dtype, "correlated", OP, population, float(sigma), float(lr), False, extra,
-                    tag=row_tag(rank, engines, std, scale_lr, resume), noise=noise)
+                    tag=row_tag(rank, engines, std, scale_lr, resume, chunk_size), noise=noise)
 
     def check_case(self, case) -> None:
         if case.op != OP:
@@ -186,7 +200,8 @@ class Eggroll(Adapter):
         if int(case.extra.get("rank", 1)) > 1:
             out.append(replace(case, extra={**case.extra, "rank": 1},
                                tag=row_tag(1, case.extra.get("engines", 1), case.extra.get("normalize_with_std"),
-                                           case.extra.get("scale_lr_in_grad"), case.extra.get("resume"))))
+                                           case.extra.get("scale_lr_in_grad"), case.extra.get("resume"),
+                                           case.extra.get("chunk_size"))))
         return out
 
     def run_row(self, session, case) -> dict:

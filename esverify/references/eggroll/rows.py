@@ -85,6 +85,14 @@ def engine_reward(peft_shapes, prompts):
     return reward
 
 
+def update_chunks(rank: int, pairs: int, chunk_size=None) -> str:
+    """How the update splits its pairs, in words ("5 pairs in 3 update chunks of 2"): the path a row reaches
+    (docs/references.md §8, the update's chunks)."""
+    chunk = lowrank.default_chunk(rank, pairs, chunk_size)
+    count = -(-pairs // chunk)
+    return f"{pairs} pairs in {count} update chunk{'s' if count > 1 else ''} of {chunk}"
+
+
 def _bits16(t: torch.Tensor) -> np.ndarray:
     return t.detach().contiguous().view(torch.int16).numpy().view(np.uint16)
 
@@ -94,14 +102,15 @@ def _settings(case) -> dict:
     return {"rank": int(x.get("rank", 1)), "engines": int(x.get("engines", 1)),
             "std": bool(x.get("normalize_with_std", False)), "scale_lr": bool(x.get("scale_lr_in_grad", False)),
             "spa": int(x.get("steps_per_adapter", 2)), "resume": bool(x.get("resume", False)),
-            "base_seed": int(x.get("base_seed", 3)), "steps": case.iterations}
+            "base_seed": int(x.get("base_seed", 3)), "steps": case.iterations,
+            "chunk": None if x.get("chunk_size") is None else int(x["chunk_size"])}
 
 
 def _args(case, s, steps, **more) -> dict:
     return {"population_size": case.population, "num_iterations": steps, "lora_r": s["rank"],
             "steps_per_adapter": s["spa"], "sigma": case.sigma, "learning_rate": case.alpha,
             "base_seed": s["base_seed"], "normalize_with_std": s["std"], "scale_lr_in_grad": s["scale_lr"],
-            "save_freq": None, **more}
+            "save_freq": None, **({} if s["chunk"] is None else {"es_update_chunk_size": s["chunk"]}), **more}
 
 
 def compare_steps(ours, tape, case, s, peft_shapes, names, source, first_step=0) -> tuple[str, list]:
@@ -220,7 +229,7 @@ def run_row(adapter, session, case) -> dict:
             rank=s["rank"], steps=steps, reward=reward, steps_per_adapter=s["spa"], normalize_with_std=s["std"],
             scale_lr_in_grad=s["scale_lr"], engines=s["engines"], noise=case.noise, base_seed=s["base_seed"],
             seed=seed, mapping=opts.mapping, backend=ours_backend if case.noise == "contract" else None,
-            start_step=start_step)
+            start_step=start_step, chunk_size=s["chunk"])
     notes = []
     if s["resume"]:
         first = {"op": "eggroll-main", **base, "out": str(out / "first"),
@@ -277,5 +286,7 @@ def run_row(adapter, session, case) -> dict:
         session.keep(case.case_id, ours_path, reply["results"])
     notes.append(f"{case.op}: {s['steps']} steps, steps_per_adapter {s['spa']}, N={case.population}, r={s['rank']}, "
                  f"{s['engines']} engines, std {'on' if s['std'] else 'off'}, "
-                 f"lr in grad {'on' if s['scale_lr'] else 'off'}, {ours.updates} updates compared")
+                 f"lr in grad {'on' if s['scale_lr'] else 'off'}, "
+                 f"{update_chunks(s['rank'], case.population // 2, s['chunk'])}, "
+                 f"{ours.updates} updates compared")
     return session.row(case, status=status, detail="; ".join(notes), **cmp.fields())

@@ -40,6 +40,12 @@ class EsAtScale(Adapter):
     ops_need = {"perturb": "worker_extension", "restore": "worker_extension", "update": "worker_extension",
                 "loop": "worker_extension", "zscore": "reward_shaping", "fit": "es_trainer"}
     profile = "es-at-scale"
+
+    @staticmethod
+    def nonfinite_update(params, noise, coeffs, alpha, population):
+        """The update as the reference writes it, for the rows with non-finite rewards (.nonfinite)."""
+        from .nonfinite import update
+        update(params, noise, coeffs, alpha, population)
     ops = ("zscore", "perturb", "restore", "update", "loop")
     loop_ops = ("fit",)
     layered_ops = ("perturb", "restore", "update")
@@ -73,7 +79,8 @@ class EsAtScale(Adapter):
     def device_cases(self, matrix, device, population, add):
         for n in dict.fromkeys([population, *POPULATIONS, CASE_POPULATION]):
             add("f64", "-", "zscore", n, "-")
-        for shape in REWARD_SHAPES:
+        from esverify.oracle.rewards import NONFINITE   # a NaN and an infinite reward: z_score as it is
+        for shape in REWARD_SHAPES + NONFINITE:
             add("f64", "-", "zscore", CASE_POPULATION, "-", rewards=shape)
 
     def cell_cases(self, matrix, cell):

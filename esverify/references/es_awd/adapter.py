@@ -52,6 +52,12 @@ class EsAwd(Adapter):
                 "update": "weight_update_utils", "decay": "weight_update_utils", "main": "es_main"}
     identifying = ("weight_update_utils", "distributed_utils")   # es.py alone: many projects have one
     profile = "es-awd"
+
+    @staticmethod
+    def nonfinite_update(params, noise, coeffs, alpha, population):
+        """The update as the reference writes it, for the rows with non-finite rewards (.nonfinite)."""
+        from .nonfinite import update
+        update(params, noise, coeffs, alpha, population)
     ops = OPS
     loop_ops = tuple(MAIN_VARIANTS)
     layered_ops = ("perturb", "restore", "update-none", "update-l1", "caching")

@@ -1,0 +1,75 @@
+"""Our side of the rows with non-finite rewards: the references' own arithmetic, NaN and infinities kept.
+
+esverify's trainer refuses a NaN or infinite reward, and a non-finite
+coefficient, before changing anything (docs/trainer.md): one bad reward
+would poison every weight. The references refuse nothing: a reward
+function that divides by zero hands them a NaN, and they z-score it and
+update with it. The `nan` and `inf` reward populations
+(esverify.oracle.rewards) therefore check what a reference does then
+against that arithmetic carried out on our side: the z-scores
+`(r - mean) / (std + 1e-8)` in f64 with numpy's mean and std
+(docs/numerics.md §2; a NaN anywhere makes every coefficient NaN, an
+infinity makes the mean infinite and the std NaN), then the update of
+our profile with those coefficients as they are (docs/numerics.md §3), so
+that the reference's NaN weights are compared bit for bit with ours.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..es.decay import decay_chunk
+
+
+def zscore(rewards) -> tuple[np.ndarray, float, float]:
+    """(coefficients f64 (N,), mean, std) of z-score shaping on `rewards` as the references compute it,
+    whatever the values: numpy's mean and std (ddof 0) of the f64 array, then (r - mean) / (std + 1e-8)
+    element-wise in f64; no error for NaN or infinities (numpy's invalid-value warnings silenced)."""
+    r = np.ascontiguousarray(np.asarray(rewards, dtype=np.float64))
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        mean, std = np.mean(r), np.std(r)
+        return (r - mean) / (std + 1e-8), float(mean), float(std)
+
+
+def update(trainer, coeffs, as_written=None) -> None:
+    """theta += (alpha / N) sum_n C_n q(eps_n) on `trainer` (an esverify.es.Trainer, no member active) with the
+    f64 coefficients `coeffs` as they are, NaN and infinities included, without advancing the iteration. For
+    the non-finite rows only: every other row goes through Trainer.update and its checks.
+
+    as_written: the reference's own update in torch calls on whole tensors (its adapter's
+    `nonfinite_update`: update(params, noise, coeffs, alpha, population)), where a reference has one: which
+    NaN a weight ends with depends on the torch kernels that produce it, so the profile's chunks and
+    kernels, exact for finite values, need not give the reference's NaN bits. The noise it is handed is
+    our trainer's (the contract stream of each member and slot, or torch's under native noise) rounded to
+    the parameter's dtype. Without one (or with antithetic pairs or decay): `Trainer.update`'s arithmetic
+    (the same profile calls per slot and chunk, antithetic folding, anchored decay) without its refusal."""
+    cfg = trainer.config
+    if as_written is not None and not cfg.antithetic and not cfg.decay_on:
+        def noise(member, slot):
+            t = trainer.slots[slot][1]
+            eps = trainer._draw(member, slot, 0, t.numel(), t.device)
+            return eps.reshape(t.shape).to(t.dtype)
+        as_written([t for _, t in trainer.slots], noise, [float(v) for v in np.asarray(coeffs, np.float64)],
+                   cfg.alpha, cfg.population)
+        return
+    c = np.asarray(coeffs, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        terms = [(2 * k, float(c[2 * k] - c[2 * k + 1])) for k in range(cfg.population // 2)] if cfg.antithetic \
+            else [(n, float(v)) for n, v in enumerate(c)]
+    scale = trainer.profile.scale(cfg.alpha, cfg.population)
+    decay_step = cfg.alpha * cfg.anchor_lambda if cfg.decay_on else None
+    rules = trainer.rules()
+    with torch.no_grad():
+        for slot, (_, t) in enumerate(trainer.slots):
+            flat, n, rule, dt = t.view(-1), t.numel(), rules[slot], t.dtype
+            anchor = trainer._anchor[slot].view(-1) if decay_step is not None else None
+            for start, end in trainer._chunks(slot):
+                acc = trainer.profile.new_acc(end - start, dt, t.device)
+                if not trainer._accumulate_drawn(acc, terms, slot, start, dt, rule):
+                    for member, coeff in terms:
+                        eps = trainer._draw(member, slot, start, end, t.device)
+                        acc = trainer.profile.accumulate(acc, eps, coeff, dt, rule, start, n)
+                trainer.profile.apply(flat[start:end], acc, scale, rule, start, n, flat[start:end])
+                if decay_step is not None:
+                    flat[start:end].copy_(decay_chunk(flat[start:end], anchor[start:end], cfg.anchor_decay,
+                                                      decay_step, rule))
