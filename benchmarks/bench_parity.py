@@ -7,7 +7,7 @@ clones given with --ref, and prints, measured in the same run:
 
 - CPU time (user + sys of this process and of every child process it reaped: the children that run
   the references) and wall time, rows per CPU second and per wall second, and their shares of the
-  goal (40 s of CPU, 25 s wall on 2 idle cores; docs/parity.md, "Measured figures");
+  goal (40 s of CPU, 25 s wall on 2 idle cores; docs/benchmarks.md, "Parity");
 - the breakdown: the parent's own imports, the warm start server's launch, our side's imports (torch,
   numba, pandas: Runner._our_side, while the server imports), the rest of the server's start (its
   hello, once; docs/parity.md "Warm starts"), child start and imports (each reference's child, until
@@ -177,8 +177,8 @@ def _print(m: dict, label: str) -> None:
     print(f"{label}: {m['rows']} rows ({m['ran']} ran) {m['counts']}; exit {m['exit']}; load average {load}")
     print(f"  CPU {m['cpu']:.2f} s, wall {m['wall']:.2f} s; {m['ran'] / m['cpu']:.2f} rows per CPU second, "
           f"{m['ran'] / m['wall']:.2f} rows per wall second")
-    print(f"  against the goal of {GOAL_CPU_S:g} s of CPU and {GOAL_WALL_S:g} s wall on 2 idle cores (docs/parity.md, "
-          f"\"Measured figures\"): {m['cpu'] / GOAL_CPU_S:.2f} and {m['wall'] / GOAL_WALL_S:.2f} of it")
+    print(f"  against the goal of {GOAL_CPU_S:g} s of CPU and {GOAL_WALL_S:g} s wall on 2 idle cores (docs/benchmarks.md, "
+          f"\"Parity\"): {m['cpu'] / GOAL_CPU_S:.2f} and {m['wall'] / GOAL_WALL_S:.2f} of it")
     print(f"  {'phase':44s} {'wall s':>8s} {'of wall':>8s}")
 
     def line(name, s):

@@ -67,9 +67,9 @@ def _vectors(area: str) -> int:
 
 def test_the_vector_counts_the_docs_quote_are_the_goldens_counts():
     """The C example claims every rng and es-at-scale vector but the step and seed-schedule ones, and none
-    of es-awd, es-paper, skill-sample or lowrank (tests/test_impl_c.py asserts it on a live run); the README and
-    PROTOCOL.md quote the counts that follow from the goldens, and the README's gate cost quotes the gate's
-    recomputations (3 backends on the CPU)."""
+    of es-awd, es-paper, skill-sample or lowrank (tests/test_impl_c.py asserts it on a live run); the goldens
+    guide and PROTOCOL.md quote the counts that follow from the goldens, and the guide's cost paragraph quotes
+    the gate's recomputations (3 backends on the CPU)."""
     import json
     at_scale = json.loads((ROOT / "goldens" / "es-at-scale.json").read_text())["vectors"]
     not_c = sum(v["inputs"]["kind"] in ("step", "seed-schedule") for v in at_scale)
@@ -77,15 +77,15 @@ def test_the_vector_counts_the_docs_quote_are_the_goldens_counts():
     unsupported = _vectors("es-awd") + not_c + _vectors("es-paper") + _vectors("skill-sample")
     unsupported += _vectors("lowrank")
     total = claimed + unsupported
-    readme = (ROOT / "README.md").read_text()
+    guide = (ROOT / "docs" / "goldens.md").read_text()
     protocol = (ROOT / "docs" / "PROTOCOL.md").read_text()
-    quoted = re.search(r"--impl \./esimpl +# (\d+) vectors bit-equal, (\d+) unsupported", readme)
+    quoted = re.search(r"--impl \./esimpl +# (\d+) vectors bit-equal, (\d+) unsupported", guide)
     assert quoted and (int(quoted[1]), int(quoted[2])) == (claimed, unsupported), quoted
     quoted = re.search(r"PASS: (\d+) vector recomputations bit-equal on impl:esimpl-c.*?; (\d+) vector\(s\) "
                        r"unsupported", protocol)
     assert quoted and (int(quoted[1]), int(quoted[2])) == (claimed, unsupported), quoted
     quoted = re.search(r"\((\d+)\s+recomputations\s+of\s+(\d+)\s+vectors\s+on\s+numpy,\s+numba\s+and\s+torch\s+CPU",
-                       readme)
+                       guide)
     assert quoted and (int(quoted[1]), int(quoted[2])) == (3 * total, total), quoted
 
 
@@ -128,7 +128,7 @@ def _doc_exit_table(text: str, index: int) -> set:
 @pytest.mark.parametrize("path, doc, index", [(("replay",), "replay.md", 0), (("goldens", "check"), "goldens.md", 0),
                                               (("goldens", "generate"), "goldens.md", 1)])
 def test_help_and_guide_name_the_same_exit_codes(path, doc, index):
-    """`--help` and the guide's exit table agree code for code (issue 27 item 8: replay --help omitted 130)."""
+    """`--help` and the guide's exit table agree code for code (replay --help once omitted 130)."""
     help_codes = _exit_codes(_command(*path).help)
     doc_codes = _doc_exit_table((ROOT / "docs" / doc).read_text(), index)
     assert help_codes == doc_codes and {0, 1, 2, 130, 143, 129} <= doc_codes
