@@ -73,6 +73,10 @@ class Choice(click.Choice):
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter:
+            from . import registry
+            left_out = registry.unusable(str(value))   # a plug-in reference of that name that failed to register
+            if left_out:
+                self.fail(left_out, param, ctx)
             self.fail(f"{value!r} is not one of {', '.join(map(repr, self.choices))}{suggest(value, self.choices)}",
                       param, ctx)
 

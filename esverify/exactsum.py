@@ -32,6 +32,8 @@ import numpy as np
 
 try:
     import numba
+
+    from .jitcache import njit as njit_cached
 except ImportError:  # pragma: no cover - numba is a dependency; the numpy path gives the same bits
     numba = None
 
@@ -105,7 +107,7 @@ def _exact_chunk(values: np.ndarray) -> tuple[int, int]:
 _USE_NUMBA = True
 
 if numba is not None:
-    @numba.njit(cache=True, nogil=True, inline="always")
+    @njit_cached(nogil=True, inline="always")
     def _bin(b, low_bits, high_bits):
         # the IEEE fields of the value whose bits are b: value == m * 2**(e - 1075) with the biased
         # exponent e (1 for subnormals) and the signed integer m, |m| < 2**53; added to bin e as two's
@@ -122,7 +124,7 @@ if numba is not None:
         low_bits[e] += m & 0x7FFFFFF
         high_bits[e] += m >> 27
 
-    @numba.njit(cache=True, nogil=True)
+    @njit_cached(nogil=True)
     def _bins_numba(values):
         raw = values.view(np.int64)
         low_bits = np.zeros(2048, np.int64)
@@ -131,7 +133,7 @@ if numba is not None:
             _bin(raw[i], low_bits, high_bits)
         return low_bits, high_bits
 
-    @numba.njit(cache=True, nogil=True)
+    @njit_cached(nogil=True)
     def _squared_bins_numba(values, target):
         # _bins_numba of p = (v - target) * (v - target), each p rounded as numpy rounds it (two f64
         # operations, no fused multiply-add: numba contracts nothing without fastmath), with the sum of
@@ -149,7 +151,7 @@ if numba is not None:
             _bin(cell_bits[0], low_bits, high_bits)
         return low_bits, high_bits, magnitude
 
-    @numba.njit(cache=True, nogil=True)
+    @njit_cached(nogil=True)
     def _pieces_numba(low_bits, high_bits):
         # each used bin's two pieces as floats, exactly: a piece is an integer below 2**53 (fewer than
         # 2**26 values) times a power of two no smaller than 2**-1074, and no larger than the total (every

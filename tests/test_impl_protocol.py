@@ -37,16 +37,18 @@ def wrapper(mode: str) -> str:
     return f"{sys.executable} {WRAPPERS} {mode}"
 
 
-#: the rng area's long-stream digest vectors (docs/PROTOCOL.md §5): they need `gaussian_ranges`, which the test
-#: wrappers of tests/impl_wrappers.py do not claim, so each is one `unsupported` row, whatever the wrapper's fault
+#: the rng area's long-stream digest vectors (docs/PROTOCOL.md §5): the test wrappers of tests/impl_wrappers.py
+#: do not claim `gaussian_ranges`, so the gate asks their ranges through `gaussian` (never a silent skip)
 DIGESTS = [v["id"] for v in json.loads((GOLDENS / "rng.json").read_text())["vectors"]
            if v["inputs"]["kind"].endswith("-digest")]
 
 
 def value_rows(result) -> list:
-    """The rows of the rng area's per-value vectors, after checking each digest vector is one `unsupported` row."""
+    """The rows of the rng area's per-value vectors, after checking that a wrapper claiming `gaussian` has no
+    digest vector `unsupported` (each is bit-equal, no row, or its own error rows)."""
     digest_rows = [r for r in result.rows if r["vector"] in DIGESTS]
-    assert [(r["vector"], r["status"]) for r in digest_rows] == [(v, "unsupported") for v in DIGESTS]
+    if any(r["status"] != "unsupported" for r in result.rows):   # not the wrapper that claims `at` alone
+        assert [r for r in digest_rows if r["status"] == "unsupported"] == []
     return [r for r in result.rows if r["vector"] not in DIGESTS]
 
 

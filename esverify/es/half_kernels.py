@@ -40,6 +40,7 @@ try:
     from numba.core import types
     from numba.extending import intrinsic
 
+    from ..jitcache import njit as njit_cached
     from ..rng.numba_backend import bits_to_f32, f32_to_bits
     from .cpu_kernels import fmaf
 except ImportError:  # pragma: no cover - numba is a dependency; the torch lines still work
@@ -171,41 +172,41 @@ if numba is not None:
         return not bad
 
     # one compiled loop per format and noise dtype: a flag tested in the loop measured 2x slower elsewhere
-    @numba.njit(cache=True, nogil=True)
+    @njit_cached(nogil=True)
     def _f16_dt(x, y, k, split, out):
         return _loop(x, y, np.float32(k), split, out, _same, _f16_widen, _f16_narrow)
 
-    @numba.njit(cache=True, nogil=True)
+    @njit_cached(nogil=True)
     def _f16_f32(x, y, k, split, out):
         return _loop(x, y, np.float32(k), split, out, _rounded, _f16_widen, _f16_narrow)
 
-    @numba.njit(cache=True, nogil=True)
+    @njit_cached(nogil=True)
     def _bf16_dt(x, y, k, split, out):
         return _loop(x, y, np.float32(k), split, out, _same, _bf16_widen, _bf16_narrow)
 
-    @numba.njit(cache=True, nogil=True)
+    @njit_cached(nogil=True)
     def _bf16_f32(x, y, k, split, out):
         return _loop(x, y, np.float32(k), split, out, _rounded, _bf16_widen, _bf16_narrow)
 
     _KERNELS = {(torch.float16, False): _f16_dt, (torch.float16, True): _f16_f32,
                 (torch.bfloat16, False): _bf16_dt, (torch.bfloat16, True): _bf16_f32}
 
-    @numba.njit(cache=True, nogil=True)
+    @njit_cached(nogil=True)
     def _widen_all(bits, out, bf16):
         for i in range(bits.size):
             out[i] = _bf16_widen(bits[i]) if bf16 else _f16_widen(bits[i])
 
-    @numba.njit(cache=True, nogil=True)
+    @njit_cached(nogil=True)
     def _narrow_all(values, out, bf16):
         for i in range(values.size):
             out[i] = _bf16_narrow(values[i]) if bf16 else _f16_narrow(values[i])
 
-    @numba.njit(cache=True, nogil=True)
+    @njit_cached(nogil=True)
     def _widen_all_portable(bits, out):
         for i in range(bits.size):
             out[i] = _f16_widen_portable(bits[i])
 
-    @numba.njit(cache=True, nogil=True)
+    @njit_cached(nogil=True)
     def _narrow_all_portable(values, out):
         for i in range(values.size):
             out[i] = _f16_narrow_portable(values[i])

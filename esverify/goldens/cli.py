@@ -166,7 +166,8 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir, impl_
                          "errors": len(result.errors)},
               "started_utc": started, "finished_utc": report.utc_now(), "command_line": _command_line()}
     metadata = {**header, "goldens_dir": str(directory), "against": against, "strict": strict,
-                "numpy": result.environment["numpy"], "errors": result.errors}
+                "numpy": result.environment["numpy"], "errors": result.errors,
+                "plugin_problems": result.environment.get("plugin_problems", [])}
     if target is not None:
         metadata["impl"] = target.identity()
         click.echo(f"impl: {target.identity()}")

@@ -126,6 +126,8 @@ def check(goldens_dir: Path, areas: list[str] | None = None, backends: list[str]
         return result
     fileformat.clean_stale_temps(goldens_dir)
     names = list(areas) if areas is not None else area_mod.area_names()
+    from .. import registry
+    result.environment["plugin_problems"] = registry.problems()   # a name a plug-in claimed twice: reported
     for name in names:
         if name not in area_mod.AREA_MODULES:
             result.errors.append(f"unknown golden area {name!r}; known: {sorted(area_mod.AREA_MODULES)}")

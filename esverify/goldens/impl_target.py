@@ -11,7 +11,10 @@ gives the gate an Area whose only backend is ``impl:<name>`` and whose
 - rng ``gaussian-digest`` -> one `gaussian_ranges` (the bulk request) whose
   reply the gate hashes; ``noise-digest`` -> `member_seed`, `stream_seed`,
   then one `gaussian_ranges`; a differing digest is located by asking
-  `gaussian_ranges` again for sub-ranges (esverify.goldens.digest);
+  `gaussian_ranges` again for sub-ranges (esverify.goldens.digest). A
+  wrapper that claims `gaussian` and not the bulk request is asked the same
+  ranges through `gaussian`, one request per range (docs/PROTOCOL.md §4
+  defines the two as equal), so that no port skips the digests;
 - es ``es-run`` -> per iteration `perturb`, `restore`, `update`, chained on
   the implementation's own results (as a trainer would run).
 
@@ -266,19 +269,30 @@ class ImplTarget:
                 for k, size in enumerate(x["slot_sizes"])}
 
     # -- long-stream digests (esverify.goldens.digest) ----------------------------
+    def _stream_op(self) -> str:
+        """The request the digests' values are asked with: `gaussian_ranges` where claimed, else `gaussian`
+        where that is claimed (docs/PROTOCOL.md §4: range k of the bulk request is `gaussian` with the same
+        arguments), else `gaussian_ranges` (what an unsupported row then names)."""
+        ops = (self.caps or {}).get("operations", [])
+        return "gaussian" if "gaussian_ranges" not in ops and "gaussian" in ops else "gaussian_ranges"
+
     def _digest_ranges(self, x) -> list:
         """The vector's (seed, first, n) ranges, noise seeds derived by the wrapper itself."""
         from .rng_area import ranges_of
         if x["kind"] == "gaussian-digest":
-            self._need(["gaussian_ranges"], mappings=[x["mapping"]])
+            self._need([self._stream_op()], mappings=[x["mapping"]])
             return ranges_of(x)
-        self._need(["member_seed", "stream_seed", "gaussian_ranges"], mappings=[x["mapping"]], schemes=[x["scheme"]])
+        self._need(["member_seed", "stream_seed", self._stream_op()], mappings=[x["mapping"]], schemes=[x["scheme"]])
         member_seed = lambda m: int(self._member_seeds(x, [m]).bits.reshape(-1)[0])   # noqa: E731
         stream_seed = lambda ms, slots: self._stream_seeds(u64_hex(ms), x["scheme"], slots).bits.reshape(-1).tolist()  # noqa: E731,E501
         return ranges_of(x, member_seed, stream_seed)
 
     def _ranges_values(self, mapping: str, ranges) -> np.ndarray:
-        """One `gaussian_ranges` request: the f32 values of `ranges`, concatenated (exact shape checked)."""
+        """The f32 values of `ranges`, concatenated (exact shapes checked): one `gaussian_ranges` request,
+        or one `gaussian` request per non-empty range for a wrapper without the bulk request."""
+        if self._stream_op() == "gaussian":
+            parts = [self._gaussian_f32(mapping, seed, first, n) for seed, first, n in ranges if n]
+            return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
         r = self._call("gaussian_ranges", {"mapping": mapping, "seeds": _u64_tensor([s for s, _, _ in ranges]),
                                            "firsts": _u64_tensor([f for _, f, _ in ranges]),
                                            "counts": _u64_tensor([n for _, _, n in ranges])})
@@ -287,6 +301,16 @@ class ImplTarget:
             raise CaseError("gaussian_ranges: the reply's values is not an f32 tensor")
         check_shape(t, (sum(n for _, _, n in ranges),), "gaussian_ranges values")
         return t.bits.view(np.float32)
+
+    def _gaussian_f32(self, mapping: str, seed: int, first: int, n: int) -> np.ndarray:
+        """One `gaussian` request for elements first .. first+n-1 of the stream of `seed`, as f32 values
+        (the reply kept as bits: a digest range is up to 2^20 values)."""
+        r = self._call("gaussian", {"mapping": mapping, "seed": u64_hex(seed), "first": u64_hex(first), "n": u64_hex(n)})
+        t = self._field(r, "values", "gaussian")
+        if not isinstance(t, Tensor) or t.dtype != "f32":
+            raise CaseError("gaussian: the reply's values is not an f32 tensor")
+        check_shape(t, (n,), "gaussian values")
+        return t.bits.reshape(-1).view(np.float32)
 
     def _digest(self, x):
         from . import digest

@@ -64,7 +64,8 @@ TEMP_PREFIX = "esverify-child-"
 #: tests/test_structure.py checks both against the child scripts' imports: a module missing here fails
 #: only where esverify is not installed for the child's Python, as with `parity --python`
 CHILD_MODULES = ("esverify/__init__.py", "esverify/rng", "esverify/numerics_probe.py", "esverify/forksafe.py",
-                 "esverify/exactsum.py", "esverify/registry.py", "esverify/references/__init__.py")
+                 "esverify/exactsum.py", "esverify/jitcache.py", "esverify/registry.py",
+                 "esverify/references/__init__.py")
 #: environment variables passed to the child: exact names, then prefixes (docs/parity.md "Trust model")
 ENV_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "SYSTEMROOT", "LD_LIBRARY_PATH",
              "CONDA_PREFIX", "VIRTUAL_ENV")

@@ -102,6 +102,9 @@ def validate(opts: Options) -> Options:
     """`opts`, checked: UsageError (one line, naming the option and the fix) on the first bad one."""
     from . import adapters as _adapters
     if opts.target not in (None, "all", *_adapters.names()):
+        from .. import registry
+        if registry.unusable(opts.target):   # a plug-in of that name that is left out: its own line
+            raise UsageError(f"--target {opts.target}: {registry.unusable(opts.target)}")
         raise UsageError(f"--target must be one of {', '.join(_adapters.names())} or all, got {opts.target!r}")
     for name, values, known in (("--dtypes", opts.dtypes, MATRIX_DTYPES), ("--schemes", opts.schemes,
                                 ("iid", "correlated")), ("--devices", opts.devices, ("cpu", "cuda"))):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ..numerics_probe import SETTINGS_HINT
+from ..numerics_probe import what_is_off
 
 COLUMNS = ["target", "device", "dtype", "scheme", "noise", "op", "population", "case", "rule", "elements",
            "mismatches", "max_abs_diff", "max_ulp_diff", "first_mismatch_index", "first_mismatch_ours",
@@ -43,15 +43,17 @@ FLUSH_STATUSES = ("pass", "fail", "artifact", "unverifiable")   #: rows a flushi
 
 
 def flush_row(row: dict, findings: list, target: str) -> dict:
-    """`row`, failed with diagnosis `flush` when the child reported FTZ/DAZ after its case (`findings`,
-    the probe's lines): a reference process that flushes subnormals to zero computes no IEEE results in
-    the subnormal range, whether or not this case's values reached it (docs/parity.md "Subnormals").
+    """`row`, failed with diagnosis `flush` when the child reported FTZ/DAZ or a rounding mode other than to
+    nearest after its case (`findings`, the probe's lines): a reference process that flushes subnormals to
+    zero computes no IEEE results in the subnormal range, and one that rounds otherwise no contract result,
+    whether or not this case's values showed it (docs/parity.md "Subnormals").
     Rows that did not compare (error, skipped, unsupported, not-run) keep their status."""
     if not findings or row["status"] not in FLUSH_STATUSES:
         return row
-    note = (f"the {target} child flushes subnormals to zero (FTZ/DAZ) after this case: {findings[0]}"
+    does, causes, cost = what_is_off(findings)   # FTZ/DAZ, or a rounding mode other than to nearest
+    note = (f"the {target} child {does} after this case: {findings[0]}"
             + (f" (+{len(findings) - 1} more probe(s))" if len(findings) > 1 else "")
-            + f"; usual causes: {SETTINGS_HINT}; its results in the subnormal range are not IEEE results")
+            + f"; usual causes: {causes}; {cost}")
     diagnosis = ",".join([d for d in row["diagnosis"].split(",") if d] + ["flush"])
     return dict(row, status="fail", diagnosis=diagnosis,
                 detail=note + (f"; row before the probe: {row['status']}" + (f": {row['detail']}" if row["detail"]

@@ -18,7 +18,7 @@ import pandas as pd
 
 from .. import __version__
 from ..interrupt import VERDICT as INTERRUPTED
-from ..numerics_probe import SETTINGS_HINT
+from ..numerics_probe import what_is_off
 from ..paths import checkout_root
 from ..report import to_junit, utc_now, write_report
 from ..reportset import ReportSet
@@ -64,11 +64,14 @@ def run_metadata(runner, clones, environments, probe, wall, skipped_targets) -> 
     opts = runner.opts
     root = checkout_root()
     warnings = [f"{name}: {w}" for name, c in clones.items() for w in c.warnings]
+    from .. import registry
+    warnings += registry.problems()   # a plug-in left out, a name claimed twice: in every report
     for name, env in environments.items():   # the child's probe once the clone's modules had loaded
         flush = (env or {}).get("flush_to_zero") or []
         if isinstance(flush, list) and flush:
-            warnings.append(f"{name}: the child flushes subnormals to zero (FTZ/DAZ) once the clone is loaded: "
-                            f"{'; '.join(map(str, flush))}; usual causes: {SETTINGS_HINT}")
+            does, causes, _ = what_is_off(flush)   # FTZ/DAZ, or a rounding mode other than to nearest
+            warnings.append(f"{name}: the child {does} once the clone is loaded: "
+                            f"{'; '.join(map(str, flush))}; usual causes: {causes}")
     return {
         "esverify_version": __version__, "esverify_commit": git_commit(root),
         "parent_python": platform.python_version(), "parent_torch": torch.__version__,

@@ -290,7 +290,7 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
                          "precision": run_log.precision,
                          "residue": f"engine 0 of {run_log.num_engines}, batching {batching}" if share else
                          "logged per iteration"},
-               "notes": _notes(run_log, share, profile, noise, device, batching)}
+               "notes": _notes(run_log, share, profile, noise, device, batching) + registry.problems()}
     if stopped is not None:
         context["signal"] = stopped.signal_name
         report = build_report(units, results, context, verdict=interrupt.VERDICT)

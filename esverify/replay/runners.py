@@ -143,11 +143,23 @@ def _collect(pending: dict, on_result) -> None:
             on_result(result)
 
 
+def _cause(exc: BaseException, limit: int = 400) -> str:
+    """`Type: message` of `exc` on one line (its lines joined: Ray's version mismatch puts the versions on
+    the lines after the first), cut at `limit` characters: the cause a one-line error keeps."""
+    text = " ".join(str(exc).split())
+    text = text if len(text) <= limit else text[:limit - 3] + "..."
+    return type(exc).__name__ + (f": {text}" if text else "")
+
+
 def _ray():
     try:
         import ray
-    except ImportError:
+    except ModuleNotFoundError as exc:
+        if exc.name != "ray":   # Ray is there but one of its own dependencies is not: that is the cause
+            raise RunnerError(f"--ray: Ray is installed but cannot be imported ({_cause(exc)})") from None
         raise RunnerError(f"--ray needs Ray, which is not installed: {RAY_HINT}") from None
+    except Exception as exc:   # an installed Ray whose import fails (a version clash of its dependencies...)
+        raise RunnerError(f"--ray: Ray is installed but cannot be imported ({_cause(exc)})") from None
     return ray
 
 
@@ -163,10 +175,12 @@ def run_ray(job, units, address, on_result) -> None:
     if not ray.is_initialized():
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
-        except Exception as exc:   # ConnectionError and Ray's own types; Ray's text names its own flags
+        except ConnectionError as exc:   # no cluster there; Ray's own text names its own flags, not ours
             raise RunnerError(f"--ray {address}: cannot connect to a Ray cluster ({type(exc).__name__}); start "
                               f"one here (ray start --head) for --ray auto, or give a running cluster's "
                               f"address: --ray HOST:PORT") from None
+        except Exception as exc:   # a cluster that refuses this driver (a Ray or Python version mismatch...)
+            raise RunnerError(f"--ray {address}: ray.init failed: {_cause(exc)}") from None
         started = True
     pending = {}
     clean = False

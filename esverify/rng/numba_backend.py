@@ -12,7 +12,8 @@ it). numba's own threading layer is never launched: its OpenMP workers
 and torch's spin-wait and starve each other (measured: libm64 fell from
 137 to 40 M/s after `numba.set_num_threads(2)`). The values are a pure
 function of the element index, so the split never changes a bit.
-Compiled with ``@njit`` without fastmath and with ``cache=True``: LLVM then
+Compiled with ``@njit`` without fastmath and with ``cache=True`` (without the
+cache in a read-only install, `esverify.jitcache`; the same code): LLVM then
 emits no `contract` flag and never fuses ``p * f + c`` into an FMA (the
 tests check the generated assembly for FMA instructions as well as the
 bits). Every poly32 literal is an np.float32 global (rounded from
@@ -45,6 +46,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from ..jitcache import njit as njit_cached
 from . import constants as K
 from .splitmix import GAMMA, MASK64, MUL1, MUL2
 
@@ -90,14 +92,14 @@ def bits_to_f32(typingctx, x):
     return sig, codegen
 
 
-@njit(inline="always", cache=True)
+@njit_cached(inline="always")
 def _mix(z):
     z = (z ^ (z >> _S30)) * _MUL1
     z = (z ^ (z >> _S27)) * _MUL2
     return z ^ (z >> _S31)
 
 
-@njit(inline="always", cache=True)
+@njit_cached(inline="always")
 def poly32_pair(z):
     """(even, odd) poly32 values of the pair whose first counter word is mix(z) (inlined by the fill kernels
     here and by esverify.es.cpu_kernels' update that draws as it accumulates)."""
@@ -153,7 +155,7 @@ def poly32_pair(z):
     return r * cos_v, r * sin_v
 
 
-@njit(inline="always", cache=True)
+@njit_cached(inline="always")
 def libm64_pair(z):
     """(even, odd) libm64 values of the pair whose first counter word is mix(z)."""
     a = _mix(z)
@@ -165,7 +167,7 @@ def libm64_pair(z):
     return F(r * math.cos(t)), F(r * math.sin(t))
 
 
-@njit(nogil=True, cache=True)
+@njit_cached(nogil=True)
 def poly32_pairs(out, z0):
     """out[2k], out[2k+1] = the pair with first counter word mix(z0 + k*2*GAMMA); len(out) even.
 
@@ -178,7 +180,7 @@ def poly32_pairs(out, z0):
         out[2 * k + 1] = od
 
 
-@njit(nogil=True, cache=True)
+@njit_cached(nogil=True)
 def libm64_pairs(out, z0):
     """As poly32_pairs, for libm64."""
     for k in range(out.shape[0] // 2):
@@ -210,7 +212,7 @@ def _range(out, seed, first, pair):
         body[2 * m] = pair(z0 + U(m) * _STEP)[0]
 
 
-@njit(nogil=True, cache=True)
+@njit_cached(nogil=True)
 def poly32_range(out, seed, first):
     """out = poly32 elements first .. first+len(out)-1 of `seed` (np.uint64 each), any length and parity:
     one call where `_fill` makes up to three (a draw of a few hundred elements spent more time in the
@@ -218,7 +220,7 @@ def poly32_range(out, seed, first):
     _range(out, seed, first, poly32_pair)
 
 
-@njit(nogil=True, cache=True)
+@njit_cached(nogil=True)
 def libm64_range(out, seed, first):
     """As poly32_range, for libm64."""
     _range(out, seed, first, libm64_pair)
