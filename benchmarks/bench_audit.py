@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from esverify.audit import similarity, sources  # noqa: E402
+from esverify.audit.corpus import IDIOM_K  # noqa: E402
 from esverify.audit.run import AuditOptions, run_audit, write  # noqa: E402
 
 WORDS = ("alpha beta gamma delta omega sigma theta kappa lambda mu rho tau phi chi psi zeta eta iota "
@@ -363,8 +364,9 @@ def detection_standins(cache) -> None:
     import pandas as pd
     sys.path.insert(0, str(ROOT / "tests"))
     import audit_interface_refs as gen
-    from esverify.audit import interface
+    from esverify.audit import corpus, interface
     data = interface.load(interface.default_path())
+    base = corpus.stdlib(IDIOM_K)
     hosts = []
     for path in sorted((ROOT / "tests" / "standins").rglob("*.py")):
         rel = path.relative_to(ROOT / "tests" / "standins").as_posix().split("/", 1)[-1]
@@ -388,7 +390,7 @@ def detection_standins(cache) -> None:
             tree_e = sources.classify("plant", f"plant/{path.name}", (host_text + "\n\n" + body + "\n").encode())
             ref_e = sources.classify("ref", entry["file"], (ref_text + "\n\n" + src + "\n").encode())
             frame, _ = similarity.compare([similarity.fingerprint(tree_e)], [("r", similarity.fingerprint(ref_e))],
-                                          interface=interface.Classifier(data))
+                                          interface=interface.Classifier(data, corpus=base))
             hit = frame[frame["status"] == "finding"]
             # the last line of each non-interface run of the tree side ("tree L:C-L:C `...` (N tokens)")
             lines = [int(x.split(" ")[1].split("-")[1].split(":")[0]) for x in
@@ -399,7 +401,7 @@ def detection_standins(cache) -> None:
             tree_e = sources.classify("plant", f"plant/{path.name}", host_text.encode())
             ref_e = sources.classify("ref", entry["file"], ref_text.encode())
             frame, _ = similarity.compare([similarity.fingerprint(tree_e)], [("r", similarity.fingerprint(ref_e))],
-                                          interface=interface.Classifier(data))
+                                          interface=interface.Classifier(data, corpus=base))
             control.append({"stand-in": path.name, "statuses": ",".join(frame["status"]) or "(no row)"})
     frame = pd.DataFrame(rows)
     frame["size"] = pd.cut(frame["fn_lines"], [0, 5, 10, 20, 40, 10_000],
@@ -417,8 +419,8 @@ def detection(cache) -> None:
     """Plant functions of known size from one corpus into files of another, measure detection."""
     import ast
     import pandas as pd
-    from esverify.audit import interface
-    classifier = interface.Classifier(interface.load(interface.default_path()))
+    from esverify.audit import corpus, interface
+    classifier = interface.Classifier(interface.load(interface.default_path()), corpus=corpus.stdlib(IDIOM_K))
     rng = random.Random(7)
     donors = [f for f in cache["hypothesis"]]
     hosts = [f for f in cache["esverify"] if len(f.entry.text) > 2000]
@@ -477,7 +479,11 @@ if __name__ == "__main__":
     parser.add_argument("--text-only", action="store_true", help="with --measure: only the text pass")
     parser.add_argument("--detection-only", action="store_true",
                         help="only the planted-function detection (esverify hosts and stand-ins)")
+    parser.add_argument("--idiom-k", type=int, default=None,
+                        help="idiom window in filtered tokens (default: the audit's, esverify.audit.corpus.IDIOM_K)")
     args = parser.parse_args()
+    if args.idiom_k:
+        IDIOM_K = args.idiom_k
     if args.detection_only:
         own = [ROOT / r for r in (sources.git(ROOT, "ls-files", "--cached", "--others", "--exclude-standard") or "")
                .splitlines() if r.endswith(".py") and not r.startswith("tests/fixtures/audit")]

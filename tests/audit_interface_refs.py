@@ -243,11 +243,37 @@ def load(path: Path = INTERFACES) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
+def _p(*names, **defaults) -> list[dict]:
+    return [{"name": n, "default": None} for n in names] + [{"name": n, "default": d} for n, d in defaults.items()]
+
+
+#: The skill page's sample (docs/references.md §7, MIT) is not in the shipped interface data (its licence asks
+#: for no clean-room audit); its one module's names and signatures as §7 documents them, in the data's shape.
+SKILL_SAMPLE = {"files": [{
+    "file": "es_finetuning_skill.py",
+    "module_imports": [{"module": "torch", "as": "torch"}, {"module": "numpy", "as": "np"},
+                       {"from": "transformers", "name": "AutoModelForCausalLM", "as": "AutoModelForCausalLM"},
+                       {"from": "transformers", "name": "AutoTokenizer", "as": "AutoTokenizer"}],
+    "module_constants": {"population_size": 30, "learning_rate": 0.001, "sigma": 0.017},
+    "functions": {"compute_reward": _p("model", "tokenizer", "examples"),
+                  "is_correct": _p("response", "expected"),
+                  "es_train_loop": _p("model", "tokenizer", "params_init", "reward_fn", generations="100",
+                                      population_size="30", sigma="0.017", lr="0.001", seed_base="42",
+                                      device="'cuda'"),
+                  "save_finetuned_model": _p("model", "params_final", "path")}}]}
+
+
+def references(data: dict) -> dict:
+    """Every reference a generated clone is written for: those of the interface data, then the skill
+    page's sample (five in all with today's data)."""
+    return {**data, "skill-sample": SKILL_SAMPLE}
+
+
 def write_reference(root: Path, name: str, data: dict, like_real: bool = True) -> list[Path]:
     """Write reference `name`'s generated files under `root`; returns their paths. `like_real`: also the
     statements of the kinds a real clone shares with the stand-ins (module docstring)."""
     written = []
-    for entry in data[name]["files"]:
+    for entry in references(data)[name]["files"]:
         path = root / entry["file"]
         path.parent.mkdir(parents=True, exist_ok=True)
         standin = standin_for(entry) if like_real else None

@@ -39,10 +39,12 @@ DATA = interface.load(interface.default_path())
 
 @pytest.fixture(scope="module")
 def refs(tmp_path_factory) -> list[Path]:
-    """One interface-only clone per reference the interface data holds (whatever it holds)."""
+    """One generated clone per reference (those the interface data holds, and the skill page's sample), each
+    sharing with its stand-in what a real clone shares: the interface and the kinds of
+    tests/audit_interface_refs.py."""
     root = tmp_path_factory.mktemp("interface_refs")
     out = []
-    for n, name in enumerate(DATA):
+    for n, name in enumerate(gen.references(DATA)):
         clone = root / f"ref{n}"
         gen.write_reference(clone, name, DATA)
         out.append(clone)

@@ -170,6 +170,7 @@ def first_screen(result, code: int) -> list[str]:
     similarity, the audited file's own tokens, its lines), then counts of what is listed only in the
     report. At most SCREEN_LINES - 1 lines (the report folder follows), none over WIDTH characters;
     the regions themselves are only in the report files."""
+    import pandas as pd
     meta = result.metadata
     lines = [f"esverify audit: {str(meta['verdict']).upper()} (exit {code}): {result.findings} finding(s), "
              f"{result.review} listed for review"]
@@ -177,7 +178,7 @@ def first_screen(result, code: int) -> list[str]:
     lines.append("sections: " + "; ".join(f"{r['section']} {r['verdict']}" + (f" ({r['findings']})" if r["findings"]
                                                                               else "")
                                           for r in summary.to_dict("records")))
-    base = (meta.get("interface") or {}).get("base code")
+    base = (meta.get("interface") or {}).get("base code, briefly")
     if base:
         lines.append(f"base code (idioms listed, not counted): {base}")
     found = result.sections.get("findings")
@@ -186,15 +187,17 @@ def first_screen(result, code: int) -> list[str]:
         rows = found.to_dict("records")
         shown = rows if len(rows) <= FINDING_LINES else rows[:FINDING_LINES - 1]
         for r in shown:
-            pair = f"{r['file']} ~ {r['ref_file']}" if r["ref_file"] else str(r["file"])
             facts = []
-            if r["similarity"] is not None and r["similarity"] == r["similarity"]:
+            if pd.notna(r["similarity"]):
                 facts.append(f"{float(r['similarity']):.2f}")
-            if r["our_tokens"] is not None and r["our_tokens"] == r["our_tokens"]:
+            if pd.notna(r["our_tokens"]):
                 facts.append(f"{int(r['our_tokens'])} {'words' if r['section'] == 'text' else 'tokens'}")
-            if r["our_lines"]:
+            if isinstance(r["our_lines"], str) and r["our_lines"]:
                 facts.append(f"lines {r['our_lines']}")
-            lines.append(fit(f"  {r['section']}: {pair}" + (f": {', '.join(facts)}" if facts else "")))
+            tail = f": {', '.join(facts)}" if facts else ""
+            names = [str(r["file"])] + ([str(r["ref_file"])] if r["ref_file"] else [])
+            room = WIDTH - len(f"  {r['section']}: ") - len(tail) - 3 * (len(names) - 1)
+            lines.append(f"  {r['section']}: " + " ~ ".join(fit(n, max(20, room // len(names))) for n in names) + tail)
         if len(shown) < len(rows):
             lines.append(f"  ... {len(rows) - len(shown)} more finding(s): the report's `findings` section")
     sim = result.sections["similarity"]

@@ -52,12 +52,17 @@ class Corpus:
     hashes: np.ndarray
     cache: str         #: the cache file ("" when not cached)
     loaded: bool       #: True: read from the cache; False: indexed in this run
+    k: int = IDIOM_K   #: the window, in filtered tokens
+
+    def brief(self) -> str:
+        """The corpus and its size, for a first screen."""
+        return f"{self.name}: {self.files} files, {self.size / 1e6:.1f} MB"
 
     def describe(self) -> str:
         """One line for the report: the corpus, its size and where its index lives."""
         how = "index read from" if self.loaded else "indexed in this run, cached at"
         return (f"{self.name} ({self.root}): {self.files} files, {self.size / 1e6:.1f} MB, "
-                f"{len(self.hashes)} distinct {IDIOM_K}-token shapes; {how} {self.cache or '(no cache)'}")
+                f"{len(self.hashes)} distinct {self.k}-token shapes; {how} {self.cache or '(no cache)'}")
 
 
 def window_hashes(filtered: str, k: int = IDIOM_K) -> np.ndarray:
@@ -131,7 +136,7 @@ def stdlib(k: int = IDIOM_K, root: Path | None = None) -> Corpus:
     try:
         hashes = np.load(path, allow_pickle=False)
         if hashes.dtype == np.uint64 and hashes.ndim == 1:
-            return Corpus(name, str(root), len(files), size, hashes, str(path), True)
+            return Corpus(name, str(root), len(files), size, hashes, str(path), True, k)
     except (OSError, ValueError):
         pass
     hashes = index(files, k)
@@ -145,7 +150,7 @@ def stdlib(k: int = IDIOM_K, root: Path | None = None) -> Corpus:
         cached = str(path)
     except OSError:
         pass
-    return Corpus(name, str(root), len(files), size, hashes, cached, False)
+    return Corpus(name, str(root), len(files), size, hashes, cached, False, k)
 
 
 def idiom_mask(filtered: str, hashes: np.ndarray, k: int = IDIOM_K) -> np.ndarray:

@@ -65,6 +65,9 @@ FLAG_KEYS = ("type", "choices", "default", "action")
 NO_CODE = frozenset('()[]{},:;S"')
 #: filtered tokens of a run shown in the report (the line:column range gives the whole run)
 SHOWN = 60
+#: a piece of own code shorter than this can be an idiom (`_idiom_pieces`): the idioms any file has
+#: (a folder checked, removed and made again; a batch loop; a print in an `except`) are 30-60 tokens
+IDIOM_MAX_TOKENS = 64
 
 
 @dataclass(frozen=True)
@@ -223,7 +226,7 @@ def declarations(text: str, entries: list[tuple[str, dict]]) -> list[Declaration
         return []
     kinds = by_kind(tree, pos)
     if not entries:
-        return kinds
+        return _outermost(kinds)
     imports, functions, classes, flags, constants, fields = set(), {}, {}, [], {}, {}
     for _, entry in entries:
         imports |= _listed_import_keys(entry)
@@ -568,7 +571,7 @@ def side(fp, tokens: Tokens, slices, gap: int, min_tokens: int, idiom=None) -> S
                 seen[int(j)] = None
         bad = idx[labels[idx] < 0]
         own, lines = 0, []
-        for kind, run in _runs(bad, common):
+        for kind, run in _runs(bad, _idiom_pieces(bad, labels, common, gap)):
             a, b = int(run[0]), int(run[-1]) + 1
             chars = code[a:b]
             shown = chars if len(chars) <= SHOWN else chars[:SHOWN] + "..."
@@ -586,6 +589,23 @@ def side(fp, tokens: Tokens, slices, gap: int, min_tokens: int, idiom=None) -> S
             best, best_lines = own, _line_ranges(lines)
     return SideReport([decls[j].label for j in sorted(seen, key=lambda j: decls[j].start)], runs, delims,
                       idioms, best, best_lines)
+
+
+def _idiom_pieces(bad: np.ndarray, labels: np.ndarray, common: np.ndarray, gap: int) -> np.ndarray:
+    """bool per filtered token: True on the pieces of `bad` (a region's non-interface positions) that are
+    idioms. A piece is a stretch of non-interface tokens not interrupted by a declaration nor by more than
+    `gap` uncopied tokens; it is an idiom when it is short (fewer than IDIOM_MAX_TOKENS tokens) and at
+    least half of its tokens lie in base-code shapes (`common`). A longer piece is code, whatever shapes
+    it is made of: a copied function is not an idiom because its lines are common ones."""
+    out = np.zeros(len(common), dtype=bool)
+    if len(bad) == 0 or not common.any():
+        return out
+    interface_before = np.cumsum(labels >= 0)     # declarations' tokens up to each position
+    cut = (np.diff(bad) > gap) | (interface_before[bad[1:]] != interface_before[bad[:-1]])
+    for piece in np.split(bad, np.flatnonzero(cut) + 1):
+        if len(piece) < IDIOM_MAX_TOKENS and 2 * int(common[piece].sum()) >= len(piece):
+            out[piece] = True
+    return out
 
 
 def _runs(bad: np.ndarray, common: np.ndarray):
@@ -683,7 +703,7 @@ class Classifier:
             return None
         if id(fpr) not in self._idioms:
             from .corpus import idiom_mask
-            self._idioms[id(fpr)] = idiom_mask(fpr.fp.filtered_code, self.corpus.hashes)
+            self._idioms[id(fpr)] = idiom_mask(fpr.fp.filtered_code, self.corpus.hashes, self.corpus.k)
         return self._idioms[id(fpr)]
 
     def pair(self, tf, label: str, rf, idx_tree, idx_ref, gap: int, min_tokens: int) -> PairReport:

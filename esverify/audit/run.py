@@ -80,9 +80,11 @@ def interface_note(count: int, path: Path, data: dict, classifier, has_ref: bool
               "their parameters and defaults, argparse flags and their parser, module constants, dataclass "
               "fields; and by kind: imports below the top level, a constructor's stores of its own parameters, "
               "third-party calls made of the package's names, keyword names and literals) nor idioms (shapes "
-              f"of >= {corpus.IDIOM_K} tokens that occur in the base-code corpus); the reference's side is "
+              f"of {corpus.IDIOM_K} tokens that occur in the base-code corpus); the reference's side is "
               f"evidence only. Interface data: {where}; base code: {base}; docs/audit.md, 'Interface regions'.")
-    return {"reason": reason, "data": where, "base code": base, "references in the data": ", ".join(data) or None,
+    return {"reason": reason, "data": where, "base code": base,
+            "base code, briefly": classifier.corpus.brief() if classifier.corpus is not None else None,
+            "references in the data": ", ".join(data) or None,
             "clones recognised": {label: ", ".join(names) or "none"
                                   for label, names in classifier.recognised().items()} or None}
 
@@ -305,7 +307,7 @@ def run_audit(opts: AuditOptions) -> AuditResult:
     found = finding_rows(sections)
     sections = {"summary": sections.pop("summary"), "findings": found, **sections}
     metadata["reason"] = headline(found, stats.get("similarity", {}).get("interface", 0),
-                                  base.describe() if base else None)
+                                  base.brief() if base else None)
     review_total = int((imp["status"] == "review").sum()) if len(imp) else 0
     return AuditResult(sections, metadata, total, review_total)
 
