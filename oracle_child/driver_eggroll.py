@@ -42,9 +42,9 @@ The case (JSON; every key but `out` optional):
 The op `eggroll-update` (run_update) takes `fitnesses`, `es_step`, `args` and the model keys above.
 
 The engine's reward of member m's request with target t (eggroll_stubs.perturbed and reward): every
-vLLM tensor widened to f64; on each targeted slice the f64 value of B·A in f16
-(eggroll_stubs.lowrank_product_f16: from f64 zeros, the r exact outer products added in j order, one
-numpy rounding to f16) added once; reward = -fsum((w - t)**2) over every element of every tensor
+vLLM tensor widened to f64; on each targeted slice the f64 value of B·A in the adapter file's dtype
+(eggroll_stubs.lowrank_product: from f64 zeros, the r outer products added in j order, one rounding to
+that dtype; f16 for the reference's own files) added once; reward = -fsum((w - t)**2) over every element of every tensor
 ((w - t) and its square rounded to f64, one exactly rounded sum). No alpha / r scaling.
 
 The reply (JSON; tensors as raw bit patterns in .npz files written by child_server.save_results, f64
@@ -297,7 +297,7 @@ class Row:
                 a, b = adapter.get(f"{module}.lora_A.weight"), adapter.get(f"{module}.lora_B.weight")
                 if a is None or b is None:
                     break
-                ba = stubs.lowrank_product_f16(a, b)
+                ba = stubs.lowrank_product(a, b)
                 factors += [a, b]
                 products.append(ba)
                 for key, t in (("A", a), ("B", b), ("BA", ba)):

@@ -105,27 +105,65 @@ def placement(config: dict) -> list:
     return out
 
 
-def lowrank_product_f16(lora_a: torch.Tensor, lora_b: torch.Tensor) -> torch.Tensor:
-    """B·A as the stand-in engine serves it: an f64 accumulator of zeros, to which the r outer products
-    B[:, j] ⊗ A[j, :] of the f16 factors widened to f64 (each product exact: 11 + 11 significant bits) are
-    added in j order from j = 0, then one rounding of the f64 sum to f16 (numpy's conversion, nearest-even;
-    not torch's, which goes through f32 on the CPU). The same definition as our side's
-    esverify.references.eggroll.lowrank.evaluated_perturbation. Shapes: A (r, in), B (out, r) -> (out, in)
-    f16 CPU tensor."""
-    a = lora_a.detach().to("cpu", torch.float16).numpy().astype(np.float64)
-    b = lora_b.detach().to("cpu", torch.float16).numpy().astype(np.float64)
+#: the adapter dtypes the stand-in engine serves as they are: numpy holds f16, f32 and f64 exactly
+_NUMPY = {torch.float16: np.float16, torch.float32: np.float32, torch.float64: np.float64}
+
+
+def _round_to_bf16(total: np.ndarray) -> torch.Tensor:
+    """f64 -> bf16, rounded once to nearest-even: first to f32 rounding to odd (toward zero, the last
+    bit set when inexact; 29 spare bits make the second rounding exact), then nearest-even to bf16 on
+    the bit patterns. NaN and inf pass through torch's conversion."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        f32 = total.astype(np.float32)
+        too_far = np.abs(f32.astype(np.float64)) > np.abs(total)
+        f32 = np.where(too_far, np.nextafter(f32, np.float32(0)), f32)
+        bits = f32.view(np.uint32).copy()
+        inexact = (f32.astype(np.float64) != total) & np.isfinite(total)
+        bits[inexact] |= 1
+        special = ~np.isfinite(f32)
+        rounded = ((bits.astype(np.uint64) + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    out = torch.from_numpy(rounded.view(np.int16).copy()).view(torch.bfloat16)
+    if special.any():
+        out[torch.from_numpy(special)] = torch.from_numpy(f32[special]).to(torch.bfloat16)
+    return out
+
+
+def lowrank_product(lora_a: torch.Tensor, lora_b: torch.Tensor) -> torch.Tensor:
+    """B·A as the stand-in engine serves it, in the dtype the adapter file holds (the factors' dtype;
+    factors of two dtypes: ValueError): an f64 accumulator of zeros, to which the r outer products
+    B[:, j] ⊗ A[j, :] of the factors widened to f64 are added in j order from j = 0, then one rounding
+    of the f64 sum to that dtype (numpy's conversion, nearest-even; bf16 by _round_to_bf16). For f16
+    factors, the f16 definition of our side's esverify.references.eggroll.lowrank.evaluated_perturbation;
+    a file of another dtype gets another product, so a reference that writes other adapters gets other
+    rewards (real vLLM casts an adapter to its own LoRA dtype: not checked, docs/parity.md). Shapes: A
+    (r, in), B (out, r) -> (out, in) CPU tensor of the factors' dtype."""
+    if lora_a.dtype != lora_b.dtype:
+        raise ValueError(f"stand-in engine: the adapter's factors have two dtypes ({lora_a.dtype}, "
+                         f"{lora_b.dtype}); the engine serves one adapter dtype")
+    dtype = lora_a.dtype
+    a = lora_a.detach().to("cpu").to(torch.float64).numpy()
+    b = lora_b.detach().to("cpu").to(torch.float64).numpy()
     total = np.zeros((b.shape[0], a.shape[1]), dtype=np.float64)
     for j in range(a.shape[0]):
         total += np.multiply.outer(b[:, j], a[j, :])
-    with np.errstate(over="ignore"):     # beyond f16's range the IEEE result is +-inf
-        return torch.from_numpy(total.astype(np.float16))
+    if dtype == torch.bfloat16:
+        return _round_to_bf16(total)
+    if dtype not in _NUMPY:
+        raise ValueError(f"stand-in engine: an adapter in {dtype} is not served (f16, bf16, f32, f64 are)")
+    with np.errstate(over="ignore"):     # beyond the dtype's range the IEEE result is +-inf
+        return torch.from_numpy(total.astype(_NUMPY[dtype]))
+
+
+def lowrank_product_f16(lora_a: torch.Tensor, lora_b: torch.Tensor) -> torch.Tensor:
+    """Former name: lowrank_product of f16 factors (the file's dtype is now served as it is)."""
+    return lowrank_product(lora_a, lora_b)
 
 
 def perturbed(tensors: dict, adapter: dict, config: dict) -> dict:
     """The weights a member is evaluated with, in f64: every vLLM tensor widened to f64, and on each targeted
     slice (rows [first, first + out) of qkv/gate_up, the whole o/down) the f64 value of
-    lowrank_product_f16(A, B) added once (one f64 rounding per element; no alpha/r scaling: how real vLLM
-    scales B·A was not executed). `adapter`: the safetensors file's tensors (peft names with `.default`
+    lowrank_product(A, B) (in the file's dtype) added once (one f64 rounding per element; no alpha/r
+    scaling: how real vLLM scales B·A was not executed). `adapter`: the safetensors file's tensors (peft names with `.default`
     dropped); KeyError naming the missing factor."""
     out = {name: t.detach().to(torch.float64).clone() for name, t in tensors.items()}
     for (peft, target, start), (_, (o, _i)) in zip(placement(config), peft_shapes(config)):
@@ -135,7 +173,7 @@ def perturbed(tensors: dict, adapter: dict, config: dict) -> dict:
         if missing:
             raise KeyError(f"stand-in engine: the adapter file has no {missing[0]!r} (it has "
                            f"{sorted(adapter)[:4]} ...): the reference names its adapter tensors otherwise")
-        ba = lowrank_product_f16(adapter[key_a], adapter[key_b])
+        ba = lowrank_product(adapter[key_a], adapter[key_b])
         out[target][start:start + o] += ba.to(torch.float64)
     return out
 
@@ -480,5 +518,5 @@ def request_outputs(prompts, values, n):
     return [RequestOutput(p, [repr(v)] * n) for p, v in zip(prompts, values)]
 
 
-__all__ = ["modules", "peft_shapes", "vllm_layout", "placement", "lowrank_product_f16", "perturbed", "reward",
+__all__ = ["modules", "peft_shapes", "vllm_layout", "placement", "lowrank_product", "lowrank_product_f16", "perturbed", "reward",
            "read_adapter", "parse_target", "request_outputs"]

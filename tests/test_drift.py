@@ -1,0 +1,131 @@
+"""A later commit of a reference, as users clone it (docs/parity.md, "What a later commit does to a verdict").
+
+- the drift generator (tests/standins/drift.py) applies to every stand-in, each drifted file still parses;
+- the stand-in engines and modules are drift-tolerant: a clone with a new task class imported at module
+  level, a new top-level import of a package no interpreter has, new flags with inert defaults, new
+  helpers and files, and comments gets every row's verdict of the stand-in it drifted from; the first
+  screen says how far past the validated commit it is, whether a function the rows ran changed, and
+  lists each placeholder;
+- the generator's behaviour edits (a sign, a scale, a written dtype) on top of the drift still fail a row;
+- a placeholder the reference uses is one line naming the module, the name and the file that asked.
+"""
+from __future__ import annotations
+
+import ast
+import sys
+
+import pandas as pd
+import pytest
+
+from esverify.oracle import Options, adapters, run_parity
+from standins.drift import ABSENT, BEHAVIOUR, DRIFTS, TARGETS, apply_edits, drifted_clone
+from standins.mutants import STANDINS
+
+STANDIN_NAMES = sorted(DRIFTS)
+
+
+@pytest.mark.parametrize("standin", STANDIN_NAMES)
+def test_every_drift_and_behaviour_edit_applies_once_and_parses(tmp_path, standin):
+    root, base = drifted_clone(tmp_path, standin)
+    assert len(base) == 40
+    for path in root.rglob("*.py"):
+        ast.parse(path.read_text(), filename=str(path))
+    for kind, edits in BEHAVIOUR[standin].items():
+        apply_edits(root, edits)   # each on top of the drift (and of the ones before: distinct anchors)
+    for path in root.rglob("*.py"):
+        ast.parse(path.read_text(), filename=str(path))
+
+
+def _parity(tmp_path, name, clone, standin, validated, monkeypatch):
+    target, case, extra = TARGETS[standin]
+    monkeypatch.setattr(type(adapters.get(target)), "validated_commit", validated)
+    opts = Options(ref=[str(clone)], target=target, devices=("cpu",), dtypes=("f32",), case=case, iterations=1,
+                   out=str(tmp_path / name), quiet=True, **extra)
+    return run_parity(opts)
+
+
+@pytest.mark.slow   # two parity runs of a few rows per stand-in
+@pytest.mark.parametrize("standin", STANDIN_NAMES)
+def test_a_drifted_clone_keeps_every_verdict_and_the_first_screen_names_the_drift(tmp_path, monkeypatch, standin):
+    clone, base = drifted_clone(tmp_path / "clones", standin)
+    plain = _parity(tmp_path, "plain", STANDINS / standin, standin, base[:7], monkeypatch)
+    drifted = _parity(tmp_path, "drifted", clone, standin, base[:7], monkeypatch)
+    assert len(plain.frame) and list(drifted.frame["case"]) == list(plain.frame["case"])
+    assert list(drifted.frame["status"]) == list(plain.frame["status"]), drifted.frame[["case", "status", "detail"]]
+    assert set(drifted.frame["status"]) <= {"pass", "artifact"} and drifted.exit_code == plain.exit_code == 0
+    screen = "\n".join(drifted.console.splitlines()[:6])
+    flat = " ".join(screen.split())
+    kinds = len(DRIFTS[standin])
+    assert f"{kinds} commits past the validated {base[:7]}" in flat, screen
+    # es-awd's new flag is a line of parse_args, which its loop row runs: named, and still a pass
+    changed = ("functions the rows ran that changed: parse_args (es.py)" if standin == "es-awd"
+               else "no function the rows ran has changed")
+    assert changed in flat, screen
+    assert "placeholder" in flat, screen
+    notes = drifted.metadata["warnings"]
+    assert any(f"placeholder for module {ABSENT}" in n for n in notes), notes
+    if "task-class" in DRIFTS[standin]:
+        assert any("placeholder for tasks.SudokuTask" in n and "es_lora_multinode.py" in n for n in notes), notes
+
+
+@pytest.mark.slow   # one parity run of a few rows per stand-in and edit
+@pytest.mark.parametrize("standin, behaviour", [(s, b) for s in STANDIN_NAMES for b in ("sign", "scale", "dtype")])
+def test_a_behaviour_edit_on_top_of_the_drift_still_fails(tmp_path, monkeypatch, standin, behaviour):
+    clone, base = drifted_clone(tmp_path / "clones", standin, behaviour=behaviour)
+    result = _parity(tmp_path, "edited", clone, standin, base[:7], monkeypatch)
+    assert "fail" in set(result.frame["status"]), result.frame[["case", "status", "detail"]].to_string()
+    assert result.exit_code == 1
+    flat = " ".join("\n".join(result.console.splitlines()[:6]).split())
+    assert f"{len(DRIFTS[standin]) + 1} commits past the validated {base[:7]}" in flat
+
+
+def test_a_placeholder_raises_only_when_used_naming_module_name_and_file(tmp_path, monkeypatch):
+    """The child's placeholder modules (oracle_child/placeholders.py), in process: an absent top-level import
+    of a watched clone's file and an unknown name of a permissive stand-in module are inert until used."""
+    monkeypatch.syspath_prepend(str(STANDINS.parent.parent / "oracle_child"))
+    import importlib
+    placeholders = importlib.import_module("placeholders")
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / "ref_mod.py").write_text(
+        f"import {ABSENT}\nfrom {ABSENT}.sub import Thing\n"
+        "try:\n    import esverify_guarded_absent\nexcept ImportError:\n    esverify_guarded_absent = None\n"
+        "from esverify_stub_tasks import MathTask, NewTask\n"
+        "class Mine(NewTask):\n    pass\n"
+        "def use():\n    return Thing()\n")
+    stub = placeholders.PermissiveModule("esverify_stub_tasks")
+    stub.MathTask = int
+    monkeypatch.setitem(sys.modules, "esverify_stub_tasks", stub)
+    monkeypatch.syspath_prepend(str(clone))
+    placeholders.watch(clone)
+    try:
+        module = importlib.import_module("ref_mod")
+        assert module.esverify_guarded_absent is None          # a guarded import keeps its own fallback
+        assert module.MathTask is int                            # known names are the stand-in's own
+        with pytest.raises(placeholders.PlaceholderUsed) as used:
+            module.use()
+        assert f"{ABSENT}.sub.Thing" in str(used.value) and "ref_mod.py" in str(used.value)
+        with pytest.raises(placeholders.PlaceholderUsed, match="esverify_stub_tasks.NewTask"):
+            module.Mine()
+        served = placeholders.served()
+        assert {"module": ABSENT, "name": "*", "file": "ref_mod.py"}.items() <= served[0].items()
+        assert any(p["module"] == "esverify_stub_tasks" and p["name"] == "NewTask" for p in served)
+        assert not any("guarded" in p["module"] for p in served)
+        # a probe for whether a package exists hears the truth
+        import importlib.util
+        assert importlib.util.find_spec("esverify_probe_absent") is None
+    finally:
+        placeholders.unwatch(clone)
+        for name in [n for n in sys.modules if n.startswith((ABSENT, "ref_mod"))]:
+            sys.modules.pop(name, None)
+
+
+@pytest.mark.slow   # the eggroll rows of f32 on the dtype mutant
+def test_the_eggroll_engine_serves_the_written_adapter_dtype(tmp_path, monkeypatch):
+    """A reference writing f32 adapter files (a dtype-only change) fails: the stand-in engine serves the file's
+    dtype instead of rounding every adapter to f16."""
+    clone, base = drifted_clone(tmp_path / "clones", "eggroll-vllm", kinds=(), behaviour="dtype")
+    result = _parity(tmp_path, "f32-adapters", clone, "eggroll-vllm", base[:7], monkeypatch)
+    frame = result.frame
+    assert len(frame) and set(frame["status"]) == {"fail"}, frame[["case", "status", "detail"]]
+    assert pd.Series(frame["detail"]).str.contains("evaluated").all()
