@@ -345,3 +345,69 @@ def test_a_clean_port_without_gaussian_ranges_passes_every_digest(tmp_path):
     result = _gate_without_bulk(tmp_path, "ok")
     assert result.exit_code(True) == 0, result.verdict(True)
     assert not [r for r in result.rows if r["status"] == "unsupported"]
+
+
+# ------------------------------------------------------------------ 6. the low-rank replay's inputs
+
+def _lowrank_log(tmp_path):
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_eggroll_lowrank import _logged_run
+    _logged_run(tmp_path)
+    return tmp_path / "log"
+
+
+#: (setting, bad value, the words of the one line): each a value the loop itself refuses
+BAD_SETTINGS = [("rank", 0, "rank must be an int >= 1, got 0"),                       # today: ZeroDivisionError
+                ("steps_per_adapter", 0, "steps_per_adapter must be an int >= 1, got 0"),   # ZeroDivisionError
+                ("sigma", -0.5, "sigma must be > 0, got -0.5"),                    # today: math domain error
+                ("sigma", None, "sigma must be a finite number, got None"),        # today: TypeError
+                ("population", 3, "population must be an even int >= 2, got 3"),
+                ("rank", 2.0, "rank must be an int >= 1, got 2.0"),
+                ("chunk_size", 0, "chunk_size must be a positive int or None, got 0"),
+                ("normalize_with_std", "yes", "normalize_with_std must be true or false, got 'yes'"),
+                ("noise", "gaussian", "noise: unknown value 'gaussian'"),
+                ("peft_shapes", [["x", [4]]], "peft_shapes[0] must be [name, [out >= 1, in >= 1]], got ['x', [4]]")]
+
+
+@pytest.mark.parametrize("setting, value, words", BAD_SETTINGS, ids=[f"{s}={v!r}" for s, v, _ in BAD_SETTINGS])
+def test_the_low_rank_replay_refuses_a_bad_setting_in_one_line_before_any_work(tmp_path, monkeypatch, setting,
+                                                                               value, words):
+    from esverify.references.eggroll import lowrank
+    from esverify.replay.api import ReplayError, replay
+    log = _lowrank_log(tmp_path)
+    args = json.loads((log / "args.json").read_text())
+    (log / "args.json").write_text(json.dumps(dict(args, **{setting: value})))
+    monkeypatch.setattr(lowrank, "apply_update_", lambda *a, **k: pytest.fail("an update ran"))
+    with pytest.raises(ReplayError) as err:
+        replay(tmp_path / "base.safetensors", log, tmp_path / "final.safetensors", state_dir=tmp_path / "state")
+    text = str(err.value)
+    assert "\n" not in text and text.startswith(f"--log {log}: {log / 'args.json'}: {words}"), text
+    assert not (tmp_path / "state").exists()
+
+
+def test_the_low_rank_replay_command_exits_2_for_a_zero_rank(tmp_path):
+    log = _lowrank_log(tmp_path)
+    args = json.loads((log / "args.json").read_text())
+    (log / "args.json").write_text(json.dumps(dict(args, rank=0)))
+    done = _esverify(["replay", "--base", str(tmp_path / "base.safetensors"), "--log", str(log), "--expect",
+                      str(tmp_path / "final.safetensors"), "--state-dir", str(tmp_path / "state")], cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.splitlines() == [f"error: --log {log}: {log / 'args.json'}: rank must be an int >= 1, got 0"]
+
+
+@pytest.mark.parametrize("where", ["state-dir", "report", "out"])
+def test_the_low_rank_replay_probes_its_destinations_before_any_work(tmp_path, monkeypatch, where):
+    from esverify.references.eggroll import lowrank
+    from esverify.replay.api import ReplayError, replay
+    log = _lowrank_log(tmp_path)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    dest = {"state_dir": tmp_path / "state", "report_path": None, "out": None}
+    dest[{"state-dir": "state_dir", "report": "report_path", "out": "out"}[where]] = blocker / "below"
+    if where != "state-dir":
+        dest[{"report": "report_path", "out": "out"}[where]] = blocker / "below" / "x.json"
+    monkeypatch.setattr(lowrank, "apply_update_", lambda *a, **k: pytest.fail("an update ran"))
+    with pytest.raises(ReplayError) as err:     # today: the whole replay runs, then an OSError traceback
+        replay(tmp_path / "base.safetensors", log, tmp_path / "final.safetensors", **dest)
+    assert str(err.value).endswith(f"--{where} {blocker / 'below'}" + ("/x.json" if where != "state-dir" else "")
+                                   + f": {blocker} is a file, not a directory"), str(err.value)

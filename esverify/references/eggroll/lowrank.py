@@ -337,21 +337,37 @@ class LowRankRun:
         return step // steps_per_adapter
 
 
-def _check_run(weights, peft_shapes, population, sigma, lr, rank, steps, steps_per_adapter, engines, start_step):
-    if isinstance(population, bool) or not isinstance(population, int) or population < 2 or population % 2:
+def is_int(value) -> bool:
+    """True for a Python or numpy integer, never for a bool (JSON's true must not pass as 1)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def check_settings(population, sigma, lr, rank, steps_per_adapter, start_step, steps=None, engines: int = 1) -> None:
+    """The loop's own checks of its scalar settings (docs/numerics.md §9.6), shared by `run_lowrank_loop` and
+    the replay of its run log (which has no `steps`: None checks start_step >= 0 alone). ValueError naming
+    the first bad setting and its value; never a ZeroDivisionError or a math domain error later."""
+    if not is_int(population) or population < 2 or population % 2:
         raise ValueError(f"population must be an even int >= 2, got {population!r}")
     engine_members(population, engines)
     for name, value in (("sigma", sigma), ("lr", lr)):
-        if not math.isfinite(float(value)):
-            raise ValueError(f"{name} must be finite, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
+                or not math.isfinite(float(value)):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
     if not float(sigma) > 0:
         raise ValueError(f"sigma must be > 0, got {sigma!r}")
-    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+    if not is_int(rank) or rank < 1:
         raise ValueError(f"rank must be an int >= 1, got {rank!r}")
-    if not isinstance(steps_per_adapter, int) or steps_per_adapter < 1:
+    if not is_int(steps_per_adapter) or steps_per_adapter < 1:
         raise ValueError(f"steps_per_adapter must be an int >= 1, got {steps_per_adapter!r}")
-    if not isinstance(steps, int) or not isinstance(start_step, int) or not 0 <= start_step <= steps:
+    if steps is None:
+        if not is_int(start_step) or start_step < 0:
+            raise ValueError(f"start_step must be an int >= 0, got {start_step!r}")
+    elif not is_int(steps) or not is_int(start_step) or not 0 <= start_step <= steps:
         raise ValueError(f"want ints 0 <= start_step <= steps, got start_step {start_step!r}, steps {steps!r}")
+
+
+def _check_run(weights, peft_shapes, population, sigma, lr, rank, steps, steps_per_adapter, engines, start_step):
+    check_settings(population, sigma, lr, rank, steps_per_adapter, start_step, steps, engines)
     targets = slice_map(peft_shapes)
     for name, shape in peft_shapes:
         t = targets[name]

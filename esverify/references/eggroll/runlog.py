@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import jsonin
+from ... import jsonin, registry
 from ...replay.log import RunLogFormat
 from ...replay.report import REPORT_FORMAT, sides
 from ...report import write_atomic
@@ -58,6 +58,43 @@ def _load(path: Path):
 
 
 
+def _peft_shapes(value) -> list:
+    """args.json's peft_shapes as [(name, (out, in))]; ValueError unless a list of [name, [out >= 1, in >= 1]]."""
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"peft_shapes must be a non-empty list of [name, [out, in]], got {value!r}"[:300])
+    out = []
+    for k, entry in enumerate(value):
+        ok = isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str) and isinstance(entry[1], list) \
+            and len(entry[1]) == 2 and all(LR.is_int(d) and d >= 1 for d in entry[1])
+        if not ok:
+            raise ValueError(f"peft_shapes[{k}] must be [name, [out >= 1, in >= 1]], got {entry!r}"[:300])
+        out.append((entry[0], tuple(entry[1])))
+    return out
+
+
+def check_settings(args: dict, path) -> None:
+    """Every setting of args.json (`path`) validated as the loop that wrote it validates its arguments
+    (`lowrank.check_settings`, `default_chunk`, `factor_source`, `slice_map`): LowRankLogError naming the
+    file and the setting, before any work (docs/replay.md §10)."""
+    try:
+        LR.check_settings(args["population"], args["sigma"], args["lr"], args["rank"], args["steps_per_adapter"],
+                          args["start_step"])
+        for flag in ("normalize_with_std", "scale_lr_in_grad"):
+            if not isinstance(args[flag], bool):
+                raise ValueError(f"{flag} must be true or false, got {args[flag]!r}")
+        if not LR.is_int(args["base_seed"]):
+            raise ValueError(f"base_seed must be an int, got {args['base_seed']!r}")
+        if args["seed"] is not None and not LR.is_int(args["seed"]):
+            raise ValueError(f"seed must be an int or null, got {args['seed']!r}")
+        LR.default_chunk(args["rank"], args["population"] // 2, args["chunk_size"])
+        peft = _peft_shapes(args["peft_shapes"])
+        LR.slice_map(peft)
+        factor_source(args["noise"], args["base_seed"], args["population"] // 2, len(peft), args["seed"],
+                      args["mapping"])
+    except (ValueError, TypeError) as exc:
+        raise LowRankLogError(f"{path}: {exc}") from None
+
+
 def read_lowrank_log(folder) -> tuple[dict, list[dict]]:
     """(settings, steps in order) of a low-rank run log; LowRankLogError naming the file on any defect.
 
@@ -72,6 +109,7 @@ def read_lowrank_log(folder) -> tuple[dict, list[dict]]:
     missing = [k for k in SETTINGS if k not in args]
     if missing:
         raise LowRankLogError(f"{folder / 'args.json'}: missing setting {missing[0]!r}")
+    check_settings(args, folder / "args.json")
     n = args["population"]
     files = sorted((folder / STEPS_DIR).glob("iteration_*.json"))
     steps = []
@@ -112,11 +150,22 @@ def replay_lowrank(base, log, expect, *, out=None, report_path=None, state_dir=N
     differs). report.json is written to `state_dir` (default
     ./esverify-replay-<log digest>) and to `report_path` when given.
     Raises LowRankLogError / esverify.replay.weights.WeightsError for what
-    cannot be replayed, before any update.
+    cannot be replayed (a setting the loop would refuse, a destination that
+    cannot be written: `state_dir`, `out`, `report_path`), before any update.
     """
+    from ...outputs import OutputError, check_file, check_folder
     from ...replay.kernel import compare
+    from ...replay.log import log_digest
     from ...replay.weights import open_weights, save_weights
     args, steps = read_lowrank_log(log)
+    state_dir = Path(state_dir) if state_dir else Path.cwd() / f"esverify-replay-{log_digest(log)[:12]}"
+    try:   # every destination before any work, as the trainer-log replay probes its own
+        check_folder(state_dir, "--state-dir")
+        for path, option in ((out, "--out"), (report_path, "--report")):
+            if path is not None:
+                check_file(path, option)
+    except OutputError as exc:
+        raise LowRankLogError(str(exc)) from None
     base_w, exp_w = open_weights(base), open_weights(expect)
     names = list(exp_w.names())
     if set(names) != set(base_w.names()):
@@ -162,12 +211,10 @@ def replay_lowrank(base, log, expect, *, out=None, report_path=None, state_dir=N
                         "lr": args["lr"], "rank": args["rank"], "steps_per_adapter": args["steps_per_adapter"],
                         "residue": "none: members are evaluated through adapters, never on the base weights"},
               "notes": notes + ["numerics profile 'lowrank' (docs/numerics.md §9); the perturbations never touch "
-                                "the base weights, so the naive replay is the replay"]}
+                                "the base weights, so the naive replay is the replay"] + registry.problems()}
     if out is not None:
         save_weights(out, weights)
         report["out"] = str(out)
-    from ...replay.log import log_digest
-    state_dir = Path(state_dir) if state_dir else Path.cwd() / f"esverify-replay-{log_digest(log)[:12]}"
     report["state_dir"] = str(state_dir)
     text = jsonin.dumps(report, indent=1) + "\n"
     write_atomic(state_dir / "report.json", text)
