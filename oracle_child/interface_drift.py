@@ -40,6 +40,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import sys
 from pathlib import Path
 
 #: the argparse keywords the manifest records, as source text
@@ -271,13 +272,25 @@ def check_clone(clone_root, target: str, manifest_path, base: str = "", only=Non
         try:
             actual = extract(path, names=entry.get("module_constants", {}).keys())
         except SyntaxError as exc:
-            findings.append(_finding(rel, "unreadable", rel, None, f"SyntaxError: {exc.msg} (line {exc.lineno})"))
+            needs = newer_python(exc)
+            if needs:   # the interpreter's limit, not the reference's drift: said as such (needs-python)
+                findings.append(_finding(rel, "needs-python", rel, needs, f"Python {sys.version.split()[0]}"))
+            else:
+                findings.append(_finding(rel, "unreadable", rel, None, f"SyntaxError: {exc.msg} (line {exc.lineno})"))
             continue
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             findings.append(_finding(rel, "unreadable", rel, None, f"{type(exc).__name__}: {exc}"))
             continue
         findings += compare(entry, {"file": rel, **actual})
     return findings
+
+
+def newer_python(exc: SyntaxError) -> str | None:
+    """"Python 3.12 or newer" when `exc` is this (older) interpreter failing on PEP 701 f-string syntax, the
+    one newer syntax the references use; None for a syntax error a newer Python would raise too."""
+    if sys.version_info < (3, 12) and "f-string" in str(exc.msg):
+        return "Python 3.12 or newer"
+    return None
 
 
 def _names(params) -> str:
@@ -292,6 +305,8 @@ def describe(finding: dict) -> str:
         return f"{f}: file missing from the clone"
     if kind == "unreadable":
         return f"{f}: cannot be read here: {got}"
+    if kind == "needs-python":
+        return f"{f}: not checked here: it needs {exp}, the child is {got}"
     if kind == "missing-import":
         now = f" (it binds {name!r} from {got.get('from') or got.get('module')} instead)" if got else ""
         return f"{f}: module-level import of {name!r} missing{now}"

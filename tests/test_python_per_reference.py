@@ -134,13 +134,14 @@ def test_interpreter_gaps_words_each_reference_once():
     assert interpreter_gaps(frame[frame["target"] == "es-awd"]) == ""
 
 
-def _python312() -> str | None:
-    """A Python 3.12 with torch and numpy: $ESVERIFY_TEST_PY312, else a pyenv 3.12 or a venv made from one."""
+def _python312(torch: bool = True) -> str | None:
+    """A Python 3.12 (with torch and numpy when `torch`): $ESVERIFY_TEST_PY312, else a pyenv 3.12."""
     candidates = [os.environ.get("ESVERIFY_TEST_PY312", "")]
     candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12*/bin/python")))
     for python in filter(None, candidates):
         try:
-            out = subprocess.run([python, "-c", "import sys, torch, numpy; print(sys.version_info[:2] >= (3, 12))"],
+            out = subprocess.run([python, "-c", ("import torch, numpy; " if torch else "")
+                                  + "import sys; print(sys.version_info[:2] >= (3, 12))"],
                                  capture_output=True, text=True, timeout=120)
         except (OSError, subprocess.TimeoutExpired):
             continue
@@ -169,3 +170,54 @@ def test_es_at_scale_runs_its_312_rows_on_its_own_interpreter(tmp_path):
     children = json.loads((tmp_path / "own" / "parity.json").read_text())["metadata"]["children"]
     assert children["es-at-scale"]["python"].startswith("3.12")
     assert children["es-awd"]["python"] == ".".join(map(str, sys.version_info[:3]))
+
+
+_NEW_SYNTAX = 'def z_score(xs):\n    return [f"{x["v"]}" for x in xs]\n'   # PEP 701: Python 3.12 and newer
+
+
+def _git_clone_with_change(tmp_path) -> Path:
+    root = tmp_path / "clone"
+    root.mkdir()
+    (root / "shaping.py").write_text(_NEW_SYNTAX)
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "validated"]):
+        subprocess.run(git + args, check=True)
+    (root / "shaping.py").write_text(_NEW_SYNTAX.replace('f"{x["v"]}"', 'f"{x["v"]}!"'))
+    subprocess.run(git + ["commit", "-qam", "later"], check=True)
+    return root
+
+
+def test_blame_names_no_module_level_for_a_file_the_parent_cannot_parse(tmp_path):
+    """A changed line of a file in newer syntax than the parent's: never blamed on "module level"; with the
+    reference's own interpreter (blame.functions_in) the function is named."""
+    from esverify.oracle.blame import UNPARSED, clone_changes, distance_line
+    root = _git_clone_with_change(tmp_path)
+    base = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD~1"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    changes = clone_changes(root, base[:7], python=None if sys.version_info >= (3, 12) else sys.executable)
+    assert changes.ahead == 1 and changes.validated == base[:7]
+    if sys.version_info < (3, 12):
+        assert [h.function for h in changes.hunks] == [UNPARSED]
+    line = distance_line("es-at-scale", changes, {"shaping.py": ["z_score"]})
+    assert line.startswith(f"es-at-scale: the clone is 1 commit past the validated {base[:7]}; ")
+    py312 = _python312(torch=False)
+    if py312 is None:
+        pytest.skip("no Python 3.12 to parse the file with")
+    changes = clone_changes(root, base[:7], python=py312)
+    assert [h.function for h in changes.hunks] == ["z_score"]
+    assert distance_line("es-at-scale", changes, {"shaping.py": ["z_score"]}).endswith(
+        "functions the rows ran that changed: z_score (shaping.py)")
+
+
+def test_interface_drift_says_the_interpreter_not_the_clone(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "oracle_child"))
+    import interface_drift
+    try:
+        compile(_NEW_SYNTAX, "x.py", "exec")
+        pytest.skip("this Python reads PEP 701 f-strings")
+    except SyntaxError as exc:
+        assert interface_drift.newer_python(exc) == "Python 3.12 or newer"
+    assert interface_drift.newer_python(SyntaxError("invalid syntax")) is None
+    line = interface_drift.describe({"file": "shaping.py", "kind": "needs-python", "name": "shaping.py",
+                                     "expected": "Python 3.12 or newer", "found": "Python 3.11.7"})
+    assert line == "shaping.py: not checked here: it needs Python 3.12 or newer, the child is Python 3.11.7"

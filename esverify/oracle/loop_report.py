@@ -177,9 +177,13 @@ def interface_findings(target: str, items: list) -> list:
     for item in items:
         kind = str(item.get("kind", ""))
         action = DRIFT_ACTIONS.get(kind, "esverify drives the documented interface regardless")
-        out.append({"target": target, "finding": f"interface: {kind}",
-                    "description": (f"{item.get('file', '')}: {item.get('name', '')}: esverify's driver expects "
-                                    f"{_shown(item.get('expected'))}, the clone has {_shown(item.get('found'))}"),
+        description = (f"{item.get('file', '')}: {item.get('name', '')}: esverify's driver expects "
+                       f"{_shown(item.get('expected'))}, the clone has {_shown(item.get('found'))}")
+        if kind == "needs-python":   # the child's interpreter, not the clone (oracle_child/interface_drift.py)
+            description = (f"{item.get('file', '')}: its interface is not checked here: the file needs "
+                           f"{_shown(item.get('expected'))} and the child is {_shown(item.get('found'))}")
+            action = f"give --python {target}=PATH with such an interpreter to check it and run its rows"
+        out.append({"target": target, "finding": f"interface: {kind}", "description": description,
                     "observed": [action], "rows": 0})
     return out
 
