@@ -355,7 +355,7 @@ def to_markdown(sections: Mapping[str, pd.DataFrame], metadata: Mapping, title: 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:1.5em;color:#222}
 h1{margin-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px solid #ddd}
-p,li,summary,label{overflow-wrap:anywhere}
+h1,h2,p,li,summary,label{overflow-wrap:anywhere}
 div.scroll{max-width:100%;overflow-x:auto;margin:.4em 0 1.2em}div.scroll table{margin:0}
 table{border-collapse:collapse;margin:.4em 0 1.2em;font-size:.9em}
 th,td{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}

@@ -311,6 +311,9 @@ def test_cli_exit_codes_and_report(awd, tmp_path):
     torch.save(sd, tmp_path / "t.pt")
     bad = runner.invoke(main, base + ["--expect", str(tmp_path / "t.pt"), "--state-dir", str(tmp_path / "b")])
     assert bad.exit_code == 1 and "DIFFERS" in bad.output and "emb" in bad.output
+    page = (tmp_path / "b" / "report.html").read_text()   # the same report for a browser, sides named
+    assert "<th>replayed</th><th>checkpoint</th>" in page and "exit 1" in page and "emb" in page
+    assert "<th>replayed</th>" in (tmp_path / "a" / "report.html").read_text()
     usage = runner.invoke(main, base + ["--expect", str(awd["final"]), "--noise", "nope"])
     assert usage.exit_code == 2
     log = _copy_log(awd, tmp_path)

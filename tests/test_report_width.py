@@ -44,7 +44,7 @@ def _wide_page() -> str:
     sections = {"summary": grid, "cases": pd.DataFrame([WIDE] * 3), "notes": pd.DataFrame([WIDE])}
     metadata = {"verdict": "fail", "exit_code": 1, "children": {"es-awd": {"env": WIDE, "list": list(WIDE.values())}},
                 "warnings": [WIDE["detail"], WIDE["command"]]}
-    return report.to_html(sections, metadata, "wide")
+    return report.to_html(sections, metadata, "a title naming a path " + "/t" * 120)
 
 
 # ------------------------------------------------------------------------------------------ the rules
@@ -94,7 +94,7 @@ def test_a_grid_cell_holds_its_op_name_without_spilling_into_the_next():
 
 def test_prose_and_commands_wrap():
     css = report._CSS
-    assert re.search(r"(^|\})p,li[^{]*\{[^}]*overflow-wrap:anywhere", css, re.M)
+    assert re.search(r"(^|\})h1,h2,p,li[^{]*\{[^}]*overflow-wrap:anywhere", css, re.M)
     assert re.search(r"pre\{[^}]*white-space:pre-wrap", css)
     assert re.search(r"pre\.cmd\{[^}]*word-break:break-all", css)
 
@@ -188,4 +188,42 @@ def test_an_audit_report_fits_the_window(tmp_path):
 @needs_browser
 def test_the_widest_content_of_goldens_and_replay_fits_the_window(tmp_path):
     scroll, client = scroll_width(_wide_page(), tmp_path)
+    assert scroll <= WIDTH and scroll == client, (scroll, client)
+
+
+def _replay_report() -> dict:
+    """A replay report (esverify.replay.report.build_report's shape) with long names and a layout row."""
+    def side(n, first=None, layout=""):
+        out = {"mismatches": n, "first": first, "max_ulp": 3 if first else None}
+        return {**out, "layout": layout} if layout else out
+    first = {"index": 123456, "replayed": "0x3f800001 (1.0000001)", "checkpoint": "0x3f800000 (1.0)", "ulp": 1}
+    tensors = [{"name": "model.layers.%d.self_attn.q_proj.lora_A.default.weight.a_very_long_suffix" % i,
+                "shape": [4096, 4096], "dtype": "bfloat16", "elements": 4096 * 4096, "kind": "dense", "units": 8,
+                "replay": side(i, first if i else None), "naive": side(2 * i, first if i else None)}
+               for i in range(4)]
+    tensors.append({"name": "steps", "shape": [3], "dtype": "float32", "elements": 3, "kind": "dense", "units": 1,
+                    "replay": side(3, None, "the checkpoint's dtype float16 is not the replay's float32"),
+                    "naive": side(3, None, "the checkpoint's dtype float16 is not the replay's float32")})
+    return {"format": "esverify.replay.report/2", "verdict": "differs", "elements": 5 * 4096 * 4096,
+            "mismatches": 9, "naive_mismatches": 15, "tensors": tensors, "base": "/b" * 80, "expect": "/e" * 80,
+            "log": "/l" * 80, "units": 33, "resumed_units": 0, "state_dir": "/s" * 40,
+            "model": {"profile": "es-awd", "noise": "contract", "iterations": 500, "population_size": 30},
+            "notes": [WIDE["detail"], "the checkpoint depends on num_engines " + "n" * 200], "text": "t"}
+
+
+def test_the_replay_page_names_its_sides_and_boxes_its_tables():
+    from esverify.replay.report import render_html
+    page = render_html(_replay_report(), 1)
+    assert unboxed_tables(page) == 0
+    header = re.search(r"<table id='s0-tensors'[^>]*><thead><tr>(.*?)</tr>", page)[1]
+    columns = re.findall(r"<th>(.*?)</th>", header)
+    assert {"replayed", "checkpoint", "ulp", "naive_differ"} <= set(columns) and "expected" not in page
+    assert "the checkpoint under test" in page and "0x3f800000 (1.0)" in page
+    assert page.index(">differs<") < page.index(">bit-equal<")   # the differing tensors first
+
+
+@needs_browser
+def test_a_replay_report_fits_the_window(tmp_path):
+    from esverify.replay.report import render_html
+    scroll, client = scroll_width(render_html(_replay_report(), 1), tmp_path)
     assert scroll <= WIDTH and scroll == client, (scroll, client)

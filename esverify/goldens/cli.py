@@ -154,12 +154,16 @@ def check(areas, backends, against, strict, junit, json_path, goldens_dir, impl_
     summary = pd.DataFrame(result.summary, columns=["area", "backend", "vectors", "mismatches",
                                                     "libm_divergences", "libm_cap"]
                            + (["unsupported"] if target else []) + ["seconds"])
+    from ..console import fit_table
+
+    def shown(text):   # the console keeps to its width when --json holds every cell whole; else nothing is cut
+        return text if json_path is None else fit_table(text, rest=str(json_path))
     if len(summary):
-        click.echo(report.console_table(summary))
+        click.echo(shown(report.console_table(summary)))
     table = result.table
     if len(table):
         click.echo("")
-        click.echo(report.console_table(table))
+        click.echo(shown(report.console_table(table)))
     header = {"verdict": verdict, "exit_code": code,
               "counts": {"vectors": int(summary["vectors"].sum()) if len(summary) else 0,
                          "mismatches": int(summary["mismatches"].sum()) if len(summary) else 0,

@@ -221,7 +221,8 @@ def parity(ctx, ref, discover, blame_base, target, python, dtypes, schemes, devi
     finally:
         if side is not None:
             side.close()
-    click.echo(result.console)
+    from ..console import fit
+    click.echo(fit(result.console, rest=f"the report ({result.out_dir})"))   # the console keeps to its width
     step = os.environ.get("GITHUB_STEP_SUMMARY")
     if step and result.step_summary:   # GitHub's job page: each step appends its block
         try:

@@ -10,6 +10,7 @@ partial report written, the verified units kept).
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -63,6 +64,15 @@ def replay(base, log_dir, expect, out, profile, noise, workers, ray_address, sta
         click.echo("interrupted: the units verified so far are kept; run the same command again to continue",
                    err=True)
         sys.exit(130)
-    click.echo(report["text"])
-    click.echo(f"report: {report['state_dir']}/report.json", err=True)
+    from ..console import fit   # the console keeps to its width; report.json holds every detail
+    from ..report import write_atomic
+    from .report import render_html
+    click.echo(fit(report["text"], rest=f"{report['state_dir']}/report.json"))
+    page = Path(report["state_dir"]) / "report.html"
+    try:   # the page to read in a browser; report.json, already written, is the record
+        write_atomic(page, render_html(report, code))
+        shown = f", {page}"
+    except OSError as exc:
+        shown = f" (no report.html: {exc})"
+    click.echo(f"report: {report['state_dir']}/report.json{shown}", err=True)
     sys.exit(code)

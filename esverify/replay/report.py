@@ -120,3 +120,35 @@ def render_text(report: dict) -> str:
         lines.append(f"re-verified: {report['reverified_units']} units recorded by an earlier run read other bytes "
                      f"now and were replayed again")
     return "\n".join(lines)
+
+
+def _first_cells(side: dict) -> dict:
+    first = side.get("first") or {}
+    return {"first_index": first.get("index"), "replayed": first.get("replayed"), "checkpoint": first.get("checkpoint"),
+            "ulp": first.get("ulp")}
+
+
+def render_html(report: dict, exit_code: int | None = None) -> str:
+    """The report as one standalone HTML page (esverify.report.to_html: it fits a 1,400 px window): the
+    verdict, the tensors (the differing ones first, each with its first differing element as `replayed` and
+    `checkpoint` values and their ulp distance, and what the naive replay would say), the notes, then the
+    model and inputs as metadata. `exit_code`: the command's, shown beside the verdict."""
+    import pandas as pd
+
+    from ..report import to_html
+    rows = [{"tensor": t["name"], "dtype": t["dtype"], "shape": "x".join(map(str, t["shape"])) or "()",
+             "status": "differs" if t["replay"]["mismatches"] else "bit-equal",
+             "differ": f"{t['replay']['mismatches']}/{t['elements']}", **_first_cells(t["replay"]),
+             "max_ulp": t["replay"]["max_ulp"], "layout": t["replay"].get("layout", ""),
+             "naive_differ": f"{t['naive']['mismatches']}/{t['elements']}"} for t in report["tensors"]]
+    tensors = pd.DataFrame(rows, columns=["tensor", "dtype", "shape", "status", "differ", "first_index", "replayed",
+                                          "checkpoint", "ulp", "max_ulp", "layout", "naive_differ"])
+    tensors = tensors.sort_values("status", key=lambda c: c != "differs", kind="stable").reset_index(drop=True)
+    notes = pd.DataFrame({"note": list(report.get("notes", []))}, columns=["note"])
+    header = {"verdict": report["verdict"], **({"exit_code": exit_code} if exit_code is not None else {}),
+              "counts": {"elements": report["elements"], "differ": report["mismatches"],
+                         "naive replay differs": report["naive_mismatches"]}}
+    metadata = {k: v for k, v in report.items() if k not in ("tensors", "notes", "text")}
+    return to_html({"tensors": tensors, "notes": notes}, {**metadata, **header},
+                   f"esverify replay of {report.get('log', '')} against the checkpoint under test", header,
+                   {"tensors": "tensors (replayed: from the log; checkpoint: the checkpoint under test)"})
