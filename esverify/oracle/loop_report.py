@@ -1,4 +1,4 @@
-"""Report sections of the loop rows (issue 9): findings, coverage, not checked.
+"""Report sections of the loop rows (issue 9): findings, coverage, the paths reached, not checked.
 
 - `findings`: documented reference quirks a loop row observed
   (each adapter's `findings`), with what was observed;
@@ -8,6 +8,11 @@
   reaches it, and with --line-coverage its executed lines (coverage.py);
   the metadata keeps the percentage per target, and every reached function
   that did not run is a warning;
+- `coverage_paths`: per target, the code paths its adapter lists by what
+  selects them (esverify.oracle.run_paths: update chunks, rank, engines,
+  mirroring, decay, resume, non-finite rewards, ...), whether a row that
+  ran reached each and which; the metadata's `coverage_paths` names the
+  reached and the unreached ones;
 - `not_checked`: every target that did not run and why (no clone given,
   not selected, an unusable clone), and loop rows left out.
 Each is a pandas frame, so every report format carries it.
@@ -21,6 +26,7 @@ import pandas as pd
 
 from .. import jsonin
 from . import adapters as _adapters
+from . import run_paths
 
 
 def read_coverage(work, target: str) -> dict:
@@ -141,7 +147,12 @@ def report_sections(runner, wanted, clones, skipped_targets, failed, frame, meta
                                         "a training loop reaches it: a pass does not cover it")
     for row in not_checked.itertuples():
         metadata["warnings"].append(f"{row.target}: not checked ({row.why}): {row.not_checked}")
-    return {"findings": findings_frame, "coverage": coverage_frame, "not_checked": not_checked}
+    # the code paths each reference's rows reached, by what selects them (function coverage cannot tell
+    # one update chunk from three): the coverage section's second table, and per target in the metadata
+    paths_frame, paths = run_paths.paths_frame(frame, set(clones))
+    metadata["coverage_paths"] = paths
+    return {"findings": findings_frame, "coverage": coverage_frame, "coverage_paths": paths_frame,
+            "not_checked": not_checked}
 
 
 #: what esverify does about each kind of interface difference (docs/references.md §5, "Interface drift")
@@ -203,6 +214,12 @@ def console_lines(extra: dict, console: str) -> str:
                      f"{int(loop['ran'].sum())} of {len(loop)} ran"
                      + (f"; {int(part['lines'].sum())} lines ran in its functions" if part["lines"].notna().any()
                         else ""))
+    paths = extra.get("coverage_paths")
+    for target in ([] if paths is None else dict.fromkeys(paths["target"])):
+        part = paths[paths["target"] == target]
+        missed = list(part.loc[~part["reached"].astype(bool), "path"])
+        added.append(f"paths ({target}): {int(part['reached'].sum())} of {len(part)} reached"
+                     + (f"; not reached: {'; '.join(missed)}" if missed else ""))
     return "\n".join(lines[:-1] + added + lines[-1:])
 
 

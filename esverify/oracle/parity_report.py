@@ -327,7 +327,7 @@ def json_cases(frame: pd.DataFrame) -> pd.DataFrame:
 #: parity.json's `schema_version` (docs/parity.schema.json); bumped on any change a reader must know
 SCHEMA_VERSION = 1
 TITLES = {"attention": "needs attention", "not_checked_here": "not checked here", "summary": "summary",
-          "cases": "cases", "not_checked": "targets not checked"}
+          "cases": "cases", "coverage_paths": "coverage: the code paths reached", "not_checked": "targets not checked"}
 
 
 def layout(frame: pd.DataFrame, summary: pd.DataFrame, extra: dict, opts, selected, clones,

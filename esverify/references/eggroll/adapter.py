@@ -95,6 +95,24 @@ class Eggroll(Adapter):
     profile = "lowrank"
     ops = ()
     loop_ops = (OP,)
+    #: the code paths a run can reach, by what selects them (esverify.oracle.run_paths)
+    paths = (
+        ("rank-1 update (one matrix product per chunk)", "lora_r 1", ("*/r1-*",)),
+        ("rank > 1 update (batched products summed per chunk)", "lora_r 2, 3, 10", ("*/r[2-9]-*", "*/r1[0-9]-*")),
+        ("one update chunk", "2 pairs, the chunk size from the rank", ("*/N4/*",)),
+        ("several update chunks, the last one short", "--es-update-chunk-size 2 at 5 pairs", ("*-chunk*",)),
+        ("1 engine", "engines 1", ("*-e1", "*-e1-*")),
+        ("2 engines", "engines 2", ("*-e2", "*-e2-*")),
+        ("4 engines", "engines 4", ("*-e4", "*-e4-*")),
+        ("fitnesses normalised by their std", "--normalize-with-std", ("*-std*",)),
+        ("lr scaled in the gradient", "--scale-lr-in-grad", ("*-lrgrad*",)),
+        ("resume mid-generation from a checkpoint", "--resume-from", ("*-resume*",)),
+        ("contract noise through the hook", "contract noise", ("*/eggroll-main/N[0-9]/r*",
+                                                               "*/eggroll-main/N[0-9][0-9]/r*")),
+        ("torch's own generator", "native noise", ("*/native/*",)),
+        ("f16 weights", "dtype f16", ("*/f16/*",)),
+        ("bf16 weights", "dtype bf16", ("*/bf16/*",)),
+    )
     reached = {TRAINER: ["main", "get_rng_noise", "ESNcclLLM.generate_local_adapters",
                          "WorkerExtension.apply_lora_es_update", "load_checkpoint"]}
     findings = {

@@ -48,6 +48,23 @@ class EsAtScale(Adapter):
         update(params, noise, coeffs, alpha, population)
     ops = ("zscore", "perturb", "restore", "update", "loop")
     loop_ops = ("fit",)
+    #: the code paths a run can reach, by what selects them (esverify.oracle.run_paths)
+    paths = (
+        ("iid noise (a stream per tensor)", "scheme iid", ("*/iid/*",)),
+        ("correlated noise (one stream per member)", "scheme correlated", ("*/correlated/*",)),
+        ("torch's own generator", "native noise", ("*/native", "*/native/*")),
+        ("f32 tensors", "dtype f32", ("*/f32/*",)),
+        ("bf16 tensors", "dtype bf16", ("*/bf16/*",)),
+        ("f32, f16 and bf16 tensors in one model", "the mixed set", ("*/mixed/*",)),
+        ("several decoder layers and a tied head", "the layers set", ("*/layers",)),
+        ("z_score with a zero std", "every reward tied (rewards equal)", ("*/zscore/*/equal",)),
+        ("the update of zero coefficients", "every reward tied (rewards equal)", ("*/update/*/equal",)),
+        ("z_score of a NaN reward", "rewards nan", ("*/zscore/*/nan",)),
+        ("z_score of an infinite reward", "rewards inf", ("*/zscore/*/inf",)),
+        ("the update with NaN coefficients", "rewards nan or inf", ("*/update/*/nan", "*/update/*/inf")),
+        ("fit: 2 engines, a population not a multiple of them, a short last mini-batch", "op fit", ("*/fit/*",)),
+        ("fit under torch's own generator", "op fit, native noise", ("*/fit/*/native",)),
+    )
     layered_ops = ("perturb", "restore", "update")
     sweep_op = "update"
     fuzz_ops = ("perturb", "restore", "update", "update", "loop", "zscore")

@@ -60,6 +60,21 @@ class EsAwd(Adapter):
         update(params, noise, coeffs, alpha, population)
     ops = OPS
     loop_ops = tuple(MAIN_VARIANTS)
+    #: the code paths a run can reach, by what selects them (esverify.oracle.run_paths)
+    paths = (
+        ("iid noise (a stream per tensor)", "scheme iid", ("*/iid/*",)),
+        ("correlated noise (one stream per member)", "scheme correlated", ("*/correlated/*",)),
+        ("torch's own generator", "native noise", ("*/native", "*/native/*")),
+        ("no decay", "weight_decay_type none", ("*/update-none/*", "*/main/*")),
+        ("anchored decay l1", "weight_decay_type l1", ("*/update-l1/*", "*/decay-l1/*", "*/main-l1/*")),
+        ("anchored decay l2", "weight_decay_type l2", ("*/update-l2/*", "*/decay-l2/*", "*/main-l2/*")),
+        ("lambda 0 (no decay although a type is given)", "weight_decay_lambda 0", ("*lambda0", "*lambda0/*")),
+        ("mirrored sampling (N/2 seeds, divisor N)", "mirror_sampling", ("*/mirrored/*", "*/main-mirror/*")),
+        ("noise reused for equal-shape tensors", "caching", ("*/caching/*", "*/main-caching/*")),
+        ("main on 4 engines", "the main rows", ("*/main*",)),
+        ("the update of zero coefficients", "every reward tied (rewards equal)", ("*/update-none/*/equal",)),
+        ("the update with NaN coefficients", "rewards nan or inf", ("*/update-none/*/nan", "*/update-none/*/inf")),
+    )
     layered_ops = ("perturb", "restore", "update-none", "update-l1", "caching")
     sweep_op = "update-none"
     fuzz_ops = OPS

@@ -61,6 +61,17 @@ class EsPaper(Adapter):
     profile = "es-paper"
     ops = ()
     loop_ops = tuple(SCRIPTS)
+    #: the code paths a run can reach, by what selects them (esverify.oracle.run_paths)
+    paths = (
+        ("the countdown scripts", "main-countdown*", ("*/main-countdown*",)),
+        ("the conciseness scripts", "main-conciseness*", ("*/main-conciseness*",)),
+        ("a stream per tensor (the _iid scripts)", "scheme iid", ("*-iid/*",)),
+        ("two model copies (each copy's restore drift)", "--gpu_threads 2", ("*/N6", "*/N6/native")),
+        ("one model copy", "--gpu_threads 1", ("*/threads1",)),
+        ("torch's own generator", "native noise", ("*/native",)),
+        ("f16 weights", "dtype f16", ("*/f16/*",)),
+        ("bf16 weights", "dtype bf16", ("*/bf16/*",)),
+    )
     reached = {f"archive/{spec[0]}": ["main", "process_seed"] for spec in SCRIPTS.values()}
     computes = {op: [f"archive/{spec[0]}::main"] for op, spec in SCRIPTS.items()}
     findings = {

@@ -68,6 +68,15 @@ class SkillSample(Adapter):
     profile = "skill-sample"
     ops = ()
     loop_ops = (OP,)
+    #: the code paths a run can reach, by what selects them (esverify.oracle.run_paths)
+    paths = (
+        ("a small population", "N 5", ("*/N5", "*/N5/*")),
+        ("the page's population", "N 30", ("*/N30", "*/N30/*")),
+        ("a population past the page's utilities (a defect)", "N 40", ("*/N40", "*/N40/*")),
+        ("bf16 (a defect)", "dtype bf16", ("*/bf16/*",)),
+        ("a 1M-element vector", "the big set", ("*/big",)),
+        ("torch's own generator", "native noise", ("*/native",)),
+    )
     reached = {}
     computes = {OP: ["*::es_train_loop"]}   # the sample's file name is the user's
     findings = {
