@@ -1,4 +1,4 @@
-"""Drift tolerance of the modules the parity child replaces (docs/parity.md, "What a later commit does").
+"""Drift tolerance of the modules the parity child replaces (docs/parity.md, "What a later commit does to a verdict").
 
 Runs ONLY in the parity child; the esverify package never imports it.
 

@@ -42,6 +42,8 @@ def test_parse_python_bare_named_and_mixed():
     assert parse_python("es-at-scale=/a/python, eggroll=/b/python") == (
         None, {"es-at-scale": "/a/python", "eggroll": "/b/python"})
     assert parse_python("python3") == ("python3", {})
+    # a shell does not expand the ~ after NAME=
+    assert parse_python(("eggroll=~/venv/bin/python",)) == (None, {"eggroll": os.path.expanduser("~/venv/bin/python")})
 
 
 @pytest.mark.parametrize("value, words", [

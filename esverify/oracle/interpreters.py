@@ -23,6 +23,7 @@ row family that did not run.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 
@@ -50,6 +51,7 @@ def parse_python(value) -> tuple[str | None, dict]:
         if not item:
             raise UsageError("--python: an empty entry; give PATH or NAME=PATH (NAME a reference)")
         name, sep, path = item.partition("=")
+        path = os.path.expanduser(path)   # a shell leaves the ~ of NAME=~/venv/bin/python to us
         if sep and _NAME.match(name) and "/" not in name:
             if not path:
                 raise UsageError(f"--python {item}: no interpreter after '='; give {name}=PATH")
@@ -60,7 +62,7 @@ def parse_python(value) -> tuple[str | None, dict]:
             if bare not in (None, item):
                 raise UsageError(f"--python: two interpreters for every reference ({bare} and {item}); give one "
                                  "bare PATH and NAME=PATH for the others")
-            bare = item
+            bare = os.path.expanduser(item)
     return bare, named
 
 
@@ -68,7 +70,6 @@ def config_paths(value: str, base) -> str:
     """The [tool.esverify] python value with each entry's path made absolute: `~` expanded, a path with a
     '/' taken relative to `base` (the pyproject.toml's folder, as ruff's paths are), a bare name such as
     `python3` left to be looked up on PATH; entries kept in order, separated by commas."""
-    import os
     out = []
     for item in (part.strip() for part in value.split(",")):
         name, sep, where = item.partition("=")

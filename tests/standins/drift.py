@@ -3,7 +3,7 @@
 
 Design record: a user clones a reference's newest commit, not the one its
 driver was validated against (eggroll-vllm's HEAD adds a task class to its
-entry script's imports, docs/references.md §9). `drifted_clone` copies a
+entry script's imports, docs/references.md §8). `drifted_clone` copies a
 stand-in into a git repository whose first commit is the stand-in as it
 is (the "validated" commit), then commits each drift on top, one commit
 per kind:

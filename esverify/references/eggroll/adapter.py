@@ -86,7 +86,7 @@ class Eggroll(Adapter):
     default_path = "refs/eggroll-vllm"
     driver = "driver_eggroll.py"
     licence = "LICENSE"
-    #: docs/references.md §9: the authors' "Create LICENSE" commit; HEAD 15cc51c leaves the ES code unchanged
+    #: docs/references.md §8: the authors' "Create LICENSE" commit; HEAD 15cc51c leaves the ES code unchanged
     validated_commit = "bcc215e"
     #: the child reads and writes the adapter and checkpoint files with safetensors (docs/parity.md)
     child_needs = ("safetensors",)
