@@ -61,7 +61,7 @@ import placeholders
 from esverify import rng as es_rng
 from esverify.exactsum import loop_rewards
 from esverify.numerics_probe import flush_to_zero_status
-from esverify.rng.memo import RangeMemo
+from esverify.rng.memo import RangeMemo, served_name, served_range
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
@@ -325,6 +325,29 @@ def _default_generator(device):
 #: bytes of generated noise the hook keeps (NoiseHook.cache, an esverify.rng.memo.RangeMemo)
 NOISE_CACHE_BYTES = 64 << 20
 
+#: the folder of the contract ranges the parent drew and serves (its command's "served": esverify.oracle.
+#: noise_memo), None: this child draws all its noise
+SERVED = {"folder": None}
+#: elements of contract noise the command running read from the parent ("served") or drew ("drawn")
+NOISE_ELEMENTS: collections.Counter = collections.Counter()
+
+
+def contract_range(stream: int, first: int, n: int, mapping: str, backend, device):
+    """Elements first .. first+n-1 of contract stream `stream` (f32, CPU numpy array for device None, else a
+    tensor on `device`): for the CPU, the parent's copy when it serves it (the same bits: its name holds what
+    decides them, esverify.rng.memo.served_name), else drawn here with `backend` (None: the fastest here,
+    numba where it compiles, else numpy). A CUDA range is drawn on the device (faster than a copy to it)."""
+    if device is None or torch.device(device).type == "cpu":
+        folder = SERVED["folder"]
+        if folder:
+            name = served_name(mapping, backend or es_rng.default_backend("cpu"), stream, first, n)
+            values = served_range(folder, name, n)
+            if values is not None:
+                NOISE_ELEMENTS["served"] += n
+                return values if device is None else torch.from_numpy(values)
+    NOISE_ELEMENTS["drawn"] += n
+    return es_rng.gaussian(stream, n, first=first, mapping=mapping, device=device, backend=backend)
+
 
 class NoiseHook:
     """The replacement for torch's gaussian entry points (docs/references.md §3, §3a and §3b).
@@ -481,8 +504,8 @@ class NoiseHook:
         A member's perturb, restore and update draw the same ranges, correlated noise repeats one range
         over equal-size tensors, and the cases of a run share their member seeds: most draws copy."""
         key = (self.mapping, self.backend, stream, position, numel, str(device))
-        noise, _ = self.cache.get(key, lambda: es_rng.gaussian(stream, numel, first=position, mapping=self.mapping,
-                                                               device=device, backend=self.backend))
+        noise, _ = self.cache.get(key, lambda: contract_range(stream, position, numel, self.mapping, self.backend,
+                                                              device))
         return noise
 
     def _deliver(self, draw: Draw, noise, position: int, numel: int):
@@ -851,6 +874,8 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
             if command.get("op") == "exit":
                 break
             answer = {"id": command.get("id")}
+            SERVED["folder"] = command.get("served") if isinstance(command.get("served"), str) else None
+            NOISE_ELEMENTS.clear()
             if command.get("clone") and Path(command["clone"]).resolve() != clone:
                 clone, modules = switch_clone(clone, Path(command["clone"]).resolve(), load_modules)
             try:
@@ -863,6 +888,8 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
                 hook()
             for hook in ANSWER_HOOKS:
                 hook(answer)
+            if NOISE_ELEMENTS:   # how much of its contract noise the parent served (benchmarks, tests)
+                answer["noise_elements"] = dict(NOISE_ELEMENTS)
             flush = flush_to_zero_status()   # the op may have loaded more of the clone, or set the flags itself
             if flush.flushing:
                 answer["flush_to_zero"] = list(flush.findings)

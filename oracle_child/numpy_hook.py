@@ -20,7 +20,8 @@ Under contract noise this hook replaces those two functions:
 The flat parameter vector of that loop is one tensor: the stream is the
 member's stream of slot 0 of the case's scheme (`correlated`: the member
 seed itself). Under native noise both functions are numpy's own; the hook
-only records the seeds and draws. `draws` holds (seed, position,
+only records the seeds and draws. A contract range the parent drew already is read from
+it, not drawn (child_server.contract_range, docs/parity.md "Served noise"). `draws` holds (seed, position,
 elements) per randn call, `seeds` every seed call, for the draw
 accounting the parent reports.
 """
@@ -30,7 +31,7 @@ import math
 
 import numpy as np
 
-from child_server import NoiseAttributionError
+from child_server import NoiseAttributionError, contract_range
 from esverify import rng as es_rng
 
 ORIGINAL = {"seed": np.random.seed, "randn": np.random.randn}
@@ -71,11 +72,11 @@ class NumpyLegacyHook:
                 "the draw cannot be attributed to a member, and numpy's own noise is never let in "
                 "(docs/references.md §7)")
         stream = es_rng.stream_seed(self.current, 0, self.scheme)
-        values = es_rng.gaussian(stream, numel, first=self.position, mapping=self.mapping, device="cpu",
-                                 backend=self.backend)
+        # the parent's copy when it serves this range, else drawn here (child_server.contract_range)
+        values = contract_range(stream, self.position, numel, self.mapping, self.backend, None)
         self.draws.append((self.current, self.position, numel))
         self.position += numel
-        out = values.to("cpu").double().numpy().reshape(tuple(int(s) for s in shape))
+        out = values.astype(np.float64).reshape(tuple(int(s) for s in shape))   # f32 to f64: exact
         return float(out) if not shape else out
 
     def install(self):

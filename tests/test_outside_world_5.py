@@ -198,6 +198,86 @@ def test_goldens_check_runs_in_a_read_only_install_with_a_read_only_home(tmp_pat
     assert done.stderr.count(NO_CACHE) == 1
 
 
+# ------------------------------------------------------------------ 3. git as the clone is
+
+def _git(repo: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
+                          env=env).stdout.strip()
+
+
+CLONE_CODE = "def perturb(x):\n    return x + 1\n\n\ndef restore(x):\n    return x - 1\n"
+
+
+def _clone(path: Path) -> tuple[Path, str]:
+    """A small git clone with one commit; its `es.py` then changed inside `perturb` (not committed)."""
+    path.mkdir(parents=True)
+    _git(path, "init", "-q", ".")
+    (path / "es.py").write_text(CLONE_CODE)
+    _git(path, "add", "es.py")
+    _git(path, "commit", "-q", "-m", "one")
+    (path / "es.py").write_text(CLONE_CODE.replace("x + 1", "x + 2"))
+    return path, _git(path, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A HOME of the test's own (its .gitconfig only), as a user's shell would have."""
+    folder = tmp_path / "home"
+    folder.mkdir()
+    for name in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(folder))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    return folder
+
+
+def test_inside_a_git_hook_the_clone_and_its_changes_are_its_own(tmp_path, home, monkeypatch):
+    from esverify import gitinfo
+    from esverify.oracle import blame
+    clone, commit = _clone(tmp_path / "clone")
+    other, other_commit = _clone(tmp_path / "project")
+    _git(other, "commit", "-q", "-am", "two")
+    # what git exports to a hook of the project being committed
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(other))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(other / ".git" / "index"))
+    assert gitinfo.commit_and_dirty(clone) == (commit, True)     # today: the project's commit, clean
+    changes = blame.clone_changes(clone, commit[:7])
+    assert (changes.state, changes.head) == ("changed", commit[:7])
+    assert [(h.path, h.first, h.function) for h in changes.hunks] == [("es.py", 2, "perturb")]
+
+
+def test_a_users_diff_prefixes_do_not_turn_blame_around(tmp_path, home):
+    from esverify.oracle import blame
+    (home / ".gitconfig").write_text("[diff]\n\tmnemonicPrefix = true\n\tinterHunkContext = 10\n"
+                                     "[color]\n\tui = always\n")
+    clone, commit = _clone(tmp_path / "clone")
+    changes = blame.clone_changes(clone, commit[:7])
+    assert [(h.path, h.function) for h in changes.hunks] == [("es.py", "perturb")]   # today: "w/es.py"
+    line = blame.explain(changes, {"es.py": ["perturb"]}, [])
+    assert "es.py:2, in perturb, which this row ran" in line and "none of which" not in line
+
+
+def test_a_clone_owned_by_another_user_is_named_as_such_and_its_commit_read(tmp_path, home):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the clone to another user")
+    from esverify import gitinfo
+    from esverify.oracle import blame, clones
+    clone, commit = _clone(tmp_path / "clone")
+    subprocess.run(["chown", "-R", "nobody", str(clone)], check=True)
+    assert clones.git_identity(clone) == (commit, None)         # today: (None, None), "not a git checkout"
+    top, line = gitinfo.refusal(clone)
+    assert top == clone and line == (f"git refuses the repository at {clone}: it is owned by another user (git's "
+                                     f"safe.directory check); git's fix, if you trust it: git config --global "
+                                     f"--add safe.directory {clone}")
+    changes = blame.clone_changes(clone, commit[:7])
+    assert (changes.state, changes.head) == ("refused", commit[:7])
+    assert blame.explain(changes, {"es.py": ["perturb"]}, []).startswith(line)
+
+
 # ------------------------------------------------------------------ 4. optional back-ends: Ray
 
 def test_a_ray_whose_import_raises_is_one_line_with_its_cause(tmp_path, monkeypatch):

@@ -46,7 +46,8 @@ class Hunk:
 @dataclass
 class Changes:
     """A clone's changes against its base. state: "changed", "clean", "no-git" (not the top of a git
-    checkout) or "no-commit" (a checkout without commits); base: the commit compared with (short);
+    checkout), "no-commit" (a checkout without commits) or "refused" (git refuses another user's
+    repository: `note` names it with git's fix); base: the commit compared with (short);
     note: what a reader must know about the base (an unknown commit, a history without the validated
     one), "" when the clone sits on the validated commit or after it."""
     state: str
@@ -180,6 +181,10 @@ def clone_changes(root, validated: str, python: str | None = None) -> Changes:
     if top is None or top.resolve() != root.resolve():
         return Changes("no-git", note="the clone is not a git checkout: its changes cannot be named")
     head = (gitinfo.git(root, "rev-parse", "HEAD") or "").strip()
+    refused = gitinfo.refusal(root) if not head else None
+    if refused:   # another user's repository: git answers nothing about it, which is not "no commit"
+        return Changes("refused", head=(gitinfo.head_from_files(top) or "")[:7],
+                       note=f"{refused[1]}; until then the clone's changes cannot be named")
     if not head:
         return Changes("no-commit", note="the clone's git checkout has no commit: its changes cannot be named")
     base, note, ahead = head, "", None
@@ -193,7 +198,9 @@ def clone_changes(root, validated: str, python: str | None = None) -> Changes:
     elif validated:
         note = (f"the clone is at {head[:7]}, whose history lacks the validated commit {validated}: only its "
                 "uncommitted changes are named")
-    diff = gitinfo.git(root, "diff", "-U0", "--no-color", "--no-ext-diff", "--no-renames", base, "--") or ""
+    # the prefixes, text conversion and relative paths pinned: what parse_diff reads is git's own text
+    diff = gitinfo.git(root, "diff", "-U0", "--no-color", "--no-ext-diff", "--no-renames", "--no-textconv",
+                       "--no-relative", "--src-prefix=a/", "--dst-prefix=b/", base, "--") or ""
     spans = parse_diff(diff)
     untracked = (gitinfo.git(root, "ls-files", "--others", "--exclude-standard") or "").split("\n")
     for rel in filter(None, untracked):

@@ -450,6 +450,9 @@ class Child:
         self.last_exit = None      #: the supervisor's return code after the last stop (the child's status)
         self.last_start = None     #: how the last start went: "warm" (forked, esverify.oracle.warm_start) or "fresh"
         self._next_id = 0
+        #: the folder of noise ranges the parent serves (esverify.oracle.noise_memo.served_folder), named
+        #: in each command; None: the child draws all its noise
+        self.served: str | None = None
         self.last_flush: list = []   #: what the child's float-environment probe reported after the last request
 
     # -- lifecycle
@@ -633,6 +636,8 @@ class Child:
         deadline = time.monotonic() + timeout
         self._next_id += 1
         command = dict(command, id=self._next_id)
+        if self.served:   # the parent's drawn noise (esverify.oracle.noise_memo): the child reads it, not draws it
+            command.setdefault("served", self.served)
         what = f"case {command.get('case_id', command.get('op'))}"
         try:
             self._send((json.dumps(command) + "\n").encode(), deadline, what)

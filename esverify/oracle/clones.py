@@ -68,7 +68,10 @@ def inspect_clone(target, path) -> CloneInfo:
     for rel in missing:
         info.warnings.append(f"file missing: {rel} (the ops that need it are error rows)")
     info.commit, info.dirty = git_identity(root)
-    if info.commit is None:
+    refused = gitinfo.refusal(root)
+    if refused:   # another user's clone: git refuses it, which is not "not a git checkout"
+        info.warnings.append(refused[1] + ("; its commit was read from its .git files" if info.commit else ""))
+    elif info.commit is None:
         info.warnings.append("not a git checkout: the commit cannot be named")
     elif target.validated_commit and not info.commit.startswith(target.validated_commit):
         info.warnings.append(f"commit {info.commit[:12]} is not the one docs/references.md was validated "

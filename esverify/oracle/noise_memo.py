@@ -19,17 +19,26 @@ with its own errors. A caller gets its own copy, so that writing into its noise 
 our side's trainer takes the kept tensor itself (`copies=False`: copying it was 6% of our side), since
 no profile writes into the noise it is given (tests/test_noise_memo.py checks every profile). Elements
 handed out from MEMO are counted as drawn, as the trainer counts them (NoiseSource.elements).
+
+Served noise (docs/parity.md, "Served noise"): inside `keeping()` every contract range MEMO hands out is
+also written, once, to SERVED (an esverify.rng.memo.ServedRanges in a private folder in shared memory,
+`served_folder()`), which the runner names to its children: a child's noise hook reads a range the parent
+drew instead of drawing it again (a child without numba drew it with numpy: three times the CPU). The
+folder is removed when the last `keeping()` block ends.
 """
 from __future__ import annotations
 
 import contextlib
+import shutil
+import tempfile
 import threading
 
 import torch
 
 from ..es.config import is_int
 from ..es.noise import NoiseSource, TorchNoise
-from ..rng.memo import RangeMemo
+from ..rng import default_backend
+from ..rng.memo import RangeMemo, ServedRanges, served_folder_base, served_name
 
 #: bytes of noise MEMO keeps. In the default matrix (its million-element rows' 240 ranges of 1 MiB are
 #: the working set) 128 MiB leaves 23% of the elements to draw, 96 MiB 47%, 64 MiB 50%, 32 MiB 56%; the
@@ -39,8 +48,48 @@ BUDGET_BYTES = 128 << 20
 #: the memo of this process's parity runs
 MEMO = RangeMemo(BUDGET_BYTES)
 
+#: bytes of ranges SERVED keeps for the children (in shared memory): MEMO's budget, as it mirrors MEMO
+SERVED_BYTES = BUDGET_BYTES
+
+#: the served ranges of the keeping() blocks running now (None outside them, or when no folder could be made)
+SERVED: ServedRanges | None = None
+
 _holders = 0          # keeping() blocks running now (a run, a session inside it: fuzz shrinking)
 _holders_lock = threading.Lock()
+
+
+def served_folder() -> str | None:
+    """The folder of the ranges served to children now (inside `keeping()`), or None."""
+    served = SERVED
+    return None if served is None else str(served.folder)
+
+
+def _serve_start() -> None:
+    global SERVED
+    try:
+        SERVED = ServedRanges(tempfile.mkdtemp(prefix="esverify-noise-", dir=served_folder_base()), SERVED_BYTES)
+    except OSError:   # nowhere to write: the children draw their noise themselves
+        SERVED = None
+
+
+def _serve_end() -> None:
+    global SERVED
+    served, SERVED = SERVED, None
+    if served is not None:
+        shutil.rmtree(served.folder, ignore_errors=True)
+
+
+def _serve(mapping: str, backend: str | None, stream: int, first: int, n: int, values) -> None:
+    """Write a contract range to SERVED (once; a failed write only means the child draws it)."""
+    served = SERVED
+    if served is None:
+        return
+    try:
+        name = served_name(mapping, backend or default_backend("cpu"), stream, first, n)
+        if name not in served:
+            served.put(name, values)
+    except (OSError, ValueError):
+        pass
 
 
 @contextlib.contextmanager
@@ -50,12 +99,16 @@ def keeping():
     global _holders
     with _holders_lock:
         _holders += 1
+        if _holders == 1:
+            _serve_start()
     try:
         yield MEMO
     finally:
         with _holders_lock:
             _holders -= 1
             last = _holders == 0
+            if last:
+                _serve_end()
         if last:
             MEMO.clear()
 
@@ -95,7 +148,9 @@ class MemoNoise(_Kept, NoiseSource):
                 or torch.device(device).type != "cpu":
             return super().draw(stream_seed, first, n, device, out)
         key = ("contract", self.mapping, self.backend, int(stream_seed), int(first), int(n))
-        return self._through(memo, key, lambda: super(MemoNoise, self).draw(stream_seed, first, n, device), n)
+        kept = self._through(memo, key, lambda: super(MemoNoise, self).draw(stream_seed, first, n, device), n)
+        _serve(self.mapping, self.backend, int(stream_seed), int(first), int(n), kept)
+        return kept
 
 
 class MemoTorchNoise(_Kept, TorchNoise):

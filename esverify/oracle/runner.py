@@ -191,10 +191,12 @@ class Runner:
     def _start_sessions(self, clones, selected):
         """One session per reference with cases, every child started before any case runs (side by side;
         a failure is reported for the first reference in case order, as one at a time would)."""
+        from .noise_memo import served_folder
         opts = self.opts
         names = [name for name in dict.fromkeys(c.target for c in selected) if name in clones]
         for name in names:
             self.sessions[name] = Session(self, _adapters.get(name), clones[name])
+            self.sessions[name].child.served = served_folder()   # the noise our side drew, read by the child
         sessions = [self.sessions[name] for name in names]
         started = _all_of([s.start_child() for s in sessions],   # each in its session's own thread
                           on_interrupt=lambda: [s.child.kill() for s in sessions])
@@ -411,7 +413,7 @@ class Runner:
         `run.session` is the Session. The child is closed at the end."""
         import torch
 
-        from .noise_memo import keeping
+        from .noise_memo import keeping, served_folder
         from .row_runner import checked_case
         check_numerics()
         threads = torch.get_num_threads()
@@ -429,6 +431,7 @@ class Runner:
                     self.warm, self._own_warm = held, False
                     stack.callback(setattr, self, "warm", None)
             session = Session(self, adapter, clone)
+            session.child.served = served_folder()   # the noise our side drew, read by the child
             history, count = [], [0]
 
             def run(case, clone=None):

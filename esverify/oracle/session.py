@@ -131,9 +131,11 @@ class Session:
         if self.variant_clone:   # the child switches to that clone for this command (oracle_child/child_server.py)
             command.setdefault("clone", str(self.adapter.clone_root(self.variant_clone)))
         clock = self.clock(case)
+        computed = ours_error = None
+        if compute is not None and self.child.served and self.draws_slower():
+            compute, computed, ours_error = None, *_ours_first(compute, clock)   # served: the child reads our draws
         started = time.perf_counter()
         pending = self.pool.submit(self.child.request, command, opts.timeout)
-        computed = ours_error = None
         if compute is not None:
             mark = time.perf_counter()
             try:
@@ -162,6 +164,14 @@ class Session:
             return None, None, self.row(case, status="error", detail=f"{case.op}: our side raised "
                                                                      f"{type(ours_error).__name__}: {ours_error}")
         return reply, computed, None
+
+    def draws_slower(self) -> bool:
+        """Whether the child lacks numba where our side has it: it would draw its contract noise with numpy
+        (three times the CPU), so `exchange` runs our side first and the child reads the ranges our side drew
+        (esverify.oracle.noise_memo, docs/parity.md "Served noise") instead of overlapping the two sides."""
+        from ..rng import backends
+        return "numba" not in (self.environment.get("noise_backends") or {}).get("cpu", ["numba"]) \
+            and backends.numba_available()
 
     def note_placeholders(self, said) -> None:
         """A run-level note per placeholder the child served (oracle_child/placeholders.py): a name of a
@@ -258,6 +268,17 @@ def _ran_of(reply) -> dict | None:
     if not isinstance(ran, dict) or not all(isinstance(k, str) and isinstance(v, list) for k, v in ran.items()):
         return None
     return {k: [str(n) for n in v] for k, v in ran.items()}
+
+
+def _ours_first(compute, clock) -> tuple:
+    """(computed, error) of our side run before the child's request (Session.exchange), timed on its clock."""
+    mark = time.perf_counter()
+    try:
+        return compute(), None
+    except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
+        return None, exc
+    finally:
+        clock["ours_s"] += time.perf_counter() - mark
 
 
 def placeholder_notes(target: str, said) -> list[str]:

@@ -22,14 +22,16 @@ BACKENDS = ("numpy", "numba", "torch")
 
 @functools.lru_cache(maxsize=None)
 def numba_available() -> bool:
-    """True when numba imports and can compile (checked once per process)."""
+    """True when numba imports and can compile (checked once per process): not under NUMBA_DISABLE_JIT,
+    where the kernels' intrinsics cannot run as Python (the numpy backend draws the same poly32 bits)."""
     if importlib.util.find_spec("numba") is None:
         return False
     try:
         from . import numba_backend  # noqa: F401  (compiles or loads the cached kernels lazily)
+        import numba
     except Exception:
         return False
-    return True
+    return not numba.config.DISABLE_JIT
 
 
 def set_numba_threads(count: int) -> int | None:
