@@ -72,10 +72,13 @@ def test_quick_start_gets_a_newcomer_to_a_five_reference_parity_report_without_g
     quick = _section(README, "## 2. Parity on the five references", "## 3.")
     rows = {line.split("|")[1].strip(): line for line in quick.splitlines() if re.match(r"\| [a-z]", line)}
     assert set(rows) - {"target"} == set(adapters.names()) and len(adapters.names()) == 5
+    from esverify.oracle.interpreters import child_needs
     for name in adapters.names():
         commit = adapters.get(name).validated_commit
         assert (f"`{commit}`" if commit else "| - |") in rows[name], rows[name]
-        assert "torch, numpy" in rows[name]
+        # the modules each child needs, as the run checks them before any row
+        needs = rows[name].split("|")[4].split(";")[0].strip()
+        assert needs == ", ".join(child_needs(adapters.get(name))), rows[name]
     assert "Python 3.12+" in rows["es-at-scale"] and "safetensors" in rows["eggroll"]
     for name, (url, folder) in REPOS.items():
         commit = adapters.get(name).validated_commit
@@ -84,7 +87,7 @@ def test_quick_start_gets_a_newcomer_to_a_five_reference_parity_report_without_g
         assert f"git -C ~/refs/{folder} checkout {commit}\n" in quick
         assert adapters.get(name).default_path == f"refs/{folder}"   # the folder a clone goes to is the default
     assert adapters.get("skill-sample").default_path == "refs/skill-sample" and "~/refs/skill-sample" in quick
-    assert FIVE + "\n" in quick and FIVE + " --python ~/venvs/py312/bin/python\n" in quick
+    assert FIVE + "\n" in quick and FIVE + " --python es-at-scale=~/venvs/py312/bin/python\n" in quick
     assert "parity.html" in quick and "not checked here" in quick
     for code in ("130", "143", "129", "--overwrite", "--require-all"):
         assert code in quick
@@ -102,10 +105,12 @@ def test_a_reference_environment_takes_torch_from_the_cpu_wheel_index():
     of nvidia-* packages). The recipes name the PyTorch CPU wheel index, in words and as the URL, and the
     set-up says what the pinned install line really does."""
     quick = _section(README, "## 2. Parity on the five references", "## 3.")
-    assert f"~/venvs/py312/bin/python -m {CPU_TORCH}\n" in quick and "PyTorch CPU wheel index" in quick
+    def words(text):
+        return " ".join(text.split())
+    assert f"~/venvs/py312/bin/python -m {CPU_TORCH}\n" in quick and "PyTorch CPU wheel index" in words(quick)
     setup = _section(README, "## Set-up on a fresh machine", "<!-- ci:install -->")
-    assert f"python -m {CPU_TORCH}" in setup and "PyTorch CPU wheel index" in setup
-    assert "does not choose the build" in setup and "CUDA build" in setup
+    assert f"python -m {CPU_TORCH}" in setup and "PyTorch CPU wheel index" in words(setup)
+    assert "does not choose the build" in words(setup) and "CUDA build" in words(setup)
     assert "an unpinned torch pulls" not in README   # the old claim that the pin avoids the CUDA build
     assert f"~/venvs/py312/bin/python -m {CPU_TORCH}" in DOCS["parity.md"]
 
