@@ -133,7 +133,8 @@ def _fake_stdlib(root: Path) -> Path:
     (root / "pkg").mkdir(parents=True)
     (root / "test").mkdir()
     (root / "site-packages").mkdir()
-    (root / "a.py").write_text("import os\nfor start in range(0, len(items), size):\n    x = items[start:start + size]\n")
+    (root / "a.py").write_text("import os\nfor start in range(0, len(items), size):\n"
+                               "    x = items[start:start + size]\n")
     (root / "pkg" / "b.py").write_text("def f(a):\n    return a\n")
     (root / "test" / "t.py").write_text("raise SystemExit\n")
     (root / "site-packages" / "s.py").write_text("raise SystemExit\n")

@@ -19,15 +19,19 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 import textwrap
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from click.testing import CliRunner
 
 import audit_interface_refs as gen
 from esverify.audit import interface, similarity, sources
 from esverify.audit.run import AuditOptions, run_audit
+from esverify.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 STANDINS = ROOT / "tests" / "standins"
@@ -212,13 +216,54 @@ def test_without_interface_data_the_same_regions_are_findings(tmp_path, refs):
 
 
 @pytest.mark.slow
-def test_the_whole_repository_audits_clean_with_interface_regions_as_evidence(refs):
-    result, sim = audit(ROOT, refs)
-    assert result.findings == 0, sim[sim["status"] == "finding"][["tree_file", "ref_file", "not_interface"]]
+def test_the_whole_repository_audits_clean_with_interface_regions_as_evidence(tmp_path, refs):
+    """`esverify audit --tree <this repository> --ref <each generated clone>`: exit 0, the interface and
+    idiom regions listed, on one screen."""
+    out = tmp_path / "rep"
+    args = ["audit", "--tree", str(ROOT), *[a for ref in refs for a in ("--ref", str(ref))], "--out", str(out),
+            "--format", "json"]
+    result = CliRunner().invoke(main, args)
+    doc = json.loads((out / "audit.json").read_text())
+    sim = pd.DataFrame(doc["sections"]["similarity"])
+    assert result.exit_code == 0, sim[sim["status"] == "finding"][["tree_file", "ref_file", "not_interface"]]
+    lines = result.output.splitlines()
+    assert lines[0].startswith("esverify audit: PASS (exit 0): 0 finding(s)")
+    assert len(lines) <= 40 and max(map(len, lines)) <= 160
     shared = sim[sim["status"] == "interface"]
+    assert any(re.fullmatch(f"{len(shared)} pair\\(s\\) share only interface and idioms .*", line) for line in lines)
     assert len(shared) and all(f.startswith("tests/standins/") for f in shared["tree_file"])
-    note = result.metadata["interface"]
+    assert shared["idioms"].str.contains("tree ").any()
+    assert {Path(r).name for r in refs} == {Path(r.split(" ")[0]).name for r in doc["metadata"]["refs"]}
+    assert len(refs) == 5
+    note = doc["metadata"]["interface"]
     assert "interface data" in note["reason"].lower() and str(interface.default_path()) in note["data"]
+    assert note["base code"].startswith("Python ") and "standard library" in note["base code"]
+
+
+def test_a_body_planted_in_a_standin_exits_1_naming_the_file(tmp_path, refs):
+    """The same stand-in-like clones, one of them with the fixture reference's function body in a declared
+    function, and a copy of that stand-in with the body planted in the same function: exit 1, and the
+    console's finding line names the file."""
+    path = STANDINS / "es-awd" / "es.py"
+    node = _first_listed_function(path)
+    body = _body_text(SMOOTHER, "smooth_spectrum")
+    clone = tmp_path / "ref"
+    gen.write_reference(clone, "es-awd", DATA)
+    ref_file = clone / "es.py"
+    ref_src = ref_file.read_text()
+    ref_file.write_text(_replace_body(ref_src, _function(ref_src, node.name), body))
+    tree = tmp_path / "tree"
+    shutil.copytree(STANDINS / "es-awd", tree / "es-awd")
+    (tree / "es-awd" / "es.py").write_text(_replace_body(path.read_text(), node, body))
+    result = CliRunner().invoke(main, ["audit", "--tree", str(tree), "--ref", str(clone), "--out",
+                                       str(tmp_path / "rep"), "--format", "json"])
+    assert result.exit_code == 1, result.output
+    named = [line for line in result.output.splitlines() if line.startswith("  similarity: es-awd/es.py ~ ")]
+    assert len(named) == 1 and re.search(r": \d\.\d\d, \d+ tokens, lines \d+-\d+$", named[0]), result.output
+    doc = json.loads((tmp_path / "rep" / "audit.json").read_text())
+    found = {(r["section"], r["file"]) for r in doc["sections"]["findings"]}
+    assert ("similarity", "es-awd/es.py") in found and {f for _, f in found} == {"es-awd/es.py"}
+    assert "es-awd/es.py" in doc["reason"]
 
 
 def test_interface_regions_in_wheel_and_history_modes(tmp_path, refs):
@@ -321,9 +366,12 @@ def test_a_reference_body_planted_into_a_listed_function_of_a_standin_is_a_findi
     row = hits[hits["tree_file"] == target.relative_to(tree).as_posix()].iloc[0]
     start = _function(target.read_text(), node.name).lineno
     end = _function(target.read_text(), node.name).end_lineno
-    spots = [int(s.split(":")[0]) for s in row["not_interface"].replace("tree ", "").split("; ")
-             if s and s[0].isdigit()]
-    assert spots and all(start <= line <= end for line in spots), (row["not_interface"], start, end)
+    # our own runs of any length (not the `V=` before a configuration call elsewhere) lie in the plant
+    runs = [re.match(r"tree (\d+):\d+-(\d+):\d+ .* \((\d+) tokens\)$", item)
+            for item in row["not_interface"].split("; ") if item.startswith("tree ")]
+    long = [(int(m[1]), int(m[2])) for m in runs if m and int(m[3]) >= 25]
+    assert long and all(start <= a <= b <= end for a, b in long), (row["not_interface"], start, end)
+    assert row["our_tokens"] >= similarity.DEFAULT_MIN_TOKENS
 
 
 @pytest.mark.parametrize("path", standin_files(), ids=lambda p: p.relative_to(STANDINS).as_posix())

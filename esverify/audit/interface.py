@@ -1,4 +1,4 @@
-"""Shared interface versus shared code in the similarity section (issue 28).
+"""Shared interface and idioms versus shared code in the similarity section (issue 28).
 
 The test stand-ins (tests/standins/) reproduce each reference's public
 interface exactly: module imports, function and method signatures with their
@@ -34,15 +34,26 @@ declarations, as data. For a pair (tree file, reference file):
    (checked: the filtered text must equal copydetect's, else no token is
    interface).
 
-`classify` then looks at every copied region of a pair that reaches the
-region minimum, on both sides: a region whose copied tokens are all interface
-in their own file is `interface`, with the declarations it consists of; any
-other token (bodies, expressions, docstrings, comments are not tokens at all,
-statements other than declarations) makes the pair a finding, and the runs of
-such tokens are reported with their line:column ranges and filtered form.
-The one exception is a run made only of brackets, commas, colons and
-semicolons (`)` closing the statement before a declaration): punctuation that
-joins two statements carries no code and is reported as `delimiters`.
+Declarations are also recognised by their kind, whatever the data lists
+(`by_kind`): an import below the module's top level (in a function body, a
+class, an `if` or `try`: the data records module-level imports only), a
+method's store of one of its own parameters in an attribute of the same name
+(`self.a = a`, a constructor's run of them), and a call of a third-party
+package (a name imported from outside the standard library) with keyword
+arguments made only of names, keyword names and literals (a configuration
+object: `LoraConfig(r=8, target_modules=[...])`).
+
+`side` then looks at every copied region of a pair that reaches the region
+minimum, on both sides. A token that lies in no declaration is *own* code,
+unless it belongs to an idiom: a short piece of own tokens (between two
+declarations, fewer than IDIOM_MAX_TOKENS) made mostly of shapes of the
+base-code corpus (`corpus`: the interpreter's standard library), listed and
+not counted. A run made only of brackets, commas, colons and semicolons (`)`
+closing the statement before a declaration) carries no code and is listed as
+`delimiters`. The pair is a finding only when one region holds, in the
+*tree* file, at least `min_tokens` own tokens: the reference's side of a
+region is shown (its own runs in `not_interface`) but never makes a finding,
+since what the audit must establish is what the audited file holds.
 """
 from __future__ import annotations
 
@@ -365,8 +376,8 @@ def _stores(pos: _Positions, fn) -> list[Declaration]:
 def by_kind(tree, pos: _Positions) -> list[Declaration]:
     """The declarations recognised by their kind, whatever the interface data lists (module docstring,
     item 2): imports below the module's top level (in a function, a class, an `if` or `try`), a
-    constructor's (or other method's) stores of its own parameters, and calls of third-party packages with keyword arguments
-    made only of names, keyword names and literals (`_config_call`)."""
+    constructor's (or other method's) stores of its own parameters, and calls of third-party packages
+    with keyword arguments made only of names, keyword names and literals (`_config_call`)."""
     out: list[Declaration] = []
     top = set(map(id, tree.body))
     packages = _third_party(tree)

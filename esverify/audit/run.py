@@ -253,7 +253,8 @@ def run_audit(opts: AuditOptions) -> AuditResult:
     params = {"threshold": opts.threshold, "min_tokens": opts.min_tokens, "k (copydetect noise threshold)": opts.k,
               "winnowing window": opts.window, "text ngram words": opts.ngram, "text min run words": opts.min_words,
               "trivial identity bytes": identity.TRIVIAL_BYTES,
-              "idiom window tokens": corpus.IDIOM_K, "base-code corpus": base.describe() if base else None, "max file bytes": opts.max_file_bytes,
+              "idiom window tokens": corpus.IDIOM_K, "idiom piece tokens (fewer than)": interface.IDIOM_MAX_TOKENS,
+              "base-code corpus": base.describe() if base else None, "max file bytes": opts.max_file_bytes,
               "reference module names (built-in)": ", ".join(sorted(imports.builtin_reference_modules())),
               "reference module names (from --ref)": ", ".join(sorted(names)) or None,
               "ref names ignored (stdlib/packaging)": ", ".join(excluded) or None}
