@@ -283,9 +283,9 @@ def computing(ran: dict | None, computes: list[str]) -> str:
 
 def distance_line(target: str, changes: Changes, ran: dict | None) -> str:
     """The first screen's sentence on how far the clone has moved from the commit docs/references.md was
-    validated against, and whether the rows ran any of it: "eggroll: the clone is 13 commits past the
-    validated bcc215e; no function the rows ran has changed (module-level lines changed in
-    es_lora_multinode.py)". `ran`: {clone file: [functions]} the rows ran, all rows together (None:
+    validated against, and whether the rows ran any of it: "NAME: the clone is 13 commits past the
+    validated abc1234; no function the rows ran has changed (module-level lines or signatures changed in
+    main.py)". `ran`: {clone file: [functions]} the rows ran, all rows together (None:
     unknown). "" for a clone at the validated commit with no changes, or one whose distance is unknown
     and unchanged."""
     if changes.state in ("no-git", "no-commit"):

@@ -77,8 +77,8 @@ def _csv(value: str) -> tuple:
 @click.option("--target", type=Choice([*_reference_names(), "all"]), default=None,
               help="Which reference(s) to run (default: every reference whose clone is found).")
 @click.option("--python", "python", type=str, multiple=True, metavar="[NAME=]PATH",
-              help="Interpreter of the children that run the references (each needs torch and numpy, EGGROLL's "
-                   "safetensors too): PATH for every reference, NAME=PATH for reference NAME alone; repeatable "
+              help="Interpreter of the children that run the references (torch and numpy, and what a reference "
+                   "adds: docs/parity.md): PATH for every reference, NAME=PATH for reference NAME alone; repeatable "
                    "(default: $ESVERIFY_PYTHON, then [tool.esverify] python, entries separated by commas, then "
                    "the Python running esverify).")
 @click.option("--dtypes", default="f32,f16,bf16", show_default=True,

@@ -1,7 +1,7 @@
 """One child interpreter per reference, and what each child needs (docs/parity.md, "What each child needs").
 
-Design record: references need different Pythons (es-at-scale's reward
-shaping needs 3.12 syntax; EGGROLL's driver needs safetensors), so
+Design record: references need different Pythons (one reference's files
+are in 3.12 syntax; another's driver needs safetensors), so
 `--python` takes `NAME=PATH` (repeatable) besides a bare `PATH` (every
 reference without its own), the same in $ESVERIFY_PYTHON and
 `[tool.esverify] python` (entries separated by commas, or a TOML list).
@@ -41,7 +41,7 @@ def parse_python(value) -> tuple[str | None, dict]:
     entries (the repeated option, a TOML list) or one string of entries separated by commas (an
     environment variable, a TOML string). An entry is `PATH` or `NAME=PATH`; UsageError (one line) for an
     empty entry, two bare paths, or one reference given twice with different paths. Names are checked
-    against the references by `check_names`."""
+    against the references by esverify.oracle.options.validate."""
     if value is None:
         return None, {}
     entries = [value] if isinstance(value, str) else list(value)
@@ -82,19 +82,9 @@ def config_paths(value: str, base) -> str:
     return ",".join(out)
 
 
-def check_names(named: dict, known) -> None:
-    """UsageError naming the first reference name of `named` that is not in `known`."""
-    from ..cliutil import suggest
-    known = list(known)
-    for name in named:
-        if name not in known:
-            raise UsageError(f"--python {name}=...: no reference is named {name!r}{suggest(name, known)}; "
-                             f"known: {', '.join(known)}")
-
-
 def child_needs(adapter) -> tuple:
     """The modules `adapter`'s child imports beyond the standard library: BASE_NEEDS, then the adapter's
-    own `child_needs` (e.g. safetensors for EGGROLL's adapter files), in order, once each."""
+    own `child_needs` (e.g. safetensors, for a reference that writes safetensors files), in order, once each."""
     return tuple(dict.fromkeys((*BASE_NEEDS, *getattr(adapter, "child_needs", ()))))
 
 
@@ -168,7 +158,7 @@ _LACKS = re.compile(r"the child Python (\S+) \([^)]*\) lacks (.+?), which")
 
 
 def interpreter_gaps(frame) -> str:
-    """"es-at-scale: 36 rows not run: they need Python 3.12; give --python es-at-scale=PATH" (one clause per
+    """"NAME: 36 rows not run: they need Python 3.12; give --python NAME=PATH" (one clause per
     reference, joined by "; "): the rows a run did not check because of a child's interpreter (a file
     that needs a newer Python, a module the interpreter lacks); "" when there are none. `frame`: the
     run's rows (columns target, status, detail)."""

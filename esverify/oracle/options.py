@@ -154,8 +154,11 @@ def validate(opts: Options) -> Options:
         raise UsageError(f"--out {opts.out}: exists and is not a directory")
     if opts.junit and Path(opts.junit).is_dir():
         raise UsageError(f"--junit {opts.junit}: is a directory, not a file")
-    from .interpreters import check_names
-    check_names(opts.pythons, _adapters.names())   # --python NAME=PATH names a reference
+    unknown = [n for n in opts.pythons if n not in _adapters.names()]
+    if unknown:   # --python NAME=PATH names a reference (esverify.oracle.interpreters)
+        from ..cliutil import suggest
+        raise UsageError(f"--python {unknown[0]}=...: no reference is named {unknown[0]!r}"
+                         f"{suggest(unknown[0], _adapters.names())}; known: {', '.join(_adapters.names())}")
     check_numerics(import_torch=False)   # before anything runs; torch is probed once a run imported it
     return opts
 
