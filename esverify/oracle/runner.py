@@ -301,7 +301,8 @@ class Runner:
                 run["probe"] = probes.get(next((n for n in wanted if n in clones and not opts.pythons.get(n)), ""))\
                     or next(iter(probes.values()), None) or probe_python(opts.python, startup_timeout(opts.timeout),
                                                                          opts.python_explicit)
-                _check_child_packages(opts, run["probe"]) if not probes else None
+                if not probes:   # no reference with a clone: the default interpreter, checked as before
+                    _check_child_packages(opts, run["probe"])
                 self.interpreters = {n: {"python": p.get("python"), "executable": p.get("executable"),
                                          "given": opts.python_for(n)} for n, p in probes.items()}
                 selected = run["selected"] = select_cases(opts, wanted, self.alpha)
