@@ -164,6 +164,9 @@ class Eggroll(Adapter):
                                 "add kernels are never executed"),
                 ("vLLM's LoRA scaling", "the stand-in engine adds B·A once, unscaled; how real vLLM scales and "
                                         "applies the adapter (alpha / r, punica kernels) is not executed"),
+                ("vLLM's adapter dtype", "the stand-in engine serves an adapter in the dtype its file holds; real "
+                                         "vLLM casts it to its own LoRA dtype (the model's by default): what it "
+                                         "does with an adapter of another dtype than f16 is not executed"),
                 ("tensor parallel > 1", "every row runs tensor parallel size 1 (one weight shard per engine)"),
                 ("MoE mappings", "es_lora_multinode_moe.py's expert weight mappings are not driven by any row")]
 
