@@ -119,7 +119,8 @@ def test_default_matrix_both_targets_cli(tmp_path):
     #   schemes + 5 reward-population updates + the layers set (3 ops x 3) + the loop rows: fit per set x 3;
     # es-awd: 4 sets x 3 x 10 + 7 sweep x 2 schemes + 5 reward-population updates + the layers set (5 ops x 3)
     #   + main-* (7 variants) per set x 3
-    assert len(cpu) == (9 + 5 + 4 * 3 * 6 + 14 + 5 + 9 + 4 * 3 * 1) + (4 * 3 * 10 + 14 + 5 + 15 + 4 * 3 * 7)
+    # + 8: the non-finite rewards (zscore, update, update-none at nan and inf; fit/nan, main/inf)
+    assert len(cpu) == (9 + 5 + 4 * 3 * 6 + 14 + 5 + 9 + 4 * 3 * 1) + (4 * 3 * 10 + 14 + 5 + 15 + 4 * 3 * 7) + 8
     assert set(cpu.loc[cpu["case"].str.endswith("/layers"), "status"]) == {"pass", "artifact"}
     for shape in ("sparse", "outliers", "ties", "equal", "tiny"):
         assert (cpu.loc[cpu["case"].str.contains(f"/N30/{shape}"), "status"] == "pass").sum() == 3, shape
@@ -127,7 +128,7 @@ def test_default_matrix_both_targets_cli(tmp_path):
     assert all(len(repeats[t]["repeat"]) == 6 and all(r["identical"] for r in repeats[t]["repeat"])
                for t in ("es-at-scale", "es-awd"))
     loops = cpu[cpu["op"].isin(LOOP_OPS)]
-    assert len(loops) == 4 * 3 * 8 and (loops["noise"] == "native").sum() == 4 * 8
+    assert len(loops) == 4 * 3 * 8 + 2 and (loops["noise"] == "native").sum() == 4 * 8   # + fit/nan, main/inf
     meta = json.loads((tmp_path / "out" / "parity-metadata.json").read_text())
     print(f"default matrix wall time: {meta['wall_time_s']} s")
     # parity.md fits a pull-request comment and leads with what to do (issue 19 item 1)

@@ -38,6 +38,7 @@ updates, the final parameters and the saved state. The report sections
 """
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -47,6 +48,7 @@ from ..es import Config
 from ..es.schedule import DEFAULT_GLOBAL_SEED, FIRST_ITERATION, SEED_BOUND, batch_weighted_mean, mean_reward
 from . import paramsets
 from . import compare as _compare
+from . import nonfinite as _nonfinite
 from .cases import Case
 from .loop_compare import compare_tapes
 from .ours import SlotMappedTrainer
@@ -112,6 +114,28 @@ def _evaluate(replicas, members, targets, engines, dtype=None, plan=None, iterat
     return records
 
 
+def _as_read(reward: float) -> float:
+    """A reward as the reference reads it: the stand-in engine answers with its repr, which the reference's
+    reward function parses (docs/parity.md, "The training loops"): the same f64 for every finite value, a
+    NaN without its sign or payload."""
+    return reward if math.isfinite(reward) else float(repr(reward))
+
+
+def _nonfinite_update(lead, rewards, order, target: str) -> dict:
+    """The update of a non-finite reward population as the references compute it (esverify.oracle.nonfinite):
+    z-scores with numpy's mean and std over the rewards in evaluation order (`order`, None: member order),
+    then the reference's own update on replica 0 (its adapter's `nonfinite_update`); the trainer's iteration
+    advances as its update would. Returns the stats the tape needs (mean, std, terms, iteration)."""
+    r = np.asarray(rewards, dtype=np.float64)
+    _, mean, std = _nonfinite.zscore(r if order is None else r[list(order)])
+    with np.errstate(invalid="ignore", over="ignore"):
+        coeffs = (r - mean) / (std + 1e-8)
+    iteration = lead.iteration
+    _nonfinite.update(lead, coeffs, getattr(get(target), "nonfinite_update", None))
+    lead.iteration += 1
+    return {"mean": mean, "std": std, "terms": coeffs, "iteration": iteration}
+
+
 def run_ours(case: Case, names, tensors, seed, mapping: str, backend, slot_map=None, plan=None) -> dict:
     """Run the loop of `case` with esverify.es on copies of `tensors`; returns our tape (see compare_tapes).
     seed: the loop's global seed (`loop_global_seed`; 0 or None runs the schedule's `or 42` fallback);
@@ -128,6 +152,8 @@ def run_ours(case: Case, names, tensors, seed, mapping: str, backend, slot_map=N
     dtype = ENGINE_DTYPES[spec.engine_dtype]   # the precision the reference documents for its engines
     lead = replicas.trainers[0]
     n = case.population
+    # a row of a non-finite reward population: the references' arithmetic, which our trainer refuses
+    nonfinite = case.extra.get("rewards") is not None
     tape = {"iterations": [], "updates": 0}
     for index in range(updates):
         replicas.sync_iteration()
@@ -141,10 +167,11 @@ def run_ours(case: Case, names, tensors, seed, mapping: str, backend, slot_map=N
                                      first=len(evaluations)):
                     evaluations.append(rec)
                     per_member[rec["member"]].append(rec["rewards"])
-            rewards = [batch_weighted_mean(per_member[m]) for m in range(n)]
+            rewards = [_nonfinite.batch_weighted_mean([[_as_read(v) for v in b] for b in per_member[m]]) if nonfinite
+                       else batch_weighted_mean(per_member[m]) for m in range(n)]
             if plan is not None:
                 lead.slot_map = plan.update(index)
-            stats = lead.update(rewards)
+            stats = _nonfinite_update(lead, rewards, None, case.target) if nonfinite else lead.update(rewards)
             zscore = {"avg_rewards": rewards, "mean": stats["mean"], "std": stats["std"]}
             update_seeds = seeds
         else:
@@ -157,10 +184,13 @@ def run_ours(case: Case, names, tensors, seed, mapping: str, backend, slot_map=N
                            _evaluate(replicas, order[half:], spec.data, engines, dtype, **replay, first=half)) \
                 if mirror else _evaluate(replicas, order, spec.data, engines, dtype, **replay)
             rewards = np.empty(n)
-            rewards[order] = [mean_reward(rec["rewards"]) for rec in evaluations]
+            rewards[order] = [_nonfinite.mean_reward([_as_read(v) for v in rec["rewards"]]) if nonfinite
+                              else mean_reward(rec["rewards"]) for rec in evaluations]
             if plan is not None:
                 lead.slot_map = plan.update(index)
-            stats = lead.update(rewards, order=order)   # numpy mean/std over the evaluation order
+            # numpy mean/std over the evaluation order
+            stats = _nonfinite_update(lead, rewards, order, case.target) if nonfinite else \
+                lead.update(rewards, order=order)
             zscore = None
         replicas.broadcast()
         members = [{"seed": lead.member_seed(rec["member"], stats["iteration"]),

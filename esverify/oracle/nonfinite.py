@@ -31,6 +31,25 @@ def zscore(rewards) -> tuple[np.ndarray, float, float]:
         return (r - mean) / (std + 1e-8), float(mean), float(std)
 
 
+def mean_reward(values) -> float:
+    """esverify.es.schedule.mean_reward's arithmetic (``float(numpy.mean(values))``, f64) without its refusal of
+    a NaN or infinite reward."""
+    with np.errstate(all="ignore"):
+        return float(np.mean(np.asarray(values, dtype=np.float64)))
+
+
+def batch_weighted_mean(batches) -> float:
+    """esverify.es.schedule.batch_weighted_mean's arithmetic (per mini-batch numpy's mean times its size, summed
+    in Python floats in batch order, over the count) without its refusal of a non-finite reward."""
+    total, count = 0.0, 0
+    for batch in batches:
+        r = np.asarray(batch, dtype=np.float64)
+        with np.errstate(all="ignore"):
+            total += float(np.mean(r)) * r.size
+        count += r.size
+    return total / count
+
+
 def update(trainer, coeffs, as_written=None) -> None:
     """theta += (alpha / N) sum_n C_n q(eps_n) on `trainer` (an esverify.es.Trainer, no member active) with the
     f64 coefficients `coeffs` as they are, NaN and infinities included, without advancing the iteration. For

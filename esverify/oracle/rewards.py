@@ -54,6 +54,17 @@ OUTLIER_MIN = 27
 EQUAL_VALUE = 0.75
 
 
+def with_nonfinite_target(data, shape: str | None) -> tuple:
+    """A loop's prompt targets (floats) with the first one made NaN (`nan`) or +inf (`inf`): every member's
+    reward on that prompt, -fsum((theta - t)**2), is then NaN or -inf, as a reward function that divides by
+    zero makes it (the loops' rows of the non-finite populations); `data` unchanged for None."""
+    if shape is None:
+        return tuple(data)
+    if shape not in NONFINITE:
+        raise ValueError(f"a loop's non-finite rewards must be one of {NONFINITE}, got {shape!r}")
+    return (float("nan") if shape == "nan" else float("inf"),) + tuple(data)[1:]
+
+
 def check_shape(shape: str, population: int) -> None:
     """ValueError for an unknown shape, or `outliers` below OUTLIER_MIN members."""
     if shape not in SHAPES + NONFINITE:

@@ -11,6 +11,7 @@ path (esverify.oracle.loop_rows).
 from __future__ import annotations
 
 from esverify.oracle.case_model import CASE_POPULATION, POPULATIONS, REWARD_SHAPES, Case
+from esverify.oracle.rewards import with_nonfinite_target
 from esverify.oracle.adapters.base import Adapter, LoopSpec
 
 from .loop import EXTRA_UPDATE, QUIRKS
@@ -64,6 +65,7 @@ class EsAtScale(Adapter):
         ("the update with NaN coefficients", "rewards nan or inf", ("*/update/*/nan", "*/update/*/inf")),
         ("fit: 2 engines, a population not a multiple of them, a short last mini-batch", "op fit", ("*/fit/*",)),
         ("fit under torch's own generator", "op fit, native noise", ("*/fit/*/native",)),
+        ("fit with a NaN reward (every coefficient NaN)", "op fit, rewards nan", ("*/fit/*/nan",)),
     )
     layered_ops = ("perturb", "restore", "update")
     sweep_op = "update"
@@ -112,7 +114,8 @@ class EsAtScale(Adapter):
 
     def loop_spec(self, case) -> LoopSpec:
         # its perturb/restore take no caching argument; what else fit does its own way is .loop.QUIRKS
-        return LoopSpec(style="batched", engines=FIT_ENGINES, schedule="es-at-scale", data=FIT_DATA,
+        data = with_nonfinite_target(FIT_DATA, case.extra.get("rewards"))   # a NaN reward row: its first prompt
+        return LoopSpec(style="batched", engines=FIT_ENGINES, schedule="es-at-scale", data=data,
                         mini_batch=FIT_MINI_BATCH, engine_dtype=FIT_ENGINE_DTYPE, quirks=QUIRKS,
                         command={"op": "fit", "engines": FIT_ENGINES, "batch_size": len(FIT_DATA),
                                  "mini_batch_size": FIT_MINI_BATCH})
@@ -120,7 +123,12 @@ class EsAtScale(Adapter):
     def loop_cases(self, device, dtype, scheme, population, sigma, alpha, iterations, noise="contract"):
         extra = {"iterations": iterations, "noise": noise}
         n = population if population % FIT_ENGINES else population + 1   # not a multiple of the engines
-        return [Case(self.name, device, dtype, scheme, "fit", n, sigma, alpha, False, extra, noise=noise)]
+        cases = [Case(self.name, device, dtype, scheme, "fit", n, sigma, alpha, False, extra, noise=noise)]
+        if (dtype, scheme, noise) == ("f32", "correlated", "contract"):
+            # one prompt's reward NaN for every member: the loop z-scores and applies NaN (docs/parity.md)
+            cases.append(Case(self.name, device, dtype, scheme, "fit", n, sigma, alpha, False,
+                              {**extra, "rewards": "nan"}, tag="nan", noise=noise))
+        return cases
 
 
 ADAPTER = EsAtScale()

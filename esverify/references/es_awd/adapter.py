@@ -12,6 +12,7 @@ from __future__ import annotations
 
 
 from esverify.oracle.case_model import Case
+from esverify.oracle.rewards import with_nonfinite_target
 from esverify.oracle.adapters.base import Adapter, LoopSpec, even
 
 from .loop import QUIRKS
@@ -72,6 +73,7 @@ class EsAwd(Adapter):
         ("mirrored sampling (N/2 seeds, divisor N)", "mirror_sampling", ("*/mirrored/*", "*/main-mirror/*")),
         ("noise reused for equal-shape tensors", "caching", ("*/caching/*", "*/main-caching/*")),
         ("main on 4 engines", "the main rows", ("*/main*",)),
+        ("main with an infinite reward (every coefficient NaN)", "op main, rewards inf", ("*/main/*/inf",)),
         ("the update of zero coefficients", "every reward tied (rewards equal)", ("*/update-none/*/equal",)),
         ("the update with NaN coefficients", "rewards nan or inf", ("*/update-none/*/nan", "*/update-none/*/inf")),
     )
@@ -112,13 +114,18 @@ class EsAwd(Adapter):
                 # splits them differently, puts another member on engine 0, which shows in its bits
                 n += 2
             cases.append(Case(self.name, device, dtype, scheme, op, n, sigma, alpha, False, dict(extra), noise=noise))
+        if (dtype, scheme, noise) == ("f32", "correlated", "contract"):
+            # one prompt's reward -inf for every member: the loop z-scores and applies NaN (docs/parity.md)
+            cases.append(Case(self.name, device, dtype, scheme, "main", population, sigma, alpha, False,
+                              {**extra, "rewards": "inf"}, tag="inf", noise=noise))
         return cases
 
     def loop_spec(self, case) -> LoopSpec:
         mirror, caching, decay, lam = MAIN_VARIANTS[case.op]
         # perturb/restore pass caching through (caching=True reuses noise across equal-shaped slots: the hook
         # sees it, docs/references.md §2, §5); its determinism switch is .loop.QUIRKS
-        return LoopSpec(style="passes", engines=MAIN_ENGINES, schedule="es-awd", data=MAIN_DATA, mirror=mirror,
+        data = with_nonfinite_target(MAIN_DATA, case.extra.get("rewards"))   # an infinite reward row: its first prompt
+        return LoopSpec(style="passes", engines=MAIN_ENGINES, schedule="es-awd", data=data, mirror=mirror,
                         caching=caching, decay=decay, lam=lam, engine_dtype=MAIN_PRECISION.get(case.dtype, "float32"),
                         quirks=QUIRKS,
                         command={"op": "main", "engines": MAIN_ENGINES, "mirror": mirror, "caching": caching,
