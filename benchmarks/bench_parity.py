@@ -1,9 +1,9 @@
-"""Where the default parity matrix spends its time: a per-phase breakdown (issues 4, 8, 9 and 33).
+"""Where the default parity matrix spends its time: a per-phase breakdown.
 
 Runs `esverify parity` with its defaults (every reference, CPU, contract and native noise,
 training-loop rows included; cuda rows are skipped without a GPU) against the stand-ins of
-tests/standins/ (es-at-scale with the paper's scripts, es-awd, the skill sample), or against the
-clones given with --ref, and prints, measured in the same run:
+tests/standins/ (the five references: es-at-scale with the paper's scripts, es-awd, the skill
+sample, EGGROLL), or against the clones given with --ref, and prints, measured in the same run:
 
 - CPU time (user + sys of this process and of every child process it reaped: the children that run
   the references) and wall time, rows per CPU second and per wall second, and their shares of the
@@ -20,7 +20,15 @@ clones given with --ref, and prints, measured in the same run:
 - with --one-core: the same run again under `taskset -c 0` (one core), and the ratios one core /
   all cores of CPU and wall time;
 - with --cold: the same run again with every child started fresh (`parity --no-warm-start`), and the
-  ratios warm / cold.
+  ratios warm / cold;
+- with --python PATH (every reference's child) or --python NAME=PATH (one reference's; repeatable, as
+  `parity --python`): the children under that interpreter, a user's reference environment (a 3.12 venv
+  with torch and no numba, say); how much of each child's contract noise the parent served and how much
+  it drew (docs/parity.md, "Served noise"), and each child's interpreter;
+- with --versus-default (and --python): the default run (the parent's own interpreter) and the --python
+  run in turn, --turns times each, every run in a fresh process, and the ratios --python / default of
+  CPU and wall time, with the load average around each run; a Markdown row for docs/benchmarks.md
+  (date, commit, load, interpreter) with --markdown.
 
 The references run side by side (one thread and one child each; the children start side by side
 too) and a child works while our side computes, so the phases overlap: their sum exceeds the wall
@@ -30,6 +38,7 @@ reading its clocks (metadata seconds_per_side, per-row seconds); nothing in esve
 Nothing is asserted: machines are noisy. Say the load (printed) with every figure.
 
     python benchmarks/bench_parity.py [--small] [--ref PATH ...] [--one-core] [--cold] [--out DIR]
+        [--python [NAME=]PATH ...] [--versus-default [--turns N] [--markdown]]
 
 (The loop rows' share, once a second run with --no-loops, is the "all training loops" line.)
 """
@@ -47,7 +56,9 @@ from collections import defaultdict
 from pathlib import Path
 
 STANDINS = Path(__file__).resolve().parents[1] / "tests" / "standins"
-DEFAULT_REFS = [str(STANDINS / "es-at-scale"), str(STANDINS / "es-awd"), str(STANDINS / "skill-sample")]
+#: the five references' stand-ins (es-at-scale's holds the paper's scripts, es-paper)
+DEFAULT_REFS = [str(STANDINS / "es-at-scale"), str(STANDINS / "es-awd"), str(STANDINS / "skill-sample"),
+                str(STANDINS / "eggroll-vllm")]
 
 
 def _cpu() -> float:
@@ -83,8 +94,27 @@ def _own_cpu() -> float:
     return own.ru_utime + own.ru_stime
 
 
-def measure(refs, small: bool, out: str, case: str | None = None, warm_start: bool = True) -> dict:
-    """Run the default matrix once here and return the figures (JSON-able)."""
+def interpreters(values) -> tuple:
+    """(bare interpreter or None, {reference: interpreter}) of --python values (PATH or NAME=PATH, as
+    `parity --python`); SystemExit 2 naming the value for an unknown reference or an empty path."""
+    from esverify.oracle.adapters import names
+    bare, per = None, {}
+    for value in values or ():
+        name, sep, path = value.partition("=")
+        if sep and "/" not in name:
+            if name not in names():
+                sys.exit(f"--python {value}: unknown reference {name!r}; choose from {', '.join(names())}")
+            per[name] = path
+        else:
+            bare, path = value, value
+        if not path:
+            sys.exit(f"--python {value!r}: no interpreter path")
+    return bare, per
+
+
+def measure(refs, small: bool, out: str, case: str | None = None, warm_start: bool = True,
+            python_args=()) -> dict:
+    """Run the default matrix once here and return the figures (JSON-able); `python_args`: --python values."""
     cpu0, own0, wall0 = _cpu(), _own_cpu(), time.perf_counter()
     from esverify.oracle import Options, Runner, child_process, runner as runner_mod, session as session_mod
     from esverify.oracle.adapters import all_adapters
@@ -128,7 +158,14 @@ def measure(refs, small: bool, out: str, case: str | None = None, warm_start: bo
         finally:
             report["s"] += time.perf_counter() - mark
     child_cpu = defaultdict(float)
-    stop = child_process.Child._stop
+    noise = defaultdict(lambda: defaultdict(int))   # child -> {"served": elements, "drawn": elements}
+    stop, request = child_process.Child._stop, child_process.Child.request
+
+    def counted_request(self, command, timeout):
+        reply = request(self, command, timeout)
+        for kind, n in (reply.get("noise_elements") or {}).items():
+            noise[self.target or "?"][kind] += int(n)
+        return reply
 
     def measured_stop(self, *args, **kwargs):
         if self.proc is not None:
@@ -138,10 +175,15 @@ def measure(refs, small: bool, out: str, case: str | None = None, warm_start: bo
     for name, label in labels.items():
         setattr(runner_mod.Runner, name, timer(name, label))
     child_process.Child._stop = measured_stop
+    child_process.Child.request = counted_request
+    bare, per = interpreters(python_args)
+    pythons = {"python": bare, "python_explicit": True} if bare else {}
     try:
-        runner = Runner(Options(ref=tuple(refs), small=small, out=out, quiet=True, case=case, warm_start=warm_start))
+        runner = Runner(Options(ref=tuple(refs), small=small, out=out, quiet=True, case=case, warm_start=warm_start,
+                                pythons=per, **pythons))
         result = runner.run()
     finally:
+        child_process.Child.request = request
         session_mod.Session.start_child = start_child
         if finish:
             finish["module"].finish = finish["fn"]
@@ -165,11 +207,35 @@ def measure(refs, small: bool, out: str, case: str | None = None, warm_start: bo
             "loop_ops": sorted(loop_ops & set(families)), "ours": ours, "reference": theirs,
             "waiting": max(theirs - ours, 0.0), "report": report["s"], "sides": sides,
             "started": {name: child.get("start") for name, child in result.metadata["children"].items()},
+            "interpreters": {name: f"{child.get('executable')} ({child.get('python')}, torch {child.get('torch')}, "
+                                   f"noise backends {'/'.join((child.get('noise_backends') or {}).get('cpu', []))})"
+                             for name, child in result.metadata["children"].items()},
+            "noise": {name: dict(kinds) for name, kinds in noise.items()},
+            "rows_table": _rows_table(frame),
             "load": os.getloadavg(), "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20}
 
 
-#: the default matrix's goal on the 2-core machine, the stand-ins and the real clones alike (issue 33)
-GOAL_CPU_S, GOAL_WALL_S = 40.0, 25.0
+#: the default matrix's goal on the 2-core machine, the stand-ins and the real clones alike: 30 s of CPU for
+#: the five references (25 s wall); a run under a user's reference environment (--python: a 3.12 venv
+#: without numba) at most GOAL_PYTHON_RATIO times the default run's CPU
+GOAL_CPU_S, GOAL_WALL_S, GOAL_PYTHON_RATIO = 30.0, 25.0, 1.2
+
+#: the columns of a row that say its verdict (what must not change with the interpreter or an optimisation)
+ROW_COLUMNS = ("case", "status", "diagnosis", "mismatches", "max_ulp_diff", "first_mismatch_index")
+
+
+def _rows_table(frame) -> dict:
+    """{case: [verdict columns]} of a run's rows, JSON-able, to compare two runs row by row."""
+    cols = [c for c in ROW_COLUMNS if c in frame.columns]
+    return {str(r[0]): [str(v) for v in r[1:]] for r in frame[cols].itertuples(index=False)}
+
+
+def rows_differing(a: dict, b: dict) -> tuple:
+    """(rows that ran in both runs and differ, rows that ran in one run only) of two _rows_table results:
+    skipped rows (a reference's rows its interpreter cannot run, say) are not compared."""
+    ran = {k for k, v in a.items() if v[0] != "skipped"} & {k for k, v in b.items() if v[0] != "skipped"}
+    one = ({k for k, v in a.items() if v[0] != "skipped"} ^ {k for k, v in b.items() if v[0] != "skipped"})
+    return sorted(k for k in ran if a[k] != b[k]), sorted(one)
 
 
 def _print(m: dict, label: str) -> None:
@@ -204,6 +270,72 @@ def _print(m: dict, label: str) -> None:
           + ", ".join(f"{name}'s child {s:.2f} s" for name, s in sorted(m["child_cpu"].items()))
           + f"; the rest (warm start server, supervisors) {m['cpu'] - m['own_cpu'] - sum(m['child_cpu'].values()):.2f} s")
     print(f"  peak resident memory of this process (our side, the noise memo of docs/parity.md): {m['peak_rss']:.2f} GB")
+    for name, label in sorted(m.get("interpreters", {}).items()):
+        kinds = m.get("noise", {}).get(name, {})
+        print(f"  {name}'s child: {label}; contract noise served by the parent {kinds.get('served', 0) / 1e6:.1f} M "
+              f"elements, drawn by the child {kinds.get('drawn', 0) / 1e6:.1f} M (docs/parity.md, \"Served noise\")")
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).resolve().parent).stdout.strip() + (
+            "+changes" if subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                         text=True, cwd=Path(__file__).resolve().parent).stdout.strip() else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _in_process(args, extra=()) -> dict:
+    """One run in a fresh process (its own CPU accounting, memo and children), its figures."""
+    with tempfile.TemporaryDirectory(prefix="bench-parity-turn-") as scratch:
+        cmd = [sys.executable, __file__, "--json", "--out", str(Path(scratch) / "out"),
+               *(["--small"] if args.small else []), *(["--case", args.case] if args.case else []),
+               *[a for r in (args.ref or []) for a in ("--ref", r)], *extra]
+        before = os.getloadavg()
+        figures = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+    figures["load_before"] = before
+    return figures
+
+
+def versus_default(args) -> None:
+    """The default run and the --python run in turn, --turns times each; the ratios and the row check."""
+    import statistics
+    python = [a for v in args.python for a in ("--python", v)]
+    runs = {"default": [], "python": []}
+    for turn in range(args.turns):
+        for label, extra in (("default", []), ("python", python)):
+            m = _in_process(args, extra)
+            runs[label].append(m)
+            load = " ".join(f"{x:.2f}" for x in m["load"])
+            print(f"turn {turn + 1} {label:8s}: CPU {m['cpu']:7.2f} s, wall {m['wall']:7.2f} s, rows {m['counts']}, "
+                  f"load average {load}", flush=True)
+    cpu = {k: statistics.median(m["cpu"] for m in v) for k, v in runs.items()}
+    wall = {k: statistics.median(m["wall"] for m in v) for k, v in runs.items()}
+    ratios = [p["cpu"] / d["cpu"] for d, p in zip(runs["default"], runs["python"])]
+    loads = [m["load"][0] for v in runs.values() for m in v]
+    print(f"median CPU: default {cpu['default']:.2f} s, --python {cpu['python']:.2f} s; ratio {cpu['python'] / cpu['default']:.2f} "
+          f"(per turn {', '.join(f'{r:.2f}' for r in ratios)}; goal {GOAL_PYTHON_RATIO:g}); median wall: "
+          f"default {wall['default']:.2f} s, --python {wall['python']:.2f} s; 1-minute load {min(loads):.1f}-{max(loads):.1f}")
+    print(f"default run against the goal of {GOAL_CPU_S:g} s of CPU: {cpu['default'] / GOAL_CPU_S:.2f} of it")
+    base = runs["default"][0]["rows_table"]
+    for label, v in runs.items():
+        for m in v:
+            differ, one = rows_differing(base, m["rows_table"])
+            if differ:
+                print(f"ROWS DIFFER ({label}): {len(differ)} rows, e.g. {differ[:3]}")
+    differ, one = rows_differing(base, runs["python"][0]["rows_table"])
+    print(f"rows that ran in both configurations: {'identical' if not differ else f'{len(differ)} differ'}; "
+          f"ran in one only: {len(one)}" + (f" (e.g. {one[:2]})" if one else ""))
+    last = runs["python"][-1]
+    _print(last, "the last --python run")
+    if args.markdown:
+        names = sorted(set(last["interpreters"]))
+        label = "; ".join(sorted({last["interpreters"][n] for n in names}))
+        print("docs/benchmarks.md row:")
+        print(f"| {time.strftime('%Y-%m-%d', time.gmtime())} | {_commit()} | {min(loads):.1f}-{max(loads):.1f} | "
+              f"{label} | {cpu['default']:.1f} s | {cpu['python']:.1f} s | {cpu['python'] / cpu['default']:.2f} | "
+              f"{wall['default']:.0f} s / {wall['python']:.0f} s |")
 
 
 def main():
@@ -218,11 +350,28 @@ def main():
     parser.add_argument("--cold", action="store_true",
                         help="also run with every child started fresh (--no-warm-start) and print the ratios")
     parser.add_argument("--no-warm-start", action="store_true", help=argparse.SUPPRESS)   # the --cold run
+    parser.add_argument("--python", action="append", default=[], metavar="[NAME=]PATH",
+                        help="the children's interpreter: PATH for every reference, NAME=PATH for one (repeatable; "
+                             "as parity --python)")
+    parser.add_argument("--versus-default", action="store_true",
+                        help="with --python: the default run and the --python run in turn, each in a fresh process, "
+                             "and the ratios")
+    parser.add_argument("--turns", type=int, default=1, help="with --versus-default: runs of each (default 1)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="with --versus-default: also print a row for docs/benchmarks.md")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)   # the --one-core run's output
     args = parser.parse_args()
+    if args.versus_default and not args.python:
+        parser.error("--versus-default compares a --python run with the default one: give --python")
+    if args.turns < 1:
+        parser.error(f"--turns must be >= 1, got {args.turns}")
+    interpreters(args.python)   # an unknown reference name: one line, before anything runs
+    if args.versus_default:
+        versus_default(args)
+        return
     refs = args.ref or DEFAULT_REFS
     out = args.out or tempfile.mkdtemp(prefix="bench-parity-")
-    figures = measure(refs, args.small, out, args.case, warm_start=not args.no_warm_start)
+    figures = measure(refs, args.small, out, args.case, warm_start=not args.no_warm_start, python_args=args.python)
     if args.json:
         print(json.dumps(figures))
         return
@@ -232,7 +381,7 @@ def main():
         with tempfile.TemporaryDirectory(prefix="bench-parity-1core-") as scratch:
             cmd = ["taskset", "-c", "0", sys.executable, __file__, "--json", "--out", str(Path(scratch) / "out"),
                    *(["--small"] if args.small else []), *(["--case", args.case] if args.case else []),
-                   *[a for r in (args.ref or []) for a in ("--ref", r)]]
+                   *[a for r in (args.ref or []) for a in ("--ref", r)], *[a for v in args.python for a in ("--python", v)]]
             one = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
         _print(one, "the same run on one core (taskset -c 0)")
         print(f"one core / all cores: CPU {one['cpu'] / figures['cpu']:.2f}, wall {one['wall'] / figures['wall']:.2f}")
@@ -240,7 +389,7 @@ def main():
         with tempfile.TemporaryDirectory(prefix="bench-parity-cold-") as scratch:
             cmd = [sys.executable, __file__, "--json", "--no-warm-start", "--out", str(Path(scratch) / "out"),
                    *(["--small"] if args.small else []), *(["--case", args.case] if args.case else []),
-                   *[a for r in (args.ref or []) for a in ("--ref", r)]]
+                   *[a for r in (args.ref or []) for a in ("--ref", r)], *[a for v in args.python for a in ("--python", v)]]
             cold = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
         _print(cold, "the same run, every child started fresh (--no-warm-start)")
         print(f"warm / cold: CPU {figures['cpu'] / cold['cpu']:.2f}, wall {figures['wall'] / cold['wall']:.2f}; "

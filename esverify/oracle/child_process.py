@@ -436,7 +436,9 @@ class Child:
         self.max_output = int(max_output)
         self.file_limit = max(self.max_output, MIN_FILE_LIMIT) if self.max_output else 0   #: RLIMIT_FSIZE
         self.target = target
-        self.warm = warm            #: a started esverify.oracle.warm_start.WarmStart to fork from, or None
+        #: a started esverify.oracle.warm_start.WarmStart to fork from, a run's WarmStarts (the server of this
+        #: child's interpreter), or None
+        self.warm = warm
         self.driver_args = [str(a) for a in driver_args]   #: after --clone PATH (e.g. --line-coverage)
         self.log: BoundedLog | None = None
         self.proc = None
@@ -518,15 +520,16 @@ class Child:
         """The supervisor and child forked by the warm start server (esverify.oracle.warm_start), as a
         WarmProcess; None when there is no usable server (then the child starts fresh, and its log says
         why when a server was meant to fork it)."""
-        from .warm_start import WarmProcess, WarmStartError
-        if self.warm is None or not self.warm.usable(self.python, self.extra_env, passed_environment()):
-            why = self.warm.why_not() if self.warm is not None else ""
+        from .warm_start import WarmProcess, WarmStartError, server_of
+        warm = server_of(self.warm, self.python)   # the run's server of this child's interpreter
+        if warm is None or not warm.usable(self.python, self.extra_env, passed_environment()):
+            why = warm.why_not() if warm is not None else ""
             if why:
                 self.log.feed(f"esverify: {why}; starting a fresh interpreter instead\n".encode())
             return None
         stdin_r, stdin_w = os.pipe()
         try:
-            pid = self.warm.spawn([driver, "--clone", self.clone, *self.driver_args], env, self.root / "cwd",
+            pid = warm.spawn([driver, "--clone", self.clone, *self.driver_args], env, self.root / "cwd",
                                   self.max_memory or -1, self.file_limit or -1, stdin_r, out_w, write_fd)
         except BaseException as exc:
             os.close(stdin_w)
@@ -536,7 +539,7 @@ class Child:
             return None
         finally:
             os.close(stdin_r)
-        return WarmProcess(self.warm, pid, stdin_w, self.log)
+        return WarmProcess(warm, pid, stdin_w, self.log)
 
     def alive(self) -> bool:
         return self.proc is not None and self._exit_code() is None
@@ -636,6 +639,8 @@ class Child:
         deadline = time.monotonic() + timeout
         self._next_id += 1
         command = dict(command, id=self._next_id)
+        if self.served:   # the parent's drawn noise (esverify.oracle.noise_memo): the child reads it, not draws it
+            command.setdefault("served", self.served)
         if self.served:   # the parent's drawn noise (esverify.oracle.noise_memo): the child reads it, not draws it
             command.setdefault("served", self.served)
         what = f"case {command.get('case_id', command.get('op'))}"

@@ -147,8 +147,8 @@ def _csv(value: str) -> tuple:
                                                "lists them as not checked.")
 @click.option("--no-warm-start", is_flag=True,
               help="Start each reference child in a fresh interpreter instead of forking it from a server "
-                   "that imported torch once (the default under the parent's own interpreter; "
-                   "docs/parity.md, \"Warm starts\").")
+                   "that imported torch once (the default: one server per interpreter with two children "
+                   "or more; docs/parity.md, \"Warm starts\").")
 @click.option("--line-coverage", is_flag=True,
               help="Also count the clone's executed lines with coverage.py in each child (the coverage "
                    "section's `lines`); off by default: its trace function slows the children (docs/parity.md, "

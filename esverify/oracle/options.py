@@ -82,8 +82,8 @@ class Options:
     #: the commit a failing row's blame counts the clone's changes from (None: the validated commit)
     blame_base: str | None = None
     child_env: dict = field(default_factory=dict)   #: extra environment for the children (tests, diagnostics)
-    #: fork the children from one warm start server that imported torch once (esverify.oracle.warm_start);
-    #: applies under the parent's own interpreter (no --python given); False: a fresh interpreter each
+    #: fork the children from a warm start server that imported torch once (esverify.oracle.warm_start), one
+    #: per child interpreter with two children or more; False: a fresh interpreter each
     warm_start: bool = True
     #: the children count the clone's executed lines with coverage.py (a trace function: slower children)
     line_coverage: bool = False

@@ -197,6 +197,7 @@ class Runner:
         for name in names:
             self.sessions[name] = Session(self, _adapters.get(name), clones[name])
             self.sessions[name].child.served = served_folder()   # the noise our side drew, read by the child
+            self.sessions[name].child.served = served_folder()   # the noise our side drew, read by the child
         sessions = [self.sessions[name] for name in names]
         started = _all_of([s.start_child() for s in sessions],   # each in its session's own thread
                           on_interrupt=lambda: [s.child.kill() for s in sessions])
@@ -212,56 +213,65 @@ class Runner:
                                  "with a CUDA GPU and a CUDA build of torch, or leave cuda out of --devices")
 
     def _start_warm(self, selected, clones):
-        """The warm start server the children are forked from (esverify.oracle.warm_start): under the
-        parent's own interpreter: the one esverify.oracle.warm_kept.keep_warm holds when this run may use
-        it (one reference or more), else one of the run's own when more than one child is to start,
+        """The warm start servers the children are forked from (esverify.oracle.warm_start.WarmStarts), one
+        per child interpreter (the path each reference's child is launched with, Options.python_for): the
+        one esverify.oracle.warm_kept.keep_warm holds when this run may use it for that interpreter (one
+        reference or more), else one of the run's own when more than one child is to start under it,
         launched here and waited for by `_await_warm`. A server that does not start costs nothing but its
-        attempt: the children then start fresh (metadata warnings say so)."""
+        attempt: its children then start fresh (metadata warnings say so)."""
         from .child_process import warm_start_server
         from .warm_kept import kept, usable_for
-        from .warm_start import WarmStartError
+        from .warm_start import WarmStartError, WarmStarts
         opts = self.opts
-        targets = {c.target for c in selected if c.target in clones}
-        held = usable_for(opts) if targets else None
-        if held is not None:   # keep_warm's (esverify.oracle.warm_kept): not ours to close
-            self.warm, self._own_warm = held, False
-            return
+        pythons: dict = {}   # interpreter path -> the references whose children it runs
+        for name in dict.fromkeys(c.target for c in selected if c.target in clones):
+            pythons.setdefault(opts.python_for(name), []).append(name)
         gone = kept()
-        if targets and gone is not None and gone.why_not() and opts.warm_start and not opts.python_explicit:
+        if gone is not None and gone.why_not() and opts.warm_start and gone.python in pythons:
             self.notes.add(f"warm start: {gone.why_not()} (the server keep_warm holds); this run's children "
                            "start as without it")
-        if not opts.warm_start or opts.python_explicit or len(targets) < 2:
+        if not opts.warm_start or not pythons:
             return
-        self._own_warm = True
-        try:
-            self.warm = warm_start_server(opts.python, opts.child_env, self.work, self.work / "warm-start.log")
-            self.warm.launch()   # closed by _close_warm, also when interrupted
-        except (WarmStartError, OSError) as exc:
-            self._without_warm(exc)
+        self.warm, self._own_warm = WarmStarts(), True
+        for n, (python, names) in enumerate(pythons.items()):
+            held = usable_for(opts, python)
+            if held is not None:   # keep_warm's (esverify.oracle.warm_kept): not ours to close
+                self.warm.add(held, own=False)
+                continue
+            if len(names) < 2:     # one child: a server would import what the child imports, then fork it
+                continue
+            server = None
+            try:
+                server = warm_start_server(python, opts.child_env, self.work,
+                                           self.work / ("warm-start.log" if not n else f"warm-start-{n}.log"))
+                self.warm.add(server, own=True)
+                server.launch()    # closed by _close_warm, also when interrupted
+            except (WarmStartError, OSError) as exc:
+                self._without_warm(exc, server, python)
 
     def _await_warm(self):
-        """The hello of the server _start_warm launched (its imports ran beside _our_side's)."""
+        """The hello of each server _start_warm launched (their imports ran beside _our_side's)."""
         from .warm_start import WarmStartError
-        if self.warm is None or not self._own_warm:
-            return
-        try:
-            self.warm.wait(startup_timeout(self.opts.timeout))
-        except WarmStartError as exc:
-            self._without_warm(exc)
+        for server in self.warm.own() if self.warm is not None else ():
+            try:
+                server.wait(startup_timeout(self.opts.timeout))
+            except WarmStartError as exc:
+                self._without_warm(exc, server, server.python)
 
-    def _without_warm(self, exc):
-        """The run's server did not start (its launch or its hello failed): a note, and fresh children."""
-        self.notes.add(f"warm start: {exc}; every child started a fresh interpreter")
-        self._close_warm()
+    def _without_warm(self, exc, server, python):
+        """A server of the run did not start (its launch or its hello failed): a note, and fresh children."""
+        self.notes.add(f"warm start: {exc}; every child under {python} started a fresh interpreter")
+        if server is not None:
+            self.warm.drop(server)
+            server.close()
 
     def _close_warm(self):
         warm, self.warm = self.warm, None
-        if warm is None:
-            return
-        if warm.hello is not None and warm.why_not():   # it died during the run: the children after it started fresh
-            self.notes.add(f"warm start: {warm.why_not()}; the children started after it started fresh")
-        if self._own_warm:
-            warm.close()
+        for server in warm if warm is not None else ():
+            if server.hello is not None and server.why_not():   # it died: the children after it started fresh
+                self.notes.add(f"warm start: {server.why_not()}; the children started after it started fresh")
+        if warm is not None:
+            warm.close()   # the run's own servers; keep_warm's stays running
 
     def _close_sessions(self, kill: bool = False):
         """Close every child (politely, or at once with `kill`: an interrupted op is not waited for), side
@@ -427,11 +437,14 @@ class Runner:
                 self.work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="esverify-parity-")))
             if self.warm is None:
                 from .warm_kept import usable_for
-                held = usable_for(self.opts)
+                from .warm_start import WarmStarts
+                held = usable_for(self.opts, self.opts.python_for(target))
                 if held is not None:    # keep_warm's (esverify.oracle.warm_kept): left running at the end
-                    self.warm, self._own_warm = held, False
+                    self.warm, self._own_warm = WarmStarts(), False
+                    self.warm.add(held, own=False)
                     stack.callback(setattr, self, "warm", None)
             session = Session(self, adapter, clone)
+            session.child.served = served_folder()   # the noise our side drew, read by the child
             session.child.served = served_folder()   # the noise our side drew, read by the child
             history, count = [], [0]
 

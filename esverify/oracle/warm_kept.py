@@ -44,10 +44,11 @@ def not_kept():
 @contextlib.contextmanager
 def keep_warm(timeout: float = 120.0):
     """Keep one warm start server for every parity run made inside the block (a notebook, a script or a test
-    session making many runs): each run whose children use the parent's own interpreter, the default
-    extra environment and the environment the server started with forks them from this server, one
-    reference or more, and leaves it running; other runs start their own (two references or more) or
-    fresh interpreters, as without the block. The server starts now, in the calling thread, which must
+    session making many runs): the children of a run that use the parent's own interpreter (the path
+    sys.executable), the default extra environment and the environment the server started with fork from
+    this server, one reference or more, and leave it running; the run's other children (another
+    interpreter, another environment) get their own server per interpreter (two children or more) or fresh
+    interpreters, as without the block. The server starts now, in the calling thread, which must
     outlive the block (the server dies with it); it ends, with its private folder, when the block ends.
     A server that cannot start costs nothing but its attempt (its folder is removed at once): runs then
     behave as without the block. Yields the WarmStart, or None when it did not start."""
@@ -75,10 +76,12 @@ def keep_warm(timeout: float = 120.0):
             remove_tree(work)
 
 
-def usable_for(opts) -> "WarmStart | None":
-    """The kept server when a run with parity Options `opts` may fork its children from it, else None: warm
-    starts on, the parent's own interpreter, the server's child environment and passed entries."""
+def usable_for(opts, python=None) -> "WarmStart | None":
+    """The kept server when the children of interpreter `python` (a path; None: the run's bare one,
+    opts.python) in a run with parity Options `opts` may fork from it, else None: warm starts on, the
+    server's interpreter (the parent's own), child environment and passed entries."""
     held = kept()
-    if held is None or not opts.warm_start or opts.python_explicit:
+    if held is None or not opts.warm_start:
         return None
-    return held if held.usable(opts.python, opts.child_env, passed_environment()) else None
+    return held if held.usable(opts.python if python is None else python, opts.child_env,
+                               passed_environment()) else None

@@ -3,7 +3,8 @@
 Run BY PATH under the child's interpreter, with the environment and the private
 package folder a child gets (esverify.oracle.warm_start starts it; this
 package never imports it). It imports what every driver imports first (torch,
-numpy, numba, the contract's noise kernels, loaded from numba's cache), then
+numpy, numba where the interpreter has it, the contract's noise kernels, loaded
+from numba's cache), then
 answers requests on a Unix socket, one at a time:
 
 - `spawn`: fork a supervisor (supervise.arm and supervise.watch, the code the
@@ -44,8 +45,9 @@ MAX_PACKET = 1 << 20
 
 def _preload(kept: bool) -> None:
     """What the drivers import first (oracle_child/child_server.py and the noise hook), once, here; for a
-    kept server (`kept`: it forks many children) also what some driver imports at its start."""
-    import numba  # noqa: F401
+    kept server (`kept`: it forks many children) also what some driver imports at its start. Under an
+    interpreter without numba (a user's reference environment), what it has: the children draw with numpy,
+    or read what the parent drew (docs/parity.md, "Served noise")."""
     import numpy as np
     import torch  # noqa: F401
     if kept:
@@ -55,6 +57,9 @@ def _preload(kept: bool) -> None:
         import torch._inductor.config  # noqa: F401
 
     from esverify import exactsum, numerics_probe, rng  # noqa: F401
+    from esverify.rng.memo import served_range  # noqa: F401 - the hooks' reader of served noise
+    if not rng.backends.numba_available():
+        return
     from esverify.rng import numba_backend
     # numba's first call of a kernel loads it from the on-disk cache (a third of a second): once, here
     for mapping in ("poly32", "libm64"):

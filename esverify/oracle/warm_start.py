@@ -14,8 +14,11 @@ parent handles its supervisor through `WarmProcess`, which answers as the
 `subprocess.Popen` of a fresh one does.
 
 When the server cannot start or dies, `Child` starts fresh interpreters
-instead (and its log says why). The run decides where warm starts apply
-(esverify.oracle.runner: the parent's own interpreter, `--warm-start`).
+instead (and its log says why). A run keeps one server per distinct child
+interpreter (`WarmStarts`, keyed by the interpreter path a child is
+launched with: a reference's own `--python NAME=PATH`, the bare
+`--python`, or the parent's own), so children under a user's reference
+environment are forked too (esverify.oracle.runner; `--warm-start`).
 """
 from __future__ import annotations
 
@@ -239,3 +242,48 @@ class WarmStart:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=5)
+
+
+class WarmStarts:
+    """The warm start servers of a run, one per child interpreter: what `Child` forks from (its `warm`).
+
+    `add(server, own)` keeps a WarmStart under its interpreter path (`server.python`); `own`: the run
+    started it and closes it (`close`), else it is held by esverify.oracle.warm_kept.keep_warm and left
+    running. `server_for(python)` is the server of that interpreter path (the string a child is launched
+    with), or None. Iterating gives the servers; `drop(server)` forgets one (its start failed)."""
+
+    def __init__(self):
+        self._servers: dict = {}   # interpreter path -> (WarmStart, own)
+
+    def add(self, server: WarmStart, own: bool) -> None:
+        self._servers[str(server.python)] = (server, bool(own))
+
+    def server_for(self, python) -> "WarmStart | None":
+        entry = self._servers.get(str(python))
+        return None if entry is None else entry[0]
+
+    def own(self) -> list:
+        """The servers the run started (launched, maybe not yet started)."""
+        return [server for server, own in self._servers.values() if own]
+
+    def drop(self, server: WarmStart) -> None:
+        self._servers = {k: v for k, v in self._servers.items() if v[0] is not server}
+
+    def __iter__(self):
+        return iter([server for server, _ in self._servers.values()])
+
+    def __len__(self) -> int:
+        return len(self._servers)
+
+    def close(self) -> None:
+        """Close the servers the run started (keep_warm's stay running)."""
+        for server in self.own():
+            server.close()
+
+
+def server_of(warm, python) -> "WarmStart | None":
+    """The server a child of interpreter `python` forks from: `warm` is a WarmStarts (the run's), a WarmStart
+    (a caller's own), or None."""
+    if isinstance(warm, WarmStarts):
+        return warm.server_for(python)
+    return warm
