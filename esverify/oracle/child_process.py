@@ -641,8 +641,6 @@ class Child:
         command = dict(command, id=self._next_id)
         if self.served:   # the parent's drawn noise (esverify.oracle.noise_memo): the child reads it, not draws it
             command.setdefault("served", self.served)
-        if self.served:   # the parent's drawn noise (esverify.oracle.noise_memo): the child reads it, not draws it
-            command.setdefault("served", self.served)
         what = f"case {command.get('case_id', command.get('op'))}"
         try:
             self._send((json.dumps(command) + "\n").encode(), deadline, what)

@@ -197,7 +197,6 @@ class Runner:
         for name in names:
             self.sessions[name] = Session(self, _adapters.get(name), clones[name])
             self.sessions[name].child.served = served_folder()   # the noise our side drew, read by the child
-            self.sessions[name].child.served = served_folder()   # the noise our side drew, read by the child
         sessions = [self.sessions[name] for name in names]
         started = _all_of([s.start_child() for s in sessions],   # each in its session's own thread
                           on_interrupt=lambda: [s.child.kill() for s in sessions])
@@ -444,7 +443,6 @@ class Runner:
                     self.warm.add(held, own=False)
                     stack.callback(setattr, self, "warm", None)
             session = Session(self, adapter, clone)
-            session.child.served = served_folder()   # the noise our side drew, read by the child
             session.child.served = served_folder()   # the noise our side drew, read by the child
             history, count = [], [0]
 
