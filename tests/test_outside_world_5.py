@@ -8,7 +8,6 @@ the bulk request) and checks what the user reads: one line, the exit code, the v
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
@@ -475,19 +474,16 @@ def test_the_low_rank_replay_command_exits_2_for_a_zero_rank(tmp_path):
     assert done.stderr.splitlines() == [f"error: --log {log}: {log / 'args.json'}: rank must be an int >= 1, got 0"]
 
 
-@pytest.mark.parametrize("where", ["state-dir", "report", "out"])
-def test_the_low_rank_replay_probes_its_destinations_before_any_work(tmp_path, monkeypatch, where):
+@pytest.mark.parametrize("option, key", [("--state-dir", "state_dir"), ("--report", "report_path"), ("--out", "out")])
+def test_the_low_rank_replay_probes_its_destinations_before_any_work(tmp_path, monkeypatch, option, key):
     from esverify.references.eggroll import lowrank
     from esverify.replay.api import ReplayError, replay
     log = _lowrank_log(tmp_path)
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder\n")
-    dest = {"state_dir": tmp_path / "state", "report_path": None, "out": None}
-    dest[{"state-dir": "state_dir", "report": "report_path", "out": "out"}[where]] = blocker / "below"
-    if where != "state-dir":
-        dest[{"report": "report_path", "out": "out"}[where]] = blocker / "below" / "x.json"
+    below = blocker / "below" if key == "state_dir" else blocker / "below" / "x.json"
     monkeypatch.setattr(lowrank, "apply_update_", lambda *a, **k: pytest.fail("an update ran"))
     with pytest.raises(ReplayError) as err:     # today: the whole replay runs, then an OSError traceback
-        replay(tmp_path / "base.safetensors", log, tmp_path / "final.safetensors", **dest)
-    assert str(err.value).endswith(f"--{where} {blocker / 'below'}" + ("/x.json" if where != "state-dir" else "")
-                                   + f": {blocker} is a file, not a directory"), str(err.value)
+        replay(tmp_path / "base.safetensors", log, tmp_path / "final.safetensors",
+               **{"state_dir": tmp_path / "state", key: below})
+    assert str(err.value) == f"--log {log}: {option} {below}: {blocker} is a file, not a directory"
