@@ -125,9 +125,10 @@ class EsAtScale(Adapter):
         n = population if population % FIT_ENGINES else population + 1   # not a multiple of the engines
         cases = [Case(self.name, device, dtype, scheme, "fit", n, sigma, alpha, False, extra, noise=noise)]
         if (dtype, scheme, noise) == ("f32", "correlated", "contract"):
-            # one prompt's reward NaN for every member: the loop z-scores and applies NaN (docs/parity.md)
+            # one prompt's reward NaN for every member: the loop z-scores and applies NaN (docs/parity.md); one
+            # iteration is two updates here (the extra update), the second perturbing NaN weights
             cases.append(Case(self.name, device, dtype, scheme, "fit", n, sigma, alpha, False,
-                              {**extra, "rewards": "nan"}, tag="nan", noise=noise))
+                              {**extra, "iterations": 1, "rewards": "nan"}, tag="nan", noise=noise))
         return cases
 
 

@@ -115,9 +115,11 @@ class EsAwd(Adapter):
                 n += 2
             cases.append(Case(self.name, device, dtype, scheme, op, n, sigma, alpha, False, dict(extra), noise=noise))
         if (dtype, scheme, noise) == ("f32", "correlated", "contract"):
-            # one prompt's reward -inf for every member: the loop z-scores and applies NaN (docs/parity.md)
+            # one prompt's reward -inf for every member: the loop z-scores and applies NaN (docs/parity.md); two
+            # iterations, the second perturbing NaN weights
             cases.append(Case(self.name, device, dtype, scheme, "main", population, sigma, alpha, False,
-                              {**extra, "rewards": "inf"}, tag="inf", noise=noise))
+                              {**extra, "iterations": min(2, int(iterations)), "rewards": "inf"}, tag="inf",
+                              noise=noise))
         return cases
 
     def loop_spec(self, case) -> LoopSpec:
