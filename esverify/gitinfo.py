@@ -66,13 +66,8 @@ def git(root: Path, *args: str, binary: bool = False, input: bytes | None = None
     return proc.stdout if binary else proc.stdout.decode("utf-8", "replace")
 
 
-def refusal(path: Path) -> tuple[Path, str] | None:
-    """(the repository's top folder, one line) when git refuses the repository holding `path` because
-    another user owns it (safe.directory), the line naming it and git's own fix; None otherwise (a
-    usable checkout, no checkout at all, no git)."""
-    proc = _run(path, ("rev-parse", "--show-toplevel"), None, 60)
-    if proc is None or proc.returncode == 0:
-        return None
+def _refused(proc) -> tuple[Path, str] | None:
+    """(top folder, line) when the failed call `proc` is git's safe.directory refusal, else None."""
     text = proc.stderr.decode("utf-8", "replace")
     found = _DUBIOUS.search(text)
     if found is None:
@@ -83,14 +78,28 @@ def refusal(path: Path) -> tuple[Path, str] | None:
                  f"git's fix, if you trust it: {fix[1] if fix else f'git config --global --add safe.directory {top}'}")
 
 
+def _toplevel(path: Path) -> tuple[Path | None, tuple[Path, str] | None]:
+    proc = _run(path, ("rev-parse", "--show-toplevel"), None, 60)
+    if proc is None:
+        return None, None
+    if proc.returncode == 0:
+        out = proc.stdout.decode("utf-8", "replace").strip()
+        return (Path(out) if out else None), None
+    refused = _refused(proc)
+    return (refused[0] if refused else None), refused
+
+
+def refusal(path: Path) -> tuple[Path, str] | None:
+    """(the repository's top folder, one line) when git refuses the repository holding `path` because
+    another user owns it (safe.directory), the line naming it and git's own fix; None otherwise (a
+    usable checkout, no checkout at all, no git)."""
+    return _toplevel(path)[1]
+
+
 def toplevel(path: Path) -> Path | None:
     """The top level of the git checkout containing `path`, or None outside one (a checkout git refuses
     as another user's has its top level too: `refusal` says why git will not answer about it)."""
-    out = git(path, "rev-parse", "--show-toplevel")
-    if out:
-        return Path(out.strip())
-    refused = refusal(path)
-    return refused[0] if refused else None
+    return _toplevel(path)[0]
 
 
 def _git_dir(top: Path) -> Path | None:
@@ -145,11 +154,11 @@ def commit_and_dirty(path: Path) -> tuple[str | None, bool | None]:
     `git status` cannot run. A checkout git refuses as another user's
     (`refusal`) has its commit read from its files and dirty None.
     """
-    top = toplevel(path)
+    top, refused = _toplevel(path)
     if top is None:
         return None, None
+    if refused is not None:
+        return head_from_files(top), None
     commit = (git(path, "rev-parse", "HEAD") or "").strip() or None
     status = git(path, "status", "--porcelain", "--untracked-files=normal")
-    if commit is None and status is None and refusal(path) is not None:
-        return head_from_files(top), None
     return commit, (bool(status.strip()) if status is not None else None)
