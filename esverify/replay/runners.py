@@ -168,7 +168,9 @@ def run_ray(job, units, address, on_result) -> None:
 
     address: "auto", a cluster address, or None to use the Ray this process
     has already initialised. A Ray this call starts is shut down at the end.
-    Raises RunnerError when Ray is missing or cannot connect.
+    Raises RunnerError (one line) when Ray is missing, when its import fails (the import's own
+    exception named), when no cluster is there, or when `ray.init` fails otherwise (its cause kept: a
+    version mismatch says so).
     """
     ray = _ray()
     started = False
