@@ -129,3 +129,17 @@ def test_the_eggroll_engine_serves_the_written_adapter_dtype(tmp_path, monkeypat
     frame = result.frame
     assert len(frame) and set(frame["status"]) == {"fail"}, frame[["case", "status", "detail"]]
     assert pd.Series(frame["detail"]).str.contains("evaluated").all()
+
+
+@pytest.mark.slow   # one es-awd loop row
+def test_a_row_that_uses_a_placeholder_is_an_error_naming_it(tmp_path, monkeypatch):
+    """The absent optional package of a later commit, used by the loop after all: that row is an error whose
+    one line names the module, the name and the file that asked for it."""
+    clone, base = drifted_clone(tmp_path / "clones", "es-awd", kinds=("absent-import",))
+    apply_edits(clone, [("es.py", "def main(args):\n", f"def main(args):\n    {ABSENT}.setup_tracing()\n")])
+    result = _parity(tmp_path, "used", clone, "es-awd", base[:7], monkeypatch)
+    frame = result.frame
+    assert list(frame["status"]) == ["error"], frame[["case", "status", "detail"]]
+    detail = frame["detail"].iloc[0]
+    assert f"{ABSENT}.setup_tracing is an esverify placeholder" in detail and "es.py" in detail, detail
+    assert "has no module" in detail
