@@ -172,6 +172,20 @@ MUTANTS = {
 }
 
 EQUIVALENTS = {
+    # a reuse inside the loop: the odd member of a pair takes the even member's draw instead of redrawing it from
+    # the same seed (the same values under torch's generator and under the hook's contract streams alike)
+    "adapters-reuse-the-pair-draw": EggrollMutant(
+        [(TRAINER, "        for m in population_indices:\n            tensors = {}\n",
+          "        drawn = {}\n        for m in population_indices:\n            tensors = {}\n"),
+         (TRAINER, """                a, b = get_rng_noise(args.base_seed, num_pairs, m // 2, num_layers, layer_idx, generation,
+                                     [(r, in_dim), (out_dim, r)])
+                lora_a""", """                if (m // 2, layer_idx) not in drawn:
+                    drawn[m // 2, layer_idx] = get_rng_noise(args.base_seed, num_pairs, m // 2, num_layers, layer_idx,
+                                                             generation, [(r, in_dim), (out_dim, r)])
+                a, b = drawn[m // 2, layer_idx]
+                lora_a""")],
+        "generate_local_adapters: a pair's draw made once and reused for its odd member",
+        "the same seed gives the same a, b: no bit changes"),
     "sign-on-a": EggrollMutant(
         [(TRAINER, _ADAPTER_SIGN, _ADAPTER_SIGN.replace("lora_b = -lora_b", "lora_a = -lora_a"))],
         "generate_local_adapters: the antithetic sign on A instead of B",
