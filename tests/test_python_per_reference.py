@@ -80,7 +80,7 @@ def test_config_file_gives_a_reference_its_own_interpreter(tmp_path, monkeypatch
     result = CliRunner().invoke(main, ["parity", "--ref", str(STANDINS / "es-awd"), "--out", str(tmp_path / "o"),
                                        *QUICK])
     assert result.exit_code == 2, result.output
-    assert f"--python {tmp_path}/./nowhere/python: no such interpreter" in result.output
+    assert f"--python es-awd={tmp_path}/./nowhere/python: no such interpreter" in result.output
 
 
 def test_the_environment_variable_takes_the_same_entries(tmp_path, monkeypatch):
@@ -88,7 +88,7 @@ def test_the_environment_variable_takes_the_same_entries(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["parity", "--ref", str(STANDINS / "es-awd"), "--out", str(tmp_path / "o"),
                                        *QUICK])
     assert result.exit_code == 2, result.output
-    assert f"--python {tmp_path}/nowhere/python: no such interpreter" in result.output
+    assert f"--python es-awd={tmp_path}/nowhere/python: no such interpreter" in result.output
     monkeypatch.setenv("ESVERIFY_PYTHON", "es_awd=/x")
     result = CliRunner().invoke(main, ["parity", "--ref", str(STANDINS / "es-awd"), "--out", str(tmp_path / "o"),
                                        *QUICK])

@@ -131,7 +131,13 @@ def check(opts, names, timeout: float, probe=None) -> tuple[dict, dict]:
     for name in names:
         python = opts.python_for(name)
         if python not in facts:
-            facts[python] = probe(python, timeout, opts.explicit_for(name))
+            try:
+                facts[python] = probe(python, timeout, opts.explicit_for(name))
+            except UsageError as exc:   # name the entry as given: --python NAME=PATH
+                said = str(exc)
+                if name in opts.pythons:
+                    said = said.replace(f"--python {python}", f"--python {name}={python}", 1)
+                raise UsageError(said) from None
         f = facts[python]
         needs = child_needs(_adapters.get(name))
         extra = [m for m in needs if m not in f and (python, m) not in found]
