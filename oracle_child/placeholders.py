@@ -209,11 +209,13 @@ class AbsentFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec):
         version = ".".join(map(str, sys.version_info[:2]))
         why = f"the child's Python {version} ({sys.executable}) has no module {spec.name}"
+        parent = sys.modules.get(spec.name.rpartition(".")[0])
+        if getattr(parent, "__esverify_stub__", False):   # a submodule of a package the driver stands in for
+            why = f"esverify's stand-in {parent.__name__} has no submodule {spec.name}"
         module = PermissiveModule(spec.name)
         module.__path__ = []
         module.__esverify_placeholder__ = True
         module.__esverify_why__ = why
-        parent = sys.modules.get(spec.name.rpartition(".")[0])
         if not getattr(parent, "__esverify_placeholder__", False):   # `import a.b.c`: one entry, for a
             _record(spec.name, "*", getattr(spec, "_esverify_file", "?"), why)
         return module

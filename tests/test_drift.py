@@ -91,10 +91,12 @@ def test_a_placeholder_raises_only_when_used_naming_module_name_and_file(tmp_pat
         f"import {ABSENT}\nfrom {ABSENT}.sub import Thing\n"
         "try:\n    import esverify_guarded_absent\nexcept ImportError:\n    esverify_guarded_absent = None\n"
         "from esverify_stub_tasks import MathTask, NewTask\n"
+        "import esverify_stub_tasks.newsub\n"
         "class Mine(NewTask):\n    pass\n"
         "def use():\n    return Thing()\n")
     stub = placeholders.PermissiveModule("esverify_stub_tasks")
     stub.MathTask = int
+    stub.__path__, stub.__esverify_stub__ = [], True   # a package the driver stands in for
     monkeypatch.setitem(sys.modules, "esverify_stub_tasks", stub)
     monkeypatch.syspath_prepend(str(clone))
     placeholders.watch(clone)
@@ -111,12 +113,15 @@ def test_a_placeholder_raises_only_when_used_naming_module_name_and_file(tmp_pat
         assert {"module": ABSENT, "name": "*", "file": "ref_mod.py"}.items() <= served[0].items()
         assert any(p["module"] == "esverify_stub_tasks" and p["name"] == "NewTask" for p in served)
         assert not any("guarded" in p["module"] for p in served)
+        sub = [p for p in served if p["module"] == "esverify_stub_tasks.newsub"]
+        assert sub and sub[0]["why"] == "esverify's stand-in esverify_stub_tasks has no submodule " \
+                                        "esverify_stub_tasks.newsub"
         # a probe for whether a package exists hears the truth
         import importlib.util
         assert importlib.util.find_spec("esverify_probe_absent") is None
     finally:
         placeholders.unwatch(clone)
-        for name in [n for n in sys.modules if n.startswith((ABSENT, "ref_mod"))]:
+        for name in [n for n in sys.modules if n.startswith((ABSENT, "ref_mod", "esverify_stub_tasks."))]:
             sys.modules.pop(name, None)
 
 
