@@ -1,0 +1,18 @@
+"""HyperscaleES (EGGROLL's official JAX code), the sixth reference: our side, in numpy (docs/hyperscale.md).
+
+Design record:
+- The reference is GPL-3.0 and would run only in the oracle's child
+  process; nothing here comes from its code. What is here is written from
+  docs/hyperscale.md and checked against the JAX library itself (Apache-2.0)
+  by tests only: this package never imports jax (a test checks it), so a
+  user without JAX loses nothing.
+- `jaxrandom`: JAX's Threefry-2x32 keys (key, fold_in, split), raw bits,
+  uniform and normal in f32, f16 and bf16, in both settings of
+  ``jax_threefry_partitionable``.
+- `xlamath`: the XLA CPU arithmetic those draws go through (the f32 fused
+  multiply-add, log, log1p, erf_inv), with and without FMA.
+- `shaping`: the noisers' `convert_fitnesses`, eager f32.
+
+Dependencies point one way: this package -> numpy.
+Checks: ``python -m pytest -q tests/test_hyperscale_numerics.py``.
+"""

@@ -1,0 +1,88 @@
+"""HyperscaleES's fitness shaping (`convert_fitnesses`), eager f32, bit for bit (docs/hyperscale.md §4).
+
+The rule of `eggroll`, `open_es`, `sparse` and `alteggroll`: group size 0,
+(s - mean(s)) / sqrt(var(s) + 1e-5) over all N scores; group size G > 0,
+scores as (N/G, G), each row centred on its own mean but divided by the
+square root of the variance of all N raw scores + 1e-5 (per-group means,
+a global variance: a quirk the docs name). Population variance.
+
+Arithmetic, as XLA CPU runs one eager call (jaxlib 0.10.2, a host with FMA):
+a sum of n <= 32 values is sequential from 0; a mean is the sum times
+rd(1/n); the variance's sum of squares is rd(c1*c1), then fma(c0, c0, .),
+then fma(ck, ck, .) for k = 2 ... n-1; the division by the denominator is a
+product with rd(1/den). Longer reductions use orders not modelled here, so
+n > 32 values in one reduction is a ValueError. Jitted calls differ (XLA's
+approximate reciprocal square root); this models the eager call only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .xlamath import fma32
+
+F32 = np.float32
+#: the longest reduction whose order is modelled
+MAX_REDUCTION = 32
+EPS = F32(1e-5)
+
+
+def _check(n: int):
+    if n > MAX_REDUCTION:
+        raise ValueError(f"a reduction over {n} values: XLA's order is modelled up to {MAX_REDUCTION} only")
+
+
+def xla_sum(x: np.ndarray) -> np.ndarray:
+    """Sum over the last axis, sequential from +0, in f32 (at most 32 values; one value is returned as is)."""
+    x = np.asarray(x, dtype=F32)
+    _check(x.shape[-1])
+    if x.shape[-1] == 1:                             # XLA drops a one-element reduction: -0 stays -0
+        return x[..., 0].copy()
+    acc = np.zeros(x.shape[:-1], F32)
+    for k in range(x.shape[-1]):
+        acc = acc + x[..., k]
+    return acc
+
+
+def xla_mean(x: np.ndarray) -> np.ndarray:
+    """Mean over the last axis: the sum times rd(1/n)."""
+    x = np.asarray(x, dtype=F32)
+    return (xla_sum(x) * (F32(1) / F32(x.shape[-1]))).astype(F32)
+
+
+def xla_var(x: np.ndarray) -> np.ndarray:
+    """Population variance over the last axis (the fused sum of squares of the centred values)."""
+    x = np.asarray(x, dtype=F32)
+    n = x.shape[-1]
+    _check(n)
+    c = (x - xla_mean(x)[..., None]).astype(F32)
+    if n == 1:
+        acc = (c[..., 0] * c[..., 0]).astype(F32)
+    else:
+        acc = (c[..., 1] * c[..., 1]).astype(F32)
+        acc = fma32(c[..., 0], c[..., 0], acc)
+        for k in range(2, n):
+            acc = fma32(c[..., k], c[..., k], acc)
+    return (acc / F32(n)).astype(F32)
+
+
+def convert_fitnesses(scores, group_size: int = 0) -> np.ndarray:
+    """Shaped fitness of N raw scores (any real or integer dtype, cast to f32): float32 (N,).
+
+    group_size 0: global centring; G > 0: per-group centring, global variance.
+    ValueError: scores not 1-D, G not dividing N (the reference's reshape error),
+    G < 0, or a reduction longer than 32 values (order not modelled)."""
+    s = np.asarray(scores)
+    if s.ndim != 1 or s.size == 0:
+        raise ValueError(f"scores must be a non-empty 1-D array, got shape {s.shape}")
+    s = s.astype(F32)
+    n = s.size
+    if group_size < 0 or (group_size and n % group_size):
+        raise ValueError(f"group size {group_size} does not divide {n} scores")
+    den = np.sqrt((xla_var(s) + EPS).astype(F32)).astype(F32)
+    inv = (F32(1) / den).astype(F32)
+    if group_size == 0:
+        c = (s - xla_mean(s)).astype(F32)
+    else:
+        rows = s.reshape(n // group_size, group_size)
+        c = (rows - xla_mean(rows)[:, None]).astype(F32).reshape(n)
+    return (c * inv).astype(F32)

@@ -1,0 +1,217 @@
+"""HyperscaleES's numerics in numpy (docs/hyperscale.md): JAX's threefry keys and normal, XLA's math, shaping.
+
+Known answers: Random123's Threefry-2x32-20 vectors, and G1/G2 of the
+real code (docs/hyperscale.md §6), bit for bit. Differential tests run the
+installed JAX library (Apache-2.0; skipped without it) on the same keys
+and compare bit patterns. The package itself must never import jax.
+"""
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from esverify.references.hyperscale_es import jaxrandom as R
+from esverify.references.hyperscale_es import shaping as S
+from esverify.references.hyperscale_es import xlamath as X
+
+
+def _bits(x, dtype: str) -> np.ndarray:
+    """Bit patterns of a draw of `dtype` as our functions return it."""
+    x = np.asarray(x)
+    if dtype == "bf16":
+        return X.bf16_bits(x)
+    return x.view(np.uint16 if dtype == "f16" else np.uint32)
+
+
+def _hex(bits) -> list[str]:
+    return [f"{int(v):0{2 * np.asarray(bits).itemsize}x}" for v in np.asarray(bits).ravel()]
+
+
+# ----------------------------------------------------------------------------- known answers
+
+@pytest.mark.parametrize("key,ctr,want", [
+    ((0, 0), (0, 0), ("6b200159", "99ba4efe")),
+    ((0xFFFFFFFF, 0xFFFFFFFF), (0xFFFFFFFF, 0xFFFFFFFF), ("1cb996fc", "bb002be7")),
+    ((0x13198A2E, 0x03707344), (0x243F6A88, 0x85A308D3), ("c4923a9c", "483df7a0")),
+])
+def test_threefry_random123_vectors(key, ctr, want):
+    o0, o1 = R.threefry2x32(np.array(key, np.uint32), [ctr[0]], [ctr[1]])
+    assert (_hex(o0)[0], _hex(o1)[0]) == want
+
+
+def test_keys_from_seeds_and_the_key_tree():
+    assert R.key(7).tolist() == [0, 7]
+    assert R.key(2**32 + 5).tolist() == [0, 5]                  # jax's default 32-bit mode truncates
+    assert R.key(2**32 + 5, x64=True).tolist() == [1, 5]
+    assert R.key(-5).tolist() == [0, 2**32 - 5]
+    assert R.key(-5, x64=True).tolist() == [2**32 - 1, 2**32 - 5]
+    with pytest.raises(ValueError, match="int64"):
+        R.key(2**63)
+    k = R.key(9)
+    # partitionable split: key i is fold_in(k, i); the original mode is not
+    assert all(R.split(k, 4)[i].tolist() == R.fold_in(k, i).tolist() for i in range(4))
+    assert R.split(k, 4, partitionable=False).tolist() != R.split(k, 4).tolist()
+    with pytest.raises(ValueError, match="uint32 array of shape"):
+        R.fold_in(np.array([1, 2, 3], np.uint32), 0)
+
+
+G1 = {  # dtype -> B[0], A[0] (times -0.25), SHA-256[:16] of the (8, 2) draw's bytes
+    "f32": (("c0097e31", "3ecda9c6"), ("3c62e9b4", "3e56abb8"), "0e40cddce7cfbbe4"),
+    "bf16": (("bf31", "400d"), ("bcfc", "3e61"), "2a846e06625934e3"),
+    "f16": (("b641", "b426"), ("2eae", "2231"), "476224b3601eb404"),
+}
+
+
+@pytest.mark.parametrize("dtype", sorted(G1))
+def test_g1_noise_of_one_thread(dtype):
+    """G1: key(7), leaf 0, epoch 4, pair 2 (thread 5, odd: -sigma), rank 2, parameter (3, 5)."""
+    k = R.fold_in(R.fold_in(R.fold_in(R.key(7), 0), 4), 2)
+    draw = R.normal(k, (8, 2), dtype)
+    a = draw[5:].astype(np.float32) * np.float32(-0.25)            # exact: a power of two
+    a = R._round(a, dtype)
+    b0, a0, digest = G1[dtype]
+    assert tuple(_hex(_bits(draw, dtype)[0])) == b0
+    assert tuple(_hex(_bits(a, dtype)[0])) == a0
+    assert hashlib.sha256(_bits(draw, dtype).tobytes()).hexdigest()[:16] == digest
+
+
+G2_SCORES = [1, 2, 0.5, 0, 3, -1, 0.25, 2]
+G2 = {0: "3cd2be97 3f59548c bec592ae bf4c28a2 3fd60991 bfcf739d bf1778fd 3f59548c",
+      4: "3dd2be97 3f6d166a be9e0ef1 bf3866c4 3fcc28a2 bfd9548c bf2b3adb 3f4592ae"}
+
+
+@pytest.mark.parametrize("group", sorted(G2))
+def test_g2_convert_fitnesses(group):
+    assert " ".join(_hex(S.convert_fitnesses(G2_SCORES, group).view(np.uint32))) == G2[group]
+
+
+def test_grouped_shaping_uses_the_global_variance():
+    s = np.array([0, 1, 10, 30], np.float32)
+    got = S.convert_fitnesses(s, 2)
+    # each pair centred on its own mean (+-0.5, +-10), both divided by the spread of all four (12.05);
+    # a per-group variance would give +-1 in both groups
+    assert got[0] == -got[1] and got[2] == -got[3]
+    assert 0.04 < got[1] < 0.045 and 0.82 < got[3] < 0.84
+
+
+def test_shaping_bad_input_and_limits():
+    assert not S.convert_fitnesses([3.0] * 8).any()                  # constant scores: zeros
+    with pytest.raises(ValueError, match="does not divide"):
+        S.convert_fitnesses(np.arange(8), 3)
+    with pytest.raises(ValueError, match="modelled up to 32"):
+        S.convert_fitnesses(np.arange(33.0))
+    with pytest.raises(ValueError, match="1-D"):
+        S.convert_fitnesses(np.ones((2, 4)))
+
+
+def test_fma_is_one_rounding():
+    a = np.float32(1 + 2.0**-12)
+    # a*a = 1 + 2^-11 + 2^-24: rounded alone it ties to 1 + 2^-11, fused the 2^-24 survives the subtraction
+    assert X.fma32(a, a, np.float32(-1)) == np.float32(2.0**-11 + 2.0**-24)
+    assert np.float32(a * a) - np.float32(1) == np.float32(2.0**-11)
+    # round-to-odd keeps a sticky bit that plain f64 addition would lose (a double-rounding case)
+    # a*a is the midpoint 1 + 2^-11 + 2^-24 of two f32 values; 2^-70 above it must round up
+    got = X.fma32(a, a, np.float32(2.0**-70))
+    assert got == np.float32(1 + 2.0**-11 + 2.0**-23)
+    assert np.float32(float(a) * float(a) + 2.0**-70) == np.float32(1 + 2.0**-11)    # plain f64 gets it wrong
+    x = np.array([1 + 2.0**-23, -3.5, 1e-30], np.float32)
+    y = np.array([1 - 2.0**-24, 2.0**-20, 1e-10], np.float32)
+    z = np.array([-1.0, 7.0, -1e-40], np.float32)
+    want = [np.float32(float(a) * float(b) + float(c)) for a, b, c in zip(x, y, z)]   # exact in f64 here
+    assert X.fma32(x, y, z).tolist() == want
+
+
+def test_normal_without_fma_differs_in_f32_only():
+    k = R.fold_in(R.key(3), 1)
+    with_fma, without = R.normal(k, (4000,), "f32"), R.normal(k, (4000,), "f32", fma=False)
+    assert 0 < np.count_nonzero(with_fma != without) < 400
+    for dtype in ("f16", "bf16"):
+        assert np.array_equal(_bits(R.normal(k, (4000,), dtype), dtype),
+                              _bits(R.normal(k, (4000,), dtype, fma=False), dtype))
+
+
+def test_bf16_normals_take_few_values():
+    draw = R.normal(R.key(1), (20000,), "bf16")
+    assert len(np.unique(draw)) <= 128 and draw.dtype == np.float32
+    assert np.array_equal(draw, X.round_bf16(draw))
+
+
+def test_package_never_imports_jax():
+    code = ("import sys\n"
+            "import esverify.references.hyperscale_es as p\n"
+            "from esverify.references.hyperscale_es import jaxrandom, shaping, xlamath\n"
+            "jaxrandom.normal(jaxrandom.key(1), (3,), 'bf16'); shaping.convert_fitnesses([1, 2])\n"
+            "bad = sorted(m for m in sys.modules if m == 'jax' or m.startswith(('jax.', 'jaxlib')))\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ----------------------------------------------------------------------------- against the JAX library
+
+def _jax():
+    jax = pytest.importorskip("jax", reason="the JAX library is not installed (pip install jax jaxlib)")
+    return jax
+
+
+_JDT = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+
+
+def _jax_bits(x, dtype: str) -> np.ndarray:
+    import ml_dtypes  # noqa: F401  (jax's own dependency: the bfloat16 numpy dtype)
+    a = np.asarray(x)
+    return a.view(np.uint32 if dtype == "f32" else np.uint16)
+
+
+@given(seed=st.integers(-2**31, 2**31 - 1), path=st.lists(st.integers(0, 2**32 - 1), max_size=3),
+       shape=st.lists(st.integers(1, 40), min_size=1, max_size=2), dtype=st.sampled_from(sorted(_JDT)),
+       partitionable=st.booleans())
+def test_normal_equals_jax(seed, path, shape, dtype, partitionable):
+    jax = _jax()
+    import jax.numpy as jnp
+    with jax.threefry_partitionable(partitionable):
+        jk = jax.random.PRNGKey(seed)
+        k = R.key(seed)
+        for d in path:
+            jk, k = jax.random.fold_in(jk, d), R.fold_in(k, d)
+        assert np.asarray(jk).tolist() == k.tolist()
+        want = _jax_bits(jax.random.normal(jk, tuple(shape), dtype=getattr(jnp, _JDT[dtype])), dtype)
+        got = _bits(R.normal(k, tuple(shape), dtype, partitionable=partitionable), dtype)
+        assert np.array_equal(got, want.reshape(got.shape))
+        n = int(np.prod(shape)) % 7 + 1
+        assert np.asarray(jax.random.split(jk, n)).tolist() == R.split(k, n, partitionable).tolist()
+
+
+def test_normal_equals_jax_on_a_large_draw():
+    """One (333, 1001) draw per dtype: about 1 in 24 f32 values need the fused multiply-adds."""
+    jax = _jax()
+    import jax.numpy as jnp
+    jk = jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(3), 1), 4)
+    k = R.fold_in(R.fold_in(R.key(3), 1), 4)
+    for dtype in sorted(_JDT):
+        want = _jax_bits(jax.random.normal(jk, (333, 1001), dtype=getattr(jnp, _JDT[dtype])), dtype)
+        assert np.array_equal(_bits(R.normal(k, (333, 1001), dtype), dtype), want)
+
+
+@given(scores=st.lists(st.floats(-1e4, 1e4, width=32), min_size=1, max_size=32), group=st.integers(0, 8))
+def test_convert_fitnesses_equals_jax_formula(scores, group):
+    """The shaping formula, eager in jax, against our arithmetic model (both written from the docs)."""
+    jax = _jax()
+    import jax.numpy as jnp
+    n = len(scores)
+    if group and n % group:
+        group = 0
+    s = jnp.asarray(np.array(scores, np.float32))
+    den = jnp.sqrt(jnp.var(s) + 1e-5)
+    if group == 0:
+        want = (s - jnp.mean(s)) / den
+    else:
+        rows = s.reshape(-1, group)
+        want = ((rows - jnp.mean(rows, axis=1, keepdims=True)) / den).ravel()
+    got = S.convert_fitnesses(scores, group)
+    assert np.array_equal(got.view(np.uint32), np.asarray(want).view(np.uint32))
