@@ -6,8 +6,8 @@
   with finite coefficients those calls give the profile's bits (so they are the reference's arithmetic);
 - the coefficients reach the child with their bits (JSON spells every NaN alike);
 - (slow) the stand-ins pass every such row, the training loops' (fit with a NaN reward, main with an
-  infinite one) included, and an update that maps non-finite coefficients to zero fails exactly those rows,
-  in es-at-scale and in es-awd.
+  infinite one) and EGGROLL's (NaN rewards) included, and an update that maps non-finite coefficients (EGGROLL:
+  pair differences) to zero fails exactly those rows, in es-at-scale, es-awd and EGGROLL.
 """
 from __future__ import annotations
 
@@ -151,3 +151,13 @@ def test_stand_ins_pass_the_nonfinite_rows_and_a_nan_to_zero_mapping_fails_them(
             assert len(looped) == 1 and looped["status"].iloc[0] == want, looped[["case", "status", "detail"]]
             if want == "fail":
                 assert "parameters after the update" in looped["detail"].iloc[0]
+    # EGGROLL: the first prompt's reward NaN for every member; pair differences mapped to zero fail the row
+    from standins.eggroll_mutants import MUTANTS
+    from standins.mutants import make_variant
+    mutant = make_variant(tmp_path / "egg", "eggroll-vllm", MUTANTS["nan-pair-differences-to-zero"].edits)
+    for clone, want in ((STANDINS / "eggroll-vllm", "pass"), (mutant, "fail")):
+        frame = run_parity(Options(ref=[str(clone)], target="eggroll", devices=("cpu",), case="*-nan",
+                                   out=str(tmp_path / f"egg-{want}"), quiet=True)).frame
+        assert list(frame["status"]) == [want], frame[["case", "status", "detail"]]
+        if want == "fail":
+            assert "engine 0 after the update" in frame["detail"].iloc[0]

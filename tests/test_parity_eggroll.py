@@ -4,7 +4,7 @@ that differs, and (slow) the mutant catalog: every mutant whose fault the rows c
 every equivalent passes every row (a mutant is caught by a fail row, or by an error row where contract
 noise refuses a generator seed that no stream of the run has).
 
-- `parity --ref tests/standins/eggroll-vllm` runs the 16 eggroll rows (f32/f16/bf16, r 1, 2, 10, 1/2/4
+- `parity --ref tests/standins/eggroll-vllm` runs the 17 eggroll rows (f32/f16/bf16, r 1, 2, 10, 1/2/4
   engines, std normalisation and lr in the gradient on and off, contract and native noise, a generation
   boundary in every row, two resumes) and each passes bit for bit; the findings name the reference's lines.
 - the mutants (tests/standins/eggroll_mutants.py) run three f32 rows each (r 1 contract and native, r 2
@@ -46,7 +46,8 @@ def test_the_stand_in_passes_every_eggroll_row(tmp_path):
     result = _run(tmp_path, CLONE)
     frame = result.frame
     assert set(frame["target"]) == {"eggroll"}
-    assert len(frame) == len(eggroll_adapter.ROWS) + len(eggroll_adapter.CHUNK_ROWS) == 16
+    assert len(frame) == len(eggroll_adapter.ROWS) + len(eggroll_adapter.CHUNK_ROWS) + \
+        len(eggroll_adapter.NONFINITE_ROWS) == 17
     assert set(frame["status"]) == {"pass"}, frame[frame["status"] != "pass"][["case", "detail"]].to_string()
     assert result.exit_code == 0
     assert set(frame["dtype"]) == {"f32", "f16", "bf16"} and set(frame["noise"]) == {"contract", "native"}
@@ -54,7 +55,7 @@ def test_the_stand_in_passes_every_eggroll_row(tmp_path):
     for part in ("r1-", "r2-", "r10-", "-e1", "-e2", "-e4", "-std", "-lrgrad", "-resume"):
         assert part in tags
     assert (frame["elements"] == 120).all() and (frame["mismatches"] == 0).all()   # the tiny model's 4 tensors
-    assert frame["detail"].str.contains("3 updates compared").sum() == 12          # the resumes compare 1 more
+    assert frame["detail"].str.contains("3 updates compared").sum() == 15          # the resumes compare 1 more
     findings = pd.read_csv(tmp_path / "report" / "parity-findings.csv")
     by_key = dict(zip(findings["finding"], findings["observed"].astype(str)))
     assert set(by_key) == set(eggroll_adapter.ADAPTER.findings)
@@ -88,7 +89,7 @@ def test_recognise_and_cases():
     a = eggroll_adapter.ADAPTER
     assert a.recognise(CLONE) is None
     ids = [c.case_id for c in a.cases(_matrix())]
-    assert len(ids) == len(set(ids)) == 16
+    assert len(ids) == len(set(ids)) == 17
     for case in a.cases(_matrix()):
         a.check_case(case)
 

@@ -66,6 +66,15 @@ _GRAD_CHUNKS = ("            grad = torch.zeros(out_dim, in_dim, dtype=torch.flo
                 "            for start in range(0, num_pairs, chunk):\n")
 
 MUTANTS = {
+    # a change of what happens to non-finite values only: every finite run keeps its bits, so only the row of
+    # NaN rewards (adapter.NONFINITE_ROWS) can see it (tests/test_nonfinite_rows.py)
+    "nan-pair-differences-to-zero": EggrollMutant(
+        [(TRAINER, "        pair_diffs = torch.from_numpy(fitnesses[0::2] - fitnesses[1::2]).to(torch.float32)\n",
+          "        pair_diffs = torch.from_numpy(fitnesses[0::2] - fitnesses[1::2]).to(torch.float32)\n"
+          "        pair_diffs = torch.nan_to_num(pair_diffs, nan=0.0, posinf=0.0, neginf=0.0)\n")],
+        "apply_lora_es_update: NaN and infinite pair differences mapped to zero",
+        "the weights after the update of the NaN-reward row (every weight NaN in the reference, unchanged here); "
+        "a finite run gives the same bits"),
     # confined to the second and later update chunks: every row of one chunk (N 4: two pairs) agrees bit for
     # bit, so only the rows with several chunks (adapter.CHUNK_ROWS) can see it (tests/test_parity_paths.py)
     "grad-reset-per-chunk": EggrollMutant(

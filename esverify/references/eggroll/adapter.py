@@ -60,6 +60,12 @@ CHUNK_ROWS = (
     ("f32", "contract", 1, 2, False, False, False, 2, 10),
     ("bf16", "native", 3, 2, True, False, False, 2, 10),
 )
+#: a row of a non-finite reward population: the first prompt's target NaN, so every member's reward on it is
+#: NaN, the shaped fitnesses and the update too (docs/parity.md, "Reward populations"): (dtype, noise, rank,
+#: engines, normalize_with_std, rewards)
+NONFINITE_ROWS = (
+    ("f32", "contract", 1, 2, True, "nan"),
+)
 
 
 def defines(path: Path, names=NEEDS) -> list[str]:
@@ -73,10 +79,11 @@ def defines(path: Path, names=NEEDS) -> list[str]:
     return [n for n in names if n in top]
 
 
-def row_tag(rank, engines, std, scale_lr, resume, chunk=None) -> str:
-    """The case id's tag of one row: r<rank>-e<engines>[-std][-lrgrad][-resume][-chunk<c>]."""
+def row_tag(rank, engines, std, scale_lr, resume, chunk=None, rewards=None) -> str:
+    """The case id's tag of one row: r<rank>-e<engines>[-std][-lrgrad][-resume][-chunk<c>][-<rewards>]."""
     return f"r{rank}-e{engines}" + ("-std" if std else "") + ("-lrgrad" if scale_lr else "") + \
-        ("-resume" if resume else "") + (f"-chunk{chunk}" if chunk is not None else "")
+        ("-resume" if resume else "") + (f"-chunk{chunk}" if chunk is not None else "") + \
+        (f"-{rewards}" if rewards else "")
 
 
 class Eggroll(Adapter):
@@ -101,6 +108,7 @@ class Eggroll(Adapter):
         ("rank > 1 update (batched products summed per chunk)", "lora_r 2, 3, 10", ("*/r[2-9]-*", "*/r1[0-9]-*")),
         ("one update chunk", "2 pairs, the chunk size from the rank", ("*/N4/*",)),
         ("several update chunks, the last one short", "--es-update-chunk-size 2 at 5 pairs", ("*-chunk*",)),
+        ("NaN rewards (every shaped fitness and the update NaN)", "rewards nan", ("*-nan",)),
         ("1 engine", "engines 1", ("*-e1", "*-e1-*")),
         ("2 engines", "engines 2", ("*-e2", "*-e2-*")),
         ("4 engines", "engines 4", ("*-e4", "*-e4-*")),
@@ -185,17 +193,24 @@ class Eggroll(Adapter):
                 if dtype in matrix.dtypes and noise in matrix.noises:
                     out.append(self._case(device, dtype, noise, rank, engines, std, scale_lr, resume, sigma, lr,
                                           population=population, chunk_size=chunk))
+            for dtype, noise, rank, engines, std, rewards in NONFINITE_ROWS:
+                if dtype in matrix.dtypes and noise in matrix.noises:
+                    out.append(self._case(device, dtype, noise, rank, engines, std, False, False, sigma, lr,
+                                          rewards=rewards))
         return out
 
     def _case(self, device, dtype, noise, rank, engines, std, scale_lr, resume, sigma=SIGMA, lr=LR,
-              population=POPULATION, steps=STEPS, steps_per_adapter=STEPS_PER_ADAPTER, chunk_size=None):
+              population=POPULATION, steps=STEPS, steps_per_adapter=STEPS_PER_ADAPTER, chunk_size=None,
+              rewards=None):
         extra = {"iterations": steps, "rank": rank, "engines": engines, "normalize_with_std": std,
                  "scale_lr_in_grad": scale_lr, "steps_per_adapter": 4 if resume else steps_per_adapter,
                  "resume": resume, "base_seed": BASE_SEED}
         if chunk_size is not None:   # the trainer's --es-update-chunk-size (None: its default by rank)
             extra["chunk_size"] = int(chunk_size)
+        if rewards is not None:      # a non-finite reward population (esverify.oracle.rewards.NONFINITE)
+            extra["rewards"] = rewards
         return Case(self.name, device, dtype, "correlated", OP, population, float(sigma), float(lr), False, extra,
-                    tag=row_tag(rank, engines, std, scale_lr, resume, chunk_size), noise=noise)
+                    tag=row_tag(rank, engines, std, scale_lr, resume, chunk_size, rewards), noise=noise)
 
     def check_case(self, case) -> None:
         if case.op != OP:

@@ -135,7 +135,7 @@ def adapter_perturbations(adapter: Mapping[str, torch.Tensor]) -> dict[str, torc
 
 # ----------------------------------------------------------------------------- shaping
 
-def shape_fitness(F, normalize_with_std: bool) -> tuple[np.ndarray, float]:
+def shape_fitness(F, normalize_with_std: bool, nonfinite: bool = False) -> tuple[np.ndarray, float]:
     """Per-prompt centring and optional std normalisation (docs/numerics.md §9.3).
 
     F: (N members, P prompts) rewards, converted to a C-contiguous f64
@@ -143,20 +143,23 @@ def shape_fitness(F, normalize_with_std: bool) -> tuple[np.ndarray, float]:
     prompts of (F_mj - mu_j) (subtract, then average); with
     `normalize_with_std`, f <- f / (std(f) + 1e-8), numpy's ddof-0 std.
     Returns (f: new f64 array (N,), std of the unnormalised f as a float).
-    ValueError for a non-2-D F or a non-finite reward (named by member and prompt).
+    ValueError for a non-2-D F or a non-finite reward (named by member and prompt); nonfinite: take NaN and
+    infinite rewards as the reference does, through the same arithmetic (the parity rows of non-finite
+    rewards, docs/parity.md "Reward populations").
     """
     F = np.ascontiguousarray(np.asarray(F, dtype=np.float64))
     if F.ndim != 2 or F.shape[0] < 2 or F.shape[1] < 1:
         raise ValueError(f"fitness matrix must be (members >= 2, prompts >= 1), got shape {F.shape}")
     bad = np.argwhere(~np.isfinite(F))
-    if len(bad):
+    if len(bad) and not nonfinite:
         m, j = bad[0]
         raise ValueError(f"reward of member {m}, prompt {j} is {F[m, j]!r}: not finite")
-    mu = F.mean(axis=0)
-    f = (F - mu).mean(axis=1)
-    std = float(f.std())
-    if normalize_with_std:
-        f = f / (std + STD_EPS)
+    with np.errstate(invalid="ignore", over="ignore"):
+        mu = F.mean(axis=0)
+        f = (F - mu).mean(axis=1)
+        std = float(f.std())
+        if normalize_with_std:
+            f = f / (std + STD_EPS)
     return f, std
 
 
@@ -388,7 +391,7 @@ def run_lowrank_loop(weights: Mapping[str, torch.Tensor], peft_shapes: Sequence[
                      scale_lr_in_grad: bool = False, chunk_size: int | None = None, engines: int = 1,
                      noise: str = "native", base_seed: int = 0, seed=None, mapping: str = "poly32",
                      backend: str | None = None, start_step: int = 0,
-                     keep_perturbations: bool = True, run_log=None) -> LowRankRun:
+                     keep_perturbations: bool = True, run_log=None, nonfinite: bool = False) -> LowRankRun:
     """EGGROLL's loop on our side (docs/numerics.md §9.6): es_step = start_step .. steps - 1.
 
     weights: vLLM-named CPU tensors (f32/f16/bf16), engine 0's at
@@ -405,7 +408,9 @@ def run_lowrank_loop(weights: Mapping[str, torch.Tensor], peft_shapes: Sequence[
     folder to write the run log `esverify replay` verifies (args.json and
     one file per step, esverify.references.eggroll.logfile).
     Raises ValueError (named) before any work on bad arguments, and on a
-    reward list of the wrong length or a non-finite reward.
+    reward list of the wrong length or a non-finite reward (nonfinite: a
+    NaN or infinite reward goes through the reference's arithmetic instead,
+    for the parity rows of non-finite rewards).
     """
     targets = _check_run(weights, peft_shapes, population, sigma, lr, rank, steps, steps_per_adapter,
                          engines, start_step)
@@ -438,7 +443,7 @@ def run_lowrank_loop(weights: Mapping[str, torch.Tensor], peft_shapes: Sequence[
         if keep_perturbations and fresh:
             run.perturbations[s] = perturbations
         F = np.stack(rows)
-        f, std = shape_fitness(F, normalize_with_std)
+        f, std = shape_fitness(F, normalize_with_std, nonfinite)
         d = apply_update_(state, peft_shapes, f, sigma=sigma, lr=lr, rank=rank, generation=s, source=source,
                           chunk=chunk, scale_lr_in_grad=scale_lr_in_grad, targets=targets)
         if run_log is not None:

@@ -30,6 +30,7 @@ from esverify.oracle import compare as _compare
 from esverify import pyast
 from esverify.oracle import paramsets
 from esverify.oracle.noise_policy import BackendRefused
+from esverify.oracle.rewards import with_nonfinite_target
 
 from . import contract, lowrank, shapes
 
@@ -103,7 +104,9 @@ def _settings(case) -> dict:
             "std": bool(x.get("normalize_with_std", False)), "scale_lr": bool(x.get("scale_lr_in_grad", False)),
             "spa": int(x.get("steps_per_adapter", 2)), "resume": bool(x.get("resume", False)),
             "base_seed": int(x.get("base_seed", 3)), "steps": case.iterations,
-            "chunk": None if x.get("chunk_size") is None else int(x["chunk_size"])}
+            "chunk": None if x.get("chunk_size") is None else int(x["chunk_size"]),
+            # a non-finite reward population: the first prompt's target NaN or +inf (every member's reward on it)
+            "targets": with_nonfinite_target(TARGETS, x.get("rewards"))}
 
 
 def _args(case, s, steps, **more) -> dict:
@@ -217,11 +220,18 @@ def run_row(adapter, session, case) -> dict:
     out = session.case_dir(case)
     base = {"case_id": case.case_id, "device": case.device, "dtype": case.dtype, "noise": case.noise,
             "mapping": opts.mapping, "backend": child_backend, "engines": s["engines"], "init_seed": INIT_SEED,
-            "init_std": INIT_STD, "targets": list(TARGETS)}
+            "init_std": INIT_STD, "targets": list(s["targets"])}
     if seed is not None:
         base["seed"] = hex(seed)
     weights = initial_weights(vllm_shapes, case.dtype, INIT_SEED, INIT_STD)
-    reward = engine_reward(peft_shapes, TARGETS)
+    reward = engine_reward(peft_shapes, s["targets"])
+    if case.extra.get("rewards") is not None:
+        # the rewards as the trainer reads them: the engine answers with text the task parses, in which a NaN
+        # keeps neither its sign nor its payload
+        exact = reward
+
+        def reward(step, member, weights, perturbations):
+            return [v if math.isfinite(v) else float(repr(v)) for v in exact(step, member, weights, perturbations)]
 
     def loop(start_weights, steps, start_step=0):
         return lowrank.run_lowrank_loop(
@@ -229,7 +239,7 @@ def run_row(adapter, session, case) -> dict:
             rank=s["rank"], steps=steps, reward=reward, steps_per_adapter=s["spa"], normalize_with_std=s["std"],
             scale_lr_in_grad=s["scale_lr"], engines=s["engines"], noise=case.noise, base_seed=s["base_seed"],
             seed=seed, mapping=opts.mapping, backend=ours_backend if case.noise == "contract" else None,
-            start_step=start_step, chunk_size=s["chunk"])
+            start_step=start_step, chunk_size=s["chunk"], nonfinite=case.extra.get("rewards") is not None)
     notes = []
     if s["resume"]:
         first = {"op": "eggroll-main", **base, "out": str(out / "first"),
