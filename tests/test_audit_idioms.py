@@ -257,3 +257,4 @@ def test_a_clean_audit_names_its_base_code_on_the_first_screen(tmp_path, monkeyp
     doc = json.loads((tmp_path / "rep" / "audit.json").read_text())
     assert doc["reason"].startswith("no finding; 0 pair(s) share only interface and idioms")
     assert "standard library" in doc["metadata"]["parameters"]["base-code corpus"]
+

@@ -703,19 +703,23 @@ class Classifier:
         return dict(self._refs)
 
     def _classified(self, fpr, entries) -> Tokens:
+        # keyed by id, the fingerprint kept with the value: a collected fingerprint's id can be reused
         key = (id(fpr), tuple(id(e) for _, e in entries))
-        if key not in self._tokens:
+        held = self._tokens.get(key)
+        if held is None or held[0] is not fpr:
             decls = declarations(fpr.entry.text, entries) if fpr.entry.language == "python" else []
-            self._tokens[key] = classify_tokens(fpr.fp, fpr.entry.language or "python", decls)
-        return self._tokens[key]
+            held = self._tokens[key] = (fpr, classify_tokens(fpr.fp, fpr.entry.language or "python", decls))
+        return held[1]
 
     def _idiom(self, fpr):
         if self.corpus is None:
             return None
-        if id(fpr) not in self._idioms:
+        held = self._idioms.get(id(fpr))
+        if held is None or held[0] is not fpr:
             from .corpus import idiom_mask
-            self._idioms[id(fpr)] = idiom_mask(fpr.fp.filtered_code, self.corpus.hashes, self.corpus.k)
-        return self._idioms[id(fpr)]
+            held = self._idioms[id(fpr)] = (fpr, idiom_mask(fpr.fp.filtered_code, self.corpus.hashes,
+                                                            self.corpus.k))
+        return held[1]
 
     def pair(self, tf, label: str, rf, idx_tree, idx_ref, gap: int, min_tokens: int) -> PairReport:
         """Classify a pair from copydetect's overlap positions (`find_fingerprint_overlap`); `label` is the
