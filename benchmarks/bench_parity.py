@@ -286,10 +286,12 @@ def _commit() -> str:
         return "unknown"
 
 
-def _in_process(args, extra=()) -> dict:
-    """One run in a fresh process (its own CPU accounting, memo and children), its figures."""
+def _in_process(args, extra=(), label="run") -> dict:
+    """One run in a fresh process (its own CPU accounting, memo and children), its figures; its report goes
+    to --out/<label> when --out is given."""
     with tempfile.TemporaryDirectory(prefix="bench-parity-turn-") as scratch:
-        cmd = [sys.executable, __file__, "--json", "--out", str(Path(scratch) / "out"),
+        out = Path(args.out) / label if args.out else Path(scratch) / "out"
+        cmd = [sys.executable, __file__, "--json", "--out", str(out),
                *(["--small"] if args.small else []), *(["--case", args.case] if args.case else []),
                *[a for r in (args.ref or []) for a in ("--ref", r)], *extra]
         before = os.getloadavg()
@@ -305,7 +307,7 @@ def versus_default(args) -> None:
     runs = {"default": [], "python": []}
     for turn in range(args.turns):
         for label, extra in (("default", []), ("python", python)):
-            m = _in_process(args, extra)
+            m = _in_process(args, extra, f"{label}-{turn + 1}")
             runs[label].append(m)
             load = " ".join(f"{x:.2f}" for x in m["load"])
             print(f"turn {turn + 1} {label:8s}: CPU {m['cpu']:7.2f} s, wall {m['wall']:7.2f} s, rows {m['counts']}, "

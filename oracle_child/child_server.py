@@ -61,7 +61,7 @@ import placeholders
 from esverify import rng as es_rng
 from esverify.exactsum import loop_rewards
 from esverify.numerics_probe import flush_to_zero_status
-from esverify.rng.memo import RangeMemo, served_name, served_range
+from esverify.rng.memo import RangeMemo, served_stream
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
@@ -340,8 +340,7 @@ def contract_range(stream: int, first: int, n: int, mapping: str, backend, devic
     if device is None or torch.device(device).type == "cpu":
         folder = SERVED["folder"]
         if folder:
-            name = served_name(mapping, backend or es_rng.default_backend("cpu"), stream, first, n)
-            values = served_range(folder, name, n)
+            values = served_stream(folder, mapping, backend or es_rng.default_backend("cpu"), stream, first, n)
             if values is not None:
                 NOISE_ELEMENTS["served"] += n
                 return values if device is None else torch.from_numpy(values)

@@ -16,7 +16,7 @@ from esverify import rng
 from esverify.oracle import noise_memo
 from esverify.oracle.child_process import Child
 from esverify.oracle.noise_memo import MemoNoise
-from esverify.rng.memo import ServedRanges, served_name, served_range
+from esverify.rng.memo import SERVED_GRID, ServedRanges, served_name, served_range, served_stream
 
 pytestmark = pytest.mark.skipif(not rng.backends.numba_available(), reason="compares numba's draws with numpy's")
 
@@ -101,6 +101,48 @@ def test_keeping_serves_what_the_memo_hands_out_and_removes_the_folder_at_its_en
             assert noise_memo.served_folder() == folder
         assert os.path.isdir(folder)
     assert noise_memo.served_folder() is None and not os.path.exists(folder)
+
+
+def test_a_whole_tensors_range_is_put_together_from_the_pieces_our_side_drew(tmp_path):
+    """Our side's trainer draws a tensor in chunks of its DEFAULT_CHUNK; a reference draws the whole tensor."""
+    from esverify.es.numerics import DEFAULT_CHUNK
+    assert SERVED_GRID == DEFAULT_CHUNK
+    served, stream, n = ServedRanges(tmp_path, 1 << 30), 12345, 2 * SERVED_GRID + 77
+    whole = rng.gaussian(stream, n)
+    for start in range(0, n, SERVED_GRID):
+        size = min(SERVED_GRID, n - start)
+        served.put(served_name("poly32", None, stream, start, size), whole[start:start + size])
+    assert np.array_equal(_bits(served_stream(tmp_path, "poly32", "numpy", stream, 0, n)), _bits(whole))
+    got = served_stream(tmp_path, "poly32", "numba", stream, SERVED_GRID, n - SERVED_GRID)   # from a piece on
+    assert np.array_equal(_bits(got), _bits(whole[SERVED_GRID:]))
+    assert served_stream(tmp_path, "poly32", None, stream, 5, SERVED_GRID + 9) is None     # not on the grid
+    assert served_stream(tmp_path, "poly32", None, stream + 1, 0, n) is None               # another stream
+    os.unlink(tmp_path / served_name("poly32", None, stream, SERVED_GRID, SERVED_GRID))
+    assert served_stream(tmp_path, "poly32", None, stream, 0, n) is None                   # a piece gone
+    assert served_stream(None, "poly32", None, stream, 0, n) is None
+
+
+@pytest.mark.parametrize("profile", ["es-at-scale", "es-awd"])
+def test_materializing_serves_an_updates_noise_with_the_same_bits(profile):
+    """The update's kernel draws its noise as it computes (never through the memo); inside materializing() it
+    draws through the memo, so every range is served, and the update's bits are the same."""
+    from esverify.es import Config
+    from esverify.oracle.ours import SlotMappedTrainer
+    config = Config(population=5, sigma=0.01, alpha=0.05, scheme="iid", seed=3, profile=profile)
+
+    def update():
+        tensors = [torch.linspace(-1, 1, 3000), torch.linspace(0, 2, 600)]
+        trainer = SlotMappedTrainer([("w", tensors[0]), ("b", tensors[1])], config, noise="contract")
+        trainer.update(np.linspace(-1.0, 2.0, config.population))
+        return [_bits(t) for t in tensors]
+    with noise_memo.keeping():
+        inline = update()
+        assert os.listdir(noise_memo.served_folder()) == []
+        with noise_memo.materializing():
+            served = update()
+            assert len(os.listdir(noise_memo.served_folder())) == 2 * config.population
+        assert all(np.array_equal(a, b) for a, b in zip(inline, served))
+    assert noise_memo._materializing == 0
 
 
 @pytest.mark.parametrize("mapping", ["poly32", "libm64"])

@@ -231,7 +231,8 @@ class Trainer:
         nothing done, when the noise is torch's, its backend was chosen to be other than numba's, or the
         profile or chunk has no such path."""
         drawn = self.profile.accumulate_drawn
-        if drawn is None or self.noise.kind != "contract" or self.noise.backend not in (None, "numba"):
+        if drawn is None or self.noise.kind != "contract" or self.noise.backend not in (None, "numba") \
+                or not getattr(self.noise, "inline", True):   # a source that must see every range (the oracle's)
             return False
         seeds = [self.stream_seed(member, slot) for member, _ in terms]
         if not drawn(acc, seeds, start, self.noise.mapping, [c for _, c in terms], dtype, rule):

@@ -200,6 +200,9 @@ class Runner:
         sessions = [self.sessions[name] for name in names]
         started = _all_of([s.start_child() for s in sessions],   # each in its session's own thread
                           on_interrupt=lambda: [s.child.kill() for s in sessions])
+        if any(s.child.served and s.hello is not None and s.draws_slower() for s in sessions):
+            from .noise_memo import materializing   # such a child reads every range our side draws
+            self._restore.enter_context(materializing())
         for name, ok in zip(names, started):
             session = self.sessions[name]
             if not ok:

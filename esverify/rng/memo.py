@@ -80,6 +80,9 @@ class RangeMemo:
 
 #: what a served file holds: the range's f32 values, little-endian, nothing else
 SERVED_DTYPE = "<f4"
+#: the chunk our side's trainer draws a tensor's noise in (esverify.es.numerics.DEFAULT_CHUNK, which a test
+#: holds this to): a reference draws a whole tensor at once, which the parent served as pieces of this size
+SERVED_GRID = 1 << 18
 _NAME = re.compile(r"^[a-z0-9]+(\.[a-z]+)?-[0-9a-f]{16}-[0-9a-f]+-[0-9a-f]+\.f32$")
 
 
@@ -185,3 +188,24 @@ def served_range(folder, name: str, n: int):
     if values.shape != (n,):
         return None
     return values.astype("float32", copy=False)
+
+
+def served_stream(folder, mapping: str, backend, stream: int, first: int, n: int):
+    """Elements first .. first+n-1 of contract stream `stream` as served in `folder`: the range itself, else
+    (a range starting on the grid) its pieces of SERVED_GRID elements, as our side's trainer drew them, put
+    together; a new float32 numpy array, or None when any piece is missing (the caller draws the range).
+    `backend` as in served_name."""
+    if not folder:
+        return None
+    whole = served_range(folder, served_name(mapping, backend, stream, first, n), n)
+    if whole is not None or n <= SERVED_GRID or first % SERVED_GRID:
+        return whole
+    import numpy as np
+    out = np.empty(n, dtype=np.float32)
+    for start in range(first, first + n, SERVED_GRID):
+        size = min(SERVED_GRID, first + n - start)
+        piece = served_range(folder, served_name(mapping, backend, stream, start, size), size)
+        if piece is None:
+            return None
+        out[start - first:start - first + size] = piece
+    return out
