@@ -136,10 +136,14 @@ def test_reference_module_names_skip_stdlib_and_packaging():
 
 
 def test_the_built_in_reference_module_names_come_from_the_records():
-    """The names the import scan looks for with no --ref: es-at-scale's and es-awd's own top-level modules
-    (their records' clone_modules); es-awd's generic `es` is not among them."""
-    assert imports.builtin_reference_modules() == {"es_at_scale", "es_trainer", "worker_extension",
-                                                   "reward_shaping", "weight_update_utils", "distributed_utils"}
+    """The names the import scan looks for with no --ref: the references' own top-level modules (each
+    record's clone_modules: es-at-scale's and es-awd's, and those of records added since); es-awd's
+    generic `es` is not among them."""
+    from esverify import registry
+    names = imports.builtin_reference_modules()
+    assert names == registry.clone_modules()
+    assert {"es_at_scale", "es_trainer", "worker_extension", "reward_shaping", "weight_update_utils",
+            "distributed_utils"} <= names and "es" not in names
     assert scan("esverify/x.py", "import weight_update_utils\nfrom es_at_scale.utils import worker_extension\n"
                 "import es\n", names=frozenset()) == [(1, "bad", "reference import"), (2, "bad", "reference import")]
 
