@@ -6,8 +6,9 @@
   with finite coefficients those calls give the profile's bits (so they are the reference's arithmetic);
 - the coefficients reach the child with their bits (JSON spells every NaN alike);
 - (slow) the stand-ins pass every such row, the training loops' (fit with a NaN reward, main with an
-  infinite one) and EGGROLL's (NaN rewards) included, and an update that maps non-finite coefficients (EGGROLL:
-  pair differences) to zero fails exactly those rows, in es-at-scale, es-awd and EGGROLL.
+  infinite one), the paper's countdown script's and EGGROLL's (NaN rewards) included, and an edit that maps
+  non-finite coefficients (the paper's script: normalised rewards; EGGROLL: pair differences) to zero fails
+  exactly those rows, in es-at-scale, es-awd, the paper's script and EGGROLL.
 """
 from __future__ import annotations
 
@@ -131,7 +132,7 @@ def test_stand_ins_pass_the_nonfinite_rows_and_a_nan_to_zero_mapping_fails_them(
     that maps a non-finite coefficient to zero (bit-identical on finite ones) fails exactly those rows."""
     sys.path.insert(0, str(oracle_child_dir().parent / "tests"))
     from esverify.oracle import Options, run_parity
-    from standins.mutants import STANDINS, make_mutant
+    from standins.mutants import STANDINS, make_mutant, make_variant
     for target, op, loop, mutant in (("es-at-scale", "update", "*/fit/N7/nan", "update-nonfinite-coeff-zero"),
                                      ("es-awd", "update-none", "*/main/N7/inf", "awd-update-nonfinite-coeff-zero")):
         for clone, want in ((STANDINS / target, "pass"), (make_mutant(tmp_path / mutant, mutant), "fail")):
@@ -151,9 +152,21 @@ def test_stand_ins_pass_the_nonfinite_rows_and_a_nan_to_zero_mapping_fails_them(
             assert len(looped) == 1 and looped["status"].iloc[0] == want, looped[["case", "status", "detail"]]
             if want == "fail":
                 assert "parameters after the update" in looped["detail"].iloc[0]
+    # the paper's countdown script: the reward target NaN, so every member's reward is NaN; its normalised
+    # rewards mapped to zero (a nan_to_num after the normalisation) fail the row, and only it
+    line = "        rewards_normalized = (rewards - rewards.mean()) / (rewards.std() + 1e-8)\n"
+    paper = make_variant(tmp_path / "paper", "es-at-scale", [(
+        "archive/es_fine-tuning_countdown.py", line,
+        line + "        rewards_normalized = np.nan_to_num(rewards_normalized, nan=0.0, posinf=0.0, neginf=0.0)\n")])
+    for clone, want in ((STANDINS / "es-at-scale", "pass"), (paper, "fail")):
+        frame = run_parity(Options(ref=str(clone), target="es-paper", devices=("cpu",), dtypes=("f32",),
+                                   case="*/main-countdown/N6*", out=str(tmp_path / f"paper-{want}"),
+                                   quiet=True)).frame
+        nan = frame["case"].str.endswith("/nan")
+        assert nan.sum() == 1 and frame.loc[nan, "status"].iloc[0] == want, frame[["case", "status", "detail"]]
+        assert (frame.loc[~nan, "status"] == "pass").all() and (~nan).sum() >= 2
     # EGGROLL: the first prompt's reward NaN for every member; pair differences mapped to zero fail the row
     from standins.eggroll_mutants import MUTANTS
-    from standins.mutants import make_variant
     mutant = make_variant(tmp_path / "egg", "eggroll-vllm", MUTANTS["nan-pair-differences-to-zero"].edits)
     for clone, want in ((STANDINS / "eggroll-vllm", "pass"), (mutant, "fail")):
         frame = run_parity(Options(ref=[str(clone)], target="eggroll", devices=("cpu",), case="*-nan",

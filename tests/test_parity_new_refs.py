@@ -48,7 +48,7 @@ def _by_case(frame) -> dict:
 def test_paper_scripts_pass_every_row(tmp_path):
     result = _run(tmp_path, [AT_SCALE], target="es-paper")
     rows = result.frame
-    assert len(rows) == 28 and set(rows["target"]) == {"es-paper"}
+    assert len(rows) == 29 and set(rows["target"]) == {"es-paper"}   # with the NaN-reward row
     assert set(rows["status"]) == {"pass"}, rows[rows["status"] != "pass"][["case", "detail"]].to_string()
     assert set(rows["op"]) == {"main-countdown", "main-countdown-iid", "main-conciseness", "main-conciseness-iid"}
     assert set(rows[rows["op"].str.endswith("iid")]["scheme"]) == {"iid"}

@@ -20,6 +20,7 @@ conciseness scripts' dataset size is the script's own, read in the child).
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 
@@ -68,6 +69,7 @@ class EsPaper(Adapter):
         ("a stream per tensor (the _iid scripts)", "scheme iid", ("*-iid/*",)),
         ("two model copies (each copy's restore drift)", "--gpu_threads 2", ("*/N6", "*/N6/native")),
         ("one model copy", "--gpu_threads 1", ("*/threads1",)),
+        ("a NaN reward for every member (normalised to NaN, applied)", "rewards nan", ("*/nan",)),
         ("torch's own generator", "native noise", ("*/native",)),
         ("f16 weights", "dtype f16", ("*/f16/*",)),
         ("bf16 weights", "dtype bf16", ("*/bf16/*",)),
@@ -142,6 +144,11 @@ class EsPaper(Adapter):
                 if "f32" in matrix.dtypes and scheme in matrix.schemes and "contract" in matrix.noises:
                     out.append(self._case(device, "f32", scheme, op, "contract", sigma, alpha, matrix.iterations,
                                           threads=1))
+            if "f32" in matrix.dtypes and "correlated" in matrix.schemes and "contract" in matrix.noises:
+                # a NaN reward for every member (docs/parity.md, "Reward populations"): normalised to NaN, applied
+                case = self._case(device, "f32", "correlated", "main-countdown", "contract", sigma, alpha,
+                                  matrix.iterations)
+                out.append(dataclasses.replace(case, extra={**case.extra, "rewards": "nan"}, tag="nan"))
         return out
 
     def _case(self, device, dtype, scheme, op, noise, sigma, alpha, iterations, threads=GPU_THREADS,

@@ -23,6 +23,7 @@ from esverify.oracle import compare as _compare
 from esverify.oracle import paramsets
 from esverify.oracle.case_model import REWARD_TARGET
 from esverify.oracle.rewards import loop_reward as reward
+from esverify.oracle.rewards import with_nonfinite_target
 from esverify.oracle.noise_policy import BackendRefused
 
 
@@ -96,12 +97,14 @@ def run_row(adapter, session, case) -> dict:
                                                                "attribute those draws")
     out = session.case_dir(case)
     rel = adapter.layout(session.clone_path)[case.op]
+    # a non-finite reward population: the target itself NaN or inf, so every member's reward is not finite
+    target = with_nonfinite_target((REWARD_TARGET,), case.extra.get("rewards"))[0]
     command = {"op": "paper-main", "case_id": case.case_id, "device": case.device, "dtype": case.dtype,
                "scheme": case.scheme, "mapping": opts.mapping, "backend": child_backend, "noise": case.noise,
                "set": str(session.set_path(case.dtype, False, "base")), "sigma": case.sigma, "alpha": case.alpha,
                "population": case.population, "iterations": iterations, "initial_seed": initial_seed,
                "gpu_threads": threads, "data_sample": int(case.extra.get("data_sample", 3)), "data": _data(case),
-               "reward_target": REWARD_TARGET, "script": rel, "out": str(out), "iid_table": table}
+               "reward_target": target, "script": rel, "out": str(out), "iid_table": table}
     reply, _, failed = session.exchange(case, command, None)
     if failed is not None:
         return failed
@@ -117,7 +120,7 @@ def run_row(adapter, session, case) -> dict:
     ours_rewards = []
 
     def prompt_rewards(params):
-        value = reward(params, REWARD_TARGET)
+        value = reward(params, target)
         if not ours_rewards or len(ours_rewards[-1]) == case.population:   # every `population` evaluations
             ours_rewards.append([])                                           # a new iteration starts
         ours_rewards[-1].append(value)
