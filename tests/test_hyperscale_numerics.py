@@ -74,7 +74,7 @@ def test_g1_noise_of_one_thread(dtype):
     k = R.fold_in(R.fold_in(R.fold_in(R.key(7), 0), 4), 2)
     draw = R.normal(k, (8, 2), dtype)
     a = draw[5:].astype(np.float32) * np.float32(-0.25)            # exact: a power of two
-    a = R._round(a, dtype)
+    a = R.round_to(a, dtype)
     b0, a0, digest = G1[dtype]
     assert tuple(_hex(_bits(draw, dtype)[0])) == b0
     assert tuple(_hex(_bits(a, dtype)[0])) == a0
@@ -215,3 +215,42 @@ def test_convert_fitnesses_equals_jax_formula(scores, group):
         want = ((rows - jnp.mean(rows, axis=1, keepdims=True)) / den).ravel()
     got = S.convert_fitnesses(scores, group)
     assert np.array_equal(got.view(np.uint32), np.asarray(want).view(np.uint32))
+
+
+def _same_or_both_nan(a, b) -> bool:
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    nan = np.isnan(a)
+    return bool(np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32)))
+
+
+def test_log_log1p_erf_inv_equal_jax():
+    """XLA CPU's own functions on 300k inputs: log over the whole range (subnormals read as zero), log1p on
+    both branches, erf_inv on [-1, 1]; NaN payloads are not compared (not modelled)."""
+    jax = _jax()
+    import jax.numpy as jnp
+    rng = np.random.default_rng([56, 3])
+    edges = np.array([0, -0.0, np.inf, -1, -2, np.nan, 1e-45, -7e-40, 3e38, 1e-30, -0.4142135, 0.4142136],
+                     np.float32)
+    x = np.concatenate([rng.uniform(-1, 1, 100000), rng.uniform(-1, 1, 20000) ** 9,
+                        np.exp(rng.uniform(-100, 88, 50000)), edges]).astype(np.float32)
+    with np.errstate(all="ignore"):
+        assert _same_or_both_nan(X.log32(x), jnp.log(x))
+        assert _same_or_both_nan(X.log1p32(x), jnp.log1p(x))
+    u = np.concatenate([rng.uniform(-1, 1, 100000), [1, -1, 0, -0.0, 0.99999994, -1e-40]]).astype(np.float32)
+    assert _same_or_both_nan(X.erf_inv32(u), jax.lax.erf_inv(u))
+
+
+def test_golden_area_recomputes_its_own_vectors_and_pins_g1_g2():
+    from esverify.references.hyperscale_es import area as A
+    vectors = {v["id"]: v for v in A.generate()}
+    for v in vectors.values():
+        assert A.check_sizes(v) == [], v["id"]
+        assert A.recompute(v, "numpy") == v["expected"], v["id"]
+    b0, a0, _ = G1["bf16"]
+    g1 = vectors["eggroll-g1-bf16"]["expected"]
+    assert [h[2:] for h in g1["b"]["values"][:2]] == list(b0) and [h[2:] for h in g1["a"]["values"][:2]] == list(a0)
+    assert " ".join(h[2:] for h in vectors["shaping-g2-group4"]["expected"]["shaped"]["values"]) == G2[4]
+    with pytest.raises(ValueError, match="unknown"):
+        A.recompute(vectors["eggroll-g1-f32"], "torch")
+    broken = dict(vectors["keys-seed0"], expected={"key": vectors["keys-seed0"]["expected"]["key"]})
+    assert A.check_sizes(broken) == ["split has None values, want 6"]

@@ -12,7 +12,19 @@ Design record:
 - `xlamath`: the XLA CPU arithmetic those draws go through (the f32 fused
   multiply-add, log, log1p, erf_inv), with and without FMA.
 - `shaping`: the noisers' `convert_fitnesses`, eager f32.
+- `noise`: the noisers' key tree and EggRoll's low-rank factors.
+- `area`: the golden area `hyperscale-es` (goldens/hyperscale-es.json).
+- `REFERENCE`: this package's record in the references registry
+  (esverify.registry): its golden area; no parity adapter yet.
 
 Dependencies point one way: this package -> numpy.
-Checks: ``python -m pytest -q tests/test_hyperscale_numerics.py``.
+Checks: ``python -m pytest -q tests/test_hyperscale_numerics.py`` and
+``esverify goldens check --area hyperscale-es``.
 """
+from esverify.registry import Reference
+
+REFERENCE = Reference(
+    name="hyperscale-es",
+    golden_areas=("esverify.references.hyperscale_es.area:AREA",),
+    clone_modules=("hyperscalees",),
+)

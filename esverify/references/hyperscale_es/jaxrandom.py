@@ -150,7 +150,7 @@ def _from_bits(bits: np.ndarray, dtype: str) -> np.ndarray:
     return (bits.astype(np.uint32) << U32(16)).view(np.float32)
 
 
-def _round(x, dtype: str) -> np.ndarray:
+def round_to(x, dtype: str) -> np.ndarray:
     """An f32 result rounded to the dtype (bf16 held in f32)."""
     x = np.asarray(x, dtype=np.float32)
     if dtype == "f32":
@@ -160,11 +160,22 @@ def _round(x, dtype: str) -> np.ndarray:
     return X.round_bf16(x)
 
 
+def draw_width(dtype: str) -> int:
+    """How many random bits jax draws per value of `dtype` (f32 32, f16 16, bf16 8)."""
+    _check_dtype(dtype)
+    return _LAYOUT[dtype][0]
+
+
 def uniform_unit(k, shape, dtype: str = "f32", partitionable: bool = True) -> np.ndarray:
     """The [0, 1) grid jax's uniform starts from: mantissa bits OR 1.0, minus 1 (exact), in the dtype."""
+    return unit_from_bits(random_bits(k, draw_width(dtype), shape, partitionable), dtype)
+
+
+def unit_from_bits(bits, dtype: str) -> np.ndarray:
+    """`uniform_unit` of raw bits already drawn (unsigned ints of `draw_width(dtype)` bits, any shape)."""
     _check_dtype(dtype)
     rng_bits, nmant, udt, one = _LAYOUT[dtype]
-    bits = random_bits(k, rng_bits, shape, partitionable).astype(udt)
+    bits = np.asarray(bits).astype(udt)
     shift = rng_bits - nmant
     fbits = (bits >> udt(shift)) | udt(one)
     return (_from_bits(fbits, dtype) - (np.float16(1) if dtype == "f16" else np.float32(1)))
@@ -173,15 +184,17 @@ def uniform_unit(k, shape, dtype: str = "f32", partitionable: bool = True) -> np
 def uniform(k, shape, dtype: str = "f32", minval: float = 0.0, maxval: float = 1.0,
             partitionable: bool = True) -> np.ndarray:
     """jax.random.uniform(k, shape, dtype, minval, maxval): floats*(hi - lo) + lo, at least lo; every
-    step rounded to the dtype (f32 products fused into the add: exact here, since hi - lo is 2 or a
-    power of two in the draws modelled)."""
-    lo, hi = _round(np.float32(minval), dtype), _round(np.float32(maxval), dtype)
-    span = _round(np.float32(hi) - np.float32(lo), dtype)
-    f = uniform_unit(k, shape, dtype, partitionable)
+    step rounded to the dtype (the f32 product fused into the add, as XLA CPU does with FMA)."""
+    return _scaled(uniform_unit(k, shape, dtype, partitionable), dtype, minval, maxval)
+
+
+def _scaled(f, dtype: str, minval: float, maxval: float) -> np.ndarray:
+    lo, hi = round_to(np.float32(minval), dtype), round_to(np.float32(maxval), dtype)
+    span = round_to(np.float32(hi) - np.float32(lo), dtype)
     if dtype == "f32":
         out = X.fma32(f, span, lo)
     else:
-        out = _round(_round(np.float32(f) * np.float32(span), dtype).astype(np.float32) + np.float32(lo), dtype)
+        out = round_to(round_to(np.float32(f) * np.float32(span), dtype).astype(np.float32) + np.float32(lo), dtype)
     return np.maximum(lo, out).astype(out.dtype)
 
 
@@ -195,10 +208,14 @@ def normal(k, shape, dtype: str = "f32", fma: bool = True, partitionable: bool =
 
     fma: whether the host contracts multiply-adds (x86 with FMA: True; `--xla_cpu_max_isa=AVX`: False).
     Shapes: any; dtypes "f32" (float32), "f16" (float16), "bf16" (float32 holding bfloat16 values)."""
-    _check_dtype(dtype)
-    u = uniform(k, shape, dtype, _nextafter_minus_one(dtype), 1.0, partitionable)
+    return normal_from_bits(random_bits(k, draw_width(dtype), shape, partitionable), dtype, fma)
+
+
+def normal_from_bits(bits, dtype: str = "f32", fma: bool = True) -> np.ndarray:
+    """`normal` of raw bits already drawn (unsigned ints of `draw_width(dtype)` bits, any shape)."""
+    u = _scaled(unit_from_bits(bits, dtype), dtype, _nextafter_minus_one(dtype), 1.0)
     e = X.erf_inv32(np.asarray(u, dtype=np.float32), fma)
     if dtype == "f32":
         return (np.float32(math.sqrt(2)) * e).astype(np.float32)
-    root2 = _round(np.float32(math.sqrt(2)), dtype)
-    return _round(np.float32(root2) * np.asarray(_round(e, dtype), np.float32), dtype)
+    root2 = round_to(np.float32(math.sqrt(2)), dtype)
+    return round_to(np.float32(root2) * np.asarray(round_to(e, dtype), np.float32), dtype)

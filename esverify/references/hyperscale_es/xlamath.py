@@ -10,6 +10,12 @@ FMA (``--xla_cpu_max_isa=AVX`` or older), where every product is rounded.
 The bf16/f16 helpers keep values as f32 arrays holding dtype-representable
 numbers, so no dtype library is needed (numpy has no bfloat16).
 
+XLA CPU runs with denormals-are-zero: a subnormal input of `log32`,
+`log1p32` or `erf_inv32` is read as a zero of its sign (modelled);
+subnormal intermediates are not flushed here (in the draws modelled they
+lie far below the result's last bit). NaN results are NaN; their sign and
+payload bits (XLA's differ by function) are not modelled.
+
 Every function takes and returns numpy float32 arrays of any shape
 (bf16 helpers: float32 holding bf16 values; `bf16_bits` gives uint16).
 No function here raises for finite input.
@@ -29,10 +35,11 @@ def fma32(a, b, c) -> np.ndarray:
     even and inexact), which makes the final rounding to f32 correct (no double
     rounding). Arrays broadcast; returns float32."""
     a, b, c = (np.asarray(v, dtype=F32).astype(np.float64) for v in (a, b, c))
-    p = a * b
-    s = p + c
-    bb = s - p                                       # TwoSum: the exact error of s
-    err = (p - (s - bb)) + (c - bb)
+    with np.errstate(invalid="ignore", over="ignore"):     # inf/NaN operands: the error term is unused
+        p = a * b
+        s = p + c
+        bb = s - p                                   # TwoSum: the exact error of s
+        err = (p - (s - bb)) + (c - bb)
     s = np.atleast_1d(s)
     even = (s.view(np.uint64) & np.uint64(1)) == 0
     move = (err != 0) & even & np.isfinite(s)
@@ -85,9 +92,15 @@ def _poly(x, coeffs, fma: bool) -> np.ndarray:
     return p
 
 
+def daz(x) -> np.ndarray:
+    """Denormals-are-zero: subnormal float32 values become zeros of their sign."""
+    x = np.asarray(x, dtype=F32)
+    return np.where(np.abs(x) < np.finfo(F32).tiny, np.copysign(F32(0), x), x).astype(F32)
+
+
 def log32(x, fma: bool = True) -> np.ndarray:
     """XLA CPU's f32 natural log for x > 0 (0 -> -inf, +inf -> +inf, negative or NaN -> NaN)."""
-    x = np.asarray(x, dtype=F32)
+    x = daz(x)
     t = np.maximum(x, F32(np.finfo(F32).tiny))      # cut off subnormals
     bits = t.view(np.uint32)
     e = (((bits >> 23).astype(np.int32) - 0x7F).astype(F32) + F32(1))
@@ -121,13 +134,15 @@ def log32(x, fma: bool = True) -> np.ndarray:
 
 def log1p32(x, fma: bool = True) -> np.ndarray:
     """XLA CPU's f32 log1p: the Cephes rational for |x| < sqrt(2) - 1, else `log32(1 + x)`."""
-    x = np.asarray(x, dtype=F32)
-    large = log32(x + F32(1), fma)
-    x2 = x * x
-    ratio = _poly(x, _LOG1P_NUM, fma) / _poly(x, _LOG1P_DEN, fma)
-    small = (x * x2) * ratio
-    small = _mul_add(F32(-0.5), x2, small, fma)
-    small = x + small
+    x = daz(x)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        large = log32(x + F32(1), fma)
+    with np.errstate(over="ignore", invalid="ignore"):      # the branch not taken may overflow
+        x2 = x * x
+        ratio = _poly(x, _LOG1P_NUM, fma) / _poly(x, _LOG1P_DEN, fma)
+        small = (x * x2) * ratio
+        small = _mul_add(F32(-0.5), x2, small, fma)
+        small = x + small
     return np.where(np.abs(x) < _LOG1P_SMALL, small, large).astype(F32)
 
 
@@ -140,7 +155,7 @@ _ERFINV_GE5 = tuple(F32(c) for c in (-0.000200214257, 0.000100950558, 0.00134934
 
 def erf_inv32(x, fma: bool = True) -> np.ndarray:
     """XLA's f32 erf_inv for x in [-1, 1] (+-1 -> +-inf)."""
-    x = np.asarray(x, dtype=F32)
+    x = daz(x)
     w = -log1p32(x * -x, fma)
     lt = w < F32(5)
     with np.errstate(invalid="ignore"):
@@ -149,4 +164,6 @@ def erf_inv32(x, fma: bool = True) -> np.ndarray:
     for a, b in zip(_ERFINV_LT5[1:], _ERFINV_GE5[1:]):
         p = _mul_add(p, w, np.where(lt, a, b).astype(F32), fma)
     out = p * x
-    return np.where(np.abs(x) == 1, x * F32(np.inf), out).astype(F32)
+    with np.errstate(invalid="ignore"):
+        edge = x * F32(np.inf)
+    return np.where(np.abs(x) == 1, edge, out).astype(F32)

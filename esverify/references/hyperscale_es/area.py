@@ -1,0 +1,295 @@
+"""The golden area `hyperscale-es`: JAX's keys and noise and HyperscaleES's shaping, in numpy (docs/hyperscale.md §7).
+
+Vector kinds (inputs -> expected; every float a bit array):
+
+- ``jax-keys``: seed, x64, a fold_in path, partitionable, split n -> ``key``
+  (u32, the two words after the path) and ``split`` (u32, n rows of two).
+- ``jax-normal``: seed, path, shape, dtype (f32/f16/bf16), fma,
+  partitionable -> ``bits`` (u32: the raw 32/16/8-bit draws, widened) and
+  ``normal`` (the dtype's bits).
+- ``eggroll-noise``: seed, leaf, epoch, noise_reuse, thread, shape (d0, d1),
+  rank, scale (f32), dtype -> ``a`` (d0 x r) and ``b`` (d1 x r), the
+  dtype's bits. Known answer G1 of the real code is one of them.
+- ``shaping``: scores (f32), group -> ``shaped`` (f32); G2 among them.
+- ``xla-math``: x (f32), fma -> ``log1p`` and ``erf_inv`` (f32).
+
+Where expected values come from: keys and raw bits from a scalar
+Threefry-2x32 on Python integers (this module, slow and independent of
+`jaxrandom`'s vectorised one); floats from `xlamath`'s arithmetic on those
+bits; shaping from `shaping`. The one backend, ``numpy``, recomputes every
+vector through `jaxrandom`, `noise` and `shaping`. The values hold for
+jaxlib 0.10.2 on an x86 CPU (with FMA where ``fma`` is true): they are
+JAX's own bits there, which tests/test_hyperscale_numerics.py checks
+against the installed JAX library.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...goldens.area import Area
+from ...goldens.compare import decode, encode_ints
+from . import jaxrandom as R
+from . import noise as N
+from . import shaping as S
+from . import xlamath as X
+
+NAME = "hyperscale-es"
+#: the area's version: bump it (and add `## hyperscale-es v<N>` to CHANGELOG.md) when a vector's bits change
+VERSION = 1
+BACKENDS = ("numpy",)
+_FMT = {"f32": "f32", "f16": "f16", "bf16": "bf16"}
+_M32 = 0xFFFFFFFF
+
+
+# ----------------------------------------------------------------------------- the slow reference
+
+def _slow_threefry(key: tuple, x0: int, x1: int) -> tuple[int, int]:
+    """Threefry-2x32-20 on Python ints (Random123's rounds and key schedule)."""
+    ks = (key[0], key[1], key[0] ^ key[1] ^ 0x1BD11BDA)
+    x0, x1 = (x0 + ks[0]) & _M32, (x1 + ks[1]) & _M32
+    for i in range(5):
+        for r in ((13, 15, 26, 6), (17, 29, 16, 24))[i % 2]:
+            x0 = (x0 + x1) & _M32
+            x1 = (((x1 << r) | (x1 >> (32 - r))) & _M32) ^ x0
+        x0 = (x0 + ks[(i + 1) % 3]) & _M32
+        x1 = (x1 + ks[(i + 2) % 3] + i + 1) & _M32
+    return x0, x1
+
+
+def _slow_key(x: dict) -> tuple:
+    seed = int(x["seed"]) % 2**64
+    k = ((seed >> 32) if x.get("x64") else 0, seed & _M32)
+    for d in x.get("path", []):
+        k = _slow_threefry(k, 0, d)
+    return k
+
+
+def _slow_split(k: tuple, n: int, partitionable: bool) -> list:
+    if partitionable:
+        return [w for i in range(n) for w in _slow_threefry(k, i >> 32, i & _M32)]
+    return _slow_words(k, list(range(2 * n)))
+
+
+def _slow_words(k: tuple, counts: list) -> list:
+    """jax's original-mode threefry over a counter list: halves of the zero-padded list, outputs joined."""
+    c = counts + [0] * (len(counts) % 2)
+    h = len(c) // 2
+    pairs = [_slow_threefry(k, c[i], c[h + i]) for i in range(h)]
+    return ([p[0] for p in pairs] + [p[1] for p in pairs])[:len(counts)]
+
+
+def _slow_bits(k: tuple, width: int, size: int, partitionable: bool) -> list:
+    mask = (1 << width) - 1
+    if partitionable:
+        out = []
+        for i in range(size):
+            o0, o1 = _slow_threefry(k, i >> 32, i & _M32)
+            out.append((o0 ^ o1) & mask)
+        return out
+    words = _slow_words(k, list(range(-(-width * size // 32))))
+    per = 32 // width
+    return [(words[i // per] >> (width * (i % per))) & mask for i in range(size)]
+
+
+# ----------------------------------------------------------------------------- cases
+
+def _u32(values) -> dict:
+    return encode_ints([int(v) for v in np.asarray(values).ravel()], "u32")
+
+
+def _floats(x, dtype: str) -> dict:
+    return encode_ints(N.bits_of(x, dtype).ravel().tolist(), _FMT[dtype])
+
+
+def _f32_in(array: dict) -> np.ndarray:
+    if array["format"] != "f32":
+        raise ValueError(f"expected an f32 bit array, got {array['format']}")
+    return decode(array).astype(np.uint32).view(np.float32)
+
+
+KEY_CASES = [
+    # id, seed, x64, path, split n, partitionable, comment
+    ("keys-seed0", 0, False, [], 3, True, "key(0) and its partitionable split: key i = threefry(k, (0, i))"),
+    ("keys-g1-path", 7, False, [0, 4, 2], 4, True, "G1's key: key(7), leaf 0, epoch 4, pair 2"),
+    ("keys-original-split", 9, False, [5], 5, False, "the original (non-partitionable) split: counters 0..9 in halves"),
+    ("keys-negative-seed", -5, False, [2**32 - 1], 2, True, "a negative seed: 32-bit mode keeps its low word"),
+    ("keys-x64-seed", 2**40 + 3, True, [1, 2], 2, True, "jax_enable_x64: the seed's high word is the key's first"),
+]
+
+NORMAL_CASES = [
+    # id, seed, path, shape, dtype, fma, partitionable
+    ("normal-f32-fma", 3, [1, 4, 2], (7, 13), "f32", True, True),
+    ("normal-f32-nofma", 3, [1, 4, 2], (7, 13), "f32", False, True),
+    ("normal-f16", 3, [1, 4, 2], (5, 9), "f16", True, True),
+    ("normal-bf16", 3, [1, 4, 2], (5, 9), "bf16", True, True),
+    ("normal-f32-original", 11, [3], (33,), "f32", True, False),
+    ("normal-f16-original-odd", 11, [3], (7,), "f16", True, False),
+    ("normal-bf16-original-odd", 11, [3], (5,), "bf16", True, False),
+]
+
+NOISE_CASES = [
+    # id, seed, leaf, epoch, noise_reuse, thread, shape, rank, scale, dtype, comment
+    ("eggroll-g1-f32", 7, 0, 4, 1, 5, (3, 5), 2, 0.25, "f32", "known answer G1 (f32): thread 5, odd, -scale"),
+    ("eggroll-g1-bf16", 7, 0, 4, 1, 5, (3, 5), 2, 0.25, "bf16", "known answer G1 (bf16)"),
+    ("eggroll-g1-f16", 7, 0, 4, 1, 5, (3, 5), 2, 0.25, "f16", "known answer G1 (f16)"),
+    ("eggroll-reuse0-epoch49", 11, 1, 49, 0, 2, (8, 5), 2, 0.05 / math.sqrt(2), "f32",
+     "noise_reuse 0: epoch 49 draws epoch 0's noise (the frozen-noise quirk); even thread, +scale"),
+    ("eggroll-reuse3-r4-bf16", 5, 2, 7, 3, 6, (6, 4), 4, 0.01, "bf16",
+     "noise_reuse 3 (epoch 7 -> 2), rank 4, bf16: the scale rounded to bf16 before the product"),
+]
+
+SHAPING_CASES = [
+    ("shaping-g2-group0", [1, 2, 0.5, 0, 3, -1, 0.25, 2], 0, "known answer G2, group size 0"),
+    ("shaping-g2-group4", [1, 2, 0.5, 0, 3, -1, 0.25, 2], 4, "known answer G2, group size 4: per-group means, "
+     "the variance of all eight scores"),
+    ("shaping-constant", [2.5] * 6, 0, "constant scores: zeros"),
+    ("shaping-one-minus-zero", [-0.0], 0, "one score -0: XLA drops the one-element sum, the result is +0"),
+]
+
+
+def _shaping_scores(case) -> np.ndarray:
+    return np.asarray(case[1], np.float32)
+
+
+def _extra_shaping_cases() -> list:
+    rng = np.random.default_rng([56, 1])
+    return [("shaping-n32-group0", rng.standard_normal(32).astype(np.float32) * 100, 0,
+             "32 scores, the longest reduction modelled"),
+            ("shaping-n30-group6", rng.standard_normal(30).astype(np.float32), 6,
+             "30 scores in groups of 6: the variance is divided by 30, not multiplied by rd(1/30)"),
+            ("shaping-n24-group8", rng.standard_normal(24).astype(np.float32) * 1e-3, 8, "24 small scores, groups of 8")]
+
+
+def _math_inputs() -> np.ndarray:
+    edges = [0.0, -0.0, 1.0, -1.0, 0.5, -0.64359, 0.64360, 0.99999994, -0.99999994, 1e-20, 0.9, 0.999]
+    rng = np.random.default_rng([56, 2])
+    return np.concatenate([np.asarray(edges, np.float32), rng.uniform(-1, 1, 40).astype(np.float32)])
+
+
+def _key_vector(case) -> dict:
+    id_, seed, x64, path, n, part, comment = case
+    x = {"kind": "jax-keys", "seed": seed, "x64": x64, "path": path, "split": n, "partitionable": part}
+    k = _slow_key(x)
+    return {"id": id_, "comment": comment, "inputs": x,
+            "expected": {"key": _u32(k), "split": _u32(_slow_split(k, n, part))}}
+
+
+def _normal_vector(case) -> dict:
+    id_, seed, path, shape, dtype, fma, part = case
+    x = {"kind": "jax-normal", "seed": seed, "x64": False, "path": path, "shape": list(shape), "dtype": dtype,
+         "fma": fma, "partitionable": part}
+    bits = np.asarray(_slow_bits(_slow_key(x), R.draw_width(dtype), math.prod(shape), part))
+    comment = (f"jax.random.normal {dtype} {tuple(shape)}, {'partitionable' if part else 'original'} threefry, "
+               f"{'with' if fma else 'without'} fused multiply-adds")
+    return {"id": id_, "comment": comment, "inputs": x,
+            "expected": {"bits": _u32(bits), "normal": _floats(R.normal_from_bits(bits, dtype, fma), dtype)}}
+
+
+def _noise_inputs(case) -> dict:
+    id_, seed, leaf, epoch, reuse, thread, shape, rank, scale, dtype, _ = case
+    return {"kind": "eggroll-noise", "seed": seed, "leaf": leaf, "epoch": epoch, "noise_reuse": reuse,
+            "thread": thread, "shape": list(shape), "rank": rank, "dtype": dtype,
+            "scale": encode_ints(np.asarray([scale], np.float32).view(np.uint32).tolist(), "f32")}
+
+
+def _noise_slow(x: dict) -> dict:
+    d0, d1 = x["shape"]
+    r = x["rank"]
+    e = x["epoch"] // x["noise_reuse"] if x["noise_reuse"] else 0
+    k = _slow_key({"seed": x["seed"], "path": [x["leaf"], e, x["thread"] // 2]})
+    bits = np.asarray(_slow_bits(k, R.draw_width(x["dtype"]), (d0 + d1) * r, True))
+    draw = R.normal_from_bits(bits, x["dtype"]).reshape(d0 + d1, r)
+    a = N._scaled(draw[d1:], float(_f32_in(x["scale"])[0]), x["thread"], x["dtype"])
+    return {"a": _floats(a, x["dtype"]), "b": _floats(draw[:d1], x["dtype"])}
+
+
+def _shaping_vector(id_, scores, group, comment) -> dict:
+    x = {"kind": "shaping", "group": group, "scores": encode_ints(np.asarray(scores, np.float32).view(np.uint32)
+                                                                   .tolist(), "f32")}
+    return {"id": id_, "comment": comment, "inputs": x,
+            "expected": {"shaped": _floats(S.convert_fitnesses(_f32_in(x["scores"]), group), "f32")}}
+
+
+def _math(x: dict) -> dict:
+    v = _f32_in(x["x"])
+    return {"log1p": _floats(X.log1p32(-v * v, x["fma"]), "f32"), "erf_inv": _floats(X.erf_inv32(v, x["fma"]), "f32")}
+
+
+def generate() -> list[dict]:
+    out = [_key_vector(c) for c in KEY_CASES] + [_normal_vector(c) for c in NORMAL_CASES]
+    for case in NOISE_CASES:
+        x = _noise_inputs(case)
+        out.append({"id": case[0], "comment": case[-1], "inputs": x, "expected": _noise_slow(x)})
+    for id_, scores, group, comment in SHAPING_CASES + _extra_shaping_cases():
+        out.append(_shaping_vector(id_, scores, group, comment))
+    for fma in (True, False):
+        x = {"kind": "xla-math", "fma": fma, "x": _floats(_math_inputs(), "f32")}
+        out.append({"id": f"xla-math-{'fma' if fma else 'nofma'}", "comment": "XLA CPU's log1p(-x*x) and erf_inv(x) "
+                    f"in f32 {'with' if fma else 'without'} fused multiply-adds; both branches of each",
+                    "inputs": x, "expected": _math(x)})
+    return out
+
+
+# ----------------------------------------------------------------------------- checking
+
+def _lengths(x: dict) -> dict:
+    kind = x.get("kind")
+    if kind == "jax-keys":
+        return {"key": 2, "split": 2 * x["split"]}
+    if kind == "jax-normal":
+        n = math.prod(x["shape"])
+        return {"bits": n, "normal": n}
+    if kind == "eggroll-noise":
+        return {"a": x["shape"][0] * x["rank"], "b": x["shape"][1] * x["rank"]}
+    if kind == "shaping":
+        return {"shaped": len(x["scores"]["values"])}
+    if kind == "xla-math":
+        return {"log1p": len(x["x"]["values"]), "erf_inv": len(x["x"]["values"])}
+    raise ValueError(f"unknown kind {kind!r}")
+
+
+def check_sizes(vector: dict) -> list[str]:
+    """Sizes the vector declares (shapes, ranks, split counts) that disagree with its expected values."""
+    exp = vector["expected"]
+    try:
+        want = _lengths(vector["inputs"])
+    except (ValueError, KeyError, TypeError) as exc:
+        return [f"inputs not understood: {exc}"]
+    out = [f"{f} has {len(exp[f]['values']) if f in exp else None} values, want {n}"
+           for f, n in want.items() if f not in exp or len(exp[f]["values"]) != n]
+    return out + [f"unexpected field {f}" for f in exp if f not in want]
+
+
+def recompute(vector: dict, backend: str) -> dict:
+    """The vectorised numpy model (`jaxrandom`, `noise`, `shaping`, `xlamath`); ValueError for another backend."""
+    if backend not in BACKENDS:
+        raise ValueError(f"hyperscale-es backend {backend!r} is unknown; available: {list(BACKENDS)}")
+    problems = check_sizes(vector)
+    if problems:
+        raise ValueError(f"vector {vector['id']!r} is inconsistent: {problems[0]}")
+    x = vector["inputs"]
+    kind = x["kind"]
+    if kind in ("jax-keys", "jax-normal"):
+        k = R.key(x["seed"], x["x64"])
+        for d in x["path"]:
+            k = R.fold_in(k, d)
+        if kind == "jax-keys":
+            return {"key": _u32(k), "split": _u32(R.split(k, x["split"], x["partitionable"]))}
+        dt, shape = x["dtype"], tuple(x["shape"])
+        bits = R.random_bits(k, R.draw_width(dt), shape, x["partitionable"])
+        return {"bits": _u32(bits),
+                "normal": _floats(R.normal(k, shape, dt, x["fma"], x["partitionable"]), dt)}
+    if kind == "eggroll-noise":
+        key = N.leaf_key(R.key(x["seed"]), x["leaf"])
+        a, b = N.eggroll_factors(key, x["epoch"], x["thread"], x["shape"], x["rank"],
+                                 float(_f32_in(x["scale"])[0]), x["dtype"], x["noise_reuse"])
+        return {"a": _floats(a, x["dtype"]), "b": _floats(b, x["dtype"])}
+    if kind == "shaping":
+        return {"shaped": _floats(S.convert_fitnesses(_f32_in(x["scores"]), x["group"]), "f32")}
+    return _math(x)
+
+
+AREA = Area(name=NAME, version=VERSION, version_constant="esverify.references.hyperscale_es.area.VERSION",
+            generate=generate, backends=lambda: list(BACKENDS), recompute=recompute, check_sizes=check_sizes)
