@@ -7,6 +7,7 @@ without --tree", unreadable archives and an --out that cannot be written).
 from __future__ import annotations
 
 import datetime as dt
+import textwrap
 from pathlib import Path
 
 import click
@@ -174,10 +175,9 @@ def first_screen(result, code: int) -> list[str]:
     meta = result.metadata
     lines = [f"esverify audit: {str(meta['verdict']).upper()} (exit {code}): {result.findings} finding(s), "
              f"{result.review} listed for review"]
-    summary = result.sections["summary"]
-    lines.append("sections: " + "; ".join(f"{r['section']} {r['verdict']}" + (f" ({r['findings']})" if r["findings"]
-                                                                              else "")
-                                          for r in summary.to_dict("records")))
+    verdicts = [f"{r['section']} {r['verdict']}" + (f" ({r['findings']})" if r["findings"] else "")
+                for r in result.sections["summary"].to_dict("records")]
+    lines.append("sections: " + "; ".join(verdicts))
     base = (meta.get("interface") or {}).get("base code, briefly")
     if base:
         lines.append(f"base code (idioms listed, not counted): {base}")
@@ -207,7 +207,6 @@ def first_screen(result, code: int) -> list[str]:
                      "section lists their declarations and idioms")
     if result.review:
         lines.append(f"{result.review} import(s) listed for review (informational): the report's `imports` section")
-    import textwrap
     room = SCREEN_LINES - 1 - len(lines)
     for n, warning in enumerate(meta.get("warnings", [])):   # wrapped, not cut: a warning is read whole
         wrapped = textwrap.wrap(f"warning: {warning}", WIDTH, subsequent_indent="  ", break_on_hyphens=False)

@@ -137,7 +137,7 @@ def stdlib(k: int = IDIOM_K, root: Path | None = None) -> Corpus:
         hashes = np.load(path, allow_pickle=False)
         if hashes.dtype == np.uint64 and hashes.ndim == 1:
             return Corpus(name, str(root), len(files), size, hashes, str(path), True, k)
-    except (OSError, ValueError):
+    except (OSError, ValueError, EOFError):   # no index yet, or one that cannot be read: index again
         pass
     hashes = index(files, k)
     cached = ""
