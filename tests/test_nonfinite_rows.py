@@ -165,6 +165,18 @@ def test_stand_ins_pass_the_nonfinite_rows_and_a_nan_to_zero_mapping_fails_them(
         nan = frame["case"].str.endswith("/nan")
         assert nan.sum() == 1 and frame.loc[nan, "status"].iloc[0] == want, frame[["case", "status", "detail"]]
         assert (frame.loc[~nan, "status"] == "pass").all() and (~nan).sum() >= 2
+    # the skill page's sample: the reward target NaN; z-scores mapped to zero fail the row, and only it
+    line = "        rewards_normalized = (rewards - rewards.mean()) / (rewards.std() + 1e-8)\n"
+    sample = make_variant(tmp_path / "skill", "skill-sample", [(
+        "es_finetuning_skill.py", line,
+        line + "        rewards_normalized = np.nan_to_num(rewards_normalized, nan=0.0, posinf=0.0, neginf=0.0)\n")])
+    for clone, want in ((STANDINS / "skill-sample", "pass"), (sample, "fail")):
+        frame = run_parity(Options(ref=str(clone), target="skill-sample", devices=("cpu",), dtypes=("f32",),
+                                   noises=("contract",), case="*/N5*", out=str(tmp_path / f"skill-{want}"),
+                                   quiet=True)).frame
+        nan = frame["case"].str.endswith("/nan")
+        assert nan.sum() == 1 and frame.loc[nan, "status"].iloc[0] == want, frame[["case", "status", "detail"]]
+        assert (frame.loc[~nan, "status"] == "pass").all() and (~nan).sum() >= 1
     # EGGROLL: the first prompt's reward NaN for every member; pair differences mapped to zero fail the row
     from standins.eggroll_mutants import MUTANTS
     mutant = make_variant(tmp_path / "egg", "eggroll-vllm", MUTANTS["nan-pair-differences-to-zero"].edits)

@@ -107,10 +107,10 @@ def test_default_matrix_both_targets_cli(tmp_path):
     assert len(paper) == 29 and set(paper["status"]) == {"pass"}   # with the NaN-reward row
     # the skill sample: f32/f16 pass; bf16 and N = 40 are its own defects (docs/references.md §7)
     skill = everything[(everything["target"] == "skill-sample") & (everything["device"] == "cpu")]
-    assert len(skill) == 11 and set(skill.loc[skill["status"] == "defect", "dtype"] + "/"
+    assert len(skill) == 12 and set(skill.loc[skill["status"] == "defect", "dtype"] + "/"
                                     + skill.loc[skill["status"] == "defect", "population"].astype(str)) \
         == {"bf16/5", "f32/40"}
-    assert (skill["status"] == "pass").sum() == 7      # with the 1M-element f16 row
+    assert (skill["status"] == "pass").sum() == 8      # with the 1M-element f16 row and the NaN-reward row
     frame = everything[everything["target"].isin(["es-at-scale", "es-awd"])]
     cpu = frame[frame["device"] == "cpu"]
     assert set(cpu["status"]) == {"pass", "artifact"}

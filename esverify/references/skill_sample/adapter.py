@@ -19,6 +19,7 @@ in the report's findings.
 """
 from __future__ import annotations
 
+import dataclasses
 import ast
 from pathlib import Path
 
@@ -76,6 +77,7 @@ class SkillSample(Adapter):
         ("bf16 (a defect)", "dtype bf16", ("*/bf16/*",)),
         ("a 1M-element vector", "the big set", ("*/big",)),
         ("torch's own generator", "native noise", ("*/native",)),
+        ("a NaN reward for every member (z-scored to NaN, applied)", "rewards nan", ("*/nan",)),
     )
     reached = {}
     computes = {OP: ["*::es_train_loop"]}   # the sample's file name is the user's
@@ -147,6 +149,10 @@ class SkillSample(Adapter):
                 # the update's f64 -> f16 rounding (through f32, as torch does) differs from one direct
                 # rounding on about 1 element in 14,000: the 1M-element set reaches it, the small set does not
                 out.append(self._case(device, "f16", "contract", POPULATIONS[0], sigma, lr, big=True))
+            if "f32" in matrix.dtypes and "contract" in matrix.noises:
+                # a NaN reward for every member (docs/parity.md, "Reward populations")
+                case = self._case(device, "f32", "contract", POPULATIONS[0], sigma, lr)
+                out.append(dataclasses.replace(case, extra={**case.extra, "rewards": "nan"}, tag="nan"))
         return out
 
     def _case(self, device, dtype, noise, n, sigma, lr, generations=GENERATIONS, big=False):

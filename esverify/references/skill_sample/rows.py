@@ -20,6 +20,7 @@ from esverify.oracle import compare as _compare
 from esverify.oracle import paramsets
 from esverify.oracle.case_model import REWARD_TARGET
 from esverify.oracle.rewards import loop_reward as reward
+from esverify.oracle.rewards import with_nonfinite_target
 from esverify.oracle.noise_policy import BackendRefused
 
 
@@ -63,16 +64,18 @@ def run_row(adapter, session, case) -> dict:
     root = adapter.clone_root(session.clone_path)
     out = session.case_dir(case)
     seed_base, generations = int(case.extra.get("seed_base", 42)), case.iterations
+    # a non-finite reward population: the target itself NaN, so every member's reward is NaN
+    target = with_nonfinite_target((REWARD_TARGET,), case.extra.get("rewards"))[0]
     command = {"op": "skill-loop", "case_id": case.case_id, "device": case.device, "scheme": case.scheme,
                "mapping": opts.mapping, "backend": child_backend, "noise": case.noise,
                "set": str(session.set_path(case.dtype, case.big, "base")), "sigma": case.sigma, "lr": case.alpha,
                "population": case.population, "generations": generations, "seed_base": seed_base,
-               "reward_target": REWARD_TARGET, "module": module.relative_to(root).as_posix() if module else "",
+               "reward_target": target, "module": module.relative_to(root).as_posix() if module else "",
                "out": str(out)}
     ours_rewards = []
 
     def our_reward(vector):
-        value = reward(_pieces(vector, shapes), REWARD_TARGET)
+        value = reward(_pieces(vector, shapes), target)
         ours_rewards.append(value)
         return value
 
