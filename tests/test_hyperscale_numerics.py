@@ -254,3 +254,56 @@ def test_golden_area_recomputes_its_own_vectors_and_pins_g1_g2():
         A.recompute(vectors["eggroll-g1-f32"], "torch")
     broken = dict(vectors["keys-seed0"], expected={"key": vectors["keys-seed0"]["expected"]["key"]})
     assert A.check_sizes(broken) == ["split has None values, want 6"]
+
+
+# ----------------------------------------------------------------------------- the update (f32)
+
+G3_F32 = ("39c26dab 3c836212 3cf8a8d0 3d3f2b5e 3d8206f7", "8a61d973369a9e46")
+
+
+@pytest.mark.parametrize("mode", ["jit", "eager"])
+def test_g3_one_eggroll_update_f32(mode):
+    from esverify.references.hyperscale_es import noise as N
+    from esverify.references.hyperscale_es import update as U
+    w = (np.arange(40, dtype=np.float32) / np.float32(64)).reshape(8, 5)
+    shaped = S.convert_fitnesses(np.arange(8), 0)
+    w2 = U.eggroll_update(w, shaped, N.leaf_key(R.key(11), 0), 3, 0.05, 0.1, 2, noise_reuse=1, mode=mode)
+    assert " ".join(_hex(w2[0].view(np.uint32))) == G3_F32[0]
+    assert hashlib.sha256(w2.tobytes()).hexdigest()[:16] == G3_F32[1]
+    # the measured 4-accumulator order matters here: a sequential dot gives other bits
+    draws = [R.normal(N.thread_key(N.leaf_key(R.key(11), 0), 3, t, 1), (13, 2)) for t in range(8)]
+    seq = U.update_from_draws(w, shaped, draws, 0.05, 0.1, 2, mode, order="seq")
+    assert hashlib.sha256(seq.tobytes()).hexdigest()[:16] != G3_F32[1]
+
+
+def test_dot_order_table_and_exact_sums():
+    from esverify.references.hyperscale_es import update as U
+    assert [U.dot_order(*s) for s in ((1, 300, 9), (8, 16, 5), (64, 16, 17), (64, 16, 32), (40, 128, 24),
+                                      (8, 24, 5))] == ["seq", "acc4", "acc4", "acc2", "seq", None]
+    rng = np.random.default_rng([56, 6])
+    xk, bk = rng.integers(-8, 9, (3, 24)) / 8, rng.integers(-8, 9, (7, 24)) / 4
+    assert U.sums_exact(xk, bk)
+    got = {U.contract(xk.astype(np.float32), bk.astype(np.float32), o).tobytes() for o in U.ORDERS}
+    assert len(got) == 1 and np.array_equal(U.contract(xk.astype(np.float32), bk.astype(np.float32), "seq"),
+                                            (xk @ bk.T).astype(np.float32))
+    assert not U.sums_exact(np.array([[1, 2.0**-30]]), np.array([[1, 1]]))
+    with pytest.raises(ValueError, match="not modelled and the sums are not exact"):
+        U.update_from_draws(np.zeros((3, 7), np.float32), np.ones(6, np.float32),
+                            [rng.standard_normal((10, 4)).astype(np.float32) for _ in range(6)], 0.1, 0.1, 4)
+    with pytest.raises(ValueError, match="want 6 draws"):
+        U.update_from_draws(np.zeros((3, 7), np.float32), np.ones(6, np.float32), [], 0.1, 0.1, 4)
+
+
+def test_jit_fuses_the_step_and_eager_rounds_it():
+    """W2 = fma(g, lr, W) under jit, W + rd(g*lr) eager: equal for most elements, not all."""
+    from esverify.references.hyperscale_es import update as U
+    rng = np.random.default_rng([56, 4])
+    differ = 0
+    for _ in range(10):
+        w = rng.standard_normal((8, 5)).astype(np.float32)
+        f = S.convert_fitnesses(rng.standard_normal(8).astype(np.float32))
+        draws = [rng.standard_normal((13, 2)).astype(np.float32) for _ in range(8)]
+        jit, eager = (U.update_from_draws(w, f, draws, 0.05, 0.1, 2, m) for m in ("jit", "eager"))
+        differ += int(np.count_nonzero(jit != eager))
+        assert np.count_nonzero(jit != eager) <= 2
+    assert differ > 0

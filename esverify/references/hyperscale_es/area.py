@@ -12,11 +12,19 @@ Vector kinds (inputs -> expected; every float a bit array):
   dtype's bits. Known answer G1 of the real code is one of them.
 - ``shaping``: scores (f32), group -> ``shaped`` (f32); G2 among them.
 - ``xla-math``: x (f32), fma -> ``log1p`` and ``erf_inv`` (f32).
+- ``eggroll-update``: one f32 sgd update on JAX's own noise: seed, leaf,
+  epoch, noise_reuse, w (f32, d0 x d1), scores (f32) and group (shaped by
+  `convert_fitnesses`), sigma, lr (f32), rank, mode (jit/eager) -> ``w``;
+  known answer G3 (f32) among them.
+- ``eggroll-update-draws``: the same from given draws (f32, threads x
+  (d0 + d1) x r) and shaped fitness, with dyadic values that keep every
+  sum exact, on a shape whose dot order was not measured -> ``w``.
 
 Where expected values come from: keys and raw bits from a scalar
 Threefry-2x32 on Python integers (this module, slow and independent of
 `jaxrandom`'s vectorised one); floats from `xlamath`'s arithmetic on those
-bits; shaping from `shaping`. The one backend, ``numpy``, recomputes every
+bits; shaping from `shaping`; updates from `update` (the dot's order per
+shape is part of its model; its exact-sum vectors hold for any order). The one backend, ``numpy``, recomputes every
 vector through `jaxrandom`, `noise` and `shaping`. The values hold for
 jaxlib 0.10.2 on an x86 CPU (with FMA where ``fma`` is true): they are
 JAX's own bits there, which tests/test_hyperscale_numerics.py checks
@@ -33,6 +41,7 @@ from ...goldens.compare import decode, encode_ints
 from . import jaxrandom as R
 from . import noise as N
 from . import shaping as S
+from . import update as U
 from . import xlamath as X
 
 NAME = "hyperscale-es"
@@ -217,6 +226,55 @@ def _math(x: dict) -> dict:
     return {"log1p": _floats(X.log1p32(-v * v, x["fma"]), "f32"), "erf_inv": _floats(X.erf_inv32(v, x["fma"]), "f32")}
 
 
+def _f32s(values) -> dict:
+    return _floats(np.asarray(values, np.float32), "f32")
+
+
+UPDATE_CASES = [
+    # id, seed, leaf, epoch, reuse, (d0, d1), scores, group, sigma, lr, rank, mode, comment
+    ("update-g3-jit", 11, 0, 3, 1, (8, 5), list(range(8)), 0, 0.05, 0.1, 2, "jit",
+     "known answer G3 (f32): W = arange(40)/64, scores arange(8); 8x16x5 dot, four accumulators; W2 = fma(g, lr, W)"),
+    ("update-g3-eager", 11, 0, 3, 1, (8, 5), list(range(8)), 0, 0.05, 0.1, 2, "eager",
+     "known answer G3 (f32), eager arithmetic: plain divisions, the step rounded before the add"),
+    ("update-one-row-seq", 4, 2, 5, 2, (1, 6), [3, -1, 0.5, 2, 0, 7], 2, 0.02, 0.5, 3, "jit",
+     "a single-row leaf (1x18x6: sequential fma accumulation), rank 3, grouped shaping, noise_reuse 2"),
+]
+
+
+def _update_inputs(case) -> dict:
+    id_, seed, leaf, epoch, reuse, (d0, d1), scores, group, sigma, lr, rank, mode, _ = case
+    w = (np.arange(d0 * d1, dtype=np.float32) / np.float32(64)).reshape(d0, d1)
+    return {"kind": "eggroll-update", "seed": seed, "leaf": leaf, "epoch": epoch, "noise_reuse": reuse,
+            "shape": [d0, d1], "w": _f32s(w), "scores": _f32s(scores), "group": group, "sigma": _f32s([sigma]),
+            "lr": _f32s([lr]), "rank": rank, "mode": mode}
+
+
+def _update(x: dict) -> dict:
+    w = _f32_in(x["w"]).reshape(x["shape"])
+    sigma, lr = float(_f32_in(x["sigma"])[0]), float(_f32_in(x["lr"])[0])
+    if x["kind"] == "eggroll-update":
+        shaped = S.convert_fitnesses(_f32_in(x["scores"]), x["group"])
+        key = N.leaf_key(R.key(x["seed"]), x["leaf"])
+        w2 = U.eggroll_update(w, shaped, key, x["epoch"], sigma, lr, x["rank"], x["noise_reuse"], x["mode"])
+    else:
+        d0, d1 = x["shape"]
+        draws = _f32_in(x["draws"]).reshape(-1, d0 + d1, x["rank"])
+        w2 = U.update_from_draws(w, _f32_in(x["shaped"]), list(draws), sigma, lr, x["rank"], x["mode"])
+    return {"w": _f32s(w2)}
+
+
+def _draws_vector(mode: str) -> dict:
+    rng = np.random.default_rng([56, 5])
+    n, r, d0, d1 = 6, 4, 3, 7
+    draws = rng.integers(-8, 9, (n, d0 + d1, r)) / 8.0       # dyadic: every product and sum exact
+    shaped = rng.integers(-4, 5, n) / 4.0
+    w = rng.integers(-64, 65, (d0, d1)) / 64.0
+    x = {"kind": "eggroll-update-draws", "shape": [d0, d1], "rank": r, "mode": mode, "w": _f32s(w),
+         "shaped": _f32s(shaped), "draws": _f32s(draws), "sigma": _f32s([0.5]), "lr": _f32s([0.25])}
+    return {"id": f"update-draws-exact-{mode}", "comment": "given dyadic draws and fitness (3x24x7: a dot order not "
+            "measured, every sum exact), sigma 0.5, lr 0.25, rank 4 (s = 1/4): " + mode, "inputs": x, "expected": _update(x)}
+
+
 def generate() -> list[dict]:
     out = [_key_vector(c) for c in KEY_CASES] + [_normal_vector(c) for c in NORMAL_CASES]
     for case in NOISE_CASES:
@@ -229,6 +287,10 @@ def generate() -> list[dict]:
         out.append({"id": f"xla-math-{'fma' if fma else 'nofma'}", "comment": "XLA CPU's log1p(-x*x) and erf_inv(x) "
                     f"in f32 {'with' if fma else 'without'} fused multiply-adds; both branches of each",
                     "inputs": x, "expected": _math(x)})
+    for case in UPDATE_CASES:
+        x = _update_inputs(case)
+        out.append({"id": case[0], "comment": case[-1], "inputs": x, "expected": _update(x)})
+    out += [_draws_vector(mode) for mode in ("jit", "eager")]
     return out
 
 
@@ -247,6 +309,11 @@ def _lengths(x: dict) -> dict:
         return {"shaped": len(x["scores"]["values"])}
     if kind == "xla-math":
         return {"log1p": len(x["x"]["values"]), "erf_inv": len(x["x"]["values"])}
+    if kind in ("eggroll-update", "eggroll-update-draws"):
+        d0, d1 = x["shape"]
+        if len(x["w"]["values"]) != d0 * d1:
+            raise ValueError(f"w has {len(x['w']['values'])} values, the shape is {d0} x {d1}")
+        return {"w": d0 * d1}
     raise ValueError(f"unknown kind {kind!r}")
 
 
@@ -288,7 +355,9 @@ def recompute(vector: dict, backend: str) -> dict:
         return {"a": _floats(a, x["dtype"]), "b": _floats(b, x["dtype"])}
     if kind == "shaping":
         return {"shaped": _floats(S.convert_fitnesses(_f32_in(x["scores"]), x["group"]), "f32")}
-    return _math(x)
+    if kind == "xla-math":
+        return _math(x)
+    return _update(x)
 
 
 AREA = Area(name=NAME, version=VERSION, version_constant="esverify.references.hyperscale_es.area.VERSION",
