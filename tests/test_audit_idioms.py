@@ -203,7 +203,8 @@ def test_the_standard_library_holds_the_idioms_any_file_has():
     for snippet in ("for i in range(0, len(items), batch_size):\n    batch = items[i:i + batch_size]\n",
                     "try:\n    x = f(y)\nexcept Exception as exc:\n    print(f'failed: {exc}')\n"):
         filtered = corpus.filtered_text(snippet)
-        assert corpus.idiom_mask(filtered, base.hashes, base.k).mean() >= 0.7, filtered
+        # at least half: what makes a short piece an idiom (measured with CPython 3.11's: 1.0 and 0.81)
+        assert corpus.idiom_mask(filtered, base.hashes, base.k).mean() >= 0.5, filtered
 
 
 # ------------------------------------------------------------------ one screen
