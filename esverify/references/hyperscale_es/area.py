@@ -210,7 +210,7 @@ def _noise_slow(x: dict) -> dict:
     k = _slow_key({"seed": x["seed"], "path": [x["leaf"], e, x["thread"] // 2]})
     bits = np.asarray(_slow_bits(k, R.draw_width(x["dtype"]), (d0 + d1) * r, True))
     draw = R.normal_from_bits(bits, x["dtype"]).reshape(d0 + d1, r)
-    a = N._scaled(draw[d1:], float(_f32_in(x["scale"])[0]), x["thread"], x["dtype"])
+    a = N.scale_draw(draw[d1:], float(_f32_in(x["scale"])[0]), x["thread"], x["dtype"])
     return {"a": _floats(a, x["dtype"]), "b": _floats(draw[:d1], x["dtype"])}
 
 

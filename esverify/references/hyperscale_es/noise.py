@@ -38,7 +38,9 @@ def thread_key(key, epoch: int, thread: int, noise_reuse: int) -> np.ndarray:
     return R.fold_in(R.fold_in(key, e), thread // 2)
 
 
-def _scaled(draw: np.ndarray, scale: float, thread: int, dtype: str) -> np.ndarray:
+def scale_draw(draw: np.ndarray, scale: float, thread: int, dtype: str) -> np.ndarray:
+    """rd_dtype(draw * +-scale): + for an even thread, - for an odd one; the scale (f32) rounded to the
+    dtype first in bf16/f16. Returns the dtype's numpy form (`jaxrandom.round_to`)."""
     s = np.float32(scale)
     if dtype != "f32":
         s = np.float32(R.round_to(s, dtype))
@@ -56,14 +58,14 @@ def eggroll_factors(key, epoch: int, thread: int, shape, rank: int, scale: float
         raise ValueError(f"EggRoll factors need a 2-D shape and rank >= 1, got {shape}, rank {rank}")
     d0, d1 = (int(d) for d in shape)
     draw = R.normal(thread_key(key, epoch, thread, noise_reuse), (d0 + d1, rank), dtype, fma)
-    return _scaled(draw[d1:], scale, thread, dtype), draw[:d1]
+    return scale_draw(draw[d1:], scale, thread, dtype), draw[:d1]
 
 
 def full_rank_noise(key, epoch: int, thread: int, shape, sigma: float, dtype: str = "f32",
                     noise_reuse: int = 0, fma: bool = True) -> np.ndarray:
     """The full-rank perturbation (+-sigma times one draw of `shape`) of thread `thread`."""
     draw = R.normal(thread_key(key, epoch, thread, noise_reuse), tuple(shape), dtype, fma)
-    return _scaled(draw, sigma, thread, dtype)
+    return scale_draw(draw, sigma, thread, dtype)
 
 
 def bits_of(x, dtype: str) -> np.ndarray:

@@ -1,0 +1,141 @@
+"""Oracle driver for HyperscaleES (docs/hyperscale.md), run by path under an interpreter that has jax.
+
+Usage: `python driver_hyperscale_es.py` with one JSON request on stdin:
+``{"clone": FOLDER, "ops": [{"op": ..., ...}, ...]}``; one JSON reply on stdout:
+``{"environment": {...}, "results": [...]}``. Never imported by esverify (the package never imports
+jax); floats travel as hex bit patterns.
+
+The seam (docs/hyperscale.md §9): the package's own `__init__` imports a model stack the ES code does
+not need, so this driver registers empty parent packages `hyperscalees` and `hyperscalees.models`
+whose search path is the clone's folders, then imports `hyperscalees.noiser` and
+`hyperscalees.models.common` unmodified. `environment` names what the bits depend on: jax and jaxlib
+versions, XLA_FLAGS, whether the CPU has FMA, jax_threefry_partitionable.
+
+Ops (each reply entry has "op", its outputs and "printed", the lines the reference printed to stdout):
+- `shaping`: noiser, scores (f32 hex), group -> `shaped` (f32 hex), an eager `convert_fitnesses`.
+- `noise`: noiser, seed, leaf, epoch, noise_reuse, thread, shape (d0, d1), rank, sigma, dtype -> the
+  draws `jax.random.normal` returned inside one eager `do_mm` of that thread (each: key words, shape,
+  dtype, bits), recorded by a wrapper that passes every call through.
+- `update`: noiser, seed, epoch, noise_reuse, shape, w (f32 hex), scores (f32 hex), group, sigma, lr,
+  rank, mode (jit/eager) -> `w` (f32 hex) after init_noiser (sgd), convert_fitnesses, do_updates on a
+  one-leaf tree {"w": W} with es_map MM_PARAM and keys from simple_es_tree_key.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import os
+import sys
+import types
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+_DT = {"f32": jnp.float32, "f16": jnp.float16, "bf16": jnp.bfloat16}
+
+
+def _load(clone: Path):
+    src = clone / "src" / "hyperscalees"
+    for name, folder in (("hyperscalees", src), ("hyperscalees.models", src / "models")):
+        if name not in sys.modules:
+            mod = types.ModuleType(name)
+            mod.__path__ = [str(folder)]
+            sys.modules[name] = mod
+    return importlib.import_module("hyperscalees.noiser"), importlib.import_module("hyperscalees.models.common")
+
+
+def _f32(hexes) -> np.ndarray:
+    return np.array([int(h, 16) for h in hexes], dtype=np.uint32).view(np.float32)
+
+
+def _hex(x) -> list:
+    a = np.asarray(x)
+    width = a.dtype.itemsize
+    return [f"0x{int(v):0{2 * width}x}" for v in a.view({4: np.uint32, 2: np.uint16}[width]).ravel()]
+
+
+def _environment() -> dict:
+    import jaxlib
+    flags = ""
+    try:
+        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
+    except OSError:
+        pass
+    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
+            "cpu_fma": " fma" in f" {flags.partition(':')[2]} ",
+            "threefry_partitionable": bool(jax.config.jax_threefry_partitionable)}
+
+
+def _shaping(noisers, common, op):
+    cls = noisers.ALL_NOISERS[op["noiser"]]
+    scores = _f32(op["scores"])
+    frozen, dyn = cls.init_noiser({"w": jnp.zeros((1, 1))}, 0.1, 0.1, group_size=op["group"])
+    return {"shaped": _hex(cls.convert_fitnesses(frozen, dyn, jnp.asarray(scores)))}
+
+
+def _noise(noisers, common, op):
+    cls = noisers.ALL_NOISERS[op["noiser"]]
+    d0, d1 = op["shape"]
+    param = jnp.zeros((d0, d1), _DT[op["dtype"]])
+    frozen, dyn = cls.init_noiser({"w": param}, op["sigma"], 0.1, noise_reuse=op["noise_reuse"], rank=op["rank"])
+    keys = common.simple_es_tree_key({"w": param}, jax.random.PRNGKey(op["seed"]), {"w": ()})
+    seen, real = [], jax.random.normal
+
+    def recording(key, shape=(), dtype=jnp.float32, *args, **kw):
+        out = real(key, shape, dtype, *args, **kw)
+        seen.append({"key": [int(w) for w in np.asarray(jax.random.key_data(key)).ravel()],
+                     "shape": list(shape), "dtype": str(jnp.dtype(dtype)), "bits": _hex(out)})
+        return out
+
+    jax.random.normal = recording
+    try:
+        cls.do_mm(frozen, dyn, param, keys["w"], (op["epoch"], op["thread"]), jnp.ones((1, d1), param.dtype))
+    finally:
+        jax.random.normal = real
+    return {"draws": seen}
+
+
+def _update(noisers, common, op):
+    cls = noisers.ALL_NOISERS[op["noiser"]]
+    d0, d1 = op["shape"]
+    params = {"w": jnp.asarray(_f32(op["w"]).reshape(d0, d1))}
+    frozen, dyn = cls.init_noiser(params, op["sigma"], op["lr"], noise_reuse=op["noise_reuse"], rank=op["rank"],
+                                  group_size=op["group"])
+    keys = common.simple_es_tree_key(params, jax.random.PRNGKey(op["seed"]), {"w": ()})
+    es_map = {"w": common.MM_PARAM}
+    fit = cls.convert_fitnesses(frozen, dyn, jnp.asarray(_f32(op["scores"])))
+    n = fit.shape[0]
+    iterinfos = (jnp.full((n,), op["epoch"], jnp.int32), jnp.arange(n, dtype=jnp.int32))
+
+    def step(dyn, params, fit, iterinfos):
+        return cls.do_updates(frozen, dyn, params, keys, fit, iterinfos, es_map)
+
+    _, new = (jax.jit(step) if op["mode"] == "jit" else step)(dyn, params, fit, iterinfos)
+    return {"w": _hex(new["w"])}
+
+
+OPS = {"shaping": _shaping, "noise": _noise, "update": _update}
+
+
+def main() -> int:
+    request = json.load(sys.stdin)
+    noisers, common = _load(Path(request["clone"]))
+    results = []
+    for op in request["ops"]:
+        if op.get("op") not in OPS:
+            print(f"driver_hyperscale_es: unknown op {op.get('op')!r}; known: {sorted(OPS)}", file=sys.stderr)
+            return 2
+        printed = io.StringIO()           # the reference prints at trace time; the reply owns stdout
+        with contextlib.redirect_stdout(printed):
+            out = OPS[op["op"]](noisers, common, op)
+        results.append({"op": op["op"], **out, "printed": printed.getvalue().splitlines()})
+    json.dump({"environment": _environment(), "results": results}, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

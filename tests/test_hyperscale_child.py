@@ -1,0 +1,107 @@
+"""The HyperscaleES child driver on the stand-in, against our numpy model (docs/hyperscale.md).
+
+The driver (oracle_child/driver_hyperscale_es.py) runs under an interpreter
+that has jax, jaxlib and optax: $ESVERIFY_JAX_PYTHON, else this one when it
+can import them; without one these tests are skipped. The stand-in
+(tests/standins/hyperscale-es) is JAX code written from the docs; XLA runs
+it, so its bits test our model of XLA's arithmetic: G1-G3 and updates on
+every dot shape the model knows.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from esverify.references.hyperscale_es import jaxrandom as R
+from esverify.references.hyperscale_es import noise as N
+from esverify.references.hyperscale_es import shaping as S
+from esverify.references.hyperscale_es import update as U
+
+ROOT = Path(__file__).resolve().parents[1]
+DRIVER = ROOT / "oracle_child" / "driver_hyperscale_es.py"
+STANDIN = ROOT / "tests" / "standins" / "hyperscale-es"
+
+
+def _python() -> str:
+    chosen = os.environ.get("ESVERIFY_JAX_PYTHON") or sys.executable
+    probe = subprocess.run([chosen, "-c", "import jax, optax"], capture_output=True)
+    if probe.returncode:
+        pytest.skip(f"no interpreter with jax and optax ({chosen}); set ESVERIFY_JAX_PYTHON")
+    return chosen
+
+
+def _run(ops: list) -> dict:
+    done = subprocess.run([_python(), str(DRIVER)], input=json.dumps({"clone": str(STANDIN), "ops": ops}),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def _hex32(a) -> list:
+    return [f"0x{int(v):08x}" for v in np.asarray(a, np.float32).ravel().view(np.uint32)]
+
+
+def _u32(hexes) -> np.ndarray:
+    return np.array([int(h, 16) for h in hexes], np.uint32)
+
+
+def test_g1_g2_g3_through_the_child_equal_our_model():
+    g1 = [{"op": "noise", "noiser": "eggroll", "seed": 7, "leaf": 0, "epoch": 4, "noise_reuse": 1, "thread": 5,
+           "shape": [3, 5], "rank": 2, "sigma": 0.35355339, "dtype": dt} for dt in ("f32", "bf16", "f16")]
+    scores = [1, 2, 0.5, 0, 3, -1, 0.25, 2]
+    g2 = [{"op": "shaping", "noiser": "eggroll", "scores": _hex32(scores), "group": g} for g in (0, 4)]
+    w = np.arange(40, dtype=np.float32) / np.float32(64)
+    g3 = [{"op": "update", "noiser": "eggroll", "seed": 11, "epoch": 3, "noise_reuse": 1, "shape": [8, 5],
+           "w": _hex32(w), "scores": _hex32(np.arange(8)), "group": 0, "sigma": 0.05, "lr": 0.1, "rank": 2,
+           "mode": mode} for mode in ("jit", "eager")]
+    reply = _run(g1 + g2 + g3)
+    env = reply["environment"]
+    assert env["jaxlib"] and "XLA_FLAGS" in env and isinstance(env["cpu_fma"], bool)
+    if not env["cpu_fma"] or env["XLA_FLAGS"] or env["jaxlib"] != "0.10.2":
+        pytest.skip(f"the known answers hold for jaxlib 0.10.2 with FMA and no XLA flags; here {env}")
+    res = reply["results"]
+    key = N.thread_key(N.leaf_key(R.key(7), 0), 4, 5, 1)
+    for op, out in zip(g1, res[:3]):
+        (draw,) = out["draws"]                                      # one draw of (d0 + d1, r)
+        assert draw["key"] == key.tolist() and draw["shape"] == [8, 2]
+        ours = N.bits_of(R.normal(key, (8, 2), op["dtype"]), op["dtype"]).ravel()
+        assert [int(h, 16) for h in draw["bits"]] == ours.tolist()
+    assert " ".join(h[2:] for h in res[4]["shaped"]) == ("3dd2be97 3f6d166a be9e0ef1 bf3866c4 3fcc28a2 bfd9548c "
+                                                          "bf2b3adb 3f4592ae")
+    assert _u32(res[3]["shaped"]).tolist() == S.convert_fitnesses(scores, 0).view(np.uint32).tolist()
+    for out in res[5:]:
+        w2 = _u32(out["w"]).view(np.float32)
+        assert " ".join(h[2:] for h in out["w"][:5]) == "39c26dab 3c836212 3cf8a8d0 3d3f2b5e 3d8206f7"
+        assert hashlib.sha256(w2.tobytes()).hexdigest()[:16] == "8a61d973369a9e46"
+        assert out["printed"] == ["LORA UPDATE (8, 8, 2) (8, 5, 2)"]      # at trace time, once per call here
+
+
+#: (d0, d1, N, rank): one shape per dot order the model knows (M x N*r x d1)
+SHAPES = [(8, 5, 8, 2), (2, 16, 4, 4), (64, 17, 8, 2), (64, 32, 8, 2), (1, 6, 6, 3), (16, 16, 16, 1)]
+
+
+def test_updates_on_every_known_dot_order_equal_our_model():
+    rng = np.random.default_rng([56, 7])
+    ops, ours = [], []
+    for d0, d1, n, r in SHAPES:
+        for mode in ("jit", "eager"):
+            w = rng.standard_normal((d0, d1)).astype(np.float32)
+            scores = rng.standard_normal(n).astype(np.float32)
+            seed = int(rng.integers(0, 1000))
+            ops.append({"op": "update", "noiser": "eggroll", "seed": seed, "epoch": 2, "noise_reuse": 1,
+                        "shape": [d0, d1], "w": _hex32(w), "scores": _hex32(scores), "group": 0, "sigma": 0.03,
+                        "lr": 0.2, "rank": r, "mode": mode})
+            ours.append(U.eggroll_update(w, S.convert_fitnesses(scores), N.leaf_key(R.key(seed), 0), 2, 0.03, 0.2,
+                                         r, 1, mode))
+    reply = _run(ops)
+    if not reply["environment"]["cpu_fma"] or reply["environment"]["XLA_FLAGS"]:
+        pytest.skip("the model is of a host with FMA and no XLA flags")
+    for op, out, mine in zip(ops, reply["results"], ours):
+        assert _u32(out["w"]).tolist() == mine.ravel().view(np.uint32).tolist(), (op["shape"], op["rank"], op["mode"])
