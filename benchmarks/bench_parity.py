@@ -329,6 +329,7 @@ def versus_default(args) -> None:
     differ, one = rows_differing(base, runs["python"][0]["rows_table"])
     print(f"rows that ran in both configurations: {'identical' if not differ else f'{len(differ)} differ'}; "
           f"ran in one only: {len(one)}" + (f" (e.g. {one[:2]})" if one else ""))
+    _print(runs["default"][-1], "the last default run")
     last = runs["python"][-1]
     _print(last, "the last --python run")
     if args.markdown:

@@ -8,7 +8,9 @@ So the function table comes from the interpreter itself:
 
 - Python 3.12+: `sys.monitoring` PY_START events under a tool id of our
   own; each code object reports once and is then disabled, so a function
-  costs one callback for the whole run. It coexists with coverage.py.
+  costs one callback for the whole run. It coexists with coverage.py. A
+  row's record (row_start) enables the events again for every function
+  (`restart_events`), so each reports once more in that row.
 - Python 3.11: profile hooks, never a trace function: during a command
   the per-row recorder (row_start: cProfile's C profiler in the calling
   thread, a Python hook in the threads it starts), between commands the
@@ -61,9 +63,13 @@ def _start_monitoring() -> bool:
 
         def on_start(code, offset, _disable=mon.DISABLE):
             _record(code)
+            if _ROW["monitored"] and code.co_filename.startswith(_ROW["prefix"]):   # a row records (row_start)
+                _ROW["ran"].setdefault(code.co_filename, set()).add(_qualname(code))
             return _disable
         mon.register_callback(tool, mon.events.PY_START, on_start)
-        mon.set_events(tool, mon.events.PY_START)
+        mon.register_callback(tool, mon.events.PY_RESUME, on_start)   # a generator resumed in a row ran in it
+        mon.set_events(tool, mon.events.PY_START | mon.events.PY_RESUME)
+        _ROW["tool"] = tool
         return True
     return False
 
@@ -256,7 +262,8 @@ def flush():
         save(*pending, force=True)
 
 
-_ROW = {"ran": {}, "prefix": None, "last": None, "seen": set(), "profiler": None}
+#: tool: the sys.monitoring tool id of start_monitoring (Python 3.12+), None elsewhere; monitored: a row records
+_ROW = {"ran": {}, "prefix": None, "last": None, "seen": set(), "profiler": None, "tool": None, "monitored": False}
 
 
 def _on_profile(frame, event, arg):
@@ -294,6 +301,13 @@ def _recorder_on() -> bool:
     now on with the Python hook. Both are profile hooks: sys.setprofile is apart from sys.settrace, which
     coverage.py may hold; sys.monitoring's per-code DISABLE does not affect it. True: cProfile's."""
     import threading
+    if _ROW["tool"] is not None:
+        # Python 3.12+: the row reuses sys.monitoring's callback (start_monitoring), its events enabled again
+        # for every function, so each reports once in the row. A profile hook there costs every call and C
+        # call a Python callback through sys.monitoring: 4 s of es-awd's child CPU in a default run
+        _ROW["monitored"] = True
+        sys.monitoring.restart_events()
+        return False
     profiler = _profiler()
     if profiler is not None:
         try:
@@ -311,6 +325,7 @@ def _recorder_off() -> dict:
     """Stop `_recorder_on`'s recording; {file: {qualified names}} it recorded, also added to the
     cumulative table."""
     import threading
+    _ROW["monitored"] = False
     profiler, _ROW["profiler"] = _ROW.get("profiler"), None
     if profiler is not None:
         profiler.disable()

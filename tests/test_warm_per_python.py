@@ -1,9 +1,15 @@
-"""Warm starts under any interpreter (esverify.oracle.warm_start.WarmStarts, docs/parity.md "Warm starts"): a
-run keeps one warm start server per distinct child interpreter path, a bare `--python` or a reference's own
-(`--python NAME=PATH`), and forks each child from the server of the interpreter it is launched with."""
+"""Children under a reference's own interpreter. Warm starts under any interpreter (esverify.oracle.warm_start.
+WarmStarts, docs/parity.md "Warm starts"): a run keeps one warm start server per distinct child interpreter
+path, a bare `--python` or a reference's own (`--python NAME=PATH`), and forks each child from the server of
+the interpreter it is launched with. Under Python 3.12 and newer a row's record of the clone's functions
+(oracle_child/child_coverage.py) takes no profile hook."""
 from __future__ import annotations
 
+import glob
+import json
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -87,3 +93,61 @@ def test_one_server_per_interpreter_with_two_children_or_more(tmp_path, alias):
     assert started == {"es-at-scale": ("fresh", sys.executable), "es-awd": ("fresh", alias)}
     started, servers = _run(tmp_path, "cold", python=alias, python_explicit=True, warm_start=False)
     assert servers == [] and set(s for s, _ in started.values()) == {"fresh"}
+
+
+def _python_312() -> str | None:
+    """An interpreter of Python 3.12 or newer on this machine (a reference's own, say), or None."""
+    found = [shutil.which(f"python3.{minor}") for minor in range(12, 16)]
+    found += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9]*/bin/python")))
+    for python in filter(None, found):
+        try:
+            out = subprocess.run([python, "-c", "import sys; print(sys.version_info >= (3, 12))"],
+                                 capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if out.stdout.strip() == "True":
+            return python
+    return None
+
+
+ROWS_SCRIPT = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import child_coverage as cc
+from pathlib import Path
+clone = Path(sys.argv[2])
+cc.start(clone)
+sys.path.insert(0, str(clone))
+import ref
+g = ref.gen()
+next(g)
+hooks, rows = [], []
+for calls in ((ref.used, ref.used), (ref.used, lambda: next(g)), ()):
+    cc.row_start()
+    for call in calls:
+        call()
+    hooks.append(sys.getprofile() is None)
+    rows.append(cc.row_end())
+print(json.dumps({"rows": rows, "no_hook": hooks, "how": cc._STATE["how"]}))
+"""
+
+
+def test_a_rows_record_under_python_312_takes_no_profile_hook(tmp_path):
+    """The row's record comes from sys.monitoring's events, enabled again for the row: each function the row
+    ran once (a generator resumed in it too), none it did not, and no profile hook (through sys.monitoring,
+    one cost every call of the row a Python callback: 4 s of es-awd's child in a default run)."""
+    from esverify.paths import oracle_child_dir
+    python = _python_312()
+    if python is None:
+        pytest.skip("no Python 3.12 or newer on this machine")
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / "ref.py").write_text("def used():\n    return 1\n\n\ndef gen():\n    yield 1\n    yield 2\n\n\n"
+                                  "def unused():\n    return 2\n")
+    done = subprocess.run([python, "-c", ROWS_SCRIPT, str(oracle_child_dir()), str(clone)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.splitlines()[-1])
+    assert got["how"] == "sys.monitoring"
+    assert got["rows"] == [{"ref.py": ["used"]}, {"ref.py": ["gen", "used"]}, {}]
+    assert got["no_hook"] == [True, True, True]
