@@ -84,7 +84,8 @@ def test_g1_g2_g3_through_the_child_equal_our_model():
 
 
 #: (d0, d1, N, rank): one shape per dot order the model knows (M x N*r x d1)
-SHAPES = [(8, 5, 8, 2), (2, 16, 4, 4), (64, 17, 8, 2), (64, 32, 8, 2), (1, 6, 6, 3), (16, 16, 16, 1)]
+SHAPES = [(8, 5, 8, 2), (2, 16, 4, 4), (64, 17, 8, 2), (64, 32, 8, 2), (1, 6, 6, 3), (16, 16, 16, 1),
+          (40, 24, 64, 2), (33, 17, 64, 3), (64, 64, 64, 4)]
 
 
 def test_updates_on_every_known_dot_order_equal_our_model():

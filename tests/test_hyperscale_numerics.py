@@ -104,8 +104,10 @@ def test_shaping_bad_input_and_limits():
     assert not S.convert_fitnesses([3.0] * 8).any()                  # constant scores: zeros
     with pytest.raises(ValueError, match="does not divide"):
         S.convert_fitnesses(np.arange(8), 3)
+    with pytest.raises(ValueError, match="modelled up to 1024"):
+        S.convert_fitnesses(np.arange(1025.0))
     with pytest.raises(ValueError, match="modelled up to 32"):
-        S.convert_fitnesses(np.arange(33.0))
+        S.convert_fitnesses(np.arange(128.0), 64)
     with pytest.raises(ValueError, match="1-D"):
         S.convert_fitnesses(np.ones((2, 4)))
 
@@ -307,3 +309,21 @@ def test_jit_fuses_the_step_and_eager_rounds_it():
         differ += int(np.count_nonzero(jit != eager))
         assert np.count_nonzero(jit != eager) <= 2
     assert differ > 0
+
+
+@pytest.mark.parametrize("n", [33, 64, 100, 333, 1000, 1024])
+def test_long_shaping_equals_jax_formula(n):
+    """Beyond 32 scores: 32-value windows (floor(padding/2) zeros in front), rounded squares in the variance."""
+    jax = _jax()
+    import jax.numpy as jnp
+    rng = np.random.default_rng([56, 8, n])
+    for group in (0, 4, 32):
+        if group and n % group:
+            continue
+        s = (rng.standard_normal(n) * 100).astype(np.float32)
+        x = jnp.asarray(s)
+        den = jnp.sqrt(jnp.var(x) + 1e-5)
+        want = ((x - jnp.mean(x)) / den if group == 0 else
+                ((x.reshape(-1, group) - jnp.mean(x.reshape(-1, group), axis=1, keepdims=True)) / den).ravel())
+        assert np.array_equal(S.convert_fitnesses(s, group).view(np.uint32), np.asarray(want).view(np.uint32))
+    assert jax is not None

@@ -168,7 +168,11 @@ def _extra_shaping_cases() -> list:
              "32 scores, the longest reduction modelled"),
             ("shaping-n30-group6", rng.standard_normal(30).astype(np.float32), 6,
              "30 scores in groups of 6: the variance is divided by 30, not multiplied by rd(1/30)"),
-            ("shaping-n24-group8", rng.standard_normal(24).astype(np.float32) * 1e-3, 8, "24 small scores, groups of 8")]
+            ("shaping-n24-group8", rng.standard_normal(24).astype(np.float32) * 1e-3, 8, "24 small scores, groups of 8"),
+            ("shaping-n64-group0", rng.standard_normal(64).astype(np.float32), 0,
+             "64 scores (the end-to-end test's population): two 32-value windows, rounded squares"),
+            ("shaping-n1000-group8", rng.standard_normal(1000).astype(np.float32) * 10, 8,
+             "1000 scores in groups of 8: 32 windows with 12 zeros in front and 12 behind")]
 
 
 def _math_inputs() -> np.ndarray:

@@ -7,12 +7,16 @@ square root of the variance of all N raw scores + 1e-5 (per-group means,
 a global variance: a quirk the docs name). Population variance.
 
 Arithmetic, as XLA CPU runs one eager call (jaxlib 0.10.2, a host with FMA):
-a sum of n <= 32 values is sequential from 0; a mean is the sum times
-rd(1/n); the variance's sum of squares is rd(c1*c1), then fma(c0, c0, .),
-then fma(ck, ck, .) for k = 2 ... n-1; the division by the denominator is a
-product with rd(1/den). Longer reductions use orders not modelled here, so
-n > 32 values in one reduction is a ValueError. Jitted calls differ (XLA's
-approximate reciprocal square root); this models the eager call only.
+a sum of n <= 32 values is sequential from +0; of 33 to 1024 values, the
+values padded with zeros to a multiple of 32 (floor(padding/2) of them in
+front), each 32-value window summed so, and the window sums reduced the
+same way; a mean is the sum times rd(1/n). The variance's sum of squares,
+n <= 32: rd(c1*c1), then fma(c0, c0, .), then fma(ck, ck, .) for
+k = 2 ... n-1; n > 32: the squares rounded, summed by windows; either way
+divided by n. The final division is a product with rd(1/den). Longer
+reductions (and group means over more than 32 values) use orders not
+modelled here: a ValueError. Jitted calls differ (XLA's approximate
+reciprocal square root); this models the eager call only.
 """
 from __future__ import annotations
 
@@ -21,26 +25,44 @@ import numpy as np
 from .xlamath import fma32
 
 F32 = np.float32
-#: the longest reduction whose order is modelled
-MAX_REDUCTION = 32
+#: the longest 1-D reduction whose order is modelled, and the window of the longer ones
+MAX_REDUCTION = 1024
+WINDOW = 32
 EPS = F32(1e-5)
 
 
-def _check(n: int):
-    if n > MAX_REDUCTION:
-        raise ValueError(f"a reduction over {n} values: XLA's order is modelled up to {MAX_REDUCTION} only")
+def _check(n: int, limit: int = MAX_REDUCTION):
+    if n > limit:
+        raise ValueError(f"a reduction over {n} values: XLA's order is modelled up to {limit} only")
 
 
-def xla_sum(x: np.ndarray) -> np.ndarray:
-    """Sum over the last axis, sequential from +0, in f32 (at most 32 values; one value is returned as is)."""
-    x = np.asarray(x, dtype=F32)
-    _check(x.shape[-1])
-    if x.shape[-1] == 1:                             # XLA drops a one-element reduction: -0 stays -0
-        return x[..., 0].copy()
+def _windows(x: np.ndarray) -> np.ndarray:
+    """x (..., n) zero-padded to a multiple of 32, floor(padding/2) in front, as (..., n/32, 32)."""
+    n = x.shape[-1]
+    m = -(-n // WINDOW) * WINDOW
+    front = (m - n) // 2
+    pad = [(0, 0)] * (x.ndim - 1) + [(front, m - n - front)]
+    return np.pad(x, pad).reshape(x.shape[:-1] + (m // WINDOW, WINDOW))
+
+
+def _sequential(x: np.ndarray) -> np.ndarray:
     acc = np.zeros(x.shape[:-1], F32)
     for k in range(x.shape[-1]):
         acc = acc + x[..., k]
     return acc
+
+
+def xla_sum(x: np.ndarray) -> np.ndarray:
+    """Sum over the last axis in f32: sequential from +0 up to 32 values (one is returned as is), by
+    32-value windows up to 1024."""
+    x = np.asarray(x, dtype=F32)
+    n = x.shape[-1]
+    _check(n)
+    if n == 1:                                       # XLA drops a one-element reduction: -0 stays -0
+        return x[..., 0].copy()
+    if n <= WINDOW:
+        return _sequential(x)
+    return xla_sum(_sequential(_windows(x)))
 
 
 def xla_mean(x: np.ndarray) -> np.ndarray:
@@ -55,6 +77,8 @@ def xla_var(x: np.ndarray) -> np.ndarray:
     n = x.shape[-1]
     _check(n)
     c = (x - xla_mean(x)[..., None]).astype(F32)
+    if n > WINDOW:
+        return (xla_sum((c * c).astype(F32)) / F32(n)).astype(F32)
     if n == 1:
         acc = (c[..., 0] * c[..., 0]).astype(F32)
     else:
@@ -70,7 +94,7 @@ def convert_fitnesses(scores, group_size: int = 0) -> np.ndarray:
 
     group_size 0: global centring; G > 0: per-group centring, global variance.
     ValueError: scores not 1-D, G not dividing N (the reference's reshape error),
-    G < 0, or a reduction longer than 32 values (order not modelled)."""
+    G < 0, more than 1024 scores or G > 32 (orders not modelled)."""
     s = np.asarray(scores)
     if s.ndim != 1 or s.size == 0:
         raise ValueError(f"scores must be a non-empty 1-D array, got shape {s.shape}")
@@ -83,6 +107,7 @@ def convert_fitnesses(scores, group_size: int = 0) -> np.ndarray:
     if group_size == 0:
         c = (s - xla_mean(s)).astype(F32)
     else:
+        _check(group_size, WINDOW)
         rows = s.reshape(n // group_size, group_size)
         c = (rows - xla_mean(rows)[:, None]).astype(F32).reshape(n)
     return (c * inv).astype(F32)
