@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,27 @@ def progress_enabled(quiet: bool, stream=None) -> bool:
         return not quiet and stream.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+#: a reference's name in a `--python NAME=PATH` entry (esverify.oracle.interpreters parses the same form)
+PYTHON_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def config_paths(value: str, base) -> str:
+    """The [tool.esverify] python value with each entry's path made absolute: `~` expanded, a path with a
+    '/' taken relative to `base` (the pyproject.toml's folder, as ruff's paths are), a bare name such as
+    `python3` left to be looked up on PATH; entries kept in order, separated by commas."""
+    out = []
+    for item in (part.strip() for part in value.split(",")):
+        name, sep, where = item.partition("=")
+        if not (sep and PYTHON_NAME.match(name) and "/" not in name):
+            name, sep, where = "", "", item
+        where = os.path.expanduser(where)
+        if "/" in where and not os.path.isabs(where):
+            where = os.path.join(str(base), where)
+        out.append(f"{name}{sep}{where}")
+    return ",".join(out)
+
 
 
 # ----------------------------------------------------------------- configuration (issue 19 item 6)
@@ -167,7 +189,6 @@ def read_config(path: Path | None) -> dict:
         if not isinstance(value, str):
             raise ConfigError(f"{path}: [tool.esverify] {key} must be a string, got {value!r}")
         if key == "python":   # [NAME=]PATH entries, each path relative to the file (esverify.oracle.interpreters)
-            from .oracle.interpreters import config_paths
             out[keys[key]] = config_paths(value, path.parent)
             continue
         value = os.path.expanduser(value) if key != "format" else value

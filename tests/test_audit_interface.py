@@ -30,6 +30,7 @@ from click.testing import CliRunner
 
 import audit_interface_refs as gen
 from esverify.audit import interface, similarity, sources
+from esverify.audit.filtered import filtered_positions
 from esverify.audit.run import AuditOptions, run_audit
 from esverify.cli import main
 
@@ -149,7 +150,7 @@ def test_filtered_positions_reproduce_copydetects_filtered_text(path):
     filtered character points at a source token that yields it."""
     entry = sources.classify("tree", path.name, path.read_bytes())
     fp = similarity.fingerprint(entry)
-    filtered, where = interface.filtered_positions(entry.text, "python")
+    filtered, where = filtered_positions(entry.text, "python")
     assert filtered == fp.fp.filtered_code
     lines = entry.text.splitlines()
     for ch, (line, col) in zip(filtered, where):

@@ -26,7 +26,8 @@ from click.testing import CliRunner
 
 from esverify.cli import main
 from esverify.oracle import Options, run_parity
-from esverify.oracle.interpreters import config_paths, interpreter_gaps, parse_python
+from esverify.cliutil import config_paths
+from esverify.oracle.interpreters import interpreter_gaps, parse_python
 from esverify.oracle.options import SetupError, UsageError
 from standins.mutants import STANDINS, make_bad
 

@@ -329,7 +329,7 @@ def test_ray_missing_says_how_to_install(awd, tmp_path, monkeypatch):
 
     def no_ray(name, *a, **k):
         if name == "ray" or name.startswith("ray."):
-            raise ImportError(name)
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)   # what a missing package raises
         return real(name, *a, **k)
     monkeypatch.setattr(builtins, "__import__", no_ray)
     with pytest.raises(ReplayError, match=r"--ray needs Ray, which is not installed: pip install ray"):

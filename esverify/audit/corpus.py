@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .filtered import filtered_positions
+
 #: filtered tokens of one idiom window: a shape at least this long must occur in the corpus to be an idiom
 #: (measured in docs/audit.md, "Idioms": shorter windows match most of any code, and detection falls)
 IDIOM_K = 25
@@ -79,8 +81,7 @@ def window_hashes(filtered: str, k: int = IDIOM_K) -> np.ndarray:
 
 
 def filtered_text(text: str) -> str:
-    """copydetect's filtered form of Python `text` (as `interface.filtered_positions`, without positions)."""
-    from .interface import filtered_positions
+    """copydetect's filtered form of Python `text` (as `filtered.filtered_positions`, without positions)."""
     return filtered_positions(text, "python")[0]
 
 

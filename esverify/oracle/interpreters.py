@@ -27,13 +27,13 @@ import os
 import re
 import subprocess
 
+from ..cliutil import PYTHON_NAME
 from .options import SetupError, UsageError
 
 #: what every reference's child imports (esverify.rng and the shared child code)
 BASE_NEEDS = ("torch", "numpy")
 #: the pip line that installs a need (torch pinned to the version the goldens were made with)
 PINS = {"torch": "torch==2.13.0"}
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 def parse_python(value) -> tuple[str | None, dict]:
@@ -52,7 +52,7 @@ def parse_python(value) -> tuple[str | None, dict]:
             raise UsageError("--python: an empty entry; give PATH or NAME=PATH (NAME a reference)")
         name, sep, path = item.partition("=")
         path = os.path.expanduser(path)   # a shell leaves the ~ of NAME=~/venv/bin/python to us
-        if sep and _NAME.match(name) and "/" not in name:
+        if sep and PYTHON_NAME.match(name) and "/" not in name:
             if not path:
                 raise UsageError(f"--python {item}: no interpreter after '='; give {name}=PATH")
             if named.get(name, path) != path:
@@ -64,22 +64,6 @@ def parse_python(value) -> tuple[str | None, dict]:
                                  "bare PATH and NAME=PATH for the others")
             bare = os.path.expanduser(item)
     return bare, named
-
-
-def config_paths(value: str, base) -> str:
-    """The [tool.esverify] python value with each entry's path made absolute: `~` expanded, a path with a
-    '/' taken relative to `base` (the pyproject.toml's folder, as ruff's paths are), a bare name such as
-    `python3` left to be looked up on PATH; entries kept in order, separated by commas."""
-    out = []
-    for item in (part.strip() for part in value.split(",")):
-        name, sep, where = item.partition("=")
-        if not (sep and _NAME.match(name) and "/" not in name):
-            name, sep, where = "", "", item
-        where = os.path.expanduser(where)
-        if "/" in where and not os.path.isabs(where):
-            where = os.path.join(str(base), where)
-        out.append(f"{name}{sep}{where}")
-    return ",".join(out)
 
 
 def child_needs(adapter) -> tuple:

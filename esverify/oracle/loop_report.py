@@ -199,6 +199,10 @@ def interface_findings(target: str, items: list) -> list:
     return out
 
 
+#: the longest "paths (...)" console line that lists the paths not reached by name (the parity console's width)
+PATHS_LINE_WIDTH = 120
+
+
 def console_lines(extra: dict, console: str) -> str:
     """The runner's console text with findings and coverage lines before its last ("report:") line."""
     lines = console.split("\n")
@@ -218,8 +222,11 @@ def console_lines(extra: dict, console: str) -> str:
     for target in ([] if paths is None else dict.fromkeys(paths["target"])):
         part = paths[paths["target"] == target]
         missed = list(part.loc[~part["reached"].astype(bool), "path"])
-        added.append(f"paths ({target}): {int(part['reached'].sum())} of {len(part)} reached"
-                     + (f"; not reached: {'; '.join(missed)}" if missed else ""))
+        head = f"paths ({target}): {int(part['reached'].sum())} of {len(part)} reached"
+        named = head + (f"; not reached: {'; '.join(missed)}" if missed else "")
+        # the names are long: a line that would pass the console's width gives the count and the table
+        added.append(named if len(named) <= PATHS_LINE_WIDTH
+                     else f"{head}; {len(missed)} not reached (listed in the report's coverage_paths table)")
     return "\n".join(lines[:-1] + added + lines[-1:])
 
 
