@@ -17,7 +17,7 @@ Ops (each reply entry has "op", its outputs and "printed", the lines the referen
   draws `jax.random.normal` returned inside one eager `do_mm` of that thread (each: key words, shape,
   dtype, bits), recorded by a wrapper that passes every call through.
 - `update`: noiser, seed, epoch, noise_reuse, shape, w (f32 hex), scores (f32 hex), group, sigma, lr,
-  rank, mode (jit/eager) -> `w` (f32 hex) after init_noiser (sgd), convert_fitnesses, do_updates on a
+  rank, mode (jit/eager), dtype (f32/f16/bf16, default f32; w is cast to it) -> `w` (the dtype's hex) after init_noiser (sgd), convert_fitnesses, do_updates on a
   one-leaf tree {"w": W} with es_map MM_PARAM and keys from simple_es_tree_key.
 """
 from __future__ import annotations
@@ -102,7 +102,7 @@ def _noise(noisers, common, op):
 def _update(noisers, common, op):
     cls = noisers.ALL_NOISERS[op["noiser"]]
     d0, d1 = op["shape"]
-    params = {"w": jnp.asarray(_f32(op["w"]).reshape(d0, d1))}
+    params = {"w": jnp.asarray(_f32(op["w"]).reshape(d0, d1)).astype(_DT[op.get("dtype", "f32")])}
     frozen, dyn = cls.init_noiser(params, op["sigma"], op["lr"], noise_reuse=op["noise_reuse"], rank=op["rank"],
                                   group_size=op["group"])
     keys = common.simple_es_tree_key(params, jax.random.PRNGKey(op["seed"]), {"w": ()})

@@ -37,9 +37,10 @@ def _python() -> str:
     return chosen
 
 
-def _run(ops: list) -> dict:
+def _run(ops: list, xla_flags: str = "") -> dict:
+    env = {**os.environ, "XLA_FLAGS": xla_flags}
     done = subprocess.run([_python(), str(DRIVER)], input=json.dumps({"clone": str(STANDIN), "ops": ops}),
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -106,3 +107,51 @@ def test_updates_on_every_known_dot_order_equal_our_model():
         pytest.skip("the model is of a host with FMA and no XLA flags")
     for op, out, mine in zip(ops, reply["results"], ours):
         assert _u32(out["w"]).tolist() == mine.ravel().view(np.uint32).tolist(), (op["shape"], op["rank"], op["mode"])
+
+
+def _low_precision_ops(rng, shapes, modes=("jit", "eager")):
+    ops, ours = [], []
+    for dtype in ("bf16", "f16"):
+        for d0, d1, n, r in shapes:
+            for mode in modes:
+                w = np.asarray(R.round_to(rng.standard_normal((d0, d1)).astype(np.float32) * 0.1, dtype), np.float32)
+                scores = rng.standard_normal(n).astype(np.float32)
+                seed = int(rng.integers(0, 1000))
+                ops.append({"op": "update", "noiser": "eggroll", "seed": seed, "epoch": 2, "noise_reuse": 1,
+                            "shape": [d0, d1], "w": _hex32(w), "scores": _hex32(scores), "group": 0, "sigma": 0.03,
+                            "lr": 0.2, "rank": r, "mode": mode, "dtype": dtype})
+                ours.append((w, scores, seed))
+    return ops, ours
+
+
+def _ours(op, w, scores, seed, excess=None):
+    out = U.eggroll_update(w, S.convert_fitnesses(scores), N.leaf_key(R.key(seed), 0), 2, 0.03, 0.2, op["rank"], 1,
+                           op["mode"], dtype=op["dtype"], excess_precision=excess)
+    return N.bits_of(out, op["dtype"]).ravel().tolist()
+
+
+def test_low_precision_updates_equal_our_model():
+    """bf16 and f16, jit and eager: bf16 under jit keeps A = draw * s in f32 (XLA's excess precision)."""
+    ops, inputs = _low_precision_ops(np.random.default_rng([56, 9]),
+                                     [(8, 5, 8, 2), (64, 17, 8, 2), (1, 6, 6, 3), (40, 24, 64, 2)])
+    reply = _run(ops)
+    if not reply["environment"]["cpu_fma"]:
+        pytest.skip("the model is of a host with FMA")
+    excess_mattered = False
+    for op, out, (w, scores, seed) in zip(ops, reply["results"], inputs):
+        got = _u32(out["w"]).tolist()
+        assert got == _ours(op, w, scores, seed), (op["dtype"], op["shape"], op["mode"])
+        if op["dtype"] == "bf16" and op["mode"] == "jit":
+            excess_mattered |= got != _ours(op, w, scores, seed, excess=False)
+    assert excess_mattered
+
+
+def test_bf16_jit_without_excess_precision_is_the_strict_model():
+    ops, inputs = _low_precision_ops(np.random.default_rng([56, 10]), [(64, 17, 8, 2)], modes=("jit",))
+    reply = _run(ops, "--xla_allow_excess_precision=false")
+    assert reply["environment"]["XLA_FLAGS"] == "--xla_allow_excess_precision=false"
+    for op, out, (w, scores, seed) in zip(ops, reply["results"], inputs):
+        got = _u32(out["w"]).tolist()
+        assert got == _ours(op, w, scores, seed, excess=False)
+        if op["dtype"] == "bf16":
+            assert got != _ours(op, w, scores, seed)          # the default (excess) model differs here

@@ -327,3 +327,22 @@ def test_long_shaping_equals_jax_formula(n):
                 ((x.reshape(-1, group) - jnp.mean(x.reshape(-1, group), axis=1, keepdims=True)) / den).ravel())
         assert np.array_equal(S.convert_fitnesses(s, group).view(np.uint32), np.asarray(want).view(np.uint32))
     assert jax is not None
+
+
+G3_LOW = {"bf16": ("3a40 3c5b 3cf9 3d38 3d84", "447d670ea984ca1b", 15),
+          "f16": ("9243 240e 27f6 2a20 2bda", "afbd53b0c27f70bd", 1)}
+
+
+@pytest.mark.parametrize("mode", ["jit", "eager"])
+@pytest.mark.parametrize("dtype", sorted(G3_LOW))
+def test_g3_one_eggroll_update_low_precision(dtype, mode):
+    from esverify.references.hyperscale_es import noise as N
+    from esverify.references.hyperscale_es import update as U
+    w = np.asarray(R.round_to((np.arange(40, dtype=np.float32) / np.float32(64)).reshape(8, 5), dtype), np.float32)
+    w2 = U.eggroll_update(w, S.convert_fitnesses(np.arange(8)), N.leaf_key(R.key(11), 0), 3, 0.05, 0.1, 2,
+                          noise_reuse=1, mode=mode, dtype=dtype)
+    bits = N.bits_of(w2, dtype)
+    row, digest, unchanged = G3_LOW[dtype]
+    assert " ".join(_hex(bits[0])) == row
+    assert hashlib.sha256(bits.tobytes()).hexdigest()[:16] == digest
+    assert np.count_nonzero(np.asarray(w2, np.float32) == w) == unchanged

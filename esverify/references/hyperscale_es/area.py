@@ -12,10 +12,11 @@ Vector kinds (inputs -> expected; every float a bit array):
   dtype's bits. Known answer G1 of the real code is one of them.
 - ``shaping``: scores (f32), group -> ``shaped`` (f32); G2 among them.
 - ``xla-math``: x (f32), fma -> ``log1p`` and ``erf_inv`` (f32).
-- ``eggroll-update``: one f32 sgd update on JAX's own noise: seed, leaf,
-  epoch, noise_reuse, w (f32, d0 x d1), scores (f32) and group (shaped by
-  `convert_fitnesses`), sigma, lr (f32), rank, mode (jit/eager) -> ``w``;
-  known answer G3 (f32) among them.
+- ``eggroll-update``: one sgd update on JAX's own noise: seed, leaf,
+  epoch, noise_reuse, w (f32 bits of d0 x d1 values of the dtype), scores
+  (f32) and group (shaped by `convert_fitnesses`), sigma, lr (f32), rank,
+  mode (jit/eager), dtype (absent: f32; bf16, f16) -> ``w`` in the dtype;
+  known answer G3 in all three dtypes among them.
 - ``eggroll-update-draws``: the same from given draws (f32, threads x
   (d0 + d1) x r) and shaped fitness, with dyadic values that keep every
   sum exact, on a shape whose dot order was not measured -> ``w``.
@@ -243,14 +244,24 @@ UPDATE_CASES = [
     ("update-one-row-seq", 4, 2, 5, 2, (1, 6), [3, -1, 0.5, 2, 0, 7], 2, 0.02, 0.5, 3, "jit",
      "a single-row leaf (1x18x6: sequential fma accumulation), rank 3, grouped shaping, noise_reuse 2"),
 ]
+#: (id, dtype, mode, comment): G3 in low precision (W = arange(40)/64 rounded to the dtype)
+LOW_UPDATE_CASES = [
+    ("update-g3-bf16-jit", "bf16", "jit", "known answer G3 (bf16, jit: A = draw * s unrounded, XLA's excess "
+     "precision); 15 of 40 elements unchanged"),
+    ("update-g3-bf16-eager", "bf16", "eager", "known answer G3 (bf16, eager: A rounded to bf16)"),
+    ("update-g3-f16-jit", "f16", "jit", "known answer G3 (f16: A rounded to f16 in both modes)"),
+]
 
 
-def _update_inputs(case) -> dict:
+def _update_inputs(case, dtype: str = "f32") -> dict:
     id_, seed, leaf, epoch, reuse, (d0, d1), scores, group, sigma, lr, rank, mode, _ = case
-    w = (np.arange(d0 * d1, dtype=np.float32) / np.float32(64)).reshape(d0, d1)
-    return {"kind": "eggroll-update", "seed": seed, "leaf": leaf, "epoch": epoch, "noise_reuse": reuse,
-            "shape": [d0, d1], "w": _f32s(w), "scores": _f32s(scores), "group": group, "sigma": _f32s([sigma]),
-            "lr": _f32s([lr]), "rank": rank, "mode": mode}
+    w = R.round_to((np.arange(d0 * d1, dtype=np.float32) / np.float32(64)).reshape(d0, d1), dtype)
+    x = {"kind": "eggroll-update", "seed": seed, "leaf": leaf, "epoch": epoch, "noise_reuse": reuse,
+         "shape": [d0, d1], "w": _f32s(w), "scores": _f32s(scores), "group": group, "sigma": _f32s([sigma]),
+         "lr": _f32s([lr]), "rank": rank, "mode": mode}
+    if dtype != "f32":
+        x["dtype"] = dtype                     # w holds values of the dtype, as f32 bits
+    return x
 
 
 def _update(x: dict) -> dict:
@@ -259,7 +270,10 @@ def _update(x: dict) -> dict:
     if x["kind"] == "eggroll-update":
         shaped = S.convert_fitnesses(_f32_in(x["scores"]), x["group"])
         key = N.leaf_key(R.key(x["seed"]), x["leaf"])
-        w2 = U.eggroll_update(w, shaped, key, x["epoch"], sigma, lr, x["rank"], x["noise_reuse"], x["mode"])
+        dtype = x.get("dtype", "f32")
+        w2 = U.eggroll_update(w, shaped, key, x["epoch"], sigma, lr, x["rank"], x["noise_reuse"], x["mode"],
+                              dtype=dtype)
+        return {"w": _floats(w2, dtype)}
     else:
         d0, d1 = x["shape"]
         draws = _f32_in(x["draws"]).reshape(-1, d0 + d1, x["rank"])
@@ -295,6 +309,11 @@ def generate() -> list[dict]:
         x = _update_inputs(case)
         out.append({"id": case[0], "comment": case[-1], "inputs": x, "expected": _update(x)})
     out += [_draws_vector(mode) for mode in ("jit", "eager")]
+    for id_, dtype, mode, comment in LOW_UPDATE_CASES:
+        base = list(UPDATE_CASES[0])
+        base[11] = mode
+        x = _update_inputs(base, dtype)
+        out.append({"id": id_, "comment": comment, "inputs": x, "expected": _update(x)})
     return out
 
 

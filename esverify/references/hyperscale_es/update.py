@@ -85,13 +85,21 @@ def contract(xk: np.ndarray, bk: np.ndarray, order: str) -> np.ndarray:
 
 
 def update_from_draws(w, shaped, draws, sigma: float, lr: float, rank: int, mode: str = "jit",
-                      order: str | None = None) -> np.ndarray:
-    """W2 (float32, W's shape (d0, d1)) from the threads' raw draws (each (d0 + d1, r), f32; pairs share one).
+                      order: str | None = None, dtype: str = "f32",
+                      excess_precision: bool | None = None) -> np.ndarray:
+    """W2 (W's shape (d0, d1), in the dtype's numpy form) from the threads' raw draws (each (d0 + d1, r)
+    in the dtype; pairs share one).
 
     shaped: the N shaped fitnesses (f32, `shaping.convert_fitnesses`); draws: N arrays, thread t's draw
-    (its sign comes from t's parity). order None: `dot_order` of the shape, else exact sums, else ValueError."""
+    (its sign comes from t's parity). order None: `dot_order` of the shape, else exact sums, else
+    ValueError. dtype "f32", "bf16" or "f16" (§8's low-precision rules); excess_precision (bf16/f16
+    only): whether A = draw * s stays unrounded in f32 (None: True for bf16 under jit, XLA's default;
+    False otherwise, as eager runs and `--xla_allow_excess_precision=false`)."""
     if mode not in MODES:
         raise ValueError(f"mode {mode!r}: want one of {list(MODES)}")
+    if dtype != "f32":
+        return _update_low(w, shaped, draws, sigma, lr, rank, mode, order, dtype,
+                           mode == "jit" and dtype == "bf16" if excess_precision is None else excess_precision)
     w = np.asarray(w, F32)
     f = np.asarray(shaped, F32)
     n = f.size
@@ -106,8 +114,13 @@ def update_from_draws(w, shaped, draws, sigma: float, lr: float, rank: int, mode
         a = (d[d1:] * (s if t % 2 == 0 else -s)).astype(F32)
         xs.append((f[t] * a).astype(F32))
         bs.append(d[:d1])
+    return _finish_f32(w, xs, bs, n, rank, mode, order, lr)
+
+
+def _contracted(xs, bs, n: int, rank: int, order: str | None) -> np.ndarray:
     xk = np.concatenate(xs, axis=1)           # (d0, N*r), thread-major
     bk = np.concatenate(bs, axis=1)           # (d1, N*r)
+    d0, d1 = xk.shape[0], bk.shape[0]
     if order is None:
         order = dot_order(d0, n * rank, d1)
         if order is None:
@@ -115,22 +128,60 @@ def update_from_draws(w, shaped, draws, sigma: float, lr: float, rank: int, mode
                 raise ValueError(f"XLA's dot order for {d0}x{n * rank}x{d1} is not modelled and the sums are "
                                  f"not exact: name an order or keep every sum exact")
             order = "seq"
-    g = contract(xk, bk, order)
+    return contract(xk, bk, order)
+
+
+def _scaled_estimate(g: np.ndarray, n: int, mode: str) -> np.ndarray:
+    """sqrt(N) * G / N in f32: one product with the folded constant under jit, two roundings eager."""
     root_n = F32(math.sqrt(n))
     if mode == "jit":
-        g = (g * F32((F32(1) / F32(n)) * root_n)).astype(F32)
+        return (g * F32((F32(1) / F32(n)) * root_n)).astype(F32)
+    return ((g / F32(n)).astype(F32) * root_n).astype(F32)
+
+
+def _finish_f32(w, xs, bs, n, rank, mode, order, lr) -> np.ndarray:
+    g = _scaled_estimate(_contracted(xs, bs, n, rank, order), n, mode)
+    if mode == "jit":
         return fma32(g, F32(lr), w)
-    g = ((g / F32(n)).astype(F32) * root_n).astype(F32)
     return (w + (g * F32(lr)).astype(F32)).astype(F32)
 
 
+def _update_low(w, shaped, draws, sigma, lr, rank, mode, order, dtype, excess) -> np.ndarray:
+    """bf16/f16: s rounded to the dtype; A = draw * +-s (exact in f32; rounded to the dtype unless
+    `excess`); X_t = rd32(f_t * A); the f32 dot; the estimate rounded to the dtype; the step
+    rd(g * rd(lr)) and the add each rounded to the dtype."""
+    rd = R.round_to
+    w = np.asarray(w, F32)
+    f = np.asarray(shaped, F32)
+    n = f.size
+    d0, d1 = w.shape
+    if len(draws) != n or any(np.shape(d) != (d0 + d1, rank) for d in draws):
+        raise ValueError(f"want {n} draws of shape {(d0 + d1, rank)}")
+    root_r = F32(math.sqrt(rank))
+    s32 = F32(F32(sigma) * (F32(1) / root_r)) if mode == "jit" else F32(F32(sigma) / root_r)
+    s = F32(np.asarray(rd(s32, dtype), F32))
+    xs, bs = [], []
+    for t in range(n):
+        d = np.asarray(draws[t], F32)
+        a = (d[d1:] * (s if t % 2 == 0 else -s)).astype(F32)
+        if not excess:
+            a = np.asarray(rd(a, dtype), F32)
+        xs.append((f[t] * a).astype(F32))
+        bs.append(d[:d1])
+    g = np.asarray(rd(_scaled_estimate(_contracted(xs, bs, n, rank, order), n, mode), dtype), F32)
+    step = np.asarray(rd((g * np.asarray(rd(F32(lr), dtype), F32)).astype(F32), dtype), F32)
+    return rd((w + step).astype(F32), dtype)
+
+
 def eggroll_update(w, shaped, key, epoch: int, sigma: float, lr: float, rank: int, noise_reuse: int = 0,
-                   mode: str = "jit", order: str | None = None, fma: bool = True) -> np.ndarray:
-    """One sgd update of an f32 matrix leaf with leaf key `key` on JAX's own noise (`noise.thread_key`).
+                   mode: str = "jit", order: str | None = None, fma: bool = True, dtype: str = "f32",
+                   excess_precision: bool | None = None) -> np.ndarray:
+    """One sgd update of a matrix leaf (values of `dtype`) with leaf key `key` on JAX's own noise
+    (`noise.thread_key`); see `update_from_draws`.
 
     fma: the host's FMA for the noise (the update's own fused operations are those of a host with FMA)."""
     w = np.asarray(w, F32)
     d0, d1 = w.shape
-    draws = [R.normal(N.thread_key(key, epoch, t, noise_reuse), (d0 + d1, rank), "f32", fma)
+    draws = [np.asarray(R.normal(N.thread_key(key, epoch, t, noise_reuse), (d0 + d1, rank), dtype, fma), F32)
              for t in range(np.asarray(shaped).size)]
-    return update_from_draws(w, shaped, draws, sigma, lr, rank, mode, order)
+    return update_from_draws(w, shaped, draws, sigma, lr, rank, mode, order, dtype, excess_precision)

@@ -42,7 +42,7 @@ class EggRoll(Noiser):
         def matrix(param, key):
             a, b = jax.vmap(lambda e, t: factors(frozen, dyn, param, key, e, t))(epochs, threads)
             print("LORA UPDATE", a.shape, b.shape)        # at trace time only, as the real one
-            x = fitnesses.reshape((n, 1, 1)).astype(a.dtype) * a
+            x = fitnesses.reshape((n, 1, 1)) * a             # f32 fitness: the product and the dot in f32
             return jnp.einsum("nir,njr->ij", x, b) / n
 
         return apply(frozen, dyn, params, grads_of(frozen, dyn, params, keys, fitnesses, iterinfos, es_map, matrix))
