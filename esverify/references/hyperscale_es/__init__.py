@@ -13,8 +13,8 @@ Design record:
   multiply-add, log, log1p, erf_inv), with and without FMA.
 - `shaping`: the noisers' `convert_fitnesses`, eager f32.
 - `noise`: the noisers' key tree and EggRoll's low-rank factors.
-- `update`: one EggRoll sgd update of an f32 matrix leaf (jit and eager
-  arithmetic, XLA's dot order per shape).
+- `update`: one EggRoll sgd update of a matrix leaf in f32, bf16 or f16
+  (jit and eager arithmetic, XLA's dot order per shape).
 - `area`: the golden area `hyperscale-es` (goldens/hyperscale-es.json).
 - `REFERENCE`: this package's record in the references registry
   (esverify.registry): its golden area; no parity adapter yet.

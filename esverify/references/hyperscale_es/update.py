@@ -1,4 +1,4 @@
-"""One EggRoll update (`do_updates`, sgd) of an f32 matrix leaf, as XLA CPU computes it (docs/hyperscale.md §8).
+"""One EggRoll update (`do_updates`, sgd) of a matrix leaf, as XLA CPU computes it (docs/hyperscale.md §8).
 
 The estimate: with A_t carrying +-s (s = sigma/sqrt(r)) and B_t from the
 thread's draw (`noise.eggroll_factors`), G = sum over threads t and rank j
@@ -14,6 +14,11 @@ Arithmetic (jaxlib 0.10.2, x86 with FMA), in f32:
   W2 = fma(g, lr, W): optax's step and the add fused, never rounded alone.
 - eager: s = rd(sigma / rd(sqrt r)); the same A_t, X_t and G;
   g = rd(rd(G / N) * rd(sqrt N)); W2 = rd(W + rd(g * lr)).
+
+bf16/f16 (`update_from_draws`' dtype): s rounded to the dtype; A_t exact in
+f32, rounded to the dtype except for bf16 under jit (XLA's excess
+precision); X_t, the dot and the scaled estimate in f32, the estimate
+rounded to the dtype, then the step rd(g * rd(lr)) and the add each rounded.
 
 The dot's order depends on the product's shape M x K x N (M = d0, K = N
 threads times r, N = d1), as measured: "seq", fma accumulation from 0 in
