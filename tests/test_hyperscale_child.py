@@ -155,3 +155,56 @@ def test_bf16_jit_without_excess_precision_is_the_strict_model():
         assert got == _ours(op, w, scores, seed, excess=False)
         if op["dtype"] == "bf16":
             assert got != _ours(op, w, scores, seed)          # the default (excess) model differs here
+
+
+# ----------------------------------------------------------------------------- mutants of the stand-in
+
+_NOISER = "src/hyperscalees/noiser/"
+#: name -> (file, text, replacement, caught): a fault of each kind, and edits that change nothing
+MUTANTS = {
+    "fold-in-order": (_NOISER + "base_noiser.py", "jax.random.fold_in(jax.random.fold_in(key, e), thread // 2)",
+                      "jax.random.fold_in(jax.random.fold_in(key, thread // 2), e)", True),
+    "antithetic-sign": (_NOISER + "base_noiser.py", "jnp.where(thread % 2 == 0, 1.0, -1.0)",
+                        "jnp.where(thread % 2 == 1, 1.0, -1.0)", True),
+    "sigma-over-r": (_NOISER + "eggroll.py", 'dyn["sigma"] / jnp.sqrt(r)', 'dyn["sigma"] / r', True),
+    "shaping-variance": (_NOISER + "base_noiser.py", "jnp.sqrt(jnp.var(s) + 1e-5)",
+                         "jnp.sqrt(jnp.var(s, ddof=1) + 1e-5)", True),
+    "noise-dtype": (_NOISER + "eggroll.py", "(d0 + d1, r), dtype=param.dtype)", "(d0 + d1, r), dtype=jnp.float32)",
+                    True),
+    "equivalent-pair-shift": (_NOISER + "base_noiser.py", "thread // 2)", "thread >> 1)", False),
+    "equivalent-rename": (_NOISER + "eggroll.py", "x = fitnesses.reshape((n, 1, 1)) * a",
+                          "weighted = fitnesses.reshape((n, 1, 1)) * a\n            x = weighted", False),
+}
+
+
+def _mutant_ops():
+    w = np.arange(40, dtype=np.float32) / np.float32(64)
+    base = {"op": "update", "noiser": "eggroll", "seed": 11, "epoch": 3, "noise_reuse": 1, "shape": [8, 5],
+            "w": _hex32(w), "scores": _hex32([3, 1, 4, 1, 5, 9, 2, 6]), "group": 4, "sigma": 0.05, "lr": 0.1,
+            "rank": 2, "mode": "jit"}
+    ops = [dict(base, dtype=dt) for dt in ("f32", "bf16")]
+    ours = []
+    for dt in ("f32", "bf16"):
+        w0 = np.asarray(R.round_to(w.reshape(8, 5), dt), np.float32)
+        out = U.eggroll_update(w0, S.convert_fitnesses([3, 1, 4, 1, 5, 9, 2, 6], 4), N.leaf_key(R.key(11), 0), 3,
+                               0.05, 0.1, 2, 1, "jit", dtype=dt)
+        ours.append(N.bits_of(out, dt).ravel().tolist())
+    return ops, ours
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_a_mutant_of_each_kind_fails_and_equivalent_edits_pass(name, tmp_path):
+    import shutil
+    rel, text, replacement, caught = MUTANTS[name]
+    clone = tmp_path / "clone"
+    shutil.copytree(STANDIN, clone)
+    path = clone / rel
+    src = path.read_text(encoding="utf-8")
+    assert src.count(text) == 1, (rel, text)
+    path.write_text(src.replace(text, replacement), encoding="utf-8")
+    ops, ours = _mutant_ops()
+    done = subprocess.run([_python(), str(DRIVER)], input=json.dumps({"clone": str(clone), "ops": ops}),
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "XLA_FLAGS": ""})
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = [_u32(out["w"]).tolist() for out in json.loads(done.stdout)["results"]]
+    assert (got != ours) == caught
