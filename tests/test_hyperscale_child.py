@@ -208,3 +208,14 @@ def test_a_mutant_of_each_kind_fails_and_equivalent_edits_pass(name, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     got = [_u32(out["w"]).tolist() for out in json.loads(done.stdout)["results"]]
     assert (got != ours) == caught
+
+
+def test_noise_reuse_zero_freezes_the_noise_in_the_child_and_in_the_model():
+    """A finding, not a copy: with noise_reuse 0 (the default) epoch 49 draws epoch 0's noise."""
+    ops = [{"op": "noise", "noiser": "eggroll", "seed": 3, "leaf": 0, "epoch": e, "noise_reuse": reuse, "thread": 2,
+            "shape": [4, 3], "rank": 1, "sigma": 0.1, "dtype": "f32"} for reuse in (0, 1) for e in (0, 49)]
+    draws = [out["draws"][0] for out in _run(ops)["results"]]
+    assert draws[0] == draws[1] and draws[2] != draws[3]
+    key = N.leaf_key(R.key(3), 0)
+    assert N.thread_key(key, 49, 2, 0).tolist() == N.thread_key(key, 0, 2, 0).tolist() == draws[1]["key"]
+    assert N.thread_key(key, 49, 2, 1).tolist() == draws[3]["key"]
