@@ -91,10 +91,14 @@ def test_keeping_serves_what_the_memo_hands_out_and_removes_the_folder_at_its_en
     with noise_memo.keeping():
         folder = noise_memo.served_folder()
         assert folder and os.path.isdir(folder) and stat.S_IMODE(os.stat(folder).st_mode) == 0o700
-        drawn = source.draw(77, 3, 1000, torch.device("cpu"))
-        source.draw(77, 3, 1000, torch.device("cpu"))                 # a hit: not written again
-        source.draw(78, 0, 10, torch.device("cpu"), out=torch.empty(10))   # out=: not the memo's, not served
+        source.draw(76, 0, 100, torch.device("cpu"))                  # no child without numba: nothing written
+        assert os.listdir(folder) == []
+        with noise_memo.materializing():
+            drawn = source.draw(77, 3, 1000, torch.device("cpu"))
+            source.draw(77, 3, 1000, torch.device("cpu"))             # a hit: not written again
+            source.draw(78, 0, 10, torch.device("cpu"), out=torch.empty(10))   # out=: not the memo's, not served
         assert os.listdir(folder) == [served_name("poly32", None, 77, 3, 1000)]
+        assert noise_memo.SERVED.written == 1
         back = served_range(folder, served_name("poly32", "numpy", 77, 3, 1000), 1000)
         assert np.array_equal(_bits(back), _bits(drawn))
         with noise_memo.keeping():                                    # nested: the same folder

@@ -20,11 +20,12 @@ our side's trainer takes the kept tensor itself (`copies=False`: copying it was 
 no profile writes into the noise it is given (tests/test_noise_memo.py checks every profile). Elements
 handed out from MEMO are counted as drawn, as the trainer counts them (NoiseSource.elements).
 
-Served noise (docs/parity.md, "Served noise"): inside `keeping()` every contract range MEMO hands out is
-also written, once, to SERVED (an esverify.rng.memo.ServedRanges in a private folder in shared memory,
-`served_folder()`), which the runner names to its children: a child's noise hook reads a range the parent
-drew instead of drawing it again (a child without numba drew it with numpy: three times the CPU). The
-folder is removed when the last `keeping()` block ends.
+Served noise (docs/parity.md, "Served noise"): inside `keeping()` and `materializing()` (a run with a child
+without numba) every contract range MEMO hands out is also written, once, to SERVED (an
+esverify.rng.memo.ServedRanges in a private folder in shared memory, `served_folder()`), which the runner
+names to its children: a child's noise hook reads a range the parent drew instead of drawing it again (a
+child without numba drew it with numpy: three times the CPU). The folder is removed when the last
+`keeping()` block ends.
 """
 from __future__ import annotations
 
@@ -100,14 +101,15 @@ def _serve_end() -> None:
 
 
 def _serve(mapping: str, backend: str | None, stream: int, first: int, n: int, values) -> None:
-    """Write a contract range to SERVED (once; a failed write only means the child draws it)."""
+    """Write a contract range to SERVED inside `materializing()` (once while it is kept there: a range handed
+    out again is moved to the end of SERVED's order, as MEMO moves it, so the two drop alike; a failed write
+    only means the child draws it). Outside it nothing is written: children with numba draw a range for
+    less than writing and reading it cost (measured: 7-10 s more CPU in a default run serving them)."""
     served = SERVED
-    if served is None:
+    if served is None or not _materializing:
         return
     try:
-        name = served_name(mapping, backend or default_backend("cpu"), stream, first, n)
-        if name not in served:
-            served.put(name, values)
+        served.put(served_name(mapping, backend or default_backend("cpu"), stream, first, n), values)
     except (OSError, ValueError):
         pass
 
