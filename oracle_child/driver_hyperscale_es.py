@@ -18,7 +18,10 @@ Ops (each reply entry has "op", its outputs and "printed", the lines the referen
   dtype, bits), recorded by a wrapper that passes every call through.
 - `update`: noiser, seed, epoch, noise_reuse, shape, w (f32 hex), scores (f32 hex), group, sigma, lr,
   rank, mode (jit/eager), dtype (f32/f16/bf16, default f32; w is cast to it) -> `w` (the dtype's hex) after init_noiser (sgd), convert_fitnesses, do_updates on a
-  one-leaf tree {"w": W} with es_map MM_PARAM and keys from simple_es_tree_key.
+  one-leaf tree {"w": W} with es_map MM_PARAM and keys from simple_es_tree_key. With `served` (a
+  list of {key, shape, dtype, bits}), `jax.random.normal` is replaced for the call by a host callback
+  that returns the entry of the key it is given and raises for a key it cannot attribute: the
+  runner's noise inside the reference's jitted, vmapped update.
 """
 from __future__ import annotations
 
@@ -114,8 +117,42 @@ def _update(noisers, common, op):
     def step(dyn, params, fit, iterinfos):
         return cls.do_updates(frozen, dyn, params, keys, fit, iterinfos, es_map)
 
-    _, new = (jax.jit(step) if op["mode"] == "jit" else step)(dyn, params, fit, iterinfos)
+    real = jax.random.normal
+    if op.get("served"):
+        jax.random.normal = _served_normal(op["served"])
+    try:
+        _, new = (jax.jit(step) if op["mode"] == "jit" else step)(dyn, params, fit, iterinfos)
+        new["w"].block_until_ready()
+    finally:
+        jax.random.normal = real
     return {"w": _hex(new["w"])}
+
+
+def _served_normal(served: list):
+    """A stand-in for jax.random.normal that serves the runner's noise by key, through a host callback
+    (so it works inside jit and vmap); a key the runner did not name raises, naming the key."""
+    table = {}
+    for entry in served:
+        dtype = jnp.dtype(_DT[entry["dtype"]])
+        raw = np.array([int(h, 16) for h in entry["bits"]], dtype={4: np.uint32, 2: np.uint16}[dtype.itemsize])
+        table[tuple(entry["key"])] = raw.view(dtype).reshape(entry["shape"])
+
+    def normal(key, shape=(), dtype=jnp.float32, *args, **kw):
+        shape, dtype = tuple(shape), jnp.dtype(dtype)
+
+        def host(words):
+            k = tuple(int(w) for w in np.asarray(words).ravel())
+            if k not in table:
+                raise KeyError(f"served noise: key {list(k)} is not one the runner can attribute")
+            got = table[k]
+            if got.shape != shape or got.dtype != dtype:
+                raise ValueError(f"served noise: key {list(k)} holds {got.dtype}{got.shape}, asked {dtype}{shape}")
+            return got
+
+        return jax.pure_callback(host, jax.ShapeDtypeStruct(shape, dtype), jax.random.key_data(key),
+                                 vmap_method="sequential")
+
+    return normal
 
 
 OPS = {"shaping": _shaping, "noise": _noise, "update": _update}

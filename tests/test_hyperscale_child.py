@@ -219,3 +219,46 @@ def test_noise_reuse_zero_freezes_the_noise_in_the_child_and_in_the_model():
     key = N.leaf_key(R.key(3), 0)
     assert N.thread_key(key, 49, 2, 0).tolist() == N.thread_key(key, 0, 2, 0).tolist() == draws[1]["key"]
     assert N.thread_key(key, 49, 2, 1).tolist() == draws[3]["key"]
+
+
+def _served_case(rng, d0, d1, n, r, dyadic: bool):
+    key = N.leaf_key(R.key(21), 0)
+    draws, served = [], []
+    for pair in range(n // 2):
+        if dyadic:
+            d = (rng.integers(-8, 9, (d0 + d1, r)) / 8).astype(np.float32)
+        else:
+            d = rng.standard_normal((d0 + d1, r)).astype(np.float32)
+        k = N.thread_key(key, 5, 2 * pair, 1)
+        served.append({"key": k.tolist(), "shape": [d0 + d1, r], "dtype": "f32", "bits": _hex32(d)})
+        draws += [d, d]
+    return draws, served
+
+
+def test_served_noise_inside_the_jitted_update_equals_our_model():
+    """The runner's noise served by key through a host callback (the analogue of the torch hooks)."""
+    rng = np.random.default_rng([56, 11])
+    ops, ours = [], []
+    for (d0, d1, n, r), dyadic in (((8, 5, 8, 2), False), ((2, 16, 4, 4), True), ((1, 6, 6, 3), False)):
+        draws, served = _served_case(rng, d0, d1, n, r, dyadic)
+        w = (rng.integers(-64, 65, (d0, d1)) / 64).astype(np.float32)
+        scores = rng.integers(-4, 5, n).astype(np.float32)
+        for mode in ("jit", "eager"):
+            ops.append({"op": "update", "noiser": "eggroll", "seed": 21, "epoch": 5, "noise_reuse": 1,
+                        "shape": [d0, d1], "w": _hex32(w), "scores": _hex32(scores), "group": 0, "sigma": 0.5,
+                        "lr": 0.25, "rank": r, "mode": mode, "served": served})
+            ours.append(U.update_from_draws(w, S.convert_fitnesses(scores), draws, 0.5, 0.25, r, mode))
+    for out, mine in zip(_run(ops)["results"], ours):
+        assert _u32(out["w"]).tolist() == mine.ravel().view(np.uint32).tolist()
+
+
+def test_served_noise_refuses_a_key_it_cannot_attribute():
+    rng = np.random.default_rng([56, 12])
+    _, served = _served_case(rng, 8, 5, 8, 2, False)
+    op = {"op": "update", "noiser": "eggroll", "seed": 21, "epoch": 5, "noise_reuse": 1, "shape": [8, 5],
+          "w": _hex32(np.zeros(40)), "scores": _hex32(np.arange(8)), "group": 0, "sigma": 0.5, "lr": 0.25,
+          "rank": 2, "mode": "jit", "served": served[:-1]}                 # pair 3's key is missing
+    done = subprocess.run([_python(), str(DRIVER)], input=json.dumps({"clone": str(STANDIN), "ops": [op]}),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0
+    assert f"key {served[-1]['key']} is not one the runner can attribute" in done.stderr
