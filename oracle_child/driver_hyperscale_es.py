@@ -2,7 +2,8 @@
 
 Usage: `python driver_hyperscale_es.py` with one JSON request on stdin:
 ``{"clone": FOLDER, "ops": [{"op": ..., ...}, ...]}``; one JSON reply on stdout:
-``{"environment": {...}, "results": [...]}``. Never imported by esverify (the package never imports
+``{"environment": {...}, "results": [...]}``, exit 0. A request that is not such an object, a folder
+that is not a clone, or an unknown op: one line on stderr, exit 2. Never imported by esverify (the package never imports
 jax); floats travel as hex bit patterns.
 
 The seam (docs/hyperscale.md §9): the package's own `__init__` imports a model stack the ES code does
@@ -158,14 +159,24 @@ def _served_normal(served: list):
 OPS = {"shaping": _shaping, "noise": _noise, "update": _update}
 
 
+def _fail(message: str) -> int:
+    print(f"driver_hyperscale_es: {message}", file=sys.stderr)
+    return 2
+
+
 def main() -> int:
-    request = json.load(sys.stdin)
-    noisers, common = _load(Path(request["clone"]))
+    try:
+        request = json.load(sys.stdin)
+        clone = Path(request["clone"])
+    except (ValueError, KeyError, TypeError) as exc:
+        return _fail(f"the request is not a JSON object with a 'clone' folder and 'ops' ({exc})")
+    if not (clone / "src" / "hyperscalees" / "noiser").is_dir():
+        return _fail(f"{clone} is not a HyperscaleES clone: it has no src/hyperscalees/noiser folder")
+    noisers, common = _load(clone)
     results = []
     for op in request["ops"]:
-        if op.get("op") not in OPS:
-            print(f"driver_hyperscale_es: unknown op {op.get('op')!r}; known: {sorted(OPS)}", file=sys.stderr)
-            return 2
+        if not isinstance(op, dict) or op.get("op") not in OPS:
+            return _fail(f"unknown op {op.get('op') if isinstance(op, dict) else op!r}; known: {sorted(OPS)}")
         printed = io.StringIO()           # the reference prints at trace time; the reply owns stdout
         with contextlib.redirect_stdout(printed):
             out = OPS[op["op"]](noisers, common, op)

@@ -262,3 +262,14 @@ def test_served_noise_refuses_a_key_it_cannot_attribute():
                           capture_output=True, text=True, timeout=600)
     assert done.returncode != 0
     assert f"key {served[-1]['key']} is not one the runner can attribute" in done.stderr
+
+
+@pytest.mark.parametrize("request_text,message", [
+    ("not json", "the request is not a JSON object"),
+    (json.dumps({"clone": "/nonexistent", "ops": []}), "is not a HyperscaleES clone"),
+    (json.dumps({"clone": str(STANDIN), "ops": [{"op": "train"}]}), "unknown op 'train'"),
+])
+def test_bad_requests_are_one_line_and_exit_2(request_text, message):
+    done = subprocess.run([_python(), str(DRIVER)], input=request_text, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2 and done.stdout == ""
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
