@@ -24,6 +24,9 @@ from esverify.references.hyperscale_es import noise as N
 from esverify.references.hyperscale_es import shaping as S
 from esverify.references.hyperscale_es import update as U
 
+#: each test starts a jax child (5-25 s with jax installed; skipped without it)
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 DRIVER = ROOT / "oracle_child" / "driver_hyperscale_es.py"
 STANDIN = ROOT / "tests" / "standins" / "hyperscale-es"
