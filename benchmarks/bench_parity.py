@@ -7,7 +7,7 @@ sample, EGGROLL), or against the clones given with --ref, and prints, measured i
 
 - CPU time (user + sys of this process and of every child process it reaped: the children that run
   the references) and wall time, rows per CPU second and per wall second, and their shares of the
-  goal (40 s of CPU, 25 s wall on 2 idle cores; docs/benchmarks.md, "Parity");
+  goal (30 s of CPU, 25 s wall on 2 idle cores for the five references; docs/benchmarks.md, "Parity");
 - the breakdown: the parent's own imports, the warm start server's launch, our side's imports (torch,
   numba, pandas: Runner._our_side, while the server imports), the rest of the server's start (its
   hello, once; docs/parity.md "Warm starts"), child start and imports (each reference's child, until
