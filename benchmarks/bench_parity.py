@@ -96,20 +96,25 @@ def _own_cpu() -> float:
 
 def interpreters(values) -> tuple:
     """(bare interpreter or None, {reference: interpreter}) of --python values (PATH or NAME=PATH, as
-    `parity --python`); SystemExit 2 naming the value for an unknown reference or an empty path."""
+    `parity --python`); exit 2 with one line naming the value for an unknown reference or an empty path."""
     from esverify.oracle.adapters import names
     bare, per = None, {}
     for value in values or ():
         name, sep, path = value.partition("=")
         if sep and "/" not in name:
             if name not in names():
-                sys.exit(f"--python {value}: unknown reference {name!r}; choose from {', '.join(names())}")
+                _usage(f"--python {value}: unknown reference {name!r}; choose from {', '.join(names())}")
             per[name] = path
         else:
             bare, path = value, value
         if not path:
-            sys.exit(f"--python {value!r}: no interpreter path")
+            _usage(f"--python {value!r}: no interpreter path")
     return bare, per
+
+
+def _usage(message: str):
+    print(f"bench_parity.py: {message}", file=sys.stderr)
+    sys.exit(2)
 
 
 def measure(refs, small: bool, out: str, case: str | None = None, warm_start: bool = True,
