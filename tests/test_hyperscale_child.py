@@ -9,6 +9,7 @@ every dot shape the model knows.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -32,10 +33,14 @@ DRIVER = ROOT / "oracle_child" / "driver_hyperscale_es.py"
 STANDIN = ROOT / "tests" / "standins" / "hyperscale-es"
 
 
+@functools.cache
+def _has_jax(chosen: str) -> bool:
+    return subprocess.run([chosen, "-c", "import jax, optax"], capture_output=True).returncode == 0
+
+
 def _python() -> str:
     chosen = os.environ.get("ESVERIFY_JAX_PYTHON") or sys.executable
-    probe = subprocess.run([chosen, "-c", "import jax, optax"], capture_output=True)
-    if probe.returncode:
+    if not _has_jax(chosen):
         pytest.skip(f"no interpreter with jax and optax ({chosen}); set ESVERIFY_JAX_PYTHON")
     return chosen
 
