@@ -355,7 +355,7 @@ def _planted_functions(cache, trials: int = 120, seed: int = 7):
 
 
 def detection_standins(cache) -> None:
-    """Interface-aware detection in the stand-ins (issue 28): hypothesis functions planted into every
+    """Interface-aware detection in the stand-ins: hypothesis functions planted into every
     stand-in file the interface data lists, against a reference made of that file's interface only
     (tests/audit_interface_refs.py) plus the original function. Found: the pair is a finding at the
     defaults AND a `not_interface` run lies in the planted lines. Control: the same pairs without a

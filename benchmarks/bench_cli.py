@@ -1,4 +1,4 @@
-"""CPU time of the command line's help, version and usage errors (issue 33 item 2).
+"""CPU time of the command line's help, version and usage errors.
 
 Each command line runs --repeats times in a fresh interpreter; the figure is the median CPU time
 (user + sys of the child, from os.wait4's rusage), which a loaded machine changes far less than

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Trainer memory and speed benchmark (issue 3, "What must hold": memory and speed). Never a test.
+"""Trainer memory and speed benchmark ("What must hold": memory and speed). Never a test.
 
 memory: in a fresh child process, a 50M-element f32 parameter set,
 population 30, `regenerate` restore, no anchor. Baseline = RSS after

@@ -1,4 +1,4 @@
-"""Benchmark: validating a golden file of 100,000 small vectors (issue 13 item 9; target under 30 s).
+"""Benchmark: validating a golden file of 100,000 small vectors (target under 30 s).
 
     python benchmarks/bench_goldens_validate.py [--vectors N]
 

@@ -1,6 +1,6 @@
 """The protocol's overhead: golden rows per second and a 1M-element gaussian, in process vs through a wrapper.
 
-Two measurements (issue 11), never asserted:
+Two measurements, never asserted:
 
 1. Gate throughput: the `rng` and `es-at-scale` vectors recomputed in
    process (esverify's `numpy` backend) against the same vectors through

@@ -1,10 +1,10 @@
-"""Throughput of the gaussian stream per mapping and backend, against torch.randn (issue 2 part 5).
+"""Throughput of the gaussian stream per mapping and backend, against torch.randn.
 
 For each mapping x backend: millions of float32 elements per second
 (median of --repeats timed fills of a preallocated buffer of --n
 elements, after one warm-up fill) and the ratio to torch.randn(out=...)
 float32 measured in the same run with the same thread count (torch and
-numba both set to --threads). Never asserted: the bars of issue 2 (poly32
+numba both set to --threads). Never asserted: the bars the contract set (poly32
 on the fastest CPU backend >= 0.5x torch.randn, libm64 >= 0.3x) are
 printed beside the figures. Run:
 

@@ -1,4 +1,4 @@
-"""The per-call paths parity runs tens of thousands of times, on the chunk sizes it runs them on (issue 33).
+"""The per-call paths parity runs tens of thousands of times, on the chunk sizes it runs them on.
 
 A parity run calls es-awd's scaled add on f16/bf16 chunks of a few hundred elements about 40,000 times, and
 draws noise ranges of that size about 70,000 times on our side (counted with benchmarks/bench_parity.py's

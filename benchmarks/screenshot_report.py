@@ -6,7 +6,7 @@ writes DIR/parity-top.png (the page from its top: verdict, needs attention, plot
 DIR/parity-<section>.png for the summary heatmap and the not-checked list: a copy of the page in a
 temporary folder in which a script hides everything before that section, since headless Chromium
 screenshots the top of a page only. Needs `chromium` on PATH (Debian: `apt-get install chromium`).
-The report's own file is never changed. Used for issue 19 item 2 ("fully visible at 1400 px");
+The report's own file is never changed. Used to check that a report is fully visible at 1400 px;
 docs/parity.md, "Reading the report".
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What every esverify command shares on its command line (issue 19 items 5 and 6).
+"""What every esverify command shares on its command line.
 
 - `CONTEXT`: `-h` as well as `--help`, and help text wide enough for the option lists;
 - `SIZE` / `parse_size`: sizes with the same binary units everywhere (`20M`, `8G`, `512k`, `1024`, `0`);
@@ -113,7 +113,7 @@ def config_paths(value: str, base) -> str:
 
 
 
-# ----------------------------------------------------------------- configuration (issue 19 item 6)
+# ----------------------------------------------------------------- configuration
 
 #: setting -> (environment variable, key of [tool.esverify]); the settings every command may read
 CORE_SETTINGS = {

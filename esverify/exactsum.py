@@ -191,8 +191,8 @@ def squared_distance_fsum(values: np.ndarray, target: float) -> float:
 
 def loop_rewards(tensors, targets, dtype=None) -> list[float]:
     """The training loops' reward of one member for each target: -fsum over the tensors of
-    squared_distance_fsum(f64(tensor), target), i.e. math.fsum per tensor, then over the tensors (issue 4
-    item 4; docs/parity.md, "The training loops"). tensors: torch tensors of any dtype and device;
+    squared_distance_fsum(f64(tensor), target), i.e. math.fsum per tensor, then over the tensors
+    (docs/parity.md, "The training loops"). tensors: torch tensors of any dtype and device;
     targets: floats; dtype: the precision the engine computing it runs in (a torch dtype; None: each
     tensor's own), each tensor rounded to it first. Each tensor is converted to f64 once for all targets.
     Both sides of a loop row call this one function (esverify.oracle.rewards, the child's

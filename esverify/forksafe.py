@@ -1,4 +1,4 @@
-"""esverify's torch paths in a forked child (issue 20 item 6 of the issue, item 5 of its brief).
+"""esverify's torch paths in a forked child.
 
 torch's CPU thread pool does not survive fork(): once the parent has run
 a parallel torch op (any op large enough to use more than one intra-op

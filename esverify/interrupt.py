@@ -1,4 +1,4 @@
-"""SIGINT, SIGTERM and SIGHUP end a run with a marked partial report (issue 12 item 3, issue 13 item 4).
+"""SIGINT, SIGTERM and SIGHUP end a run with a marked partial report.
 
 `catching()` installs handlers that raise `Interrupted` (a BaseException,
 so that the `except Exception` guards that turn one failing case into one

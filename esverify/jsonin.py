@@ -1,4 +1,4 @@
-"""One bounded JSON reader for every input esverify did not write (issue 20 item 1).
+"""One bounded JSON reader for every input esverify did not write.
 
 Outside JSON reaches esverify as wrapper reply headers (docs/PROTOCOL.md
 §2), ``parity --case-json`` (docs/parity.md), notebooks in an audited tree

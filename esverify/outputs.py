@@ -1,4 +1,4 @@
-"""Report destinations, checked before any work starts (issue 12 items 2 and 7).
+"""Report destinations, checked before any work starts.
 
 Every subcommand that writes a report (`parity`, `audit`, `goldens check`
 and `goldens generate`) asks these helpers about each destination BEFORE
@@ -207,7 +207,7 @@ def claim_report_folder(out, prefix: str, patterns, overwrite: bool = False, opt
 
 def missing_folders(*paths) -> list[Path]:
     """The folders that `paths` (folders, or None) and their parents would create, deepest first:
-    what a run refused at setup must remove again (issue 19 item 7)."""
+    what a run refused at setup must remove again."""
     missing = []
     for path in paths:
         if path is None:

@@ -3,7 +3,7 @@
 A leaf module: the core asks it and it imports no module of esverify but by
 string, so it sits below every layer that asks it (tests/test_structure.py).
 
-Design record (issue 30): everything esverify knows about a reference on the
+Design record: everything esverify knows about a reference on the
 parent side lives in one package (`esverify/references/<name>/` for the
 built-ins, any installed package for a plug-in), which declares one
 `Reference` record. The core (oracle, trainer, goldens gate, replay) asks

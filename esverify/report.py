@@ -36,7 +36,7 @@ def utc_now() -> str:
 
 # ----------------------------------------------------------------- escaping at the writer boundaries
 # Report text comes from files and processes we did not write (a reference's error message, a file
-# name in an audited tree): every writer escapes it for its own format (issue 13 item 7). Controls are
+# name in an audited tree): every writer escapes it for its own format. Controls are
 # shown as visible escapes ("\x1b"), never dropped, so nothing of the evidence is lost.
 
 _CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")  #: but \t \n \r; lone surrogates
@@ -165,7 +165,7 @@ def _jsonable(value):
     return str(value)
 
 
-#: the facts a report opens with, in this order (issue 12 item 6)
+#: the facts a report opens with, in this order
 HEADER_KEYS = ("verdict", "exit_code", "reason", "counts", "started_utc", "finished_utc", "command_line")
 #: statuses from the most to the least alarming: the colour of a summary cell is its worst status
 SEVERITY = ("fail", "mismatch", "error", "unverifiable", "finding", "changed-without-bump", "removed-without-bump",

@@ -1,4 +1,4 @@
-"""A report set written as a whole, or not at all (issue 20 item 4).
+"""A report set written as a whole, or not at all.
 
 A report is several files (json, md, html, one csv per section, JUnit,
 child logs). Writing them one by one, a write that fails part-way (disk

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""ES spirals: a from-scratch tanh MLP learns two interleaved spirals (issue 3, demo 2).
+"""ES spirals: a from-scratch tanh MLP learns two interleaved spirals (demo 2).
 
 Model: 2 -> 64 -> 64 -> 2, tanh hidden layers (NTK-style parametrization:
 unit-variance parameters, per-layer multipliers in the forward pass; see

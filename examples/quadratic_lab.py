@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Quadratic lab: ES walks theta from [-2, 3] to the optimum [1, -1] (issue 3, demo 1).
+"""Quadratic lab: ES walks theta from [-2, 3] to the optimum [1, -1] (demo 1).
 
 Reward -||theta - [1, -1]||^2, sigma 0.1, alpha 0.05, population 30,
 100 iterations, f32, seed 42, the es-at-scale profile with z-score

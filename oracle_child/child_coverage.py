@@ -1,4 +1,4 @@
-"""Which functions of the clone ran in the parity child (docs/references.md §5 "Coverage"; issue 17).
+"""Which functions of the clone ran in the parity child (docs/references.md §5 "Coverage").
 
 Runs ONLY in the child; the esverify package never imports it.
 
@@ -17,7 +17,7 @@ So the function table comes from the interpreter itself:
   same recorder, so code run at import or between rows counts too. A
   global trace function (coverage.py's CTracer, or a Python one) puts
   every frame of the child under tracing; it cost 2-5 s of the children's
-  CPU in a default parity run of the stand-ins (issue 33).
+  CPU in a default parity run of the stand-ins.
 
 Line counts (`lines`) come from coverage.py, and only when the run asks
 for them (`configure(lines=True)`: `parity --line-coverage`), for the

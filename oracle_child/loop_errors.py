@@ -1,4 +1,4 @@
-"""Tell "esverify could not drive this clone" from a failure in the reference's own logic (issue 17).
+"""Tell "esverify could not drive this clone" from a failure in the reference's own logic.
 
 Runs ONLY in the parity child; the esverify package never imports it.
 

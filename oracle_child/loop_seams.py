@@ -1,4 +1,4 @@
-"""Replace a reference loop's seams for one run and put everything back (docs/references.md §5; issue 17).
+"""Replace a reference loop's seams for one run and put everything back (docs/references.md §5).
 
 Runs ONLY in the parity child; the esverify package never imports it.
 

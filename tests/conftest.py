@@ -81,7 +81,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-# ----------------------------------------------------------------- leak check (issue 13)
+# ----------------------------------------------------------------- leak check
 # No test may leave a process or an esverify temp folder behind. The session gets a private temp
 # folder (TMPDIR), so that only its own esverify-* folders are seen there (other sessions may share
 # the machine's /tmp), and makes pytest a child subreaper (Linux), so that an orphan a test leaves,

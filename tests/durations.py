@@ -1,5 +1,5 @@
 """The recorded seconds of each test file, which tests/conftest.py uses to hand the heaviest files to
-the test workers first (issue 33 item 4).
+the test workers first.
 
 Under `--dist loadfile` a file is one unit of work for one worker; xdist hands the units out in the
 order it is given, and by default it sorts them by their number of tests. A file of one or two heavy

@@ -18,7 +18,7 @@ for the fault MODE names:
 - badat: exits on every `at` request (restarts and give-up are per operation);
 - bigclaim: on gaussian n == 33, announces an 8 GiB reply, writes 100 bytes of it and exits;
 - deep / bigint / badutf8: on gaussian n == 33, replies with a frame whose header nests 100,000
-  brackets deep / holds a 5000-digit integer / is not UTF-8 (outside JSON: issue 20 item 1).
+  brackets deep / holds a 5000-digit integer / is not UTF-8 (outside JSON).
 """
 import os
 import subprocess

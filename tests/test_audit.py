@@ -292,7 +292,7 @@ def test_binary_unreadable_and_symlinked_files_are_skipped_and_listed(tmp_path):
     (tree / "esverify" / "latin1.py").write_bytes(b"# caf\xe9\nx = 1\n")
     os.symlink(SMOOTHER, tree / "esverify" / "linked.py")
     code, report, _ = run_audit("--tree", str(tree), "--ref", str(REFERENCE))
-    # a file the audit cannot read is a finding (issue 10 item 5): the pipe, and a .py that is not UTF-8
+    # a file the audit cannot read is a finding: the pipe, and a .py that is not UTF-8
     # without a PEP 263 declaration (Python itself refuses it); the symlink and the PNG are only listed
     assert code == 1
     skipped = {r["path"]: r["reason"] for r in report["sections"]["skipped"]}
@@ -364,7 +364,7 @@ def test_unwritable_out_is_usage_error_not_a_finding(tmp_path):
     blocker.write_text("x")
     result = CliRunner().invoke(main, ["audit", "--tree", str(FIXTURES / "clean"), "--out", str(blocker / "rep"),
                                        "--format", "json"])
-    # checked before any work (issue 12 item 2): one line naming the path and the reason
+    # checked before any work: one line naming the path and the reason
     assert result.exit_code == 2 and f"--out {blocker / 'rep'}: {blocker} is a file, not a directory" in result.output
     assert "verdict" not in result.output
 

@@ -1,5 +1,5 @@
 """Audit inputs: declared encodings, empty references, resource bounds, folder symlinks
-(issue 10 items 5-6, issue 13 item 8).
+.
 
 A verbatim copy with a PEP 263 latin-1 declaration is read and found (tree and wheel); a file the
 audit cannot read is a `readability` finding with its reason; a reference or tree without code is a

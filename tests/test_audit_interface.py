@@ -1,4 +1,4 @@
-"""The audit tells a shared interface from shared code (issue 28; docs/audit.md, "Interface regions").
+"""The audit tells a shared interface from shared code (docs/audit.md, "Interface regions").
 
 The references are never used here (clean room). Their stand-ins
 (tests/standins/) share the references' interface by design; the tests

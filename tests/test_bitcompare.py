@@ -1,5 +1,5 @@
 """esverify.bitcompare, the one comparator of parity, replay and the goldens: a property over every
-dtype pair (issue 27 item 1). Two tensors of different dtypes are never equal, whatever their values
+dtype pair. Two tensors of different dtypes are never equal, whatever their values
 (a cast that preserves every value included); two of one dtype differ exactly where their raw bytes
 differ; float distances agree with a slow reference ulp."""
 from __future__ import annotations

@@ -31,7 +31,7 @@ def test_unknown_subcommand_is_a_usage_error():
     assert result.exit_code == 2 and "No such command" in result.output
 
 
-# ---------------------------------------------------------------- a newcomer's first hour (issue 12)
+# ---------------------------------------------------------------- a newcomer's first hour
 import os  # noqa: E402
 import tomllib  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -142,7 +142,7 @@ def test_goldens_and_audit_interrupted_by_a_signal_leave_a_marked_report(tmp_pat
 @pytest.mark.parametrize("flag, counted", [([], False), (["--line-coverage"], True)])
 def test_line_coverage_is_asked_for_on_the_command_line(monkeypatch, flag, counted):
     """`parity --line-coverage` is Options.line_coverage (the children count lines with coverage.py);
-    without it they do not (a trace function slows them, issue 33); each child's command line says so."""
+    without it they do not (a trace function slows them); each child's command line says so."""
     from types import SimpleNamespace
 
     from esverify.oracle import adapters

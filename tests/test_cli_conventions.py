@@ -1,4 +1,4 @@
-"""The command line follows the conventions of the tools its users know (issue 19 item 5): `-h`
+"""The command line follows the conventions of the tools its users know: `-h`
 everywhere, exit codes in every command's help, help text and the real default on every option,
 the same path and size types in every command, a suggestion for a mistyped choice, a progress bar
 only on a terminal."""

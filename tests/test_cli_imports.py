@@ -1,4 +1,4 @@
-"""Help, --version and usage errors import no heavy module (issue 33 item 2).
+"""Help, --version and usage errors import no heavy module.
 
 Each command line runs in a fresh interpreter (a test process has torch loaded already) and reports
 which of the heavy modules it imported; the answer must be none. This is a test of imports, not of
@@ -126,7 +126,7 @@ print(json.dumps(seen))
 def test_a_run_launches_the_warm_start_server_before_importing_torch(tmp_path, fuzz):
     """A parity run checks its options, clones and cases and launches the warm start server before it
     imports torch, numba or pandas (Runner._our_side does, while the server imports its own): the two
-    imports overlap (issue 33 item 1); with --fuzz too, whose random cases the case model draws. A fresh
+    imports overlap; with --fuzz too, whose random cases the case model draws. A fresh
     interpreter: a test process has them loaded already."""
     standins = ROOT / "tests" / "standins"
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}

@@ -1,4 +1,4 @@
-"""Configuration (issue 19 item 6): [tool.esverify] in pyproject.toml and ESVERIFY_* variables for
+"""Configuration: [tool.esverify] in pyproject.toml and ESVERIFY_* variables for
 the clone paths, the child Python, the formats and the report folder, with the precedence pytest and
 ruff use (command line > environment > config file > default); the report says where each setting
 came from."""

@@ -1,4 +1,4 @@
-"""Console encoding and exit-code parity (issue 20 item 2; esverify/console.py).
+"""Console encoding and exit-code parity (esverify/console.py).
 
 Each command runs in a subprocess whose console is cp1252 (PYTHONIOENCODING=cp1252), on paths holding
 characters cp1252 cannot encode (U+65E5 U+672C). Before the fix, audit and parity wrote their reports

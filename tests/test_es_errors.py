@@ -163,7 +163,7 @@ def test_anchor_decay_alone_errors():
 
 
 @pytest.mark.parametrize("rewards,shaping,cause", [
-    ([1e308, 1e308, -1e308, 0.0], "zscore", "the mean .* overflows f64"),   # numpy's mean overflows (issue 20)
+    ([1e308, 1e308, -1e308, 0.0], "zscore", "the mean .* overflows f64"),   # numpy's mean overflows
     ([1e308, -1e308, 0.0, 0.0], "none", "not finite"),          # antithetic D_0 = 1e308 - (-1e308) = inf
 ])
 def test_update_with_non_finite_coefficients_changes_no_byte(rewards, shaping, cause):

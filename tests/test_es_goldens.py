@@ -1,7 +1,7 @@
 """The committed es-at-scale / es-awd goldens (goldens/*.json) against the trainer and the reference.
 
 Walks every vector of both files: the Trainer recomputes it bit for bit on
-the default CPU noise backend, and the vectors cover what issue 3 lists
+the default CPU noise backend, and the vectors cover what the trainer's contract lists
 (z-score over two iterations, both schemes and mappings, centered ranks
 with ties, antithetic, raw rewards, AWD l1 and l2).
 """

@@ -1,4 +1,4 @@
-"""The trainer's invariants (issue 3, "What must hold"), one test each, each stating its claim."""
+"""The trainer's invariants ("What must hold"), one test each, each stating its claim."""
 from __future__ import annotations
 
 import threading

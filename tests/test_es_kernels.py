@@ -1,4 +1,4 @@
-"""Kernels == the straight-line reference, bitwise (issue 3, "What must hold", first item).
+"""Kernels == the straight-line reference, bitwise ("What must hold", first item).
 
 For random shapes (0-dim and odd sizes), dtypes, seeds, schemes, mappings,
 profiles, shapings, antithetic pairs, anchored decay, chunk sizes and torch

@@ -1,4 +1,4 @@
-"""Shaping when an f64 intermediate overflows (issue 20 item 3; docs/numerics.md §2, *Overflow*).
+"""Shaping when an f64 intermediate overflows (docs/numerics.md §2, *Overflow*).
 
 Finite rewards can overflow f64 inside numpy: [1e200, -1e200, 0, 1] has a finite true std (7.07e199)
 but numpy squares the deviations first, so its std is inf, every z-score coefficient +-0, and the

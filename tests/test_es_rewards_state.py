@@ -1,4 +1,4 @@
-"""Rewards that cannot become a finite f64 and u64 values in the trainer's JSON state (issue 10, items 4, 7).
+"""Rewards that cannot become a finite f64 and u64 values in the trainer's JSON state (items 4, 7).
 
 Every reward that cannot become a finite f64 gets a TypeError or ValueError naming the member, and
 the refused update changes no byte of theta and not the iteration counter (docs/numerics.md §2, §6). The state

@@ -1,4 +1,4 @@
-"""Seed schedules and reward aggregation of esverify.es.schedule (issue 9; docs/references.md §5).
+"""Seed schedules and reward aggregation of esverify.es.schedule (docs/references.md §5).
 
 Known answers come from numpy's own generator (differential: the schedule
 must equal `default_rng((seed or 42) + i + first).integers(0, 2**30, n)`),
@@ -154,7 +154,7 @@ def test_bad_order_is_refused_and_changes_nothing(order):
 
 
 def test_the_schedules_and_their_messages_come_from_the_registry():
-    """The values (config and run logs) stay what they were; the names are the references' own (issue 30)."""
+    """The values (config and run logs) stay what they were; the names are the references' own."""
     from esverify import registry
     from esverify.es import schedule
     assert schedule.SCHEDULES == ("contract", "es-at-scale", "es-awd", "es-paper")

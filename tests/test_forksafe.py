@@ -1,4 +1,4 @@
-"""esverify's torch paths in a forked child (issue 20; esverify/forksafe.py).
+"""esverify's torch paths in a forked child (esverify/forksafe.py).
 
 After the parent ran a parallel torch op, a forked child's first parallel torch op deadlocks in
 torch's thread pool. The control shows the hazard is real here (torch alone, two intra-op threads:
@@ -56,7 +56,7 @@ def _run(body: str, limit: float) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=limit + 120)
 
 
-@pytest.mark.slow   # 12 s (the 10 s wait; 20 s held a test worker idle, issue 33 item 4): out of the fast tier
+@pytest.mark.slow   # 12 s (the 10 s wait; 20 s held a test worker idle): out of the fast tier
 def test_without_the_handler_a_forked_child_deadlocks():
     proc = _run("""
         def child():

@@ -1,4 +1,4 @@
-"""Chained Monte Carlo ES vectors (issue 29 item 2; docs/goldens.md, *Chained Monte Carlo vectors*).
+"""Chained Monte Carlo ES vectors (docs/goldens.md, *Chained Monte Carlo vectors*).
 
 One es-chain vector per profile of the registry, in the area of the same
 name; the chain logic equals a loop over the straight-line reference

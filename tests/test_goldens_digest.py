@@ -1,4 +1,4 @@
-"""Long-stream digest vectors (issue 29 item 1; docs/goldens.md, *Long-stream digests*).
+"""Long-stream digest vectors (docs/goldens.md, *Long-stream digests*).
 
 The digest is SHA-256 over the little-endian f32 bit patterns plus the
 count; every backend here reproduces every digest vector; a backend that

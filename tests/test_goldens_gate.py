@@ -160,7 +160,7 @@ def test_junit_and_json_reports(goldens, tmp_path):
     suite = ET.parse(tmp_path / "j.xml").getroot()
     assert suite.get("failures") == "1" and suite.get("errors") == "0"
     failed = [c for c in suite.iter("testcase") if c.find("failure") is not None]
-    # one testcase per checked unit (area, backend) whatever its status (issue 20 item 4): the rng/numpy
+    # one testcase per checked unit (area, backend) whatever its status: the rng/numpy
     # unit fails and names the flipped value; every other area on numpy keeps its passing testcase
     assert [c.get("name") for c in failed] == ["rng/numpy/*"]
     assert f"{POLY}/values[0]: mismatch" in failed[0].find("failure").get("message")
@@ -176,7 +176,7 @@ def test_junit_and_json_reports(goldens, tmp_path):
 
 def test_junit_keeps_one_testcase_per_area_and_backend_whatever_its_status():
     """A mismatch in rng/numpy does not drop the passing rng/numba testcase; libm-divergence passes
-    unless --strict; the counts agree with the exit code (issue 20 item 4)."""
+    unless --strict; the counts agree with the exit code."""
     import pandas as pd
 
     from esverify import report
@@ -249,7 +249,7 @@ def test_unwritable_report_exits_2_not_1(goldens, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     result = check(goldens, "--backend", "numpy", "--json", str(blocker / "r.json"))
-    # checked before any work (issue 12 item 2): one line naming the path and the reason, nothing computed
+    # checked before any work: one line naming the path and the reason, nothing computed
     assert result.exit_code == 2
     assert f"--json {blocker / 'r.json'}: {blocker} is a file, not a directory" in result.output
     assert "goldens check: PASS" not in result.output
@@ -258,7 +258,7 @@ def test_unwritable_report_exits_2_not_1(goldens, tmp_path):
 def test_a_trainer_area_runs_on_the_targets_whose_device_takes_its_cpu_rule(monkeypatch):
     """The goldens hold each profile's CPU-rule values: es-at-scale (one rule everywhere) is recomputed on a
     CUDA target too, es-awd (rule `cuda` there) on CPU targets only; the shaping vectors on every target.
-    Asked of the profile's rule_for, not of its name (issue 30)."""
+    Asked of the profile's rule_for, not of its name."""
     from esverify.goldens import es_area
     monkeypatch.setattr(rng, "backend_targets", lambda: [("numpy", "numpy", None), ("torch-cpu", "torch", None),
                                                          ("torch-cuda", "torch", "cuda")])

@@ -1,4 +1,4 @@
-"""Gate hardening (issue 10 items 1-3): numpy's summation order, systematic libm divergence, subnormals.
+"""Gate hardening: numpy's summation order, systematic libm divergence, subnormals.
 
 - A numpy-style pairwise sum re-implemented with 8 accumulators (numpy's blocking) passes the es
   goldens bit for bit; the same with 16 accumulators fails them: the shaping vectors pin numpy's
@@ -175,7 +175,7 @@ def test_a_one_way_rounding_libm_fails_as_systematic_divergence(tmp_path, monkey
     assert len(systematic) == 1 and divergent > 1000
     assert f"{divergent} libm-divergence values among" in systematic[0]["detail"]
     summary = doc["sections"]["summary"][0]
-    # the cap counts the libm-class values of the file: 3438 values and three 2**20-value digests (issue 29)
+    # the cap counts the libm-class values of the file: 3438 values and three 2**20-value digests
     n_libm = sum(gate._libm_values(v) for v in load(COMMITTED / "rng.json")["vectors"])
     assert n_libm == 3438 + 3 * 2**20
     assert summary["libm_divergences"] == divergent and summary["libm_cap"] == gate.libm_allowance(n_libm)
@@ -295,7 +295,7 @@ def test_gate_refuses_a_process_that_loaded_a_fast_math_library(tmp_path):
     assert "flushes subnormals to zero (FTZ/DAZ)" in done.stderr and "(DAZ)" in done.stderr
 
 
-# -- numpy's Generator stream behind the references' seed schedules (issue 20 item 5) ------------
+# -- numpy's Generator stream behind the references' seed schedules ------------
 @pytest.mark.parametrize("bit_generator", [np.random.Philox, np.random.SFC64, np.random.MT19937])
 @pytest.mark.slow   # 4 s (--durations, 2026-12-03): out of the fast tier
 def test_a_changed_numpy_stream_fails_the_seed_schedule_vectors(monkeypatch, bit_generator):
@@ -321,7 +321,7 @@ def test_the_seed_schedule_vectors_pass_with_numpys_stream():
     assert result.exit_code(False) == 0 and not result.rows
 
 
-# -- es-awd's fused multiply-add rounded twice (issue 20 item 8) -----------------------------------
+# -- es-awd's fused multiply-add rounded twice -----------------------------------
 @pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_fma_as_an_f64_product_and_sum_rounded_twice_fails_the_gate(monkeypatch):
     """rd32(rd64(x + y*a)) instead of one rounding passed every vector before; now exactly the
@@ -341,7 +341,7 @@ def test_fma_as_an_f64_product_and_sum_rounded_twice_fails_the_gate(monkeypatch)
     assert result.exit_code(False) == 1
 
 
-# -- decay and step kinds; the l1 decay's sign of zero (issue 20 item 8) ----------------------------
+# -- decay and step kinds; the l1 decay's sign of zero ----------------------------
 @pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_an_l1_decay_that_drops_the_sign_of_zero_fails_the_decay_and_step_vectors(monkeypatch):
     """l1 must write sign(d) * +0 + theta0: -0 where theta = -tiny decays onto a -0 anchor. A decay
@@ -371,7 +371,7 @@ def test_the_decay_and_step_kinds_are_checked_on_every_backend():
     assert result.exit_code(True) == 0 and {s["backend"] for s in result.summary} >= {"numpy", "torch-cpu"}
 
 
-# -- the summation rule above 8192 elements (issue 20 item 8; docs/CONTRACT.md §7) ----------------------
+# -- the summation rule above 8192 elements (docs/CONTRACT.md §7) ----------------------
 def test_numpy_sums_a_contiguous_array_pairwise_as_a_whole_above_8192():
     """The documented rule: the same recursive split at any length, no per-buffer chunking."""
     for n in (*es_area.LARGE_SHAPING_POPULATIONS, 16385, 40000):
@@ -389,7 +389,7 @@ def test_summing_per_8192_element_buffer_fails_the_large_shaping_vectors(tmp_pat
     assert failing == {f"shaping-n{n}-wide" for n in es_area.LARGE_SHAPING_POPULATIONS}
 
 
-# -- libm-divergence granted only where the value traces back to the mapping (issue 20 item 8) ------
+# -- libm-divergence granted only where the value traces back to the mapping ------
 LIBM_RUN = "zscore-two-iterations-iid-libm64"
 
 

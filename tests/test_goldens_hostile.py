@@ -1,4 +1,4 @@
-"""Golden files that are valid JSON but hostile, and temp files of a killed writer (issue 13 items 9, 10).
+"""Golden files that are valid JSON but hostile, and temp files of a killed writer.
 
 Duplicate keys, deep nesting and sizes that disagree with the expected values are refused with exit 2
 before anything is computed; schema validation is done once per vector skeleton and agrees with full

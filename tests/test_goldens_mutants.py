@@ -1,4 +1,4 @@
-"""A mutation score for the gate itself (issue 29 item 5).
+"""A mutation score for the gate itself.
 
 Each kind of fault a porter makes is planted, one at a time, into a second
 implementation behind the protocol: the C example built with a

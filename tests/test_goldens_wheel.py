@@ -1,4 +1,4 @@
-"""A non-editable wheel install runs `goldens check` from its packaged goldens (issue 2 part 1).
+"""A non-editable wheel install runs `goldens check` from its packaged goldens.
 
 Builds a wheel from a copy of the tree (so the shared checkout gets no
 build/ folder), installs it with --no-deps into a venv that sees the running

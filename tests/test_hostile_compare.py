@@ -1,4 +1,4 @@
-"""NaN and infinities from a reference (issue 13 item 10): the mismatch note counts every special
+"""NaN and infinities from a reference: the mismatch note counts every special
 mismatch over all slots and names only real kinds; the row detail never reads "max None ulp"."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The session-end leak check of tests/conftest.py sees what a hostile test would leave: an orphan
-that left its process group, and an esverify temp folder (issue 13, "Done when")."""
+that left its process group, and an esverify temp folder ("Done when")."""
 from __future__ import annotations
 
 import os

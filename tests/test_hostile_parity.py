@@ -1,4 +1,4 @@
-"""Hostile references against `esverify parity` (issue 13 items 1, 2, 3, 5, 6 and 7).
+"""Hostile references against `esverify parity`.
 
 Each test builds, at test time, a copy of the es-at-scale stand-in with one
 hostile edit (like tests/standins/mutants.py does) in `perturb_self_weights`
@@ -62,7 +62,7 @@ def _fresh_children():
 
 
 def _base(frame):
-    """The rows on the default parameter set (issue 18 added a /layers row per op of --small)."""
+    """The rows on the default parameter set (a /layers row per op of --small included)."""
     return frame[~frame["case"].str.endswith("/layers")]
 
 
@@ -286,7 +286,7 @@ def test_a_hostile_error_message_keeps_every_report_valid(tmp_path):
     md = (out / "parity.md").read_text()
     cases = md.split("## cases", 1)[1].split("## ", 1)[0]
     rows = [line for line in cases.splitlines() if line.startswith("|")]
-    # header, rule, one line per case needing attention (parity.md lists those, issue 19): no forged row
+    # header, rule, one line per case needing attention (parity.md lists those): no forged row
     listed = int(frame["status"].isin(["fail", "error", "unverifiable", "artifact"]).sum())
     assert listed >= 1 and len(rows) == 2 + listed
     assert "<script>" not in md and "\x1b" not in md and "\x00" not in md

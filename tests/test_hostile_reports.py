@@ -1,4 +1,4 @@
-"""Hostile text in every report writer (issue 13 item 7): the JUnit XML stays well-formed (XML 1.0
+"""Hostile text in every report writer: the JUnit XML stays well-formed (XML 1.0
 characters only), a Markdown table keeps one line per row whatever a cell holds and passes no raw
 HTML, the console shows no control character, and a CSV cell never starts a spreadsheet formula.
 The writers are shared by parity, goldens and audit; the audit is also run end to end on a tree
@@ -139,7 +139,7 @@ CONTROLS = "\x1b\x00\x07\x0b\x0c\x7f\x85\x9b\ud800\ufffe"
 @given(st.sampled_from(NASTY), st.text(alphabet=st.characters(max_codepoint=0x9f), max_size=8))
 def test_every_parity_html_block_goes_through_the_shared_escaper(nasty, extra):
     """The "needs attention" block, the ulp plots and their SVG labels show control characters (ESC
-    from a reference's error text) as escapes and carry no live HTML, like the tables (issue 27 item 7)."""
+    from a reference's error text) as escapes and carry no live HTML, like the tables."""
     from esverify.oracle import parity_report
     text = nasty + extra
     entries = pd.DataFrame([{"status": text, "target": text, "op": text, "diagnosis": text, "rows": 2,

@@ -1,4 +1,4 @@
-"""The supervisor that runs each parity child (esverify/oracle/supervise.py, issue 13 items 3 and 6):
+"""The supervisor that runs each parity child (esverify/oracle/supervise.py):
 it passes on the child's real exit status, kills what the child leaves behind and applies the
 resource limits to the child."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`esverify parity --impl CMD` on the stand-ins (issue 11 item 3).
+"""`esverify parity --impl CMD` on the stand-ins.
 
 The clean-room trainer behind the protocol gives the same rows as
 in-process; the C implementation (examples/impl_c) passes every
@@ -53,7 +53,7 @@ def parity(tmp_path, impl=None, target="es-at-scale", noises=("contract",), loop
 @pytest.mark.slow   # 38 s (--durations, 2026-12-03): out of the fast tier
 def test_clean_room_wrapper_gives_the_in_process_rows(tmp_path):
     # the in-process run without its loop rows: they are not wired to --impl, so there is nothing to
-    # compare them with (issue 33 item 4: 20 s instead of 30 s, 2026-12-04)
+    # compare them with (20 s instead of 30 s, 2026-12-04)
     direct, code_direct = parity(tmp_path / "a", target="all", loops=False)
     via, code_via = parity(tmp_path / "b", impl=f"{sys.executable} -m esverify.impl", target="all")
     columns = ["status", "elements", "mismatches", "max_ulp", "rule"]

@@ -1,4 +1,4 @@
-"""The module-wrapper protocol end to end (docs/PROTOCOL.md, issue 11).
+"""The module-wrapper protocol end to end (docs/PROTOCOL.md).
 
 Frames round-trip bit for bit; the clean-room trainer behind the protocol
 (`python -m esverify.impl`) gives the gate's in-process result; and bad

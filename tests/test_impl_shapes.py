@@ -1,4 +1,4 @@
-"""Exact shapes through the protocol (docs/PROTOCOL.md §2, issue 29 item 3).
+"""Exact shapes through the protocol (docs/PROTOCOL.md §2).
 
 A table over every operation: the clean-room handlers answer each golden
 vector kind bit-equal; the same reply with one tensor reshaped (a scalar as

@@ -1,6 +1,5 @@
 """SIGINT, SIGTERM and SIGHUP mid-run: the children are stopped, the partial report is written with
-the verdict `interrupted` (rows done kept, the rest `not-run`), exit 128 + the signal (issue 12 item 3,
-issue 13 item 4)."""
+the verdict `interrupted` (rows done kept, the rest `not-run`), exit 128 + the signal."""
 from __future__ import annotations
 
 import json
@@ -79,7 +78,7 @@ def test_signal_mid_run_writes_the_partial_report(tmp_path, signum, code):
     assert proc.returncode == code, stdout + stderr
     doc = json.loads((out / "parity.json").read_text())
     assert doc["verdict"] == "interrupted" and doc["exit_code"] == code
-    assert list(doc)[:4] == ["verdict", "exit_code", "reason", "counts"]   # the reason in words (issue 19)
+    assert list(doc)[:4] == ["verdict", "exit_code", "reason", "counts"]   # the reason in words
     assert doc["reason"].startswith(f"interrupted by {signal.Signals(signum).name}: ")
     rows = {r["op"]: r["status"] for r in doc["sections"]["cases"] if not r["case"].endswith("/layers")}
     assert rows["perturb"] == "pass" and rows["restore"] == "pass"

@@ -1,4 +1,4 @@
-"""Unit tests of the child-side pieces of the loop drivers (docs/references.md §5; issue 17): the seams
+"""Unit tests of the child-side pieces of the loop drivers (docs/references.md §5): the seams
 that are replaced and put back, the interface-error classification, and function coverage without
 coverage.py. The modules run only in the parity child; the test imports them by path from oracle_child/.
 """

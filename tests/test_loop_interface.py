@@ -1,4 +1,4 @@
-"""Interface drift end to end (issue 17 item 3; docs/references.md §5.3): stand-ins that drift on
+"""Interface drift end to end (docs/references.md §5.3): stand-ins that drift on
 purpose. A clone whose entry points differ from the manifest is reported as findings before the loop
 runs; a loop that fails at a name the driver supplies is an `error` row with diagnosis `interface`
 that says esverify could not drive the clone and names the reference's file and line; a failure in

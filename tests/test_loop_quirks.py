@@ -1,4 +1,4 @@
-"""The loop quirks of the built-in references (issue 30 item 4): what a reference's training loop does its
+"""The loop quirks of the built-in references: what a reference's training loop does its
 own way is code of its package (esverify.references.<pkg>.loop), asked by the core through LoopQuirks; the
 defaults are the plain loop. The end-to-end rows that depend on them are in test_parity_loops.py."""
 from __future__ import annotations

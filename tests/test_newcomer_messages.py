@@ -93,7 +93,7 @@ def test_the_report_note_explains_native_loop_rows(tmp_path):
     import torch
     result = run_parity(Options(**SMALL, case="*/perturb/*", out=str(tmp_path / "out")))
     note = result.metadata["note"]
-    # the torch of each child that ran native rows, and the parent's (issue 32 item 6)
+    # the torch of each child that ran native rows, and the parent's
     assert f"the parent (our side's native noise): torch {torch.__version__})" in note
     assert f"(the children: es-at-scale torch {torch.__version__} on cpu;" in note
     assert "native loop rows (fit, main*)" in note and "30-bit seeds" in note
@@ -177,7 +177,7 @@ def test_the_default_matrix_console_fits_a_terminal(tmp_path):
     lines = wide.console.split("\n")
     assert any(line.startswith("target") and "statuses" in line for line in lines), wide.console
     assert max(len(line) for line in lines if not line.startswith(("warning", "report", "finding"))) <= CONSOLE_WIDTH
-    # 9 cells on the default set, 3 more on the /layers set (issue 18)
+    # 9 cells on the default set, 3 more on the /layers set
     assert any(line.split()[:4] == ["es-at-scale", "cpu", "perturb", "12"] for line in lines), wide.console
     narrow = run_parity(Options(**SMALL, case="*/perturb/*", out=str(tmp_path / "narrow")))
     assert any(line.startswith("target") and "f32/iid" in line for line in narrow.console.split("\n"))
@@ -201,7 +201,7 @@ def test_an_interpreter_that_fails_to_start_is_told_in_one_line(tmp_path):
 
 def test_needs_attention_lists_one_block_per_cause_with_its_count_and_span():
     """Three `reuse` artifacts of one op differ only in their counts: one entry of 3 rows; two failures
-    that differ only in their counts are one cause of 2 rows, naming what they span (issue 32 item 2:
+    that differ only in their counts are one cause of 2 rows, naming what they span (
     a cause is one block, its rows counted, none hidden)."""
     from pathlib import Path
 

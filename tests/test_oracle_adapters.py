@@ -1,4 +1,4 @@
-"""The reference adapters seen from the core (issue 21): clone recognition behind `--ref`, the one
+"""The reference adapters seen from the core: clone recognition behind `--ref`, the one
 noise-backend policy of every row, and `fuzz.shrink` over a `run(case)` callable. No child runs here."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ AT_SCALE, AWD = STANDINS / "es-at-scale", STANDINS / "es-awd"
 def test_each_stand_in_is_recognised_by_its_own_adapters_only(tmp_path):
     from standins.layouts import paper_fork
     skill = STANDINS / "skill-sample"
-    # the es-at-scale clone holds the paper's scripts in archive/: two adapters claim it (issue 21)
+    # the es-at-scale clone holds the paper's scripts in archive/: two adapters claim it
     for path, names in ((AT_SCALE, {"es-at-scale", "es-paper"}), (AWD, {"es-awd"}), (skill, {"skill-sample"}),
                         (skill / "es_finetuning_skill.py", {"skill-sample"}),
                         (STANDINS / "eggroll-vllm", {"eggroll"}),

@@ -1,4 +1,4 @@
-"""The shape of esverify/oracle (issue 21): no import cycle, no private names across modules, and the
+"""The shape of esverify/oracle: no import cycle, no private names across modules, and the
 core never names a reference (each reference's names live in its adapter, CONTRIBUTING.md "Adding a
 reference").
 
@@ -17,7 +17,7 @@ import pytest
 
 ORACLE = Path(__file__).resolve().parents[1] / "esverify" / "oracle"
 CORE = sorted(ORACLE.glob("*.py"))
-#: the reference names the core must not contain (the grep test of issue 21 item 1)
+#: the reference names the core must not contain (the grep test)
 NAMES = re.compile(r"es-at-scale|es_at_scale|es-awd|es_awd|awd", re.IGNORECASE)
 #: (file, reason) of the core files allowed to name a reference: none
 ALLOWED: dict = {}
@@ -114,7 +114,7 @@ def test_no_private_name_is_imported_or_reached_across_modules():
 
 
 def test_the_core_never_names_a_reference():
-    """The grep test of issue 21: outside esverify/oracle/adapters/, no reference is named (docstrings and
+    """The grep test: outside esverify/oracle/adapters/, no reference is named (docstrings and
     comments included)."""
     found = []
     for path in CORE:

@@ -236,7 +236,7 @@ def test_skip_is_a_fail_naming_the_slot_never_harmless():
 
 def test_bits_decide_accounting_is_never_a_verdict_over_equal_bits():
     """A slot the accounting saw no draw for fails only where bits differ; over equal bits the row passes
-    and says that the accounting and the bits disagree (issue 34: 0 of 10,827 elements differing)."""
+    and says that the accounting and the bits disagree (once seen: 0 of 10,827 elements differing)."""
     found = _found(missing=[{"slot": 40, "name": "model.norm.weight"}])
     for scheme in ("iid", "correlated"):
         status, diagnoses, notes = compare.diagnose(scheme, _cmp(0), "", found, untouched=[40], sources={})

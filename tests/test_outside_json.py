@@ -1,4 +1,4 @@
-"""Outside JSON is read by one bounded reader (issue 20 item 1; esverify/jsonin.py).
+"""Outside JSON is read by one bounded reader (esverify/jsonin.py).
 
 Every way Python's parser can fail on hostile text (nesting past its recursion guard, an integer past
 the 4300-digit limit, bytes that are not UTF-8, a syntax error) becomes `JSONInputError`, and each
@@ -130,7 +130,7 @@ def test_a_hostile_pyproject_in_an_audited_tree_is_noted_not_a_crash(tmp_path, t
         assert row["declared_licence"].startswith("unreadable pyproject.toml") and words in row["declared_licence"]
 
 
-# ------------------------------------------------------------------ strict in, strict out (issue 27 item 3)
+# ------------------------------------------------------------------ strict in, strict out
 
 _SCALARS = st.none() | st.booleans() | st.integers(-10 ** 6, 10 ** 6) | st.text(max_size=5) | \
     st.floats(allow_nan=False, allow_infinity=False)

@@ -1,4 +1,4 @@
-"""Every row that is not a pass is accounted for, in every format (issue 32 item 3): the rows of a
+"""Every row that is not a pass is accounted for, in every format: the rows of a
 run are pass, needs attention (fail, error, unverifiable, artifact, defect) or not checked here
 (skipped, unsupported, not-run), and each format's counts add up to the number of rows. One run of
 the skill-sample stand-in: its bf16 rows are the sample's documented defect, its cuda rows skipped."""

@@ -1,4 +1,4 @@
-"""Bad input to `esverify parity` (issue 4, "What must hold"; issue 12 item 4): a setup fault is one
+"""Bad input to `esverify parity` ("What must hold"): a setup fault is one
 line first (what, why, the fix), exit 2, before any row; a fault of one op is a row, and the others run.
 
 Covered: clone path missing, not a clone of the target, `--target` without
@@ -32,7 +32,7 @@ AWD = str(STANDINS / "es-awd")
 QUICK = ("--devices", "cpu", "--small", "--dtypes", "f32", "--schemes", "iid", "--iterations", "1", "--quiet")
 #: one row of every es-at-scale op, on both parameter sets (the standard one and `layers`): 9 of QUICK's 36 rows.
 #: Each test below checks one property per op, which the update's other populations (the N sweep, the paper's
-#: N30, the reward populations) would only repeat; every child start and row costs seconds (issue 33 item 4)
+#: N30, the reward populations) would only repeat; every child start and row costs seconds
 EVERY_OP = ("--case", "*/N7*")
 OPS = {"zscore", "perturb", "restore", "update", "loop", "fit"}
 
@@ -59,7 +59,7 @@ def _status(frame, op):
 
 
 def _one_line_error(output: str) -> str:
-    """A setup fault is ONE line, first, before any row (issue 12 item 4)."""
+    """A setup fault is ONE line, first, before any row."""
     lines = [line for line in output.splitlines() if line.strip()]
     assert lines and lines[0].startswith("esverify parity: error: "), output
     assert len(lines) == 1, output
@@ -174,7 +174,7 @@ def test_reference_that_kills_its_process(tmp_path):
     assert _status(frame, "perturb") == {"pass"} and _status(frame, "update") == {"pass"}
 
 
-@pytest.mark.slow   # --durations: 14-21 s at load 4-6 (a parity run; issue 33 item 4: the fast tier keeps two)
+@pytest.mark.slow   # --durations: 14-21 s at load 4-6 (a parity run; the fast tier keeps two)
 def test_noise_without_generator_is_refused(tmp_path):
     clone = make_bad(tmp_path, "no-generator")
     code, output, frame = _cli(tmp_path, "--ref", str(clone), "--target", "es-at-scale", *EVERY_OP, *QUICK)
@@ -240,7 +240,7 @@ def test_noise_with_an_unknown_seed_is_refused(tmp_path):
 def test_unwritable_out_or_non_python_interpreter_is_a_usage_error(tmp_path):
     (tmp_path / "out").write_text("a file, not a folder")
     result = CliRunner().invoke(main, ["parity", "--ref", AT_SCALE, *QUICK, "--out", str(tmp_path / "out")])
-    # --out is a click directory path, checked by click as audit's and goldens' are (issue 19 item 5)
+    # --out is a click directory path, checked by click as audit's and goldens' are
     assert result.exit_code == 2 and "Invalid value for '--out'" in result.output and "is a file" in result.output
     code, output, frame = _cli(tmp_path / "x", "--ref", AT_SCALE, "--python", "/bin/true", *QUICK)
     assert code == 2 and "is not a Python 3 interpreter" in output and frame is None
@@ -249,7 +249,7 @@ def test_unwritable_out_or_non_python_interpreter_is_a_usage_error(tmp_path):
         assert code == 2 and f"{option} must be finite" in output and frame is None
 
 
-@pytest.mark.slow   # --durations: 14-21 s at load 4-6 (a parity run; issue 33 item 4: the fast tier keeps two)
+@pytest.mark.slow   # --durations: 14-21 s at load 4-6 (a parity run; the fast tier keeps two)
 def test_a_case_the_runner_cannot_finish_is_an_error_row_not_the_end_of_the_run(tmp_path, monkeypatch):
     from esverify.oracle import compare
 
@@ -271,7 +271,7 @@ def test_a_case_the_runner_cannot_finish_is_an_error_row_not_the_end_of_the_run(
     assert "the runner failed on this case: RuntimeError: injected" in failed["detail"].iloc[0]
 
 
-@pytest.mark.slow   # --durations: 14-21 s at load 4-6 (a parity run; issue 33 item 4: the fast tier keeps two)
+@pytest.mark.slow   # --durations: 14-21 s at load 4-6 (a parity run; the fast tier keeps two)
 def test_noise_through_another_torch_gaussian_is_refused(tmp_path):
     # Tensor.normal_(0, 2, generator=...): not the standard normals torch.randn draws (normal_(generator=...)
     # is, and passes: the equivalent "normal-in-place" of the mutation catalog)
@@ -284,7 +284,7 @@ def test_noise_through_another_torch_gaussian_is_refused(tmp_path):
     assert _status(frame, "zscore") == {"pass"}
 
 
-@pytest.mark.slow   # --durations: 14-21 s at load 4-6 (a parity run; issue 33 item 4: the fast tier keeps two)
+@pytest.mark.slow   # --durations: 14-21 s at load 4-6 (a parity run; the fast tier keeps two)
 def test_a_reused_out_is_refused_unless_overwrite(tmp_path):
     args = ("--ref", AT_SCALE, "--target", "es-at-scale", "--case", "*/f32/iid/perturb*", *QUICK)
     code, output, first = _cli(tmp_path, *args)
@@ -300,7 +300,7 @@ def test_a_reused_out_is_refused_unless_overwrite(tmp_path):
 
 def test_a_bad_clone_path_from_the_environment_names_the_variable(tmp_path, monkeypatch):
     monkeypatch.setenv("ESVERIFY_AWD_REF", str(tmp_path / "gone"))
-    # with --ref, a clone named elsewhere runs (and is checked) only when --discover asks for it (issue 32)
+    # with --ref, a clone named elsewhere runs (and is checked) only when --discover asks for it
     code, output, frame = _cli(tmp_path, "--ref", AT_SCALE, "--discover", *QUICK)
     assert code == 2 and frame is None
     assert f"$ESVERIFY_AWD_REF {tmp_path / 'gone'}" in _one_line_error(output)

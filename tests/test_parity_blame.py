@@ -1,4 +1,4 @@
-"""A failing row names the reference's code (issue 32 item 1; esverify.oracle.blame): the clone's
+"""A failing row names the reference's code (esverify.oracle.blame): the clone's
 changes against its base (git diff, committed and uncommitted, each hunk in its enclosing function)
 intersected with the functions the row ran (the child's per-row record). The stand-ins are not git
 repositories: these tests make a git repository of a copied stand-in, commit it, then apply a mutant

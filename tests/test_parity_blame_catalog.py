@@ -1,12 +1,12 @@
-"""Blame on a clean clone (issue 32 item 1): a failure where the clone changed nothing names the function
+"""Blame on a clean clone: a failure where the clone changed nothing names the function
 that computes the first differing quantity.
 
-The other half of issue 32 item 1's done-when check, that every detected mutant's failing rows name the
+The other half of the blame catalog's check, that every detected mutant's failing rows name the
 patched file and function, is asserted where each catalog runs its mutants, on every failing row they
 give (each mutant is a git checkout with its edit uncommitted): tests/test_parity_mutants.py (the
 single-operation catalog; a row the repeat check fails included), test_parity_loops.py (the loop
 catalog) and test_parity_new_refs.py (the paper's and the skill sample's). This file ran those catalogs'
-rows a second time for it (92 s of the suite; issue 33 item 4)."""
+rows a second time for it (92 s of the suite)."""
 from __future__ import annotations
 
 import pytest

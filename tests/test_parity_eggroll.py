@@ -169,8 +169,8 @@ def test_a_difference_in_the_factors_alone_is_a_note_and_in_ba_a_fail():
 
 def _catalog_verdicts(tmp_path) -> dict:
     """{mutant or equivalent: rows frame} of the MUTANT_ROWS, every variant through one child that switches
-    to it (Runner.session, as the other catalogs run; a run_parity per variant paid a child start each,
-    issue 33 item 4)."""
+    to it (Runner.session, as the other catalogs run; a run_parity per variant paid a child start
+    each)."""
     from esverify.oracle import Runner
     from esverify.oracle.options import validate
     from esverify.oracle.setup import select_cases

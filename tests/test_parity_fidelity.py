@@ -1,4 +1,4 @@
-"""Parity fidelity, round 2 (issue 18): the stand-in model is a real torch.nn.Module, the noise hook
+"""Parity fidelity, round 2: the stand-in model is a real torch.nn.Module, the noise hook
 accepts every call torch computes like torch.randn(size, generator=g) (proven here on this torch)
 and nothing else, the reward populations and the `layers` set, and the repeat check.
 

@@ -1,4 +1,4 @@
-"""The HTML report reads from the top (issue 32 item 4): the verdict, the causes, the findings, what was
+"""The HTML report reads from the top: the verdict, the causes, the findings, what was
 not checked, then the grid and the cases, whose table shows the rows that are not pass or skipped (the
 rest one click away). Checked in headless Chromium at 1,400 x 2,000 px: where each part of the page
 lands (positions the browser computed), and a screenshot of each page to look at. Skipped where no

@@ -1,4 +1,4 @@
-"""Parity through the references' training loops (issue 9; docs/references.md §5).
+"""Parity through the references' training loops (docs/references.md §5).
 
 - the stand-in modules: the real ray/vllm/transformers/wandb are never
   imported, even when a package of that name is on the path;
@@ -132,7 +132,7 @@ def test_unchanged_standins_pass_every_loop_row(tmp_path):
 @pytest.mark.slow   # 4 s (--durations, 2026-12-03): out of the fast tier
 def test_only_ref_explains_what_was_not_checked(tmp_path, monkeypatch):
     """--ref of the es-at-scale clone runs what it names: es-at-scale and es-paper (its archive/), nothing else
-    (issue 32: es-awd, named nowhere, gets no row and no not-checked entry); what it names but cannot check
+    (es-awd, named nowhere, gets no row and no not-checked entry); what it names but cannot check
     (the paper's vLLM script) is listed in every format."""
     monkeypatch.chdir(tmp_path)   # no ./refs/es-awd here
     monkeypatch.delenv("ESVERIFY_AWD_REF", raising=False)
@@ -231,7 +231,7 @@ EXPECTED = {
     "restore-caching-ignored": ({"fail": _both(["main-caching"], [F, B, M])},
                                 "iteration 1: caching handed to the restore of member 0"),
     "noise-f64-then-cast": ({"fail": _rows(AWD_DRAWING, [F, B, M], ("/native",))}, "iteration 1: reward of member 0"),
-    # the stand-in engines compute rewards in the precision they are launched with (issue 34)
+    # the stand-in engines compute rewards in the precision they are launched with
     "fit-engines-float16": ({"fail": _rows(["fit"], [F, B, M])}, "theirs launched in float16, documented bfloat16"),
     "fit-engines-default-float16": ({"fail": _rows(["fit"], [F, B, M])},
                                     "theirs launched in float16, documented bfloat16"),
@@ -242,7 +242,7 @@ EXPECTED = {
 ITERATIONS = {"broadcast-before-update": 2, "snapshot-every-iteration": 2}
 #: the training-loop script of each library reference: no single-operation row runs any of its functions
 #: (test_single_op_rows_run_no_function_of_the_loop_scripts), so a mutant that edits only function bodies of
-#: it runs only the loop rows (the single-op rows it leaves out cannot change; issue 33 item 4)
+#: it runs only the loop rows (the single-op rows it leaves out cannot change)
 LOOP_SCRIPTS = {"es-at-scale": "es_at_scale/trainer/es_trainer.py", "es-awd": "es.py"}
 
 
@@ -294,11 +294,11 @@ def loop_catalog(request, tmp_path_factory):
     """{name: (rows frame, exit code, unnamed)} of every loop mutant, equivalent and unseen fault this session
     selected, each run on the rows `loop_options` picks, through one child per target that switches to each
     variant (Runner.session, as the mutant catalogs run; a fresh `run_parity` per variant paid a child
-    start and its imports each, issue 33 item 4). The exit code is the one parity gives those rows
+    start and its imports each). The exit code is the one parity gives those rows
     (console.exit_code), after the repeat check a parity run makes on the same rows (a variant that
     edits more than the loop script runs single-op rows too). Each variant is a git checkout with its
     edit uncommitted; `unnamed` lists its failing rows whose blame does not name the edited function
-    (issue 32 item 1)."""
+   ."""
     from esverify.oracle import Runner
     from esverify.oracle import repeat as _repeat
     from esverify.oracle.console import exit_code
@@ -414,7 +414,7 @@ def test_reuse_of_an_equal_size_draw_gets_one_verdict_in_every_row_kind(tmp_path
     """A reference that reuses, within a call, one draw per (seed, element count, dtype, device): under
     torch's generator and correlated contract noise that is the same computation (every row passes, the
     restore and `layers` rows too), under iid the reuse artifact in every row that draws, single-op,
-    in-process loop and `fit` alike (ours replays the same reuse and agrees bit for bit; issue 34)."""
+    in-process loop and `fit` alike (ours replays the same reuse and agrees bit for bit)."""
     from standins.mutants import make_mutant
     clone = make_mutant(tmp_path, "reuse-equal-size-every-draw")
     result = run_parity(Options(ref=str(clone), target="es-at-scale", devices=("cpu",), dtypes=("f32", "bf16"),
@@ -492,7 +492,7 @@ def test_loop_equivalents_and_unseen_faults_pass_every_row(loop_catalog, name):
 
 def test_engine_precision_rounds_the_weights_before_the_reward():
     """A stand-in engine computes its reward on its weights rounded to the precision it was launched with
-    (issue 34): float16 and bfloat16 give other rewards than float32 on the same weights, and our reward in
+   : float16 and bfloat16 give other rewards than float32 on the same weights, and our reward in
     the documented precision is the child's bit for bit."""
     import importlib.util
     import torch
@@ -557,9 +557,9 @@ def test_functions_of_names_methods_and_keeps_nested_bodies_apart(tmp_path, monk
 @pytest.mark.slow   # 3 s a run (--durations, 2026-12-03): out of the fast tier
 @pytest.mark.parametrize("line_coverage, installed", [(True, False), (False, True), (True, True)])
 def test_child_without_coverage_still_lists_the_functions_that_ran(tmp_path, line_coverage, installed):
-    """The child's Python often lacks coverage.py (issue 17): the function table comes from the
+    """The child's Python often lacks coverage.py: the function table comes from the
     interpreter itself, so no "unknown whether ... ran" appears on a working setup. Line counts come
-    from coverage.py only with --line-coverage (a trace function slows the children, issue 33): the
+    from coverage.py only with --line-coverage (a trace function slows the children): the
     coverage section's `lines` column then holds each function's executed lines, else it is blank."""
     fake = tmp_path / "nocov" / "coverage"
     fake.mkdir(parents=True)

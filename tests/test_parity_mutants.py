@@ -1,4 +1,4 @@
-"""The mutation catalog of the parity runner (issue 8 item F; tests/standins/mutants.py).
+"""The mutation catalog of the parity runner (tests/standins/mutants.py).
 
 Each mutant is a stand-in clone with ONE detail edited, of seven kinds:
 hook (how the reference uses its generators, docs/references.md §3a), masking
@@ -12,7 +12,7 @@ every equivalent). Each runs only on the rows it
 needs (a --case pattern, --small, one loop iteration) and must get the
 status its table gives on every row (every other row passes), with its
 named diagnosis in the row, and each failing row's blame must name the
-edited function (issue 32 item 1: each mutant is a git checkout with its
+edited function (each mutant is a git checkout with its
 edit uncommitted). Equivalent mutants compute the same bits by other
 means and must pass every row. The catalog runs two mutants at a
 time (two children busy beside our side); the test prints the detection
@@ -107,7 +107,7 @@ def check_mutant(name, mutant, rows) -> list:
             problems.append(f"{name}: {case_id}: diagnosis {diagnosis!r} lacks {mutant.diagnosis!r}: {detail[:160]}")
         elif status == "fail" and "skip" not in diagnosis and not any(w in detail for w in ("differ", "skip")):
             problems.append(f"{name}: {case_id}: a fail without the differing elements named: {detail[:160]}")
-        if status in BLAMED and not names_the_edit(blame, patched):   # issue 32 item 1
+        if status in BLAMED and not names_the_edit(blame, patched):   # every blamed row names the edit
             problems.append(f"{name}: {case_id}: the blame does not name the edited function of {sorted(patched)}: "
                             f"{blame[:300]}")
         if "harmless" in detail:

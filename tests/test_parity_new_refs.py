@@ -80,7 +80,7 @@ def test_es_at_scale_clone_yields_both_targets_and_a_fork_only_the_scripts(tmp_p
 def test_skill_sample_as_one_file(tmp_path):
     result = _run(tmp_path, [SKILL_FILE])
     others = result.frame[result.frame["target"] != "skill-sample"]
-    assert others.empty       # --ref names the sample only: the other references get no row (issue 32)
+    assert others.empty       # --ref names the sample only: the other references get no row
     rows = result.frame[result.frame["target"] == "skill-sample"]
     got = _by_case(rows)
     # 3 dtypes x 2 noises at N 5, f32 at N 30 and 40 x 2 noises, f16 on 1M elements, f32 with a NaN reward
@@ -117,7 +117,7 @@ def _matrix_cases(target):
 def _catalog(target, clone, cases, table, tmp_path, blame_only=lambda mutant: []):
     """{mutant: {case id: status}} over one child (the variant clone per case). Each variant is a git
     checkout with its edit uncommitted, and every failing row's blame must name the edited function
-    (issue 32 item 1): asserted here, for every mutant and equivalent, on `cases` and on the rows
+   : asserted here, for every mutant and equivalent, on `cases` and on the rows
     `blame_only(mutant)` adds for this check alone (their statuses are not returned)."""
     out, unnamed = {}, []
     runner = Runner(Options(ref=[str(clone)], devices=("cpu",), out=str(tmp_path / "unused"), quiet=True))

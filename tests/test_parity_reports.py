@@ -1,4 +1,4 @@
-"""Parity reports a person acts on and CI can trust (issue 19): the verdict of a run that checked
+"""Parity reports a person acts on and CI can trust: the verdict of a run that checked
 nothing, JUnit counts that agree with the exit code, the report's section order and size bound, the
 JSON schema, the CI summary. Runs against the stand-in clones (tests/standins/) on small selections.
 """
@@ -67,7 +67,7 @@ def test_a_passing_run_has_a_green_junit_and_require_all_turns_skips_red(tmp_pat
     assert suite.find("testcase[@name='verdict']/failure") is not None
 
 
-# ------------------------------------------------------------ no side effects before validation (issue 19 item 7)
+# ------------------------------------------------------------ no side effects before validation
 @pytest.mark.parametrize("args", [
     ["--ref", "MISSING"],                                        # clone not found: a setup error
     ["--ref", AT_SCALE, "--format", "xml"],                      # a bad --format: a usage error
@@ -97,7 +97,7 @@ def test_a_refused_audit_leaves_no_report_folder(tmp_path, monkeypatch):
     assert result.exit_code == 2 and not os.path.exists(tmp_path / "a"), result.output
 
 
-# ------------------------------------------------------------ what the reports lead with (issue 19 item 1)
+# ------------------------------------------------------------ what the reports lead with
 SECTION_ORDER = ["needs attention", "not checked here", "summary", "cases"]
 
 
@@ -210,7 +210,7 @@ def test_parity_md_stays_under_the_bound_whatever_the_matrix(tmp_path):
     opts = Options()
     matrix = _cases.build_matrix(["es-at-scale", "es-awd"], opts.devices, opts.dtypes, opts.schemes, None, None,
                                  None, opts.iterations, False, opts.noises, opts.case_seed, True)
-    # the default matrix: 650 as the issue counted, plus 78 rows of issue 18, plus 16 of non-finite rewards
+    # the default matrix: 650, plus 78 rows of the /layers set and reward populations, plus 16 of non-finite rewards
     assert len(matrix) == 744
     rows = [_row(c, status=("fail", "error", "unverifiable", "artifact")[i % 4], diagnosis="reuse" if i % 4 == 3 else "",
                  detail=f"row {i}: " + "x" * (400 + i % 7) + f" kind{i % 40}", elements=1000, mismatches=i,
@@ -233,7 +233,7 @@ def test_parity_md_stays_under_the_bound_whatever_the_matrix(tmp_path):
     assert len(json.loads((tmp_path / "parity.json").read_text())["sections"]["cases"]) == 744
 
 
-# ------------------------------------------------------------ pictures (issue 19 item 2)
+# ------------------------------------------------------------ pictures
 def test_the_ulp_profile_says_where_the_sides_differ():
     """128 f32 elements, elements 3 and 100 differ by 1 and 5 ulp, element 127 is a NaN on one side:
     64 runs of 2 elements; run 1 holds 1 ulp, run 50 holds 5, run 63 the NaN (-1); the rest 0."""

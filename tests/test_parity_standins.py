@@ -1,4 +1,4 @@
-"""End-to-end parity runs against the stand-in clones (issue 4, "What must hold").
+"""End-to-end parity runs against the stand-in clones ("What must hold").
 
 The stand-ins (tests/standins/) were written from docs/references.md alone.
 Every row must pass on them (CPU, Python 3.11); CUDA rows are skipped
@@ -50,7 +50,7 @@ def test_small_matrix_passes_on_both_standins(tmp_path):
     # the es-at-scale stand-in also holds the paper's scripts (archive/): those rows run and pass; no
     # skill-sample file nor eggroll clone was given: they get no rows
     assert set(frame.loc[(frame["target"] == "es-paper") & (frame["device"] == "cpu"), "status"]) == {"pass"}
-    assert not {"skill-sample", "eggroll"} & set(frame["target"])   # named by no --ref: no row (issue 32)
+    assert not {"skill-sample", "eggroll"} & set(frame["target"])   # named by no --ref: no row
     everything, frame = frame, frame[frame["target"].isin(["es-at-scale", "es-awd"])]
     cpu = frame[frame["device"] == "cpu"]
     artifacts = cpu[cpu["status"] == "artifact"]
@@ -89,7 +89,7 @@ def test_small_matrix_passes_on_both_standins(tmp_path):
     assert "avg_reward" in (out / "child-es-at-scale.log").read_text()
     suite = ET.parse(junit).getroot()
     # one testcase per row, plus one per thing not checked: es-paper's vLLM script (a reference no --ref names,
-    # the skill sample or eggroll, is left out: issue 32)
+    # the skill sample or eggroll, is left out)
     assert int(suite.get("tests")) == len(everything) + 1
     assert suite.get("failures") == "0" and suite.get("errors") == "0"
 
@@ -131,7 +131,7 @@ def test_default_matrix_both_targets_cli(tmp_path):
     assert len(loops) == 4 * 3 * 8 + 2 and (loops["noise"] == "native").sum() == 4 * 8   # + fit/nan, main/inf
     meta = json.loads((tmp_path / "out" / "parity-metadata.json").read_text())
     print(f"default matrix wall time: {meta['wall_time_s']} s")
-    # parity.md fits a pull-request comment and leads with what to do (issue 19 item 1)
+    # parity.md fits a pull-request comment and leads with what to do
     md = (tmp_path / "out" / "parity.md").read_text()
     assert len(md) < 60_000, len(md)
     headings = [line[3:] for line in md.splitlines() if line.startswith("## ")]
@@ -216,7 +216,7 @@ def test_fuzz_shrinks_a_failure_to_one_command_line(tmp_path):
 
 @pytest.mark.slow   # 4 s (--durations, 2026-12-03): out of the fast tier
 def test_second_virtualenv_as_child_python(tmp_path):
-    from venvs import make_venv   # sees this interpreter's torch however it was installed (issue 12 item 1)
+    from venvs import make_venv   # sees this interpreter's torch however it was installed
     venv = tmp_path / "venv"
     python = make_venv(venv)
     code, output = _cli("--ref", AT_SCALE, "--target", "es-at-scale", "--devices", "cpu", "--small",

@@ -1,4 +1,4 @@
-"""Versions as they are (issue 32 item 6): the native rows' note names the torch and device of the
+"""Versions as they are: the native rows' note names the torch and device of the
 child that ran them beside the parent's, and a run warns when they differ where it matters (native
 rows were compared). No child runs here."""
 from __future__ import annotations

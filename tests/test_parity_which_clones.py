@@ -1,4 +1,4 @@
-"""Which clones a parity run runs, and whence (issue 32 item 5): `--ref` runs what it names; a clone
+"""Which clones a parity run runs, and whence: `--ref` runs what it names; a clone
 found elsewhere ($ESVERIFY_* variables, ./refs/<name>) runs only with --discover; a folder that one
 adapter matches on a generic file name only is exit 2 naming what it lacks. No child runs here."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A reference from outside the repository (issue 30 item 3; CONTRIBUTING.md "Adding a reference", followed here).
+"""A reference from outside the repository (CONTRIBUTING.md "Adding a reference", followed here).
 
 The test writes a small reference package (`esverify-toy-es`: its REFERENCE record, its adapter and its child
 driver), installs it into a fresh virtual environment that sees this environment's packages, writes a clone of

@@ -53,7 +53,7 @@ def test_ray_and_pool_give_identical_results(local_ray, tmp_path, kind):
 
 @pytest.mark.slow   # 1 s (--durations, 2026-12-03): out of the fast tier
 def test_relative_paths_and_a_remote_error(local_ray, tmp_path, monkeypatch):
-    """Relative paths reach Ray tasks absolute; a unit's error on the cluster is one line, exit 2 (issue 27)."""
+    """Relative paths reach Ray tasks absolute; a unit's error on the cluster is one line, exit 2."""
     import os
 
     from safetensors.torch import save_file

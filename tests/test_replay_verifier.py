@@ -1,4 +1,4 @@
-"""`esverify replay` cannot be fooled (issue 27): each kind of failure as a table over its variants.
+"""`esverify replay` cannot be fooled: each kind of failure as a table over its variants.
 
 Kinds: a checkpoint tensor of another dtype or shape is a difference (never a cast); resume is keyed on
 the bytes each unit read; strict JSON in and out; every later failure is one line with a non-verdict

@@ -1,4 +1,4 @@
-"""The default number of replay workers is chosen from the work (issue 33 item 3, docs/replay.md §5)."""
+"""The default number of replay workers is chosen from the work (docs/replay.md §5)."""
 from __future__ import annotations
 
 import sys

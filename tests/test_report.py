@@ -62,7 +62,7 @@ def test_junit_maps_statuses():
     assert root.find("testcase[@name='update']/failure").attrib["message"] == "ulp 3"
 
 
-# ------------------------------------------------------------ reports lead with the verdict (issue 12 item 6)
+# ------------------------------------------------------------ reports lead with the verdict
 import re  # noqa: E402
 import threading  # noqa: E402
 
@@ -151,7 +151,7 @@ def test_markdown_cells_cannot_break_the_table():
     assert row.count(" | ") == len(sections["cases"].columns) - 1 and "x \\| y<br>" in row
 
 
-# ------------------------------------------------ destinations and report folders (issue 12 items 2 and 7)
+# ------------------------------------------------ destinations and report folders
 def test_destinations_are_checked_with_one_line_reasons(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(outputs.OutputError, match=r"^--out .*/f/sub: .*/f is a file, not a directory$"):
@@ -201,7 +201,7 @@ def test_two_runs_never_share_a_folder(tmp_path):
     outputs.claim_report_folder(tmp_path / "shared", "parity", ("parity*",)).release()
 
 
-# ------------------------------------------------------------ JUnit for strict consumers (issue 19 item 3, issue 20 item 4)
+# ------------------------------------------------------------ JUnit for strict consumers
 def _suite(xml: str):
     return ET.fromstring(xml.split("?>", 1)[1])
 

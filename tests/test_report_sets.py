@@ -1,4 +1,4 @@
-"""Report sets are written whole or not at all (issue 20 item 4; esverify/reportset.py).
+"""Report sets are written whole or not at all (esverify/reportset.py).
 
 A write that fails part-way (the Nth file raises ENOSPC, or RLIMIT_FSIZE stops a subprocess) must
 leave no file of the set that claims a verdict: before, audit exited 2 but left 14 of its 15 files,

@@ -1,4 +1,4 @@
-"""Backends of the gaussian stream against the scalar reference (docs/CONTRACT.md §3; issue 2 "What must hold").
+"""Backends of the gaussian stream against the scalar reference (docs/CONTRACT.md §3).
 
 poly32: bitwise equal to `esverify.rng.scalar` on every CPU backend, for
 any seed, first (odd or even), length and chunking. libm64: each backend

@@ -237,7 +237,7 @@ MUTANT_EFFECTS = {
     "restore-caching-ignored": set(), "noise-f64-then-cast": set(),
     # these drives' engine counts divide the mirrored seeds: both batchings put the same members on engine 0
     "mirror-passes-batched-together": set(),
-    # the engines' precision (issue 34): only the launch call changes here, because these drives' stand-in
+    # the engines' precision: only the launch call changes here, because these drives' stand-in
     # engines (tests/standins/drive.py) do not compute their rewards in it; the parity child's engines do
     # (tests/test_parity_loops.py detects all three)
     "fit-engines-float16": {"engines"}, "fit-engines-default-float16": {"engines"},

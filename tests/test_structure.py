@@ -1,4 +1,4 @@
-"""The shape of the whole esverify package (issue 30): the core never names a reference, no import cycle (modules
+"""The shape of the whole esverify package: the core never names a reference, no import cycle (modules
 loaded by name through esverify.registry included), no arrow from a lower layer to a higher one, and no
 private name imported or reached across modules, on the parent side and the child side (oracle_child/).
 
@@ -23,7 +23,7 @@ PACKAGE = ROOT / "esverify"
 CHILD = ROOT / "oracle_child"
 #: a reference's name in code: identifiers and string literals (docstrings and comments not counted)
 NAMES = re.compile(r"es[-_]?at[-_]?scale|at_scale|awd|es[-_]paper|paper_|skill[-_]sample|skill_|eggroll", re.I)
-#: core files still allowed to name a reference: (places, why). Each one is a debt of issue 30 item 2, to be
+#: core files still allowed to name a reference: (places, why). Each one is a debt, to be
 #: paid by moving the named part into its reference's package; the count may only go down.
 ALLOWED: dict = {}
 

@@ -1,5 +1,5 @@
 """tests/venvs.py: a nested venv sees the packages of the interpreter that made it, even when that
-interpreter is itself a venv (issue 12 item 1: `--system-site-packages` from inside a venv sees the
+interpreter is itself a venv (`--system-site-packages` from inside a venv sees the
 base interpreter's packages instead, so the suite failed in a fresh venv)."""
 from __future__ import annotations
 

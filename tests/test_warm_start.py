@@ -1,4 +1,4 @@
-"""Warm starts (esverify.oracle.warm_start, issue 33 item 1): a child forked from the warm start server is
+"""Warm starts (esverify.oracle.warm_start): a child forked from the warm start server is
 the child a fresh interpreter would be (differential: the same facts, read by one probe driver, in both),
 its supervisor does the classic supervisor's job, and the server leaves nothing behind."""
 from __future__ import annotations

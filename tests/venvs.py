@@ -3,7 +3,7 @@
 `python -m venv --system-site-packages`, run from inside a venv, sees the BASE
 interpreter's packages, not the outer venv's: a suite run in a fresh venv
 (as the README's set-up does) then finds no torch or pandas in the nested one
-(issue 12 item 1). Instead the nested venv gets a `.pth` file listing every
+. Instead the nested venv gets a `.pth` file listing every
 site-packages folder of the RUNNING interpreter (system, venv or user site:
 `site.getsitepackages()`, the user site when enabled, sysconfig's
 purelib/platlib, and any site-packages folder on its `sys.path`). Plain path lines are appended after the venv's own

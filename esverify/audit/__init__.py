@@ -1,4 +1,4 @@
-"""`esverify audit`: evidence for the clean-room claim (issue 5).
+"""`esverify audit`: evidence for the clean-room claim.
 
 Design record. The audit reads one or more *sources* (a checkout's tracked
 files, a built wheel or sdist, every blob in the git history) into

@@ -1,4 +1,4 @@
-"""The `esverify audit` click command (issue 5).
+"""The `esverify audit` click command.
 
 Exit status: 0 nothing found, 1 at least one finding, 2 usage error
 (click's own convention for bad options, reused for "outside a checkout
@@ -99,7 +99,7 @@ def audit(ctx, tree, wheels, history, refs, interfaces, out, overwrite, formats,
     from esverify.outputs import OutputError, claim_report_folder, missing_folders, remove_empty
     from esverify.report import report_patterns
     base = Path(settings.values["reports"]).expanduser() if settings.values["reports"] else Path("reports")
-    made = missing_folders(out or base)   # removed again when the audit is refused (issue 19 item 7)
+    made = missing_folders(out or base)   # removed again when the audit is refused
     try:   # before any work: a report that cannot be written must not cost the audit
         folder = claim_report_folder(out, "audit", report_patterns("audit"), overwrite=overwrite, base=base)
     except OutputError as exc:

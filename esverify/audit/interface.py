@@ -1,4 +1,4 @@
-"""Shared interface and idioms versus shared code in the similarity section (issue 28).
+"""Shared interface and idioms versus shared code in the similarity section.
 
 The test stand-ins (tests/standins/) reproduce each reference's public
 interface exactly: module imports, function and method signatures with their

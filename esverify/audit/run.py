@@ -202,7 +202,7 @@ def run_audit(opts: AuditOptions) -> AuditResult:
     everything = targets + [r for _, r in refs]
     skipped_rows = [{"origin": e.origin, "path": e.path, "reason": e.error}
                     for e in everything if e.kind in ("binary", "symlink", *sources.UNREADABLE_KINDS)]
-    # a file the audit could not read is a finding, never a silent pass (issue 10 item 5, issue 13 item 8)
+    # a file the audit could not read is a finding, never a silent pass
     readability = pd.DataFrame(
         [{"status": "finding", "origin": e.origin, "path": e.path, "kind": e.kind, "size": e.size,
           "reason": e.error} for e in everything if e.kind in sources.UNREADABLE_KINDS],

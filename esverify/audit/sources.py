@@ -3,7 +3,7 @@
 Every source becomes a list of `FileEntry` (origin, path, bytes, kind).
 The language is decided by name first (`.py`, `.sh`, notebooks,
 extensionless scripts with a python/sh shebang are code), then the bytes
-are decoded the way that language defines (issue 10 item 5):
+are decoded the way that language defines:
 
 - Python: the PEP 263 declaration or BOM, else UTF-8 (PEP 3120), read by
   the standard library's `tokenize.detect_encoding`; a NUL byte, an unknown
@@ -16,7 +16,7 @@ are decoded the way that language defines (issue 10 item 5):
 - other files: UTF-8 text is `data`; anything else `binary` (hashed for
   identity, not compared).
 
-Resources (issue 13 item 8): no file or archive member larger than
+Resources: no file or archive member larger than
 `max_bytes` (AuditOptions.max_file_bytes, default DEFAULT_MAX_FILE_BYTES)
 is read into memory; sizes are checked before reading (stat, the archive's
 header, git's object size) and reads are capped anyway. Such a file is
@@ -49,7 +49,7 @@ PROSE_SUFFIXES = {".md", ".rst", ".txt", ".tex", ".markdown"}
 PROSE_STEMS = ("readme", "license", "licence", "copying", "notice", "authors", "contributing",
                "changelog", "changes", "history", "citation")
 LICENCE_STEMS = ("license", "licence", "copying")
-#: Largest file or archive member read (bytes). The 50 MB generated module of issue 13 made the
+#: Largest file or archive member read (bytes). A 50 MB generated module once made the
 #: default audit take 557 s and 8.9 GB; ordinary source files are far below 4 MiB.
 DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024
 #: Bracket nesting accepted in a notebook (nbformat needs 6); deeper is a readability finding.

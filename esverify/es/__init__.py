@@ -1,4 +1,4 @@
-"""esverify.es: the clean-room evolution-strategies trainer (docs/numerics.md; issue 3).
+"""esverify.es: the clean-room evolution-strategies trainer (docs/numerics.md).
 
 Public API:
 - `Config`, `Trainer` (perturb / restore / materialize / update / step /

@@ -1,4 +1,4 @@
-"""Member seed schedules and per-member reward aggregation (docs/references.md §5; issue 9).
+"""Member seed schedules and per-member reward aggregation (docs/references.md §5).
 
 Design record:
 - A *seed schedule* decides the u64 member seed of (iteration, member),

@@ -41,7 +41,7 @@ class Area:
     check_sizes: Callable[[dict], list] | None = None
     #: (vector, backend) -> the (field, element) pairs whose value depends on a libm64 output of this
     #: backend that differs from the reference's: only there is a one-ulp difference `libm-divergence`
-    #: (issue 20). None: every value of a libm-class vector is the mapping's own output (the rng area)
+    #: None: every value of a libm-class vector is the mapping's own output (the rng area)
     libm_trace: Callable[[dict, str], set] | None = None
     #: (vector, backend, recomputed fields) -> gate rows naming the first differing value of a vector that
     #: does not carry its values (a digest, esverify.goldens.digest; a chain, esverify.goldens.chain), or

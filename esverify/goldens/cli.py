@@ -24,7 +24,7 @@ BACKEND_LABELS = ("numpy", "numba", "torch-cpu", "torch-cuda")
 
 
 def _backends(ctx, param, values) -> tuple:
-    """Refuse a misspelt backend once, up front, naming the valid labels (issue 12 item 10)."""
+    """Refuse a misspelt backend once, up front, naming the valid labels."""
     unknown = [v for v in values if v not in BACKEND_LABELS]
     if unknown:
         raise click.BadParameter(f"unknown backend {', '.join(map(repr, unknown))}; valid names: "
@@ -211,7 +211,7 @@ def _impl_target(impl_cmd, require, impl_log, impl_deadline, backends):
 
 
 def _junit_cases(result, summary: pd.DataFrame, table: pd.DataFrame, strict: bool) -> pd.DataFrame:
-    """One testcase per checked unit, an (area, backend), whatever its status (issue 20 item 4): "fail"
+    """One testcase per checked unit, an (area, backend), whatever its status: "fail"
     with every failing difference of that unit in its detail, else "pass"; one skipped testcase per
     vector the --impl wrapper does not claim (not checked); one error testcase per exit-2 error."""
     import pandas as pd

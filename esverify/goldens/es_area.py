@@ -1,5 +1,5 @@
-"""The golden area of a Trainer profile (`trainer_area`; es-at-scale's and es-awd's): update goldens (issue 3 part 3;
-docs/numerics.md §2-§5). A reference declares its area in its own package (its `golden_area.py`), with its own
+"""The golden area of a Trainer profile (`trainer_area`; es-at-scale's and es-awd's): update goldens
+(docs/numerics.md §2-§5). A reference declares its area in its own package (its `golden_area.py`), with its own
 es-run cases (`extra_cases`); this module names no reference and asks the profile what it needs.
 
 Each vector is a short training run: a config, initial parameters of
@@ -17,7 +17,7 @@ numpy and torch. `recompute` runs the real `Trainer` on each target of
 with that noise backend; torch-cuda, es-at-scale only since it is
 device-independent, when a GPU is present). Each area's version is its profile's version.
 
-Two more kinds pin what short runs cannot (issue 10):
+Two more kinds pin what short runs cannot:
 - ``shaping`` (the file of the area declared with ``shaping=True``, es-at-scale's; docs/numerics.md §2 is the
   same for every profile):
   z-score coefficients, numpy's mean and std, and centered ranks of one
@@ -27,7 +27,7 @@ Two more kinds pin what short runs cannot (issue 10):
   1000: the recursive split), each with four reward sets (wide dynamic
   range, near-equal, negative, mixed magnitudes). A numpy whose summation
   order changes fails the gate here.
-- ``seed-schedule`` (both files, issue 20): the member seeds each reference's
+- ``seed-schedule`` (both files): the member seeds each reference's
   loop draws from numpy (``default_rng((seed or 42) + i [+ 1]).integers(0,
   2**30)``, docs/references.md §5), expected from PCG64 named explicitly,
   recomputed through ``default_rng``: a numpy whose stream changes fails.
@@ -193,7 +193,7 @@ def _vector(case: dict) -> dict:
     return {"id": case["id"], "comment": case["comment"], "inputs": inputs, "expected": _run_reference(case)}
 
 
-#: populations on both sides of every boundary of numpy's pairwise summation (issue 10 item 1)
+#: populations on both sides of every boundary of numpy's pairwise summation
 SHAPING_POPULATIONS = [*range(2, 10), 15, 16, 17, 30, 31, 32, 33, 127, 128, 129, 130, 255, 256, 257, 1000]
 
 
@@ -552,7 +552,7 @@ def trace_libm(vector: dict, draw) -> set:
     Every (iteration, member, slot) stream the vector uses is drawn by `draw` and by the scalar
     reference (esverify.rng.scalar); a differing element i of slot s at iteration j allows element i
     of that slot's fields from iteration j on. Coefficients never depend on the noise; other kinds
-    and poly32 vectors have no libm values at all (issue 20).
+    and poly32 vectors have no libm values at all.
     """
     from ..rng import scalar
     x = vector["inputs"]

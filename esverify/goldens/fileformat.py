@@ -11,8 +11,8 @@ vector-id uniqueness, which JSON Schema cannot express, is checked here.
 Errors are `GoldenFileError` with a message naming the file: the gate
 maps them to exit code 2.
 
-Input bounds (a golden file is input the gate did not write; issue 13
-item 9): at most MAX_FILE_BYTES bytes (checked from the size before
+Input bounds (a golden file is input the gate did not write): at
+most MAX_FILE_BYTES bytes (checked from the size before
 reading), nesting at most MAX_DEPTH brackets deep (counted without
 recursion before the JSON parser runs), no duplicate object keys (a
 tampered `expected` must not hide behind a good one: the last would win).

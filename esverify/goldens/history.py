@@ -2,7 +2,7 @@
 
 The git repository is the one holding the goldens folder (so tests can
 point the gate at a temporary repository); a file is read at REF with
-``git show REF:<path relative to the repository root>``. Rules (issue 2):
+``git show REF:<path relative to the repository root>``. Rules:
 a vector changed or removed while the area's version did not move is a
 failure, so deleting and regenerating a file cannot slip a change
 through; a file absent at REF is fine; an unknown REF is an error (exit 2).

@@ -1,4 +1,4 @@
-"""The `rng` golden area: vectors pinning the RNG contract (docs/CONTRACT.md §2-§4, issue 2 part 3).
+"""The `rng` golden area: vectors pinning the RNG contract (docs/CONTRACT.md §2-§4).
 
 Expected values always come from the slow scalar reference
 (`esverify.rng.scalar`, libm64 from Python's `math`); `recompute` asks one
@@ -20,7 +20,7 @@ backend of `esverify.rng` for the same fields. Vector kinds (inputs.kind):
 - ``noise``: end to end, (seed, iteration, population, member, scheme,
   slot sizes) -> the noise of every slot (under ``correlated`` equal-size
   slots repeat one stream).
-- ``gaussian-digest`` and ``noise-digest`` (issue 29): long streams (2**20
+- ``gaussian-digest`` and ``noise-digest``: long streams (2**20
   values each) carried as a SHA-256 of their bits and a count, not as
   values (`esverify.goldens.digest`): gaussian ranges over several seeds,
   odd starts, counters crossing 2**32 and ending at 2**64, and the noise of

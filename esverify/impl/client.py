@@ -13,7 +13,7 @@ reply's `result`, or raises:
   before the deadline, the process died, or it wrote bytes that are not a
   frame. The process group is killed; the next call restarts the wrapper
   and repeats the handshake. Restarts and giving up are counted **per
-  operation** (issue 20): after `max_consecutive` failures of one op in a
+  operation**: after `max_consecutive` failures of one op in a
   row (no valid reply to it in between) or `max_restarts` restarts caused
   by it, every later call *of that op* fails at once with kind
   ``gave-up``, so a broken op cannot make a run last deadline x cases,

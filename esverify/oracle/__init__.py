@@ -1,4 +1,4 @@
-"""esverify.oracle: identical-noise parity against out-of-tree reference clones (issue 4).
+"""esverify.oracle: identical-noise parity against out-of-tree reference clones.
 
 The reference code runs only in a child interpreter, driven by the scripts
 in `oracle_child/` (executed by path, never imported). This package builds the

@@ -1,4 +1,4 @@
-"""Where every row of a parity run is counted (issue 32 item 3; docs/parity.md, "The console").
+"""Where every row of a parity run is counted (docs/parity.md, "The console").
 
 A row is a pass, needs attention (ATTENTION) or was not checked here (NOT_CHECKED); every format
 carries the same three numbers, which add up to the number of rows. Pure functions of the rows frame.
@@ -23,7 +23,7 @@ NOT_CHECKED = ("skipped", "unsupported", "not-run")
 
 
 def accounting(frame: pd.DataFrame) -> dict:
-    """Every row in one of three places (issue 32 item 3): {"rows": n, "pass": p, "needs_attention":
+    """Every row in one of three places: {"rows": n, "pass": p, "needs_attention":
     {status: n}, "not_checked": {status: n}}, each dict in STATUSES order; pass + the two sums == rows."""
     counts = status_counts(frame)
     return {"rows": int(len(frame)), "pass": counts.get("pass", 0),

@@ -1,4 +1,4 @@
-"""Which of the reference's code a failing row involves (docs/parity.md, "Blame"; issue 32 item 1).
+"""Which of the reference's code a failing row involves (docs/parity.md, "Blame").
 
 Design record: two facts, each cheap, intersected. (1) What the clone
 changed against the commit docs/references.md was validated against:

@@ -1,4 +1,4 @@
-"""A parity case and its parameters: pure data, drawn from a case seed (issue 4 item 4, issue 8 item C).
+"""A parity case and its parameters: pure data, drawn from a case seed.
 
 A `Case` says which reference call (`op`) runs on which parameter set
 (`dtype`, `big`, or explicit `shapes`), device, noise scheme and noise
@@ -20,7 +20,7 @@ case share parameters. The paper's case (N = 30, sigma 0.001, alpha
 0.0005) stays as its own row (`/paper`); z-score and update cases also run
 at populations across numpy's pairwise-summation boundaries (POPULATIONS).
 
-The training loops (issue 9, esverify.oracle.loop_rows) add each
+The training loops (esverify.oracle.loop_rows) add each
 reference's loop rows (its adapter's `loop_ops`), always on the small set,
 under contract noise and (correlated only) native noise, like the other
 rows.
@@ -34,7 +34,7 @@ ops the core knows how to replay are perturb, restore, update (decay
 none / l1 / l2, mirrored, caching), decay (the decay alone), zscore (f64)
 and the in-process loop.
 
-Design record (issue 21): this module knows no reference; the adapters
+Design record: this module knows no reference; the adapters
 (esverify.oracle.adapters) build their cases from it (`walk_cells`,
 `random_case_of`, `generic_shrink_candidates`), and esverify.oracle.cases
 puts the adapters' parts together (the matrix, --case-json, --fuzz).

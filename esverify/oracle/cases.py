@@ -1,6 +1,6 @@
 """The parity cases of a run: the matrix, a case as text, the check, fuzzing (docs/parity.md, "The matrix").
 
-Design record (issue 21): a case is pure data (esverify.oracle.case_model);
+Design record: a case is pure data (esverify.oracle.case_model);
 each reference's adapter builds its part of the matrix, checks, draws and
 shrinks its cases (esverify.oracle.adapters), and this module puts them
 together: `build_matrix` over the adapters asked for, `select` (--case),

@@ -1,4 +1,4 @@
-"""`esverify parity`: the click command over esverify.oracle.runner (issue 4 item 3).
+"""`esverify parity`: the click command over esverify.oracle.runner.
 
 Every option of the issue, with its default; usage and setup errors exit
 2 (click's own convention for usage errors; one line, before any case

@@ -8,7 +8,7 @@ index, both values as hex plus decimal). The slot layout must agree
 first: a differing shape or dtype is reported as such, not compared.
 
 `diagnose` turns a comparison and the row's own draw accounting into a
-status with named diagnoses (issue 8 item E): advanced, eager, skip,
+status with named diagnoses: advanced, eager, skip,
 reuse, extra (docs/parity.md, "Diagnoses").
 """
 from __future__ import annotations

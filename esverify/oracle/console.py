@@ -1,6 +1,6 @@
 """What a parity run prints and the verdict it reaches (docs/parity.md, "Exit codes", "The console").
 
-Design record (issue 21): pure functions of the rows frame and the
+Design record: pure functions of the rows frame and the
 metadata; nothing here runs a case or names a reference. The summary
 grid, the exit code and verdict, the reasons of a "nothing checked" run,
 and the console text (verdict, counts, grid or its compact form, the rows
@@ -192,13 +192,13 @@ def _cause_lines(e: dict) -> list[str]:
 def console_text(frame, summary, metadata, out_dir, code, verdict, require_all=False, entries=None) -> str:
     """Verdict, which clones ran, counts (cpu and cuda apart), the accounting line, then every cause of
     needing attention (`entries`: parity_report.attention's, computed here without re-run commands when
-    not given; issue 32: each cause is one block, so they all fit the first screen), then the summary
+    not given; each cause is one block, so they all fit the first screen), then the summary
     grid, the 'not checked here' list, warnings, the report."""
     from .parity_report import attention as _attention
     lines = [f"esverify parity: {verdict.upper()} (exit {code}): {len(frame)} cases: {counts_line(frame)}"]
     if verdict in ("pass", "fail") and metadata.get("reason"):   # rows an interpreter kept from running
         lines[0] += f"; but {metadata['reason']}"
-    if metadata.get("clones_run"):   # which clones ran, from where (issue 32)
+    if metadata.get("clones_run"):   # which clones ran, from where
         lines += _wrap(terminal_text(str(metadata["clones_run"])), indent="  ", width=110)
     if verdict == NOTHING_CHECKED:   # not "FAIL with 0 failed": what kept every row from being checked
         lines += [f"  nothing checked: {target}: {reason}" for target, reason in nothing_checked_reasons(frame).items()]

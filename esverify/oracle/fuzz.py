@@ -1,4 +1,4 @@
-"""`esverify parity --fuzz N`: random cases, and a failing one shrunk to a minimal case (issue 8 item D).
+"""`esverify parity --fuzz N`: random cases, and a failing one shrunk to a minimal case.
 
 `draw_cases` draws N cases from `--case-seed` over ops, dtype sets,
 schemes, noise sources, tensor shapes (custom parameter sets: 1-4

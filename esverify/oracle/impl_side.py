@@ -1,6 +1,6 @@
 """`esverify parity --impl CMD`: an implementation under test as our side of a parity case.
 
-A thin adapter (issue 11 item 3) between the runner and a protocol wrapper
+A thin adapter between the runner and a protocol wrapper
 (docs/PROTOCOL.md): `ImplSide.run` has the signature and result of
 `esverify.oracle.ours.run`, so the runner's one hook swaps it in. What the
 reference replays (the handle table of member seeds, the coefficients) is

@@ -1,4 +1,4 @@
-"""Comparison of two loop tapes (issue 9): the first quantity that differs, named.
+"""Comparison of two loop tapes: the first quantity that differs, named.
 
 `compare_tapes` walks our tape (esverify.oracle.loop_rows.run_ours) and the
 reference's (recorded in the child by oracle_child/child_loops.py) in time order

@@ -1,4 +1,4 @@
-"""Report sections of the loop rows (issue 9): findings, coverage, the paths reached, not checked.
+"""Report sections of the loop rows: findings, coverage, the paths reached, not checked.
 
 - `findings`: documented reference quirks a loop row observed
   (each adapter's `findings`), with what was observed;

@@ -1,4 +1,4 @@
-"""Parity through the references' own training loops (docs/references.md §5; issue 9).
+"""Parity through the references' own training loops (docs/references.md §5).
 
 Design record: a loop row runs a reference's own training loop in the
 child (oracle_child/child_loops.py, on stand-in engines, recording a tape) and

@@ -1,6 +1,6 @@
 """The options of a parity run and their checks (docs/parity.md, "Options").
 
-Design record (issue 21): `Options` is the whole input of a run, filled by
+Design record: `Options` is the whole input of a run, filled by
 the command line (esverify.oracle.cli) or by a caller; `validate` checks
 every option before anything runs, so a bad one costs nothing and is one
 line. Clone paths are generic (`ref`, recognised by the adapters); an
@@ -29,7 +29,7 @@ class SetupError(UsageError):
 
 class ChildStartError(SetupError):
     """A reference child that did not start (import failure, a broken hello): exit 2 after a report
-    of error rows is written, so what the child said is kept (issue 13 item 2)."""
+    of error rows is written, so what the child said is kept."""
 
 
 @dataclass

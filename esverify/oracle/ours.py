@@ -1,12 +1,12 @@
 """The clean-room side of a parity case: esverify.es run in the parent.
 
-This is the ONE adapter between the oracle and the trainer (issue 3 API):
+This is the ONE adapter between the oracle and the trainer's API:
 `Config`, `Trainer` (perturb / restore / update / step, `member_seed`),
 `shape_rewards` and `apply_anchor_decay_`. It also produces what the child
 needs to replay the case on the reference: the handle table (docs/references.md
 §3: the case's seed handle of each member -> the trainer's u64 member
 seed), the seed handles and coefficients of each update, all computed once
-here and given to both sides (issue 4 item 4).
+here and given to both sides.
 
 Native-noise cases (docs/references.md §3a) run the trainer's `noise="torch"`
 backend with `torch_seed` mapping each member's u64 seed to the handle the

@@ -1,4 +1,4 @@
-"""Parameter sets the parity cases run on (issue 4 item 4).
+"""Parameter sets the parity cases run on.
 
 Each set is a fixed list of named tensors of one dtype (or the `mixed`
 set, dtypes cycling f32, f16, bf16), named like a real transformer's

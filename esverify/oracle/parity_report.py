@@ -1,4 +1,4 @@
-"""What a parity report leads with (issue 19 item 1; docs/parity.md "Reading the report").
+"""What a parity report leads with (docs/parity.md "Reading the report").
 
 The sections a person acts on, built from the rows (`runner.COLUMNS`) before the summary and the
 cases:
@@ -107,7 +107,7 @@ def rerun_command(opts, case, clone_paths: dict) -> str:
 
 
 def cause_of(row: dict) -> str:
-    """The cause a row needing attention shares with others (issue 32 item 2): for a failing row with a
+    """The cause a row needing attention shares with others: for a failing row with a
     blame, its diagnosis and blame (one changed hunk or function, whatever the dtype, scheme or op); an
     artifact or a defect, its target, op and diagnosis; else its target, op and detail with the numbers
     blanked out (rows that differ only in their counts)."""
@@ -354,7 +354,7 @@ def layout(frame: pd.DataFrame, summary: pd.DataFrame, extra: dict, opts, select
             "json_extra": {"schema_version": SCHEMA_VERSION, "accounting": accounting(frame)}}
 
 
-#: the HTML reads from the top (issue 32 item 4): the causes, the findings, what was not checked, then
+#: the HTML reads from the top: the causes, the findings, what was not checked, then
 #: the grid and the cases
 HTML_ORDER = ("attention", "findings", "not_checked_here", "summary", "cases")
 #: every row of "targets not checked" is also a line of "not checked here" (not_checked_here folds them in):
@@ -441,7 +441,7 @@ def ulp_plots(frame: pd.DataFrame, profiles: dict) -> str:
     if rows.empty:
         return ""
     rows = rows.assign(_r=rows["status"].map({"fail": 0, "artifact": 1})).sort_values("_r", kind="stable")
-    # closed: the page reads verdict, causes, findings first (issue 32 item 4); the plots are one click away
+    # closed: the page reads verdict, causes, findings first; the plots are one click away
     parts = [f"<details class='plots'><summary><b>Where the two sides differ</b>: {min(len(rows), MAX_PLOTS)} "
              "row(s) plotted (click to show)</summary><p>Per slot that differs: the largest ulp distance along its "
              "elements (64 runs of equal length; bar height log2(1 + ulp), red; purple: NaN or infinity). "

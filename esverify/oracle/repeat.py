@@ -1,4 +1,4 @@
-"""The repeat check of a parity run (issue 18 item 5; docs/parity.md "The repeat check").
+"""The repeat check of a parity run (docs/parity.md "The repeat check").
 
 One child serves many cases in a row, so a reference that keeps state
 between calls (a module-level cache, a counter, a generator kept alive)

@@ -1,4 +1,4 @@
-"""Reward populations of the parity cases, and what z-scoring each must give (issue 18 item 3).
+"""Reward populations of the parity cases, and what z-scoring each must give.
 
 The update and zscore cases hand both sides one population of rewards
 (docs/parity.md "Reward populations"). Drawn around N(0.5, 0.2) only, code

@@ -1,6 +1,6 @@
 """One case, one row: the dispatch and the core's generic single-operation path (docs/parity.md, "Statuses").
 
-Design record (issue 21): `run_case(session, case)` is the only way a case
+Design record: `run_case(session, case)` is the only way a case
 becomes a row, for the matrix, fuzz shrinking and mutant catalogs alike.
 It checks what every row shares (a device the child sees, a child that
 runs, the clone file the op needs), then asks the case's adapter
@@ -42,7 +42,7 @@ def checked_case(session, case) -> dict:
 
 def add_blame(session, case, row: dict) -> dict:
     """`row` (in place, and returned) with its blame line when it failed and has none: the reference's
-    code the case just run on `session` involves (issue 32; the repeat check calls it for a row it
+    code the case just run on `session` involves (the repeat check calls it for a row it
     fails). Never a reason to lose the row: a git failure is said in the blame line."""
     if row["status"] in BLAMED and not row.get("blame"):
         try:
@@ -71,7 +71,7 @@ def run_case(session, case) -> dict:
     owned = session.adapter.run_row(session, case)
     if owned is not None:
         return owned
-    if case.op in session.adapter.loop_ops:   # the references' own training loops (issue 9)
+    if case.op in session.adapter.loop_ops:   # the references' own training loops
         return _loop_rows.run_loop_case(session, case)
     return run_single(session, case)
 

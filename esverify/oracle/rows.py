@@ -1,6 +1,6 @@
 """The row of a parity case: its columns, statuses and the helpers that build one (docs/parity.md, "Statuses").
 
-Design record (issue 21): a row is a plain dict with the columns COLUMNS,
+Design record: a row is a plain dict with the columns COLUMNS,
 made by `make_row` for every kind of row (single-op, loop, an adapter's
 own); the rule column comes from the case's adapter, so nothing here
 names a reference.

@@ -1,6 +1,6 @@
 """The report of a finished parity run: metadata, sections, files, console (docs/parity.md, "The report").
 
-Design record (issue 21): `finish` turns the rows of a run into its
+Design record: `finish` turns the rows of a run into its
 report set (written whole or not at all, esverify.reportset), the JUnit
 and summary files, the kept tensors and child logs, and the console text;
 the runner only hands over what the run produced. Nothing here names a
@@ -113,7 +113,7 @@ def _device_of(env: dict) -> str:
 
 def children_torch(environments: dict, parent_torch: str) -> str:
     """"the children: REF torch 2.14.1+cu130 on cuda (...) and cpu; ...; the parent (our side's native
-    noise): torch 2.13.0+cpu": which torch drew each side's native noise (issue 32 item 6)."""
+    noise): torch 2.13.0+cpu": which torch drew each side's native noise."""
     said = [f"{name} torch {env.get('torch')} on {_device_of(env)}" for name, env in environments.items()
             if isinstance(env, dict) and env.get("torch")]
     return ("the children: " + "; ".join(said) + "; " if said else "") + \

@@ -1,6 +1,6 @@
 """One reference child and everything a row needs from it (CONTRIBUTING.md, "Adding a reference").
 
-Design record (issue 21): a `Session` owns ONE child (the adapter's driver
+Design record: a `Session` owns ONE child (the adapter's driver
 run on one clone) and the request/timeout/death path that single-op rows,
 loop rows and adapter-owned rows (`Adapter.run_row`) all go through; it
 holds the run's shared parameter sets through its runner. It is the whole

@@ -1,7 +1,7 @@
 """The names and shapes of the parity parameter sets (esverify.oracle.paramsets builds their values).
 
 Data only, free of torch: the case model (esverify.oracle.case_model) reads these shapes while a run
-selects its cases, before it imports torch (issue 33: the warm start server's imports and ours overlap).
+selects its cases, before it imports torch (the warm start server's imports and ours overlap).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def decoder_layer(i: int, hidden: int = 20, kv: int = 4, ffn: int = 37) -> tuple
             (p + "input_layernorm.weight", (hidden,)), (p + "post_attention_layernorm.weight", (hidden,)))
 
 
-#: the `layers` set (issue 18): three decoder layers of a tiny model with the parameter kinds of a real
+#: the `layers` set: three decoder layers of a tiny model with the parameter kinds of a real
 #: checkpoint side by side (embedding, biases, norms, 0-dim scalars), its output head tied to the
 #: embedding (LAYERED_TIES: `lm_head.weight` is the same Parameter, not a slot of its own), so a rule
 #: keyed on the layer index, on a kind or on a tie shows; element counts not multiples of 32

@@ -1,6 +1,6 @@
 """The setup of a parity run: the child Python, the clones, the cases (docs/parity.md, "Setup errors").
 
-Design record (issue 21): every setup fault is found here, before any case
+Design record: every setup fault is found here, before any case
 runs, and is ONE line (what, why, the fix): UsageError/SetupError, exit 2.
 Clone paths are generic: each `--ref` path is offered to every adapter
 (`Adapter.recognise`; several may claim one path); an adapter not claimed
@@ -73,7 +73,7 @@ def resolve_clones(opts, wanted: list[str]) -> tuple[dict, dict]:
     that does not exist, or that no adapter recognises, is a SetupError naming what each adapter looks
     for (or, when one adapter matched a generic file name only, what that clone lacks). When explicit
     paths were given, they are what runs: a wanted adapter none of them claims is not run (its
-    environment variable and default path are looked at only with `opts.discover`, issue 32). With no
+    environment variable and default path are looked at only with `opts.discover`). With no
     explicit path, for each wanted adapter: its environment variable (a bad path there is a SetupError
     naming the variable), then its default path (missing: not given, or with --target a SetupError
     saying which option to pass). Each CloneInfo's `source` says whence it came."""

@@ -1,4 +1,4 @@
-"""The supervisor between the parity parent and a reference child (issue 13 items 3 and 6).
+"""The supervisor between the parity parent and a reference child.
 
 Run BY PATH under the parent's own interpreter (`python -I supervise.py
 [limits] -- CHILD ARGV...`), stdlib only, as the leader of a new session.

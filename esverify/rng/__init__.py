@@ -1,6 +1,6 @@
 """esverify.rng: the RNG contract v1 (docs/CONTRACT.md) in numpy, numba and torch.
 
-Public API (issue 2): `CONTRACT_VERSION`, `at`, `gaussian`, `member_seed`,
+Public API: `CONTRACT_VERSION`, `at`, `gaussian`, `member_seed`,
 `stream_seed`; plus `gaussian_into` (fill a caller's float32 buffer),
 the mapping registry `MAPPINGS`, `available_backends`, `default_backend`.
 The slow reference lives in `esverify.rng.scalar` (tests and goldens only);

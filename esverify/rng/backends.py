@@ -1,4 +1,4 @@
-"""Which backend computes the gaussian stream where (issue 2 part 2).
+"""Which backend computes the gaussian stream where.
 
 Three backends: ``numpy`` (whole-array ufuncs, CPU), ``numba`` (a compiled
 CPU kernel, the fastest on CPU) and ``torch`` (int64 tensor arithmetic,

@@ -1,4 +1,4 @@
-"""Counting a backend's differences from the scalar reference (docs/CONTRACT.md §3a; issue 2).
+"""Counting a backend's differences from the scalar reference (docs/CONTRACT.md §3a).
 
 poly32 must match `esverify.rng.scalar` bit for bit on every backend;
 libm64 may differ by one f32 ulp, rarely, because each backend brings its

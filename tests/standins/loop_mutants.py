@@ -1,4 +1,4 @@
-"""Loop mutants of the stand-in clones (issue 9): ONE detail of a training loop edited.
+"""Loop mutants of the stand-in clones: ONE detail of a training loop edited.
 
 Same edit format as tests/standins/mutants.py: a list of (file, old, new)
 text replacements applied to a copy of a stand-in clone, each `old`
@@ -57,7 +57,7 @@ LOOP_MUTANTS = {
     "broadcast-engine-0-only": ("es-at-scale", [(TRAINER, """args=(0,)) for engine in self.engines])""",
                                                  """args=(0,)) for engine in self.engines[:1]])""")],
                                 "fit: the broadcast reaches engine 0 only (the other engines keep stale weights)"),
-    # issue 23's finding: docs/replay.md §3 describes how the real loop hands's engine 0 on seeds 0, E, 2E, ... of
+    # an earlier finding: docs/replay.md §3 describes how the real loop hands's engine 0 on seeds 0, E, 2E, ... of
     # each sign's pass; batching both passes as one list moves members between engines when E does not divide
     # N/2 (main-mirror runs N/2 = 5 seeds on 4 engines for that reason)
     "mirror-passes-batched-together": ("es-awd", [(ES, """        pop_perfs = []

@@ -6,7 +6,7 @@ text replacements, each `old` occurring exactly once. Building them at
 test time keeps every file in the tree valid Python 3.11 (the 3.12-only
 f-string fixture exists only in a temporary folder).
 
-MUTANTS is the mutation catalog (issue 8 item F): single-detail edits of
+MUTANTS is the mutation catalog: single-detail edits of
 four kinds (hook: generator use; masking: bugs a fixed case parameter
 would hide; numerics; accounting: what a row's draws show), each with the
 rows it runs on and the status each must get. EQUIVALENTS compute the same
@@ -514,7 +514,7 @@ BLAMED = ("fail", "error", "unverifiable")
 
 def names_the_edit(blame: str, patched: dict) -> bool:
     """Whether a failing row's `blame` names one of the edited functions of `patched` (edited_functions)
-    among the code the row ran (issue 32 item 1): a hunk "FILE:LINES, in FUNCTION" of that file and
+    among the code the row ran: a hunk "FILE:LINES, in FUNCTION" of that file and
     function, whole, in the list before ", which this row ran" (esverify.oracle.blame.explain)."""
     ran, said, _ = blame.partition(", which this row ran")
     return bool(said) and any(re.search(rf"(^| ){re.escape(rel)}:\d+(-\d+)?, in {re.escape(fn)}"

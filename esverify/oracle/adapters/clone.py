@@ -1,6 +1,6 @@
 """The clone part of a reference adapter: how esverify finds, recognises and names a reference's clone.
 
-Design record (issue 30 item 4): an adapter is four small parts, each with defaults, each read by a
+Design record: an adapter is four small parts, each with defaults, each read by a
 different part of the core: the clone (here; esverify.oracle.clones and the command line), its cases
 (casebook; cases, fuzz), how its rows run (running; rows, row_runner, loop_rows) and its report data
 (reportdata; the reports). esverify.oracle.adapters.base.Adapter is their sum.

@@ -1,4 +1,4 @@
-"""EGGROLL (eggroll-vllm), the fifth reference: low-rank ES through LoRA adapters (issue 31).
+"""EGGROLL (eggroll-vllm), the fifth reference: low-rank ES through LoRA adapters.
 
 Design record:
 - The reference is GPL-3.0 and runs only in the oracle's child process;

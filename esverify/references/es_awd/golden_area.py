@@ -12,7 +12,7 @@ ODD_SIZES_NOTE = " (70 crosses es-awd's 32-element tail at 64)"
 #: forms y*a exactly in f64 and then rounds x + y*a to f64 and again to f32 is wrong only where the exact
 #: sum lies within half an f64 ulp above an f32 midpoint: rounding to f64 lands on the midpoint and
 #: ties-to-even goes down. Random runs hit that about once in 10**8 elements, so no vector caught it.
-#: Found by searching sigmas against member 1's noise (seed 20, iid, poly32; issue 20): with
+#: Found by searching sigmas against member 1's noise (seed 20, iid, poly32): with
 #: a = rd32(sigma) = 0.013517158105969429 and eps_0 = 2.889845609664917 the product has bit 45 set and
 #: the next 29 bits clear, so theta_0 = 174762.65625 (an even f32 whose ulp is 2**-7, twice the midpoint
 #: bit) perturbs to 0x482aaaad, where the twice-rounded form gives 0x482aaaac.

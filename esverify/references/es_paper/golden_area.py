@@ -269,4 +269,4 @@ def recompute(vector: dict, backend: str) -> dict:
 
 AREA = Area(name="es-paper", version=es_paper.VERSION, version_constant="esverify.references.es_paper.profile.VERSION",
             generate=generate, backends=_targets, recompute=recompute, check_sizes=check_sizes)
-AREA = chain.with_chain(AREA)   # issue 29: the chained MC vector of the es-paper profile
+AREA = chain.with_chain(AREA)   # the chained MC vector of the es-paper profile
