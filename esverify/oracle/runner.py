@@ -203,6 +203,9 @@ class Runner:
         if any(s.child.served and s.hello is not None and s.draws_slower() for s in sessions):
             from .noise_memo import materializing   # such a child reads every range our side draws
             self._restore.enter_context(materializing())
+        else:   # nothing is written (noise_memo._serve): the children draw, without looking for ranges
+            for session in sessions:
+                session.child.served = None
         for name, ok in zip(names, started):
             session = self.sessions[name]
             if not ok:
