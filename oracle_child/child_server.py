@@ -716,7 +716,7 @@ def save_results(path, tensors):
 
 @child_coverage.unprofiled
 def reward(tensors, target: float, dtype=None) -> float:
-    """The loop's reward: -fsum((f64(theta) - target)**2) (issue 4 item 4), fsum per tensor, then over the
+    """The loop's reward: -fsum((f64(theta) - target)**2), fsum per tensor, then over the
     tensors; each tensor first rounded to `dtype` (the precision of the engine computing it; None: its
     own). The parent's function itself (esverify.exactsum.loop_rewards), so both sides agree bit for bit."""
     return loop_rewards(tensors, [target], dtype)[0]
@@ -846,7 +846,7 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
     args = parser.parse_args()
     child_coverage.configure(lines=args.line_coverage)
     # not inherited by processes the reference starts: a reply channel held open by a grandchild would
-    # hide this process's death from the parent (issue 13 item 3)
+    # hide this process's death from the parent
     os.set_inheritable(args.reply_fd, False)
     reply = os.fdopen(args.reply_fd, "w", buffering=1)
     if threads:

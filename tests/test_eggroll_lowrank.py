@@ -506,8 +506,8 @@ def _batched_for_rank_one(factors, out_f, in_f, rank, d, sigma, lr, n, chunk, sc
 _SHAPE_FITNESS = LR.shape_fitness
 
 
-def _ddof_one(F, normalize_with_std):
-    f, std = _SHAPE_FITNESS(F, False)
+def _ddof_one(F, normalize_with_std, nonfinite=False):
+    f, std = _SHAPE_FITNESS(F, False, nonfinite)
     return (f / (float(np.std(f, ddof=1)) + 1e-8) if normalize_with_std else f), std
 
 

@@ -13,7 +13,7 @@ size; print a formatted line in an `except` clause): listed, not counted.
 The corpus is indexed once: every `IDIOM_K`-token window of its filtered
 text is hashed with a polynomial rolling hash modulo 2**64 (stable across
 processes, unlike `hash()` of a string, which copydetect uses and Python
-salts) and the sorted distinct hashes are cached as a `.npy` file under
+salts) and the sorted distinct hashes are cached as a `.npz` file under
 `$ESVERIFY_CACHE`, else `$XDG_CACHE_HOME/esverify`, else
 `~/.cache/esverify`, named by a key of the interpreter's version, the
 pygments version (its lexer makes the filtered text), the window length
@@ -28,11 +28,13 @@ import platform
 import sys
 import sysconfig
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from .. import pyast
 from .filtered import filtered_positions
 
 #: filtered tokens of one idiom window: a shape at least this long must occur in the corpus to be an idiom
@@ -133,20 +135,21 @@ def stdlib(k: int = IDIOM_K, root: Path | None = None) -> Corpus:
     files = stdlib_files(root)
     size = sum(f.stat().st_size for f in files)
     name = f"Python {platform.python_version()} standard library"
-    path = cache_dir() / f"audit-corpus-{_key(root, files, k)}.npy"
+    path = cache_dir() / f"audit-corpus-{_key(root, files, k)}.npz"
     try:
-        hashes = np.load(path, allow_pickle=False)
+        with pyast.exclusive(), np.load(path, allow_pickle=False) as data:   # headers parsed by ast: esverify.pyast
+            hashes = data["hashes"]
         if hashes.dtype == np.uint64 and hashes.ndim == 1:
             return Corpus(name, str(root), len(files), size, hashes, str(path), True, k)
-    except (OSError, ValueError, EOFError):   # no index yet, or one that cannot be read: index again
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):   # none yet, or unreadable: index again
         pass
     hashes = index(files, k)
     cached = ""
     try:   # atomic: a concurrent audit reads a whole index or none
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".corpus-", suffix=".npy")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".corpus-", suffix=".npz")
         with os.fdopen(fd, "wb") as fh:
-            np.save(fh, hashes, allow_pickle=False)
+            np.savez(fh, hashes=hashes)
         os.replace(tmp, path)
         cached = str(path)
     except OSError:

@@ -66,10 +66,12 @@ class Changes:
 #: what a hunk's function is called when its file parses under neither the parent's Python nor the clone's
 UNPARSED = "an unknown function (the file does not parse under this Python)"
 
-#: run by the reference's own interpreter: the function map of the file named by argv[1], as JSON
+#: run by the reference's own interpreter: the function map of the file named by argv[1], as JSON (a process
+#: of its own, so the parent's parse lock, esverify.pyast, has nothing to guard there)
 _FUNCTIONS_SCRIPT = """
 import ast, json, sys
-tree = ast.parse(open(sys.argv[1], encoding="utf-8", errors="replace").read())
+from ast import parse
+tree = parse(open(sys.argv[1], encoding="utf-8", errors="replace").read())
 found = []
 def walk(node, prefix):
     for child in ast.iter_child_nodes(node):

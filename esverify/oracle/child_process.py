@@ -7,7 +7,7 @@ dedicated pipe (fd passed with `--reply-fd`), while the child's stdout and
 stderr go through a pipe into a bounded log, so reference chatter can
 neither corrupt the channel nor fill the disk or the parent's memory.
 
-The trust boundary (issue 13, docs/parity.md "Trust model"):
+The trust boundary (docs/parity.md "Trust model"):
 
 - the child runs under a supervisor (`supervise.py`): a child subreaper
   that kills every process the reference leaves behind, `setsid()`
@@ -112,7 +112,7 @@ def parse_size(text) -> int:
 
 def package_root(folder: Path) -> Path:
     """Former API (a folder linking to the live package): now only `folder`; `Child` ignores it and
-    gives the child a private copy instead (issue 13 item 6)."""
+    gives the child a private copy instead."""
     return Path(folder)
 
 

@@ -1,4 +1,4 @@
-"""The parity runner: clones -> children -> cases -> bitwise rows -> report (issue 4).
+"""The parity runner: clones -> children -> cases -> bitwise rows -> report.
 
 For each target whose clone is usable, ONE long-lived child runs the
 target's driver (oracle_child/driver_*.py, by path) under `--python`; the
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from .run_report import RunResult
 
 # What our side computes and reports with (torch, numba's kernels, pandas: about 2 s of CPU) is imported
-# by _our_side, after the warm start server was launched, so the two imports overlap (issue 33): this
+# by _our_side, after the warm start server was launched, so the two imports overlap: this
 # module and what it imports above stay free of torch, numba and pandas (tests/test_cli_imports.py).
 
 #: the files of one parity report in its folder (an earlier one is refused unless --overwrite)
@@ -162,8 +162,8 @@ class Runner:
         opts = self.opts
         started = time.monotonic()
         self.started_utc = utc_now()
-        # where the report goes, before any work (issue 12 items 2 and 7); a run refused at setup
-        # removes every folder it made for its reports again (issue 19 item 7)
+        # where the report goes, before any work; a run refused at setup
+        # removes every folder it made for its reports again
         base = Path(opts.reports).expanduser() if opts.reports else Path("reports")
         made = missing_folders(opts.out or base, *(Path(p).expanduser().parent for p in (opts.junit, opts.summary)
                                                    if p))
@@ -303,10 +303,10 @@ class Runner:
             self.work = Path(work)
             progress = None
             try:
-                # every setup fault is one line (what, why, the fix) before any case runs (issue 12 item 4)
+                # every setup fault is one line (what, why, the fix) before any case runs
                 wanted = run["wanted"] = wanted_adapters(opts)
                 clones, not_given = run["clones"], run["not_given"] = resolve_clones(opts, wanted)
-                # a reference --ref did not name runs no case (issue 32): not even as skipped rows
+                # a reference --ref did not name runs no case: not even as skipped rows
                 wanted = run["wanted"] = [n for n in wanted if not isinstance(not_given.get(n), NotAskedFor)]
                 run["clones_line"] = clones_line(clones, not_given)
                 # each reference's interpreter and what its child needs, before any row (interpreters.py)

@@ -1,4 +1,4 @@
-"""One warm start server kept across parity runs (issue 33 item 4): `keep_warm`, `not_kept`, `kept`.
+"""One warm start server kept across parity runs: `keep_warm`, `not_kept`, `kept`.
 
 A parity run starts its own warm start server (esverify.oracle.warm_start) only when it starts children
 for two references or more, and ends it with the run. A program that makes many runs (a notebook, a

@@ -1,4 +1,4 @@
-"""The warm start server: forks reference children that have torch already imported (issue 33 item 1).
+"""The warm start server: forks reference children that have torch already imported.
 
 Run BY PATH under the child's interpreter, with the environment and the private
 package folder a child gets (esverify.oracle.warm_start starts it; this

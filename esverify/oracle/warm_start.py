@@ -1,4 +1,4 @@
-"""Warm starts: reference children forked from a server that imported torch once (issue 33 item 1).
+"""Warm starts: reference children forked from a server that imported torch once.
 
 A child started fresh spends most of its start importing torch, numpy and
 numba and loading the noise kernels from numba's cache (about 1.5-2 s of CPU
