@@ -61,6 +61,11 @@ def test_clean_room_wrapper_gives_the_in_process_rows(tmp_path):
     single = ~via["op"].isin(LOOP_OPS)
     assert single.sum() == len(direct) and via.loc[~single].shape[0] > 0
     assert (via.loc[~single, "status"] == "unsupported").all()
+    # NaN and infinite rewards are outside the protocol (docs/PROTOCOL.md §4): listed, never sent
+    nonfinite = via.index.str.endswith(("/nan", "/inf"))
+    assert nonfinite.sum() > 0 and (via.loc[nonfinite, "status"] == "unsupported").all()
+    assert (direct.loc[direct.index.str.endswith(("/nan", "/inf")), "status"] == "pass").all()
+    single &= ~nonfinite
     # the same values (the loop rows' empty cells make via's integer columns float)
     pd.testing.assert_frame_equal(via.loc[single, columns], direct.loc[single, columns], check_dtype=False)
     assert code_via == code_direct == 0
@@ -79,6 +84,9 @@ def test_c_implementation_parity(tmp_path, fault):
     loop_rows = frame["op"].isin(LOOP_OPS)
     assert len(frame[loop_rows]) and (frame.loc[loop_rows, "status"] == "unsupported").all()   # not wired to --impl
     at_scale = frame[(frame["target"] == "es-at-scale") & ~loop_rows]
+    nonfinite = at_scale.index.str.endswith(("/nan", "/inf"))   # outside the protocol (docs/PROTOCOL.md §4)
+    assert nonfinite.sum() > 0 and (at_scale.loc[nonfinite, "status"] == "unsupported").all()
+    at_scale = at_scale[~nonfinite]
     bf16 = at_scale["dtype"].isin(["bf16", "mixed"])
     if not fault:
         assert (at_scale["status"] == "pass").all(), at_scale[at_scale["status"] != "pass"]["detail"]

@@ -66,7 +66,7 @@ def test_a_flag_esverify_does_not_pass_is_a_finding_and_the_loop_still_passes(tm
                                                '    parser.add_argument("--eval_batch_size", type=int, default=512)\n'
                                                '    parser.add_argument("--max_new_tokens", type=int, default=64)')])
     result = _run(tmp_path, "es-awd", clone, "*/main/*")
-    assert list(result.frame["status"]) == ["pass"]
+    assert list(result.frame["status"]) == ["pass", "pass"]   # main/N7 and its infinite-reward row main/N7/inf
     findings = [f for f in result.metadata["findings"] if f["finding"].startswith("interface")]
     assert [f["finding"] for f in findings] == ["interface: flag-new"]
     assert "--max_new_tokens" in findings[0]["description"]

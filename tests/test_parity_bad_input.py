@@ -138,13 +138,16 @@ def test_file_needing_a_newer_python_is_not_checked_here_not_passed(tmp_path):
 @pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
 def test_absent_package(tmp_path):
     clone = make_bad(tmp_path, "absent-package")
+    """A top-level import of a package the child lacks is an inert placeholder (docs/parity.md, "What a later
+    commit does to a verdict"): the rows that never use it run and pass, and the placeholder is a warning
+    naming the module, the file and the interpreter."""
     code, output, frame = _cli(tmp_path, "--ref", str(clone), "--target", "es-at-scale", *EVERY_OP, *QUICK)
-    assert code == 1 and set(frame["op"]) == OPS
-    assert _status(frame, "zscore") == {"pass"}
-    others = frame[frame["op"] != "zscore"]
-    assert set(others["status"]) == {"error"}
-    assert others["detail"].str.contains("imports 'vllm_not_installed_here', which is not installed").all()
-    assert others["detail"].str.contains("--python").all()
+    assert code == 0 and set(frame["op"]) == OPS
+    assert set(frame["status"]) == {"pass"}
+    warning = " ".join(output.split())
+    assert ("placeholder for module vllm_not_installed_here, imported at the top of "
+            "es_at_scale/utils/worker_extension.py") in warning
+    assert "inert until used; a row that uses it is an error naming it" in warning
 
 
 @pytest.mark.slow   # --durations: 90-146 s at load 18 (children killed and restarted)

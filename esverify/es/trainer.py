@@ -386,6 +386,23 @@ class Trainer:
             raise ValueError(f"rewards: the coefficients of member(s) {wide[:8]} are beyond f32's range "
                              f"(+-3.4e38; shaping {cfg.shaping!r}): the update rounds them to f32 and would "
                              f"write infinities; nothing was changed")
+        rules = self.apply_terms(terms)
+        if self._run_log is not None:
+            self._log_iteration(terms)
+        self._evaluated = []
+        stats.update(iteration=self.iteration, terms=np.array([c for _, c in terms], dtype=np.float64),
+                     profile=self.profile.name, profile_version=self.profile.version, rules=rules,
+                     rule=rules[0] if len(set(rules)) == 1 else ("mixed" if rules else "none"))
+        self.iteration += 1
+        return stats
+
+    def apply_terms(self, terms) -> list:
+        """theta += scale * sum over `terms` of c q(eps_member), per slot and chunk with the profile's
+        kernels, then anchored decay: the arithmetic of `update` after its checks (docs/numerics.md §3-§5).
+        terms: (member, f64 coefficient) pairs as `update` folds them; nothing is checked here (the parity
+        rows of non-finite rewards apply NaN and infinite terms through it, esverify.oracle.nonfinite).
+        Returns the rule of each slot. Does not advance the iteration."""
+        cfg = self.config
         scale = self.profile.scale(cfg.alpha, cfg.population)
         decay_step = cfg.alpha * cfg.anchor_lambda if cfg.decay_on else None
         rules = self.rules()
@@ -403,14 +420,7 @@ class Trainer:
                     if decay_step is not None:
                         flat[start:end].copy_(decay_chunk(flat[start:end], anchor[start:end], cfg.anchor_decay,
                                                           decay_step, rule))
-        if self._run_log is not None:
-            self._log_iteration(terms)
-        self._evaluated = []
-        stats.update(iteration=self.iteration, terms=np.array([c for _, c in terms], dtype=np.float64),
-                     profile=self.profile.name, profile_version=self.profile.version, rules=rules,
-                     rule=rules[0] if len(set(rules)) == 1 else ("mixed" if rules else "none"))
-        self.iteration += 1
-        return stats
+        return rules
 
     def _log_iteration(self, terms) -> None:
         """The run log's record of the update just applied (esverify.es.runlog, docs/replay.md §2)."""

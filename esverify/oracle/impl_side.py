@@ -30,6 +30,7 @@ import numpy as np
 from ..impl import client
 from ..impl.client import Unsupported   # one class: a case or vector the wrapper does not claim
 from ..impl.wire import Tensor, f64_hex, u64_hex
+from .rewards import NONFINITE
 from . import ours as _ours
 
 
@@ -71,6 +72,9 @@ class ImplSide:
         if getattr(case, "noise", "contract") == "native":   # torch's generator is not in protocol v1
             raise Unsupported("unsupported by --impl: native noise (torch's own generator); protocol v1 "
                               "carries contract noise only")
+        if getattr(case, "rewards", None) in NONFINITE:   # the rows of NaN and infinite rewards
+            raise Unsupported(f"unsupported by --impl: {case.rewards} rewards; the protocol's update and shaping "
+                              "take finite rewards (docs/PROTOCOL.md §4), as the trainer's own update does")
         initial = [t.detach().to("cpu").clone() for t in tensors]
         copies = [t.clone() for t in tensors]
         reference_inputs = _ours.run(case, names, copies, anchor, seed, mapping, backend)

@@ -16,9 +16,6 @@ that the reference's NaN weights are compared bit for bit with ours.
 from __future__ import annotations
 
 import numpy as np
-import torch
-
-from ..es.decay import decay_chunk
 
 
 def zscore(rewards) -> tuple[np.ndarray, float, float]:
@@ -75,20 +72,4 @@ def update(trainer, coeffs, as_written=None) -> None:
     with np.errstate(invalid="ignore", over="ignore"):
         terms = [(2 * k, float(c[2 * k] - c[2 * k + 1])) for k in range(cfg.population // 2)] if cfg.antithetic \
             else [(n, float(v)) for n, v in enumerate(c)]
-    scale = trainer.profile.scale(cfg.alpha, cfg.population)
-    decay_step = cfg.alpha * cfg.anchor_lambda if cfg.decay_on else None
-    rules = trainer.rules()
-    with torch.no_grad():
-        for slot, (_, t) in enumerate(trainer.slots):
-            flat, n, rule, dt = t.view(-1), t.numel(), rules[slot], t.dtype
-            anchor = trainer._anchor[slot].view(-1) if decay_step is not None else None
-            for start, end in trainer._chunks(slot):
-                acc = trainer.profile.new_acc(end - start, dt, t.device)
-                if not trainer._accumulate_drawn(acc, terms, slot, start, dt, rule):
-                    for member, coeff in terms:
-                        eps = trainer._draw(member, slot, start, end, t.device)
-                        acc = trainer.profile.accumulate(acc, eps, coeff, dt, rule, start, n)
-                trainer.profile.apply(flat[start:end], acc, scale, rule, start, n, flat[start:end])
-                if decay_step is not None:
-                    flat[start:end].copy_(decay_chunk(flat[start:end], anchor[start:end], cfg.anchor_decay,
-                                                      decay_step, rule))
+    trainer.apply_terms(terms)

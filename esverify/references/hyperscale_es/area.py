@@ -220,7 +220,7 @@ def _noise_slow(x: dict) -> dict:
 
 
 def _shaping_vector(id_, scores, group, comment) -> dict:
-    x = {"kind": "shaping", "group": group, "scores": encode_ints(np.asarray(scores, np.float32).view(np.uint32)
+    x = {"kind": "jax-shaping", "group": group, "scores": encode_ints(np.asarray(scores, np.float32).view(np.uint32)
                                                                    .tolist(), "f32")}
     return {"id": id_, "comment": comment, "inputs": x,
             "expected": {"shaped": _floats(S.convert_fitnesses(_f32_in(x["scores"]), group), "f32")}}
@@ -328,7 +328,7 @@ def _lengths(x: dict) -> dict:
         return {"bits": n, "normal": n}
     if kind == "eggroll-noise":
         return {"a": x["shape"][0] * x["rank"], "b": x["shape"][1] * x["rank"]}
-    if kind == "shaping":
+    if kind == "jax-shaping":
         return {"shaped": len(x["scores"]["values"])}
     if kind == "xla-math":
         return {"log1p": len(x["x"]["values"]), "erf_inv": len(x["x"]["values"])}
@@ -376,7 +376,7 @@ def recompute(vector: dict, backend: str) -> dict:
         a, b = N.eggroll_factors(key, x["epoch"], x["thread"], x["shape"], x["rank"],
                                  float(_f32_in(x["scale"])[0]), x["dtype"], x["noise_reuse"])
         return {"a": _floats(a, x["dtype"]), "b": _floats(b, x["dtype"])}
-    if kind == "shaping":
+    if kind == "jax-shaping":
         return {"shaped": _floats(S.convert_fitnesses(_f32_in(x["scores"]), x["group"]), "f32")}
     if kind == "xla-math":
         return _math(x)

@@ -45,6 +45,18 @@ MODES = ("jit", "eager")
 _SEQ_SHAPES = {(33, 192, 17), (40, 128, 24), (64, 256, 64)}
 
 
+def _inputs(w, shaped, draws, rank):
+    """(w f32, shaped f32, n, d0, d1, f32 sqrt(rank)) of an update's inputs; ValueError unless there are n
+    draws of shape (d0 + d1, rank), one per shaped score."""
+    w = np.asarray(w, F32)
+    f = np.asarray(shaped, F32)
+    n = f.size
+    d0, d1 = w.shape
+    if len(draws) != n or any(np.shape(d) != (d0 + d1, rank) for d in draws):
+        raise ValueError(f"want {n} draws of shape {(d0 + d1, rank)}")
+    return w, f, n, d0, d1, F32(math.sqrt(rank))
+
+
 def dot_order(m: int, k: int, n: int) -> str | None:
     """The measured accumulation order of XLA CPU's f32 dot of shape m x k x n, or None (not measured)."""
     if m == 1 or (m, k, n) in _SEQ_SHAPES:
@@ -105,13 +117,7 @@ def update_from_draws(w, shaped, draws, sigma: float, lr: float, rank: int, mode
     if dtype != "f32":
         return _update_low(w, shaped, draws, sigma, lr, rank, mode, order, dtype,
                            mode == "jit" and dtype == "bf16" if excess_precision is None else excess_precision)
-    w = np.asarray(w, F32)
-    f = np.asarray(shaped, F32)
-    n = f.size
-    d0, d1 = w.shape
-    if len(draws) != n or any(np.shape(d) != (d0 + d1, rank) for d in draws):
-        raise ValueError(f"want {n} draws of shape {(d0 + d1, rank)}")
-    root_r = F32(math.sqrt(rank))
+    w, f, n, d0, d1, root_r = _inputs(w, shaped, draws, rank)
     s = F32(F32(sigma) * (F32(1) / root_r)) if mode == "jit" else F32(F32(sigma) / root_r)
     xs, bs = [], []
     for t in range(n):
@@ -156,13 +162,7 @@ def _update_low(w, shaped, draws, sigma, lr, rank, mode, order, dtype, excess) -
     `excess`); X_t = rd32(f_t * A); the f32 dot; the estimate rounded to the dtype; the step
     rd(g * rd(lr)) and the add each rounded to the dtype."""
     rd = R.round_to
-    w = np.asarray(w, F32)
-    f = np.asarray(shaped, F32)
-    n = f.size
-    d0, d1 = w.shape
-    if len(draws) != n or any(np.shape(d) != (d0 + d1, rank) for d in draws):
-        raise ValueError(f"want {n} draws of shape {(d0 + d1, rank)}")
-    root_r = F32(math.sqrt(rank))
+    w, f, n, d0, d1, root_r = _inputs(w, shaped, draws, rank)
     s32 = F32(F32(sigma) * (F32(1) / root_r)) if mode == "jit" else F32(F32(sigma) / root_r)
     s = F32(np.asarray(rd(s32, dtype), F32))
     xs, bs = [], []
