@@ -112,7 +112,6 @@ def config_paths(value: str, base) -> str:
     return ",".join(out)
 
 
-
 # ----------------------------------------------------------------- configuration
 
 #: setting -> (environment variable, key of [tool.esverify]); the settings every command may read
