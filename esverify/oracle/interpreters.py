@@ -10,8 +10,8 @@ gives each reference's, and whatever keeps state per interpreter (warm
 start servers, probes) keys it by that string.
 
 Before any row runs, each reference's interpreter is probed once per
-distinct path (esverify.oracle.setup.probe_python, then the reference's
-`child_needs` looked up with importlib there, nothing imported). A
+distinct path (esverify.oracle.setup.probe_python, which also looks up the
+references' `child_needs` there with importlib in the same start, nothing imported). A
 reference whose interpreter lacks a need costs only its own rows: they are
 `skipped` with one line naming the reference, the interpreter and the
 module; when no reference can run, that is a SetupError (exit 2).
@@ -22,10 +22,8 @@ row family that did not run.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
-import subprocess
 
 from ..cliutil import PYTHON_NAME
 from .options import SetupError, UsageError
@@ -72,29 +70,6 @@ def child_needs(adapter) -> tuple:
     return tuple(dict.fromkeys((*BASE_NEEDS, *getattr(adapter, "child_needs", ()))))
 
 
-_FIND = ("import importlib.util as u, json, sys\n"
-         "def found(n):\n"
-         "    try:\n"
-         "        return u.find_spec(n) is not None\n"
-         "    except (ImportError, ValueError):\n"
-         "        return False\n"
-         "print(json.dumps({n: found(n) for n in sys.argv[1:]}))")
-
-
-def has_modules(python: str, modules, timeout: float) -> dict:
-    """{module: found} in `python` (importlib.util.find_spec; nothing imported); a module the probe could
-    not answer for counts as found (the child's start then says what is wrong, as before)."""
-    modules = list(modules)
-    if not modules:
-        return {}
-    try:
-        out = subprocess.run([python, "-c", _FIND, *modules], capture_output=True, text=True, timeout=timeout)
-        said = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {}
-    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
-        said = {}
-    return {m: bool(said.get(m, True)) for m in modules}
-
-
 def _fix(name: str, probe: dict, missing: list, own: bool) -> str:
     pins = " ".join(PINS.get(m, m) for m in missing)
     fix = f"install {'them' if len(missing) > 1 else 'it'} there ({probe['executable']} -m pip install {pins})"
@@ -111,24 +86,25 @@ def check(opts, names, timeout: float, probe=None) -> tuple[dict, dict]:
     from . import adapters as _adapters
     from .setup import probe_python
     probe = probe or probe_python
-    facts, lacking, found = {}, {}, {}
+    needs = {name: child_needs(_adapters.get(name)) for name in names}
+    asked = {}   # interpreter -> the modules beyond torch and numpy that its references need, in order
+    for name in names:
+        asked.setdefault(opts.python_for(name), {}).update(dict.fromkeys(m for m in needs[name] if m not in BASE_NEEDS))
+    facts, lacking = {}, {}
     for name in names:
         python = opts.python_for(name)
         if python not in facts:
             try:
-                facts[python] = probe(python, timeout, opts.explicit_for(name))
+                facts[python] = probe(python, timeout, opts.explicit_for(name), tuple(asked[python]))
             except UsageError as exc:   # name the entry as given: --python NAME=PATH
                 said = str(exc)
                 if name in opts.pythons:
                     said = said.replace(f"--python {python}", f"--python {name}={python}", 1)
                 raise UsageError(said) from None
         f = facts[python]
-        needs = child_needs(_adapters.get(name))
-        extra = [m for m in needs if m not in f and (python, m) not in found]
-        if extra:
-            for m, ok in has_modules(python, extra, timeout).items():
-                found[(python, m)] = ok
-        missing = [m for m in needs if not (f[m] if m in f else found[(python, m)])]
+        # a module the probe did not answer for counts as found (the child's start then says what is wrong)
+        found = {**f.get("found", {}), **{m: f[m] for m in BASE_NEEDS if m in f}}
+        missing = [m for m in needs[name] if not found.get(m, True)]
         if missing:
             lacking[name] = (f"the child Python {f['executable']} ({f['python']}) lacks {' and '.join(missing)}, "
                              f"which {name} needs; fix: {_fix(name, f, missing, name in opts.pythons)}")

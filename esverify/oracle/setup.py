@@ -19,14 +19,22 @@ from . import cases as _cases
 from .clones import CloneError, inspect_clone
 from .options import SetupError, UsageError, ref_paths
 
-_PROBE = ("import importlib.util as u, json, platform, sys; print(json.dumps({'python': platform.python_version(), "
-          "'executable': sys.executable, 'torch': u.find_spec('torch') is not None, "
-          "'numpy': u.find_spec('numpy') is not None}))")
+#: the interpreter's version and path, and whether torch, numpy and each module named in argv are found
+#: (importlib.util.find_spec: nothing imported; a module whose lookup raises is not found)
+_PROBE = ("import importlib.util as u, json, platform, sys\n"
+          "def found(n):\n"
+          "    try:\n"
+          "        return u.find_spec(n) is not None\n"
+          "    except (ImportError, ValueError):\n"
+          "        return False\n"
+          "print(json.dumps({'python': platform.python_version(), 'executable': sys.executable, "
+          "'torch': found('torch'), 'numpy': found('numpy'), 'found': {n: found(n) for n in sys.argv[1:]}}))")
 
 
-def probe_python(python: str, timeout: float, explicit: bool = True) -> dict:
-    """Interpreter facts without importing torch: version, has torch, has numpy. UsageError, one line
-    each, for a folder, a file that is not executable, a missing one, a program that is not Python."""
+def probe_python(python: str, timeout: float, explicit: bool = True, modules=()) -> dict:
+    """Interpreter facts without importing torch: version, has torch, has numpy, and under "found" whether
+    each of `modules` is found, all from one start of the interpreter. UsageError, one line each, for a
+    folder, a file that is not executable, a missing one, a program that is not Python."""
     where = Path(python).expanduser()
     if where.is_dir():
         hint = next((str(where / c) for c in ("bin/python", "bin/python3", "python") if (where / c).is_file()),
@@ -36,7 +44,7 @@ def probe_python(python: str, timeout: float, explicit: bool = True) -> dict:
     if where.is_file() and not os.access(where, os.X_OK):
         raise UsageError(f"--python {python}: is not executable (chmod +x, or pass another interpreter)")
     try:
-        out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run([python, "-c", _PROBE, *modules], capture_output=True, text=True, timeout=timeout)
     except FileNotFoundError:
         raise UsageError(f"--python {python}: no such interpreter") from None
     except (OSError, subprocess.TimeoutExpired) as exc:
