@@ -1,6 +1,6 @@
 """The HyperscaleES child driver on the stand-in, against our numpy model (docs/hyperscale.md).
 
-The driver (oracle_child/driver_hyperscale_es.py) runs under an interpreter
+The driver (esverify/references/hyperscale_es/child/driver.py) runs under an interpreter
 that has jax, jaxlib and optax: $ESVERIFY_JAX_PYTHON, else this one when it
 can import them; without one these tests are skipped. The stand-in
 (tests/standins/hyperscale-es) is JAX code written from the docs; XLA runs
@@ -29,7 +29,7 @@ from esverify.references.hyperscale_es import update as U
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-DRIVER = ROOT / "oracle_child" / "driver_hyperscale_es.py"
+DRIVER = ROOT / "esverify" / "references" / "hyperscale_es" / "child" / "driver.py"
 STANDIN = ROOT / "tests" / "standins" / "hyperscale-es"
 
 

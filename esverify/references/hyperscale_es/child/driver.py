@@ -1,6 +1,6 @@
 """Oracle driver for HyperscaleES (docs/hyperscale.md), run by path under an interpreter that has jax.
 
-Usage: `python driver_hyperscale_es.py` with one JSON request on stdin:
+Usage: `python driver.py` with one JSON request on stdin:
 ``{"clone": FOLDER, "ops": [{"op": ..., ...}, ...]}``; one JSON reply on stdout:
 ``{"environment": {...}, "results": [...]}``, exit 0. A request that is not such an object, a folder
 that is not a clone, or an unknown op: one line on stderr, exit 2. Never imported by esverify (the package never imports
@@ -160,7 +160,7 @@ OPS = {"shaping": _shaping, "noise": _noise, "update": _update}
 
 
 def _fail(message: str) -> int:
-    print(f"driver_hyperscale_es: {message}", file=sys.stderr)
+    print(f"hyperscale-es driver: {message}", file=sys.stderr)
     return 2
 
 
