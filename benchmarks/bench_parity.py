@@ -53,6 +53,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 
 STANDINS = Path(__file__).resolve().parents[1] / "tests" / "standins"
@@ -117,107 +118,149 @@ def _usage(message: str):
     sys.exit(2)
 
 
-def measure(refs, small: bool, out: str, case: str | None = None, warm_start: bool = True,
-            python_args=()) -> dict:
-    """Run the default matrix once here and return the figures (JSON-able); `python_args`: --python values."""
-    cpu0, own0, wall0 = _cpu(), _own_cpu(), time.perf_counter()
-    from esverify.oracle import Options, Runner, child_process, runner as runner_mod, session as session_mod
-    from esverify.oracle.adapters import all_adapters
-    imports_cpu, imports_wall = _cpu() - cpu0, time.perf_counter() - wall0
+class _Probes:
+    """The clocks and counters a run is measured with: this process's wrappers around the runner's own
+    functions (Session.start_child, Runner._start_warm/_await_warm/_our_side, run_report.finish,
+    Child.request and Child._stop), put in place by `installed()` and taken out at its end, whatever the
+    run did. Nothing in esverify changes; the wrappers only read clocks and replies."""
 
-    starts = defaultdict(float)
-    start_child = session_mod.Session.start_child
-
-    def timed_start_child(self):   # from the request until the child's hello (the children start side by side)
-        mark = time.perf_counter()
-        alive = self.child.alive()
-        future = start_child(self)
-        if not alive:
-            future.add_done_callback(lambda _: starts.__setitem__(
-                self.adapter.name, starts[self.adapter.name] + time.perf_counter() - mark))
-        return future
-    report = {"s": 0.0}
-    # the runner imports run_report (pandas) in Runner._our_side, beside the warm start server's imports:
-    # its finish is wrapped once that ran, so that this benchmark imports nothing earlier than a run does
-    finish = {}
-    timed = {name: getattr(runner_mod.Runner, name) for name in ("_start_warm", "_await_warm", "_our_side")}
-
-    def timer(name, label):
-        def run(self, *args):
-            mark = time.perf_counter()
-            try:
-                return timed[name](self, *args)
-            finally:
-                starts[label] += time.perf_counter() - mark
-                module = sys.modules.get("esverify.oracle.run_report")
-                if module is not None and not finish:
-                    finish["module"], finish["fn"], module.finish = module, module.finish, timed_finish
-        return run
-    labels = {"_start_warm": "warm start server (launch)", "_our_side": "our side's imports (torch, numba, pandas)",
+    LABELS = {"_start_warm": "warm start server (launch)", "_our_side": "our side's imports (torch, numba, pandas)",
               "_await_warm": "warm start server (the rest of its start)"}
 
-    def timed_finish(*args, **kwargs):
+    def __init__(self):
+        self.starts = defaultdict(float)       # phase or child -> wall seconds until its hello
+        self.report_s = 0.0
+        self.child_cpu = defaultdict(float)    # child -> CPU seconds of its process tree when stopped
+        self.noise = defaultdict(lambda: defaultdict(int))   # child -> {"served": elements, "drawn": elements}
+        self._finish = {}
+
+    @contextmanager
+    def installed(self):
+        from esverify.oracle import child_process, runner as runner_mod, session as session_mod
+        saved = [(session_mod.Session, "start_child"), (child_process.Child, "_stop"),
+                 (child_process.Child, "request")] + [(runner_mod.Runner, name) for name in self.LABELS]
+        saved = [(owner, name, getattr(owner, name)) for owner, name in saved]
+        originals = {name: fn for _, name, fn in saved}
+        session_mod.Session.start_child = self._start_child(originals["start_child"])
+        child_process.Child._stop = self._stop(originals["_stop"])
+        child_process.Child.request = self._request(originals["request"])
+        for name, label in self.LABELS.items():
+            setattr(runner_mod.Runner, name, self._phase(originals[name], label))
+        try:
+            yield self
+        finally:
+            for owner, name, fn in saved:
+                setattr(owner, name, fn)
+            if self._finish:
+                self._finish["module"].finish = self._finish["fn"]
+
+    def _start_child(self, start_child):
+        starts = self.starts
+
+        def timed_start_child(session):   # from the request until the child's hello (the children start side by side)
+            mark = time.perf_counter()
+            alive = session.child.alive()
+            future = start_child(session)
+            if not alive:
+                future.add_done_callback(lambda _: starts.__setitem__(
+                    session.adapter.name, starts[session.adapter.name] + time.perf_counter() - mark))
+            return future
+        return timed_start_child
+
+    def _phase(self, fn, label):
+        def run(runner, *args):
+            mark = time.perf_counter()
+            try:
+                return fn(runner, *args)
+            finally:
+                self.starts[label] += time.perf_counter() - mark
+                # the runner imports run_report (pandas) in Runner._our_side, beside the warm start server's
+                # imports: its finish is wrapped once that ran, so that this benchmark imports nothing
+                # earlier than a run does
+                module = sys.modules.get("esverify.oracle.run_report")
+                if module is not None and not self._finish:
+                    self._finish.update(module=module, fn=module.finish)
+                    module.finish = self._timed_finish
+        return run
+
+    def _timed_finish(self, *args, **kwargs):
         mark = time.perf_counter()
         try:
-            return finish["fn"](*args, **kwargs)
+            return self._finish["fn"](*args, **kwargs)
         finally:
-            report["s"] += time.perf_counter() - mark
-    child_cpu = defaultdict(float)
-    noise = defaultdict(lambda: defaultdict(int))   # child -> {"served": elements, "drawn": elements}
-    stop, request = child_process.Child._stop, child_process.Child.request
+            self.report_s += time.perf_counter() - mark
 
-    def counted_request(self, command, timeout):
-        reply = request(self, command, timeout)
-        for kind, n in (reply.get("noise_elements") or {}).items():
-            noise[self.target or "?"][kind] += int(n)
-        return reply
+    def _request(self, request):
+        noise = self.noise
 
-    def measured_stop(self, *args, **kwargs):
-        if self.proc is not None:
-            child_cpu[Path(self.log_path).stem.removeprefix("child-")] += _tree_cpu(self.proc.pid)
-        return stop(self, *args, **kwargs)
-    session_mod.Session.start_child = timed_start_child
-    for name, label in labels.items():
-        setattr(runner_mod.Runner, name, timer(name, label))
-    child_process.Child._stop = measured_stop
-    child_process.Child.request = counted_request
+        def counted_request(child, command, timeout):
+            reply = request(child, command, timeout)
+            for kind, n in (reply.get("noise_elements") or {}).items():
+                noise[child.target or "?"][kind] += int(n)
+            return reply
+        return counted_request
+
+    def _stop(self, stop):
+        child_cpu = self.child_cpu
+
+        def measured_stop(child, *args, **kwargs):
+            if child.proc is not None:
+                child_cpu[Path(child.log_path).stem.removeprefix("child-")] += _tree_cpu(child.proc.pid)
+            return stop(child, *args, **kwargs)
+        return measured_stop
+
+
+def _run(refs, small: bool, out: str, case, warm_start: bool, python_args, probes: _Probes):
+    """One parity run under `probes`: (Runner, RunResult)."""
+    from esverify.oracle import Options, Runner
     bare, per = interpreters(python_args)
     pythons = {"python": bare, "python_explicit": True} if bare else {}
-    try:
+    with probes.installed():
         runner = Runner(Options(ref=tuple(refs), small=small, out=out, quiet=True, case=case, warm_start=warm_start,
                                 pythons=per, **pythons))
-        result = runner.run()
-    finally:
-        child_process.Child.request = request
-        session_mod.Session.start_child = start_child
-        if finish:
-            finish["module"].finish = finish["fn"]
-        for name, fn in timed.items():
-            setattr(runner_mod.Runner, name, fn)
-        child_process.Child._stop = stop
-    wall, cpu = time.perf_counter() - wall0, _cpu() - cpu0
+        return runner, runner.run()
+
+
+def _figures(runner, result, probes: _Probes) -> dict:
+    """The run's rows, per-op seconds, sides, children and noise counts (JSON-able; no clock of this
+    process: `measure` adds those)."""
+    from esverify.oracle.adapters import all_adapters
     loop_ops = {op for a in all_adapters() for op in a.loop_ops}
     frame = result.frame
     seconds = frame["case"].map(runner.row_seconds).fillna(0.0)
     families = {op: float(seconds[frame["op"] == op].sum()) for op in dict.fromkeys(frame["op"])}
-    rows = {op: int((frame["op"] == op).sum()) for op in families}
     sides = result.metadata["seconds_per_side"]
     ours = sum(s["ours_s"] for s in sides.values())
     theirs = sum(s["reference_s"] for s in sides.values())
+    children = result.metadata["children"]
     return {"rows": len(frame), "ran": int((frame["status"] != "skipped").sum()),
             "counts": {str(k): int(v) for k, v in frame["status"].value_counts().items()},
-            "exit": result.exit_code, "wall": wall, "cpu": cpu, "imports_wall": imports_wall,
-            "imports_cpu": imports_cpu, "child_start": dict(starts), "child_cpu": dict(child_cpu),
-            "own_cpu": _own_cpu() - own0, "families": families, "family_rows": rows,
+            "exit": result.exit_code, "child_start": dict(probes.starts), "child_cpu": dict(probes.child_cpu),
+            "families": families, "family_rows": {op: int((frame["op"] == op).sum()) for op in families},
             "loop_ops": sorted(loop_ops & set(families)), "ours": ours, "reference": theirs,
-            "waiting": max(theirs - ours, 0.0), "report": report["s"], "sides": sides,
-            "started": {name: child.get("start") for name, child in result.metadata["children"].items()},
+            "waiting": max(theirs - ours, 0.0), "report": probes.report_s, "sides": sides,
+            "started": {name: child.get("start") for name, child in children.items()},
             "interpreters": {name: f"{child.get('executable')} ({child.get('python')}, torch {child.get('torch')}, "
                                    f"noise backends {'/'.join((child.get('noise_backends') or {}).get('cpu', []))})"
-                             for name, child in result.metadata["children"].items()},
-            "noise": {name: dict(kinds) for name, kinds in noise.items()},
-            "rows_table": _rows_table(frame),
-            "load": os.getloadavg(), "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20}
+                             for name, child in children.items()},
+            "noise": {name: dict(kinds) for name, kinds in probes.noise.items()},
+            "rows_table": _rows_table(frame)}
+
+
+def measure(refs, small: bool, out: str, case: str | None = None, warm_start: bool = True,
+            python_args=()) -> dict:
+    """Run the default matrix once here and return the figures (JSON-able); `python_args`: --python values."""
+    cpu0, own0, wall0 = _cpu(), _own_cpu(), time.perf_counter()
+    from esverify.oracle import Runner, child_process, session  # noqa: F401  (the parent's imports, timed alone)
+    from esverify.oracle.adapters import all_adapters  # noqa: F401
+    imports_cpu, imports_wall = _cpu() - cpu0, time.perf_counter() - wall0
+    probes = _Probes()
+    runner, result = _run(refs, small, out, case, warm_start, python_args, probes)
+    figures = _figures(runner, result, probes)
+    figures.update(wall=time.perf_counter() - wall0, cpu=_cpu() - cpu0, own_cpu=_own_cpu() - own0,
+                   imports_wall=imports_wall, imports_cpu=imports_cpu, load=os.getloadavg(),
+                   peak_rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20)
+    return figures
 
 
 #: the default matrix's goal on the 2-core machine, the stand-ins and the real clones alike: 30 s of CPU for
