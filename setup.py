@@ -1,10 +1,10 @@
-"""Build hook: ship the committed goldens and oracle drivers inside the wheel.
+"""Build hook: ship the committed goldens inside the wheel.
 
-In a checkout they live at the top level (`goldens/`, `oracle_child/`) where
-reviewers and CI see them; a wheel needs them as package data so that a
-non-editable install can run `esverify goldens check` and `esverify parity`.
-The oracle drivers are copied as plain files (no `__init__.py`): the package
-executes them by path in a child process and never imports them.
+In a checkout they live at the top level (`goldens/`) where reviewers and CI
+see them; a wheel needs them as package data (`esverify/goldens/data/`) so
+that a non-editable install can run `esverify goldens check`. The child's
+files need no hook: the runtime `oracles/` is a package and each reference's
+`child/` folder is package data (pyproject.toml).
 """
 import shutil
 from pathlib import Path
@@ -13,7 +13,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-SHIPPED = {"goldens": ("esverify", "goldens", "data"), "oracle_child": ("esverify", "oracle_child")}
+SHIPPED = {"goldens": ("esverify", "goldens", "data")}
 
 
 class BuildWithData(build_py):

@@ -196,7 +196,7 @@ def loop_rewards(tensors, targets, dtype=None) -> list[float]:
     targets: floats; dtype: the precision the engine computing it runs in (a torch dtype; None: each
     tensor's own), each tensor rounded to it first. Each tensor is converted to f64 once for all targets.
     Both sides of a loop row call this one function (esverify.oracle.rewards, the child's
-    oracle_child/child_server.py `reward`), so they hand out identical rewards."""
+    oracles/child_server.py `reward`), so they hand out identical rewards."""
     arrays = [(t.detach() if dtype is None else t.detach().to(dtype)).to("cpu").double().numpy().reshape(-1)
               for t in tensors]
     return [-math.fsum([squared_distance_fsum(a, float(target)) for a in arrays]) for target in targets]

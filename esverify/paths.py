@@ -1,9 +1,11 @@
 """Where the committed data lives: a checkout or an installed wheel.
 
-In a checkout the goldens are `goldens/` and the oracle drivers `oracle_child/`
-at the repository root. A wheel ships copies as package data
-(`esverify/goldens/data/`, `esverify/oracle_child/`, see setup.py). Code asks
-these helpers and never hard-codes either layout.
+Goldens: `goldens/` at the repository root in a checkout; a wheel ships a
+copy as package data (`esverify/goldens/data/`, see setup.py). The child
+runtime: the top-level package `oracles/` (the same folder in a checkout and
+in site-packages). A reference's child files (its driver, the stand-in modules
+it imports, its interface data): `esverify/references/<name>/child/`, package
+data of its package. Code asks these helpers and never hard-codes a layout.
 """
 from __future__ import annotations
 
@@ -30,7 +32,19 @@ def goldens_dir() -> Path:
     return root / "goldens" if root else PACKAGE_DIR / "goldens" / "data"
 
 
-def oracle_child_dir() -> Path:
-    """Folder holding the oracle driver scripts run in the child process."""
-    root = checkout_root()
-    return root / "oracle_child" if root else PACKAGE_DIR / "oracle_child"
+def oracles_dir() -> Path:
+    """The shared child runtime `oracles/` (child_server, the noise hook, coverage, interface drift, the
+    loop seams): modules the child imports by bare name from a private copy, never imported by esverify."""
+    return PACKAGE_DIR.parent / "oracles"
+
+
+def child_dir(package: str) -> Path:
+    """The `child/` folder of the built-in reference package `package` (its folder name under
+    esverify/references/, e.g. "es_awd"): its driver `driver.py`, the modules the driver imports, and its
+    interface data `interfaces.json` when it has one."""
+    return PACKAGE_DIR / "references" / package / "child"
+
+
+def interface_files() -> list[Path]:
+    """Every built-in reference's interface data (`esverify/references/*/child/interfaces.json`), sorted."""
+    return sorted((PACKAGE_DIR / "references").glob("*/child/interfaces.json"))

@@ -1,7 +1,7 @@
 """Fixture references for the audit's interface classification, generated from the interface data.
 
 `write_reference(root, name, data)` writes, for every file the interface
-data (oracle_child/interfaces.json) lists under reference `name`, a Python module
+data (a reference's child/interfaces.json) lists under reference `name`, a Python module
 with exactly the listed interface (imports in order, module constants,
 functions and classes with their signatures and defaults, dataclass fields,
 argparse flags) and bodies of our own (each raises NotImplementedError
@@ -30,7 +30,6 @@ import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-INTERFACES = ROOT / "oracle_child" / "interfaces.json"
 STANDINS = ROOT / "tests" / "standins"
 
 
@@ -239,7 +238,12 @@ def module_source(name: str, entry: dict, kinds: dict | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load(path: Path = INTERFACES) -> dict:
+def load(path: Path | None = None) -> dict:
+    """The interface data at `path`; None: every built-in reference's shipped data, merged (as the audit
+    reads it)."""
+    if path is None:
+        from esverify.audit.interface import load_shipped
+        return load_shipped()
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 

@@ -106,7 +106,7 @@ def test_clean_tree_passes(tmp_path):
     assert [(r["status"], r["tree_file"]) for r in ident] == [("trivial", "tests/__init__.py")]
     # The oracle driver loads the reference: listed (child process only), not a finding.
     listed = [r for r in report["sections"]["imports"] if r["status"] == "listed"]
-    assert {r["file"] for r in listed} == {"oracle_child/lattice_driver.py"}
+    assert {r["file"] for r in listed} == {"oracles/lattice_driver.py"}
     # tests/data_tree/esverify/ imports the reference but is data, not the package.
     assert not any(r["file"].startswith("tests/") for r in report["sections"]["imports"])
     # The binary logo is skipped and listed, not a crash.
@@ -170,12 +170,12 @@ def test_f_package_import_of_reference_found(tmp_path):
 
 
 def _wheel_from(tree: Path, path: Path) -> Path:
-    """A wheel laid out as setup.py builds ours: package plus esverify/oracle_child/."""
+    """A wheel laid out as ours is built: the package (its references' child/ folders inside) plus oracles/."""
     with zipfile.ZipFile(path, "w") as zf:
         for f in sorted((tree / "esverify").rglob("*.py")):
             zf.write(f, f.relative_to(tree).as_posix())
-        for f in sorted((tree / "oracle_child").glob("*.py")):
-            zf.write(f, f"esverify/oracle_child/{f.name}")
+        for f in sorted((tree / "oracles").glob("*.py")):
+            zf.write(f, f"oracles/{f.name}")
         zf.writestr("fixture-0.0.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: fixture\n"
                     "Version: 0.0.0\nLicense: Apache-2.0\n")
         zf.writestr("fixture-0.0.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
@@ -188,10 +188,10 @@ def test_wheel_and_sdist_built_from_b_found(tmp_path):
     code, report, _ = run_audit("--wheel", str(wheel), "--ref", str(REFERENCE), cwd=tmp_path)
     assert code == 1
     assert [r["tree_file"] for r in findings(report, "similarity")] == ["esverify/smoothing.py"]
-    # esverify/oracle_child/ in a wheel is the oracle area: listed, never a package finding.
+    # esverify/oracles/ in a wheel is the oracle area: listed, never a package finding.
     imp = report["sections"]["imports"]
     assert findings(report, "imports") == []
-    assert {r["file"] for r in imp if r["status"] == "listed"} == {"esverify/oracle_child/lattice_driver.py"}
+    assert {r["file"] for r in imp if r["status"] == "listed"} == {"esverify/oracles/lattice_driver.py"}
     assert report["sections"]["provenance"][0]["declared_licence"] == "Apache-2.0"
 
     sdist = tmp_path / "fixture-0.0.0.tar.gz"
@@ -201,7 +201,7 @@ def test_wheel_and_sdist_built_from_b_found(tmp_path):
     assert code == 1
     assert [r["tree_file"] for r in findings(report, "similarity")] == ["esverify/smoothing.py"]
     assert {r["file"] for r in report["sections"]["imports"] if r["status"] == "listed"} == {
-        "oracle_child/lattice_driver.py"}
+        "oracles/lattice_driver.py"}
 
 
 def _git(repo: Path, *args):

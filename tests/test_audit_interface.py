@@ -39,7 +39,7 @@ STANDINS = ROOT / "tests" / "standins"
 FIXTURES = ROOT / "tests" / "fixtures" / "audit"
 SMOOTHER = FIXTURES / "reference" / "lattice_tools" / "spectral_smoother.py"
 RENAMED = FIXTURES / "variants" / "renamed.py"
-DATA = interface.load(interface.default_path())
+DATA = interface.load_shipped()
 
 
 @pytest.fixture(scope="module")
@@ -237,7 +237,7 @@ def test_the_whole_repository_audits_clean_with_interface_regions_as_evidence(tm
     assert {Path(r).name for r in refs} == {Path(r.split(" ")[0]).name for r in doc["metadata"]["refs"]}
     assert len(refs) == 5
     note = doc["metadata"]["interface"]
-    assert "interface data" in note["reason"].lower() and str(interface.default_path()) in note["data"]
+    assert "interface data" in note["reason"].lower() and all(str(path) in note["data"] for path in interface.default_paths())
     assert note["base code"].startswith("Python ") and "standard library" in note["base code"]
 
 

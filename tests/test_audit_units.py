@@ -78,16 +78,16 @@ def scan(path: str, src: str, names=frozenset({"lattice_tools"})):
     ("from torch import nn\nfrom somewhere.reward_shaping import z_score\n", [(2, "bad", "reference import")]),
     ("import lattice_tools\n", [(1, "bad", "reference import")]),
     ("from numpy.lattice_tools import x\n", []),  # ref-derived names match the top level only
-    ("from ..oracle_child import driver\n", [(1, "bad", "oracle area in-process")]),
-    ("from esverify import oracle_child\n", [(1, "bad", "oracle area in-process")]),
-    ("import oracle_child.driver_es_awd\n", [(1, "bad", "oracle area in-process")]),
-    ("import importlib\nm = importlib.import_module('esverify.oracle_child.driver')\n",
+    ("from esverify.references.es_awd.child import driver\n", [(1, "bad", "oracle area in-process")]),
+    ("from oracles import child_server\n", [(1, "bad", "oracle area in-process")]),
+    ("import oracles.child_server\n", [(1, "bad", "oracle area in-process")]),
+    ("import importlib\nm = importlib.import_module('esverify.references.eggroll.child.driver')\n",
      [(2, "bad", "oracle area in-process")]),
     ("import importlib\nm = importlib.import_module('esverify.rng')\n", []),
     ("import importlib\nm = importlib.import_module(name)\n", [(2, "review", "computed import")]),
     ("m = __import__(f'x{y}')\n", [(1, "review", "computed import")]),
-    ("from importlib.util import spec_from_file_location as sf\nfrom esverify.paths import oracle_child_dir\n"
-     "s = sf('d', oracle_child_dir() / 'driver.py')\n", [(3, "bad", "oracle area in-process")]),
+    ("from importlib.util import spec_from_file_location as sf\nfrom esverify.paths import oracles_dir\n"
+     "s = sf('d', oracles_dir() / 'driver.py')\n", [(3, "bad", "oracle area in-process")]),
     ("import importlib.util\ns = importlib.util.spec_from_file_location('m', '/x/lattice_tools/a.py')\n",
      [(2, "bad", "reference load by path")]),
     ("import importlib.util\ns = importlib.util.spec_from_file_location('m', p)\n", [(2, "review", "load by path")]),
@@ -96,7 +96,7 @@ def scan(path: str, src: str, names=frozenset({"lattice_tools"})):
     ("exec('x = 1')\n", []),
     ("import sys\nsys.path.insert(0, clone)\n", [(2, "review", "sys.path edit")]),
     ("import sys\nsys.path = [clone]\n", [(2, "review", "sys.path edit")]),
-    ("import subprocess, sys\nsubprocess.run([sys.executable, oracle_child_dir() / 'd.py'])\n",
+    ("import subprocess, sys\nsubprocess.run([sys.executable, oracles_dir() / 'd.py'])\n",
      [(2, "child", "oracle child launch")]),
     ("def broken(:\n", [(1, "review", "not parsed")]),
     # Computed names resolved through module-level literal tables (registry pattern).
@@ -104,7 +104,7 @@ def scan(path: str, src: str, names=frozenset({"lattice_tools"})):
      "    return importlib.import_module(mod)\n", [(5, "resolved", "resolved import")]),
     ("import importlib\nT = {'a': 'esverify.x:f', 'b': 'es_at_scale.y:g'}\ndef g(k):\n"
      "    mod, attr = T[k].split(':')\n    return importlib.import_module(mod)\n", [(5, "bad", "reference import")]),
-    ("import importlib\nT = {'a': 'esverify.oracle_child.d'}\nm = importlib.import_module(T['a'])\n",
+    ("import importlib\nT = {'a': 'oracles.d'}\nm = importlib.import_module(T['a'])\n",
      [(3, "bad", "oracle area in-process")]),
     ("import importlib\nT = {'a': 'json'}\ndef g(k):\n    m = T[k]\n    m = k\n"
      "    return importlib.import_module(m)\n", [(6, "review", "computed import")]),
@@ -118,13 +118,14 @@ def test_import_scanner(src, expected):
 def test_scan_areas_tests_are_data_and_oracle_area_is_listed():
     entries = [sources.classify("tree", "tests/standins/esverify/x.py", b"import es_at_scale\n"),
                sources.classify("tree", "examples/demo.py", b"import es_at_scale\n"),
-               sources.classify("tree", "oracle_child/driver.py",
+               sources.classify("tree", "oracles/driver.py",
                                 b"import sys\nsys.path.insert(0, c)\nimport es_at_scale\n"),
-               sources.classify("wheel:x", "esverify/oracle_child/driver.py", b"import worker_extension\n"),
+               sources.classify("wheel:x", "esverify/references/es_awd/child/driver.py", b"import worker_extension\n"),
                sources.classify("tree", "esverify/ok.py", b"import json\n")]
     frame = imports.scan(entries, set())
     assert list(zip(frame["file"], frame["status"])) == [
-        ("esverify/oracle_child/driver.py", "listed"), ("oracle_child/driver.py", "listed"), ("oracle_child/driver.py", "listed")]
+        ("esverify/references/es_awd/child/driver.py", "listed"), ("oracles/driver.py", "listed"),
+        ("oracles/driver.py", "listed")]
 
 
 def test_reference_module_names_skip_stdlib_and_packaging():

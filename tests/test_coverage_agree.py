@@ -14,14 +14,14 @@ import pandas as pd
 import pytest
 
 from esverify.oracle import Options, run_parity
-from esverify.paths import oracle_child_dir
+from esverify.paths import oracles_dir
 from standins.mutants import STANDINS
 
 
 def _store_path(out, target="t"):
     """child_coverage.store_path, run where it runs: in a child interpreter with the child's folder on
     sys.path (the esverify package never imports the child's modules)."""
-    script = (f"import sys; sys.path.insert(0, {str(oracle_child_dir())!r}); import child_coverage; "
+    script = (f"import sys; sys.path.insert(0, {str(oracles_dir())!r}); import child_coverage; "
               f"print(child_coverage.store_path({{'out': {str(out)!r}}}, {target!r}))")
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
                           check=True).stdout.strip()

@@ -43,7 +43,7 @@ def _numbers(section_list: str) -> list[str]:
 HEADING = re.compile(r"^#{1,6}[ \t]+(\d+[a-z]?)\.?[ \t]", re.M)
 MD_LINK = re.compile(r"\]\((?P<target>[^)\s#]+\.md)(?:#[^)\s]*)?\)")
 
-_TOP = ("esverify", "oracle_child", "goldens", "tests", "docs", "examples", "benchmarks", ".ci")
+_TOP = ("esverify", "oracles", "goldens", "tests", "docs", "examples", "benchmarks", ".ci")
 
 
 def _files() -> list[str]:

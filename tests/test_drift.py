@@ -80,9 +80,9 @@ def test_a_behaviour_edit_on_top_of_the_drift_still_fails(tmp_path, monkeypatch,
 
 
 def test_a_placeholder_raises_only_when_used_naming_module_name_and_file(tmp_path, monkeypatch):
-    """The child's placeholder modules (oracle_child/placeholders.py), in process: an absent top-level import
+    """The child's placeholder modules (oracles/placeholders.py), in process: an absent top-level import
     of a watched clone's file and an unknown name of a permissive stand-in module are inert until used."""
-    monkeypatch.syspath_prepend(str(STANDINS.parent.parent / "oracle_child"))
+    monkeypatch.syspath_prepend(str(STANDINS.parent.parent / "oracles"))
     import importlib
     placeholders = importlib.import_module("placeholders")
     clone = tmp_path / "clone"

@@ -1,4 +1,4 @@
-"""The eggroll driver served by the parity child (oracle_child/driver_eggroll.py run by path under
+"""The eggroll driver served by the parity child (esverify/references/eggroll/child/driver.py run by path under
 esverify.oracle.child_process.Child): the hello, the interface check of the stand-in clone, the
 `eggroll-main` and `eggroll-update` ops answering JSON with the bits the in-process driver gives, a
 reference failure answered as an error row naming its line, and the child's noise hook left as the
@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from esverify.oracle.child_process import Child
-from esverify.paths import oracle_child_dir
+import child_files
+from esverify.paths import child_dir
 from standins.mutants import STANDINS
 
-sys.path.insert(0, str(oracle_child_dir()))
-import driver_eggroll as driver  # noqa: E402
+driver = child_files.driver("eggroll")
 
 CLONE = STANDINS / "eggroll-vllm"
 ARGS = dict(population_size=4, num_iterations=2, lora_r=2, steps_per_adapter=2, sigma=0.01, learning_rate=0.05,
@@ -30,7 +30,7 @@ def _npz_equal(a, b) -> bool:
 
 @pytest.mark.slow   # 4 s (--durations, 2026-12-03): out of the fast tier
 def test_the_child_serves_eggroll_main_and_update(tmp_path):
-    child = Child(sys.executable, oracle_child_dir() / "driver_eggroll.py", CLONE, tmp_path / "child.log",
+    child = Child(sys.executable, child_dir("eggroll") / "driver.py", CLONE, tmp_path / "child.log",
                   workdir=tmp_path, target="eggroll")
     try:
         hello = child.start(120)

@@ -1,4 +1,4 @@
-"""Contract noise for EGGROLL (oracle_child/driver_eggroll.py): the child's hook serves each generator the
+"""Contract noise for EGGROLL (esverify/references/eggroll/child/driver.py): the child's hook serves each generator the
 reference seeds with `id = base_seed + P·L·s + L·k + l` the contract stream
 lowrank_stream_seed(seed, s, P, L, k, l) = at(seed ^ "es_lowrk", (s·P + k)·L + l), read as a stream
 (docs/references.md §3a): a = elements [0, r·in), b = [r·in, r·in + out·r), a reseed rewinds, a
@@ -16,11 +16,10 @@ import torch
 from hypothesis import given, strategies as st
 
 from esverify import rng as es_rng
-from esverify.paths import oracle_child_dir
+import child_files
 from standins.mutants import STANDINS
 
-sys.path.insert(0, str(oracle_child_dir()))
-import driver_eggroll as driver  # noqa: E402
+driver = child_files.driver("eggroll")
 import eggroll_stubs as stubs  # noqa: E402
 from child_server import NoiseAttributionError  # noqa: E402
 

@@ -10,12 +10,11 @@ import sys
 
 import pytest
 
-from esverify.paths import oracle_child_dir
+import child_files
 from standins.eggroll_mutants import EQUIVALENTS, MUTANTS, PARTS, TARGET, EggrollMutant
 from standins.mutants import STANDINS, make_variant
 
-sys.path.insert(0, str(oracle_child_dir()))
-import driver_eggroll as driver  # noqa: E402
+driver = child_files.driver("eggroll")
 
 ALL = {**MUTANTS, **EQUIVALENTS}
 BASE = dict(population_size=4, num_iterations=3, steps_per_adapter=2, sigma=0.01, learning_rate=0.05, base_seed=3,

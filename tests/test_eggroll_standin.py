@@ -1,5 +1,5 @@
 """The EGGROLL stand-in (tests/standins/eggroll-vllm) driven by the child's eggroll driver
-(oracle_child/driver_eggroll.py), in-process, with torch's own noise: the golden values G1-G4 of
+(esverify/references/eggroll/child/driver.py), in-process, with torch's own noise: the golden values G1-G4 of
 docs/references.md (the eggroll-vllm section) bit for bit, the shaping through `main`, and whole runs
 through `main` across dtypes, ranks, engine counts and flags, each checked against a slow restatement
 of the documented update written here (per pair, no batching tricks beyond the documented chunk
@@ -21,11 +21,10 @@ import torch
 from hypothesis import given, settings, strategies as st
 from safetensors.torch import save_file
 
-from esverify.paths import oracle_child_dir
+import child_files
 from standins.mutants import STANDINS
 
-sys.path.insert(0, str(oracle_child_dir()))
-import driver_eggroll as driver  # noqa: E402
+driver = child_files.driver("eggroll")
 import eggroll_stubs as stubs  # noqa: E402
 from child_server import tensor_bits  # noqa: E402
 

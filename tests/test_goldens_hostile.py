@@ -218,7 +218,7 @@ def test_temp_files_stay_out_of_the_sdist(tmp_path, monkeypatch):
     (tmp_path / "goldens" / ".rng.json.x8y9.tmp").write_text("{")
     for name in ("README.md", "CHANGELOG.md", "LICENSE", "setup.py"):
         (tmp_path / name).write_text("x")
-    (tmp_path / "oracle_child").mkdir()
+    (tmp_path / "oracles").mkdir()
     monkeypatch.chdir(tmp_path)
     files = FileList()
     for line in (ROOT / "MANIFEST.in").read_text().splitlines():

@@ -19,7 +19,7 @@ import pytest
 from test_goldens_support import COMMITTED, ROOT
 
 SHIPPED = ["pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "CHANGELOG.md",
-           "esverify", "goldens", "oracle_child"]
+           "esverify", "goldens", "oracles"]
 
 
 def sh(*args, cwd, env=None, check=True):

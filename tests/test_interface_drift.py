@@ -1,4 +1,4 @@
-"""Known answers for oracle_child/interface_drift.py (docs/references.md §5): a reference file described from
+"""Known answers for oracles/interface_drift.py (docs/references.md §5): a reference file described from
 its source without importing it, in the interface manifest's schema, and the findings when a clone's
 file differs from its manifest entry. Synthetic source files only (the stand-in clones are checked
 against the manifest in test_standin_interfaces.py)."""
@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esverify.paths import oracle_child_dir
+from esverify.paths import oracles_dir
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("interface_drift_under_test", oracle_child_dir() / "interface_drift.py")
+    spec = importlib.util.spec_from_file_location("interface_drift_under_test", oracles_dir() / "interface_drift.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,6 +1,6 @@
 """Unit tests of the child-side pieces of the loop drivers (docs/references.md §5): the seams
 that are replaced and put back, the interface-error classification, and function coverage without
-coverage.py. The modules run only in the parity child; the test imports them by path from oracle_child/.
+coverage.py. The modules run only in the parity child; the test imports them by path from oracles/.
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from esverify.paths import oracle_child_dir
+from esverify.paths import oracles_dir
 
-sys.path.insert(0, str(oracle_child_dir()))
-import loop_errors  # noqa: E402 - oracle_child/ is not a package: by path only
+sys.path.insert(0, str(oracles_dir()))
+import loop_errors  # noqa: E402 - oracles/ is not a package: by path only
 import loop_seams  # noqa: E402
 
 
@@ -188,7 +188,7 @@ def test_the_function_table_comes_from_the_interpreter_and_lines_only_when_asked
     (fake / "__init__.py").write_text("raise ImportError('coverage.py is not installed here')\n")
     script = textwrap.dedent(f"""
         import json, sys
-        sys.path[:0] = {([] if installed else [str(fake.parent)]) + [str(oracle_child_dir()), str(clone)]!r}
+        sys.path[:0] = {([] if installed else [str(fake.parent)]) + [str(oracles_dir()), str(clone)]!r}
         import child_coverage
         child_coverage.configure(lines={lines!r})
         child_coverage.start({str(clone)!r})
@@ -278,7 +278,7 @@ def test_a_second_start_and_a_thread_that_outlives_its_row_record_what_ran_where
     (c1 / "first.py").write_text("def at_import():\n    return 1\n\n\nat_import()\n")
     (c2 / "second.py").write_text("def at_import():\n    return 1\n\n\ndef tick():\n    return 2\n\n\n"
                                   "def work():\n    return 3\n\n\nat_import()\n")
-    script = SWITCH_AND_THREADS.format(child=str(oracle_child_dir()), c1=str(c1), c2=str(c2))
+    script = SWITCH_AND_THREADS.format(child=str(oracles_dir()), c1=str(c1), c2=str(c2))
     out = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     import json

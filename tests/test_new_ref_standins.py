@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import torch
 
-from esverify.paths import oracle_child_dir
+from esverify.paths import oracles_dir
 from standins.layouts import PAPER_SCRIPTS, paper_fork, scratch_run_folder
 from standins.mutants import STANDINS, make_variant
 from standins.new_ref_mutants import (EQUIVALENTS, PAPER, PAPER_DTYPES, PAPER_MUTANTS, SKILL, SKILL_DTYPES,
@@ -30,7 +30,7 @@ from standins.new_ref_mutants import (EQUIVALENTS, PAPER, PAPER_DTYPES, PAPER_MU
 
 
 def _load_drift():
-    spec = importlib.util.spec_from_file_location("interface_drift_new_refs", oracle_child_dir() / "interface_drift.py")
+    spec = importlib.util.spec_from_file_location("interface_drift_new_refs", oracles_dir() / "interface_drift.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

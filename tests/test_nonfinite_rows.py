@@ -22,7 +22,7 @@ import torch
 from esverify.es import Config
 from esverify.oracle import adapters, cases, nonfinite, ours, rewards
 from esverify.oracle.ours import SlotMappedTrainer
-from esverify.paths import oracle_child_dir
+from esverify.paths import oracles_dir
 
 
 def _bits(t: torch.Tensor) -> np.ndarray:
@@ -97,7 +97,7 @@ def test_nan_coefficients_make_every_weight_nan_where_the_trainer_refuses(target
 def test_the_child_gets_the_coefficients_bit_for_bit(monkeypatch):
     """JSON spells every NaN alike: the command carries the bit patterns of a list with a non-finite value
     (`exact`), and the child's drivers read them back with their sign and payload."""
-    monkeypatch.syspath_prepend(str(oracle_child_dir()))
+    monkeypatch.syspath_prepend(str(oracles_dir()))
     child_loops = importlib.import_module("child_loops")
     values = [0.5, float(np.float64(-np.nan)), float("nan"), float("inf"), -0.0]
     assert np.float64(values[1]).view(np.uint64) >> np.uint64(63) == 1     # a negative NaN
@@ -130,7 +130,7 @@ def test_the_matrix_has_the_nonfinite_rows_and_the_fuzzer_draws_none():
 def test_stand_ins_pass_the_nonfinite_rows_and_a_nan_to_zero_mapping_fails_them(tmp_path):
     """Every nan/inf row of the unchanged stand-ins passes bit for bit (NaN weights included); an update
     that maps a non-finite coefficient to zero (bit-identical on finite ones) fails exactly those rows."""
-    sys.path.insert(0, str(oracle_child_dir().parent / "tests"))
+    sys.path.insert(0, str(oracles_dir().parent / "tests"))
     from esverify.oracle import Options, run_parity
     from standins.mutants import STANDINS, make_mutant, make_variant
     for target, op, loop, mutant in (("es-at-scale", "update", "*/fit/N7/nan", "update-nonfinite-coeff-zero"),

@@ -1,7 +1,7 @@
 """Unit tests of the oracle pieces that need no child: comparison (docs/numerics.md §7), clone
 inspection (docs/references.md §4), the case matrix, statuses and exit codes, parameter
 sets, and the child-side noise hook and draw accounting (docs/references.md §3), which
-the test imports by path from oracle_child/ (the esverify package never does).
+the test imports by path from oracles/ (the esverify package never does).
 """
 from __future__ import annotations
 
@@ -27,16 +27,16 @@ from esverify.oracle.adapters import all_adapters
 
 LOOP_OPS = tuple(op for a in all_adapters() for op in a.loop_ops)
 from esverify.oracle.console import exit_code, summary_pivot
-from esverify.paths import oracle_child_dir
+from esverify.paths import oracles_dir
 from standins.mutants import STANDINS
 
 
 def _load_child_module():
     # the child's modules import each other by plain name, as the child's sys.path lets them: without this
     # the file failed alone (it passed in the suite only when another file had added the folder first)
-    if str(oracle_child_dir()) not in sys.path:
-        sys.path.insert(0, str(oracle_child_dir()))
-    spec = importlib.util.spec_from_file_location("oracle_child_under_test", oracle_child_dir() / "child_server.py")
+    if str(oracles_dir()) not in sys.path:
+        sys.path.insert(0, str(oracles_dir()))
+    spec = importlib.util.spec_from_file_location("oracle_child_under_test", oracles_dir() / "child_server.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

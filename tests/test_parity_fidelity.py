@@ -22,16 +22,16 @@ from hypothesis import strategies as st
 from esverify import rng as es_rng
 from esverify.es import shape_rewards
 from esverify.oracle import Options, adapters, cases, ours, paramsets, repeat, rewards, run_parity
-from esverify.paths import oracle_child_dir
+from esverify.paths import oracles_dir
 from standins.mutants import STANDINS, make_mutant
 
 
 def _load_child_module():
-    # child_server imports its sibling modules by plain name, as the child (started in oracle_child/) does:
+    # child_server imports its sibling modules by plain name, as the child (started in oracles/) does:
     # without the folder on the path this file only loaded after another test file had put it there
-    if str(oracle_child_dir()) not in sys.path:
-        sys.path.insert(0, str(oracle_child_dir()))
-    spec = importlib.util.spec_from_file_location("oracle_child_fidelity", oracle_child_dir() / "child_server.py")
+    if str(oracles_dir()) not in sys.path:
+        sys.path.insert(0, str(oracles_dir()))
+    spec = importlib.util.spec_from_file_location("oracle_child_fidelity", oracles_dir() / "child_server.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -35,7 +35,7 @@ LIBRARY = ("es-at-scale", "es-awd")
 LOOP_OPS = tuple(op for a in all_adapters() if a.name in LIBRARY for op in a.loop_ops)
 
 REACHED = {a.name: a.reached for a in adapters.all_adapters() if a.name in LIBRARY}
-from esverify.paths import oracle_child_dir
+from esverify.paths import oracles_dir
 from standins.loop_mutants import (LOOP_EQUIVALENTS, LOOP_MUTANTS, LOOP_REUSE_EQUIVALENTS, LOOP_UNSEEN,
                                   make_loop_mutant)
 from standins.mutants import STANDINS
@@ -53,7 +53,7 @@ def test_stand_in_modules_shadow_installed_packages(tmp_path):
         (fake / name / "__init__.py").write_text("raise RuntimeError('the real package was imported')\n")
     script = textwrap.dedent(f"""
         import sys
-        sys.path[:0] = [{str(fake)!r}, {str(oracle_child_dir())!r}]
+        sys.path[:0] = [{str(fake)!r}, {str(oracles_dir())!r}]
         import torch
         import loop_stubs
         loop_stubs.install()
@@ -499,7 +499,7 @@ def test_engine_precision_rounds_the_weights_before_the_reward():
     import importlib.util
     import torch
     from esverify.oracle.rewards import loop_reward
-    spec = importlib.util.spec_from_file_location("loop_stubs_under_test", oracle_child_dir() / "loop_stubs.py")
+    spec = importlib.util.spec_from_file_location("loop_stubs_under_test", oracles_dir() / "loop_stubs.py")
     stubs = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(stubs)
     g = torch.Generator().manual_seed(5)
@@ -535,8 +535,8 @@ def test_loop_global_seed_runs_the_fallback_and_a_given_seed():
 
 
 def test_functions_of_names_methods_and_keeps_nested_bodies_apart(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(oracle_child_dir()))
-    import child_coverage as child_loops   # oracle_child/child_coverage.py: imported here only to test its pure helper
+    monkeypatch.syspath_prepend(str(oracles_dir()))
+    import child_coverage as child_loops   # oracles/child_coverage.py: imported here only to test its pure helper
     source = tmp_path / "m.py"
     source.write_text(textwrap.dedent('''
         def top():

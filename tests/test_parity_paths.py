@@ -18,7 +18,7 @@ import pytest
 
 from esverify.oracle import adapters, cases, run_paths
 from esverify.oracle.options import Options
-from esverify.paths import oracle_child_dir
+from esverify.paths import oracles_dir
 from esverify.references.eggroll import lowrank
 from esverify.references.eggroll.adapter import CHUNK_ROWS
 
@@ -83,7 +83,7 @@ def test_eggroll_chunk_rows_reach_three_chunks_on_both_update_paths():
 
 @pytest.mark.slow
 def test_an_edit_of_the_later_chunks_fails_exactly_the_chunk_rows(tmp_path):
-    sys.path.insert(0, str(oracle_child_dir().parent / "tests"))
+    sys.path.insert(0, str(oracles_dir().parent / "tests"))
     from esverify.oracle import run_parity
     from standins.eggroll_mutants import MUTANTS
     from standins.mutants import STANDINS, make_variant

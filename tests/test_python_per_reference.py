@@ -225,7 +225,7 @@ def test_blame_names_no_module_level_for_a_file_the_parent_cannot_parse(tmp_path
 
 
 def test_interface_drift_says_the_interpreter_not_the_clone(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "oracle_child"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "oracles"))
     import interface_drift
     try:
         compile(_NEW_SYNTAX, "x.py", "exec")

@@ -154,6 +154,6 @@ def test_no_tracker_citations_in_the_readme_or_the_docs():
 def test_artifact_is_spelt_one_way_in_statuses_and_prose():
     """The status is `artifact`; prose, help and docs use the same word, never the British spelling."""
     texts = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "esverify").rglob("*.py")),
-             *sorted((ROOT / "oracle_child").glob("*.py"))]
+             *sorted((ROOT / "oracles").glob("*.py"))]
     offenders = [str(p.relative_to(ROOT)) for p in texts if "artefact" in p.read_text().lower()]
     assert offenders == []

@@ -1,6 +1,6 @@
 """Served noise (docs/parity.md, "Served noise"): the parent writes each contract range its noise memo hands
 out to a private folder (esverify.rng.memo.ServedRanges), each child's noise hook reads a range from there
-instead of drawing it (oracle_child/child_server.contract_range), and the bits are the contract's whichever
+instead of drawing it (oracles/child_server.contract_range), and the bits are the contract's whichever
 way a child gets them: drawn with numba, drawn without it (numpy), or served."""
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ def _bits(values) -> np.ndarray:
 
 @pytest.fixture()
 def child_server():
-    from esverify.paths import oracle_child_dir
-    if str(oracle_child_dir()) not in sys.path:   # the child's modules import each other by plain name
-        sys.path.insert(0, str(oracle_child_dir()))
+    from esverify.paths import oracles_dir
+    if str(oracles_dir()) not in sys.path:   # the child's modules import each other by plain name
+        sys.path.insert(0, str(oracles_dir()))
     import child_server
     try:
         yield child_server

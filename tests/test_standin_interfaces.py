@@ -1,5 +1,5 @@
 """The stand-in clones keep the real references' interfaces (docs/references.md §5): the description of
-every stand-in entry-point file, computed from its source by oracle_child/interface_drift.py, equals the
+every stand-in entry-point file, computed from its source by oracles/interface_drift.py, equals the
 manifest entry of the real file exactly (imports in order, functions, classes, methods, signatures with
 defaults, argparse flags, constants), so this suite fails where a stand-in drifts from the interface a
 real clone has; and a check of the stand-in clones finds nothing. The paper's scripts
@@ -12,24 +12,24 @@ import json
 
 import pytest
 
-from esverify.paths import oracle_child_dir
+from child_files import manifest
+from esverify.paths import oracles_dir
 from standins.mutants import STANDINS
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("interface_drift_standins", oracle_child_dir() / "interface_drift.py")
+    spec = importlib.util.spec_from_file_location("interface_drift_standins", oracles_dir() / "interface_drift.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 drift = _load()
-MANIFEST = oracle_child_dir() / "interfaces.json"
 TARGETS = ("es-at-scale", "es-awd")
-ENTRIES = [(target, entry) for target in TARGETS for entry in json.loads(MANIFEST.read_text())[target]["files"]]
+ENTRIES = [(target, entry) for target in TARGETS for entry in json.loads(manifest(target).read_text())[target]["files"]]
 #: the manifest's target of the paper's scripts, and the stand-in folder that holds them (archive/)
-PAPER = "es-fine-tuning-paper scripts (archive/ of es-at-scale)"
-PAPER_ENTRIES = json.loads(MANIFEST.read_text())[PAPER]["files"]
+PAPER = "es-paper"
+PAPER_ENTRIES = json.loads(manifest(PAPER).read_text())[PAPER]["files"]
 
 
 def test_the_manifest_lists_the_entry_point_files_of_both_targets():
@@ -50,7 +50,7 @@ def test_standin_file_has_exactly_the_manifest_interface(target, entry):
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_check_clone_of_the_standins_finds_nothing(target):
-    assert drift.check_clone(STANDINS / target, target, MANIFEST) == []
+    assert drift.check_clone(STANDINS / target, target, manifest(target)) == []
 
 
 def test_a_drifted_standin_is_found(tmp_path):
@@ -60,7 +60,7 @@ def test_a_drifted_standin_is_found(tmp_path):
         ("es.py", '    parser.add_argument("--run_name", type=str, default=None)\n', ""),
         ("es.py", "def main(args):", "def main(args, tokenizer):"),
         ("distributed_utils.py", "    def restore_self_weights_from_cpu(self):", "    def restore_from_cpu(self):")])
-    found = [(f["file"], f["kind"], f["name"]) for f in drift.check_clone(clone, "es-awd", MANIFEST)]
+    found = [(f["file"], f["kind"], f["name"]) for f in drift.check_clone(clone, "es-awd", manifest("es-awd"))]
     assert found == [("es.py", "signature", "main"), ("es.py", "flag-missing", "--run_name"),
                      ("distributed_utils.py", "missing-method", "WorkerExtension.restore_self_weights_from_cpu")]
 
@@ -79,7 +79,7 @@ def test_paper_script_standin_has_exactly_the_manifest_interface(entry):
 
 
 def test_check_clone_of_the_paper_scripts_finds_nothing():
-    assert drift.check_clone(STANDINS / "es-at-scale", PAPER, MANIFEST) == []
+    assert drift.check_clone(STANDINS / "es-at-scale", PAPER, manifest(PAPER)) == []
 
 
 def test_a_drifted_paper_script_is_found(tmp_path):
@@ -89,7 +89,7 @@ def test_a_drifted_paper_script_is_found(tmp_path):
          'parser.add_argument("--data_sample", type=int, default=500,'),
         ("archive/es_fine-tuning_conciseness_iid.py", "initial_seed = 33\n", "initial_seed = 42\n"),
         ("archive/es_fine-tuning_countdown_iid.py", "def process_seed(seed_args):", "def process_seed(seed_args, k):")])
-    found = [(f["file"], f["kind"], f["name"], f["found"]) for f in drift.check_clone(clone, PAPER, MANIFEST)]
+    found = [(f["file"], f["kind"], f["name"], f["found"]) for f in drift.check_clone(clone, PAPER, manifest(PAPER))]
     assert found == [("archive/es_fine-tuning_countdown.py", "flag-default", "--data_sample", "500"),
                      ("archive/es_fine-tuning_countdown_iid.py", "signature", "process_seed",
                       [{"name": "seed_args", "default": None}, {"name": "k", "default": None}]),
@@ -98,8 +98,8 @@ def test_a_drifted_paper_script_is_found(tmp_path):
 
 # ----------------------------------------------------------------- eggroll-vllm (docs/references.md, EGGROLL)
 
-EGGROLL = "eggroll-vllm"
-EGGROLL_ENTRIES = json.loads(MANIFEST.read_text())[EGGROLL]["files"]
+EGGROLL = "eggroll"
+EGGROLL_ENTRIES = json.loads(manifest(EGGROLL).read_text())[EGGROLL]["files"]
 #: the keys extract() computes; the eggroll entry adds the dataclass fields, module globals and tyro flags
 EXTRACTED = ("module_imports", "functions", "classes")
 
@@ -136,7 +136,7 @@ def test_the_manifest_lists_the_eggroll_files():
 
 @pytest.mark.parametrize("entry", EGGROLL_ENTRIES, ids=[e["file"] for e in EGGROLL_ENTRIES])
 def test_eggroll_standin_file_has_exactly_the_manifest_interface(entry):
-    path = STANDINS / EGGROLL / entry["file"]
+    path = STANDINS / "eggroll-vllm" / entry["file"]
     actual = drift.extract(path)
     expected = {k: entry[k] for k in EXTRACTED}
     assert json.dumps(actual, indent=1) == json.dumps(expected, indent=1)
@@ -158,12 +158,12 @@ def test_eggroll_tyro_flags_follow_from_the_dataclass(entry):
 
 
 def test_check_clone_of_the_eggroll_standin_finds_nothing():
-    assert drift.check_clone(STANDINS / EGGROLL, EGGROLL, MANIFEST) == []
+    assert drift.check_clone(STANDINS / "eggroll-vllm", EGGROLL, manifest(EGGROLL)) == []
 
 
 def test_the_eggroll_standin_licence_names_the_gpl_3():
     from esverify.audit.provenance import recognise_licence
-    text = (STANDINS / EGGROLL / "LICENSE").read_text()
+    text = (STANDINS / "eggroll-vllm" / "LICENSE").read_text()
     heading = text.splitlines()[0]
     assert "GNU GENERAL PUBLIC LICENSE" in heading and "Version 3" in heading
     assert recognise_licence(text) == ("GPL", False)

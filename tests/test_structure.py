@@ -1,6 +1,6 @@
 """The shape of the whole esverify package: the core never names a reference, no import cycle (modules
 loaded by name through esverify.registry included), no arrow from a lower layer to a higher one, and no
-private name imported or reached across modules, on the parent side and the child side (oracle_child/).
+private name imported or reached across modules, on the parent side and the child side (oracles/).
 
 Static checks over the source (ast and tokens), so they cost nothing and hold for code paths no run reaches:
 every import counts, module-level or inside a function. Run the name count alone with
@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "esverify"
-CHILD = ROOT / "oracle_child"
+CHILD = ROOT / "oracles"
 #: a reference's name in code: identifiers and string literals (docstrings and comments not counted)
 NAMES = re.compile(r"es[-_]?at[-_]?scale|at_scale|awd|es[-_]paper|paper_|skill[-_]sample|skill_|eggroll", re.I)
 #: core files still allowed to name a reference: (places, why). Each one is a debt, to be
@@ -30,10 +30,11 @@ ALLOWED: dict = {}
 #: the layers, lowest first: a module may import its own layer or a lower one, never a higher one.
 #: A module not listed takes the layer of its longest listed prefix.
 LAYERS = [
-    # 0: leaves shared by everything; the references registry esverify.registry (it names no module of esverify but by string)
+    # 0: leaves shared by everything; the references registry esverify.registry (it imports the record type
+    # esverify.record and loads what it registers by string)
     {"esverify", "esverify.bits", "esverify.exactsum", "esverify.paths", "esverify.console", "esverify.forksafe", "esverify.interrupt",
      "esverify.procstat",
-     "esverify.registry",
+     "esverify.record", "esverify.registry",
      "esverify.gitinfo", "esverify.jsonin", "esverify.numerics_probe", "esverify.outputs", "esverify.report",
      "esverify.reportset", "esverify.cliutil"},
     # 1: the RNG contract
@@ -56,14 +57,28 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _in_child_folder(path: Path) -> bool:
+    """Whether `path` is a reference's child file (esverify/references/<name>/child/): run by path in the
+    child beside oracles/, never a module of the package."""
+    parts = path.relative_to(PACKAGE).parts
+    return len(parts) > 3 and parts[0] == "references" and parts[2] == "child"
+
+
 def package_modules() -> dict:
-    """{dotted module name: path} of every module of esverify."""
-    return {_module(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+    """{dotted module name: path} of every module of esverify (the references' child folders are not)."""
+    return {_module(p): p for p in sorted(PACKAGE.rglob("*.py")) if not _in_child_folder(p)}
+
+
+def child_files() -> list:
+    """Every file of the child side: the shared runtime oracles/*.py and each reference's child/*.py."""
+    return [p for p in sorted(CHILD.glob("*.py")) if p.name != "__init__.py"] + \
+        sorted(PACKAGE.glob("references/*/child/*.py"))
 
 
 def child_modules() -> dict:
-    """{module name: path} of the child side (oracle_child/*.py: run by path in the child, imported by bare name)."""
-    return {p.stem: p for p in sorted(CHILD.glob("*.py"))}
+    """{module name: path} of the child side (run by path in the child, imported by bare name); each
+    reference's driver as "<package>.driver" (no other module imports a driver)."""
+    return {(f"{p.parent.parent.name}.driver" if p.name == "driver.py" else p.stem): p for p in child_files()}
 
 
 def _imports(path: Path, name: str, is_package: bool):
@@ -93,25 +108,31 @@ def _resolve(target: str, modules) -> str | None:
 
 #: registry function or record field asked for -> the record field whose strings it loads
 ASKS = {"adapter": "adapter", "adapter_names": "adapter", "profiles": "profiles", "golden_areas": "golden_areas",
-        "runlog_formats": "runlog_formats", "models": "models", "seed_schedules": "seed_schedules"}
+        "golden_area": "golden_areas", "golden_area_specs": "golden_areas", "runlog_formats": "runlog_formats",
+        "runlog_format_for": "runlog_formats", "models": "models", "seed_schedules": "seed_schedules"}
 
 
 #: the registry's functions that look records up (and so import every reference package)
-LOOKUPS = {"names", "get", "adapter", "adapter_names", "profiles", "golden_areas", "runlog_formats", "specs",
-           "clone_modules", "replay_profiles", "models", "seed_schedules"}
+LOOKUPS = {"names", "get", "adapter", "adapter_names", "profiles", "golden_areas", "golden_area", "golden_area_specs",
+           "runlog_formats", "runlog_format_for", "specs", "clone_modules", "replay_profiles", "models",
+           "seed_schedules"}
 
 
 def registry_edges() -> set:
     """(module, module it has loaded by name) for every module that asks esverify.registry: an edge to each
     reference package of this tree (where REFERENCE is looked for), and to every "module:attr" string of the
-    fields it asks for (ASKS: the names it reaches on the registry or a record), resolved. The registry only
-    runs the load; the module that asks is the one that depends on what is loaded."""
+    fields it asks for (ASKS: the names it reaches on the registry or a record), resolved; the contract's golden
+    areas (registry.CONTRACT_AREAS) count among every record's. The registry only runs those loads: the module
+    that asks is the one that depends on what is loaded. What the registry loads for itself counts as its own
+    edges: each reference package (where REFERENCE is looked for) and the contract's areas."""
     from esverify import registry
     modules = package_modules()
     holders = {m for m, p in modules.items()
                if m.count(".") == 2 and m.startswith("esverify.references.") and p.name == "__init__.py"}
     records = [registry.get(n) for n in registry.names()]
-    edges = set()
+    contract = tuple(getattr(registry, "CONTRACT_AREAS", ()))
+    edges = {("esverify.registry", h) for h in holders}
+    edges |= {("esverify.registry", spec.partition(":")[0]) for spec in contract}
     for name, path in modules.items():
         if name == "esverify.registry" or not any(
                 _resolve(t, modules) == "esverify.registry" for t, _, _ in _imports(path, name, path.name == "__init__.py")):
@@ -124,6 +145,8 @@ def registry_edges() -> set:
         asked = {ASKS[node.attr] for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr in ASKS}
         edges |= {(name, h) for h in holders}
         for field in asked:
+            if field == "golden_areas":
+                edges |= {(name, spec.partition(":")[0]) for spec in contract}
             for ref in records:
                 specs = getattr(ref, field)
                 for spec in ([specs] if isinstance(specs, str) else specs or ()):
@@ -170,7 +193,7 @@ def _docstring_lines(tree) -> set:
 def core_files() -> list:
     """The core: esverify outside esverify/references/, and the shared child code (not the drivers)."""
     files = [p for p in sorted(PACKAGE.rglob("*.py")) if "references" not in p.relative_to(PACKAGE).parts]
-    return files + [p for p in sorted(CHILD.glob("*.py")) if not p.name.startswith("driver_")]
+    return files + [p for p in sorted(CHILD.glob("*.py"))]
 
 
 def reference_names() -> dict:
@@ -197,6 +220,8 @@ def test_the_graph_is_built_from_real_edges():
     assert "esverify.goldens.area" in graph["esverify.references.es_paper.golden_area"]
     assert "esverify.references.es_awd.model" in graph["esverify.es.reference"]          # loaded by name
     assert "esverify.references.es_paper.schedule" in graph["esverify.es.schedule"]      # loaded by name
+    assert "esverify.references.es_awd" in graph["esverify.registry"]                    # loaded by name
+    assert "esverify.goldens.rng_area" in graph["esverify.goldens.areas"]                # loaded by name
     assert sum(map(len, graph.values())) > 300
 
 
@@ -342,7 +367,7 @@ def test_the_child_gets_every_esverify_module_it_imports():
         rel = ROOT / name.replace(".", "/")
         return rel.with_suffix(".py").is_file() or (rel / "__init__.py").is_file()
 
-    todo = [p for p in (ROOT / "oracle_child").glob("*.py")]
+    todo = child_files()
     seen, missing = set(), []
     while todo:
         path = todo.pop()
@@ -367,7 +392,7 @@ def test_the_child_copy_imports_without_the_installed_esverify(tmp_path):
 
     from esverify.oracle.child_process import prepare_root
     pkg, _ = prepare_root(tmp_path / "root", [])
-    modules = sorted({m for p in (ROOT / "oracle_child").glob("*.py") for m in _esverify_imports(p)
+    modules = sorted({m for p in child_files() for m in _esverify_imports(p)
                       if (ROOT / m.replace(".", "/")).with_suffix(".py").is_file()
                       or (ROOT / m.replace(".", "/") / "__init__.py").is_file()})
     code = ("import importlib, sys\n"

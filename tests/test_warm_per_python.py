@@ -2,7 +2,7 @@
 WarmStarts, docs/parity.md "Warm starts"): a run keeps one warm start server per distinct child interpreter
 path, a bare `--python` or a reference's own (`--python NAME=PATH`), and forks each child from the server of
 the interpreter it is launched with. Under Python 3.12 and newer a row's record of the clone's functions
-(oracle_child/child_coverage.py) takes no profile hook."""
+(oracles/child_coverage.py) takes no profile hook."""
 from __future__ import annotations
 
 import glob
@@ -136,7 +136,7 @@ def test_a_rows_record_under_python_312_takes_no_profile_hook(tmp_path):
     """The row's record comes from sys.monitoring's events, enabled again for the row: each function the row
     ran once (a generator resumed in it too), none it did not, and no profile hook (through sys.monitoring,
     one cost every call of the row a Python callback: 4 s of es-awd's child in a default run)."""
-    from esverify.paths import oracle_child_dir
+    from esverify.paths import oracles_dir
     python = _python_312()
     if python is None:
         pytest.skip("no Python 3.12 or newer on this machine")
@@ -144,7 +144,7 @@ def test_a_rows_record_under_python_312_takes_no_profile_hook(tmp_path):
     clone.mkdir()
     (clone / "ref.py").write_text("def used():\n    return 1\n\n\ndef gen():\n    yield 1\n    yield 2\n\n\n"
                                   "def unused():\n    return 2\n")
-    done = subprocess.run([python, "-c", ROWS_SCRIPT, str(oracle_child_dir()), str(clone)], capture_output=True,
+    done = subprocess.run([python, "-c", ROWS_SCRIPT, str(oracles_dir()), str(clone)], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout.splitlines()[-1])

@@ -40,7 +40,7 @@ def _formats(ctx, param, values) -> tuple[str, ...]:
               help="A reference clone (any reference). Repeatable. Without it sections 1-3 are skipped.")
 @click.option("--interfaces", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Interface data telling a shared interface from shared code (docs/audit.md, 'Interface "
-                   "regions'). Default: the oracle_child/interfaces.json esverify ships.")
+                   "regions'). Default: each built-in reference's child/interfaces.json.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Report folder, checked before any work; one holding an earlier audit report is refused unless "
                    "--overwrite. Default: a fresh audit-<UTC time>-<pid>-<random>/ under $ESVERIFY_REPORTS, then "

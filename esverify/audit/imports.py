@@ -1,10 +1,12 @@
 """Section 4: the import boundary, by a static (ast) scan.
 
-The package (`esverify/**.py`, minus the oracle area `esverify/oracle_child/`
-that a wheel ships as plain files) must not import a reference module,
-must not load code by path from a reference or from the oracle area, and
-must not import the oracle area (`oracle_child/` in a checkout,
-`esverify/oracle_child/` in a wheel) in-process; each of these is a finding.
+The package (`esverify/**.py`, minus the oracle area) must not import a
+reference module, must not load code by path from a reference or from the
+oracle area, and must not import the oracle area in-process; each of these
+is a finding. The oracle area is what runs only in a child process: the
+shared child runtime (the top-level package `oracles/`, in a checkout and in
+a wheel alike) and each reference's child folder
+(`esverify/references/<name>/child/`, package data run by path).
 Loading that cannot be resolved statically (`importlib.import_module` or
 `__import__` of a computed name that is not a literal, a subscript of a
 module-level literal table that no module changes in place, a `.split()`
@@ -25,6 +27,7 @@ be put on `sys.path`), minus standard-library names and packaging names
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections import Counter
 from pathlib import PurePosixPath
@@ -34,7 +37,11 @@ import pandas as pd
 from .. import pyast
 
 PACKAGE = "esverify"
-ORACLE_PREFIXES = ("oracle_child/", "esverify/oracle_child/")
+ORACLE_PREFIXES = ("oracles/",)
+#: a reference's child folder: esverify/references/<name>/child/...
+CHILD_FOLDER = re.compile(r"^esverify/references/[^/]+/child/")
+#: words that name the oracle area in code: the runtime package, its folder helpers, a child folder
+ORACLE_WORDS = re.compile(r"\boracles\b|oracles_dir|child_dir|/child/|\bchild/driver")
 IGNORED_REF_NAMES = frozenset({"setup", "conftest", "tests", "test", "__init__", "__main__", PACKAGE})
 
 IMPORT_CALLS = {"importlib.import_module", "__import__", "importlib.__import__", "builtins.__import__"}
@@ -86,13 +93,13 @@ def _dotted(node) -> str | None:
     return None
 
 
-def _mentions_oracle_child(node) -> bool:
+def _mentions_oracle_area(node) -> bool:
     for sub in ast.walk(node):
-        if isinstance(sub, ast.Name) and "oracle_child" in sub.id:
+        if isinstance(sub, ast.Name) and ORACLE_WORDS.search(sub.id):
             return True
-        if isinstance(sub, ast.Attribute) and "oracle_child" in sub.attr:
+        if isinstance(sub, ast.Attribute) and ORACLE_WORDS.search(sub.attr):
             return True
-        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and "oracle_child" in sub.value:
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and ORACLE_WORDS.search(sub.value):
             return True
     return False
 
@@ -164,10 +171,11 @@ class _Scanner(ast.NodeVisitor):
         """Why importing `mod` crosses the boundary, or None."""
         parts = mod.split(".")
         if parts[0] == PACKAGE:
-            if len(parts) > 1 and parts[1] == "oracle_child":
+            # a reference's child folder has no __init__.py, but Python imports it as a namespace package
+            if len(parts) > 3 and parts[1] == "references" and parts[3] == "child":
                 return "oracle-area"
             return None
-        if parts[0] == "oracle_child":
+        if parts[0] == "oracles":
             return "oracle-area"
         hits = [p for p in parts if p in self.builtin]
         if hits or parts[0] in self.names:
@@ -240,7 +248,7 @@ class _Scanner(ast.NodeVisitor):
                     self.items.append((node.lineno, "resolved", "resolved import",
                                        f"{name}() resolved statically to one of: {', '.join(mods)}"))
         elif name in PATH_LOADS:
-            if any(_mentions_oracle_child(a) for a in args):
+            if any(_mentions_oracle_area(a) for a in args):
                 self.items.append((node.lineno, "bad", "oracle area in-process",
                                    f"{name}() on an oracle-area path"))
             elif any(self._names_reference(c) for c in _constants(args)):
@@ -256,7 +264,7 @@ class _Scanner(ast.NodeVisitor):
                 self.items.append((node.lineno, "review", "exec of computed code", f"{name}() of a computed value"))
         elif name in SYS_PATH_EDITS:
             self.items.append((node.lineno, "review", "sys.path edit", f"{name}()"))
-        elif name in CHILD_LAUNCHES and any(_mentions_oracle_child(a) for a in args):
+        elif name in CHILD_LAUNCHES and any(_mentions_oracle_area(a) for a in args):
             self.items.append((node.lineno, "child", "oracle child launch",
                                f"{name}() runs the oracle area in a child"))
         self.generic_visit(node)
@@ -383,7 +391,7 @@ def _literal_tables(tree) -> dict[str, list[str]]:
 
 def area_of(path: str) -> str | None:
     """"package", "oracle area" or None (not scanned) for a posix path."""
-    if path.startswith(ORACLE_PREFIXES):
+    if path.startswith(ORACLE_PREFIXES) or CHILD_FOLDER.match(path):
         return "oracle area"
     if path.startswith(PACKAGE + "/"):
         return "package"

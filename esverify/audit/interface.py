@@ -7,8 +7,8 @@ the same order, such declarations form long identical token runs that
 copydetect reports as copied regions. This module tells those runs apart from
 shared implementation.
 
-The line is drawn by the project's interface data (`oracle_child/interfaces.json`,
-docs/references.md §5.3): per reference, the entry-point files with their
+The line is drawn by the project's interface data (each reference's
+`child/interfaces.json`, docs/references.md §5.3): per reference, the entry-point files with their
 declarations, as data. For a pair (tree file, reference file):
 
 1. a clone is the references of the data that list one of its files, by
@@ -69,7 +69,7 @@ import numpy as np
 from .. import pyast
 from .filtered import filtered_positions
 
-#: the argparse keywords the interface data records, as source text (oracle_child/interface_drift.py)
+#: the argparse keywords the interface data records, as source text (oracles/interface_drift.py)
 FLAG_KEYS = ("type", "choices", "default", "action")
 #: filtered characters that carry no code: brackets, commas, colons, semicolons that join statements,
 #: and copydetect's string placeholders (`S` for a string's contents, `"` for a quote); a non-interface
@@ -92,10 +92,22 @@ class Declaration:
     label: str
 
 
-def default_path() -> Path:
-    """The interface data esverify ships: `oracle_child/interfaces.json` (checkout) or its wheel copy."""
-    from esverify.paths import oracle_child_dir
-    return oracle_child_dir() / "interfaces.json"
+def default_paths() -> list[Path]:
+    """The interface data esverify ships: each built-in reference's `child/interfaces.json`, sorted."""
+    from esverify.paths import interface_files
+    return interface_files()
+
+
+def load_shipped() -> dict:
+    """Every reference's shipped interface data in one {reference name: {...}} (`load` of each file);
+    ValueError when a file cannot be read or two files describe one reference."""
+    out: dict = {}
+    for path in default_paths():
+        for name, spec in load(path).items():
+            if name in out:
+                raise ValueError(f"interface data {path}: reference {name!r} is described twice")
+            out[name] = spec
+    return out
 
 
 def load(path) -> dict:
@@ -133,7 +145,7 @@ def entries_for(names, data: dict) -> list[tuple[str, dict]]:
 # ------------------------------------------------------------------ declarations
 
 def _params(args: ast.arguments) -> list:
-    """As oracle_child/interface_drift.py: positional parameters with defaults, then keyword-only ones."""
+    """As oracles/interface_drift.py: positional parameters with defaults, then keyword-only ones."""
     positional = [*args.posonlyargs, *args.args]
     defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
     params = [{"name": a.arg, "default": ast.unparse(d) if d is not None else None}

@@ -66,13 +66,13 @@ def refs_inside_tree(tree: Path | None, refs) -> list[str]:
             for ref in refs if Path(ref).resolve().is_relative_to(root)]
 
 
-def interface_note(count: int, path: Path, data: dict, classifier, has_ref: bool) -> dict:
+def interface_note(count: int, paths: list, data: dict, classifier, has_ref: bool) -> dict:
     """What `interface` means in this report, where its data came from, which references each clone is
     and which base-code corpus named the idioms (metadata `interface`)."""
     if not has_ref:
         return {"reason": None}
-    digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
-    where = f"{path} (sha256 {digest})"
+    where = "; ".join(f"{path} (sha256 {hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else 'missing'})"
+                      for path in paths)
     base = classifier.corpus.describe() if classifier.corpus is not None else None
     reason = (f"{count} similarity pair(s) share only interface and idioms and are listed as `interface`, not "
               "findings: a finding needs a copied region holding >= min_tokens tokens of the audited file that "
@@ -192,13 +192,13 @@ def run_audit(opts: AuditOptions) -> AuditResult:
     started = dt.datetime.now(dt.timezone.utc)
     t0 = time.perf_counter()
     has_ref = bool(opts.refs)
-    interface_path = Path(opts.interfaces) if opts.interfaces else interface.default_path()
-    interface_data = {}
-    if has_ref and (opts.interfaces or interface_path.is_file()):
-        interface_data = interface.load(interface_path)   # ValueError: a usage error (exit 2), before any work
+    interface_paths = [Path(opts.interfaces)] if opts.interfaces else interface.default_paths()
+    interface_data, interface_label = {}, ", ".join(str(p) for p in interface_paths)
+    if has_ref:   # ValueError: a usage error (exit 2), before any work
+        interface_data = interface.load(interface_paths[0]) if opts.interfaces else interface.load_shipped()
     targets, refs, prov_rows = collect(opts)
     base = corpus.stdlib() if has_ref else None   # indexed once per interpreter, then read from the cache
-    classifier = interface.Classifier(interface_data, str(interface_path), corpus=base)
+    classifier = interface.Classifier(interface_data, interface_label, corpus=base)
     everything = targets + [r for _, r in refs]
     skipped_rows = [{"origin": e.origin, "path": e.path, "reason": e.error}
                     for e in everything if e.kind in ("binary", "symlink", *sources.UNREADABLE_KINDS)]
@@ -298,7 +298,7 @@ def run_audit(opts: AuditOptions) -> AuditResult:
         "verdict": "FINDING" if total else "pass", "findings": total,
         "parameters": params, "tools": tools, "statement": provenance.STATEMENT,
         "warnings": refs_inside_tree(opts.tree, opts.refs),
-        "interface": interface_note(stats.get("similarity", {}).get("interface", 0), interface_path,
+        "interface": interface_note(stats.get("similarity", {}).get("interface", 0), interface_paths,
                                     interface_data, classifier, has_ref),
     }
     sections = {"summary": pd.DataFrame(summary_rows), "similarity": sim, "text": txt, "identity": ident,

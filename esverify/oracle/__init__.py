@@ -1,7 +1,7 @@
 """esverify.oracle: identical-noise parity against out-of-tree reference clones.
 
 The reference code runs only in a child interpreter, driven by the scripts
-in `oracle_child/` (executed by path, never imported). This package builds the
+in `oracles/` (executed by path, never imported). This package builds the
 cases (`cases`: the matrix from a case seed, random cases, shrinking),
 runs our side (`ours`, the one adapter to esverify.es), talks to the
 child (`child_process`, one `session` per reference), compares bits and

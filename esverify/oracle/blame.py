@@ -6,7 +6,7 @@ changed against the commit docs/references.md was validated against:
 changes alike) plus its untracked files, each hunk mapped to the function
 that encloses it (ast of the clone's current file). (2) Which of the
 clone's functions the row ran: the child records them per command
-(oracle_child/child_coverage.py, a profile hook while the command runs) and
+(oracles/child_coverage.py, a profile hook while the command runs) and
 replies with them (`ran`). A changed function the row ran is named; a
 changed function it did not run is said to be elsewhere. A clean clone
 (or one that is not a git checkout) names instead the reference function

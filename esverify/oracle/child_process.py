@@ -1,6 +1,6 @@
 """The parent side of the oracle channel: one long-lived child per target.
 
-The child is a driver script from `oracle_child/` run BY PATH under the chosen
+The child is a driver script from `oracles/` run BY PATH under the chosen
 interpreter (docs/references.md §3); this package never imports it. Commands go
 as JSON lines on the child's stdin; replies come back as JSON lines on a
 dedicated pipe (fd passed with `--reply-fd`), while the child's stdout and
@@ -51,7 +51,7 @@ import weakref
 from pathlib import Path
 
 from .. import jsonin
-from ..paths import PACKAGE_DIR
+from ..paths import PACKAGE_DIR, oracles_dir
 
 DEFAULT_MAX_OUTPUT = 20 * 1024 * 1024      #: bytes of child output kept per target (head + tail)
 MIN_FILE_LIMIT = 256 * 1024 * 1024         #: RLIMIT_FSIZE floor: the results files of the 1M-element sets fit
@@ -60,11 +60,11 @@ REPLY_MAX_DEPTH = 64                       #: bracket nesting of one reply line 
 EXIT_GRACE = 2.0                           #: seconds a child gets to exit after "exit" or a closed channel
 TEMP_PREFIX = "esverify-child-"
 #: what the child imports from esverify, relative to the package's parent folder (the shared child scripts
-#: and what these import in turn), besides each reference's own `child_modules` (esverify.registry);
+#: and what these import in turn), besides each reference's own `child_modules` (esverify.record);
 #: tests/test_structure.py checks both against the child scripts' imports: a module missing here fails
 #: only where esverify is not installed for the child's Python, as with `parity --python`
 CHILD_MODULES = ("esverify/__init__.py", "esverify/rng", "esverify/numerics_probe.py", "esverify/forksafe.py",
-                 "esverify/exactsum.py", "esverify/jitcache.py", "esverify/registry.py",
+                 "esverify/exactsum.py", "esverify/jitcache.py", "esverify/record.py",
                  "esverify/references/__init__.py")
 #: environment variables passed to the child: exact names, then prefixes (docs/parity.md "Trust model")
 ENV_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "SYSTEMROOT", "LD_LIBRARY_PATH",
@@ -215,6 +215,22 @@ def reference_child_files() -> list[tuple[Path, str]]:
             rel = "/".join(parts[:k]) + ("/__init__.py" if origin.name == "__init__.py" else ".py")
             out[rel] = origin
     return [(src, rel) for rel, src in sorted(out.items())]
+
+
+def child_files(shared: Path, driver: Path) -> list[Path]:
+    """The files a child runs beside each other, flat in one folder: the shared runtime's modules (`shared`,
+    the top-level `oracles/` package: child_server and others) and the reference's own child folder (its
+    driver, the stand-in modules it imports and its interfaces.json, the manifest the loops compare a clone
+    with). A reference's file of a shared module's name is an error: the child would import one of them."""
+    def listed(folder: Path) -> dict:
+        return {p.name: p for p in folder.iterdir() if p.is_file() and (p.suffix == ".py" or p.name == "interfaces.json")
+                and p.name != "__init__.py"}
+    own = listed(driver.parent) if driver.parent != shared else {}
+    runtime = listed(shared)
+    clash = sorted(set(own) & set(runtime))
+    if clash:
+        raise OSError(f"the child folder {driver.parent} has files named as the shared child runtime's ({clash})")
+    return sorted({*runtime.values(), *own.values(), driver})
 
 
 def prepare_root(root: Path, drivers: list) -> tuple[Path, dict]:
@@ -413,7 +429,7 @@ class Child:
     """One driver process under its supervisor. `start()` returns the hello dict; `request()` one reply.
 
     python: the child's interpreter; driver: the driver script (copied before each start, with every
-    .py file of `shared`, the shared child code, default the driver's own folder); clone: the clone root; log_path: where its output is kept (appended,
+    .py file of `shared`, the shared child runtime, default oracles/, and of the driver's own folder); clone: the clone root; log_path: where its output is kept (appended,
     bounded by `max_output` bytes, 0 = unbounded); env: extra environment entries; workdir: where the
     private folder is made (default the system temp folder); max_memory: RLIMIT_DATA in bytes
     (None: `default_max_memory()`, 0: none); target: the name the hello must carry (None: any).
@@ -428,7 +444,7 @@ class Child:
         # pythonpath: accepted and ignored (callers of the former API): the child gets a private copy
         self.python, self.driver, self.clone = str(python), Path(driver).resolve(), Path(clone).resolve()
         #: the folder of the shared child code (child_server and others) copied beside the driver
-        self.shared = Path(shared).resolve() if shared else self.driver.parent
+        self.shared = Path(shared).resolve() if shared else oracles_dir()
         self.log_path = Path(log_path)
         self.extra_env = dict(env or {})
         self.workdir = Path(workdir) if workdir else None
@@ -466,12 +482,7 @@ class Child:
         self.root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.workdir))
         _OPEN.add(self)
         try:
-            # the shared folder holds the modules a driver imports (child_server and others) and the
-            # interface manifest the loops compare a clone with (interfaces.json); a plug-in's driver
-            # lives in its own package and joins them
-            drivers = sorted({*(p for p in self.shared.iterdir()
-                                if p.is_file() and (p.suffix == ".py" or p.name == "interfaces.json")), self.driver})
-            pkg, copied = prepare_root(self.root, drivers)
+            pkg, copied = prepare_root(self.root, child_files(self.shared, self.driver))
         except OSError as exc:
             raise ChildDied(f"cannot prepare the child's private folder: {exc}") from None
         read_fd, write_fd = os.pipe()
@@ -651,7 +662,7 @@ class Child:
         problem = _reply_error(reply, command)
         if problem:
             self._violation(f"{problem} ({what})")
-        # what the child's float-environment probe found after this command (oracle_child/child_server.py)
+        # what the child's float-environment probe found after this command (oracles/child_server.py)
         self.last_flush = list(reply.get("flush_to_zero", [])) if reply.get("status") == "ok" else []
         return reply
 

@@ -1,7 +1,7 @@
 """Comparison of two loop tapes: the first quantity that differs, named.
 
 `compare_tapes` walks our tape (esverify.oracle.loop_rows.run_ours) and the
-reference's (recorded in the child by oracle_child/child_loops.py) in time order
+reference's (recorded in the child by oracles/child_loops.py) in time order
 and stops at the first difference, which the row's detail names
 ("iteration 2: coefficient of member 4: ours 0x... (...), theirs ..."):
 per iteration the members evaluated (seed, sign, engine, whether they were

@@ -4,7 +4,7 @@
   (each adapter's `findings`), with what was observed;
 - `coverage`: per target, every function of the clone files the child
   loaded, whether it ran (recorded by the interpreter in the child,
-  oracle_child/child_coverage.py), whether docs/references.md says a loop
+  oracles/child_coverage.py), whether docs/references.md says a loop
   reaches it, and with --line-coverage its executed lines (coverage.py);
   the metadata keeps the percentage per target, and every reached function
   that did not run is a warning;
@@ -30,7 +30,7 @@ from . import run_paths
 
 
 def read_coverage(work, target: str) -> dict:
-    """The child's cumulative coverage of the clone ({"files": ..., "error": ...}; see oracle_child/child_loops.py)."""
+    """The child's cumulative coverage of the clone ({"files": ..., "error": ...}; see oracles/child_loops.py)."""
     path = Path(work) / f"coverage-{target}.json"
     try:
         data = jsonin.load_path(path, max_bytes=64 << 20, max_depth=16)   # the child wrote it: outside input
@@ -190,7 +190,7 @@ def interface_findings(target: str, items: list) -> list:
         action = DRIFT_ACTIONS.get(kind, "esverify drives the documented interface regardless")
         description = (f"{item.get('file', '')}: {item.get('name', '')}: esverify's driver expects "
                        f"{_shown(item.get('expected'))}, the clone has {_shown(item.get('found'))}")
-        if kind == "needs-python":   # the child's interpreter, not the clone (oracle_child/interface_drift.py)
+        if kind == "needs-python":   # the child's interpreter, not the clone (oracles/interface_drift.py)
             description = (f"{item.get('file', '')}: its interface is not checked here: the file needs "
                            f"{_shown(item.get('expected'))} and the child is {_shown(item.get('found'))}")
             action = f"give --python {target}=PATH with such an interpreter to check it and run its rows"

@@ -1,7 +1,7 @@
 """A reference's noise reuse, call by call, for our side to replay (docs/parity.md, "Diagnoses").
 
 The child's hook records, for every perturb, restore and update a loop
-makes, the slots that call left undrawn (oracle_child/child_loops.py
+makes, the slots that call left undrawn (oracles/child_loops.py
 `CallAudit`). A reuse need not be the same in every call: a reference may
 reuse an equal-size draw in its perturb and draw every slot in its restore
 (the restore then does not undo the perturb, and theta drifts). Replaying

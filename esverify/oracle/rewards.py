@@ -44,7 +44,7 @@ def loop_reward(tensors, target: float, dtype=None) -> float:
     computing it runs in (a torch dtype; None: each tensor's own): each tensor is rounded to it first,
     as an engine launched in that precision holds its weights (docs/parity.md, "The training loops").
     `loop_rewards` (esverify.exactsum) gives it for several targets; the child calls that same function
-    (oracle_child/child_server.py `reward`), so both sides of a loop row hand out identical rewards."""
+    (oracles/child_server.py `reward`), so both sides of a loop row hand out identical rewards."""
     from esverify.exactsum import loop_rewards   # numba: not for the case model, which reads OUTLIER_MIN
     return loop_rewards(tensors, [target], dtype)[0]
 

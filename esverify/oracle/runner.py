@@ -1,7 +1,7 @@
 """The parity runner: clones -> children -> cases -> bitwise rows -> report.
 
 For each target whose clone is usable, ONE long-lived child runs the
-target's driver (oracle_child/driver_*.py, by path) under `--python`; the
+target's driver (esverify/references/<name>/child/driver.py, by path) under `--python`; the
 runner checks up front that the child has torch and numpy and which
 devices it sees, then runs each case on our side (esverify.es, through
 `ours`) and on the reference side (the child, same noise through the
@@ -363,7 +363,7 @@ class Runner:
                 drift = session.distance_line() if run.get("clones_line") else ""
                 if drift:   # how far the clone is past its validated commit, on the first screen
                     run["clones_line"] += f"; {drift}"
-                # the children saved their coverage record at exit (oracle_child/child_coverage.py)
+                # the children saved their coverage record at exit (oracles/child_coverage.py)
                 run["environments"][name]["coverage"] = read_coverage(self.work, session.adapter.name)
             if opts.fuzz and run["interrupted"] is None and run["start_error"] is None:
                 from . import fuzz as _fuzz

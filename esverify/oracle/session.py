@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..paths import oracle_child_dir
+from ..paths import oracles_dir
 from .child_process import Child, ChildError, ChildTimeout
 from .noise_policy import BackendRefused, noise_backend
 from .rows import make_row
@@ -50,11 +50,11 @@ class Session:
     def __init__(self, runner, adapter, clone):
         self.runner, self.adapter, self.clone = runner, adapter, clone
         opts = runner.opts
-        # a built-in driver is a file of oracle_child/; a plug-in's is an absolute path in its own package
-        self.child = Child(opts.python_for(adapter.name), oracle_child_dir() / adapter.driver, adapter.clone_root(clone.path),
+        # the driver is a file of the reference's own package (a built-in's child/driver.py), run beside oracles/
+        self.child = Child(opts.python_for(adapter.name), Path(adapter.driver), adapter.clone_root(clone.path),
                            runner.work / f"child-{adapter.name}.log", env=opts.child_env, workdir=runner.work,
                            max_memory=opts.max_memory, max_output=opts.max_output, target=adapter.name,
-                           shared=oracle_child_dir(), warm=getattr(runner, "warm", None),
+                           shared=oracles_dir(), warm=getattr(runner, "warm", None),
                            driver_args=("--line-coverage",) if opts.line_coverage else ())
         self.hello = None
         self.start_error = ""
@@ -128,7 +128,7 @@ class Session:
         error row) when the child timed out, died or broke the protocol, or our side raised. The time
         of each side goes to the reference's clock (metadata seconds_per_side)."""
         opts = self.opts
-        if self.variant_clone:   # the child switches to that clone for this command (oracle_child/child_server.py)
+        if self.variant_clone:   # the child switches to that clone for this command (oracles/child_server.py)
             command.setdefault("clone", str(self.adapter.clone_root(self.variant_clone)))
         clock = self.clock(case)
         computed = ours_error = None
@@ -174,7 +174,7 @@ class Session:
             and backends.numba_available()
 
     def note_placeholders(self, said) -> None:
-        """A run-level note per placeholder the child served (oracle_child/placeholders.py): a name of a
+        """A run-level note per placeholder the child served (oracles/placeholders.py): a name of a
         stand-in module the driver does not know, or a module the child's Python lacks, that a clone file
         asked for at its top; `said`: a hello or a reply (ignored unless a dict)."""
         for p in placeholder_notes(self.adapter.name, said):

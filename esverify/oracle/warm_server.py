@@ -44,7 +44,7 @@ MAX_PACKET = 1 << 20
 
 
 def _preload(kept: bool) -> None:
-    """What the drivers import first (oracle_child/child_server.py and the noise hook), once, here; for a
+    """What the drivers import first (oracles/child_server.py and the noise hook), once, here; for a
     kept server (`kept`: it forks many children) also what some driver imports at its start. Under an
     interpreter without numba (a user's reference environment), what it has: the children draw with numpy,
     or read what the parent drew (docs/parity.md, "Served noise")."""

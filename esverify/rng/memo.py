@@ -3,7 +3,7 @@
 A range of the contract is a pure function of what decides its bits (mapping, stream seed, first
 element, length: docs/CONTRACT.md §4), so a caller that draws it again may copy it instead. The
 parity oracle does so on both sides: our side's trainers (esverify.oracle.noise_memo) and the child's
-noise hook (oracle_child/child_server.py), where a member's perturb, restore and update, and the rows
+noise hook (oracles/child_server.py), where a member's perturb, restore and update, and the rows
 of one run, draw the same ranges. The trainer library itself never keeps noise.
 
 `ServedRanges` and `served_range` hand ranges from one process to another (the parity parent to its

@@ -5,7 +5,7 @@ user runs it, with minimal seams of this script's own; print what the loop did a
     python drive.py es-awd CLONE WORK [es.py flags...]
     python drive.py --batch JOBS.json      (several drives, one forked child each)
 
-Independent of the parity child (oracle_child/): tests/test_standin_entry_points.py uses it to check that the
+Independent of the parity child (oracles/): tests/test_standin_entry_points.py uses it to check that the
 stand-ins behave as §5 describes (constructor, fit, parse_args, main, return shapes). Inert modules are
 served for ray, vllm, transformers and wandb; each engine holds a two-tensor model whose reward is a
 function of its current parameters, written into the completion text so that the loop's own grading

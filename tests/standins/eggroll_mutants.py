@@ -7,7 +7,7 @@ edit is applied.
 
 Each entry says what it changes (`what`), what a parity row should see
 (`reveals`), and `shows`: the parts of the eggroll driver's collected output
-(oracle_child/driver_eggroll.py) that the in-process runs of
+(esverify/references/eggroll/child/driver.py) that the in-process runs of
 tests/test_eggroll_mutants.py (native noise, the tiny model, N 4, 3 steps at
 steps_per_adapter 2, std normalisation on, 2 engines; one run f32 at r 1,
 one bf16 at r 2) must give other bits for than the unmutated stand-in; every

@@ -21,8 +21,9 @@ class CloneLayout:
     default_path: str = ""
     #: a deprecated option that names this reference's clone (e.g. "--awd-ref"), or None
     alias_flag: str | None = None
-    #: the child driver, run by path in the child interpreter beside the shared child code: a file name
-    #: under oracle_child/ (a built-in reference), or an absolute path (a plug-in's driver in its own package)
+    #: the child driver, run by path in the child interpreter beside the shared child runtime (oracles/): an
+    #: absolute path, in the reference's own package (a built-in's is its child/driver.py); the other .py
+    #: files of its folder (the modules it imports) and its interfaces.json are copied beside it
     driver: str = ""
     #: licence file name in the clone (docs/references.md §4)
     licence: str = ""

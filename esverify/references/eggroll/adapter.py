@@ -3,7 +3,7 @@
 Design record: a clone is a folder whose `es_lora_multinode.py` defines
 the worker extension (`WorkerExtension`) and the engine (`ESNcclLLM`).
 Each row runs the trainer's `main(args)` in the child
-(oracle_child/driver_eggroll.py: Ray, vLLM, peft and the task are stand-ins;
+(child/driver.py: Ray, vLLM, peft and the task are stand-ins;
 the engine's reward is a sum of squares of the adapted weights, see
 `rows.engine_reward`) and our `esverify.references.eggroll.lowrank.run_lowrank_loop`
 on the same initial weights, and compares bit for bit (rows.py). What
@@ -91,7 +91,7 @@ class Eggroll(Adapter):
     summary = "eggroll: EGGROLL's low-rank ES trainer for vLLM (es_lora_multinode.py), driven through main()"
     env_var = "ESVERIFY_EGGROLL_REF"
     default_path = "refs/eggroll-vllm"
-    driver = "driver_eggroll.py"
+    driver = str(Path(__file__).with_name("child") / "driver.py")
     licence = "LICENSE"
     #: docs/references.md §8: the authors' "Create LICENSE" commit; HEAD 15cc51c leaves the ES code unchanged
     validated_commit = "bcc215e"

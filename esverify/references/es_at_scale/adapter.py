@@ -1,7 +1,7 @@
 """The es-at-scale adapter: the library's WorkerExtension, z_score and trainer loop (docs/references.md §1, §5).
 
 Design record: everything the oracle knows about es-at-scale is here and in
-its child driver (oracle_child/driver_es_at_scale.py): the clone layout, the
+its child driver (child/driver.py): the clone layout, the
 single-op cases (perturb, restore, update at the main N, the paper's N = 30
 and the population sweep, the in-process `loop`, z-scores in f64), the
 `fit` loop row, the functions that loop reaches and the fit quirk it
@@ -9,6 +9,8 @@ reports. Rows run on the core's generic single-op path; `fit` on the loop
 path (esverify.oracle.loop_rows).
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 from esverify.oracle.case_model import CASE_POPULATION, POPULATIONS, REWARD_SHAPES, Case
 from esverify.oracle.rewards import with_nonfinite_target
@@ -32,7 +34,7 @@ class EsAtScale(Adapter):
     env_var = "ESVERIFY_REF"
     default_path = "refs/es-at-scale"
     alias_flag = None
-    driver = "driver_es_at_scale.py"
+    driver = str(Path(__file__).with_name("child") / "driver.py")
     licence = "LICENSE.txt"
     validated_commit = "574a9d1"
     files = {"worker_extension": "es_at_scale/utils/worker_extension.py",

@@ -1,7 +1,7 @@
 """The es-awd adapter: weight_update_utils and the `es.main` loop, with anchored weight decay (docs/references.md §2, §5).
 
 Design record: everything the oracle knows about es-awd is here and in its
-child driver (oracle_child/driver_es_awd.py): the clone layout, the single-op
+child driver (child/driver.py): the clone layout, the single-op
 cases (perturb, restore, update with decay none/l1/l2, the decay alone,
 mirrored, caching), the seven `main*` loop rows, the functions they reach,
 the offset parameter set its cases start from (theta != anchor, so decay
@@ -9,6 +9,8 @@ shows) and the anchor it is given, the profile's cpu/cuda rules and the
 deprecated `--awd-ref` option (an alias of `--ref` for one release).
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 
 from esverify.oracle.case_model import Case
@@ -44,7 +46,7 @@ class EsAwd(Adapter):
     env_var = "ESVERIFY_AWD_REF"
     default_path = "refs/es-awd"
     alias_flag = "--awd-ref"
-    driver = "driver_es_awd.py"
+    driver = str(Path(__file__).with_name("child") / "driver.py")
     licence = "LICENCE"
     validated_commit = "f432ff8"
     files = {"weight_update_utils": "weight_update_utils.py", "es_main": "es.py",

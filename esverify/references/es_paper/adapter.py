@@ -5,7 +5,7 @@ four scripts (countdown and conciseness, each plain and `_iid`) in
 `archive/` of an es-at-scale clone, or at the root of a clone or fork of
 the repository's earlier name (es-fine-tuning-paper). One path can
 therefore be both an es-at-scale clone and an es-paper clone. Each row
-runs one script's `main()` in the child (oracle_child/driver_es_paper.py) and
+runs one script's `main()` in the child (child/driver.py) and
 our side's `esverify.references.es_paper.loop.run_paper_loop` (profile `es-paper`,
 docs/numerics.md) on the same parameter set, seeds and rewards, and
 compares per iteration: the seeds the script's numpy schedule drew, the
@@ -54,7 +54,7 @@ class EsPaper(Adapter):
     summary = "es-paper: the paper's original scripts (archive/ of es-at-scale, or an es-fine-tuning-paper fork)"
     env_var = "ESVERIFY_PAPER_REF"
     default_path = "refs/es-fine-tuning-paper"
-    driver = "driver_es_paper.py"
+    driver = str(Path(__file__).with_name("child") / "driver.py")
     licence = "LICENSE.txt"
     validated_commit = "574a9d1"
     files = {op: f"archive/{spec[0]}" for op, spec in SCRIPTS.items()}

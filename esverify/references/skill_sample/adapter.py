@@ -3,7 +3,7 @@
 Design record: people paste published snippets into notebooks; this
 adapter takes the page's code as one module (a `.py` file, or a folder
 holding one, that defines `es_train_loop` and the global `utilities`),
-drives `es_train_loop` in the child (oracle_child/driver_skill_sample.py) with
+drives `es_train_loop` in the child (child/driver.py) with
 the runner's reward, and runs our side's `esverify.references.skill_sample.loop.
 run_skill_loop` (profile `skill-sample`, docs/numerics.md) on the same
 flat parameter vector, seeds and rewards. Rows: f32/f16/bf16 x contract/
@@ -61,7 +61,7 @@ class SkillSample(Adapter):
     summary = "skill-sample: the ES fine-tuning skill page's es_train_loop, one module (MIT)"
     env_var = "ESVERIFY_SKILL_REF"
     default_path = "refs/skill-sample"
-    driver = "driver_skill_sample.py"
+    driver = str(Path(__file__).with_name("child") / "driver.py")
     licence = "LICENSE"
     validated_commit = ""
     files = {}

@@ -4,7 +4,7 @@ Written by the esverify authors from the description of the reference in
 esverify's specification (the project's docs/references.md gives the user's
 view) alone, so that the oracle runner's eggroll driver can be tested
 without a clone of the reference (GPL-3.0, never copied). It has the
-interface the interface manifest (oracle_child/interfaces.json) gives the real
+interface the interface manifest (esverify/references/eggroll/child/interfaces.json) gives the real
 file: the same module-level imports in the same order, the same module
 globals, functions, classes and methods with their parameters and defaults,
 and the `Args` dataclass with every field and default. It behaves as

@@ -2,7 +2,7 @@
 
 Written by the esverify authors from the description of the reference in
 esverify's specification alone. It has the interface the interface manifest
-(oracle_child/interfaces.json) gives the real file and keeps its two documented
+(esverify/references/eggroll/child/interfaces.json) gives the real file and keeps its two documented
 defects on purpose: it imports `egg_img`, a module the repository lacks
 (so `import tasks` fails with ModuleNotFoundError once `datasets` and
 `gem` resolve), and ZerosTask, RandomTask and CountdownTask take

@@ -2,7 +2,7 @@
 
 Written by the esverify authors from `docs/references.md` §5 (and
 §2 for the numerics) alone, with the interface the interface manifest
-(oracle_child/interfaces.json) gives the real file: the same module-level
+(esverify/references/es_awd/child/interfaces.json) gives the real file: the same module-level
 imports (Ray and vLLM internals: the parity child serves inert stand-ins),
 `ESNcclLLM`, the es-awd `WorkerExtension` (perturb/restore with `caching`
 and `negate`, update with decay, snapshot, restore-from-snapshot, the

@@ -3,7 +3,7 @@
 Written by the esverify authors from `docs/references.md` §5 alone,
 so that the oracle runner's `main` op can be tested without a clone of the
 reference. It has the interface the docs and the interface manifest
-(oracle_child/interfaces.json) give the real file: the same module-level
+(esverify/references/es_awd/child/interfaces.json) give the real file: the same module-level
 imports in the same order, the same module constants and functions, and
 `parse_args()` with every flag and default. Like the real file is
 described to, it imports Ray, vLLM, transformers and wandb at module level

@@ -1,7 +1,7 @@
 """Test stand-in for es-awd's weight update utilities (NOT the reference code).
 
 Written by the esverify authors from `docs/references.md` §2 alone, with
-the interface the interface manifest (oracle_child/interfaces.json) gives the
+the interface the interface manifest (esverify/references/es_awd/child/interfaces.json) gives the
 real file (module-level imports Iterable, zip_longest and torch; the same
 functions and signatures). It uses torch's in-place scaled add
 (`x.add_(y, alpha=a)`), an accumulator in the tensor's own dtype and

@@ -3,7 +3,7 @@
 Written by the esverify authors from `docs/references.md` §5 alone (and
 §1 for the worker calls and z_score), so that the oracle runner's `fit`
 op can be tested without a clone of the reference. It has the interface
-the docs and the interface manifest (oracle_child/interfaces.json) give the
+the docs and the interface manifest (esverify/references/es_at_scale/child/interfaces.json) give the
 real file: the same module-level imports in the same order, `ESNcclLLM`
 and `EvolutionStrategiesTrainer` with the same methods and signatures.
 The parity child drives it the way a user runs the real one: the

@@ -1,7 +1,7 @@
 """Test stand-in for es-at-scale's reward shaping (NOT the reference code).
 
 Written from `docs/references.md` §1 alone, with the interface the interface
-manifest (oracle_child/interfaces.json) gives the real file. The real module needs
+manifest (esverify/references/es_at_scale/child/interfaces.json) gives the real file. The real module needs
 Python 3.12 syntax; this stand-in is valid Python 3.11 on purpose (the
 3.12-only variant is a bad-input fixture built by the tests).
 """

@@ -3,7 +3,7 @@
 Written by the esverify authors from `docs/references.md` §1 and §5 alone,
 so that the oracle runner can be tested without a clone of the reference.
 It has the interface the docs and the interface manifest
-(oracle_child/interfaces.json) give the real file: module-level imports gc,
+(esverify/references/es_at_scale/child/interfaces.json) give the real file: module-level imports gc,
 time, torch, random and numpy only (vLLM inside the distributed helper),
 the module function `_stateless_init_process_group` and exactly the
 `WorkerExtension` methods listed there. It keeps the behaviour

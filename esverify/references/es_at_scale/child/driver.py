@@ -1,6 +1,6 @@
 """Oracle driver for an es-at-scale clone (docs/references.md §1), run by path in the child.
 
-Usage (by the runner only): `python driver_es_at_scale.py --clone PATH
+Usage (by the runner only): `python driver.py --clone PATH
 --reply-fd N`. torch runs on one thread: this profile's separately rounded
 elementwise ops do not depend on the thread count, and worker threads
 spinning beside the parent's only slow both down. Loads `es_at_scale/utils/worker_extension.py` and
@@ -12,7 +12,7 @@ loop and fit (the reference's own training loop: `op_fit` below, the
 `fit()`; the seams replaced for the run are the module's `Pool`, `get_ip`,
 `get_open_port`, the class's `launch_engines`, and the SIGINT/SIGTERM
 handlers the constructor installs, restored right after construction;
-oracle_child/child_loops.py measures coverage of the clone). Every reference call is followed by the draw accounting of
+oracles/child_loops.py measures coverage of the clone). Every reference call is followed by the draw accounting of
 child_server (one draw per slot per seed). Never imported by esverify.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Oracle driver for EGGROLL's transformer trainer (eggroll-vllm, docs/references.md), run by path in the child.
 
-Usage (by the runner only): `python driver_eggroll.py --clone FOLDER --reply-fd N`; esverify's tests call
+Usage (by the runner only): `python driver.py --clone FOLDER --reply-fd N`; esverify's tests call
 `run(case, clone)` in-process. One op, `eggroll-main`: the clone's entry script (`case["file"]`, default
 `es_lora_multinode.py`) imported under its own module name, `Args(**case["args"])` built by keyword,
 the module globals `args` and `LORA_POPULATION_PATH` (a scratch folder under the row's `out`, never
@@ -638,7 +638,7 @@ def load_modules(clone):
     _CLONE["path"] = Path(clone).resolve()
     try:
         import child_loops as loops
-        loops.start(clone, "eggroll", manifest_key="eggroll-vllm")
+        loops.start(clone, "eggroll")
     except Exception:  # noqa: BLE001 - coverage and the interface check are report sections, never a verdict
         pass
     return {}

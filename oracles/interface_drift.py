@@ -4,7 +4,7 @@ Runs in the parity child (Python 3.11 or 3.12) before a loop is driven, and
 in esverify's own tests; standard library only, nothing from esverify, and
 the clone's files are READ, never imported or run (`ast`).
 
-`oracle_child/interfaces.json` (the manifest) describes, per target, the
+A reference's `child/interfaces.json` (the manifest) describes, per target, the
 entry-point files of the references at the documented commits: their
 module-level imports, functions, classes with methods, argparse flags and
 module constants. `extract(path)` computes the same description of a

@@ -276,7 +276,7 @@ class _EngineModel(torch.nn.Module):
 # ----------------------------------------------------------------- the modules
 
 def modules(row) -> dict:
-    """name -> module (or None: absent) for sys.modules, bound to `row` (driver_eggroll.Row)."""
+    """name -> module (or None: absent) for sys.modules, bound to `row` (driver.Row)."""
     mods = {}
 
     def module(name, **attrs):

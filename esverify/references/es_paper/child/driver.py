@@ -1,6 +1,6 @@
 """Oracle driver for the ES-at-scale paper's original scripts (docs/references.md §6), run by path in the child.
 
-Usage (by the runner only): `python driver_es_paper.py --clone PATH --reply-fd N`. PATH is an
+Usage (by the runner only): `python driver.py --clone PATH --reply-fd N`. PATH is an
 es-at-scale clone (the scripts in `archive/`) or a clone or fork of es-fine-tuning-paper (the
 scripts at its root); each command names the script it runs (`script`, relative to the clone).
 
@@ -54,7 +54,6 @@ import child_loops as loops
 import loop_stubs
 from loop_seams import Seams
 
-MANIFEST_KEY = "es-fine-tuning-paper scripts (archive/ of es-at-scale)"
 SCRIPTS = ("es_fine-tuning_countdown.py", "es_fine-tuning_countdown_iid.py", "es_fine-tuning_conciseness.py",
            "es_fine-tuning_conciseness_iid.py")
 PRECISION = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
@@ -70,7 +69,7 @@ def layout_base(clone: Path) -> str:
 
 def load_modules(clone):
     base = layout_base(clone)
-    loops.start(clone, "es-paper", manifest_key=MANIFEST_KEY, base=base, also=("accelerate", "countdown_task"))
+    loops.start(clone, "es-paper", base=base, also=("accelerate", "countdown_task"))
     return {}      # each row imports its script afresh: the scripts parse their command line at import
 
 

@@ -1,6 +1,6 @@
 """Oracle driver for the ES fine-tuning skill page's sample (docs/references.md §7), run by path in the child.
 
-Usage (by the runner only): `python driver_skill_sample.py --clone FOLDER --reply-fd N`. FOLDER holds
+Usage (by the runner only): `python driver.py --clone FOLDER --reply-fd N`. FOLDER holds
 the sample as one module (a `.py` file that defines `es_train_loop` and the global `utilities`); each
 command names the file (`module`, relative to FOLDER).
 

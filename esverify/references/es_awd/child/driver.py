@@ -1,6 +1,6 @@
 """Oracle driver for an es-awd clone (docs/references.md §2), run by path in the child.
 
-Usage (by the runner only): `python driver_es_awd.py --clone PATH
+Usage (by the runner only): `python driver.py --clone PATH
 --reply-fd N`. torch runs on ONE thread (docs/numerics.md §3, rule `cpu`: the
 reference's bits depend on the thread count). Loads `weight_update_utils.py`
 by path and answers perturb, restore, update (decay none/l1/l2, caching,
@@ -8,7 +8,7 @@ mirrored: all the same reference call with different arguments) and decay
 (the decay alone), and main (`es.main`, the reference's own training loop:
 `op_main` below: `parse_args()` on a command line set in `sys.argv`, then `main(args)`, with `launch_engines`,
 `cleanup`, `get_data` and `evaluate_reward` as module globals of ours, and its iteration_updates/*.json records
-added to the tape; oracle_child/child_loops.py measures coverage of the clone). Parameters are passed as the stand-in model's lazy
+added to the tape; oracles/child_loops.py measures coverage of the clone). Parameters are passed as the stand-in model's lazy
 `parameters()` generator; the anchor as a plain generator that does not
 move the slot. Never imported by esverify.
 """

@@ -25,7 +25,7 @@ module's top stay inert). Every placeholder served is recorded (`served`)
 and the child passes the list to the parent, which lists each as a note.
 
 The names the driver must control (the seams of docs/references.md) are
-not placeholders: they are checked by oracle_child/interface_drift.py and
+not placeholders: they are checked by oracles/interface_drift.py and
 used by the drivers directly, so a seam that disappeared is still an
 interface finding.
 """
