@@ -1,15 +1,22 @@
 """The registry of references: one package per reference, found by entry point (CONTRIBUTING.md, "Adding a reference").
 
-A leaf module: the core asks it and it imports no module of esverify but by
-string, so it sits below every layer that asks it (tests/test_structure.py).
+A leaf module: the core asks it, and it imports no module of esverify but
+the record type (esverify.record) and, by string, what it registers, so it
+sits below every layer that asks it (tests/test_structure.py). The reference
+packages import the record type, never this module: the registry's loads of
+them by name close no circle.
 
 Design record: everything esverify knows about a reference on the
 parent side lives in one package (`esverify/references/<name>/` for the
 built-ins, any installed package for a plug-in), which declares one
-`Reference` record. The core (oracle, trainer, goldens gate, replay) asks
-this registry for adapters, profiles, golden areas, run-log formats,
-straight-line models and seed schedules by name and never names a reference itself, the way pytest finds its
-``pytest11`` plug-ins.
+`Reference` record. This is the one place that maps a name to a part: the
+core (oracle, trainer, goldens gate, replay) asks it for adapters, profiles,
+golden areas (the contract's `rng` among them, `CONTRACT_AREAS`), run-log
+formats, straight-line models and seed schedules by name and never names a
+reference itself, the way pytest finds its ``pytest11`` plug-ins. No name is
+settled by order: a plug-in's part under a name already registered is left
+out with a line of `problems`, two of esverify's own under one name are a
+`RegistryError`, and a run log two formats recognise is `AmbiguousLog`.
 
 Where records come from:
 
@@ -47,84 +54,15 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-GROUP = "esverify.references"
+from .record import GROUP, Reference, shape_problems
+
 #: the package that holds the built-in references, one sub-package each
 BUILTINS = "esverify.references"
 
 
-@dataclass(frozen=True)
-class Reference:
-    """One reference's record: its name and where its parts live (``"module:attr"`` strings, loaded lazily).
-
-    name: the reference's name ("es-awd"), the adapter's name and the
-    `--ref` report's target. adapter: the `esverify.oracle.adapters.base.Adapter`
-    instance (None: no parity adapter). profiles: numerics profiles (a
-    Trainer `Profile` or a loop profile), each with its own `name`.
-    golden_areas: `esverify.goldens.area.Area` values, each with its own
-    `name` (the file stem goldens/<name>.json). runlog_formats: run-log
-    readers of `esverify replay` (`esverify.replay.log.RunLogFormat`).
-    models: straight-line models of its Trainer profiles
-    (`esverify.es.algebra.Model`, numpy, no torch), each with its profile's
-    `name`. seed_schedules: the member-seed schedules its loops draw
-    (`esverify.es.seeds.SeedSchedule`), each with its own `name`, the value of
-    ``Config.seed_schedule`` and of run logs.
-    """
-
-    name: str
-    adapter: str | None = None
-    profiles: tuple = ()
-    golden_areas: tuple = ()
-    runlog_formats: tuple = ()
-    models: tuple = ()
-    seed_schedules: tuple = ()
-    #: top-level module names of the reference's code (its clone's files and packages) that esverify's own
-    #: tree must never import, even when the audit is given no clone (docs/audit.md); generic names
-    #: (a clone's `es.py`) are left out, they would flag unrelated modules
-    clone_modules: tuple = ()
-    #: (flag, environment variable, default path) of a deprecated per-reference option of `esverify parity`
-    #: (its adapter's alias_flag, env_var, default_path), read without importing the adapter
-    alias_option: tuple | None = None
-    #: names of this reference's numerics profiles that `esverify replay --profile` offers, read without
-    #: importing them (the choices are built when the command line is parsed)
-    replay_profiles: tuple = ()
-    #: dotted names of this package's modules its child driver imports (the child gets a copy of each,
-    #: with its packages' __init__.py, beside the shared child modules: a child under another Python,
-    #: `parity --python`, has no esverify installed); keep them light: numpy, torch and esverify.rng
-    child_modules: tuple = ()
-
-
-#: the record's fields that hold ``"module:attr"`` strings (a tuple of them each)
-SPEC_FIELDS = ("profiles", "golden_areas", "runlog_formats", "models", "seed_schedules")
-#: its fields that hold plain names (a tuple of str each)
-NAME_FIELDS = ("clone_modules", "replay_profiles", "child_modules")
-#: where the golden areas that belong to no reference are named (the RNG contract's `rng`), read by string
-CONTRACT_AREAS = "esverify.goldens.areas:CONTRACT_AREAS"
-
-
-def shape_problems(ref) -> list[str]:
-    """What is wrong with the shape of record `ref` (a plug-in's entry point object), in words; [] when
-    it is a `Reference` whose fields have the types its docstring gives. Imports nothing."""
-    if not isinstance(ref, Reference):
-        return [f"its object is a {type(ref).__name__}, not an esverify Reference"]
-    out = []
-    if not isinstance(ref.name, str) or not ref.name.strip() or ref.name != ref.name.strip():
-        out.append(f"its name {ref.name!r} is not a non-empty name")
-    if ref.adapter is not None and not _is_spec(ref.adapter):
-        out.append(f"its adapter {ref.adapter!r} is not a \"module:attr\" string")
-    for name in SPEC_FIELDS + NAME_FIELDS:
-        value = getattr(ref, name)
-        check = _is_spec if name in SPEC_FIELDS else (lambda v: isinstance(v, str) and bool(v))
-        if not isinstance(value, tuple) or not all(check(v) for v in value):
-            out.append(f"its {name} is not a tuple of " + ("\"module:attr\" strings" if name in SPEC_FIELDS
-                                                           else "names"))
-    option = ref.alias_option
-    if option is not None and (not isinstance(option, tuple) or len(option) != 3):
-        out.append("its alias_option is not (flag, environment variable, default path)")
-    return out
-
-
-def _is_spec(value) -> bool:
-    return isinstance(value, str) and ":" in value and bool(value.partition(":")[0])
+#: the golden areas that belong to no reference (the RNG contract's `rng`), loaded by string like the records'
+#: parts; they are registered first and keep their names against every reference's
+CONTRACT_AREAS = ("esverify.goldens.rng_area:AREA",)
 
 
 def load(spec: str):
@@ -172,12 +110,12 @@ def _entry_points() -> list:
     return out
 
 
-def _area_names(specs, problems: list, who: str) -> dict:
-    """{area name: spec} of `specs`, each loaded; one that does not load is a line of `problems`."""
-    out = {}
+def _area_names(specs, problems: list, who: str) -> list:
+    """[(area name, spec)] of `specs`, each loaded; one that does not load is a line of `problems`."""
+    out = []
     for spec in specs:
         try:
-            out[load(spec).name] = spec
+            out.append((load(spec).name, spec))
         except Exception as exc:   # a plug-in's area that cannot load: named, the rest of the plug-in kept
             problems.append(f"{who}: its golden area {spec} cannot be loaded ({_cause(exc)}); the area is left out")
     return out
@@ -185,9 +123,9 @@ def _area_names(specs, problems: list, who: str) -> dict:
 
 def _checked_areas(ref, who: str, taken: set, problems: list) -> Reference:
     """`ref` with the golden areas whose names are already `taken` (a built-in's, the contract's, another
-    plug-in's) left out, each named in `problems`; the names it keeps are added to `taken`."""
+    plug-in's, one of its own) left out, each named in `problems`; the names it keeps are added to `taken`."""
     keep = []
-    for name, spec in _area_names(ref.golden_areas, problems, who).items():
+    for name, spec in _area_names(ref.golden_areas, problems, who):
         if name in taken:
             problems.append(f"{who}: its golden area {name!r} ({spec}) has the name of an area already registered; "
                             f"the registered one keeps it (goldens/{name}.json is checked against it) and the "
@@ -241,9 +179,9 @@ def _build() -> _Registry:
                                   f"same record (" + "; ".join(w for w, _ in found) + "); it is used once")
         if ref.golden_areas:
             if taken is None:             # the built-ins' area names, imported only when a plug-in has areas
-                taken = set(load(CONTRACT_AREAS))
+                taken = {load(spec).name for spec in CONTRACT_AREAS}
                 for b in builtins:
-                    taken |= set(_area_names(b.golden_areas, state.problems, f"built-in reference {b.name}"))
+                    taken |= {n for n, _ in _area_names(b.golden_areas, state.problems, f"built-in reference {b.name}")}
             ref = _checked_areas(ref, who, taken, state.problems)
         state.records[name] = ref
     state.records = {name: state.records[name] for name in sorted(state.records)}
@@ -300,25 +238,49 @@ def get(name: str) -> Reference:
         raise UnknownReference(unusable(name) or f"unknown reference {name!r}; known: {names()}") from None
 
 
-def _many(field: str) -> dict:
-    """{object's name: object} over every reference's `field` strings (imports them), the built-ins' first:
-    a plug-in's part never takes a built-in's name (a clash is a line of `problems`, said once)."""
+class RegistryError(RuntimeError):
+    """Two parts of this tree (the contract's, the built-ins') declare one name: a fault of esverify itself,
+    raised where the parts are first asked for, never settled by keeping the first."""
+
+
+def _parts(field: str) -> dict:
+    """{part's name: (its "module:attr" string, the part)} over every reference's `field` strings (imports
+    them), the contract's areas first (`golden_areas` only), then the built-ins', then the plug-ins', each in
+    report order. A plug-in's part never takes a name already registered (a line of `problems`, said once,
+    and the part left out); two parts of the contract or the built-ins under one name are a RegistryError."""
     state = _state()
+    owners = [("the contract", CONTRACT_AREAS if field == "golden_areas" else (), True)]
+    owners += [(f"reference {ref.name}", getattr(ref, field), ref.name in state.builtins)
+               for ref in sorted(state.records.values(), key=lambda r: (r.name not in state.builtins, r.name))]
     out, owner = {}, {}
-    ordered = sorted(state.records.values(), key=lambda r: (r.name not in state.builtins, r.name))
-    for ref in ordered:
-        for spec in getattr(ref, field):
+    what = field[:-1].replace("_", " ")
+    for who, specs, own in owners:
+        for spec in specs:
             obj = load(spec)
-            if obj.name in out and owner[obj.name] != ref.name:
-                line = (f"plug-in reference {ref.name}: its {field[:-1].replace('_', ' ')} {obj.name!r} ({spec}) has "
-                        f"the name of reference {owner[obj.name]}'s, which keeps it; the plug-in's is not used")
-                if line not in state.problems:
-                    state.problems.append(line)
-                    print(f"esverify: warning: {line}", file=sys.stderr)
+            if obj.name not in out:
+                out[obj.name], owner[obj.name] = (spec, obj), who
                 continue
-            out.setdefault(obj.name, obj)
-            owner.setdefault(obj.name, ref.name)
+            if own:
+                raise RegistryError(f"the {what} name {obj.name!r} is declared twice: by {owner[obj.name]} "
+                                    f"({out[obj.name][0]}) and by {who} ({spec})")
+            line = (f"plug-in {who}: its {what} {obj.name!r} ({spec}) has the name of {owner[obj.name]}'s "
+                    f"({out[obj.name][0]}), which keeps it; the plug-in's is not used")
+            if line not in state.problems:
+                state.problems.append(line)
+                print(f"esverify: warning: {line}", file=sys.stderr)
     return out
+
+
+def _many(field: str) -> dict:
+    """{part's name: part} of `_parts(field)`."""
+    return {name: obj for name, (_, obj) in _parts(field).items()}
+
+
+class UnknownPart(KeyError):
+    """No registered part of a kind under a name. str() is the one-line message naming the known ones."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 def adapter_names() -> list[str]:
@@ -340,13 +302,43 @@ def profiles() -> dict:
 
 
 def golden_areas() -> dict:
-    """{area name: Area} of every reference (imports them)."""
+    """{area name: Area} of the contract (`rng`) and of every reference, in report order (imports them)."""
     return _many("golden_areas")
+
+
+def golden_area_specs() -> dict:
+    """{area name: the "module:attr" string of its Area}, in the order of `golden_areas` (imports them: an
+    area's name is its Area's own)."""
+    return {name: spec for name, (spec, _) in _parts("golden_areas").items()}
+
+
+def golden_area(name: str):
+    """The `esverify.goldens.area.Area` registered as `name` (imports it); UnknownPart (a KeyError) naming
+    the known areas; the import's own error for an area whose module does not import."""
+    specs = golden_area_specs()
+    if name not in specs:
+        raise UnknownPart(f"unknown golden area {name!r}; known: {sorted(specs)}")
+    return load(specs[name])
 
 
 def runlog_formats() -> dict:
     """{format name: run-log format} of every reference (imports them)."""
     return _many("runlog_formats")
+
+
+class AmbiguousLog(ValueError):
+    """A run log that more than one registered run-log format recognises (one line naming them)."""
+
+
+def runlog_format_for(log):
+    """The one registered run-log format (`esverify.replay.log.RunLogFormat`) whose `detect` recognises the
+    log folder `log` (a path), or None when none does (a trainer log, or an error the reader names).
+    AmbiguousLog (a ValueError) when several do: which one replays it is never decided by their order."""
+    found = [fmt for fmt in runlog_formats().values() if fmt.detect(log)]
+    if len(found) > 1:
+        raise AmbiguousLog(f"the run log is recognised by more than one run-log format "
+                           f"({', '.join(f.name for f in found)}); remove the reference that should not claim it")
+    return found[0] if found else None
 
 
 def clone_modules() -> frozenset:
@@ -394,14 +386,16 @@ class Asked(Mapping):
 
 
 def specs() -> list[str]:
-    """Every ``"module:attr"`` string of every record (the structure test resolves them)."""
-    out = []
+    """Every ``"module:attr"`` string this registry may load: the contract's areas and every record's (the
+    structure test resolves them)."""
+    out = list(CONTRACT_AREAS)
     for ref in _records().values():
         out += [s for s in (ref.adapter, *ref.profiles, *ref.golden_areas, *ref.runlog_formats, *ref.models,
                             *ref.seed_schedules) if s]
     return out
 
 
-__all__ = ["Asked", "BUILTINS", "GROUP", "Reference", "UnknownReference", "adapter", "adapter_names", "builtin_names",
-           "clone_modules", "get", "golden_areas", "load", "models", "names", "problems", "profiles", "replay_profiles",
-           "runlog_formats", "seed_schedules", "shape_problems", "specs", "unusable"]
+__all__ = ["AmbiguousLog", "Asked", "BUILTINS", "CONTRACT_AREAS", "GROUP", "Reference", "RegistryError", "UnknownPart",
+           "UnknownReference", "adapter", "adapter_names", "builtin_names", "clone_modules", "get", "golden_area",
+           "golden_area_specs", "golden_areas", "load", "models", "names", "problems", "profiles", "replay_profiles",
+           "runlog_format_for", "runlog_formats", "seed_schedules", "shape_problems", "specs", "unusable"]

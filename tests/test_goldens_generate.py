@@ -8,7 +8,7 @@ import pytest
 
 from esverify import paths
 from esverify.goldens import areas as area_mod
-from test_goldens_support import ToyArea, load, register_toy, run
+from test_goldens_support import ToyArea, load, register_area, register_toy, run
 
 
 @pytest.fixture
@@ -128,7 +128,7 @@ def test_unreadable_baseline_exits_2(toy, checkout):
 
 
 def test_area_whose_module_does_not_import(monkeypatch, checkout):
-    monkeypatch.setitem(area_mod.AREA_MODULES, "broken", "esverify.goldens._no_such_area_module")
+    register_area(monkeypatch, "broken", "esverify.goldens._no_such_area_module:AREA")
     named = run("goldens", "generate", "--area", "broken", "--goldens-dir", str(checkout / "goldens"))
     assert named.exit_code == 2
     assert "does not import" in named.output
@@ -154,7 +154,7 @@ def test_wheel_install_without_out_exits_2(toy, monkeypatch):
 def test_check_of_an_area_module_that_fails_while_its_goldens_exist(monkeypatch, checkout, toy):
     generate(checkout)
     (checkout / "goldens" / "broken.json").write_text((checkout / "goldens" / "toy.json").read_text())
-    monkeypatch.setitem(area_mod.AREA_MODULES, "broken", "esverify.goldens._no_such_area_module")
+    register_area(monkeypatch, "broken", "esverify.goldens._no_such_area_module:AREA")
     result = run("goldens", "check", "--area", "broken", "--goldens-dir", str(checkout / "goldens"))
     assert result.exit_code == 2
     assert "does not import" in result.output

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from esverify import registry
 from esverify.cli import main
 from esverify.goldens import areas as area_mod
 from esverify.goldens.area import Area
@@ -76,15 +77,22 @@ class ToyArea:
                     lambda: ["python"], lambda vec, backend: vec["expected"])
 
 
+def register_area(monkeypatch, name: str, spec: str) -> None:
+    """Register an area `name` whose Area `spec` ("module:attr") names, in esverify.registry, for the
+    duration of a test (the registry maps every area's name; nothing else holds a table of them)."""
+    original = registry.golden_area_specs
+    monkeypatch.setattr(registry, "golden_area_specs", lambda: {**original(), name: spec})
+
+
 def register_toy(monkeypatch, toy: ToyArea) -> None:
     """Register `toy` in the area registry for the duration of a test.
 
     get_area is wrapped so that edits of `toy` between runs are visible.
     """
-    monkeypatch.setitem(area_mod.AREA_MODULES, toy.name, "tests.toy (in-memory)")
+    register_area(monkeypatch, toy.name, "tests.toy:in-memory")
     original = area_mod.get_area
     monkeypatch.setattr(area_mod, "get_area", lambda name: toy.area() if name == toy.name else original(name))
 
 
 __all__ = ["ROOT", "COMMITTED", "run", "copy_goldens", "load", "save", "vector", "flip_bit",
-           "ToyArea", "register_toy"]
+           "ToyArea", "register_area", "register_toy"]

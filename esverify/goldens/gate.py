@@ -29,7 +29,6 @@ takes numpy's own mean and std): the result records it.
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,22 +39,7 @@ import pandas as pd
 from .. import numerics_probe
 from . import areas as area_mod
 from . import compare, digest, fileformat, history
-
-#: Allowed one-ulp libm differences per libm-class value compared (docs/CONTRACT.md §3a expects about 1e-8).
-LIBM_RATE_CAP = 1e-5
-
-
-def libm_allowance(n_values: int) -> int:
-    """How many libm-divergence values one (area, backend) may show among `n_values` libm-class values.
-
-    max(1, floor(n * LIBM_RATE_CAP)): at the contract's rate (order 1e-8,
-    docs/CONTRACT.md §3a; 1e-7 with a tenfold margin) two or more among the 3,438
-    libm-class values of the rng file happen with probability about 6e-8, while a
-    backend that diverges systematically (one value in a thousand or more)
-    exceeds one with probability above 0.85 (docs/goldens.md).
-    """
-    return max(1, math.floor(n_values * LIBM_RATE_CAP))
-
+from .compare import LIBM_RATE_CAP, libm_allowance
 
 @dataclass
 class CheckResult:

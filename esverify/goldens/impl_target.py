@@ -34,7 +34,7 @@ from .. import bits
 from ..impl import client
 from ..impl.client import UNSUPPORTED, Unsupported
 from ..impl.wire import Tensor, u64_hex
-from .compare import decode, row
+from .compare import decode, libm_allowance, row
 
 OPERATIONS = ("at", "member_seed", "stream_seed", "gaussian", "gaussian_ranges", "perturb", "restore", "update", "shaping", "decay",
               "step")
@@ -321,7 +321,6 @@ class ImplTarget:
         """Rows naming the first differing values of a digest vector (by sub-range requests) or of a
         chain vector (its first iteration and element); None for other kinds."""
         from . import chain, digest
-        from .gate import libm_allowance
         from .rng_area import ranges_of
         if vector["inputs"].get("kind") == chain.KIND:
             return self._locate_chain(area, vector, got)

@@ -46,7 +46,7 @@ from ..rng import CONTRACT_VERSION
 from ..rng import scalar
 from . import digest
 from .area import Area
-from .compare import encode, encode_ints
+from .compare import encode, encode_ints, libm_allowance
 
 U64 = (1 << 64) - 1
 SEEDS = (0, U64, 1234567, 0x0123456789ABCDEF)
@@ -388,7 +388,6 @@ def _gaussian_values(seed: int, n: int, first: int, mapping: str, backend: str) 
 
 def locate(vector: dict, backend: str, got: dict) -> list[dict] | None:
     """Rows naming the first values where `backend`'s stream differs (esverify.goldens.digest.locate)."""
-    from .gate import libm_allowance
     if not digest.is_digest(vector):
         return None
     x = vector["inputs"]

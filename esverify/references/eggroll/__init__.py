@@ -29,7 +29,7 @@ Dependencies point one way: this package -> esverify.rng, numpy, torch.
 Checks: ``python -m pytest -q tests/test_eggroll_lowrank.py`` and
 ``esverify goldens check --area lowrank``.
 """
-from esverify.registry import Reference
+from esverify.record import Reference
 
 REFERENCE = Reference(
     name="eggroll",

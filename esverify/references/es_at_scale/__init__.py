@@ -4,9 +4,9 @@ adapter: the parity adapter (`--ref`); profile: numerics profile `es-at-scale` (
 `esverify replay --profile`'s choices);
 golden_area: its golden area (the Trainer area of esverify.goldens.es_area); model: the
 straight-line model of its profile; schedule: its loop's seed schedule `es-at-scale`. Its child
-driver is oracle_child/driver_es_at_scale.py.
+driver is esverify/references/es_at_scale/child/driver.py.
 """
-from esverify.registry import Reference
+from esverify.record import Reference
 
 REFERENCE = Reference(
     name="es-at-scale",

@@ -4,9 +4,9 @@ adapter: the parity adapter (`--ref`); profile: numerics profile `es-awd`
 (rules cpu/cuda, one of `esverify replay --profile`'s choices); golden_area: its golden
 area (the Trainer area of esverify.goldens.es_area); model: the straight-line model of its profile;
 schedule: its loop's seed schedule `es-awd`; runlog: its run log as `esverify replay` reads it (its
-`iteration_updates/` folder, no esverify block). Its child driver is oracle_child/driver_es_awd.py.
+`iteration_updates/` folder, no esverify block). Its child driver is esverify/references/es_awd/child/driver.py.
 """
-from esverify.registry import Reference
+from esverify.record import Reference
 
 REFERENCE = Reference(
     name="es-awd",

@@ -4,9 +4,9 @@ adapter (parity adapter), rows (its whole-loop rows), profile (numerics
 profile `es-paper`), loop (our side of its loop, `run_paper_loop`),
 golden_area (golden area `es-paper`), schedule (its seed schedule `es-paper`),
 model (the straight-line model of its ops and loop). Its child driver is
-oracle_child/driver_es_paper.py.
+esverify/references/es_paper/child/driver.py.
 """
-from esverify.registry import Reference
+from esverify.record import Reference
 
 REFERENCE = Reference(
     name="es-paper",

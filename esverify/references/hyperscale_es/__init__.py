@@ -23,7 +23,7 @@ Dependencies point one way: this package -> numpy.
 Checks: ``python -m pytest -q tests/test_hyperscale_numerics.py`` and
 ``esverify goldens check --area hyperscale-es``.
 """
-from esverify.registry import Reference
+from esverify.record import Reference
 
 REFERENCE = Reference(
     name="hyperscale-es",

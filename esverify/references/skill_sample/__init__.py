@@ -3,9 +3,9 @@
 adapter (parity adapter), rows (its whole-loop rows), profile (loop profile
 `skill-sample`), loop (our side of its loop, `run_skill_loop`), model (the
 slow numpy model the goldens are expected from), golden_area (golden area
-`skill-sample`). Its child driver is oracle_child/driver_skill_sample.py.
+`skill-sample`). Its child driver is esverify/references/skill_sample/child/driver.py.
 """
-from esverify.registry import Reference
+from esverify.record import Reference
 
 REFERENCE = Reference(
     name="skill-sample",
