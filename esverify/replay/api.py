@@ -149,31 +149,80 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     while the units run (the units verified so far kept);
     ReplayInfrastructureError (exit 3) when a worker or Ray node fails.
     """
-    from esverify.es.profiles import get_profile
     from esverify import registry
-    from esverify.report import write_atomic
 
-    # the first registered format that recognises the log decides (esverify.replay.log.RunLogFormat);
-    # none: a trainer log, or an error that read_log names
-    fmt = next((f for f in registry.runlog_formats().values() if f.detect(log)), None)
+    # the one registered format that recognises the log decides (esverify.replay.log.RunLogFormat), never
+    # the first of several; none: a trainer log, or an error that read_log names
+    try:
+        fmt = registry.runlog_format_for(log)
+    except registry.AmbiguousLog as exc:
+        raise ReplayError(f"--log {log}: {exc}") from None
     if fmt is not None and fmt.replay is not None:   # a format with its own replay (docs/replay.md §10)
-        if profile not in (None, fmt.profile) or noise is not None:
-            raise ReplayError(f"--log {log}: a {fmt.name} run log fixes its profile ({fmt.profile}) and noise; "
-                              f"drop --profile/--noise")
-        from .weights import WeightsError as _WeightsError
-        try:
-            return fmt.replay(base, log, expect, out=out, report_path=report_path, state_dir=state_dir)
-        except (ValueError, _WeightsError) as exc:   # the format's own errors and named argument errors
-            raise ReplayError(f"--log {log}: {exc}") from None
+        return _replay_by_format(fmt, base, log, expect, profile=profile, noise=noise, out=out,
+                                 report_path=report_path, state_dir=state_dir)
 
-    from . import kernel, runners
+    from . import kernel
     from .report import build_report, render_text
-    from .state import State, StateError
+    run_log, profile, noise, shard = _settings(log, fmt, profile=profile, noise=noise, batching=batching,
+                                               device=device, shard_elements=shard_elements, workers=workers)
+    share = fmt is not None and fmt.engine_share
+    tensors, slots, units = _plan(base, expect, log, run_log, noise, shard)
+    iterations = tuple((it.seeds, it.coeffs, tuple(run_log.evaluated(it, batching))) for it in run_log.iterations)
+    workers = workers or default_workers(units, iterations, os.cpu_count() or 1)
+    parts = {"version": __version__, "log": log_digest(log), "profile": profile, "noise": noise, "shard": shard,
+             "device": device, "batching": batching if share else None}
+    state_dir, state = _open_state(base, expect, parts, state_dir, out=out, report_path=report_path)
+    job = kernel.Job(base=str(Path(base).resolve()), expect=str(Path(expect).resolve()), profile=profile,
+                     noise=noise, mapping=run_log.mapping,
+                     scheme=run_log.scheme, slots=tuple(slots), sigma=run_log.sigma, alpha=run_log.alpha,
+                     population=run_log.population, decay=run_log.decay, lam=run_log.lam, iterations=iterations,
+                     device=device, pieces=str(state.pieces) if out is not None else None)
+    results, reverified = _reusable(state, units, base, expect, need_pieces=out is not None)
+    resumed = len(results)
+    todo = [u for u in units if u.index not in results]
+    stopped = _run_units(job, todo, units, results, state, state_dir, workers=workers, ray=ray, progress=progress,
+                         after_unit=after_unit)
+    context = {"esverify_version": __version__, "base": str(base), "expect": str(expect), "log": str(log),
+               "units": len(units), "resumed_units": resumed,
+               "reverified_units": reverified, "state_dir": str(state_dir),
+               "runner": f"ray {ray}" if ray is not None else f"pool of {min(workers, max(len(todo), 1))}",
+               "model": _model(run_log, profile, noise, device, share, batching),
+               "notes": _notes(run_log, share, profile, noise, device, batching) + registry.problems()}
+    if stopped is not None:
+        context["signal"] = stopped.signal_name
+        report = build_report(units, results, context, verdict=interrupt.VERDICT)
+        _write_report(report, state_dir, report_path)
+        report["text"] = render_text(report)
+        return report, stopped.exit_code
+    report = build_report(units, results, context)
+    report["notes"].extend(_batching_hint(report, run_log, share, batching))
+    _write_results(report, units, state, tensors, state_dir, out=out, report_path=report_path,
+                   kept=_kept(results, units, state_dir))
+    report["text"] = render_text(report)
+    return report, EXIT_BIT_EQUAL if report["verdict"] == "bit-equal" else EXIT_DIFFERS
+
+
+def _replay_by_format(fmt, base, log, expect, *, profile, noise, out, report_path, state_dir):
+    """Replay a log whose run-log format brings its own replay (docs/replay.md §10); its errors exit 2."""
+    if profile not in (None, fmt.profile) or noise is not None:
+        raise ReplayError(f"--log {log}: a {fmt.name} run log fixes its profile ({fmt.profile}) and noise; "
+                          f"drop --profile/--noise")
+    try:
+        return fmt.replay(base, log, expect, out=out, report_path=report_path, state_dir=state_dir)
+    except (ValueError, WeightsError) as exc:   # the format's own errors and named argument errors
+        raise ReplayError(f"--log {log}: {exc}") from None
+
+
+def _settings(log, fmt, *, profile, noise, batching, device, shard_elements, workers):
+    """Read the run log and settle the options against it: (run log, profile, noise, shard elements).
+
+    Raises ReplayError for an unreadable log or an option out of range, before anything is opened.
+    """
+    from esverify.es.profiles import get_profile
     try:
         run_log = read_log(log, fmt)
     except LogError as exc:
         raise ReplayError(f"--log {log}: {exc}") from None
-    share = fmt is not None and fmt.engine_share
     profile = profile or run_log.profile or (fmt.profile if fmt is not None else None)
     if profile is None:
         raise ReplayError(f"--log {log}: args.json: names no numerics profile (the replay needs one: give "
@@ -194,6 +243,15 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
         raise ReplayError(f"--shard-elements must be an integer >= 1, got {shard!r}")
     if workers and workers < 1:   # 0 or None: chosen from the work below
         raise ReplayError(f"--workers must be >= 1, got {workers}")
+    return run_log, profile, noise, shard
+
+
+def _plan(base, expect, log, run_log, noise, shard):
+    """Check both checkpoints against each other and the log, and cut the work into units.
+
+    Returns (tensors as `_check_tensors` gives them, the replayed slot names, the units). Raises
+    ReplayError for unreadable weights, a tensor one side lacks, or a noise scheme the log does not know.
+    """
     try:
         base_w, expect_w = open_weights(base), open_weights(expect)
         tensors = _check_tensors(base_w, expect_w, str(base), str(expect), run_log.slots, run_log.precision)
@@ -211,14 +269,20 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     if run_log.slots is not None:   # a trainer log: tensors it did not register were never changed
         units = [Unit(u.index, u.name, u.start, u.end, u.numel, u.shape, u.dtype,
                       u.kind if u.name in slots else "static") for u in units]
-    units = _layout_units(units, tensors)
-    iterations = tuple((it.seeds, it.coeffs, tuple(run_log.evaluated(it, batching))) for it in run_log.iterations)
-    workers = workers or default_workers(units, iterations, os.cpu_count() or 1)
-    parts = {"version": __version__, "log": log_digest(log), "profile": profile, "noise": noise, "shard": shard,
-             "device": device, "batching": batching if share else None}
+    return tensors, slots, _layout_units(units, tensors)
+
+
+def _open_state(base, expect, parts: dict, state_dir, *, out, report_path):
+    """Open the resume folder of this replay (docs/replay.md §6): (its path, the State).
+
+    The output paths are checked first, so a bad --out or --report writes nothing; ReplayError for
+    either, or for a folder that holds another replay's state.
+    """
+    from esverify.outputs import OutputError, check_file
+
+    from .state import State, StateError
     fingerprint = _fingerprint(_weight_files(base) + _weight_files(expect), parts)
     state_dir = Path(state_dir).resolve() if state_dir else Path.cwd() / f"esverify-replay-{fingerprint[:12]}"
-    from esverify.outputs import OutputError, check_file
     try:
         for path, option in ((out, "--out"), (report_path, "--report")):
             if path is not None:
@@ -226,30 +290,47 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
     except OutputError as exc:
         raise ReplayError(str(exc)) from None
     try:
-        state = State(state_dir, fingerprint)
+        return state_dir, State(state_dir, fingerprint)
     except StateError as exc:
         raise ReplayError(str(exc)) from None
-    job = kernel.Job(base=str(Path(base).resolve()), expect=str(Path(expect).resolve()), profile=profile,
-                     noise=noise, mapping=run_log.mapping,
-                     scheme=run_log.scheme, slots=tuple(slots), sigma=run_log.sigma, alpha=run_log.alpha,
-                     population=run_log.population, decay=run_log.decay, lam=run_log.lam, iterations=iterations,
-                     device=device, pieces=str(state.pieces) if out is not None else None)
-    recorded = state.done(need_pieces=out is not None)
+
+
+def _reusable(state, units, base, expect, *, need_pieces: bool):
+    """The results a previous run of this replay recorded that still hold: ({unit index: result}, the
+    number of recorded units to verify again). A result is reused only on the same bytes (docs/replay.md §6).
+    """
+    from . import kernel
+    recorded = state.done(need_pieces=need_pieces)
     results = {}
     try:
         if recorded:
             base_w, expect_w = open_weights(base), open_weights(expect)
-        for k, result in recorded.items():   # reused only on the same bytes (docs/replay.md §6)
+        for k, result in recorded.items():
             if k < len(units) and result.get("key") == kernel.unit_key(units[k]) and \
                     result.get("inputs") == kernel.current_digest(units[k], base_w, expect_w):
                 results[k] = result
     except WeightsError as exc:
         raise ReplayError(str(exc)) from None
-    resumed, reverified = len(results), len(recorded) - len(results)
-    todo = [u for u in units if u.index not in results]
-    show = sys.stderr.isatty() if progress is None else progress
+    return results, len(recorded) - len(results)
+
+
+def _kept(results, units, state_dir) -> str:
+    """Where the units verified so far are kept, for an error that stops the replay."""
+    return f"the {len(results)} of {len(units)} units verified so far are kept in {state_dir}"
+
+
+def _run_units(job, todo, units, results, state, state_dir, *, workers, ray, progress, after_unit):
+    """Run the units in `todo`, recording each result in `state` and `results` as it comes.
+
+    Returns None, or the interrupt.Interrupted that stopped the run (the units verified so far kept).
+    Raises ReplayError for input found unreplayable while the units run, ReplayInfrastructureError
+    when a worker or Ray node fails.
+    """
     from tqdm import tqdm
-    bar = tqdm(total=len(units), initial=resumed, unit="unit", disable=not show, file=sys.stderr,
+
+    from . import runners
+    show = sys.stderr.isatty() if progress is None else progress
+    bar = tqdm(total=len(units), initial=len(results), unit="unit", disable=not show, file=sys.stderr,
                desc="replay")
 
     def on_result(result):
@@ -258,10 +339,6 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
         bar.update(1)
         if after_unit is not None:
             after_unit(result)
-    stopped = None
-
-    def kept() -> str:
-        return f"the {len(results)} of {len(units)} units verified so far are kept in {state_dir}"
     try:
         with interrupt.catching():   # SIGINT, SIGTERM, SIGHUP: stop the workers, write the partial report
             if ray is not None:
@@ -269,56 +346,61 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
             else:
                 runners.run_local(job, todo, workers, on_result)
     except interrupt.Interrupted as exc:
-        stopped = exc
+        return exc
     except runners.RunnerError as exc:
         raise ReplayError(str(exc)) from None
     except WeightsError as exc:   # input that cannot be replayed, found while the units ran
-        raise ReplayError(f"{exc}; {kept()}") from None
+        raise ReplayError(f"{exc}; {_kept(results, units, state_dir)}") from None
     except runners.InfrastructureError as exc:
-        raise ReplayInfrastructureError(f"{exc}; {kept()}; run the same command again to continue") from None
+        raise ReplayInfrastructureError(f"{exc}; {_kept(results, units, state_dir)}; run the same command "
+                                        f"again to continue") from None
     finally:
         bar.close()
-    context = {"esverify_version": __version__, "base": str(base), "expect": str(expect), "log": str(log),
-               "units": len(units), "resumed_units": resumed,
-               "reverified_units": reverified, "state_dir": str(state_dir),
-               "runner": f"ray {ray}" if ray is not None else f"pool of {min(workers, max(len(todo), 1))}",
-               "model": {"source": run_log.source, "profile": profile, "noise": noise, "device": device,
-                         "iterations": len(run_log.iterations), "num_engines": run_log.num_engines,
-                         "sigma": run_log.sigma, "alpha": run_log.alpha, "population_size": run_log.population,
-                         "mirror_sampling": run_log.mirror, "caching": run_log.caching,
-                         "weight_decay_type": run_log.decay, "weight_decay_lambda": run_log.lam,
-                         "precision": run_log.precision,
-                         "residue": f"engine 0 of {run_log.num_engines}, batching {batching}" if share else
-                         "logged per iteration"},
-               "notes": _notes(run_log, share, profile, noise, device, batching) + registry.problems()}
-    if stopped is not None:
-        context["signal"] = stopped.signal_name
-        report = build_report(units, results, context, verdict=interrupt.VERDICT)
-        text = jsonin.dumps(report, indent=1) + "\n"
-        write_atomic(state_dir / "report.json", text)
-        if report_path is not None:
-            write_atomic(report_path, text)
-        report["text"] = render_text(report)
-        return report, stopped.exit_code
-    report = build_report(units, results, context)
+    return None
+
+
+def _model(run_log, profile: str, noise: str, device: str, share: bool, batching: str) -> dict:
+    """The report's description of the replayed run (docs/replay.md §7)."""
+    return {"source": run_log.source, "profile": profile, "noise": noise, "device": device,
+            "iterations": len(run_log.iterations), "num_engines": run_log.num_engines,
+            "sigma": run_log.sigma, "alpha": run_log.alpha, "population_size": run_log.population,
+            "mirror_sampling": run_log.mirror, "caching": run_log.caching,
+            "weight_decay_type": run_log.decay, "weight_decay_lambda": run_log.lam,
+            "precision": run_log.precision,
+            "residue": f"engine 0 of {run_log.num_engines}, batching {batching}" if share else
+            "logged per iteration"}
+
+
+def _batching_hint(report: dict, run_log, share: bool, batching: str) -> list[str]:
+    """A note suggesting the other --batching, when a differing replay may have guessed it wrong."""
     seeds = len(run_log.iterations[0].seeds) if run_log.iterations else 0
     if report["verdict"] == "differs" and share and seeds % run_log.num_engines:
         other = "passes" if batching == "members" else "members"
-        report["notes"].append(f"{seeds} seeds per iteration are not a multiple of num_engines "
-                               f"({run_log.num_engines}): the two ways members can be handed to engines differ "
-                               f"here; try --batching {other} (docs/replay.md §3)")
+        return [f"{seeds} seeds per iteration are not a multiple of num_engines "
+                f"({run_log.num_engines}): the two ways members can be handed to engines differ "
+                f"here; try --batching {other} (docs/replay.md §3)"]
+    return []
+
+
+def _write_results(report: dict, units, state, tensors, state_dir: Path, *, out, report_path, kept: str) -> None:
+    """Write the reconstructed weights (with `out`) and the report; ReplayError saying what is `kept`
+    when either cannot be written."""
     try:
         if out is not None:
             _write_out(out, units, state, tensors)
             report["out"] = str(out)
-        text = jsonin.dumps(report, indent=1) + "\n"   # strict: never NaN or Infinity (docs/replay.md §7)
-        write_atomic(state_dir / "report.json", text)
-        if report_path is not None:
-            write_atomic(report_path, text)
+        _write_report(report, state_dir, report_path)
     except (OSError, WeightsError) as exc:
-        raise ReplayError(f"cannot write the results ({exc}); {kept()}") from None
-    report["text"] = render_text(report)
-    return report, EXIT_BIT_EQUAL if report["verdict"] == "bit-equal" else EXIT_DIFFERS
+        raise ReplayError(f"cannot write the results ({exc}); {kept}") from None
+
+
+def _write_report(report: dict, state_dir: Path, report_path) -> None:
+    """Write report.json into the state folder, and to `report_path` when given, each atomically."""
+    from esverify.report import write_atomic
+    text = jsonin.dumps(report, indent=1) + "\n"   # strict: never NaN or Infinity (docs/replay.md §7)
+    write_atomic(state_dir / "report.json", text)
+    if report_path is not None:
+        write_atomic(report_path, text)
 
 
 def _write_out(out, units, state, tensors) -> None:

@@ -153,30 +153,12 @@ def replay_lowrank(base, log, expect, *, out=None, report_path=None, state_dir=N
     cannot be replayed (a setting the loop would refuse, a destination that
     cannot be written: `state_dir`, `out`, `report_path`), before any update.
     """
-    from ...outputs import OutputError, check_file, check_folder
-    from ...replay.kernel import compare
     from ...replay.log import log_digest
-    from ...replay.weights import open_weights, save_weights
+    from ...replay.weights import save_weights
     args, steps = read_lowrank_log(log)
     state_dir = Path(state_dir) if state_dir else Path.cwd() / f"esverify-replay-{log_digest(log)[:12]}"
-    try:   # every destination before any work, as the trainer-log replay probes its own
-        check_folder(state_dir, "--state-dir")
-        for path, option in ((out, "--out"), (report_path, "--report")):
-            if path is not None:
-                check_file(path, option)
-    except OutputError as exc:
-        raise LowRankLogError(str(exc)) from None
-    base_w, exp_w = open_weights(base), open_weights(expect)
-    names = list(exp_w.names())
-    if set(names) != set(base_w.names()):
-        odd = sorted(set(names) ^ set(base_w.names()))[0]
-        raise LowRankLogError(f"{expect}: the base {base} and the checkpoint do not hold the same tensors ({odd!r})")
-    for n in names:
-        if tuple(base_w.info(n)[0]) != tuple(exp_w.info(n)[0]):
-            raise LowRankLogError(f"{expect}: tensor {n} has shape {tuple(exp_w.info(n)[0])}, the base {base} has "
-                                  f"{tuple(base_w.info(n)[0])}")
-    expected = {n: exp_w.read(n).reshape(tuple(exp_w.info(n)[0])) for n in names}
-    weights = {n: base_w.read(n).to(expected[n].dtype).reshape(expected[n].shape).clone() for n in names}
+    _check_destinations(state_dir, out, report_path)
+    names, weights, expected = _open_pair(base, expect)
     peft = [(name, tuple(shape)) for name, shape in args["peft_shapes"]]
     targets = LR.slice_map(peft)
     for name, shape in peft:
@@ -184,34 +166,8 @@ def replay_lowrank(base, log, expect, *, out=None, report_path=None, state_dir=N
         if t.name not in weights or weights[t.name].dim() != 2 or weights[t.name].shape[0] < t.row_stop \
                 or weights[t.name].shape[1] != shape[1]:
             raise LowRankLogError(f"{expect}: {name!r} does not fit rows [{t.row_start}, {t.row_stop}) of {t.name!r}")
-    n = args["population"]
-    source = factor_source(args["noise"], args["base_seed"], n // 2, len(peft), args["seed"], args["mapping"])
-    notes = []
-    for st in steps:
-        shaped, _ = LR.shape_fitness(st["fitness"], args["normalize_with_std"])
-        if shaped.tobytes() != st["shaped"].tobytes():
-            notes.append(f"{st['path']}: the logged shaped fitnesses are not the shaping of the logged F; "
-                         f"the replay uses the shaping of F")
-        LR.apply_update_(weights, peft, shaped, sigma=args["sigma"], lr=args["lr"], rank=args["rank"],
-                         generation=st["iteration"] // args["steps_per_adapter"], source=source,
-                         chunk=args["chunk_size"], scale_lr_in_grad=args["scale_lr_in_grad"], targets=targets)
-    tensors = []
-    for name in names:
-        got = sides(compare(weights[name].reshape(-1), expected[name].reshape(-1), 0))
-        tensors.append({"name": name, "shape": list(expected[name].shape), "dtype": str(expected[name].dtype),
-                        "elements": int(expected[name].numel()), "kind": "lowrank", "units": 1, "replay": got,
-                        "naive": got})
-    mismatches = sum(t["replay"]["mismatches"] for t in tensors)
-    report = {"format": REPORT_FORMAT, "verdict": "bit-equal" if mismatches == 0 else "differs",
-              "elements": sum(t["elements"] for t in tensors), "mismatches": mismatches,
-              "naive_mismatches": mismatches, "tensors": tensors, "base": str(base), "expect": str(expect),
-              "log": str(log), "units": len(tensors), "resumed_units": 0,
-              "model": {"source": "esverify-lowrank", "profile": "lowrank", "noise": args["noise"],
-                        "device": "cpu", "iterations": len(steps), "population_size": n, "sigma": args["sigma"],
-                        "lr": args["lr"], "rank": args["rank"], "steps_per_adapter": args["steps_per_adapter"],
-                        "residue": "none: members are evaluated through adapters, never on the base weights"},
-              "notes": notes + ["numerics profile 'lowrank' (docs/numerics.md §9); the perturbations never touch "
-                                "the base weights, so the naive replay is the replay"] + registry.problems()}
+    notes = _apply_steps(weights, peft, targets, args, steps)
+    report = _report(names, weights, expected, args, steps, notes, base=base, expect=expect, log=log)
     if out is not None:
         save_weights(out, weights)
         report["out"] = str(out)
@@ -223,6 +179,78 @@ def replay_lowrank(base, log, expect, *, out=None, report_path=None, state_dir=N
     from ...replay.report import render_text
     report["text"] = render_text(report)
     return report, 0 if report["verdict"] == "bit-equal" else 1
+
+
+def _check_destinations(state_dir: Path, out, report_path) -> None:
+    """Every destination checked before any work, as the trainer-log replay probes its own; a
+    LowRankLogError names the one that cannot be written."""
+    from ...outputs import OutputError, check_file, check_folder
+    try:
+        check_folder(state_dir, "--state-dir")
+        for path, option in ((out, "--out"), (report_path, "--report")):
+            if path is not None:
+                check_file(path, option)
+    except OutputError as exc:
+        raise LowRankLogError(str(exc)) from None
+
+
+def _open_pair(base, expect) -> tuple[list, dict, dict]:
+    """(tensor names, the base's tensors in the checkpoint's dtypes and shapes, the checkpoint's tensors);
+    LowRankLogError when the two do not hold the same tensors of the same shapes."""
+    from ...replay.weights import open_weights
+    base_w, exp_w = open_weights(base), open_weights(expect)
+    names = list(exp_w.names())
+    if set(names) != set(base_w.names()):
+        odd = sorted(set(names) ^ set(base_w.names()))[0]
+        raise LowRankLogError(f"{expect}: the base {base} and the checkpoint do not hold the same tensors ({odd!r})")
+    for n in names:
+        if tuple(base_w.info(n)[0]) != tuple(exp_w.info(n)[0]):
+            raise LowRankLogError(f"{expect}: tensor {n} has shape {tuple(exp_w.info(n)[0])}, the base {base} has "
+                                  f"{tuple(base_w.info(n)[0])}")
+    expected = {n: exp_w.read(n).reshape(tuple(exp_w.info(n)[0])) for n in names}
+    weights = {n: base_w.read(n).to(expected[n].dtype).reshape(expected[n].shape).clone() for n in names}
+    return names, weights, expected
+
+
+def _apply_steps(weights: dict, peft, targets, args: dict, steps) -> list[str]:
+    """Apply every logged step's update to `weights` in place (the shaping of its F, then the update);
+    the notes on steps whose logged shaped fitnesses are not that shaping."""
+    n = args["population"]
+    source = factor_source(args["noise"], args["base_seed"], n // 2, len(peft), args["seed"], args["mapping"])
+    notes = []
+    for st in steps:
+        shaped, _ = LR.shape_fitness(st["fitness"], args["normalize_with_std"])
+        if shaped.tobytes() != st["shaped"].tobytes():
+            notes.append(f"{st['path']}: the logged shaped fitnesses are not the shaping of the logged F; "
+                         f"the replay uses the shaping of F")
+        LR.apply_update_(weights, peft, shaped, sigma=args["sigma"], lr=args["lr"], rank=args["rank"],
+                         generation=st["iteration"] // args["steps_per_adapter"], source=source,
+                         chunk=args["chunk_size"], scale_lr_in_grad=args["scale_lr_in_grad"], targets=targets)
+    return notes
+
+
+def _report(names, weights: dict, expected: dict, args: dict, steps, notes, *, base, expect, log) -> dict:
+    """The replay report (esverify.replay.report's format): each tensor compared bit for bit, the verdict,
+    the run's settings and the notes."""
+    from ...replay.kernel import compare
+    tensors = []
+    for name in names:
+        got = sides(compare(weights[name].reshape(-1), expected[name].reshape(-1), 0))
+        tensors.append({"name": name, "shape": list(expected[name].shape), "dtype": str(expected[name].dtype),
+                        "elements": int(expected[name].numel()), "kind": "lowrank", "units": 1, "replay": got,
+                        "naive": got})
+    mismatches = sum(t["replay"]["mismatches"] for t in tensors)
+    return {"format": REPORT_FORMAT, "verdict": "bit-equal" if mismatches == 0 else "differs",
+            "elements": sum(t["elements"] for t in tensors), "mismatches": mismatches,
+            "naive_mismatches": mismatches, "tensors": tensors, "base": str(base), "expect": str(expect),
+            "log": str(log), "units": len(tensors), "resumed_units": 0,
+            "model": {"source": "esverify-lowrank", "profile": "lowrank", "noise": args["noise"],
+                      "device": "cpu", "iterations": len(steps), "population_size": args["population"],
+                      "sigma": args["sigma"], "lr": args["lr"], "rank": args["rank"],
+                      "steps_per_adapter": args["steps_per_adapter"],
+                      "residue": "none: members are evaluated through adapters, never on the base weights"},
+            "notes": notes + ["numerics profile 'lowrank' (docs/numerics.md §9); the perturbations never touch "
+                              "the base weights, so the naive replay is the replay"] + registry.problems()}
 
 
 #: this log's entry in the references registry (`runlog_formats`): esverify replay detects and dispatches it
