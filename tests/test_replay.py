@@ -440,6 +440,16 @@ def test_a_format_with_only_a_name_and_detect_takes_the_defaults(awd, tmp_path, 
     assert not any("num_engines" in n for n in report["notes"]) and other["state_dir"] == report["state_dir"]
 
 
+def test_a_log_two_formats_recognise_is_refused_and_never_given_to_the_first(awd, tmp_path, monkeypatch):
+    """Which format replays a log is never decided by the registry's order: two that detect it are a usage
+    error naming both, before any work."""
+    twin = RunLogFormat(name="twin", detect=is_awd_log, profile="es-awd")
+    monkeypatch.setattr(registry, "runlog_formats", lambda: {"es-awd": AWD_FORMAT, "twin": twin})
+    with pytest.raises(ReplayError, match=r"run log is recognised by more than one run-log format \(es-awd, twin\)"):
+        _replay(awd, tmp_path, name="a")
+    assert not (tmp_path / "a").exists()
+
+
 def test_a_trainer_log_that_names_no_profile_needs_one(trained, tmp_path):
     log = _copy_log(trained, tmp_path)
     args = json.loads((log / "args.json").read_text())

@@ -29,8 +29,9 @@ from esverify.es.runlog import FORMAT as ESVERIFY_FORMAT
 class RunLogFormat:
     """A run-log format a reference package brings (esverify.registry, `runlog_formats`); replay asks each.
 
-    The replay asks every registered format, in the registry's order, whether it `detect`s the log
-    folder; the first that does decides how the log is replayed. A folder no format claims is a
+    The replay asks every registered format whether it `detect`s the log folder
+    (esverify.registry.runlog_format_for); the one that does decides how the log is replayed, and a
+    folder two formats claim is refused (exit 2), never given to the first. A folder no format claims is a
     trainer log (an `esverify` block in args.json, esverify.es.runlog) or an error.
 
     name: the format's tag (a log's `source` in the report when the core replays it);
