@@ -1,6 +1,7 @@
-"""The shape of the whole esverify package: the core never names a reference, no import cycle (modules
-loaded by name through esverify.registry included), no arrow from a lower layer to a higher one, and no
-private name imported or reached across modules, on the parent side and the child side (oracles/).
+"""The shape of the whole esverify package: the core never names a reference, a reference never imports
+another, no import cycle (modules loaded by name through esverify.registry included), no arrow from a lower
+layer to a higher one, and no private name imported or reached across modules, on the parent side and the
+child side (oracles/).
 
 Static checks over the source (ast and tokens), so they cost nothing and hold for code paths no run reaches:
 every import counts, module-level or inside a function. Run the name count alone with
@@ -261,6 +262,26 @@ def test_no_arrow_from_a_lower_layer_to_a_higher_one():
            for b in sorted(targets) if _layer(b) > _layer(a) and (a, b) not in UPWARD_ALLOWED
            and (a, b) not in by_name and not b.startswith(a + ".")]
     assert bad == [], "arrows up:\n" + "\n".join(bad)
+
+
+def _reference_of(module: str) -> str | None:
+    """The reference package a module of esverify belongs to ("es_paper"), or None for the core."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["esverify", "references"] else None
+
+
+def test_a_reference_never_imports_another_reference():
+    """A reference's package imports the core and its own modules, never another reference's: numerics that
+    two references share live in esverify.es, so each folder holds all of one reference and nothing of another."""
+    modules = package_modules()
+    bad = []
+    for name, path in modules.items():
+        own = _reference_of(name)
+        for target, _, line in _imports(path, name, path.name == "__init__.py") if own else ():
+            other = _reference_of(_resolve(target, modules) or "")
+            if other not in (None, own):
+                bad.append(f"{path.relative_to(ROOT)}:{line}: imports {target}")
+    assert bad == [], "a reference importing another:\n" + "\n".join(bad)
 
 
 def _private_uses(modules: dict, resolve) -> list:

@@ -14,7 +14,8 @@ f32 tensor; elementwise, hence independent of chunking and thread count.
 Contiguous CPU f32 tensors take the numba loops of esverify.es.cpu_kernels,
 and perturb of 1-D CPU f16/bf16 chunks es-awd's tail line in esverify.es.
 half_kernels, the same roundings (same lines, proven bitwise equal; a NaN
-anywhere goes to the torch lines, which decide its bits). `rule` is
+anywhere goes to the torch lines, which decide its bits). The perturb lines
+are esverify.es.unfused_perturb's, shared with es-paper. `rule` is
 accepted and ignored: the profile has one rule. Kernel signatures:
 esverify.es.profiles.
 
@@ -27,43 +28,27 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from esverify.es import cpu_kernels, half_kernels
+from esverify.es import cpu_kernels, unfused_perturb
 from esverify.es.numerics import rd32, round_to, scalar32, widen
 from esverify.es.profiles.base import Profile
+from esverify.es.unfused_perturb import perturb_torch, q32
+
+__all__ = ["PROFILE", "RULE", "VERSION", "accumulate", "accumulate_drawn", "apply", "new_acc", "perturb",
+           "perturb_torch"]
 
 VERSION = 1
 RULE = "portable"
 
 
-def _q32(eps: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    return widen(round_to(eps, dtype))
-
-
 def perturb(theta, eps, s, rule, first, numel, out):
-    """out <- rd_dt(f32(theta) + f32(rd_dt(rd32(f32(q) * rd32(s))))), q = rd_dt(eps) (docs/numerics.md §3).
+    """out <- rd_dt(f32(theta) + f32(rd_dt(rd32(f32(q) * rd32(s))))), q = rd_dt(eps): the unfused lines of
+    esverify.es.unfused_perturb (docs/numerics.md §3), which es-paper shares.
 
     theta, out: 1-D chunks of one dtype (f32/f16/bf16) and length; eps: f32
     chunk of that length; all on one device. s: f64 (+sigma, or -sigma to
-    restore), rounded here. `out` may be `theta`.
+    restore), rounded there. `out` may be `theta`; `rule`, `first`, `numel` are not used.
     """
-    if cpu_kernels.usable(theta, eps, out):
-        return cpu_kernels.perturb(theta, eps, rd32(s), out)
-    if eps.dtype == torch.float32 and theta.dim() == 1:
-        # f16/bf16 on the CPU: these roundings are es-awd's tail line, one compiled loop (esverify.es.
-        # half_kernels) where the torch lines make nine passes and as many temporaries; None on a NaN
-        done = half_kernels.scaled_add(theta, eps, rd32(s), 0)
-        if done is not None:
-            out.copy_(done)
-            return None
-    perturb_torch(theta, eps, s, out)
-    return None
-
-
-def perturb_torch(theta, eps, s, out):
-    """`perturb` in torch's own elementwise ops, any device and dtype: the lines that decide NaN bits
-    (and the ones the compiled paths are tested against)."""
-    t = round_to(_q32(eps, theta.dtype) * scalar32(rd32(s), eps.device), theta.dtype)
-    out.copy_(round_to(widen(theta) + widen(t), theta.dtype))
+    unfused_perturb.perturb(theta, eps, s, out)
 
 
 def new_acc(n, dtype, device):
@@ -83,7 +68,7 @@ def accumulate(acc, eps, coeff, dtype, rule, first, numel):
     if dtype == torch.float32 and cpu_kernels.usable(acc, eps):
         cpu_kernels.accumulate(acc, eps, rd32(coeff))
         return acc
-    acc.add_(_q32(eps, dtype) * scalar32(rd32(coeff), eps.device))   # two roundings: no alpha=, no fma
+    acc.add_(q32(eps, dtype) * scalar32(rd32(coeff), eps.device))   # two roundings: no alpha=, no fma
     return acc
 
 

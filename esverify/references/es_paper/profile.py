@@ -28,8 +28,8 @@ contract noise the f32 contract value rounded to dt)::
               step = rd_dt(rd32(f32(u) * rd32(alpha)))
               theta = rd_dt(f32(theta) + f32(step))
 
-perturb is therefore the es-at-scale perturb (the same lines) and reuses
-its kernel. The update needs alpha and N separately, so `scale` hands
+perturb is therefore the es-at-scale perturb (the same lines) and shares
+its kernel, esverify.es.unfused_perturb. The update needs alpha and N separately, so `scale` hands
 `apply` the pair ``(alpha, population)`` instead of the f64 alpha / N.
 The restore (perturb with -sigma) is not exact: ``(theta + t) - t`` leaves
 a rounding drift, which the paper loop keeps on each model copy
@@ -56,10 +56,9 @@ from __future__ import annotations
 
 import torch
 
-from esverify.es import half_kernels
+from esverify.es import half_kernels, unfused_perturb
 from esverify.es.numerics import rd32, round_to, scalar32, widen
 from esverify.es.profiles.base import Profile
-from esverify.references.es_at_scale import profile as es_at_scale
 
 VERSION = 2
 #: the rule measured on torch's CPU kernels; RULES[1] is the CUDA one (a reciprocal in div_)
@@ -101,12 +100,13 @@ def reciprocal32(n: int) -> float:
 
 
 def perturb(theta, eps, s, rule, first, numel, out):
-    """out <- rd_dt(f32(theta) + f32(rd_dt(rd32(f32(q) * rd32(s))))), q = rd_dt(eps): es-at-scale's lines.
+    """out <- rd_dt(f32(theta) + f32(rd_dt(rd32(f32(q) * rd32(s))))), q = rd_dt(eps): es-at-scale's lines,
+    esverify.es.unfused_perturb.
 
     theta, out: 1-D chunks of one dtype (f32/f16/bf16) and length; eps: the
     f32 noise chunk; s: f64 (+sigma, or -sigma to restore). `out` may be theta.
     """
-    es_at_scale.perturb(theta, eps, s, rule, first, numel, out)
+    unfused_perturb.perturb(theta, eps, s, out)
 
 
 def new_acc(n, dtype, device):
