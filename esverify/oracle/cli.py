@@ -175,7 +175,6 @@ def parity(ctx, ref, discover, blame_base, target, python, dtypes, schemes, devi
         sys.exit(2)
     _check_given_paths(ref, aliases)
     from .options import Options, UsageError
-    from .runner import Runner
     # each reference's clone variable is the runner's own (it names it in its messages): only the
     # command line and the config file are passed as paths
     given = {n: None if settings.sources[n].startswith("environment") else settings.values[n]
@@ -202,6 +201,16 @@ def parity(ctx, ref, discover, blame_base, target, python, dtypes, schemes, devi
                    loops=not no_loops, warm_start=not no_warm_start, line_coverage=line_coverage,
                    discover=discover, blame_base=blame_base,
                    argv=["esverify"] + sys.argv[1:], **extra)
+    result = _run(opts, impl_cmd, timeout)
+    _show(result)
+    sys.exit(result.exit_code)
+
+
+def _run(opts, impl_cmd, timeout: float):
+    """Run the cases, against the protocol wrapper `impl_cmd` when given (else the clean-room
+    trainer), and return the runner's result. A usage or setup error is one line on stderr, exit 2."""
+    from .options import UsageError
+    from .runner import Runner
     side = None
     try:
         runner = Runner(opts)
@@ -214,13 +223,17 @@ def parity(ctx, ref, discover, blame_base, target, python, dtypes, schemes, devi
                 sys.exit(2)
             runner.impl_side = side
             runner.notes.add(side.describe())
-        result = runner.run()
+        return runner.run()
     except UsageError as exc:
         click.echo(f"esverify parity: error: {exc}", err=True)
         sys.exit(2)
     finally:
         if side is not None:
             side.close()
+
+
+def _show(result) -> None:
+    """Tell the outcome: the console table, the block for GitHub's job page, the fuzz cases shrunk."""
     from ..console import fit
     click.echo(fit(result.console, rest=f"the report ({result.out_dir})"))   # the console keeps to its width
     step = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -237,4 +250,3 @@ def parity(ctx, ref, discover, blame_base, target, python, dtypes, schemes, devi
         for item in fuzz_report["shrunk"]:
             click.echo(f"fuzz: {item['case']} ({item['status']}) shrinks in {item['runs']} runs to:\n  "
                        f"{item['command']}")
-    sys.exit(result.exit_code)

@@ -86,36 +86,10 @@ def resolve_clones(opts, wanted: list[str]) -> tuple[dict, dict]:
     naming the variable), then its default path (missing: not given, or with --target a SetupError
     saying which option to pass). Each CloneInfo's `source` says whence it came."""
     clones, not_given = {}, {}
-    explicit = [(p, _source(opts, "--ref", "ref"), None) for p in ref_paths(opts)]
-    by_flag = {a.alias_flag: a for a in _adapters.all_adapters() if a.alias_flag}
-    for flag, path in (opts.aliases or {}).items():
-        if path:
-            if flag not in by_flag:
-                raise UsageError(f"{flag}: no reference adapter has this option; use --ref PATH")
-            explicit.append((str(path), _source(opts, flag, flag.lstrip("-").replace("-", "_")), by_flag[flag]))
+    explicit = _explicit_paths(opts)
     for path, source, only in explicit:
         where = Path(path).expanduser()
-        if not where.exists():
-            raise SetupError(f"{source} {path}: does not exist; fix: pass the top folder of a reference clone "
-                             "(docs/parity.md, 'The reference clones')")
-        candidates = [only] if only is not None else _adapters.all_adapters()
-        if not where.is_dir() and not any(a.accepts_file() for a in candidates):
-            raise SetupError(f"{source} {path}: is not a directory; fix: pass the top folder of a reference "
-                             "clone (docs/parity.md, 'The reference clones')")
-        claimed = [a for a in candidates if a.recognise(where) is None]
-        if not claimed:
-            near = [(a, a.near_miss(where)) for a in candidates if a.near_miss(where)]
-            if len(near) == 1:   # one adapter matched a generic file name only: say what that clone lacks
-                adapter, reason = near[0]
-                raise SetupError(f"{source} {path}: {reason}; fix: pass the top folder of your {adapter.name} "
-                                 "clone (docs/parity.md, 'The reference clones')")
-            if only is None and len(wanted) > 1:
-                raise SetupError(f"{source} {_adapters.not_recognised_message(path)}; fix: pass the top folder "
-                                 "of a reference clone (docs/parity.md, 'The reference clones')")
-            adapter = only or _adapters.get(wanted[0])
-            raise SetupError(f"{source} {path}: {adapter.recognise(where)}; fix: pass the top folder of your "
-                             f"{adapter.name} clone (docs/parity.md, 'The reference clones')")
-        for adapter in claimed:
+        for adapter in _claimants(path, where, source, only, wanted):
             if adapter.name not in wanted:
                 continue
             if adapter.name in clones:
@@ -128,35 +102,90 @@ def resolve_clones(opts, wanted: list[str]) -> tuple[dict, dict]:
             continue
         adapter = _adapters.get(name)
         if not discover:
-            found = _found_elsewhere(adapter)
-            if opts.target not in (None, "all"):
-                raise SetupError(f"--target {opts.target} needs the {name} clone, and no --ref path is one; fix: "
-                                 f"pass {adapter.how_to_give().split(' or set ')[0]}"
-                                 + (f", or --discover to run the one at {found}" if found else ""))
-            not_given[name] = NotAskedFor(
-                f"not asked for: only the clones given with --ref run"
-                + (f"; found {found}: pass --discover to run it too" if found else ""))
-            not_given[name].found = found
+            not_given[name] = _not_asked_for(opts, name, adapter)
             continue
-        if os.environ.get(adapter.env_var):
-            path = os.environ[adapter.env_var]
-            clones[name] = _inspect(adapter, path, f"${adapter.env_var}")
-            continue
-        try:
-            clones[name] = inspect_clone(adapter, adapter.default_path)
-            clones[name].source = f"./{adapter.default_path} (the default path)"
-        except CloneError as exc:
-            if opts.target is None:
-                not_given[name] = str(exc)
-                continue
-            raise SetupError(f"--target {opts.target} needs the {name} clone: pass {adapter.how_to_give()}; the "
-                             f"default {adapter.default_path} does not exist. Where to get it: docs/parity.md, "
-                             "'The reference clones'") from None
+        clone, why = _clone_elsewhere(opts, name, adapter)
+        if clone is not None:
+            clones[name] = clone
+        else:
+            not_given[name] = why
     if not clones:
         raise UsageError("no reference clone found: pass --ref PATH (repeatable: one per reference), or set "
                          + " / ".join(f"${_adapters.get(n).env_var}" for n in wanted) + "; tried: "
                          + "; ".join(not_given.values()))
     return clones, not_given
+
+
+def _explicit_paths(opts) -> list[tuple]:
+    """The clone paths given explicitly, as (path, whence, the one adapter it is for or None): every
+    --ref first, then the adapters' deprecated options (UsageError for an option no adapter has)."""
+    explicit = [(p, _source(opts, "--ref", "ref"), None) for p in ref_paths(opts)]
+    by_flag = {a.alias_flag: a for a in _adapters.all_adapters() if a.alias_flag}
+    for flag, path in (opts.aliases or {}).items():
+        if path:
+            if flag not in by_flag:
+                raise UsageError(f"{flag}: no reference adapter has this option; use --ref PATH")
+            explicit.append((str(path), _source(opts, flag, flag.lstrip("-").replace("-", "_")), by_flag[flag]))
+    return explicit
+
+
+def _claimants(path: str, where: Path, source: str, only, wanted: list[str]) -> list:
+    """The adapters (`only`, when given, else every one) that recognise the explicit clone path; a
+    SetupError saying what the path lacks when it does not exist or none does."""
+    if not where.exists():
+        raise SetupError(f"{source} {path}: does not exist; fix: pass the top folder of a reference clone "
+                         "(docs/parity.md, 'The reference clones')")
+    candidates = [only] if only is not None else _adapters.all_adapters()
+    if not where.is_dir() and not any(a.accepts_file() for a in candidates):
+        raise SetupError(f"{source} {path}: is not a directory; fix: pass the top folder of a reference "
+                         "clone (docs/parity.md, 'The reference clones')")
+    claimed = [a for a in candidates if a.recognise(where) is None]
+    if claimed:
+        return claimed
+    near = [(a, a.near_miss(where)) for a in candidates if a.near_miss(where)]
+    if len(near) == 1:   # one adapter matched a generic file name only: say what that clone lacks
+        adapter, reason = near[0]
+        raise SetupError(f"{source} {path}: {reason}; fix: pass the top folder of your {adapter.name} "
+                         "clone (docs/parity.md, 'The reference clones')")
+    if only is None and len(wanted) > 1:
+        raise SetupError(f"{source} {_adapters.not_recognised_message(path)}; fix: pass the top folder "
+                         "of a reference clone (docs/parity.md, 'The reference clones')")
+    adapter = only or _adapters.get(wanted[0])
+    raise SetupError(f"{source} {path}: {adapter.recognise(where)}; fix: pass the top folder of your "
+                     f"{adapter.name} clone (docs/parity.md, 'The reference clones')")
+
+
+def _not_asked_for(opts, name: str, adapter) -> NotAskedFor:
+    """Why a reference no explicit path claims does not run (saying where its clone was seen, if
+    anywhere); with --target naming it, a SetupError saying what to pass."""
+    found = _found_elsewhere(adapter)
+    if opts.target not in (None, "all"):
+        raise SetupError(f"--target {opts.target} needs the {name} clone, and no --ref path is one; fix: "
+                         f"pass {adapter.how_to_give().split(' or set ')[0]}"
+                         + (f", or --discover to run the one at {found}" if found else ""))
+    why = NotAskedFor(
+        f"not asked for: only the clones given with --ref run"
+        + (f"; found {found}: pass --discover to run it too" if found else ""))
+    why.found = found
+    return why
+
+
+def _clone_elsewhere(opts, name: str, adapter) -> tuple:
+    """The clone of a reference found without an explicit path: its environment variable, then its
+    default path. (CloneInfo, None), or (None, why) when there is none and no --target needs it."""
+    if os.environ.get(adapter.env_var):
+        path = os.environ[adapter.env_var]
+        return _inspect(adapter, path, f"${adapter.env_var}"), None
+    try:
+        clone = inspect_clone(adapter, adapter.default_path)
+        clone.source = f"./{adapter.default_path} (the default path)"
+        return clone, None
+    except CloneError as exc:
+        if opts.target is None:
+            return None, str(exc)
+        raise SetupError(f"--target {opts.target} needs the {name} clone: pass {adapter.how_to_give()}; the "
+                         f"default {adapter.default_path} does not exist. Where to get it: docs/parity.md, "
+                         "'The reference clones'") from None
 
 
 class NotAskedFor(str):
