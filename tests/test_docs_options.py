@@ -67,7 +67,7 @@ def _vectors(area: str) -> int:
 
 def test_the_vector_counts_the_docs_quote_are_the_goldens_counts():
     """The C example claims every rng and es-at-scale vector but the step and seed-schedule ones, and none
-    of es-awd, es-paper, skill-sample or lowrank (tests/test_impl_c.py asserts it on a live run); the goldens
+    of es-awd, es-paper, skill-sample or eggroll (tests/test_impl_c.py asserts it on a live run); the goldens
     guide and PROTOCOL.md quote the counts that follow from the goldens, and the guide's cost paragraph quotes
     the gate's recomputations (3 backends on the CPU)."""
     import json
@@ -75,7 +75,7 @@ def test_the_vector_counts_the_docs_quote_are_the_goldens_counts():
     not_c = sum(v["inputs"]["kind"] in ("step", "seed-schedule") for v in at_scale)
     claimed = _vectors("rng") + len(at_scale) - not_c
     unsupported = _vectors("es-awd") + not_c + _vectors("es-paper") + _vectors("skill-sample")
-    unsupported += _vectors("lowrank")
+    unsupported += _vectors("eggroll")
     total = claimed + unsupported
     guide = (ROOT / "docs" / "goldens.md").read_text()
     protocol = (ROOT / "docs" / "PROTOCOL.md").read_text()

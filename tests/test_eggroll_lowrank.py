@@ -390,7 +390,7 @@ def test_loop_refuses_bad_arguments_before_any_work():
 def _golden():
     import json
     from pathlib import Path
-    doc = json.loads((Path(__file__).resolve().parents[1] / "goldens" / "lowrank.json").read_text())
+    doc = json.loads((Path(__file__).resolve().parents[1] / "goldens" / "eggroll.json").read_text())
     return {v["id"]: v for v in doc["vectors"]}
 
 
@@ -412,7 +412,7 @@ def test_the_goldens_hold_the_known_answers_of_the_real_code():
 
 
 def test_the_area_refuses_inconsistent_sizes_before_computing():
-    from esverify.references.eggroll import area
+    from esverify.references.eggroll import golden_area as area
     v = dict(_golden()["update-g4-r2-f32"])
     v["inputs"] = dict(v["inputs"], model=dict(v["inputs"]["model"], hidden=4096))
     assert area.check_sizes(v)
@@ -525,7 +525,7 @@ def test_the_goldens_fail_mutants_of_the_profile(name, monkeypatch):
     from esverify.goldens import gate
     attribute, replacement, must_fail = MUTANTS[name]
     monkeypatch.setattr(LR, attribute, replacement)
-    result = gate.check(Path(__file__).resolve().parents[1] / "goldens", areas=["lowrank"], backends=["numpy"])
+    result = gate.check(Path(__file__).resolve().parents[1] / "goldens", areas=["eggroll"], backends=["numpy"])
     failing = {r["vector"] for r in result.rows if r["status"] == "mismatch"}
     assert must_fail <= failing, failing
 

@@ -73,18 +73,18 @@ def test_every_claimed_vector_passes(esimpl, tmp_path):
     unsupported = {(r["area"], r["vector"]) for r in result.rows}
     # what esimpl does not claim: the es-awd profile, the `step` op, and the numpy seed schedules (no
     # protocol op: numpy's own stream, pinned for esverify's backends; docs/PROTOCOL.md §5), the es-paper
-    # area, the skill-sample loop, the lowrank and hyperscale-es areas (no protocol op for any), nothing else
+    # area, the skill-sample loop, the eggroll and hyperscale-es areas (no protocol op for any), nothing else
     awd = {v["id"] for v in json.loads((ROOT / "goldens" / "es-awd.json").read_text())["vectors"]}
     paper = {v["id"] for v in json.loads((ROOT / "goldens" / "es-paper.json").read_text())["vectors"]}
     skill = {v["id"] for v in json.loads((ROOT / "goldens" / "skill-sample.json").read_text())["vectors"]}
-    lowrank = {v["id"] for v in json.loads((ROOT / "goldens" / "lowrank.json").read_text())["vectors"]}
+    eggroll = {v["id"] for v in json.loads((ROOT / "goldens" / "eggroll.json").read_text())["vectors"]}
     jax = {v["id"] for v in json.loads((ROOT / "goldens" / "hyperscale-es.json").read_text())["vectors"]}
     at_scale = json.loads((ROOT / "goldens" / "es-at-scale.json").read_text())["vectors"]
     schedules = {v["id"] for v in at_scale if v["inputs"]["kind"] in ("seed-schedule", "step")}
     assert len(schedules) == 5 + 3
     assert unsupported == ({("es-awd", v) for v in awd} | {("es-at-scale", v) for v in schedules}
                            | {("es-paper", v) for v in paper} | {("skill-sample", v) for v in skill}
-                           | {("lowrank", v) for v in lowrank} | {("hyperscale-es", v) for v in jax})
+                           | {("eggroll", v) for v in eggroll} | {("hyperscale-es", v) for v in jax})
     claimed = sum(s["vectors"] - s["unsupported"] for s in result.summary)
     n_rng = len(json.loads((ROOT / "goldens" / "rng.json").read_text())["vectors"])
     assert claimed == n_rng + len(at_scale) - len(schedules)   # every other rng and es-at-scale vector

@@ -200,7 +200,7 @@ def test_clean_room_wrapper_gives_the_in_process_result(tmp_path):
     direct = gate.check(GOLDENS, backends=["numpy"])
     assert via.errors == [] and direct.errors == []
     assert direct.rows == []
-    # numpy's seed schedules, the es-paper loop, the skill-sample loop, the lowrank and hyperscale-es areas have no
+    # numpy's seed schedules, the es-paper loop, the skill-sample loop, the eggroll and hyperscale-es areas have no
     # protocol op (docs/PROTOCOL.md §5): listed
     # unsupported, nothing else is
     assert {r["status"] for r in via.rows} == {"unsupported"}
@@ -209,7 +209,7 @@ def test_clean_room_wrapper_gives_the_in_process_result(tmp_path):
          ["vectors"] if v["inputs"]["kind"] == "seed-schedule"]
         + [v["id"] for v in json.loads((GOLDENS / "es-paper.json").read_text())["vectors"]]
         + [v["id"] for v in json.loads((GOLDENS / "skill-sample.json").read_text())["vectors"]]
-        + [v["id"] for v in json.loads((GOLDENS / "lowrank.json").read_text())["vectors"]]
+        + [v["id"] for v in json.loads((GOLDENS / "eggroll.json").read_text())["vectors"]]
         + [v["id"] for v in json.loads((GOLDENS / "hyperscale-es.json").read_text())["vectors"]])
     assert [(s["area"], s["vectors"]) for s in via.summary] == [(s["area"], s["vectors"]) for s in direct.summary]
     assert via.exit_code(strict=True) == 0

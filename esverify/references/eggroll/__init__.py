@@ -4,8 +4,8 @@ Design record:
 - The reference is GPL-3.0 and runs only in the oracle's child process;
   nothing here comes from its code. What is here is OUR SIDE, written from
   the low-rank profile of docs/numerics.md §9 and the contract area
-  `lowrank` of docs/CONTRACT.md §10.
-- `contract`: the contract area `lowrank` v1 (`LOWRANK_DOMAIN`,
+  `eggroll` of docs/CONTRACT.md §10.
+- `contract`: the contract area `eggroll` v1 (`LOWRANK_DOMAIN`,
   `lowrank_stream_seed`, `lowrank_factors`) and the native noise
   (`native_factors`: torch's CPU generator seeded with the reference's id,
   two draws). One small module, imported by our trainer AND by the child
@@ -14,7 +14,7 @@ Design record:
   B·A, fitness shaping, pair differences, chunk sizes, the update of one
   weight, the fused-slice mapping) and `run_lowrank_loop`, the whole loop
   a parity row calls on our side.
-- `area`: the golden area `lowrank` (goldens/lowrank.json).
+- `golden_area`: the golden area `eggroll` (goldens/eggroll.json).
 - `runlog`: the run log our loop writes and its replay, which `esverify
   replay` dispatches to (docs/replay.md §10).
 - `shapes`: peft and vLLM names and shapes of a Qwen-style decoder.
@@ -27,7 +27,7 @@ Design record:
 
 Dependencies point one way: this package -> esverify.rng, numpy, torch.
 Checks: ``python -m pytest -q tests/test_eggroll_lowrank.py`` and
-``esverify goldens check --area lowrank``.
+``esverify goldens check --area eggroll``.
 """
 from esverify.record import Reference
 
@@ -35,7 +35,7 @@ REFERENCE = Reference(
     name="eggroll",
     adapter="esverify.references.eggroll.adapter:ADAPTER",
     profiles=("esverify.references.eggroll.lowrank:PROFILE",),
-    golden_areas=("esverify.references.eggroll.area:AREA",),
+    golden_areas=("esverify.references.eggroll.golden_area:AREA",),
     runlog_formats=("esverify.references.eggroll.runlog:RUNLOG_FORMAT",),
     child_modules=("esverify.references.eggroll.contract",),
 )

@@ -1,4 +1,4 @@
-"""The low-rank noise of EGGROLL's loop: contract area `lowrank` v1 and torch's native draws.
+"""The low-rank noise of EGGROLL's loop: contract area `eggroll` v1 and torch's native draws.
 
 Sources: docs/CONTRACT.md §10 (the contract streams) and docs/numerics.md
 §9.1 (native noise). One stream per (generation s, pair k, weight l):
@@ -19,7 +19,7 @@ driver's hook serves the reference's ``torch.normal`` from it
 (s, k, l)), so both sides spell the stream once.
 
 Checks: ``python -m pytest -q tests/test_eggroll_lowrank.py`` (G1, the
-stream slicing as a property) and ``esverify goldens check --area lowrank``.
+stream slicing as a property) and ``esverify goldens check --area eggroll``.
 """
 from __future__ import annotations
 

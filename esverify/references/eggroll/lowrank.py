@@ -24,7 +24,7 @@ Design record:
   ``keep_perturbations=False``) and engine 0's weights after every update.
 
 Checks: ``python -m pytest -q tests/test_eggroll_lowrank.py`` (G1-G4 of
-the real code, properties) and ``esverify goldens check --area lowrank``.
+the real code, properties) and ``esverify goldens check --area eggroll``.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The golden area `lowrank`: EGGROLL's low-rank streams and profile (docs/CONTRACT.md §10, docs/numerics.md §9).
+"""The golden area `eggroll`: EGGROLL's low-rank streams and profile (docs/CONTRACT.md §10, docs/numerics.md §9).
 
 Vector kinds (inputs -> expected; every float a bit array):
 
@@ -46,7 +46,7 @@ from . import contract as C
 from . import lowrank as LR
 from . import shapes as S
 
-NAME = "lowrank"
+NAME = "eggroll"
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 _INT = {"f32": (np.uint32, np.int32), "f16": (np.uint16, np.int16), "bf16": (np.uint16, np.int16)}
 
@@ -391,7 +391,7 @@ def recompute(vector: dict, backend: str) -> dict:
     """Our implementation on CPU; `backend` (a label of backend_targets) computes the contract noise."""
     targets = _targets()
     if backend not in targets:
-        raise ValueError(f"lowrank backend {backend!r} is unknown or not available here; available: {sorted(targets)}")
+        raise ValueError(f"eggroll backend {backend!r} is unknown or not available here; available: {sorted(targets)}")
     problems = check_sizes(vector)
     if problems:
         raise ValueError(f"vector {vector['id']!r} is inconsistent: {problems[0]}")
