@@ -443,6 +443,22 @@ def test_replay_of_a_logged_low_rank_run_is_bit_equal(tmp_path, noise):
     assert report["elements"] == 120 + 12 and (tmp_path / "state" / "report.json").is_file()
 
 
+def test_the_core_puts_the_registrys_problems_last_in_the_low_rank_replays_notes(tmp_path, monkeypatch):
+    """The package's own replay never asks the registry (which loads it by name): the core hands it the
+    registry's problems, which end the report's notes as in every other report, on disk too."""
+    import json
+
+    from esverify import registry
+    from esverify.replay.api import replay
+    line = "plug-in entry point toy = toy:REFERENCE (distribution toy, group esverify.references) is left out"
+    monkeypatch.setattr(registry, "problems", lambda: [line])
+    _logged_run(tmp_path)
+    report, code = replay(tmp_path / "base.safetensors", tmp_path / "log", tmp_path / "final.safetensors",
+                          state_dir=tmp_path / "state")
+    assert code == 0 and report["notes"][-1] == line and report["notes"][-2].startswith("numerics profile 'lowrank'")
+    assert json.loads((tmp_path / "state" / "report.json").read_text())["notes"] == report["notes"]
+
+
 def test_replay_names_the_first_tampered_element(tmp_path):
     from esverify.replay.api import replay
     from esverify.replay.weights import save_weights

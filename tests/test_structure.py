@@ -270,18 +270,20 @@ def _reference_of(module: str) -> str | None:
     return parts[2] if len(parts) > 2 and parts[:2] == ["esverify", "references"] else None
 
 
-def test_a_reference_never_imports_another_reference():
+def test_a_reference_never_imports_another_reference_nor_the_registry():
     """A reference's package imports the core and its own modules, never another reference's: numerics that
-    two references share live in esverify.es, so each folder holds all of one reference and nothing of another."""
+    two references share live in esverify.es, so each folder holds all of one reference and nothing of another.
+    Nor does it import esverify.registry, which loads its modules by name (its record type is esverify.record):
+    an import back would close a circle, however late either side runs it."""
     modules = package_modules()
     bad = []
     for name, path in modules.items():
         own = _reference_of(name)
         for target, _, line in _imports(path, name, path.name == "__init__.py") if own else ():
-            other = _reference_of(_resolve(target, modules) or "")
-            if other not in (None, own):
+            resolved = _resolve(target, modules) or ""
+            if _reference_of(resolved) not in (None, own) or resolved == "esverify.registry":
                 bad.append(f"{path.relative_to(ROOT)}:{line}: imports {target}")
-    assert bad == [], "a reference importing another:\n" + "\n".join(bad)
+    assert bad == [], "a reference importing another, or the registry:\n" + "\n".join(bad)
 
 
 def _private_uses(modules: dict, resolve) -> list:

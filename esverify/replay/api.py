@@ -204,11 +204,13 @@ def replay(base, log, expect, *, out=None, profile=None, noise=None, workers=Non
 
 def _replay_by_format(fmt, base, log, expect, *, profile, noise, out, report_path, state_dir):
     """Replay a log whose run-log format brings its own replay (docs/replay.md §10); its errors exit 2."""
+    from esverify import registry
     if profile not in (None, fmt.profile) or noise is not None:
         raise ReplayError(f"--log {log}: a {fmt.name} run log fixes its profile ({fmt.profile}) and noise; "
                           f"drop --profile/--noise")
     try:
-        return fmt.replay(base, log, expect, out=out, report_path=report_path, state_dir=state_dir)
+        return fmt.replay(base, log, expect, out=out, report_path=report_path, state_dir=state_dir,
+                          extra_notes=registry.problems())
     except (ValueError, WeightsError) as exc:   # the format's own errors and named argument errors
         raise ReplayError(f"--log {log}: {exc}") from None
 

@@ -38,7 +38,8 @@ class RunLogFormat:
     detect(log folder) -> bool, cheap, reading no more than the folder's settings file, never raising;
     replay: None (the default): the log is in the `iteration_updates/` layout of §2, read by
     `read_log(folder, this format)` and replayed by the core; else the format's own
-    replay(base, log, expect, *, out, report_path, state_dir) -> (report dict, exit code), raising
+    replay(base, log, expect, *, out, report_path, state_dir, extra_notes) -> (report dict, exit code)
+    (extra_notes: lines the core adds at the end of the report's notes, the registry's problems), raising
     ValueError (or esverify.replay.weights.WeightsError) for input it cannot replay;
     profile: the numerics profile such a log is replayed with (None: none implied). With its own
     `replay` the log fixes it (`--profile` may only repeat it, and `--noise` is refused); under the

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import jsonin, registry
+from ... import jsonin
 from ...replay.log import RunLogFormat
 from ...replay.report import REPORT_FORMAT, sides
 from ...report import write_atomic
@@ -140,7 +140,7 @@ def read_lowrank_log(folder) -> tuple[dict, list[dict]]:
     return args, steps
 
 
-def replay_lowrank(base, log, expect, *, out=None, report_path=None, state_dir=None) -> tuple[dict, int]:
+def replay_lowrank(base, log, expect, *, out=None, report_path=None, state_dir=None, extra_notes=()) -> tuple[dict, int]:
     """Replay a low-rank run log on `base` and compare with `expect` (docs/replay.md §10).
 
     base, expect: checkpoints (esverify.replay.weights formats) holding the
@@ -152,6 +152,7 @@ def replay_lowrank(base, log, expect, *, out=None, report_path=None, state_dir=N
     Raises LowRankLogError / esverify.replay.weights.WeightsError for what
     cannot be replayed (a setting the loop would refuse, a destination that
     cannot be written: `state_dir`, `out`, `report_path`), before any update.
+    extra_notes: lines the core adds at the end of the report's notes (the registry's problems).
     """
     from ...replay.log import log_digest
     from ...replay.weights import save_weights
@@ -168,6 +169,7 @@ def replay_lowrank(base, log, expect, *, out=None, report_path=None, state_dir=N
             raise LowRankLogError(f"{expect}: {name!r} does not fit rows [{t.row_start}, {t.row_stop}) of {t.name!r}")
     notes = _apply_steps(weights, peft, targets, args, steps)
     report = _report(names, weights, expected, args, steps, notes, base=base, expect=expect, log=log)
+    report["notes"] += list(extra_notes)
     if out is not None:
         save_weights(out, weights)
         report["out"] = str(out)
@@ -250,7 +252,7 @@ def _report(names, weights: dict, expected: dict, args: dict, steps, notes, *, b
                       "steps_per_adapter": args["steps_per_adapter"],
                       "residue": "none: members are evaluated through adapters, never on the base weights"},
             "notes": notes + ["numerics profile 'lowrank' (docs/numerics.md §9); the perturbations never touch "
-                              "the base weights, so the naive replay is the replay"] + registry.problems()}
+                              "the base weights, so the naive replay is the replay"]}
 
 
 #: this log's entry in the references registry (`runlog_formats`): esverify replay detects and dispatches it
