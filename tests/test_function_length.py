@@ -19,16 +19,7 @@ LIMIT = 80
 TREES = ("esverify", "oracles", "benchmarks")
 #: functions still over LIMIT, "path::qualified name": each is being split into named steps, so the
 #: list empties as those splits land; nothing is added to it
-ALLOWED = {
-    # the core's single-op and loop rows: their split is under way
-    "esverify/oracle/row_runner.py::run_single",
-    "esverify/oracle/loop_rows.py::run_loop_case",
-    # the references' own rows and loop: their split is under way
-    "esverify/references/es_paper/rows.py::run_row",
-    "esverify/references/skill_sample/rows.py::run_row",
-    "esverify/references/eggroll/rows.py::run_row",
-    "esverify/references/es_paper/loop.py::run_paper_loop",
-}
+ALLOWED: set[str] = set()
 
 
 def _functions(tree: ast.AST, prefix: str = ""):

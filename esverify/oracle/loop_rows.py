@@ -1,7 +1,7 @@
 """Parity through the references' own training loops (docs/references.md §5).
 
 Design record: a loop row runs a reference's own training loop in the
-child (oracle_child/child_loops.py, on stand-in engines, recording a tape) and
+child (oracles/child_loops.py, on stand-in engines, recording a tape) and
 the same loop on our side (`run_ours`), then compares the two tapes
 (loop_compare). Which loop, with which engines, data, sampling, decay,
 seed schedule and quirks, is the adapter's `LoopSpec`
@@ -49,10 +49,12 @@ from ..es.schedule import DEFAULT_GLOBAL_SEED, FIRST_ITERATION, SEED_BOUND, batc
 from . import paramsets
 from . import compare as _compare
 from . import nonfinite as _nonfinite
+from . import verdict
 from .cases import Case
 from .loop_compare import compare_tapes
 from .ours import SlotMappedTrainer
 from .reuse_plan import ReusePlan
+from .rows import too_old_python
 from ..exactsum import loop_rewards
 from .adapters import get, loop_spec
 
@@ -258,120 +260,83 @@ def loop_command(case: Case, seed) -> dict:
 
 # ----------------------------------------------------------------- the runner's row
 
-def draw_notes(found, missing=True) -> str:
-    """The loop's draw accounting in words ('' when every call drew once per seed and slot); missing:
-    name the slots never drawn too."""
-    parts = []
-    if found.eager:
-        call, slot, name = found.eager[0]
-        parts.append(f"eager: every draw of {call} landed on slot {slot} ({name})")
-    for label, slots in ((("skip or reuse: never drawn", found.missing),) if missing else ()) + \
-            (("extra draws", found.extra),):
-        if slots:
-            parts.append(f"{label}: " + ", ".join(f"slot {k} ({n}) in {calls[0]}" for k, (n, calls) in
-                                                   sorted(slots.items())[:4]))
-    if found.advanced:
-        call, slot, name, pos = found.advanced[0]
-        parts.append(f"advanced: slot {slot} ({name}) drew from position {pos} of its stream in {call}: "
-                     f"generator reused or not reseeded ({found.advanced_count} such draws)")
-    return "; ".join(parts)
-
-
 def run_loop_case(session, case: Case) -> dict:
     """One loop row on `session` (esverify.oracle.session.Session): our loop, the reference's loop in
-    the child, the comparison of the two tapes."""
-    from .rows import too_old_python
-    from .noise_policy import BackendRefused
-    opts = session.opts
+    the child, the comparison of the two tapes, judged by esverify.oracle.verdict."""
     if not session.ensure_child():
-        return session.row(case, status="error", detail=f"the child could not be restarted: {session.start_error}")
+        return verdict.error_row(session, case, f"the child could not be restarted: {session.start_error}")
     env = session.environment
-    try:   # the one backend policy of every row (session.noise_backend)
-        backend, child_backend = session.backend(case)
-    except BackendRefused as exc:
-        return session.row(case, status="error", detail=f"{case.op}: {exc}")
-    dtype = case.dtype
-    names, tensors = session.fresh(dtype, False, "base", case.device)
-    out = session.case_dir(case)
-    command = {"case_id": case.case_id, "device": case.device, "scheme": case.scheme, "mapping": opts.mapping,
-               "backend": child_backend, "set": str(session.set_path(dtype, False, "base")), "sigma": case.sigma,
-               "alpha": case.alpha, "population": case.population, "out": str(out)}
-    seed = loop_global_seed(case, opts.seed)
-    command.update(loop_command(case, seed))
-    # the child runs its loop while ours runs, as for the single-op rows; ours under the determinism
-    # switch the reference's entry point sets (LoopQuirks.deterministic), so both sides of the row run
-    # under the same setting; the reply says what the reference really ran under
-    spec = loop_spec(case)
-    ours_deterministic = spec.quirks.deterministic(seed)
-    reply, ours, failed = session.exchange(case, command, lambda: _deterministic(
-        ours_deterministic, lambda: run_ours(case, names, tensors, seed, opts.mapping, backend)))
-    if failed is not None:
-        return failed
-    if reply["status"] != "ok":
-        return too_old_python(case, reply["error"], env) or session.reference_error_row(case, reply["error"])
+    backend, child_backend = session.backend(case)   # BackendRefused: an error row (row_runner.run_case)
+    side = _LoopSide(session, case, backend)
+    command = {"case_id": case.case_id, "device": case.device, "scheme": case.scheme,
+               "mapping": session.opts.mapping, "backend": child_backend,
+               "set": str(session.set_path(case.dtype, False, "base")), "sigma": case.sigma, "alpha": case.alpha,
+               "population": case.population, "out": str(session.case_dir(case))}
+    command.update(loop_command(case, side.seed))
+    # the child runs its loop while ours runs, as for the single-op rows
+    reply, ours = verdict.exchange(session, case, command, side.run,
+                                   first_result=lambda err: too_old_python(case, err, env))
+    return _judged(session, case, side, reply, ours)
+
+
+class _LoopSide:
+    """Our side of a loop row: the case's parameter set, the loop's global seed and our loop, run under the
+    determinism switch the reference's entry point sets (LoopQuirks.deterministic), so both sides of the
+    row run under the same setting; the reply says what the reference really ran under."""
+
+    def __init__(self, session, case: Case, backend):
+        self.session, self.case, self.backend = session, case, backend
+        self.names, self.tensors = session.fresh(case.dtype, False, "base", case.device)
+        self.seed = loop_global_seed(case, session.opts.seed)
+        self.spec = loop_spec(case)
+        self.deterministic = self.spec.quirks.deterministic(self.seed)
+
+    def run(self, slot_map=None, plan=None, tensors=None) -> dict:
+        """Our tape (run_ours) on the case's set, or on `tensors` (a fresh copy for a what-if)."""
+        return _deterministic(self.deterministic, lambda: run_ours(
+            self.case, self.names, self.tensors if tensors is None else tensors, self.seed,
+            self.session.opts.mapping, self.backend, slot_map=slot_map, plan=plan))
+
+    def whatif(self, theirs: dict, results, layout: list, sources: dict) -> tuple:
+        """(ours with the reference's reuse agrees, what still differs) for verdict.judge_loop: each call's
+        own reuse as the single-op rows replay it (a perturb may reuse where the restore does not), else
+        one map for the case."""
+        plan = ReusePlan.from_tape(theirs, layout)
+        try:
+            again = self.run(slot_map=sources if plan is None else None, plan=plan,
+                             tensors=self.session.fresh(self.case.dtype, False, "base", self.case.device)[1])
+            _, diff_again = compare_tapes(self.case, again, theirs, results)
+            return diff_again is None, (None if diff_again is None else str(diff_again))
+        except Exception as exc:  # noqa: BLE001 - no what-if, no artifact: the row stays a fail
+            return None, f"the what-if raised {type(exc).__name__}: {exc}"
+
+
+def _judged(session, case: Case, side: _LoopSide, reply: dict, ours: dict) -> dict:
+    """The loop row from the two tapes: the first difference, the draw accounting and reuse judgement
+    (verdict.judge_loop), the settings each side ran under, the engines' precisions, the loop's quirks."""
     theirs = reply["tape"]
-    settings, settings_note = settings_text(reply.get("settings") or {}, ours_deterministic)
+    settings, settings_note = settings_text(reply.get("settings") or {}, side.deterministic)
     cmp, diff = compare_tapes(case, ours, theirs, reply["results"])
-    fields = cmp.fields() if cmp is not None else {}
     found = _compare.findings(reply.get("attribution"))
-    notes, diagnoses = [], []
     # the reuse is established once for the case from what the hook saw (slots never drawn that an earlier
     # slot of equal size could have lent its draw) and judged by the one rule of every row kind
-    layout = [(paramsets.dtype_name(t), tuple(t.shape)) for t in tensors]
-    sources = _compare.reuse_sources(list(found.missing), layout) if found.missing else {}
-    skipped = [k for k in sorted(found.missing) if k not in sources]
-    status = "fail" if diff is not None else "pass"
-    if diff is not None:
-        notes.append(f"{case.op}: {diff}")
-    if found.eager and case.scheme == "iid":
-        status = "unverifiable"
-        notes.insert(0, f"{case.op}: {draw_notes(found)}: iid noise could not be attributed to slots")
-    elif skipped and diff is not None:
-        diagnoses.append("skip")
-        notes.insert(0, f"{case.op}: skip: " + ", ".join(f"slot {k} ({found.missing[k][0]}) never drawn in "
-                                                        f"{found.missing[k][1][0]}" for k in skipped[:4]))
-    elif skipped:
-        notes.append(f"note: the draw accounting and the bits disagree: slot(s) "
-                     + ", ".join(f"{k} ({found.missing[k][0]})" for k in skipped[:4])
-                     + " never drawn, yet every compared quantity agrees bit for bit, so the bits decide")
-    if sources and status != "unverifiable" and not (skipped and diff is not None):
-        agrees, left = None, None
-        if diff is not None and case.scheme == "iid":
-            # ours again with the reference's reuse, as the single-op rows replay it: each call's own
-            # (a perturb may reuse where the restore does not), else one map for the case
-            plan = ReusePlan.from_tape(theirs, layout)
-            try:
-                again = _deterministic(ours_deterministic, lambda: run_ours(
-                    case, names, session.fresh(dtype, False, "base", case.device)[1], seed, opts.mapping,
-                    backend, slot_map=sources if plan is None else None, plan=plan))
-                _, diff_again = compare_tapes(case, again, theirs, reply["results"])
-                agrees, left = diff_again is None, (None if diff_again is None else str(diff_again))
-            except Exception as exc:  # noqa: BLE001 - no what-if, no artifact: the row stays a fail
-                left = f"the what-if raised {type(exc).__name__}: {exc}"
-        status = _compare.record_reuse(_compare.judge_reuse(case.scheme, diff is not None, agrees,
-                                                            _compare.reuse_pairs(found, sources), left),
-                                       case.op, status, diagnoses, notes)
+    layout = [(paramsets.dtype_name(t), tuple(t.shape)) for t in side.tensors]
+    judged = verdict.judge_loop(case, diff, found, layout,
+                                lambda sources: side.whatif(theirs, reply["results"], layout, sources))
+    notes = judged[2]
     if settings_note:
         notes.append(settings_note)
     launched = list(theirs.get("engine_precisions") or [])
     if launched:   # the report names the precision each engine was launched with
         settings = (settings + " " if settings else "") + "engines=" + ",".join(launched)
-        other = sorted({p for p in launched if p.split(" ")[0] != spec.engine_dtype})
+        other = sorted({p for p in launched if p.split(" ")[0] != side.spec.engine_dtype})
         if other:
-            notes.insert(0, f"engines: theirs launched in {', '.join(other)}, documented {spec.engine_dtype}: the "
-                            "stand-in engines compute each reward in the precision they are launched with, ours "
-                            "in the documented one")
-    notes += spec.quirks.notes(session, case, ours, theirs)
-    if status == "fail" and opts.keep_tensors:
-        ours_path = paramsets.write(out / "ours.npz", names, ours["final"])
-        session.keep(case.case_id, ours_path, reply["results"])   # engine 0's final parameters
-    # the named diagnoses of the single-op rows (compare.diagnose), from this row's own draws
-    diagnoses = (["eager"] if found.eager else []) + diagnoses + (["extra"] if found.extra else []) + \
-        (["advanced"] if found.advanced else [])
-    if found.extra or found.advanced:
-        notes.append(f"{case.op}: {draw_notes(found, missing=False)}")
-    return session.row(case, status=status, diagnosis=",".join(diagnoses), detail="; ".join(notes),
-                        reference_settings=settings, **fields)
+            notes.insert(0, f"engines: theirs launched in {', '.join(other)}, documented {side.spec.engine_dtype}: "
+                            "the stand-in engines compute each reward in the precision they are launched with, "
+                            "ours in the documented one")
+    notes += side.spec.quirks.notes(session, case, ours, theirs)
+    return verdict.loop_row(session, case, judged, found, cmp.fields() if cmp is not None else {}, settings,
+                            (side.names, ours["final"], reply["results"]))   # engine 0's final parameters
 
 
 def _deterministic(on: bool, fn):

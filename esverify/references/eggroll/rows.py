@@ -29,8 +29,8 @@ import torch
 from esverify.oracle import compare as _compare
 from esverify import pyast
 from esverify.oracle import paramsets
-from esverify.oracle.noise_policy import BackendRefused
 from esverify.oracle.rewards import with_nonfinite_target
+from esverify.oracle.verdict import Outcome, exchange
 
 from . import contract, lowrank, shapes
 
@@ -185,118 +185,123 @@ def seed_overlap(base_seed: int, population: int, layers: int, generations: int)
             f"{base_seed + 1} shares {used - 1} of them")
 
 
-def _findings(session, case, tape, s, layers, generations):
+def _findings(case, tape, s, layers, generations) -> list:
+    """[(key, observed)]: what the driver's static look at the trainer found, a failing engine add, the
+    native seed streams the runs share, the f16 adapters beside the f32 update."""
     static = tape.get("static") or {}
     rel = "tasks.py"
-    for hit in static.get("three_argument_get_fitness") or []:
-        session.record_finding("get-fitness-signature", case, f"{rel}:{hit['line']}: {hit['class']}.get_fitness"
-                                                              f"({', '.join(hit['params'])})")
-    for hit in static.get("tasks_unresolved_imports") or []:
-        session.record_finding("tasks-import", case, f"{rel}:{hit['line']}: import {hit['module']}")
-    for hit in static.get("dev_shm") or []:
-        session.record_finding("adapters-in-dev-shm", case, f"es_lora_multinode.py:{hit['line']}: {hit['code']}")
-    for hit in static.get("skipped_add") or []:
-        session.record_finding("failing-add-skipped", case, f"es_lora_multinode.py:{hit['line']}: prints "
-                                                            "'ERROR updating' and goes on")
+    out = [("get-fitness-signature", f"{rel}:{hit['line']}: {hit['class']}.get_fitness({', '.join(hit['params'])})")
+           for hit in static.get("three_argument_get_fitness") or []]
+    out += [("tasks-import", f"{rel}:{hit['line']}: import {hit['module']}")
+            for hit in static.get("tasks_unresolved_imports") or []]
+    out += [("adapters-in-dev-shm", f"es_lora_multinode.py:{hit['line']}: {hit['code']}")
+            for hit in static.get("dev_shm") or []]
+    out += [("failing-add-skipped", f"es_lora_multinode.py:{hit['line']}: prints 'ERROR updating' and goes on")
+            for hit in static.get("skipped_add") or []]
     if tape.get("failed_adds"):
-        session.record_finding("failing-add-skipped", case, f"this run: {tape['failed_adds'][0]}")
+        out.append(("failing-add-skipped", f"this run: {tape['failed_adds'][0]}"))
     if case.noise == "native":
-        session.record_finding("shared-seed-streams", case, seed_overlap(s["base_seed"], case.population, layers,
-                                                                         generations))
-    session.record_finding("f16-adapters-f32-update", case, f"dtype {case.dtype}, r = {s['rank']}: members "
-                                                            "evaluated with f16 A, B; the update draws f32 a, b")
+        out.append(("shared-seed-streams", seed_overlap(s["base_seed"], case.population, layers, generations)))
+    out.append(("f16-adapters-f32-update", f"dtype {case.dtype}, r = {s['rank']}: members evaluated with f16 A, "
+                                           "B; the update draws f32 a, b"))
+    return out
 
 
-def run_row(adapter, session, case) -> dict:
-    try:
-        ours_backend, child_backend = session.backend(case)
-    except BackendRefused as exc:
-        return session.row(case, status="error", detail=f"{case.op}: {exc}")
-    opts = session.opts
-    s = _settings(case)
-    peft_shapes, vllm_shapes = model()
-    names = list(vllm_shapes)
-    seed = CONTRACT_SEED if case.noise == "contract" else None
-    out = session.case_dir(case)
-    base = {"case_id": case.case_id, "device": case.device, "dtype": case.dtype, "noise": case.noise,
-            "mapping": opts.mapping, "backend": child_backend, "engines": s["engines"], "init_seed": INIT_SEED,
-            "init_std": INIT_STD, "targets": list(s["targets"])}
-    if seed is not None:
-        base["seed"] = hex(seed)
-    weights = initial_weights(vllm_shapes, case.dtype, INIT_SEED, INIT_STD)
-    reward = engine_reward(peft_shapes, s["targets"])
-    if case.extra.get("rewards") is not None:
-        # the rewards as the trainer reads them: the engine answers with text the task parses, in which a NaN
-        # keeps neither its sign nor its payload
-        exact = reward
+class _Row:
+    """One eggroll row's settings and sides: the driver's command fields, our initial weights, our loop
+    (run_lowrank_loop under the engine reward, as the trainer reads it) and the factors' noise source."""
 
-        def reward(step, member, weights, perturbations):
-            return [v if math.isfinite(v) else float(repr(v)) for v in exact(step, member, weights, perturbations)]
+    def __init__(self, session, case, ours_backend, child_backend):
+        self.session, self.case, self.s = session, case, _settings(case)
+        self.peft_shapes, vllm_shapes = model()
+        self.names = list(vllm_shapes)
+        self.seed = CONTRACT_SEED if case.noise == "contract" else None
+        self.backend = ours_backend if case.noise == "contract" else None
+        self.base = {"case_id": case.case_id, "device": case.device, "dtype": case.dtype, "noise": case.noise,
+                     "mapping": session.opts.mapping, "backend": child_backend, "engines": self.s["engines"],
+                     "init_seed": INIT_SEED, "init_std": INIT_STD, "targets": list(self.s["targets"])}
+        if self.seed is not None:
+            self.base["seed"] = hex(self.seed)
+        self.weights = initial_weights(vllm_shapes, case.dtype, INIT_SEED, INIT_STD)
+        self.reward = engine_reward(self.peft_shapes, self.s["targets"])
+        if case.extra.get("rewards") is not None:
+            # the rewards as the trainer reads them: the engine answers with text the task parses, in which a
+            # NaN keeps neither its sign nor its payload
+            exact = self.reward
 
-    def loop(start_weights, steps, start_step=0):
+            def read(step, member, weights, perturbations):
+                return [v if math.isfinite(v) else float(repr(v)) for v in exact(step, member, weights, perturbations)]
+            self.reward = read
+
+    def loop(self, start_weights, steps, start_step=0):
+        case, s = self.case, self.s
         return lowrank.run_lowrank_loop(
-            start_weights, peft_shapes, population=case.population, sigma=case.sigma, lr=case.alpha,
-            rank=s["rank"], steps=steps, reward=reward, steps_per_adapter=s["spa"], normalize_with_std=s["std"],
+            start_weights, self.peft_shapes, population=case.population, sigma=case.sigma, lr=case.alpha,
+            rank=s["rank"], steps=steps, reward=self.reward, steps_per_adapter=s["spa"], normalize_with_std=s["std"],
             scale_lr_in_grad=s["scale_lr"], engines=s["engines"], noise=case.noise, base_seed=s["base_seed"],
-            seed=seed, mapping=opts.mapping, backend=ours_backend if case.noise == "contract" else None,
-            start_step=start_step, chunk_size=s["chunk"], nonfinite=case.extra.get("rewards") is not None)
-    notes = []
+            seed=self.seed, mapping=self.session.opts.mapping, backend=self.backend, start_step=start_step,
+            chunk_size=s["chunk"], nonfinite=case.extra.get("rewards") is not None)
+
+    def compared(self, ours, tape) -> tuple[str, list]:
+        """compare_steps of our run and the driver's tape, the factors drawn from the row's noise."""
+        case, s = self.case, self.s
+        source = contract.factor_source(case.noise, s["base_seed"], case.population // 2, len(self.peft_shapes),
+                                        self.seed, self.session.opts.mapping, self.backend)
+        return compare_steps(ours, tape, case, s, self.peft_shapes, self.names, source)
+
+
+def run_row(adapter, session, case) -> Outcome:
+    """The Outcome of one eggroll row (esverify.oracle.verdict judges it): the trainer's `main` in the child,
+    our `run_lowrank_loop` beside it, compared step by step (a resume row: twice, from the checkpoint)."""
+    row = _Row(session, case, *session.backend(case))
+    s, out, notes = row.s, session.case_dir(case), []
     if s["resume"]:
-        first = {"op": "eggroll-main", **base, "out": str(out / "first"),
-                 "args": _args(case, s, RESUME_AT + 1, save_freq=-1)}
-        reply, ours_first, failed = session.exchange(case, first, lambda: loop(weights, RESUME_AT + 1))
-        if failed is not None:
-            return failed
-        if reply["status"] != "ok":
-            return session.reference_error_row(case, reply["error"])
-        source = contract.factor_source(case.noise, s["base_seed"], case.population // 2, len(peft_shapes), seed,
-                                        opts.mapping, ours_backend if case.noise == "contract" else None)
-        diff, _ = compare_steps(ours_first, reply["tape"], case, s, peft_shapes, names, source)
-        if diff:
-            return session.row(case, status="fail", detail=f"{case.op}: before the checkpoint: {diff}")
-        checkpoints = reply["tape"].get("checkpoints") or []
-        if not checkpoints:
-            return session.row(case, status="fail", detail=f"{case.op}: the trainer wrote no checkpoint at es_step "
-                                                            f"{RESUME_AT} (save_freq -1 saves the last step)")
-        command = {"op": "eggroll-main", **base, "out": str(out / "resumed"),
-                   "args": _args(case, s, s["steps"], resume_from=checkpoints[-1])}
-        start_weights, start_step = ours_first.weights[-1], RESUME_AT + 1
+        resumed = _resumed(row, out)
+        if isinstance(resumed, Outcome):   # it differs before the checkpoint, or wrote none
+            return resumed
+        command, start_weights, start_step = resumed
         notes.append(f"resumed from the checkpoint of es_step {RESUME_AT}")
     else:
-        command = {"op": "eggroll-main", **base, "out": str(out), "args": _args(case, s, s["steps"])}
-        start_weights, start_step = weights, 0
-    reply, ours, failed = session.exchange(case, command, lambda: loop(start_weights, s["steps"], start_step))
-    if failed is not None:
-        return failed
-    if reply["status"] != "ok":
-        return session.reference_error_row(case, reply["error"])
+        command = {"op": "eggroll-main", **row.base, "out": str(out), "args": _args(case, s, s["steps"])}
+        start_weights, start_step = row.weights, 0
+    reply, ours = exchange(session, case, command, lambda: row.loop(start_weights, s["steps"], start_step))
     tape = reply["tape"]
-    source = contract.factor_source(case.noise, s["base_seed"], case.population // 2, len(peft_shapes), seed,
-                                    opts.mapping, ours_backend if case.noise == "contract" else None)
-    diff, more = compare_steps(ours, tape, case, s, peft_shapes, names, source)
+    diff, more = row.compared(ours, tape)
     notes += more
     _, final, final_dtypes = paramsets.read(reply["results"])
     last = ours.weights[-1] if ours.weights else start_weights
-    cmp = _compare.compare([last[n] for n in names], final, final_dtypes, names)
-    if cmp.layout_error:
-        return session.row(case, status="error", detail=f"{case.op}: result layout differs: {cmp.layout_error}")
+    cmp = _compare.compare([last[n] for n in row.names], final, final_dtypes, row.names)
+    if cmp.layout_error:   # nothing more to compare (verdict.reference_row: an error row)
+        return Outcome(diff=diff, final=cmp)
     if cmp.mismatches and not diff:
         diff = f"final weights of engine 0: {cmp.summary()}"
     draws = tape.get("draws") or {}
     if draws.get("unexpected_count"):
         notes.append(f"{case.op}: {draws['unexpected_count']} unexpected draws (first {draws['unexpected'][:2]})")
-    if not diff:
-        generations = -(-s["steps"] // s["spa"])
-        _findings(session, case, tape, s, len(peft_shapes), generations)
-    status = "fail" if diff else "pass"
+    findings = [] if diff else _findings(case, tape, s, len(row.peft_shapes), -(-s["steps"] // s["spa"]))
+    return Outcome(diff=diff, final=cmp, notes=notes, findings=findings,
+                   keep=(row.names, [last[n] for n in row.names], reply["results"]),
+                   ran=f"{s['steps']} steps, steps_per_adapter {s['spa']}, N={case.population}, r={s['rank']}, "
+                       f"{s['engines']} engines, std {'on' if s['std'] else 'off'}, "
+                       f"lr in grad {'on' if s['scale_lr'] else 'off'}, "
+                       f"{update_chunks(s['rank'], case.population // 2, s['chunk'])}, "
+                       f"{ours.updates} updates compared")
+
+
+def _resumed(row: _Row, out) -> tuple | Outcome:
+    """A resume row's first run, to the checkpoint of es_step RESUME_AT: (the resumed run's command, our
+    weights and step it starts from), or the Outcome when the first run differs or wrote no checkpoint."""
+    case, s = row.case, row.s
+    first = {"op": "eggroll-main", **row.base, "out": str(out / "first"),
+             "args": _args(case, s, RESUME_AT + 1, save_freq=-1)}
+    reply, ours_first = exchange(row.session, case, first, lambda: row.loop(row.weights, RESUME_AT + 1))
+    diff, _ = row.compared(ours_first, reply["tape"])
     if diff:
-        notes.insert(0, f"{case.op}: {diff}")
-    if status == "fail" and opts.keep_tensors:
-        ours_path = paramsets.write(out / "ours.npz", names, [last[n] for n in names])
-        session.keep(case.case_id, ours_path, reply["results"])
-    notes.append(f"{case.op}: {s['steps']} steps, steps_per_adapter {s['spa']}, N={case.population}, r={s['rank']}, "
-                 f"{s['engines']} engines, std {'on' if s['std'] else 'off'}, "
-                 f"lr in grad {'on' if s['scale_lr'] else 'off'}, "
-                 f"{update_chunks(s['rank'], case.population // 2, s['chunk'])}, "
-                 f"{ours.updates} updates compared")
-    return session.row(case, status=status, detail="; ".join(notes), **cmp.fields())
+        return Outcome(diff=f"before the checkpoint: {diff}")
+    checkpoints = reply["tape"].get("checkpoints") or []
+    if not checkpoints:
+        return Outcome(diff=f"the trainer wrote no checkpoint at es_step {RESUME_AT} (save_freq -1 saves the last "
+                            "step)")
+    command = {"op": "eggroll-main", **row.base, "out": str(out / "resumed"),
+               "args": _args(case, s, s["steps"], resume_from=checkpoints[-1])}
+    return command, ours_first.weights[-1], RESUME_AT + 1

@@ -160,27 +160,12 @@ def run_paper_loop(names, tensors, *, iterations: int, population: int = 30, sig
             if record_starts:
                 starts.append([t.clone() for t in copies[0]])
             seeds = next(seeds_of)
-            rewards = [0.0] * population
-            for start in range(0, population, gpu_threads):
-                for j, member in enumerate(range(start, min(population, start + gpu_threads))):
-                    model = copies[j]
-                    _perturb(prof, rule, model, draw, seeds[member], sigma)
-                    rewards[member] = sum(prompt_rewards(model)) / dataset_size
-                    _perturb(prof, rule, model, draw, seeds[member], -sigma)
+            rewards = _evaluate(prof, rule, copies, draw, seeds, sigma,
+                                lambda model: sum(prompt_rewards(model)) / dataset_size)
             r, norm = normalise(rewards)
             if record_copies and it == iterations - 1:
                 before = [[t.clone() for t in c] for c in copies]
-            coeffs = [float(c) for c in norm]
-            scale = prof.scale(alpha, population)
-            for slot, t in enumerate(copies[0]):
-                flat, n = t.view(-1), t.numel()
-                acc = prof.new_acc(n, t.dtype, t.device)
-                for member, c in enumerate(coeffs):
-                    acc = prof.accumulate(acc, draw(seeds[member], slot, t), c, t.dtype, rule, 0, n)
-                prof.apply(flat, acc, scale, rule, 0, n, flat)
-            for j in range(1, gpu_threads):
-                for dst, src in zip(copies[j], copies[0]):
-                    dst.copy_(src)
+            _update(prof, rule, copies, draw, seeds, [float(c) for c in norm], prof.scale(alpha, population))
             tape["seeds"].append(list(seeds))
             tape["rewards"].append(r)
             tape["normalised"].append(norm)
@@ -191,6 +176,34 @@ def run_paper_loop(names, tensors, *, iterations: int, population: int = 30, sig
     if record_starts:
         tape["starts"] = starts
     return tape
+
+
+def _evaluate(prof, rule, copies, draw, seeds, sigma: float, member_reward) -> list:
+    """One iteration's member rewards, in batches of the copies: member j of a batch perturbs copy j, is
+    scored by member_reward(copy), and restores it (the restore's drift stays on the copy)."""
+    population, gpu_threads = len(seeds), len(copies)
+    rewards = [0.0] * population
+    for start in range(0, population, gpu_threads):
+        for j, member in enumerate(range(start, min(population, start + gpu_threads))):
+            model = copies[j]
+            _perturb(prof, rule, model, draw, seeds[member], sigma)
+            rewards[member] = member_reward(model)
+            _perturb(prof, rule, model, draw, seeds[member], -sigma)
+    return rewards
+
+
+def _update(prof, rule, copies, draw, seeds, coeffs: list, scale) -> None:
+    """The update on copy 0 (with its own drift), every member's noise accumulated slot by slot, then
+    every other copy takes copy 0's bits."""
+    for slot, t in enumerate(copies[0]):
+        flat, n = t.view(-1), t.numel()
+        acc = prof.new_acc(n, t.dtype, t.device)
+        for member, c in enumerate(coeffs):
+            acc = prof.accumulate(acc, draw(seeds[member], slot, t), c, t.dtype, rule, 0, n)
+        prof.apply(flat, acc, scale, rule, 0, n, flat)
+    for j in range(1, len(copies)):
+        for dst, src in zip(copies[j], copies[0]):
+            dst.copy_(src)
 
 
 def _perturb(prof, rule, model, draw, seed: int, s: float) -> None:

@@ -16,6 +16,7 @@ schedule has are noted on the row.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from esverify.oracle import paramsets
 from esverify.oracle.case_model import REWARD_TARGET
 from esverify.oracle.rewards import loop_reward as reward
 from esverify.oracle.rewards import with_nonfinite_target
-from esverify.oracle.noise_policy import BackendRefused
+from esverify.oracle.verdict import Draws, NotDriven, OursRaised, Outcome, Unattributable, exchange
 
 
 def _hexf(x: float) -> str:
@@ -77,50 +78,86 @@ def _first_member_difference(ours_rewards, members) -> str:
     return ""
 
 
-def run_row(adapter, session, case) -> dict:
-    from .loop import run_paper_loop
-    from .schedule import seed_stream
-    try:
-        ours_backend, child_backend = session.backend(case)
-    except BackendRefused as exc:
-        return session.row(case, status="error", detail=f"{case.op}: {exc}")
-    opts = session.opts
+@dataclass
+class _Plan:
+    """What a row runs: the script (its path in the clone), its iterations and model copies, the numpy
+    seed schedule, the _iid scripts' per-parameter seed table, the reward target."""
+    rel: str
+    iterations: int
+    threads: int
+    iid: bool
+    initial_seed: int
+    schedule: list
+    table: list
+    target: float
+
+
+def run_row(adapter, session, case) -> Outcome:
+    """The Outcome of one es-paper row (esverify.oracle.verdict judges it): the script's `main()` in the
+    child first, then our `run_paper_loop` on the same set, seeds, constants and dataset size, compared in
+    time order. Raises verdict.Unattributable when the _iid seeds overlap under contract noise,
+    verdict.NotDriven when the script's dataset size is unknown, verdict.OursRaised when our side raises."""
+    ours_backend, child_backend = session.backend(case)
     names, tensors = session.fresh(case.dtype, False, "base", case.device)
-    iterations, threads = case.iterations, int(case.extra.get("gpu_threads", 2))
-    iid = adapter.iid(case.op)
-    initial_seed = adapter.initial_seed(case)
-    seeds = seed_stream(initial_seed, case.population)
-    schedule = [next(seeds) for _ in range(iterations)]
-    table, overlap = _iid_table(schedule, len(names)) if iid else ([], "")
-    if overlap and case.noise == "contract":
-        return session.row(case, status="unverifiable", detail=f"{case.op}: {overlap}; contract noise cannot "
-                                                               "attribute those draws")
-    out = session.case_dir(case)
-    rel = adapter.layout(session.clone_path)[case.op]
-    # a non-finite reward population: the target itself NaN or inf, so every member's reward is not finite
-    target = with_nonfinite_target((REWARD_TARGET,), case.extra.get("rewards"))[0]
-    command = {"op": "paper-main", "case_id": case.case_id, "device": case.device, "dtype": case.dtype,
-               "scheme": case.scheme, "mapping": opts.mapping, "backend": child_backend, "noise": case.noise,
-               "set": str(session.set_path(case.dtype, False, "base")), "sigma": case.sigma, "alpha": case.alpha,
-               "population": case.population, "iterations": iterations, "initial_seed": initial_seed,
-               "gpu_threads": threads, "data_sample": int(case.extra.get("data_sample", 3)), "data": _data(case),
-               "reward_target": target, "script": rel, "out": str(out), "iid_table": table}
-    reply, _, failed = session.exchange(case, command, None)
-    if failed is not None:
-        return failed
-    if reply["status"] != "ok":
-        return session.reference_error_row(case, reply["error"])
+    plan = _plan(adapter, session, case, len(names))
+    reply, _ = exchange(session, case, _command(session, case, plan, child_backend))
     tape = reply["tape"]
     size = _dataset_size(case, tape)
     if not size:
-        return session.row(case, status="error", detail=f"{case.op}: esverify could not drive this clone: the "
-                                                         "size of the script's dataset is unknown (no module-level "
-                                                         "`dataset` list)")
-    prompts = max(tape.get("prompts") or [size])
+        raise NotDriven("the size of the script's dataset is unknown (no module-level `dataset` list)")
+    ours, ours_rewards = _ours(session, case, plan, names, tensors, ours_backend, size,
+                               max(tape.get("prompts") or [size]))
+    snapshots = ours["starts"]   # copy 0 when iteration k starts = after k updates (the child snapshots it)
+    diff = _first_difference(plan.iterations, tape, ours, snapshots, tensors, names) or \
+        _first_member_difference(ours_rewards, tape.get("members") or [])
+    _, final, final_dtypes = paramsets.read(reply["results"])
+    cmp = _compare.compare(ours["params"], final, final_dtypes, names)
+    if cmp.mismatches and not diff:
+        diff = f"final parameters of copy 0: {cmp.summary()}"
+    layout = [(paramsets.dtype_name(t), tuple(t.shape)) for t in tensors]
+    return Outcome(diff=diff, final=cmp, draws=Draws(_compare.findings(reply.get("attribution")), layout),
+                   keep=(names, ours["params"], reply["results"]),
+                   findings=_findings(case, plan, ours, snapshots, tensors, names),
+                   ran=f"{plan.rel}, {plan.iterations} iterations, N={case.population}, gpu_threads={plan.threads}, "
+                       f"dataset {size}")
+
+
+def _plan(adapter, session, case, slots: int) -> _Plan:
+    """The row's _Plan; raises verdict.Unattributable when two members' _iid streams overlap under contract
+    noise (the hook could not tell their draws apart)."""
+    from .schedule import seed_stream
+    iterations, iid = case.iterations, adapter.iid(case.op)
+    initial_seed = adapter.initial_seed(case)
+    seeds = seed_stream(initial_seed, case.population)
+    schedule = [next(seeds) for _ in range(iterations)]
+    table, overlap = _iid_table(schedule, slots) if iid else ([], "")
+    if overlap and case.noise == "contract":
+        raise Unattributable(f"{overlap}; contract noise cannot attribute those draws")
+    # a non-finite reward population: the target itself NaN or inf, so every member's reward is not finite
+    target = with_nonfinite_target((REWARD_TARGET,), case.extra.get("rewards"))[0]
+    return _Plan(adapter.layout(session.clone_path)[case.op], iterations, int(case.extra.get("gpu_threads", 2)),
+                 iid, initial_seed, schedule, table, target)
+
+
+def _command(session, case, plan: _Plan, child_backend) -> dict:
+    opts = session.opts
+    return {"op": "paper-main", "case_id": case.case_id, "device": case.device, "dtype": case.dtype,
+            "scheme": case.scheme, "mapping": opts.mapping, "backend": child_backend, "noise": case.noise,
+            "set": str(session.set_path(case.dtype, False, "base")), "sigma": case.sigma, "alpha": case.alpha,
+            "population": case.population, "iterations": plan.iterations, "initial_seed": plan.initial_seed,
+            "gpu_threads": plan.threads, "data_sample": int(case.extra.get("data_sample", 3)), "data": _data(case),
+            "reward_target": plan.target, "script": plan.rel, "out": str(session.case_dir(case)),
+            "iid_table": plan.table}
+
+
+def _ours(session, case, plan: _Plan, names, tensors, ours_backend, size: int, prompts: int) -> tuple:
+    """(our tape, our member rewards per iteration) of run_paper_loop on copies of `tensors`; raises
+    verdict.OursRaised when our side raises."""
+    from .loop import run_paper_loop
     ours_rewards = []
 
     def prompt_rewards(params):
-        value = reward(params, target)
+        value = reward(params, plan.target)
         if not ours_rewards or len(ours_rewards[-1]) == case.population:   # every `population` evaluations
             ours_rewards.append([])                                           # a new iteration starts
         ours_rewards[-1].append(value)
@@ -128,88 +165,49 @@ def run_row(adapter, session, case) -> dict:
 
     clock, started = session.clock(case), time.perf_counter()
     try:
-        ours = run_paper_loop(names, [t.clone() for t in tensors], iterations=iterations, population=case.population,
-                              sigma=case.sigma, alpha=case.alpha, initial_seed=initial_seed, gpu_threads=threads,
-                              iid=iid, noise=case.noise, mapping=opts.mapping,
+        ours = run_paper_loop(names, [t.clone() for t in tensors], iterations=plan.iterations,
+                              population=case.population, sigma=case.sigma, alpha=case.alpha,
+                              initial_seed=plan.initial_seed, gpu_threads=plan.threads, iid=plan.iid,
+                              noise=case.noise, mapping=session.opts.mapping,
                               backend=ours_backend if case.noise == "contract" else None,
                               prompt_rewards=prompt_rewards, dataset_size=size, record_copies=True,
                               record_starts=True)
-        # copy 0 when iteration k starts = after k updates (the child snapshots it at each schedule draw)
-        snapshots = ours["starts"]
     except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
-        return session.row(case, status="error", detail=f"{case.op}: our side raised {type(exc).__name__}: {exc}")
+        raise OursRaised(exc) from exc
     finally:
         clock["ours_s"] += time.perf_counter() - started
-    ours_rewards = ours_rewards[:iterations]
-    notes, diff = [], ""
+    return ours, ours_rewards[:plan.iterations]
+
+
+def _first_difference(iterations: int, tape: dict, ours: dict, snapshots, tensors, names) -> str:
+    """The first difference in the iterations' order: their count, then per iteration the seeds of the
+    numpy schedule and the parameters of copy 0 as it starts; '' when none."""
     theirs_iterations = tape.get("iterations") or []
     if len(theirs_iterations) != iterations:
-        diff = (f"the script ran {len(theirs_iterations)} iterations (numpy schedule draws), ours {iterations} "
+        return (f"the script ran {len(theirs_iterations)} iterations (numpy schedule draws), ours {iterations} "
                 "(NUM_ITERATIONS)")
-    for i in range(min(iterations, len(theirs_iterations))):
-        if diff:
-            break
+    for i in range(iterations):
         if [int(s) for s in theirs_iterations[i]["seeds"]] != [int(s) for s in ours["seeds"][i]]:
-            diff = (f"iteration {i}: seeds ours {ours['seeds'][i][:4]}..., theirs "
+            return (f"iteration {i}: seeds ours {ours['seeds'][i][:4]}..., theirs "
                     f"{theirs_iterations[i]['seeds'][:4]}...: the numpy seed schedule differs")
-            break
         if theirs_iterations[i].get("params"):
             _, arrays, dtypes = paramsets.read(theirs_iterations[i]["params"])
             cmp = _compare.compare(snapshots[i] if i < len(snapshots) else tensors, arrays, dtypes, names)
             if cmp.layout_error or cmp.mismatches:
-                diff = f"parameters when iteration {i} starts: {cmp.layout_error or cmp.summary()}"
-                break
-    if not diff:
-        diff = _first_member_difference(ours_rewards, tape.get("members") or [])
-    _, final, final_dtypes = paramsets.read(reply["results"])
-    cmp = _compare.compare(ours["params"], final, final_dtypes, names)
-    if cmp.layout_error:
-        return session.row(case, status="error", detail=f"{case.op}: result layout differs: {cmp.layout_error}")
-    if cmp.mismatches and not diff:
-        diff = f"final parameters of copy 0: {cmp.summary()}"
-    found = _compare.findings(reply.get("attribution"))
-    if found.advanced:
-        notes.append(f"{case.op}: {found.advanced_count} draws started past position 0 of their generator "
-                     "(a generator reused or not reseeded)")
-    if found.extra:
-        notes.append(f"{case.op}: slots drawn a number of times that is not perturb + restore + update: "
-                     f"{sorted(found.extra)[:8]}")
-    if found.foreign:
-        notes.append(f"{case.op}: {len(found.foreign)} draws with seeds no member of the schedule has")
-    if threads > 1 and iterations:
+                return f"parameters when iteration {i} starts: {cmp.layout_error or cmp.summary()}"
+    return ""
+
+
+def _findings(case, plan: _Plan, ours: dict, snapshots, tensors, names) -> list:
+    """[(key, observed)]: the model copies that drifted from copy 0 in the last iteration (the restore is
+    not exact), and the _iid scripts' overlapping seed streams."""
+    out = []
+    if plan.threads > 1 and plan.iterations:
         drift = [k for k, copy in enumerate(ours["copies_before_update"])
                  if any(not np.array_equal(paramsets.tensor_bits(a), paramsets.tensor_bits(b))
                         for a, b in zip(copy, snapshots[-1] if snapshots else tensors))]
         if drift:
-            session.record_finding("restore-drift", case, f"copies {drift} drifted in the last iteration")
-    if iid and _iid_table(schedule, len(names))[1]:
-        session.record_finding("iid-overlap", case, _iid_table(schedule, len(names))[1])
-    status = "fail" if diff else "pass"
-    if diff:
-        notes.insert(0, f"{case.op}: {diff}")
-    # slots never drawn: the one rule of every row kind (compare.judge_reuse; the bits decide). Ours has no
-    # replay of a reuse for these scripts, so under iid a reuse that changes bits stays a fail, said as such
-    reuse_diagnosis = []
-    if found.missing:
-        layout = [(paramsets.dtype_name(t), tuple(t.shape)) for t in tensors]
-        sources = _compare.reuse_sources(list(found.missing), layout)
-        skipped = [k for k in sorted(found.missing) if k not in sources]
-        if skipped:
-            text = "skip: " + ", ".join(f"slot {k} ({found.missing[k][0]}) never drawn" for k in skipped[:4])
-            if diff:
-                reuse_diagnosis.append("skip")
-                notes.insert(0, f"{case.op}: {text}")
-            else:
-                notes.append(f"note: the draw accounting and the bits disagree: {text}, yet every compared "
-                             "quantity agrees bit for bit, so the bits decide")
-        elif sources:
-            status = _compare.record_reuse(_compare.judge_reuse(case.scheme, bool(diff), None,
-                                                                _compare.reuse_pairs(found, sources)),
-                                           case.op, status, reuse_diagnosis, notes)
-    if status == "fail" and opts.keep_tensors:
-        ours_path = paramsets.write(out / "ours.npz", names, ours["params"])
-        session.keep(case.case_id, ours_path, reply["results"])
-    diagnoses = reuse_diagnosis + (["advanced"] if found.advanced else []) + (["extra"] if found.extra else [])
-    notes.append(f"{case.op}: {rel}, {iterations} iterations, N={case.population}, gpu_threads={threads}, "
-                 f"dataset {size}")
-    return session.row(case, status=status, diagnosis=",".join(diagnoses), detail="; ".join(notes), **cmp.fields())
+            out.append(("restore-drift", f"copies {drift} drifted in the last iteration"))
+    if plan.iid and _iid_table(plan.schedule, len(names))[1]:
+        out.append(("iid-overlap", _iid_table(plan.schedule, len(names))[1]))
+    return out

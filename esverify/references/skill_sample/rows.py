@@ -21,7 +21,7 @@ from esverify.oracle import paramsets
 from esverify.oracle.case_model import REWARD_TARGET
 from esverify.oracle.rewards import loop_reward as reward
 from esverify.oracle.rewards import with_nonfinite_target
-from esverify.oracle.noise_policy import BackendRefused
+from esverify.oracle.verdict import Defect, OursRaised, Outcome, exchange
 
 
 def _hexf(x: float) -> str:
@@ -50,119 +50,134 @@ def _pieces(flat: torch.Tensor, shapes) -> list:
     return out
 
 
-def run_row(adapter, session, case) -> dict:
+def run_row(adapter, session, case) -> Outcome:
+    """The Outcome of one skill-sample row (esverify.oracle.verdict judges it): the page's `es_train_loop` in
+    the child and our `run_skill_loop` beside it, compared in time order. The sample's documented defects
+    are the first-result hook's `Defect`s; raises verdict.OursRaised when our side raises on what a fixed
+    copy of the sample ran."""
     from . import loop as ours_loop
-    try:
-        ours_backend, child_backend = session.backend(case)
-    except BackendRefused as exc:
-        return session.row(case, status="error", detail=f"{case.op}: {exc}")
-    opts = session.opts
+    ours_backend, child_backend = session.backend(case)
     names, tensors = session.fresh(case.dtype, case.big, "base", case.device)
     shapes = [tuple(t.shape) for t in tensors]
     flat = torch.nn.utils.parameters_to_vector(tensors).detach().clone()
-    module = adapter.sample_module(session.clone_path)
-    root = adapter.clone_root(session.clone_path)
-    out = session.case_dir(case)
-    seed_base, generations = int(case.extra.get("seed_base", 42)), case.iterations
-    # a non-finite reward population: the target itself NaN, so every member's reward is NaN
-    target = with_nonfinite_target((REWARD_TARGET,), case.extra.get("rewards"))[0]
-    command = {"op": "skill-loop", "case_id": case.case_id, "device": case.device, "scheme": case.scheme,
-               "mapping": opts.mapping, "backend": child_backend, "noise": case.noise,
-               "set": str(session.set_path(case.dtype, case.big, "base")), "sigma": case.sigma, "lr": case.alpha,
-               "population": case.population, "generations": generations, "seed_base": seed_base,
-               "reward_target": target, "module": module.relative_to(root).as_posix() if module else "",
-               "out": str(out)}
+    command = _command(adapter, session, case, child_backend)
     ours_rewards = []
 
     def our_reward(vector):
-        value = reward(_pieces(vector, shapes), target)
+        value = reward(_pieces(vector, shapes), command["reward_target"])
         ours_rewards.append(value)
         return value
 
-    # the sample refuses bf16 and populations above its 30 utilities (its defects): nothing to compare with
-    runnable = case.dtype != "bf16" and case.population <= adapter.max_population
-
     def compute():
-        return ours_loop.run_skill_loop(flat, generations=generations, population=case.population,
-                                        sigma=case.sigma, lr=case.alpha, seed_base=seed_base, noise=case.noise,
-                                        mapping=opts.mapping,
+        return ours_loop.run_skill_loop(flat, generations=command["generations"], population=case.population,
+                                        sigma=case.sigma, lr=case.alpha, seed_base=command["seed_base"],
+                                        noise=case.noise, mapping=session.opts.mapping,
                                         backend=ours_backend if case.noise == "contract" else None,
                                         reward=our_reward)
-    notes, diff = [], ""
-    reply, ours, failed = session.exchange(case, command, compute if runnable else None)
-    if failed is not None:
-        return failed
-    if reply["status"] != "ok":
-        defect = defect_of(reply["error"], case, adapter.max_population)
-        if defect:
-            session.record_finding("bf16-crash" if case.dtype == "bf16" else "population-cap", case, defect)
-            if case.dtype == "bf16" and reply["error"].get("line"):
-                session.record_finding("unused-accumulation", case, f"the bf16 crash is at that accumulation "
-                                                                    f"(line {reply['error']['line']})")
-            return session.row(case, status="defect", diagnosis="reference-defect", detail=f"{case.op}: {defect}")
-        return session.reference_error_row(case, reply["error"])
+    # the sample refuses bf16 and populations above its 30 utilities (its defects): nothing to compare with
+    runnable = case.dtype != "bf16" and case.population <= adapter.max_population
+    reply, ours = exchange(session, case, command, compute if runnable else None,
+                           first_result=lambda err: _defect(err, case, adapter.max_population))
+    notes = []
     if ours is None:   # the sample ran what its published version refuses (a fixed copy): compare it too
-        try:
-            ours = compute()
-        except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
-            return session.row(case, status="error", detail=f"{case.op}: the sample ran dtype {case.dtype} at "
-                                                             f"population {case.population}, which the published "
-                                                             f"sample refuses; our side raised "
-                                                             f"{type(exc).__name__}: {exc}")
+        ours = _compute_refused(case, compute)
         notes.append(f"note: this copy of the sample runs dtype {case.dtype} at population {case.population}, "
                      "which the published sample refuses (docs/references.md §7)")
-    tape = reply["tape"]
-    # per generation the sample seeds each member twice: to perturb, then to regenerate its noise
+    return _compared(case, command, reply, ours, ours_rewards, flat, notes)
+
+
+def _command(adapter, session, case, child_backend) -> dict:
+    module = adapter.sample_module(session.clone_path)
+    root = adapter.clone_root(session.clone_path)
+    # a non-finite reward population: the target itself NaN, so every member's reward is NaN
+    target = with_nonfinite_target((REWARD_TARGET,), case.extra.get("rewards"))[0]
+    return {"op": "skill-loop", "case_id": case.case_id, "device": case.device, "scheme": case.scheme,
+            "mapping": session.opts.mapping, "backend": child_backend, "noise": case.noise,
+            "set": str(session.set_path(case.dtype, case.big, "base")), "sigma": case.sigma, "lr": case.alpha,
+            "population": case.population, "generations": case.iterations,
+            "seed_base": int(case.extra.get("seed_base", 42)), "reward_target": target,
+            "module": module.relative_to(root).as_posix() if module else "", "out": str(session.case_dir(case))}
+
+
+def _defect(err: dict, case, max_population: int) -> Defect | None:
+    """The first-result hook: the sample's documented defect an error reply shows, with its findings."""
+    defect = defect_of(err, case, max_population)
+    if not defect:
+        return None
+    findings = [("bf16-crash" if case.dtype == "bf16" else "population-cap", defect)]
+    if case.dtype == "bf16" and err.get("line"):
+        findings.append(("unused-accumulation", f"the bf16 crash is at that accumulation (line {err['line']})"))
+    return Defect(defect, tuple(findings))
+
+
+def _compute_refused(case, compute):
+    try:
+        return compute()
+    except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
+        raise OursRaised(exc, context=f"the sample ran dtype {case.dtype} at population {case.population}, "
+                                      "which the published sample refuses; ") from exc
+
+
+def _seed_difference(ours: dict, tape: dict) -> str:
+    """The first difference of the np.random.seed calls: per generation the sample seeds each member twice
+    (to perturb, then to regenerate its noise); '' when none."""
     want_seeds = [s for g in ours["tape"] for s in (*g["seeds"], *g["seeds"])]
     got_seeds = [s for s in tape.get("seeds") or []]
-    if got_seeds != want_seeds:
-        k = next((i for i, (a, b) in enumerate(zip(want_seeds, got_seeds)) if a != b), min(len(want_seeds),
-                                                                                           len(got_seeds)))
-        diff = (f"np.random.seed calls: {len(got_seeds)} (ours {len(want_seeds)}); first difference at call {k}: "
-                f"ours {want_seeds[k] if k < len(want_seeds) else None}, theirs "
-                f"{got_seeds[k] if k < len(got_seeds) else None}: the seed schedule differs")
+    if got_seeds == want_seeds:
+        return ""
+    k = next((i for i, (a, b) in enumerate(zip(want_seeds, got_seeds)) if a != b), min(len(want_seeds),
+                                                                                       len(got_seeds)))
+    return (f"np.random.seed calls: {len(got_seeds)} (ours {len(want_seeds)}); first difference at call {k}: "
+            f"ours {want_seeds[k] if k < len(want_seeds) else None}, theirs "
+            f"{got_seeds[k] if k < len(got_seeds) else None}: the seed schedule differs")
+
+
+def _reward_difference(case, ours_rewards, tape: dict) -> str:
+    """The first member whose reward differs (f64 bits), or a different number of reward calls; '' when none."""
     theirs_rewards = [float(r) for r in tape.get("rewards") or []]
-    if not diff:
-        if len(theirs_rewards) != len(ours_rewards):
-            diff = f"the sample called reward_fn {len(theirs_rewards)} times, ours {len(ours_rewards)}"
-        else:
-            for k, (o, t) in enumerate(zip(ours_rewards, theirs_rewards)):
-                if _hexf(o) != _hexf(t):
-                    g, m = divmod(k, case.population)
-                    diff = (f"generation {g} member {m}: reward ours {_hexf(o)}, theirs {_hexf(t)}: the member's "
-                            "perturbed parameters differ")
-                    break
+    if len(theirs_rewards) != len(ours_rewards):
+        return f"the sample called reward_fn {len(theirs_rewards)} times, ours {len(ours_rewards)}"
+    for k, (o, t) in enumerate(zip(ours_rewards, theirs_rewards)):
+        if _hexf(o) != _hexf(t):
+            g, m = divmod(k, case.population)
+            return (f"generation {g} member {m}: reward ours {_hexf(o)}, theirs {_hexf(t)}: the member's "
+                    "perturbed parameters differ")
+    return ""
+
+
+def _compared(case, command: dict, reply: dict, ours: dict, ours_rewards, flat, notes: list) -> Outcome:
+    """Both runs compared in time order: seeds, rewards, the returned params_current, the vector the model
+    is left holding; the sample's findings when they agree."""
+    from . import loop as ours_loop
+    tape, generations = reply["tape"], command["generations"]
+    diff = _seed_difference(ours, tape) or _reward_difference(case, ours_rewards, tape)
     _, final, final_dtypes = paramsets.read(reply["results"])
     cmp = _compare.compare([ours["params"]], final, final_dtypes, ["params_current"])
-    if cmp.layout_error:
-        return session.row(case, status="error", detail=f"{case.op}: result layout differs: {cmp.layout_error}")
+    if cmp.layout_error:   # nothing more to compare (verdict.reference_row: an error row)
+        return Outcome(diff=diff, final=cmp)
     if cmp.mismatches and not diff:
         diff = f"params_current: {cmp.summary()}"
+    findings = []
     _, left, left_dtypes = paramsets.read(tape["model_after"])
     last_member = ours["tape"][-1]["model"] if ours["tape"] else flat
     left_cmp = _compare.compare([last_member], left, left_dtypes, ["model"])
     if not left_cmp.layout_error and not left_cmp.mismatches and generations:
         params_cmp = _compare.compare([ours["params"]], left, left_dtypes, ["model"])
         if params_cmp.mismatches:
-            session.record_finding("model-left-perturbed", case,
-                                   "the model holds the last member's perturbed vector after the loop "
-                                   f"({params_cmp.mismatches} of {params_cmp.elements} elements differ from "
-                                   "params_current)")
+            findings.append(("model-left-perturbed", "the model holds the last member's perturbed vector after the "
+                                                     f"loop ({params_cmp.mismatches} of {params_cmp.elements} "
+                                                     "elements differ from params_current)"))
     elif not diff and generations:
         diff = f"the model's parameters after the loop: {left_cmp.layout_error or left_cmp.summary()}"
     if not diff:
-        session.record_finding("utilities-by-member", case, ours_loop.utilities_by_member_demo())
-        session.record_finding("numpy-global-reset", case, f"np.random.seed was called {len(got_seeds)} times")
-        overlap = ours_loop.seed_overlap_finding((seed_base, generations, case.population),
-                                                 (seed_base + case.population, generations, case.population))
+        seed_base, population = command["seed_base"], case.population
+        findings.append(("utilities-by-member", ours_loop.utilities_by_member_demo()))
+        findings.append(("numpy-global-reset", f"np.random.seed was called {len(tape.get('seeds') or [])} times"))
+        overlap = ours_loop.seed_overlap_finding((seed_base, generations, population),
+                                                 (seed_base + population, generations, population))
         if overlap:
-            session.record_finding("seed-overlap", case, overlap)
-    status = "fail" if diff else "pass"
-    if diff:
-        notes.insert(0, f"{case.op}: {diff}")
-    if status == "fail" and opts.keep_tensors:
-        ours_path = paramsets.write(out / "ours.npz", ["params_current"], [ours["params"]])
-        session.keep(case.case_id, ours_path, reply["results"])
-    notes.append(f"{case.op}: {command['module']}, {generations} generations, N={case.population}, "
-                 f"{flat.numel()} parameters")
-    return session.row(case, status=status, detail="; ".join(notes), **cmp.fields())
+            findings.append(("seed-overlap", overlap))
+    return Outcome(diff=diff, final=cmp, notes=notes, findings=findings,
+                   keep=(["params_current"], [ours["params"]], reply["results"]),
+                   ran=f"{command['module']}, {generations} generations, N={case.population}, "
+                       f"{flat.numel()} parameters")
