@@ -25,7 +25,7 @@ def test_each_stand_in_is_recognised_by_its_own_adapters_only(tmp_path):
     # the es-at-scale clone holds the paper's scripts in archive/: two adapters claim it
     for path, names in ((AT_SCALE, {"es-at-scale", "es-paper"}), (AWD, {"es-awd"}), (skill, {"skill-sample"}),
                         (skill / "es_finetuning_skill.py", {"skill-sample"}),
-                        (STANDINS / "eggroll-vllm", {"eggroll"}),
+                        (STANDINS / "eggroll-vllm", {"eggroll"}), (STANDINS / "hyperscale-es", {"hyperscale-es"}),
                         (paper_fork(tmp_path / "fork"), {"es-paper"})):
         claims = {a.name: info for a, info in adapters.recognise(path)}
         assert {n for n, info in claims.items() if not isinstance(info, str)} == names, path
@@ -38,7 +38,7 @@ def test_repeated_ref_paths_are_sorted_to_their_adapters_whatever_the_order(monk
         clones, not_given = resolve_clones(Options(ref=refs), adapters.names())
         assert {n: c.path for n, c in clones.items()} == {"es-at-scale": AT_SCALE.resolve(), "es-awd": AWD.resolve(),
                                                           "es-paper": AT_SCALE.resolve()}
-        assert list(not_given) == ["eggroll", "skill-sample"]
+        assert list(not_given) == ["eggroll", "hyperscale-es", "skill-sample"]
 
 
 def test_the_deprecated_alias_names_only_its_adapter(monkeypatch, tmp_path):

@@ -45,7 +45,7 @@ def test_discover_runs_the_clones_found_elsewhere_and_says_whence(elsewhere):
     assert {n: c.source for n, c in clones.items()} == {
         "skill-sample": "--ref", "es-at-scale": "$ESVERIFY_REF", "es-awd": "./refs/es-awd (the default path)"}
     # found nowhere: the references with no clone in this test's places (not "not asked for": --discover asked)
-    assert list(not_given) == ["eggroll", "es-paper"]
+    assert list(not_given) == ["eggroll", "es-paper", "hyperscale-es"]
     assert not any(isinstance(why, NotAskedFor) for why in not_given.values())
 
 

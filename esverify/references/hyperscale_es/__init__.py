@@ -16,8 +16,12 @@ Design record:
 - `update`: one EggRoll sgd update of a matrix leaf in f32, bf16 or f16
   (jit and eager arithmetic, XLA's dot order per shape).
 - `area`: the golden area `hyperscale-es` (goldens/hyperscale-es.json).
+- `profile`: the model as the registry's named profile `hyperscale-es`.
+- `contract`: the contract noise the parity rows serve for (epoch, pair, leaf).
+- `adapter`, `rows`: the parity adapter and its rows (the child: child/driver.py,
+  run under an interpreter with jax).
 - `REFERENCE`: this package's record in the references registry
-  (esverify.registry): its golden area; no parity adapter yet.
+  (esverify.registry): its golden area and its adapter.
 
 Dependencies point one way: this package -> numpy.
 Checks: ``python -m pytest -q tests/test_hyperscale_numerics.py`` and
@@ -27,6 +31,8 @@ from esverify.record import Reference
 
 REFERENCE = Reference(
     name="hyperscale-es",
+    adapter="esverify.references.hyperscale_es.adapter:ADAPTER",
+    profiles=("esverify.references.hyperscale_es.profile:PROFILE",),
     golden_areas=("esverify.references.hyperscale_es.area:AREA",),
     clone_modules=("hyperscalees",),
 )

@@ -1,6 +1,16 @@
 """Oracle driver for HyperscaleES (docs/hyperscale.md), run by path under an interpreter that has jax.
 
-Usage: `python driver.py` with one JSON request on stdin:
+Two ways to run it. Parity's child (`driver.py --clone FOLDER --reply-fd N [--line-coverage]`): the
+line protocol of the shared child server (docs/references.md §3) spoken here, without it: a hello
+{"hello": "hyperscale-es", "environment", "modules"} on the reply pipe, then per command line
+{"id", "op": "run", "ops": [...], "clone" (optional: switch to that clone first)} one reply
+{"id", "status": "ok", "results": [...]} (or "error" with {"message"}), until "exit" or EOF. The
+shared server imports torch and esverify's noise hook at its top, and every service it adds to the
+channel (torch's gaussian hook, the stand-in model, tensor files) is torch's; a JAX reference needs
+none of it, and its interpreter need not have torch. The reference's prints go to the log
+(stdout), never to the reply pipe.
+
+One-shot (the tests): `python driver.py` with one JSON request on stdin:
 ``{"clone": FOLDER, "ops": [{"op": ..., ...}, ...]}``; one JSON reply on stdout:
 ``{"environment": {...}, "results": [...]}``, exit 0. A request that is not such an object, a folder
 that is not a clone, or an unknown op: one line on stderr, exit 2. Never imported by esverify (the package never imports
@@ -17,6 +27,9 @@ Ops (each reply entry has "op", its outputs and "printed", the lines the referen
 - `noise`: noiser, seed, leaf, epoch, noise_reuse, thread, shape (d0, d1), rank, sigma, dtype -> the
   draws `jax.random.normal` returned inside one eager `do_mm` of that thread (each: key words, shape,
   dtype, bits), recorded by a wrapper that passes every call through.
+- `perturb`: noiser, seed, epoch, noise_reuse, shape, w (f32 hex), sigma, dtype, threads, rank (matrix
+  noisers), standard (true: `get_noisy_standard`), served (optional) -> `perturbed` (per thread, the
+  dtype's hex, W's shape) and `draws`, the noisers' forward perturbation, eager.
 - `update`: noiser, seed, epoch, noise_reuse, shape, w (f32 hex), scores (f32 hex), group, sigma, lr,
   rank, mode (jit/eager), dtype (f32/f16/bf16, default f32; w is cast to it) -> `w` (the dtype's hex) after init_noiser (sgd), convert_fitnesses, do_updates on a
   one-leaf tree {"w": W} with es_map MM_PARAM and keys from simple_es_tree_key. With `served` (a
@@ -156,7 +169,41 @@ def _served_normal(served: list):
     return normal
 
 
-OPS = {"shaping": _shaping, "noise": _noise, "update": _update}
+def _perturb(noisers, common, op):
+    """Each thread's perturbed parameter, eager, as the noiser's forward pass sees it: `do_mm` of the
+    identity (x·Wᵀ + (x·B)·Aᵀ, transposed back to W's shape) for a matrix noiser, `get_noisy_standard`
+    for `"standard": true`; and the draws `jax.random.normal` returned (served ones when `served`)."""
+    cls = noisers.ALL_NOISERS[op["noiser"]]
+    d0, d1 = op["shape"]
+    dtype = _DT[op["dtype"]]
+    param = jnp.asarray(_f32(op["w"]).reshape(d0, d1)).astype(dtype)
+    frozen, dyn = cls.init_noiser({"w": param}, op["sigma"], 0.1, noise_reuse=op["noise_reuse"],
+                                  **({"rank": op["rank"]} if "rank" in op else {}))
+    keys = common.simple_es_tree_key({"w": param}, jax.random.PRNGKey(op["seed"]), {"w": ()})
+    seen, real = [], jax.random.normal
+    inner = _served_normal(op["served"]) if op.get("served") else real
+
+    def recording(key, shape=(), dtype=jnp.float32, *args, **kw):
+        out = inner(key, shape, dtype, *args, **kw)
+        seen.append({"key": [int(w) for w in np.asarray(jax.random.key_data(key)).ravel()],
+                     "shape": list(shape), "dtype": str(jnp.dtype(dtype)), "bits": _hex(out)})
+        return out
+
+    outs = []
+    jax.random.normal = recording
+    try:
+        for t in op["threads"]:
+            if op.get("standard"):
+                out = cls.get_noisy_standard(frozen, dyn, param, keys["w"], (op["epoch"], t))
+            else:
+                out = cls.do_mm(frozen, dyn, param, keys["w"], (op["epoch"], t), jnp.eye(d1, dtype=dtype)).T
+            outs.append(_hex(out))
+    finally:
+        jax.random.normal = real
+    return {"perturbed": outs, "draws": seen}
+
+
+OPS = {"shaping": _shaping, "noise": _noise, "update": _update, "perturb": _perturb}
 
 
 def _fail(message: str) -> int:
@@ -164,7 +211,83 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _run_ops(noisers, common, ops) -> list:
+    results = []
+    for op in ops:
+        printed = io.StringIO()           # the reference prints at trace time; the reply owns stdout
+        with contextlib.redirect_stdout(printed):
+            out = OPS[op["op"]](noisers, common, op)
+        results.append({"op": op["op"], **out, "printed": printed.getvalue().splitlines()})
+    return results
+
+
+def _bad_ops(ops) -> str:
+    if not isinstance(ops, list):
+        return "'ops' is not a list"
+    for op in ops:
+        if not isinstance(op, dict) or op.get("op") not in OPS:
+            return f"unknown op {op.get('op') if isinstance(op, dict) else op!r}; known: {sorted(OPS)}"
+    return ""
+
+
+def _loaded(clone: Path) -> tuple:
+    """((noiser package, models.common), None) of the clone at `clone`, or (None, {"kind", "message"})."""
+    if not (clone / "src" / "hyperscalees" / "noiser").is_dir():
+        return None, {"kind": "missing", "message": f"{clone} has no src/hyperscalees/noiser folder"}
+    try:
+        return _load(clone), None
+    except Exception as exc:  # noqa: BLE001 - a clone that does not import is a row error, said once
+        return None, {"kind": type(exc).__name__,
+                      "message": f"importing hyperscalees.noiser raised {type(exc).__name__}: {exc}"}
+
+
+def serve(argv) -> int:
+    """Parity's child: the line protocol (module docstring) on the reply pipe `--reply-fd`."""
+    import argparse
+    import traceback
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--clone", required=True)
+    parser.add_argument("--reply-fd", type=int, required=True)
+    parser.add_argument("--line-coverage", action="store_true")   # accepted; JAX rows record no lines
+    args = parser.parse_args(argv)
+    os.set_inheritable(args.reply_fd, False)   # a grandchild holding it would hide this process's death
+    reply = os.fdopen(args.reply_fd, "w", buffering=1)
+    clone = Path(args.clone).resolve()
+    loaded, problem = _loaded(clone)
+    modules = {"noiser": problem, "common": problem}
+    reply.write(json.dumps({"hello": "hyperscale-es", "environment": _environment(), "modules": modules}) + "\n")
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        command = json.loads(line)
+        if command.get("op") == "exit":
+            break
+        answer = {"id": command.get("id")}
+        if command.get("clone") and Path(command["clone"]).resolve() != clone:   # a mutant catalog's next clone
+            clone = Path(command["clone"]).resolve()
+            for name in [m for m in sys.modules if m == "hyperscalees" or m.startswith("hyperscalees.")]:
+                del sys.modules[name]
+            loaded, problem = _loaded(clone)
+        bad = "" if command.get("op") == "run" else f"unknown command {command.get('op')!r}; known: run"
+        bad = bad or _bad_ops(command.get("ops"))
+        if bad or loaded is None:
+            answer.update(status="error", error={"kind": "interface" if bad else problem["kind"],
+                                                 "message": bad or problem["message"]})
+        else:
+            try:
+                answer.update(status="ok", results=_run_ops(*loaded, command["ops"]))
+            except Exception as exc:  # noqa: BLE001 - a reference failure is a row, not a crash
+                answer.update(status="error", error={
+                    "kind": type(exc).__name__, "message": f"{type(exc).__name__}: {exc}",
+                    "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]})
+        reply.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
 def main() -> int:
+    if "--reply-fd" in sys.argv[1:]:
+        return serve(sys.argv[1:])
     try:
         request = json.load(sys.stdin)
         clone = Path(request["clone"])
@@ -172,15 +295,11 @@ def main() -> int:
         return _fail(f"the request is not a JSON object with a 'clone' folder and 'ops' ({exc})")
     if not (clone / "src" / "hyperscalees" / "noiser").is_dir():
         return _fail(f"{clone} is not a HyperscaleES clone: it has no src/hyperscalees/noiser folder")
+    bad = _bad_ops(request.get("ops"))
+    if bad:
+        return _fail(bad)
     noisers, common = _load(clone)
-    results = []
-    for op in request["ops"]:
-        if not isinstance(op, dict) or op.get("op") not in OPS:
-            return _fail(f"unknown op {op.get('op') if isinstance(op, dict) else op!r}; known: {sorted(OPS)}")
-        printed = io.StringIO()           # the reference prints at trace time; the reply owns stdout
-        with contextlib.redirect_stdout(printed):
-            out = OPS[op["op"]](noisers, common, op)
-        results.append({"op": op["op"], **out, "printed": printed.getvalue().splitlines()})
+    results = _run_ops(noisers, common, request["ops"])
     json.dump({"environment": _environment(), "results": results}, sys.stdout)
     return 0
 
