@@ -1,11 +1,12 @@
 """A reference from outside the repository (CONTRIBUTING.md "Adding a reference", followed here).
 
-The test writes a small reference package (`esverify-toy-es`: its REFERENCE record, its adapter and its child
-driver), installs it into a fresh virtual environment that sees this environment's packages, writes a clone of
-a toy ES library (`toyes/core.py`: `perturb(params, seed, sigma, negate=False)` adds sigma times the
-seeded Gaussian noise of torch's generator, the es-at-scale numerics), and runs `esverify parity --ref CLONE`
-with this tree's esverify: the entry point makes the toy reference known, its adapter recognises the clone,
-and every row passes, without a line of esverify changed. A mutant clone (noise scaled by 1.5) must fail,
+The test writes a small reference package (`esverify-toy-es`: its REFERENCE record, its ReferenceSpec of
+six fields and its child driver), installs it into a fresh virtual environment that sees this
+environment's packages, writes a clone of a toy ES library (`toyes/core.py`: `perturb(params, seed,
+sigma, negate=False)` adds sigma times the seeded Gaussian noise of torch's generator, the es-at-scale
+numerics), and runs `esverify parity --ref CLONE` with this tree's esverify: the entry point makes the
+toy reference known, its spec recognises the clone, and every row passes, without a line of esverify
+changed. A mutant clone (noise scaled by 1.5) must fail,
 so the pass is not vacuous.
 """
 from __future__ import annotations
@@ -51,31 +52,20 @@ REFERENCE = Reference(name="toy-es", adapter="esverify_toy_es.adapter:ADAPTER",
 '''
 
 ADAPTER = '''\
-"""The toy-es adapter: perturb and restore of toyes/core.py on the core's generic single-op path."""
+"""The toy-es reference spec: perturb and restore of toyes/core.py on the core's generic single-op path."""
 from pathlib import Path
 
-from esverify.oracle.adapters.base import Adapter
+from esverify.oracle.spec import CloneSpec, OpsSpec, ReferenceSpec, ReportTexts
 
-
-class ToyEs(Adapter):
-    name = "toy-es"
-    summary = "toy-es: a toy ES library (perturb/restore)"
-    env_var = "ESVERIFY_TOY_ES_REF"
-    default_path = "refs/toy-es"
-    driver = str(Path(__file__).with_name("driver_toy_es.py"))
-    licence = "LICENSE"
-    files = {"core": "toyes/core.py"}
-    ops_need = {"perturb": "core", "restore": "core"}
-    profile = "es-at-scale"          # its numerics are es-at-scale's: sigma * noise in the dtype, then add
-    ops = ("perturb", "restore")
-    fuzz_ops = ("perturb", "restore")
-
-    def cell_cases(self, matrix, cell):
-        cell.add("perturb", cell.population, cell.big)
-        cell.add("restore", cell.population, cell.big)
-
-
-ADAPTER = ToyEs()
+ADAPTER = ReferenceSpec(
+    name="toy-es",
+    clone=CloneSpec(files={"core": "toyes/core.py"}, needs={"perturb": "core", "restore": "core"},
+                    licence="LICENSE", env_var="ESVERIFY_TOY_ES_REF", default_path="refs/toy-es"),
+    ops=OpsSpec(single=("perturb", "restore"), fuzz=("perturb", "restore")),
+    driver=str(Path(__file__).with_name("driver_toy_es.py")),
+    profile="es-at-scale",          # its numerics are es-at-scale's: sigma * noise in the dtype, then add
+    texts=ReportTexts(summary="toy-es: a toy ES library (perturb/restore)"),
+)   # the default `cases`: each op once per cell, at the cell's population and set
 '''
 
 DRIVER = '''\
@@ -172,6 +162,14 @@ def test_an_installed_reference_package_is_found_and_its_clone_passes(toy_venv, 
     listed = subprocess.run([str(toy_venv), "-c", "from esverify import registry; print(registry.names())"],
                             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
     assert "toy-es" in listed.stdout and "es-awd" in listed.stdout
+    # the toy's whole interface is a ReferenceSpec: at most 12 members, and the core answers it with its Adapter
+    members = subprocess.run([str(toy_venv), "-c", "import dataclasses; from esverify_toy_es.adapter import ADAPTER; "
+                              "from esverify.oracle import adapters; "
+                              "print(type(ADAPTER).__name__, len(dataclasses.fields(ADAPTER)), "
+                              "type(adapters.get('toy-es')).__name__)"],
+                             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    kind, count, core_view = members.stdout.split()
+    assert (kind, core_view) == ("ReferenceSpec", "SpecAdapter") and int(count) <= 12
     clone = _write(tmp_path / "toy-clone", {"toyes/__init__.py": "", "toyes/core.py": TOY_LIBRARY,
                                             "LICENSE": "written for esverify's tests\n"})
     run = _parity(toy_venv, clone, tmp_path / "report")

@@ -98,7 +98,7 @@ def test_the_environment_variable_takes_the_same_entries(tmp_path, monkeypatch):
 
 def _needs(monkeypatch, name, needs):
     from esverify.oracle import adapters
-    monkeypatch.setattr(type(adapters.get(name)), "child_needs", needs, raising=False)
+    monkeypatch.setattr(adapters.get(name), "child_needs", needs, raising=False)   # the adapter every lookup returns
 
 
 @pytest.mark.slow   # one es-awd child and its rows

@@ -37,10 +37,15 @@ def names() -> list[str]:
 
 
 def get(name: str) -> Adapter:
-    """The adapter registered under `name`; KeyError naming the known adapters."""
+    """The adapter registered under `name` (a record's ReferenceSpec is answered by its SpecAdapter);
+    KeyError naming the known adapters."""
     from ... import registry
+    from ..spec import ReferenceSpec
     from .base import Adapter
     adapter = registry.adapter(name)
+    if isinstance(adapter, ReferenceSpec):
+        from .from_spec import adapter_of
+        adapter = adapter_of(adapter)
     if not isinstance(adapter, Adapter) or adapter.name != name:   # like numpy's Generator: check it is one
         raise TypeError(f"{registry.get(name).adapter} is not the Adapter named {name!r}")
     declared = registry.get(name).alias_option

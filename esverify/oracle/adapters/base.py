@@ -16,13 +16,17 @@ findings, blame, not-checked text). The parts are mixins of one object
 (adapters.get checks it), `files`, `driver`, `profile` and `ops` (and
 `fuzz_ops` for `--fuzz`), and override `cell_cases` (and `loop_spec`
 when it has loop ops: they raise NotImplementedError); everything else
-has a default that a simple single-op reference keeps.
+has a default that a simple single-op reference keeps. A reference need not
+subclass it: it may write an esverify.oracle.spec.ReferenceSpec (twelve
+members), which esverify.oracle.adapters.from_spec.SpecAdapter answers
+this interface from.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
 from ..case_model import Cell
+from ..spec import even
 from .casebook import CaseBook, MatrixSpec
 from .clone import CloneLayout
 from .loopspec import LoopQuirks, LoopSpec
@@ -36,11 +40,6 @@ class Adapter(CloneLayout, CaseBook, RowRunning, ReportData):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
-
-
-def even(n: int) -> int:
-    """n, or n + 1 when odd (mirrored pairs need an even population, docs/numerics.md §4)."""
-    return n + n % 2
 
 
 __all__ = ["Adapter", "CaseBook", "Cell", "CloneLayout", "LoopQuirks", "LoopSpec", "MatrixSpec", "ReportData",

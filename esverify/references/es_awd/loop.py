@@ -2,7 +2,7 @@
 (esverify.oracle.loop_rows, loop_compare) asks through `LoopQuirks`."""
 from __future__ import annotations
 
-from esverify.oracle.adapters.base import LoopQuirks
+from esverify.oracle.spec import LoopQuirks
 
 
 class MainQuirks(LoopQuirks):
