@@ -208,8 +208,9 @@ class ReferenceSpec:
         empty). Its `data` are the finite targets: the core makes the first one NaN or infinite for a case
         whose extra names non-finite rewards (esverify.oracle.rewards.with_nonfinite_target).
       quirks: the LoopQuirks of every loop row (None: what `loop`'s LoopSpec names, by default none).
-      run_row(session, case) -> the first result of a row kind the core lacks (what
-        esverify.oracle.row_runner judges), or None for the core's own path (None: always the core's).
+      run_row(session, case) -> the first result of a row kind the core lacks (an
+        esverify.oracle.verdict.Outcome, which the core judges: a reference never decides a verdict), or
+        None for the core's own path (None: always the core's).
 
     ValueError (at construction) for an empty name, or loop ops without `loop`."""
     name: str
