@@ -38,7 +38,8 @@ class RowRunning:
             return ""
         return prof.rule_for(torch.device(device)) if len(prof.rules) > 1 else ""
 
-    def run_row(self, session, case) -> dict | None:
-        """The row of `case` when this adapter runs it entirely (see esverify.oracle.session.Session
-        for what `session` offers), or None: the core's generic single-op path runs it."""
+    def run_row(self, session, case):
+        """What `case` ran and found when this adapter runs it entirely (an esverify.oracle.verdict.Outcome,
+        which the core judges into the row; see esverify.oracle.session.Session for what `session` offers),
+        or None: the core's generic single-op path runs it."""
         return None

@@ -240,7 +240,7 @@ class Eggroll(Adapter):
                                            case.extra.get("chunk_size"))))
         return out
 
-    def run_row(self, session, case) -> dict:
+    def run_row(self, session, case):   # an Outcome: esverify.oracle.verdict judges it
         from . import rows as eggroll_rows
         return eggroll_rows.run_row(self, session, case)
 
