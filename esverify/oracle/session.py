@@ -7,8 +7,9 @@ holds the run's shared parameter sets through its runner. It is the whole
 API an adapter may use; every name below is public and documented, and the
 core's own rows use nothing else. A reference's own rows reach the child
 through esverify.oracle.verdict.exchange and build no row (`row`,
-`reference_error_row`, `keep` are the core's: esverify.oracle.verdict). The backend policy (which noise backend
-the child is told to use, `noise_backend`) is one function for every row.
+`reference_error_row` and `keep` serve the core: esverify.oracle.verdict).
+The backend policy (which noise backend the child is told to use,
+`noise_backend`) is one function for every row.
 """
 from __future__ import annotations
 
