@@ -65,6 +65,11 @@ BUILTINS = "esverify.references"
 CONTRACT_AREAS = ("esverify.goldens.rng_area:AREA",)
 
 
+class RegistryError(RuntimeError):
+    """Two records or parts of this tree (the contract's, the built-ins') declare one name: a fault of
+    esverify itself, raised where they are first asked for, never settled by keeping one of them."""
+
+
 def load(spec: str):
     """The object a ``"module:attr"`` string names (attr may be dotted); ImportError/AttributeError otherwise.
 
@@ -164,6 +169,9 @@ def _build() -> _Registry:
             continue
         claims.setdefault(ref.name, []).append((who, ref))
     for ref in builtins:
+        if ref.name in state.records:      # two packages of this tree under one name: neither is kept silently
+            raise RegistryError(f"the reference name {ref.name!r} is declared by two built-in packages of "
+                                f"{BUILTINS}: {state.records[ref.name]} and {ref}")
         state.records[ref.name] = ref
     taken = None
     for name, found in claims.items():
@@ -236,11 +244,6 @@ def get(name: str) -> Reference:
         return _records()[name]
     except KeyError:
         raise UnknownReference(unusable(name) or f"unknown reference {name!r}; known: {names()}") from None
-
-
-class RegistryError(RuntimeError):
-    """Two parts of this tree (the contract's, the built-ins') declare one name: a fault of esverify itself,
-    raised where the parts are first asked for, never settled by keeping the first."""
 
 
 def _parts(field: str) -> dict:

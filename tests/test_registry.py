@@ -47,3 +47,15 @@ def test_two_parts_of_esverify_under_one_name_are_an_error_never_the_first(monke
                                                      r"and by reference es-awd \(esverify\.references\.es_awd\."
                                                      r"golden_area:AREA\)$"):
         registry.golden_areas()
+
+
+def test_two_built_in_packages_under_one_name_are_an_error_never_the_last():
+    """The built-ins are found by scanning esverify/references/: two packages declaring one name stop the
+    registry with both records named (a fresh interpreter: the registry is built once per process)."""
+    code = ("from esverify import registry\nfrom esverify.record import Reference\n"
+            "registry._from_this_tree = lambda: [Reference(name='twin'), Reference(name='twin', clone_modules=('x',))]\n"
+            "try:\n    registry.names()\nexcept registry.RegistryError as exc:\n    print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("the reference name 'twin' is declared by two built-in packages of "
+                                  "esverify.references: Reference(name='twin', adapter=None") and "('x',)" in done.stdout

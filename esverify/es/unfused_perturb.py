@@ -1,4 +1,4 @@
-"""The unfused perturbation that two profiles share: separately rounded f32 lines, no fused multiply-add (docs/numerics.md §3).
+"""The unfused perturbation two profiles share: separately rounded f32 lines, no fused multiply-add (docs/numerics.md §3).
 
     q(eps)   = rd_dt(eps)
     perturb: t = rd_dt(rd32(f32(q) * rd32(s)));  theta = rd_dt(f32(theta) + f32(t))
