@@ -71,8 +71,7 @@ def audit(ctx, tree, wheels, history, refs, interfaces, out, overwrite, formats,
     boundary and provenance. Exit 0: nothing found; 1: a finding; 2: usage error (an --out that
     cannot be written is found before any work); 130/143/129: stopped by SIGINT/SIGTERM/SIGHUP (a
     report with the verdict `interrupted` is written)."""
-    from .. import gitinfo
-    from .run import AuditOptions, run_audit, write
+    from .run import run_audit, write
 
     if max_file_bytes < 1:
         raise click.BadParameter(f"{max_file_bytes} is not a size >= 1 byte", param_hint="--max-file-size")
@@ -83,29 +82,11 @@ def audit(ctx, tree, wheels, history, refs, interfaces, out, overwrite, formats,
     if settings.sources["formats"] != "command line" and settings.values["formats"]:
         formats = _formats(ctx, None, (settings.values["formats"],))
 
-    if ngram > min_words:
-        raise click.BadParameter(f"--ngram {ngram} exceeds --min-words {min_words}", param_hint="--ngram")
-    if tree is None and not wheels:
-        tree = gitinfo.toplevel(Path.cwd())
-        if tree is None:
-            raise click.UsageError("not inside a git checkout: pass --tree PATH (or --wheel FILE)")
-    if history and (tree is None or gitinfo.toplevel(tree) != tree.resolve()):
-        raise click.UsageError("--history needs the top level of a git checkout (default tree or --tree PATH)")
-    opts = AuditOptions(tree=tree.resolve() if tree else None, wheels=list(wheels), history=history,
-                        refs=[r.resolve() for r in refs], threshold=threshold, min_tokens=min_tokens,
-                        ngram=ngram, min_words=min_words, max_file_bytes=max_file_bytes,
-                        interfaces=interfaces.resolve() if interfaces else None)
+    opts = _options(tree, wheels, history, refs, interfaces, threshold=threshold, min_tokens=min_tokens,
+                    min_words=min_words, ngram=ngram, max_file_bytes=max_file_bytes)
     from esverify.interrupt import Interrupted, catching
-    from esverify.outputs import OutputError, claim_report_folder, missing_folders, remove_empty
-    from esverify.report import report_patterns
-    base = Path(settings.values["reports"]).expanduser() if settings.values["reports"] else Path("reports")
-    made = missing_folders(out or base)   # removed again when the audit is refused
-    try:   # before any work: a report that cannot be written must not cost the audit
-        folder = claim_report_folder(out, "audit", report_patterns("audit"), overwrite=overwrite, base=base)
-    except OutputError as exc:
-        remove_empty(made)
-        click.echo(f"esverify audit: error: {exc}", err=True)   # one line: what, where, why
-        raise SystemExit(2) from None
+    from esverify.outputs import remove_empty
+    folder, made = _claim_folder(out, overwrite, settings)
     out = folder.path
     started = dt.datetime.now(dt.timezone.utc)
     try:
@@ -123,17 +104,7 @@ def audit(ctx, tree, wheels, history, refs, interfaces, out, overwrite, formats,
                 raise SystemExit(exc.exit_code) from None
     finally:
         folder.release()
-    sim = result.sections["similarity"]
-    shared_interface = sim[sim["status"] == "interface"] if len(sim) else sim
-    reason = result.metadata.get("reason")
-    result.metadata = {"verdict": result.metadata["verdict"], "exit_code": 1 if result.findings else 0,
-                       **({"reason": reason} if reason else {}),
-                       "counts": {"findings": result.findings, "review": result.review,
-                                  "interface": len(shared_interface)},
-                       "started_utc": result.metadata.get("started_utc"),
-                       "finished_utc": result.metadata.get("finished_utc"),
-                       "command_line": " ".join(["esverify", *__import__("sys").argv[1:]]), **result.metadata,
-                       "settings": settings.metadata()}
+    result.metadata = _report_metadata(result, settings)
     write_error = None
     try:
         written = write(result, out, formats)
@@ -148,6 +119,55 @@ def audit(ctx, tree, wheels, history, refs, interfaces, out, overwrite, formats,
         raise click.BadParameter(f"cannot write the report under {out}: {write_error}", param_hint="--out")
     click.echo(fit(f"report: {out} ({len(written)} files; exit {code})"))
     raise SystemExit(code)
+
+
+def _options(tree, wheels, history, refs, interfaces, *, threshold, min_tokens, min_words, ngram, max_file_bytes):
+    """Check what to audit and how, and gather it into AuditOptions; click usage errors (exit 2)."""
+    from .. import gitinfo
+    from .run import AuditOptions
+    if ngram > min_words:
+        raise click.BadParameter(f"--ngram {ngram} exceeds --min-words {min_words}", param_hint="--ngram")
+    if tree is None and not wheels:
+        tree = gitinfo.toplevel(Path.cwd())
+        if tree is None:
+            raise click.UsageError("not inside a git checkout: pass --tree PATH (or --wheel FILE)")
+    if history and (tree is None or gitinfo.toplevel(tree) != tree.resolve()):
+        raise click.UsageError("--history needs the top level of a git checkout (default tree or --tree PATH)")
+    return AuditOptions(tree=tree.resolve() if tree else None, wheels=list(wheels), history=history,
+                        refs=[r.resolve() for r in refs], threshold=threshold, min_tokens=min_tokens,
+                        ngram=ngram, min_words=min_words, max_file_bytes=max_file_bytes,
+                        interfaces=interfaces.resolve() if interfaces else None)
+
+
+def _claim_folder(out, overwrite: bool, settings):
+    """Claim the report folder before any work, so a report that cannot be written costs no audit:
+    (the claimed folder, the parent folders made for it). A refusal is one line on stderr, exit 2."""
+    from esverify.outputs import OutputError, claim_report_folder, missing_folders, remove_empty
+    from esverify.report import report_patterns
+    base = Path(settings.values["reports"]).expanduser() if settings.values["reports"] else Path("reports")
+    made = missing_folders(out or base)   # removed again when the audit is refused
+    try:
+        folder = claim_report_folder(out, "audit", report_patterns("audit"), overwrite=overwrite, base=base)
+    except OutputError as exc:
+        remove_empty(made)
+        click.echo(f"esverify audit: error: {exc}", err=True)   # one line: what, where, why
+        raise SystemExit(2) from None
+    return folder, made
+
+
+def _report_metadata(result, settings) -> dict:
+    """The report's metadata: the verdict, exit code and counts first, then the audit's own, then the settings."""
+    sim = result.sections["similarity"]
+    shared_interface = sim[sim["status"] == "interface"] if len(sim) else sim
+    reason = result.metadata.get("reason")
+    return {"verdict": result.metadata["verdict"], "exit_code": 1 if result.findings else 0,
+            **({"reason": reason} if reason else {}),
+            "counts": {"findings": result.findings, "review": result.review,
+                       "interface": len(shared_interface)},
+            "started_utc": result.metadata.get("started_utc"),
+            "finished_utc": result.metadata.get("finished_utc"),
+            "command_line": " ".join(["esverify", *__import__("sys").argv[1:]]), **result.metadata,
+            "settings": settings.metadata()}
 
 
 #: the console's first screen: at most this many lines, each at most WIDTH characters (docs/audit.md)

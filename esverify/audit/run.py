@@ -207,34 +207,15 @@ def run_audit(opts: AuditOptions) -> AuditResult:
         [{"status": "finding", "origin": e.origin, "path": e.path, "kind": e.kind, "size": e.size,
           "reason": e.error} for e in everything if e.kind in sources.UNREADABLE_KINDS],
         columns=READABILITY_COLUMNS)
-    stats: dict = {}
 
-    # 1. similarity
+    # 1-3. similarity, text, identity
     if has_ref:
-        def fps(entries):
-            out = []
-            for label, e in entries:
-                if e.kind != "code":
-                    continue
-                try:
-                    out.append((label, similarity.fingerprint(e, opts.k, opts.window)))
-                except Exception as exc:  # a lexer failure must not end the audit
-                    skipped_rows.append({"origin": e.origin, "path": e.path,
-                                         "reason": f"not fingerprinted: {type(exc).__name__}: {exc}"})
-            return out
-        tree_fps = [f for _, f in fps([(e.origin, e) for e in targets])]
-        ref_fps = fps(refs)
-        sim, stats["similarity"] = similarity.compare(tree_fps, ref_fps, threshold=opts.threshold,
-                                                      min_tokens=opts.min_tokens, interface=classifier)
-        stats["similarity"].update(tree_code_files=len(tree_fps), ref_code_files=len(ref_fps))
-        txt, stats["text"] = text.compare([e for e in targets if e.kind in ("code", "prose")],
-                                          [(lab, e) for lab, e in refs if e.kind in ("code", "prose")],
-                                          ngram=opts.ngram, min_words=opts.min_words)
-        ident = identity.compare(targets, refs)
+        sim, txt, ident, stats = _compare_with_refs(opts, targets, refs, classifier, skipped_rows)
     else:
         sim = pd.DataFrame(columns=similarity.COLUMNS)
         txt = pd.DataFrame(columns=text.COLUMNS)
         ident = pd.DataFrame(columns=identity.COLUMNS)
+        stats = {}
 
     # 4. import boundary
     names, excluded = imports.reference_module_names([e for _, e in refs])
@@ -242,50 +223,15 @@ def run_audit(opts: AuditOptions) -> AuditResult:
 
     # 5. provenance and manifest
     prov = pd.DataFrame(prov_rows)
-    unlexed = {(r["origin"], r["path"]) for r in skipped_rows if r["reason"].startswith("not fingerprinted")}
-    manifest = pd.DataFrame(
-        [{"origin": e.origin, "path": e.path, "kind": e.kind, "size": e.size, "sha256": e.sha256,
-          "scanned_by": _scanned_by(e, target, has_ref, unlexed)}
-         for target, group in ((True, targets), (False, [r for _, r in refs])) for e in group],
-        columns=["origin", "path", "kind", "size", "sha256", "scanned_by"])
+    manifest = _manifest(targets, refs, has_ref, skipped_rows)
     skipped = pd.DataFrame(skipped_rows, columns=["origin", "path", "reason"])
     tools = provenance.tool_versions()
-    params = {"threshold": opts.threshold, "min_tokens": opts.min_tokens, "k (copydetect noise threshold)": opts.k,
-              "winnowing window": opts.window, "text ngram words": opts.ngram, "text min run words": opts.min_words,
-              "trivial identity bytes": identity.TRIVIAL_BYTES,
-              "idiom window tokens": corpus.IDIOM_K, "idiom piece tokens (fewer than)": interface.IDIOM_MAX_TOKENS,
-              "base-code corpus": base.describe() if base else None, "max file bytes": opts.max_file_bytes,
-              "reference module names (built-in)": ", ".join(sorted(imports.builtin_reference_modules())),
-              "reference module names (from --ref)": ", ".join(sorted(names)) or None,
-              "ref names ignored (stdlib/packaging)": ", ".join(excluded) or None}
+    params = _parameters(opts, base, names, excluded)
     tools_frame = pd.DataFrame([{"item": k, "kind": "tool", "value": v} for k, v in tools.items()]
                                + [{"item": k, "kind": "parameter", "value": v} for k, v in params.items()])
 
-    summary_rows = []
-    total = 0
-    for name, frame, skip in (("similarity", sim, not has_ref), ("text", txt, not has_ref),
-                              ("identity", ident, not has_ref), ("imports", imp, False),
-                              ("readability", readability, False)):
-        verdict, n = _verdict(frame, skip)
-        total += n
-        review = int((frame["status"] == "review").sum()) if name == "imports" and len(frame) else 0
-        listed = int((frame["status"] == "listed").sum()) if name == "imports" and len(frame) else 0
-        note = SKIP_NO_REF if skip else ""
-        if name == "similarity" and has_ref:
-            s = stats["similarity"]
-            note = (f"{s['tree_code_files']} x {s['ref_code_files']} code files; {s['compared']} pairs "
-                    f"compared; {s['interface']} share only interface and idioms")
-        elif name == "text" and has_ref:
-            note = f"{stats['text']['tree_documents']} x {stats['text']['ref_documents']} documents"
-        elif name == "identity" and has_ref:
-            note = f"{int((ident['status'] == 'trivial').sum())} trivial matches, not counted"
-        elif name == "readability":
-            note = f"{len(everything)} files; {n} unreadable or too large (each a finding)"
-        elif name == "imports":
-            scanned = sum(1 for e in targets if imports.area_of(e.plain_path) == "package"
-                          and e.kind == "code" and e.language == "python")
-            note = f"{scanned} package files; {review} for review; {listed} oracle-area loads (child only)"
-        summary_rows.append({"section": name, "verdict": verdict, "findings": n, "note": note})
+    summary_rows, total = _summary_rows({"similarity": sim, "text": txt, "identity": ident, "imports": imp,
+                                         "readability": readability}, has_ref, stats, everything, targets)
     summary_rows.append({"section": "provenance", "verdict": "info", "findings": 0,
                          "note": f"{len(manifest)} files in the manifest; {len(skipped)} skipped"})
     finished = dt.datetime.now(dt.timezone.utc)
@@ -311,6 +257,89 @@ def run_audit(opts: AuditOptions) -> AuditResult:
                                   base.brief() if base else None)
     review_total = int((imp["status"] == "review").sum()) if len(imp) else 0
     return AuditResult(sections, metadata, total, review_total)
+
+
+def _compare_with_refs(opts: AuditOptions, targets, refs, classifier, skipped_rows: list):
+    """Sections 1-3 against the reference clones: (similarity, text, identity frames, their stats).
+
+    A file the lexer cannot fingerprint is added to `skipped_rows` and the audit goes on.
+    """
+    def fps(entries):
+        out = []
+        for label, e in entries:
+            if e.kind != "code":
+                continue
+            try:
+                out.append((label, similarity.fingerprint(e, opts.k, opts.window)))
+            except Exception as exc:  # a lexer failure must not end the audit
+                skipped_rows.append({"origin": e.origin, "path": e.path,
+                                     "reason": f"not fingerprinted: {type(exc).__name__}: {exc}"})
+        return out
+    stats: dict = {}
+    tree_fps = [f for _, f in fps([(e.origin, e) for e in targets])]
+    ref_fps = fps(refs)
+    sim, stats["similarity"] = similarity.compare(tree_fps, ref_fps, threshold=opts.threshold,
+                                                  min_tokens=opts.min_tokens, interface=classifier)
+    stats["similarity"].update(tree_code_files=len(tree_fps), ref_code_files=len(ref_fps))
+    txt, stats["text"] = text.compare([e for e in targets if e.kind in ("code", "prose")],
+                                      [(lab, e) for lab, e in refs if e.kind in ("code", "prose")],
+                                      ngram=opts.ngram, min_words=opts.min_words)
+    ident = identity.compare(targets, refs)
+    return sim, txt, ident, stats
+
+
+def _manifest(targets, refs, has_ref: bool, skipped_rows) -> pd.DataFrame:
+    """Every file seen, audited or reference, with its hash and the sections that scanned it."""
+    unlexed = {(r["origin"], r["path"]) for r in skipped_rows if r["reason"].startswith("not fingerprinted")}
+    return pd.DataFrame(
+        [{"origin": e.origin, "path": e.path, "kind": e.kind, "size": e.size, "sha256": e.sha256,
+          "scanned_by": _scanned_by(e, target, has_ref, unlexed)}
+         for target, group in ((True, targets), (False, [r for _, r in refs])) for e in group],
+        columns=["origin", "path", "kind", "size", "sha256", "scanned_by"])
+
+
+def _parameters(opts: AuditOptions, base, names, excluded) -> dict:
+    """The settings the verdict depends on, as the report's `tools` section lists them."""
+    return {"threshold": opts.threshold, "min_tokens": opts.min_tokens, "k (copydetect noise threshold)": opts.k,
+            "winnowing window": opts.window, "text ngram words": opts.ngram, "text min run words": opts.min_words,
+            "trivial identity bytes": identity.TRIVIAL_BYTES,
+            "idiom window tokens": corpus.IDIOM_K, "idiom piece tokens (fewer than)": interface.IDIOM_MAX_TOKENS,
+            "base-code corpus": base.describe() if base else None, "max file bytes": opts.max_file_bytes,
+            "reference module names (built-in)": ", ".join(sorted(imports.builtin_reference_modules())),
+            "reference module names (from --ref)": ", ".join(sorted(names)) or None,
+            "ref names ignored (stdlib/packaging)": ", ".join(excluded) or None}
+
+
+def _summary_rows(frames: dict, has_ref: bool, stats: dict, everything, targets) -> tuple[list[dict], int]:
+    """The summary's row per finding section (verdict, findings, a note) and the total of findings."""
+    summary_rows = []
+    total = 0
+    for name, frame in frames.items():
+        skip = name in ("similarity", "text", "identity") and not has_ref
+        verdict, n = _verdict(frame, skip)
+        total += n
+        note = SKIP_NO_REF if skip else _section_note(name, frame, n, stats, everything, targets)
+        summary_rows.append({"section": name, "verdict": verdict, "findings": n, "note": note})
+    return summary_rows, total
+
+
+def _section_note(name: str, frame: pd.DataFrame, n: int, stats: dict, everything, targets) -> str:
+    """The summary's note on a section that ran: what it compared or counted."""
+    if name == "similarity":
+        s = stats["similarity"]
+        return (f"{s['tree_code_files']} x {s['ref_code_files']} code files; {s['compared']} pairs "
+                f"compared; {s['interface']} share only interface and idioms")
+    if name == "text":
+        return f"{stats['text']['tree_documents']} x {stats['text']['ref_documents']} documents"
+    if name == "identity":
+        return f"{int((frame['status'] == 'trivial').sum())} trivial matches, not counted"
+    if name == "readability":
+        return f"{len(everything)} files; {n} unreadable or too large (each a finding)"
+    review = int((frame["status"] == "review").sum()) if len(frame) else 0
+    listed = int((frame["status"] == "listed").sum()) if len(frame) else 0
+    scanned = sum(1 for e in targets if imports.area_of(e.plain_path) == "package"
+                  and e.kind == "code" and e.language == "python")
+    return f"{scanned} package files; {review} for review; {listed} oracle-area loads (child only)"
 
 
 def write(result: AuditResult, out: Path, formats) -> list[Path]:
