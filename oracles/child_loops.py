@@ -1,5 +1,5 @@
 """The reference training loops, driven in the parity child through their entry points
-(docs/references.md §5; issues 9 and 17).
+(docs/references.md §5).
 
 Runs ONLY in the child; the esverify package never imports it. It adds to
 a driver:

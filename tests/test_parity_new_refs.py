@@ -1,4 +1,4 @@
-"""Parity on the two references added by issues 21 and 22 (docs/references.md §6, §7).
+"""Parity on es-paper and skill-sample, the references docs/references.md §6 and §7 describe.
 
 - es-paper: the paper's four scripts in archive/ of the es-at-scale stand-in
   pass every row (contract and native noise, f32/f16/bf16, two model

@@ -1,6 +1,6 @@
 """The reference adapter: what the oracle core knows about one reference (CONTRIBUTING.md, "Adding a reference").
 
-Design record (issues 21, 30): one reference = one adapter. The core (cases,
+Design record: one reference = one adapter. The core (cases,
 runner, session, reports, command line) is written once against this class,
 as numpy's Generator is written against BitGenerator, and checks only that
 an adapter is one. An adapter is the sum of four small parts, each in its
