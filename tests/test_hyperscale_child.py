@@ -182,6 +182,8 @@ MUTANTS = {
     "equivalent-pair-shift": (_NOISER + "base_noiser.py", "thread // 2)", "thread >> 1)", False),
     "equivalent-rename": (_NOISER + "eggroll.py", "x = fitnesses.reshape((n, 1, 1)) * a",
                           "weighted = fitnesses.reshape((n, 1, 1)) * a\n            x = weighted", False),
+    "equivalent-comment": (_NOISER + "base_noiser.py", "def sign_of(thread):\n",
+                           "def sign_of(thread):\n    # the even thread of a pair adds, the odd one subtracts\n", False),
 }
 
 

@@ -18,7 +18,7 @@ Design record:
 - `area`: the golden area `hyperscale-es` (goldens/hyperscale-es.json).
 - `profile`: the model as the registry's named profile `hyperscale-es`.
 - `contract`: the contract noise the parity rows serve for (epoch, pair, leaf).
-- `adapter`, `rows`: the parity adapter and its rows (the child: child/driver.py,
+- `adapter`, `rows`: the parity spec (esverify.oracle.spec) and its rows (the child: child/driver.py,
   run under an interpreter with jax).
 - `REFERENCE`: this package's record in the references registry
   (esverify.registry): its golden area and its adapter.

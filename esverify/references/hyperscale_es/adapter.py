@@ -1,10 +1,11 @@
-"""The hyperscale-es adapter: HyperscaleES's noisers, driven in a JAX child (docs/hyperscale.md §10).
+"""The hyperscale-es spec: HyperscaleES's noisers, driven in a JAX child (docs/hyperscale.md §10).
 
-Design record: the reference is JAX code, so none of the core's torch paths apply; every row is
-this adapter's own (`run_row`, in .rows): the child (child/driver.py, under the reference's
-interpreter, which has jax, jaxlib and optax: `--python hyperscale-es=PATH`) runs the noisers'
-class methods on values the row chooses, our numpy model (.shaping, .noise, .update) computes the
-same, and the core compares the bits (esverify.oracle.compare). Rows:
+Design record: a `ReferenceSpec` (esverify.oracle.spec), from which the core builds its adapter.
+The reference is JAX code, so none of the core's torch paths apply; every row is its own (`run_row`,
+in .rows): the child (child/driver.py, under the reference's interpreter, which has jax, jaxlib and
+optax: `--python hyperscale-es=PATH`) runs the noisers' class methods on values the row chooses,
+our numpy model (.shaping, .noise, .update) computes the same, and the core judges the comparison
+(esverify.oracle.verdict). Rows:
 
 - shaping, shaping-grouped: `convert_fitnesses` (eager f32) with group size 0 and 4;
 - perturb-eggroll (rank 1), perturb-openes: each thread's perturbed parameter in the forward
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from esverify.oracle.adapters.base import Adapter
+from esverify.oracle.spec import CloneSpec, OpsSpec, OurSide, ReferenceSpec, ReportTexts
 
 #: op -> (rank, population) of the update rows: K = N*r = 16 over an (8, 5) leaf, a dot whose order XLA's
 #: CPU kernel was measured to take (four accumulators; docs/hyperscale.md §8)
@@ -32,72 +33,71 @@ SHAPINGS = {"shaping": 0, "shaping-grouped": 4}
 #: op -> the noiser whose forward perturbation the row checks
 PERTURBS = {"perturb-eggroll": "eggroll", "perturb-openes": "open_es"}
 OPS = (*SHAPINGS, *PERTURBS, *UPDATES)
+NAME = "hyperscale-es"
 
 
-class HyperscaleEs(Adapter):
-    name = "hyperscale-es"
-    summary = "hyperscale-es: HyperscaleES's noisers (EggRoll, OpenES) in JAX: shaping, perturbation, update"
-    env_var = "ESVERIFY_HYPERSCALE_REF"
-    default_path = "refs/HyperscaleES"
-    driver = str(Path(__file__).with_name("child") / "driver.py")
-    licence = "LICENSE"
-    validated_commit = "b77f7d6"
-    files = {"noiser": "src/hyperscalees/noiser/__init__.py", "eggroll": "src/hyperscalees/noiser/eggroll.py",
-             "common": "src/hyperscalees/models/common.py"}
-    identifying = ("noiser", "eggroll")
-    ops_need = {"shaping": "noiser", "perturb": "noiser", "update": "noiser"}
-    #: what the child's interpreter must have beyond torch and numpy (esverify.oracle.interpreters)
-    child_needs = ("jax", "jaxlib", "optax")
-    profile = "hyperscale-es"
-    ops = OPS
-    fuzz_ops = ()
-    computes = {"shaping": ["src/hyperscalees/noiser/eggroll.py::EggRoll.convert_fitnesses"],
-                "perturb-eggroll": ["src/hyperscalees/noiser/eggroll.py::EggRoll.do_mm"],
-                "perturb-openes": ["src/hyperscalees/noiser/open_es.py::OpenES.get_noisy_standard"],
-                "update": ["src/hyperscalees/noiser/eggroll.py::EggRoll.do_updates"]}
-    findings = {
-        "frozen-noise": "noise_reuse 0 (every noiser's default, and the end-to-end test's) draws epoch 0's "
-                        "noise in every epoch: the perturbations never change",
-        "grouped-shaping": "group_size > 0 centres each group on its own mean but divides by the spread of all "
-                           "N raw scores (mixed statistics)",
-        "trace-print": "do_updates prints 'LORA UPDATE' with the factors' shapes at trace time: once per matrix "
-                       "leaf per compilation, never per step",
-        "bf16-noise": "bf16 normals take at most 128 distinct values (jax draws 8 random bits per bf16 uniform)",
-    }
+def cases(matrix, cell) -> None:
+    """The rows of one cell: CPU only, one scheme cell (one stream per (epoch, pair, leaf): the scheme does not
+    apply), no mixed set; shaping once, in f32 under contract noise (it draws none)."""
+    if cell.device != "cpu" or cell.dtype == "mixed" or cell.scheme != cell.shape_scheme:
+        return
+    if cell.dtype == "f32" and cell.noise == "contract":
+        for op in SHAPINGS:
+            cell.add(op, 32)
+    for op in PERTURBS:
+        cell.add(op, 4)
+    for op, (_, n) in UPDATES.items():
+        cell.add(op, n)
 
-    def rule_for(self, device: str) -> str:
-        return ""   # no torch profile: the rows' arithmetic is XLA's, modelled in numpy
 
-    def cell_cases(self, matrix, cell):
-        if cell.device != "cpu" or cell.dtype == "mixed" or cell.scheme != cell.shape_scheme:
-            return   # one stream per (epoch, pair, leaf): the scheme does not apply, one cell runs the rows
-        if cell.dtype == "f32" and cell.noise == "contract":
-            for op in SHAPINGS:
-                cell.add(op, 32)
-        for op in PERTURBS:
-            cell.add(op, 4)
-        for op, (_, n) in UPDATES.items():
-            cell.add(op, n)
+def run_row(session, case):
+    """The Outcome of row `case` (.rows; the core's comparison and torch are imported when a row runs)."""
+    from . import rows
+    if case.op in SHAPINGS:
+        return rows.shaping_row(session, case, SHAPINGS[case.op])
+    if case.op in PERTURBS:
+        return rows.perturb_row(session, case, PERTURBS[case.op])
+    return rows.update_row(session, case, *UPDATES[case.op])
 
-    def run_row(self, session, case):
-        from . import rows   # the core's comparison and torch: imported when a row runs, never before
-        if case.op in SHAPINGS:
-            return rows.shaping_row(session, case, SHAPINGS[case.op])
-        if case.op in PERTURBS:
-            return rows.perturb_row(session, case, PERTURBS[case.op])
-        return rows.update_row(session, case, *UPDATES[case.op])
 
-    def never_checked(self) -> list[tuple[str, str]]:
-        return [
+ADAPTER = ReferenceSpec(
+    name=NAME,
+    clone=CloneSpec(
+        files={"noiser": "src/hyperscalees/noiser/__init__.py", "eggroll": "src/hyperscalees/noiser/eggroll.py",
+               "common": "src/hyperscalees/models/common.py"},
+        needs={"shaping": "noiser", "perturb": "noiser", "update": "noiser"},
+        licence="LICENSE", validated_commit="b77f7d6", env_var="ESVERIFY_HYPERSCALE_REF",
+        default_path="refs/HyperscaleES", identifying=("noiser", "eggroll"), child_needs=("jax", "jaxlib", "optax")),
+    ops=OpsSpec(single=OPS),
+    driver=str(Path(__file__).with_name("child") / "driver.py"),
+    profile=NAME,
+    texts=ReportTexts(
+        summary="hyperscale-es: HyperscaleES's noisers (EggRoll, OpenES) in JAX: shaping, perturbation, update",
+        findings={
+            "frozen-noise": "noise_reuse 0 (every noiser's default, and the end-to-end test's) draws epoch 0's "
+                            "noise in every epoch: the perturbations never change",
+            "grouped-shaping": "group_size > 0 centres each group on its own mean but divides by the spread of "
+                               "all N raw scores (mixed statistics)",
+            "trace-print": "do_updates prints 'LORA UPDATE' with the factors' shapes at trace time: once per "
+                           "matrix leaf per compilation, never per step",
+            "bf16-noise": "bf16 normals take at most 128 distinct values (jax draws 8 random bits per bf16 "
+                          "uniform)",
+        },
+        computes={"shaping": ["src/hyperscalees/noiser/eggroll.py::EggRoll.convert_fitnesses"],
+                  "perturb-eggroll": ["src/hyperscalees/noiser/eggroll.py::EggRoll.do_mm"],
+                  "perturb-openes": ["src/hyperscalees/noiser/open_es.py::OpenES.get_noisy_standard"],
+                  "update": ["src/hyperscalees/noiser/eggroll.py::EggRoll.do_updates"]},
+        never_checked=(
             ("sparse, AltEggRoll, EggRollBS", "no row drives them: their defects (the sparse do_mm's batch axis, "
-                                              "EggRollBS at its defaults and with several groups) stay findings of "
-                                              "the docs"),
+                                              "EggRollBS at its defaults and with several groups) stay findings "
+                                              "of the docs"),
             ("adamw", "the update rows run sgd; weight decay reaching excluded leaves is not shown by a row"),
             ("the end-to-end test and the LLM loop", "no loop row: the compilation cache under HF_HOME and "
                                                      "jax.lax.pvary's removal are not executed"),
             ("GPU and other CPUs", "XLA's CPU arithmetic of this host only; native rows hold for its jaxlib and "
                                    "instruction set"),
-        ]
-
-
-ADAPTER = HyperscaleEs()
+        )),
+    cases=cases,
+    ours=OurSide(rule=lambda device: ""),   # no torch profile rule: the rows' arithmetic is XLA's, in numpy
+    run_row=run_row,
+)
