@@ -289,6 +289,19 @@ def modules(row) -> dict:
         mods[name] = m
         return m
 
+    _ray(row, module)
+    _accelerate(row, module)
+    _transformers(row, module)
+    _peft(row, module)
+    _vllm(row, module, mods)
+    _tools(row, module)
+    mods["tasks"] = task_module(row)
+    return mods
+
+
+def _ray(row, module) -> None:
+    """`ray`, `ray.util.placement_group`, `ray.util.scheduling_strategies`: `init`, `remote` and the placement
+    groups counted in `row.calls`, a remote class's methods run at once, `get` and `put` identities."""
     def ray_init(*args, **kwargs):
         row.calls.append(["ray.init", kwargs])
 
@@ -320,6 +333,9 @@ def modules(row) -> dict:
     util.scheduling_strategies = module("ray.util.scheduling_strategies",
                                         PlacementGroupSchedulingStrategy=lambda **kw: types.SimpleNamespace(**kw))
 
+
+def _accelerate(row, module) -> None:
+    """`accelerate` whose `init_empty_weights` only counts its use."""
     @contextlib.contextmanager
     def init_empty_weights(*args, **kwargs):
         row.calls.append(["init_empty_weights"])
@@ -327,6 +343,10 @@ def modules(row) -> dict:
 
     module("accelerate", init_empty_weights=init_empty_weights)
 
+
+def _transformers(row, module) -> None:
+    """`transformers`: a config that carries the row's model, a model built from it (none from pretrained
+    weights), a tokenizer that only names itself."""
     class AutoConfig:
         @staticmethod
         def from_pretrained(name, *args, **kwargs):
@@ -352,6 +372,10 @@ def modules(row) -> dict:
     module("transformers", AutoConfig=AutoConfig, AutoModelForCausalLM=AutoModelForCausalLM,
            AutoTokenizer=AutoTokenizer)
 
+
+def _peft(row, module) -> None:
+    """`peft`: `LoraConfig` (counted) and `get_peft_model`, whose model yields each targeted weight and its
+    lora_A, lora_B in real peft's order (meta tensors: shapes only)."""
     class LoraConfig:
         def __init__(self, **kwargs):
             self.kwargs = kwargs
@@ -383,6 +407,11 @@ def modules(row) -> dict:
 
     module("peft", LoraConfig=LoraConfig, get_peft_model=lambda model, config, *a, **k: PeftModel(model, config))
 
+
+def _vllm(row, module, mods: dict) -> None:
+    """`vllm` with the stand-in engine `LLM` (the module docstring) and `SamplingParams`, its network
+    utilities, `LoRARequest`, and `vllm.distributed` present or absent as the row asks; vLLM's NCCL
+    modules absent."""
     class LLM:
         """vllm.LLM stand-in: one engine of the run (see the module docstring)."""
 
@@ -433,6 +462,9 @@ def modules(row) -> dict:
                    "vllm.distributed.utils"):
         mods[absent] = None
 
+
+def _tools(row, module) -> None:
+    """`tyro` (its command line gives the default arguments), `wandb` and `weave` (their calls counted)."""
     module("tyro", cli=lambda cls, *args, **kwargs: cls())
 
     class _WandbRun:
@@ -445,8 +477,6 @@ def modules(row) -> dict:
     module("wandb", init=lambda *a, **k: row.calls.append(["wandb.init", sorted(k)]) or _WandbRun(),
            log=lambda *a, **k: row.calls.append(["wandb.log"]), finish=lambda *a, **k: None)
     module("weave", init=lambda *a, **k: row.calls.append(["weave.init", list(a)]))
-    mods["tasks"] = task_module(row)
-    return mods
 
 
 # ----------------------------------------------------------------- tasks
