@@ -183,8 +183,8 @@ def gaussian(seed: int, n: int, first: int = 0, mapping: str = "poly32") -> list
     pair computed once for both its elements (element by element, every pair was computed twice).
 
     Python floats holding f32 values; no argument checks (KeyError for an
-    unknown mapping). Runs at about 150k elements/s (poly32) and 1M (libm64) on the 2-core machine: for
-    tests and goldens only.
+    unknown mapping). Runs at about 200k elements/s (poly32) and 1M (libm64) on the 2-core machine at a
+    load of 10 (docs/benchmarks.md, "The goldens gate"): for tests and goldens only.
     """
     pair = PAIRS[mapping]
     start = first - first % 2
