@@ -34,9 +34,9 @@ def settings(env: dict) -> str:
 
 def host_fma(env: dict) -> bool:
     """Whether XLA contracts multiply-adds in the child: the CPU has FMA and no flag caps the ISA below AVX2."""
-    flags = str(env.get("XLA_FLAGS", ""))
-    capped = any(f"--xla_cpu_max_isa={isa}" in flags for isa in ("AVX", "SSE4_2", "SSE"))
-    return bool(env.get("cpu_fma")) and not capped
+    isa = [f.partition("=")[2].upper() for f in str(env.get("XLA_FLAGS", "")).split()
+           if f.startswith("--xla_cpu_max_isa=")]
+    return bool(env.get("cpu_fma")) and not (isa and isa[-1] in ("AVX", "SSE4_2"))
 
 
 def _hex(x, dtype: str) -> list:
