@@ -262,6 +262,23 @@ def test_served_noise_inside_the_jitted_update_equals_our_model():
         assert _u32(out["w"]).tolist() == mine.ravel().view(np.uint32).tolist()
 
 
+def test_the_driver_runs_where_torch_cannot_be_imported():
+    """Parity's JAX child needs no torch: the driver speaks the child protocol itself (docs/hyperscale.md §9).
+    Here torch is made unimportable before the driver runs, one-shot, every op."""
+    ops = [{"op": "shaping", "noiser": "eggroll", "scores": _hex32([1, 2, 0.5, 0]), "group": 0},
+           {"op": "perturb", "noiser": "open_es", "seed": 3, "epoch": 1, "noise_reuse": 1, "shape": [2, 3],
+            "w": _hex32(np.ones(6)), "sigma": 0.5, "dtype": "f32", "threads": [0, 1], "standard": True},
+           {"op": "update", "noiser": "eggroll", "seed": 3, "epoch": 1, "noise_reuse": 1, "shape": [2, 3],
+            "w": _hex32(np.ones(6)), "scores": _hex32([1, 2]), "group": 0, "sigma": 0.5, "lr": 0.25, "rank": 1,
+            "mode": "jit"}]
+    code = ("import runpy, sys\nsys.modules['torch'] = None\nsys.argv = ['driver.py']\n"
+            f"runpy.run_path({str(DRIVER)!r}, run_name='__main__')\n")
+    done = subprocess.run([_python(), "-c", code], input=json.dumps({"clone": str(STANDIN), "ops": ops}),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [r["op"] for r in json.loads(done.stdout)["results"]] == ["shaping", "perturb", "update"]
+
+
 def test_served_noise_refuses_a_key_it_cannot_attribute():
     rng = np.random.default_rng([56, 12])
     _, served = _served_case(rng, 8, 5, 8, 2, False)
