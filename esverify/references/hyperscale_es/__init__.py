@@ -23,9 +23,10 @@ Design record:
 - `REFERENCE`: this package's record in the references registry
   (esverify.registry): its golden area and its adapter.
 
-Dependencies point one way: this package -> numpy.
-Checks: ``python -m pytest -q tests/test_hyperscale_numerics.py`` and
-``esverify goldens check --area hyperscale-es``.
+Dependencies point one way: this package -> numpy (and, for `adapter` and `rows`, the oracle core).
+Checks: ``python -m pytest -q tests/test_hyperscale_numerics.py tests/test_hyperscale_adapter.py``,
+``esverify goldens check --area hyperscale-es``, and with a jax interpreter
+(``$ESVERIFY_JAX_PYTHON``) tests/test_hyperscale_child.py and tests/test_hyperscale_parity.py.
 """
 from esverify.record import Reference
 
