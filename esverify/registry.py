@@ -371,9 +371,9 @@ def seed_schedules() -> dict:
 
 
 class Asked(Mapping):
-    """A read-only mapping whose table `table()` computes on every use: the core's name -> part tables
-    (profiles, seed schedules' first iterations) asked of this registry, so that a reference registered
-    after import (a plug-in, a test's monkeypatch) is seen."""
+    """A read-only mapping whose table `table()` computes on every use: the core's views of this registry
+    (profiles, seed schedules' first iterations, golden areas' modules), so that a reference registered
+    after import (a plug-in, a test's monkeypatch) is seen; the views hold no table of their own."""
 
     def __init__(self, table):
         self._table = table
