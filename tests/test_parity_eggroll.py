@@ -58,7 +58,7 @@ def test_the_stand_in_passes_every_eggroll_row(tmp_path):
     assert frame["detail"].str.contains("3 updates compared").sum() == 15          # the resumes compare 1 more
     findings = pd.read_csv(tmp_path / "report" / "parity-findings.csv")
     by_key = dict(zip(findings["finding"], findings["observed"].astype(str)))
-    assert set(by_key) == set(eggroll_adapter.ADAPTER.findings)
+    assert set(by_key) == set(eggroll_adapter.ADAPTER.texts.findings)
     assert "tasks.py:18: import egg_img" in by_key["tasks-import"]
     assert "ZerosTask.get_fitness(generations, answer, pass_at_k)" in by_key["get-fitness-signature"]
     assert "es_lora_multinode.py:57" in by_key["adapters-in-dev-shm"] and "/dev/shm" in by_key["adapters-in-dev-shm"]
@@ -86,7 +86,8 @@ def test_a_folder_with_only_part_of_a_clone_is_exit_2_naming_what_it_lacks(tmp_p
 
 
 def test_recognise_and_cases():
-    a = eggroll_adapter.ADAPTER
+    from esverify.oracle import adapters
+    a = adapters.get("eggroll")   # the core's adapter of the spec
     assert a.recognise(CLONE) is None
     ids = [c.case_id for c in a.cases(_matrix())]
     assert len(ids) == len(set(ids)) == 17
@@ -127,7 +128,7 @@ def test_a_difference_in_the_factors_alone_is_a_note_and_in_ba_a_fail():
     weights = rows.initial_weights(vllm_shapes, "f32", 11, 0.5)
     s = {"rank": 2, "engines": 1, "std": False, "scale_lr": False, "spa": 2, "resume": False, "base_seed": 3,
          "steps": 1}
-    case = eggroll_adapter.ADAPTER._case("cpu", "f32", "native", 2, 1, False, False, False)
+    case = eggroll_adapter.row_case("cpu", "f32", "native", 2, 1, False, False, False)
     ours = lowrank.run_lowrank_loop(weights, peft_shapes, population=4, sigma=case.sigma, lr=case.alpha, rank=2,
                                     steps=1, steps_per_adapter=2, reward=rows.engine_reward(peft_shapes,
                                                                                             rows.TARGETS),

@@ -13,10 +13,27 @@ from esverify.oracle.spec import (NO_NOISE_CELL, ChildRequest, CloneSpec, LoopQu
                                   ReferenceSpec, ReportTexts)
 
 ROOT = Path(__file__).resolve().parents[1]
-#: the references written as a ReferenceSpec
-SPEC_REFERENCES = ("es_awd", "es_at_scale")
-#: what a reference module may import of esverify.oracle
+#: every built-in reference package (esverify/references/<package>/): each is written as a ReferenceSpec
+BUILTIN_PACKAGES = tuple(sorted(p.parent.name for p in (ROOT / "esverify" / "references").glob("*/__init__.py")))
+#: what a reference module may import of esverify.oracle: the spec and the case types whole, and of verdict the
+#: result types a run_row returns (Outcome, with its Draws; a Defect, from a first-result hook) and the facts it
+#: may raise instead (NotDriven, Unattributable, OursRaised)
 ALLOWED = {"esverify.oracle.spec", "esverify.oracle.case_model"}
+RESULT_TYPES = {"Outcome", "Draws", "Defect", "NotDriven", "Unattributable", "OursRaised"}
+#: the exceptions, by "package/module": the rows of the references that run their own rows (run_row) use the
+#: core's services, none of which decides a verdict: the child round trip (verdict.exchange, which hands an error
+#: reply to the core's own row), the bitwise comparison (compare), the parameter sets the child and our side
+#: share (paramsets) and the rows' reward and its non-finite targets (rewards); hyperscale-es imports the verdict
+#: module whole for its exchange and Outcome
+EXCEPTIONS = {
+    "eggroll/rows.py": {"esverify.oracle.compare", "esverify.oracle.paramsets", "esverify.oracle.rewards",
+                        "esverify.oracle.verdict.exchange"},
+    "es_paper/rows.py": {"esverify.oracle.compare", "esverify.oracle.paramsets", "esverify.oracle.rewards",
+                         "esverify.oracle.verdict.exchange"},
+    "hyperscale_es/rows.py": {"esverify.oracle.compare", "esverify.oracle.verdict"},
+    "skill_sample/rows.py": {"esverify.oracle.compare", "esverify.oracle.paramsets", "esverify.oracle.rewards",
+                             "esverify.oracle.verdict.exchange"},
+}
 
 
 def test_the_spec_has_at_most_twelve_members_and_defaults_for_all_but_five():
@@ -29,26 +46,47 @@ def test_the_spec_has_at_most_twelve_members_and_defaults_for_all_but_five():
     assert own <= {f.name for f in fields}, own - {f.name for f in fields}
 
 
-def _oracle_imports(path: Path) -> list[str]:
-    """The esverify.oracle modules `path` imports (absolute imports; relative ones stay in the package)."""
-    found = []
+def _oracle_imports(path: Path) -> set[str]:
+    """The esverify.oracle modules `path` imports, each name taken from verdict as "esverify.oracle.verdict.<name>"
+    and a submodule taken from the package as "esverify.oracle.<name>" (absolute imports; relative ones stay in
+    the package)."""
+    found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
-        found += [n for n in names if n == "esverify.oracle" or n.startswith("esverify.oracle.")]
-    return found
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            module = node.module or ""
+            if module in ("esverify.oracle", "esverify.oracle.verdict"):
+                found |= {f"{module}.{a.name}" for a in node.names}
+            else:
+                found.add(module)
+    return {n for n in found if n == "esverify.oracle" or n.startswith("esverify.oracle.")}
 
 
-@pytest.mark.parametrize("package", SPEC_REFERENCES)
-def test_a_spec_reference_imports_nothing_of_the_core_but_the_spec_and_the_case_types(package):
+def _allowed(name: str) -> bool:
+    return name in ALLOWED or name.rsplit(".", 1)[0] == "esverify.oracle.verdict" and name.rsplit(".", 1)[1] \
+        in RESULT_TYPES
+
+
+def test_every_built_in_reference_is_a_spec_and_none_subclasses_the_adapter():
+    from esverify import registry
+    builtins = {registry.get(n).adapter.split(".")[2]: n for n in registry.builtin_names()}
+    assert sorted(builtins) == list(BUILTIN_PACKAGES) and len(BUILTIN_PACKAGES) >= 6
+    for name in builtins.values():
+        assert isinstance(registry.adapter(name), ReferenceSpec), name
+
+
+@pytest.mark.parametrize("package", BUILTIN_PACKAGES)
+def test_a_reference_imports_nothing_of_the_core_but_the_spec_the_case_types_and_the_result_types(package):
     folder = ROOT / "esverify" / "references" / package
     modules = sorted(folder.glob("*.py"))          # child/ is the child's, run by path: not scanned
     assert modules and (folder / "adapter.py") in modules
-    reached = {f"{p.name}: {m}" for p in modules for m in _oracle_imports(p) if m not in ALLOWED}
-    assert reached == set()
+    reached = {f"{package}/{p.name}": {m for m in _oracle_imports(p) if not _allowed(m)} for p in modules}
+    assert {k: v for k, v in reached.items() if v} == {k: v for k, v in EXCEPTIONS.items()
+                                                      if k.startswith(f"{package}/")}
 
 
-@pytest.mark.parametrize("name", ["es-awd", "es-at-scale"])
+@pytest.mark.parametrize("name", ["eggroll", "es-at-scale", "es-awd", "es-paper", "hyperscale-es", "skill-sample"])
 def test_the_registry_answers_a_spec_with_one_adapter_built_from_it(name):
     from esverify import registry
     from esverify.oracle import adapters
@@ -61,8 +99,8 @@ def test_the_registry_answers_a_spec_with_one_adapter_built_from_it(name):
     assert (adapter.files, adapter.ops_need, adapter.env_var, adapter.alias_flag) == \
         (spec.clone.files, spec.clone.needs, spec.clone.env_var, spec.clone.alias_flag)
     assert adapter.all_ops() == (*spec.ops.single, *spec.ops.loops)
-    assert adapter.paths == spec.texts.paths and adapter.paths          # the run-paths section reads these
-    assert adapter.nonfinite_update is spec.ours.nonfinite_update      # the non-finite rows read this
+    assert adapter.paths == spec.texts.paths                            # the run-paths section reads these
+    assert getattr(adapter, "nonfinite_update", None) is spec.ours.nonfinite_update   # the non-finite rows read it
 
 
 def test_the_non_finite_reward_populations_of_es_at_scale_are_the_cores():
@@ -136,3 +174,57 @@ def test_a_spec_with_loop_ops_and_no_loop_hook_is_refused():
         _toy(loop=None)
     with pytest.raises(ValueError, match="name must not be empty"):
         ReferenceSpec(name="", clone=CloneSpec(files={}), ops=OpsSpec(), driver="", profile="")
+
+
+def _own(tmp_path) -> ReferenceSpec:
+    """A toy whose clone is one file and whose cases are its own: every optional clone and ops callable set."""
+    from esverify.oracle.case_model import Case
+
+    def row(device, n):
+        return Case("toy", device, "f32", "correlated", "main", n, 0.5, 0.25, False, {"iterations": 1})
+    return ReferenceSpec(
+        name="toy", driver="/nowhere/driver.py", profile="es-at-scale",
+        clone=CloneSpec(files={"main": "toy.py"}, needs={"main": "main"}, env_var="TOY_REF",
+                        recognise=lambda path: None if Path(path).name == "toy.py" else f"{path}: no toy.py",
+                        layout=lambda path: {"main": Path(path).name}, single_file=True,
+                        looks_for="a toy.py", how_to_give="--ref toy.py"),
+        ops=OpsSpec(loops=("main",), matrix=lambda matrix: [row(d, 4) for d in matrix.devices],
+                    check=lambda case: None if case.population % 2 == 0 else (_ for _ in ()).throw(
+                        ValueError("odd population")),
+                    draw=lambda rng, device, noises, iterations: row(device, 2 * int(rng.integers(1, 4))),
+                    shrink=lambda case: [row(case.device, 2)]),
+        texts=ReportTexts(not_checked="its other script is never checked"),
+        run_row=lambda session, case: None)
+
+
+def test_the_optional_clone_and_ops_callables_answer_the_adapter(tmp_path):
+    """A reference whose clone is one file and whose cases are its own (es-paper, skill-sample, eggroll) says so
+    through the clone's and ops' callables; loop ops run by its run_row need no `loop` hook."""
+    import numpy as np
+
+    from esverify.oracle.adapters.casebook import MatrixSpec
+    from esverify.oracle.adapters.from_spec import SpecAdapter
+    from esverify.oracle.case_model import Case
+    toy, plain = SpecAdapter(_own(tmp_path)), SpecAdapter(_toy())
+    file = tmp_path / "toy.py"
+    file.write_text("")
+    assert (toy.recognise(file), toy.recognise(tmp_path)) == (None, f"{tmp_path}: no toy.py")
+    assert toy.layout(file) == {"main": "toy.py"} and toy.accepts_file() and toy.clone_root(file) == tmp_path
+    assert toy.clone_root(tmp_path) == tmp_path and (toy.looks_for(), toy.how_to_give()) == ("a toy.py", "--ref toy.py")
+    cases = toy.cases(MatrixSpec(devices=("cpu", "cuda"), dtypes=("f32",), schemes=("iid",)))
+    assert [c.case_id for c in cases] == ["toy/cpu/f32/correlated/main/N4", "toy/cuda/f32/correlated/main/N4"]
+    assert toy.module_key(cases[0]) == "main" and toy.check_case(cases[0]) is None
+    with pytest.raises(ValueError, match="odd population"):
+        toy.check_case(Case("toy", "cpu", "f32", "correlated", "main", 3, 0.5, 0.25))
+    assert toy.random_case(np.random.default_rng(0), "cpu", ("contract",)).population in (2, 4, 6)
+    assert [c.population for c in toy.shrink_candidates(cases[0])] == [2]
+    assert toy.not_checked() == "main (its other script is never checked)" == toy.not_checked(True)
+    # the defaults: a layout file there, `files`, a folder, the generic lines, the core's check
+    (tmp_path / "toy").mkdir()
+    (tmp_path / "toy" / "core.py").write_text("")
+    assert plain.recognise(tmp_path) is None and "none of its files" in plain.recognise(tmp_path / "toy")
+    assert plain.layout(tmp_path) == {"core": "toy/core.py"} and not plain.accepts_file()
+    assert plain.clone_root(file) == file and plain.looks_for() == "one of toy/core.py"
+    assert plain.how_to_give() == "--ref PATH or set $" and plain.not_checked() == "zscore, perturb, update, fit"
+    with pytest.raises(ValueError, match="not an op"):
+        plain.check_case(Case("toy", "cpu", "f32", "correlated", "main", 4, 0.5, 0.25))

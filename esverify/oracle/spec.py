@@ -19,6 +19,7 @@ that reason (esverify.oracle.adapters.loopspec re-exports them).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 #: the noise, scheme and dtype of the one cell per device whose cases draw no noise (z-scores, in f64)
@@ -43,7 +44,17 @@ class CloneSpec:
     identifies a clone (None: every key of `files`; a generic name such as es.py is no clone without
     one of these beside it); child_needs: Python modules the child interpreter must have besides torch
     and numpy (checked before a run, docs/parity.md); alias_flag: a deprecated option naming this clone
-    (e.g. "--<name>-ref"), or None; it must repeat the reference record's `alias_option`."""
+    (e.g. "--<name>-ref"), or None; it must repeat the reference record's `alias_option`.
+
+    For a clone that is not a fixed set of files (each None or empty by default, with the plain behaviour
+    said here): recognise(path) -> None when the folder (or file) `path` is a clone of the reference, else
+    the reason it is not, one line (None: at least one of the files `identifying` names is there);
+    layout(path) -> module key -> path relative to the clone root, as the clone at `path` has them (None:
+    `files`, for a reference whose files sit in different folders in different clones); single_file: the
+    reference is one module: `--ref` may name its .py file, and the child starts in that file's folder;
+    looks_for: one line saying what a clone has, for the "no reference adapter recognises PATH" error
+    ("": one of `files`); how_to_give: how a user gives the clone, for a report's "not checked" lines
+    ("": "--ref PATH or set $<env_var>")."""
     files: dict
     needs: dict = field(default_factory=dict)
     licence: str = ""
@@ -53,6 +64,11 @@ class CloneSpec:
     identifying: tuple | None = None
     child_needs: tuple = ()
     alias_flag: str | None = None
+    recognise: Callable[[Path], str | None] | None = None
+    layout: Callable[[Path], dict] | None = None
+    single_file: bool = False
+    looks_for: str = ""
+    how_to_give: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,13 +79,28 @@ class OpsSpec:
     spec's `loop`); layered: the ops run on the `layers` set (several layers, a tied head); sweep: the op
     the population sweep and the reward populations run (None: none); fuzz: the ops `--fuzz` draws
     from (repeats weight them); noiseless: the single ops whose cases draw no noise (z-scores, in f64):
-    their cases are added once per device, in the cell of no noise (NO_NOISE_CELL), and only there."""
+    their cases are added once per device, in the cell of no noise (NO_NOISE_CELL), and only there.
+
+    For a reference whose cases are its own (each None by default, with the plain behaviour said here; a
+    Case is esverify.oracle.case_model's): matrix(matrix) -> [Case]: its whole share of the matrix (the
+    esverify.oracle.adapters.MatrixSpec), in report order, ids unique, for rows that are not one per cell
+    (fixed settings of their own, e.g. one row per script): it replaces the core's walk over the cells,
+    so the spec's `cases` hook, `sweep` and `layered` go unused (None: the walk); check(case) -> None:
+    ValueError with the reason when `case` is not a case of the reference (what every case shares is the
+    core's check; None: its op must be one of `single` and `loops`); draw(rng, device, noises,
+    iterations) -> Case: one random case for `--fuzz` (rng: a numpy Generator; None: the core draws one of
+    the `fuzz` ops); shrink(case) -> [Case]: simpler variants of a failing case, simplest first, each
+    passing `check` (None: the core's generic shrink)."""
     single: tuple = ()
     loops: tuple = ()
     layered: tuple = ()
     sweep: str | None = None
     fuzz: tuple = ()
     noiseless: tuple = ()
+    matrix: Callable | None = None
+    check: Callable | None = None
+    draw: Callable | None = None
+    shrink: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -82,13 +113,15 @@ class ReportTexts:
     results (a failing row of a clean clone names them, docs/parity.md "Blame"); never_checked: ((what,
     why), ...) parts of the reference parity never checks, listed in every report that runs it; paths:
     ((what, selected by, (case-id patterns, ...)), ...) the code paths a run can reach (the run-paths
-    section)."""
+    section); not_checked: what a report's "not checked" line adds, in parentheses, after the ops it lists
+    ("": nothing)."""
     summary: str = ""
     reached: dict = field(default_factory=dict)
     findings: dict = field(default_factory=dict)
     computes: dict = field(default_factory=dict)
     never_checked: tuple = ()
     paths: tuple = ()
+    not_checked: str = ""
 
 
 @dataclass(frozen=True)
@@ -200,19 +233,20 @@ class ReferenceSpec:
         per device with the cell of no noise (noise, scheme, dtype = NO_NOISE_CELL); each time the core
         keeps only the cases it asked for. The population sweep, the reward populations and the `layers`
         rows the core adds from `ops`. None: each of ops.single once per cell with noise, at the cell's
-        population and set.
+        population and set. (A reference whose rows are not one per cell writes ops.matrix instead.)
       request(case) -> ChildRequest: what the child is handed for a single-op case (None: ChildRequest()).
       ours: how our side runs its cases beyond the profile (`OurSide`: the profile rule of a device, the
         reference's own update for non-finite rewards; default: OurSide()).
       loop(case) -> LoopSpec: how the core replays the loop row `case` (required when ops.loops is not
-        empty). Its `data` are the finite targets: the core makes the first one NaN or infinite for a case
+        empty, unless `run_row` runs those rows). Its `data` are the finite targets: the core makes the first one NaN or infinite for a case
         whose extra names non-finite rewards (esverify.oracle.rewards.with_nonfinite_target).
       quirks: the LoopQuirks of every loop row (None: what `loop`'s LoopSpec names, by default none).
       run_row(session, case) -> the first result of a row kind the core lacks (an
         esverify.oracle.verdict.Outcome, which the core judges: a reference never decides a verdict), or
         None for the core's own path (None: always the core's).
 
-    ValueError (at construction) for an empty name, or loop ops without `loop`."""
+    ValueError (at construction) for an empty name, or loop ops with neither `loop` nor `run_row` (a
+    reference that runs its loop rows itself needs no LoopSpec)."""
     name: str
     clone: CloneSpec
     ops: OpsSpec
@@ -229,8 +263,9 @@ class ReferenceSpec:
     def __post_init__(self):
         if not self.name:
             raise ValueError("ReferenceSpec: name must not be empty")
-        if self.ops.loops and self.loop is None:
-            raise ValueError(f"ReferenceSpec {self.name!r}: loop ops {self.ops.loops} need a `loop` hook")
+        if self.ops.loops and self.loop is None and self.run_row is None:
+            raise ValueError(f"ReferenceSpec {self.name!r}: loop ops {self.ops.loops} need a `loop` hook "
+                             "(or a `run_row` that runs them)")
 
 
 __all__ = ["ChildRequest", "CloneSpec", "LoopQuirks", "LoopSpec", "NO_NOISE_CELL", "OpsSpec", "OurSide",

@@ -10,6 +10,7 @@ every lookup of a reference returns the same adapter.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from ..case_model import Case, Cell
 from ..spec import NO_NOISE_CELL, ChildRequest, LoopSpec, ReferenceSpec
@@ -30,8 +31,9 @@ def adapter_of(spec: ReferenceSpec) -> SpecAdapter:
 
 
 class SpecAdapter(Adapter):
-    """The Adapter of one ReferenceSpec: its data fields become the Adapter's attributes, its hooks answer
-    the Adapter's methods (each with the spec's documented default when the hook is None)."""
+    """The Adapter of one ReferenceSpec: its data fields become the Adapter's attributes, its hooks and the
+    optional callables of its clone and ops answer the Adapter's methods (each with the spec's documented
+    default when it is None)."""
 
     def __init__(self, spec: ReferenceSpec):
         self.spec = spec
@@ -48,7 +50,51 @@ class SpecAdapter(Adapter):
         if spec.ours.nonfinite_update is not None:   # read with getattr by the non-finite rows
             self.nonfinite_update = spec.ours.nonfinite_update
 
-    # ------------------------------------------------------------ cases: one hook, three places of the matrix
+    # ------------------------------------------------------------ the clone: the spec's callables, else the defaults
+
+    def recognise(self, path: Path) -> str | None:
+        recognise = self.spec.clone.recognise
+        return super().recognise(path) if recognise is None else recognise(path)
+
+    def layout(self, path: Path) -> dict:
+        layout = self.spec.clone.layout
+        return super().layout(path) if layout is None else dict(layout(path))
+
+    def accepts_file(self) -> bool:
+        return self.spec.clone.single_file
+
+    def clone_root(self, path: Path) -> Path:
+        path = Path(path)   # a one-module reference named by its file: the child starts in the file's folder
+        return path.parent if self.spec.clone.single_file and path.is_file() else path
+
+    def looks_for(self) -> str:
+        return self.spec.clone.looks_for or super().looks_for()
+
+    def how_to_give(self) -> str:
+        return self.spec.clone.how_to_give or super().how_to_give()
+
+    # ------------------------------------------------------------ cases: the reference's own, or one hook at
+    # three places of the matrix
+
+    def cases(self, matrix) -> list:
+        own = self.spec.ops.matrix
+        return super().cases(matrix) if own is None else list(own(matrix))
+
+    def check_case(self, case) -> None:
+        check = self.spec.ops.check
+        if check is None:
+            super().check_case(case)
+        else:
+            check(case)
+
+    def random_case(self, rng, device: str, noises, iterations: int = 2):
+        draw = self.spec.ops.draw
+        return super().random_case(rng, device, noises, iterations) if draw is None else \
+            draw(rng, device, noises, iterations)
+
+    def shrink_candidates(self, case) -> list:
+        shrink = self.spec.ops.shrink
+        return super().shrink_candidates(case) if shrink is None else list(shrink(case))
 
     def _ask(self, matrix, cell: Cell, keep: tuple) -> list:
         """[(op, n, big, tag, extra, rewards, layered)] of the ops in `keep` that the `cases` hook adds for
@@ -115,6 +161,10 @@ class SpecAdapter(Adapter):
         return None if self.spec.run_row is None else self.spec.run_row(session, case)
 
     # ------------------------------------------------------------ reports
+
+    def not_checked(self, loops_left_out: bool = False) -> str:
+        more = self.spec.texts.not_checked
+        return super().not_checked(loops_left_out) + (f" ({more})" if more else "")
 
     def never_checked(self) -> list[tuple[str, str]]:
         return [tuple(pair) for pair in self.spec.texts.never_checked]

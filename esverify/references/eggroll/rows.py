@@ -250,7 +250,7 @@ class _Row:
         return compare_steps(ours, tape, case, s, self.peft_shapes, self.names, source)
 
 
-def run_row(adapter, session, case) -> Outcome:
+def run_row(session, case) -> Outcome:
     """The Outcome of one eggroll row (esverify.oracle.verdict judges it): the trainer's `main` in the child,
     our `run_lowrank_loop` beside it, compared step by step (a resume row: twice, from the checkpoint)."""
     row = _Row(session, case, *session.backend(case))

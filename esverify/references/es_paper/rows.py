@@ -27,6 +27,10 @@ from esverify.oracle.rewards import loop_reward as reward
 from esverify.oracle.rewards import with_nonfinite_target
 from esverify.oracle.verdict import Draws, NotDriven, OursRaised, Outcome, Unattributable, exchange
 
+from .scripts import initial_seed as _initial_seed
+from .scripts import iid as _iid
+from .scripts import script_rel
+
 
 def _hexf(x: float) -> str:
     return float(x).hex()
@@ -92,14 +96,14 @@ class _Plan:
     target: float
 
 
-def run_row(adapter, session, case) -> Outcome:
+def run_row(session, case) -> Outcome:
     """The Outcome of one es-paper row (esverify.oracle.verdict judges it): the script's `main()` in the
     child first, then our `run_paper_loop` on the same set, seeds, constants and dataset size, compared in
     time order. Raises verdict.Unattributable when the _iid seeds overlap under contract noise,
     verdict.NotDriven when the script's dataset size is unknown, verdict.OursRaised when our side raises."""
     ours_backend, child_backend = session.backend(case)
     names, tensors = session.fresh(case.dtype, False, "base", case.device)
-    plan = _plan(adapter, session, case, len(names))
+    plan = _plan(session, case, len(names))
     reply, _ = exchange(session, case, _command(session, case, plan, child_backend))
     tape = reply["tape"]
     size = _dataset_size(case, tape)
@@ -122,12 +126,12 @@ def run_row(adapter, session, case) -> Outcome:
                        f"dataset {size}")
 
 
-def _plan(adapter, session, case, slots: int) -> _Plan:
+def _plan(session, case, slots: int) -> _Plan:
     """The row's _Plan; raises verdict.Unattributable when two members' _iid streams overlap under contract
     noise (the hook could not tell their draws apart)."""
     from .schedule import seed_stream
-    iterations, iid = case.iterations, adapter.iid(case.op)
-    initial_seed = adapter.initial_seed(case)
+    iterations, iid = case.iterations, _iid(case.op)
+    initial_seed = _initial_seed(case)
     seeds = seed_stream(initial_seed, case.population)
     schedule = [next(seeds) for _ in range(iterations)]
     table, overlap = _iid_table(schedule, slots) if iid else ([], "")
@@ -135,7 +139,7 @@ def _plan(adapter, session, case, slots: int) -> _Plan:
         raise Unattributable(f"{overlap}; contract noise cannot attribute those draws")
     # a non-finite reward population: the target itself NaN or inf, so every member's reward is not finite
     target = with_nonfinite_target((REWARD_TARGET,), case.extra.get("rewards"))[0]
-    return _Plan(adapter.layout(session.clone_path)[case.op], iterations, int(case.extra.get("gpu_threads", 2)),
+    return _Plan(script_rel(session.clone_path, case.op), iterations, int(case.extra.get("gpu_threads", 2)),
                  iid, initial_seed, schedule, table, target)
 
 

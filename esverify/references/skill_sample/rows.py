@@ -23,6 +23,8 @@ from esverify.oracle.rewards import loop_reward as reward
 from esverify.oracle.rewards import with_nonfinite_target
 from esverify.oracle.verdict import Defect, OursRaised, Outcome, exchange
 
+from .sample import MAX_POPULATION, sample_module
+
 
 def _hexf(x: float) -> str:
     return float(x).hex()
@@ -50,7 +52,7 @@ def _pieces(flat: torch.Tensor, shapes) -> list:
     return out
 
 
-def run_row(adapter, session, case) -> Outcome:
+def run_row(session, case) -> Outcome:
     """The Outcome of one skill-sample row (esverify.oracle.verdict judges it): the page's `es_train_loop` in
     the child and our `run_skill_loop` beside it, compared in time order. The sample's documented defects
     are the first-result hook's `Defect`s; raises verdict.OursRaised when our side raises on what a fixed
@@ -60,7 +62,7 @@ def run_row(adapter, session, case) -> Outcome:
     names, tensors = session.fresh(case.dtype, case.big, "base", case.device)
     shapes = [tuple(t.shape) for t in tensors]
     flat = torch.nn.utils.parameters_to_vector(tensors).detach().clone()
-    command = _command(adapter, session, case, child_backend)
+    command = _command(session, case, child_backend)
     ours_rewards = []
 
     def our_reward(vector):
@@ -75,9 +77,9 @@ def run_row(adapter, session, case) -> Outcome:
                                         backend=ours_backend if case.noise == "contract" else None,
                                         reward=our_reward)
     # the sample refuses bf16 and populations above its 30 utilities (its defects): nothing to compare with
-    runnable = case.dtype != "bf16" and case.population <= adapter.max_population
+    runnable = case.dtype != "bf16" and case.population <= MAX_POPULATION
     reply, ours = exchange(session, case, command, compute if runnable else None,
-                           first_result=lambda err: _defect(err, case, adapter.max_population))
+                           first_result=lambda err: _defect(err, case, MAX_POPULATION))
     notes = []
     if ours is None:   # the sample ran what its published version refuses (a fixed copy): compare it too
         ours = _compute_refused(case, compute)
@@ -86,9 +88,9 @@ def run_row(adapter, session, case) -> Outcome:
     return _compared(case, command, reply, ours, ours_rewards, flat, notes)
 
 
-def _command(adapter, session, case, child_backend) -> dict:
-    module = adapter.sample_module(session.clone_path)
-    root = adapter.clone_root(session.clone_path)
+def _command(session, case, child_backend) -> dict:
+    module = sample_module(session.clone_path)
+    root = session.adapter.clone_root(session.clone_path)   # the folder the child starts in
     # a non-finite reward population: the target itself NaN, so every member's reward is NaN
     target = with_nonfinite_target((REWARD_TARGET,), case.extra.get("rewards"))[0]
     return {"op": "skill-loop", "case_id": case.case_id, "device": case.device, "scheme": case.scheme,
