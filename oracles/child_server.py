@@ -913,7 +913,8 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
 def switch_clone(old: Path, new: Path, load_modules):
     """Serve another clone of the same target from now on (a mutant catalog runs many clones in one
     child): the old clone leaves sys.path and sys.modules, the new one's modules are loaded (the frozen
-    heap is thawed first, so the old clone's modules can be collected)."""
+    heap is thawed first, so the old clone's modules can be collected, and frozen again once they are:
+    otherwise the first op on the new clone pays a collection of the whole thawed heap, docs/benchmarks.md)."""
     gc.unfreeze()
     for name, module in list(sys.modules.items()):
         origin = getattr(module, "__file__", None) or ""
@@ -924,7 +925,9 @@ def switch_clone(old: Path, new: Path, load_modules):
     placeholders.unwatch(old)
     sys.path.insert(0, str(new))
     placeholders.watch(new)
-    return new, load_modules(new)
+    modules = load_modules(new)
+    freeze_heap()
+    return new, modules
 
 
 def module_or_raise(modules: dict, key: str):
