@@ -1,5 +1,5 @@
 """The README stays true and stays a front door: it holds exactly the two set-up commands that `.ci/run`
-executes, the three commands (gate, parity on the five references, replay) and links; measured figures
+executes, the three commands (gate, parity on the six references, replay) and links; measured figures
 live in docs/benchmarks.md, each with its machine and date; the examples the docs mark as runnable run."""
 import re
 import subprocess
@@ -56,20 +56,22 @@ def test_ci_makes_a_fresh_venv_before_the_readme_commands():
 #: es-at-scale clone, skill-sample is a file saved from a web page
 REPOS = {"es-at-scale": ("https://github.com/VsonicV/es-at-scale", "es-at-scale"),
          "es-awd": ("https://github.com/kschweig/es-awd", "es-awd"),
-         "eggroll": ("https://github.com/AnqiQu/eggroll-vllm", "eggroll-vllm")}
-FIVE = "esverify parity --ref ~/refs/es-at-scale --ref ~/refs/es-awd --ref ~/refs/eggroll-vllm --ref ~/refs/skill-sample"
+         "eggroll": ("https://github.com/AnqiQu/eggroll-vllm", "eggroll-vllm"),
+         "hyperscale-es": ("https://github.com/ESHyperscale/HyperscaleES", "HyperscaleES")}
+SIX = ("esverify parity --ref ~/refs/es-at-scale --ref ~/refs/es-awd --ref ~/refs/eggroll-vllm --ref ~/refs/skill-sample"
+       " --ref ~/refs/HyperscaleES")
 
 
 def _section(text: str, start: str, end: str) -> str:
     return text[text.index(start):text.index(end, text.index(start))]
 
 
-def test_quick_start_gets_a_newcomer_to_a_five_reference_parity_report_without_guessing():
-    """From nothing to a report on all five references: each registered reference in the table with the
+def test_quick_start_gets_a_newcomer_to_a_six_reference_parity_report_without_guessing():
+    """From nothing to a report on all six references: each registered reference in the table with the
     commit its adapter was validated at, exact clone + checkout lines, the one command, what the child needs
     and how to make a 3.12 child with torch's CPU build, where the report lands, the exit codes."""
     from esverify.oracle import adapters
-    quick = _section(README, "## 2. Parity on the five references", "## 3.")
+    quick = _section(README, "## 2. Parity on the six references", "## 3.")
     rows = {line.split("|")[1].strip(): line for line in quick.splitlines() if re.match(r"\| [a-z]", line)}
     assert set(rows) - {"target"} == set(adapters.names()) and len(adapters.names()) == 6
     from esverify.oracle.interpreters import child_needs
@@ -87,14 +89,14 @@ def test_quick_start_gets_a_newcomer_to_a_five_reference_parity_report_without_g
         assert f"git -C ~/refs/{folder} checkout {commit}\n" in quick
         assert adapters.get(name).default_path == f"refs/{folder}"   # the folder a clone goes to is the default
     assert adapters.get("skill-sample").default_path == "refs/skill-sample" and "~/refs/skill-sample" in quick
-    assert FIVE + "\n" in quick and FIVE + " --python es-at-scale=~/venvs/py312/bin/python\n" in quick
+    assert SIX + "\n" in quick and SIX + " --python es-at-scale=~/venvs/py312/bin/python\n" in quick
     assert "parity.html" in quick and "not checked here" in quick
     for code in ("130", "143", "129", "--overwrite", "--require-all"):
         assert code in quick
     parity_doc = DOCS["parity.md"]
     for name, (url, folder) in REPOS.items():
         assert url in parity_doc and f"checkout {adapters.get(name).validated_commit}" in parity_doc
-    assert FIVE in parity_doc and "optionally" not in parity_doc[:2000]
+    assert SIX in parity_doc and "optionally" not in parity_doc[:2000]
 
 
 CPU_TORCH = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
@@ -104,7 +106,7 @@ def test_a_reference_environment_takes_torch_from_the_cpu_wheel_index():
     """Pinning a version does not choose torch's build: pip's default index serves the CUDA one (several GB
     of nvidia-* packages). The recipes name the PyTorch CPU wheel index, in words and as the URL, and the
     set-up says what the pinned install line really does."""
-    quick = _section(README, "## 2. Parity on the five references", "## 3.")
+    quick = _section(README, "## 2. Parity on the six references", "## 3.")
     def words(text):
         return " ".join(text.split())
     assert f"~/venvs/py312/bin/python -m {CPU_TORCH}\n" in quick and "PyTorch CPU wheel index" in words(quick)
@@ -119,7 +121,7 @@ def test_the_readme_is_a_front_door():
     """At most about 150 lines; the three commands; no measured figure (they are in docs/benchmarks.md)."""
     assert len(README.splitlines()) <= 155
     headings = re.findall(r"^## (.*)$", README, re.M)
-    assert headings[:4] == ["Set-up on a fresh machine", "1. The goldens gate", "2. Parity on the five references",
+    assert headings[:4] == ["Set-up on a fresh machine", "1. The goldens gate", "2. Parity on the six references",
                             "3. Replay a checkpoint from its run log"], headings
     for command in ("esverify goldens check\n", "esverify goldens check --against origin/main",
                     "esverify replay --base base.safetensors --log run/log --expect"):
