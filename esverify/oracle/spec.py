@@ -238,8 +238,9 @@ class ReferenceSpec:
       ours: how our side runs its cases beyond the profile (`OurSide`: the profile rule of a device, the
         reference's own update for non-finite rewards; default: OurSide()).
       loop(case) -> LoopSpec: how the core replays the loop row `case` (required when ops.loops is not
-        empty, unless `run_row` runs those rows). Its `data` are the finite targets: the core makes the first one NaN or infinite for a case
-        whose extra names non-finite rewards (esverify.oracle.rewards.with_nonfinite_target).
+        empty, unless `run_row` runs those rows). Its `data` are the finite targets: the core makes the
+        first one NaN or infinite for a case whose extra names non-finite rewards
+        (esverify.oracle.rewards.with_nonfinite_target).
       quirks: the LoopQuirks of every loop row (None: what `loop`'s LoopSpec names, by default none).
       run_row(session, case) -> the first result of a row kind the core lacks (an
         esverify.oracle.verdict.Outcome, which the core judges: a reference never decides a verdict), or

@@ -1,4 +1,4 @@
-"""The eggroll reference spec: EGGROLL's low-rank ES trainer for vLLM (eggroll-vllm), run through its `main` (docs/references.md §8).
+"""The eggroll spec: EGGROLL's low-rank ES trainer for vLLM (eggroll-vllm), run through its `main` (docs/references.md §8).
 
 Design record: a clone is a folder whose `es_lora_multinode.py` defines
 the worker extension (`WorkerExtension`) and the engine (`ESNcclLLM`).
