@@ -243,7 +243,7 @@ def test_log_log1p_erf_inv_equal_jax():
 
 
 def test_golden_area_recomputes_its_own_vectors_and_pins_g1_g2():
-    from esverify.references.hyperscale_es import area as A
+    from esverify.references.hyperscale_es import golden_area as A
     vectors = {v["id"]: v for v in A.generate()}
     for v in vectors.values():
         assert A.check_sizes(v) == [], v["id"]

@@ -15,7 +15,7 @@ Design record:
 - `noise`: the noisers' key tree and EggRoll's low-rank factors.
 - `update`: one EggRoll sgd update of a matrix leaf in f32, bf16 or f16
   (jit and eager arithmetic, XLA's dot order per shape).
-- `area`: the golden area `hyperscale-es` (goldens/hyperscale-es.json).
+- `golden_area`: the golden area `hyperscale-es` (goldens/hyperscale-es.json).
 - `profile`: the model as the registry's named profile `hyperscale-es`.
 - `contract`: the contract noise the parity rows serve for (epoch, pair, leaf).
 - `adapter`, `rows`: the parity spec (esverify.oracle.spec) and its rows (the child: child/driver.py,
@@ -34,6 +34,6 @@ REFERENCE = Reference(
     name="hyperscale-es",
     adapter="esverify.references.hyperscale_es.adapter:ADAPTER",
     profiles=("esverify.references.hyperscale_es.profile:PROFILE",),
-    golden_areas=("esverify.references.hyperscale_es.area:AREA",),
+    golden_areas=("esverify.references.hyperscale_es.golden_area:AREA",),
     clone_modules=("hyperscalees",),
 )

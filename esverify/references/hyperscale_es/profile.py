@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .area import VERSION
+from .golden_area import VERSION
 
 
 @dataclass(frozen=True)
@@ -22,4 +22,4 @@ class XlaCpuProfile:
 
 
 PROFILE = XlaCpuProfile(name="hyperscale-es", version=VERSION,
-                        version_constant="esverify.references.hyperscale_es.area.VERSION")
+                        version_constant="esverify.references.hyperscale_es.golden_area.VERSION")

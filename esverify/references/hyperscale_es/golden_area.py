@@ -383,5 +383,5 @@ def recompute(vector: dict, backend: str) -> dict:
     return _update(x)
 
 
-AREA = Area(name=NAME, version=VERSION, version_constant="esverify.references.hyperscale_es.area.VERSION",
+AREA = Area(name=NAME, version=VERSION, version_constant="esverify.references.hyperscale_es.golden_area.VERSION",
             generate=generate, backends=lambda: list(BACKENDS), recompute=recompute, check_sizes=check_sizes)
