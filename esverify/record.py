@@ -18,8 +18,9 @@ class Reference:
     """One reference's record: its name and where its parts live (``"module:attr"`` strings, loaded lazily).
 
     name: the reference's name ("es-awd"), the adapter's name and the
-    `--ref` report's target. adapter: the `esverify.oracle.adapters.base.Adapter`
-    instance (None: no parity adapter). profiles: numerics profiles (a
+    `--ref` report's target. adapter: names its `esverify.oracle.spec.ReferenceSpec` (or,
+    for an older plug-in, an `esverify.oracle.adapters.base.Adapter` instance; None: no parity adapter).
+    profiles: numerics profiles (a
     Trainer `Profile` or a loop profile), each with its own `name`.
     golden_areas: `esverify.goldens.area.Area` values, each with its own
     `name` (the file stem goldens/<name>.json). runlog_formats: run-log

@@ -27,7 +27,7 @@ Where records come from:
    an entry point whose object is a built-in's record is that record.
 2. the plug-ins: the other entry points of the group ``esverify.references``,
    each loaded and validated on its own when the registry is first asked
-   (`Reference.problems`: the record's shape; its golden areas' names
+   (`record.shape_problems`: the record's shape; its golden areas' names
    against the built-ins'), as pluggy's `register` does, not when a row
    first calls it. An entry point that raises while it loads, or whose
    object is not a valid record, is left out with one warning line naming
@@ -38,8 +38,9 @@ Where records come from:
    that claim one name are both left out, and each conflict is a line of
    `problems`, which every report carries.
 
-A record's fields after `name` are ``"module:attr"`` strings (attr may be
-dotted), imported only when asked for, so that naming the registry costs
+A record's part fields (adapter, profiles, golden_areas, runlog_formats, models,
+seed_schedules) are ``"module:attr"`` strings (attr may be dotted), imported only when asked
+for, so that naming the registry costs
 nothing and a broken reference breaks only the runs that ask for it.
 """
 from __future__ import annotations

@@ -36,7 +36,7 @@ def _load_child_module():
     # the file failed alone (it passed in the suite only when another file had added the folder first)
     if str(oracles_dir()) not in sys.path:
         sys.path.insert(0, str(oracles_dir()))
-    spec = importlib.util.spec_from_file_location("oracle_child_under_test", oracles_dir() / "child_server.py")
+    spec = importlib.util.spec_from_file_location("child_server_under_test", oracles_dir() / "child_server.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

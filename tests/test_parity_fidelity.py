@@ -31,7 +31,7 @@ def _load_child_module():
     # without the folder on the path this file only loaded after another test file had put it there
     if str(oracles_dir()) not in sys.path:
         sys.path.insert(0, str(oracles_dir()))
-    spec = importlib.util.spec_from_file_location("oracle_child_fidelity", oracles_dir() / "child_server.py")
+    spec = importlib.util.spec_from_file_location("child_server_fidelity", oracles_dir() / "child_server.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -40,12 +40,12 @@ toy-es = "esverify_toy_es:REFERENCE"
 packages = ["esverify_toy_es"]
 
 [tool.setuptools.package-data]
-esverify_toy_es = ["driver_toy_es.py"]
+esverify_toy_es = ["child/*.py"]
 """
 
 INIT = '''\
 """toy-es: a toy ES library, as a plug-in reference of esverify."""
-from esverify.registry import Reference
+from esverify.references import Reference
 
 REFERENCE = Reference(name="toy-es", adapter="esverify_toy_es.adapter:ADAPTER",
                       profiles=(), golden_areas=())
@@ -62,7 +62,7 @@ ADAPTER = ReferenceSpec(
     clone=CloneSpec(files={"core": "toyes/core.py"}, needs={"perturb": "core", "restore": "core"},
                     licence="LICENSE", env_var="ESVERIFY_TOY_ES_REF", default_path="refs/toy-es"),
     ops=OpsSpec(single=("perturb", "restore"), fuzz=("perturb", "restore")),
-    driver=str(Path(__file__).with_name("driver_toy_es.py")),
+    driver=str(Path(__file__).with_name("child") / "driver.py"),
     profile="es-at-scale",          # its numerics are es-at-scale's: sigma * noise in the dtype, then add
     texts=ReportTexts(summary="toy-es: a toy ES library (perturb/restore)"),
 )   # the default `cases`: each op once per cell, at the cell's population and set
@@ -132,7 +132,7 @@ def toy_venv(tmp_path_factory):
     base = tmp_path_factory.mktemp("plugin")
     plugin = _write(base / "esverify-toy-es", {"pyproject.toml": PYPROJECT, "esverify_toy_es/__init__.py": INIT,
                                                 "esverify_toy_es/adapter.py": ADAPTER,
-                                                "esverify_toy_es/driver_toy_es.py": DRIVER})
+                                                "esverify_toy_es/child/driver.py": DRIVER})
     env_dir = base / "venv"
     venv.EnvBuilder(system_site_packages=False, with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"

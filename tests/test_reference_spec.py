@@ -138,9 +138,15 @@ def test_one_cases_hook_fills_the_three_places_of_the_matrix_and_each_keeps_its_
     assert f"{head}/fit/N6" not in _cases(_toy(cases=cases), loops=False)
 
 
-def test_the_default_cases_hook_adds_each_single_op_once_per_cell_with_noise():
+def test_the_default_cases_hook_adds_each_op_once_in_its_place():
+    """Without a `cases` hook: each noiseless op once in the cell without noise, each other single op once per
+    cell with noise, each loop op once per cell with noise when loops are on (none of them silently left out)."""
     ids = _cases(_toy(), loops=False, population=7, small=True)
-    assert [i for i in ids if "/N7" in i] == ["toy/cpu/f32/iid/perturb/N7", "toy/cpu/f32/iid/update/N7"]
+    assert [i for i in ids if "/N7" in i] == ["toy/cpu/f64/-/zscore/N7", "toy/cpu/f32/iid/perturb/N7",
+                                              "toy/cpu/f32/iid/update/N7"]
+    ids = _cases(_toy(), population=7, small=True)
+    assert [i for i in ids if "/N7" in i] == ["toy/cpu/f64/-/zscore/N7", "toy/cpu/f32/iid/perturb/N7",
+                                              "toy/cpu/f32/iid/update/N7", "toy/cpu/f32/iid/fit/N7"]
 
 
 def test_the_hooks_answer_the_adapters_row_members():

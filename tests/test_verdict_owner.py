@@ -115,3 +115,32 @@ self.row.before_call(owner)
     # a child driver's reply may say "error" (its protocol), never another verdict
     assert hits('answer.update(status="error")', child=True) == []
     assert hits('answer.update(status="pass")', child=True) != []
+
+
+class _Session:
+    """What reference_row asks of a session, recorded."""
+
+    class opts:
+        keep_tensors = False
+
+    def record_finding(self, key, case, observed):
+        raise AssertionError("no finding expected")
+
+    def row(self, case, **fields):
+        return fields
+
+
+def test_a_final_mismatch_fails_the_row_though_the_reference_names_no_difference():
+    """The core judges the final state's bits itself: an Outcome whose diff is empty but whose final
+    comparison has a mismatch is a `fail` naming it, never a pass; with no mismatch it passes."""
+    from types import SimpleNamespace
+
+    from esverify.oracle.compare import Comparison
+    from esverify.oracle.verdict import Outcome, reference_row
+    case = SimpleNamespace(op="main", case_id="x/cpu/f32/iid/main/N4")
+    bad = Comparison(elements=8, mismatches=2, max_abs_diff=1.0, max_ulp_diff=3, first_index="w[1]",
+                     first_ours="0x1", first_theirs="0x2", mismatched_slots=("w",))
+    row = reference_row(_Session(), case, Outcome(diff="", final=bad))
+    assert row["status"] == "fail" and row["detail"].startswith("main: final state: 2 of 8 elements differ")
+    row = reference_row(_Session(), case, Outcome(diff="", final=Comparison(elements=8)))
+    assert row["status"] == "pass" and row["detail"] == ""

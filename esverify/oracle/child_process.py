@@ -1,6 +1,7 @@
 """The parent side of the oracle channel: one long-lived child per target.
 
-The child is a driver script from `oracles/` run BY PATH under the chosen
+The child is a reference's driver script (its child/driver.py) run BY PATH,
+beside the shared runtime `oracles/`, under the chosen
 interpreter (docs/references.md §3); this package never imports it. Commands go
 as JSON lines on the child's stdin; replies come back as JSON lines on a
 dedicated pipe (fd passed with `--reply-fd`), while the child's stdout and
@@ -13,8 +14,9 @@ The trust boundary (docs/parity.md "Trust model"):
   that kills every process the reference leaves behind, `setsid()`
   escapes included, and passes on the child's real exit status;
 - it gets a fresh private folder per start (`root`) holding a copy of
-  only the modules it needs (`CHILD_MODULES`: the drivers and
-  `esverify.rng`), files made read-only, never a link to the installed
+  only the modules it needs (`child_files`: the runtime and the reference's child
+  folder; `CHILD_MODULES`: `esverify.rng` and the few esverify modules they
+  import), files made read-only, never a link to the installed
   package, an empty working folder (its cwd) and its own TMPDIR;
 - a scrubbed environment (`child_environment`: only what Python, torch,
   numpy, numba and CUDA read);
@@ -221,11 +223,13 @@ def child_files(shared: Path, driver: Path) -> list[Path]:
     """The files a child runs beside each other, flat in one folder: the shared runtime's modules (`shared`,
     the top-level `oracles/` package: child_server and others) and the reference's own child folder (its
     driver, the stand-in modules it imports and its interfaces.json, the manifest the loops compare a clone
-    with). A reference's file of a shared module's name is an error: the child would import one of them."""
+    with). Only a driver in a folder named `child` brings its folder: a driver beside its package's other
+    modules (a plug-in's adapter.py, a profile.py that would shadow the standard library's) comes alone.
+    A reference's file of a shared module's name is an error: the child would import one of them."""
     def listed(folder: Path) -> dict:
-        return {p.name: p for p in folder.iterdir() if p.is_file() and (p.suffix == ".py" or p.name == "interfaces.json")
-                and p.name != "__init__.py"}
-    own = listed(driver.parent) if driver.parent != shared else {}
+        return {p.name: p for p in folder.iterdir() if p.is_file() and p.name != "__init__.py"
+                and (p.suffix == ".py" or p.name == "interfaces.json")}
+    own = listed(driver.parent) if driver.parent.name == "child" and driver.parent != shared else {}
     runtime = listed(shared)
     clash = sorted(set(own) & set(runtime))
     if clash:
@@ -483,7 +487,7 @@ class Child:
         _OPEN.add(self)
         try:
             pkg, copied = prepare_root(self.root, child_files(self.shared, self.driver))
-        except OSError as exc:
+        except (OSError, ImportError) as exc:   # ImportError: a reference's declared child module is not found
             raise ChildDied(f"cannot prepare the child's private folder: {exc}") from None
         read_fd, write_fd = os.pipe()
         out_r, out_w = os.pipe()

@@ -54,7 +54,7 @@ def _hex(seed: int) -> str:
 def exact_floats(**values) -> dict:
     """{"exact": {name: [f64 bit patterns, hex]}} for the lists among `values` holding a NaN or an infinity,
     {} when every value is finite: JSON spells every NaN alike (its sign and payload lost), and the child
-    must hand the reference the very NaN our side uses (oracle_child's drivers read "exact" first)."""
+    must hand the reference the very NaN our side uses (the child drivers read "exact" first)."""
     exact = {name: [f"0x{int(v):016x}" for v in np.asarray(vals, dtype=np.float64).view(np.uint64)]
              for name, vals in values.items() if not np.isfinite(np.asarray(vals, dtype=np.float64)).all()}
     return {"exact": exact} if exact else {}

@@ -224,16 +224,19 @@ class ReferenceSpec:
       profile: the numerics profile (esverify.es.profiles) our side runs its cases under.
       texts: what the reports say of it (`ReportTexts`; default: nothing).
 
-    Hooks (each None by default, with the plain behaviour said here):
+    Hooks (None by default but `ours`, an OurSide, and `quirks`, a LoopQuirks instance; the plain behaviour
+    of each default is said here):
       cases(matrix, cell) -> None: adds the cases of one cell of the matrix with cell.add(op, n, big=False,
-        tag="", extra=None, rewards="normal") (esverify.oracle.case_model.Cell; matrix: the
+        tag="", extra=None, rewards="normal", layered=False) (esverify.oracle.case_model.Cell; matrix: the
         esverify.oracle.adapters.MatrixSpec, e.g. its `iterations`). Loop ops may be added with the single
         ops: the core puts them where the loop rows go and leaves them out under --no-loops; the hook is
         asked once for the single ops and once for the loop ops of a cell, and (with ops.noiseless) once
         per device with the cell of no noise (noise, scheme, dtype = NO_NOISE_CELL); each time the core
         keeps only the cases it asked for. The population sweep, the reward populations and the `layers`
-        rows the core adds from `ops`. None: each of ops.single once per cell with noise, at the cell's
-        population and set. (A reference whose rows are not one per cell writes ops.matrix instead.)
+        rows the core adds from `ops`. None: each of ops.noiseless once in the cell of no noise, each other
+        op of ops.single once per cell with noise at the cell's population and set, and each of ops.loops
+        once per cell with noise at the cell's population. (A reference whose rows are not one per cell
+        writes ops.matrix instead.)
       request(case) -> ChildRequest: what the child is handed for a single-op case (None: ChildRequest()).
       ours: how our side runs its cases beyond the profile (`OurSide`: the profile rule of a device, the
         reference's own update for non-finite rewards; default: OurSide()).

@@ -158,7 +158,8 @@ def keep(session, case, status: str, kept: tuple | None) -> None:
 # ----------------------------------------------------------------- a reference's own rows
 
 def reference_row(session, case, outcome: Outcome) -> dict:
-    """The row of a reference's `Outcome`: `fail` when it names a difference, else `pass`; a final state
+    """The row of a reference's `Outcome`: `fail` when it names a difference or its final state's comparison
+    has a mismatch, else `pass`; a final state
     whose layout differs is an error; slots never drawn are judged by compare.judge_reuse (the bits
     decide); `advanced` and `extra` draws are diagnoses."""
     cmp, op = outcome.final, case.op
@@ -169,11 +170,13 @@ def reference_row(session, case, outcome: Outcome) -> dict:
     notes, diagnoses = list(outcome.notes), []
     found = outcome.draws.found if outcome.draws is not None else Findings()
     notes += counted_draw_notes(op, found)
-    status = "fail" if outcome.diff else "pass"
-    if outcome.diff:
-        notes.insert(0, f"{op}: {outcome.diff}")
+    # the final state's bits decide too: a reference that names no difference does not pass a mismatch
+    diff = outcome.diff or (f"final state: {cmp.summary()}" if cmp is not None and cmp.mismatches else "")
+    status = "fail" if diff else "pass"
+    if diff:
+        notes.insert(0, f"{op}: {diff}")
     if outcome.draws is not None:
-        status = _counted_unused_slots(case, bool(outcome.diff), outcome.draws, status, diagnoses, notes)
+        status = _counted_unused_slots(case, bool(diff), outcome.draws, status, diagnoses, notes)
     diagnoses += (["advanced"] if found.advanced else []) + (["extra"] if found.extra else [])
     keep(session, case, status, outcome.keep)
     if outcome.ran:

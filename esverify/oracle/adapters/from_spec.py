@@ -98,7 +98,8 @@ class SpecAdapter(Adapter):
 
     def _ask(self, matrix, cell: Cell, keep: tuple) -> list:
         """[(op, n, big, tag, extra, rewards, layered)] of the ops in `keep` that the `cases` hook adds for
-        `cell` (the default hook: each single op once per cell with noise)."""
+        `cell` (the default hook: each noiseless op once in the cell without noise; each other single op,
+        and each loop op on small tensors, once per cell with noise)."""
         added = []
 
         def add(op, n, big=False, tag="", extra=None, rewards="normal", layered=False):
@@ -106,9 +107,14 @@ class SpecAdapter(Adapter):
                 added.append((op, n, big, tag, extra, rewards, layered))
         if self.spec.cases is not None:
             self.spec.cases(matrix, replace(cell, add=add))
-        elif (cell.noise, cell.scheme, cell.dtype) != NO_NOISE_CELL:
+        elif (cell.noise, cell.scheme, cell.dtype) == NO_NOISE_CELL:
+            for op in self.spec.ops.noiseless:
+                add(op, cell.population)
+        else:
             for op in self.ops:
                 add(op, cell.population, cell.big)
+            for op in self.loop_ops:
+                add(op, cell.population)
         return added
 
     def device_cases(self, matrix, device, population, add) -> None:
@@ -125,14 +131,22 @@ class SpecAdapter(Adapter):
             cell.add(op, n, big, tag, extra, rewards, layered)
 
     def loop_cases(self, device, dtype, scheme, population, sigma, alpha, iterations, noise="contract") -> list:
+        from ..set_shapes import LAYERED_SHAPES, LAYERED_TIES
         from .casebook import MatrixSpec
-        # the hook sees the one cell these loop rows belong to (the core's walk asks with the same values)
+        # the hook sees the one cell these loop rows belong to: its device, dtype, scheme, noise, population
+        # and iterations; the run's other matrix options (small, case_seed, loops) are not passed down here
+        # (the core's walk has already applied them: loop rows are asked only when loops are on)
         matrix = MatrixSpec(devices=(device,), dtypes=(dtype,), schemes=(scheme,), population=population,
                             iterations=iterations, noises=(noise,))
         cell = Cell(device, noise, dtype, scheme, population, False, False, scheme)
-        return [Case(self.name, device, dtype, scheme, op, n, sigma, alpha, big, dict(extra or {}), tag, noise,
-                     rewards=rewards)
-                for op, n, big, tag, extra, rewards, _ in self._ask(matrix, cell, self.loop_ops)]
+        out = []
+        for op, n, big, tag, extra, rewards, layered in self._ask(matrix, cell, self.loop_ops):
+            case = Case(self.name, device, dtype, scheme, op, n, sigma, alpha, big, dict(extra or {}), tag, noise,
+                        rewards=rewards)
+            if layered:
+                case.shapes, case.ties = LAYERED_SHAPES, LAYERED_TIES
+            out.append(case)
+        return out
 
     # ------------------------------------------------------------ rows
 
