@@ -133,6 +133,7 @@ def test_a_difference_in_the_factors_alone_is_a_note_and_in_ba_a_fail():
                                     steps=1, steps_per_adapter=2, reward=rows.engine_reward(peft_shapes,
                                                                                             rows.TARGETS),
                                     base_seed=3)
+    from esverify.oracle.row_tools import RowTools   # a session's tools; these need no session
     from esverify.references.eggroll import contract
     source = contract.factor_source("native", 3, 2, len(peft_shapes))
 
@@ -160,11 +161,11 @@ def test_a_difference_in_the_factors_alone_is_a_note_and_in_ba_a_fail():
     import tempfile
     from pathlib import Path
     with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
-        assert rows.compare_steps(ours, tape(tmp), case, s, peft_shapes, names, source) == ("", [])
-        diff, notes = rows.compare_steps(ours, tape(tmp, sign_on_a=True), case, s, peft_shapes, names, source)
+        tmp, tools = Path(d), RowTools(None)
+        assert rows.compare_steps(tools, ours, tape(tmp), case, s, peft_shapes, names, source) == ("", [])
+        diff, notes = rows.compare_steps(tools, ours, tape(tmp, sign_on_a=True), case, s, peft_shapes, names, source)
         assert diff == "" and "factors A, B differ" in notes[0] and "member 1" in notes[0]
-        diff, _ = rows.compare_steps(ours, tape(tmp, flip=(3, 2)), case, s, peft_shapes, names, source)
+        diff, _ = rows.compare_steps(tools, ours, tape(tmp, flip=(3, 2)), case, s, peft_shapes, names, source)
         assert diff.startswith("es_step 0 member 3: the evaluated perturbation B·A of") and "v_proj" in diff
 
 

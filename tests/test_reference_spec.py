@@ -20,20 +20,10 @@ BUILTIN_PACKAGES = tuple(sorted(p.parent.name for p in (ROOT / "esverify" / "ref
 #: may raise instead (NotDriven, Unattributable, OursRaised)
 ALLOWED = {"esverify.oracle.spec", "esverify.oracle.case_model"}
 RESULT_TYPES = {"Outcome", "Draws", "Defect", "NotDriven", "Unattributable", "OursRaised"}
-#: the exceptions, by "package/module": the rows of the references that run their own rows (run_row) use the
-#: core's services, none of which decides a verdict: the child round trip (verdict.exchange, which hands an error
-#: reply to the core's own row), the bitwise comparison (compare), the parameter sets the child and our side
-#: share (paramsets) and the rows' reward and its non-finite targets (rewards); hyperscale-es imports the verdict
-#: module whole for its exchange and Outcome
-EXCEPTIONS = {
-    "eggroll/rows.py": {"esverify.oracle.compare", "esverify.oracle.paramsets", "esverify.oracle.rewards",
-                        "esverify.oracle.verdict.exchange"},
-    "es_paper/rows.py": {"esverify.oracle.compare", "esverify.oracle.paramsets", "esverify.oracle.rewards",
-                         "esverify.oracle.verdict.exchange"},
-    "hyperscale_es/rows.py": {"esverify.oracle.compare", "esverify.oracle.verdict"},
-    "skill_sample/rows.py": {"esverify.oracle.compare", "esverify.oracle.paramsets", "esverify.oracle.rewards",
-                             "esverify.oracle.verdict.exchange"},
-}
+#: the exceptions, by "package/module": none. A reference's own rows (run_row) reach the core's services (the child
+#: round trip, the bitwise comparison, the parameter sets, the loops' reward) through the `session.tools` they are
+#: handed (esverify.oracle.row_tools.RowTools), never by importing them
+EXCEPTIONS: dict = {}
 
 
 def test_the_spec_has_at_most_twelve_members_and_defaults_for_all_but_five():

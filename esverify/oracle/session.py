@@ -6,8 +6,9 @@ loop rows and adapter-owned rows (`Adapter.run_row`) all go through; it
 holds the run's shared parameter sets through its runner. It is the whole
 API an adapter may use; every name below is public and documented, and the
 core's own rows use nothing else. A reference's own rows reach the child
-through esverify.oracle.verdict.exchange and build no row (`row`,
-`reference_error_row` and `keep` serve the core: esverify.oracle.verdict).
+through session.tools.exchange (esverify.oracle.row_tools) and build no
+row (`row`, `reference_error_row` and `keep` serve the core:
+esverify.oracle.verdict).
 The backend policy (which noise backend the child is told to use,
 `noise_backend`) is one function for every row.
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 from ..paths import oracles_dir
 from .child_process import Child, ChildError, ChildTimeout
 from .noise_policy import BackendRefused, noise_backend
+from .row_tools import RowTools
 from .rows import make_row
 
 
@@ -47,7 +49,8 @@ class Session:
       keep(case_id, ours_path, theirs_path): tensors kept for --keep-tensors;
       note(text): a run-level warning (metadata), once;
       hello: the child's whole hello (its `modules` load errors included); child: the child_process.Child;
-      impl_side: the `--impl` wrapper or None; clock(case); record_profile(case_id, profile).
+      impl_side: the `--impl` wrapper or None; clock(case); record_profile(case_id, profile);
+      tools: the RowTools (esverify.oracle.row_tools) a reference's run_row reaches the core's services through.
     """
 
     def __init__(self, runner, adapter, clone):
@@ -68,6 +71,7 @@ class Session:
         self._changes = {}           #: clone root -> blame.Changes (git is asked once per clone)
         self.placeholders = {}       #: the placeholder notes of this child, in order (placeholder_notes)
         self.ran_all = {}            #: {clone file: {function: None}} every row of this session ran
+        self.tools = RowTools(self)  #: the core's row services a reference's run_row uses (row_tools)
 
     # -- the run's state, read through the runner
     @property

@@ -248,6 +248,10 @@ class ReferenceSpec:
       run_row(session, case) -> the first result of a row kind the core lacks (an
         esverify.oracle.verdict.Outcome, which the core judges: a reference never decides a verdict), or
         None for the core's own path (None: always the core's).
+        The core's services reach it through `session.tools` (esverify.oracle.row_tools.RowTools): the child
+        round trip (exchange), the bitwise comparison (compare, findings), the parameter sets (read_set,
+        tensor_bits, dtype_name) and the loops' reward (reward, with_nonfinite_target); a reference imports
+        none of them.
 
     ValueError (at construction) for an empty name, or loop ops with neither `loop` nor `run_row` (a
     reference that runs its loop rows itself needs no LoopSpec)."""

@@ -26,11 +26,8 @@ import math
 import numpy as np
 import torch
 
-from esverify.oracle import compare as _compare
 from esverify import pyast
-from esverify.oracle import paramsets
-from esverify.oracle.rewards import with_nonfinite_target
-from esverify.oracle.verdict import Outcome, exchange
+from esverify.oracle.verdict import Outcome
 
 from . import contract, lowrank, shapes
 
@@ -98,7 +95,7 @@ def _bits16(t: torch.Tensor) -> np.ndarray:
     return t.detach().contiguous().view(torch.int16).numpy().view(np.uint16)
 
 
-def _settings(case) -> dict:
+def _settings(tools, case) -> dict:
     x = case.extra
     return {"rank": int(x.get("rank", 1)), "engines": int(x.get("engines", 1)),
             "std": bool(x.get("normalize_with_std", False)), "scale_lr": bool(x.get("scale_lr_in_grad", False)),
@@ -106,7 +103,7 @@ def _settings(case) -> dict:
             "base_seed": int(x.get("base_seed", 3)), "steps": case.iterations,
             "chunk": None if x.get("chunk_size") is None else int(x["chunk_size"]),
             # a non-finite reward population: the first prompt's target NaN or +inf (every member's reward on it)
-            "targets": with_nonfinite_target(TARGETS, x.get("rewards"))}
+            "targets": tools.with_nonfinite_target(TARGETS, x.get("rewards"))}
 
 
 def _args(case, s, steps, **more) -> dict:
@@ -116,8 +113,9 @@ def _args(case, s, steps, **more) -> dict:
             "save_freq": None, **({} if s["chunk"] is None else {"es_update_chunk_size": s["chunk"]}), **more}
 
 
-def compare_steps(ours, tape, case, s, peft_shapes, names, source, first_step=0) -> tuple[str, list]:
-    """(the first difference, '' when none; notes) between our LowRankRun and the driver's tape."""
+def compare_steps(tools, ours, tape, case, s, peft_shapes, names, source, first_step=0) -> tuple[str, list]:
+    """(the first difference, '' when none; notes) between our LowRankRun and the driver's tape (tools: the
+    session's RowTools, esverify.oracle.row_tools)."""
     notes = []
     steps = tape.get("steps") or []
     if [int(r["es_step"]) for r in steps] != list(ours.steps):
@@ -162,8 +160,8 @@ def compare_steps(ours, tape, case, s, peft_shapes, names, source, first_step=0)
                     f"fitnesses ours {[_hexf(v) for v in ours.shaped[i]]}, theirs {update['fitnesses']})", notes)
         if not update.get("engine0"):
             return f"es_step {step}: engine 0's update returned {update.get('returned')}", notes
-        _, arrays, dtypes = paramsets.read(update["engine0"])
-        cmp = _compare.compare([ours.weights[i][n] for n in names], arrays, dtypes, names)
+        _, arrays, dtypes = tools.read_set(update["engine0"])
+        cmp = tools.compare([ours.weights[i][n] for n in names], arrays, dtypes, names)
         if cmp.layout_error or cmp.mismatches:
             return f"es_step {step}: engine 0 after the update: {cmp.layout_error or cmp.summary()}", notes
         if record.get("engines_identical") is not True:
@@ -212,7 +210,7 @@ class _Row:
     (run_lowrank_loop under the engine reward, as the trainer reads it) and the factors' noise source."""
 
     def __init__(self, session, case, ours_backend, child_backend):
-        self.session, self.case, self.s = session, case, _settings(case)
+        self.session, self.case, self.s = session, case, _settings(session.tools, case)
         self.peft_shapes, vllm_shapes = model()
         self.names = list(vllm_shapes)
         self.seed = CONTRACT_SEED if case.noise == "contract" else None
@@ -247,7 +245,7 @@ class _Row:
         case, s = self.case, self.s
         source = contract.factor_source(case.noise, s["base_seed"], case.population // 2, len(self.peft_shapes),
                                         self.seed, self.session.opts.mapping, self.backend)
-        return compare_steps(ours, tape, case, s, self.peft_shapes, self.names, source)
+        return compare_steps(self.session.tools, ours, tape, case, s, self.peft_shapes, self.names, source)
 
 
 def run_row(session, case) -> Outcome:
@@ -264,13 +262,13 @@ def run_row(session, case) -> Outcome:
     else:
         command = {"op": "eggroll-main", **row.base, "out": str(out), "args": _args(case, s, s["steps"])}
         start_weights, start_step = row.weights, 0
-    reply, ours = exchange(session, case, command, lambda: row.loop(start_weights, s["steps"], start_step))
+    reply, ours = session.tools.exchange(case, command, lambda: row.loop(start_weights, s["steps"], start_step))
     tape = reply["tape"]
     diff, more = row.compared(ours, tape)
     notes += more
-    _, final, final_dtypes = paramsets.read(reply["results"])
+    _, final, final_dtypes = session.tools.read_set(reply["results"])
     last = ours.weights[-1] if ours.weights else start_weights
-    cmp = _compare.compare([last[n] for n in row.names], final, final_dtypes, row.names)
+    cmp = session.tools.compare([last[n] for n in row.names], final, final_dtypes, row.names)
     if cmp.layout_error:   # nothing more to compare (verdict.reference_row: an error row)
         return Outcome(diff=diff, final=cmp)
     if cmp.mismatches and not diff:
@@ -294,7 +292,7 @@ def _resumed(row: _Row, out) -> tuple | Outcome:
     case, s = row.case, row.s
     first = {"op": "eggroll-main", **row.base, "out": str(out / "first"),
              "args": _args(case, s, RESUME_AT + 1, save_freq=-1)}
-    reply, ours_first = exchange(row.session, case, first, lambda: row.loop(row.weights, RESUME_AT + 1))
+    reply, ours_first = row.session.tools.exchange(case, first, lambda: row.loop(row.weights, RESUME_AT + 1))
     diff, _ = row.compared(ours_first, reply["tape"])
     if diff:
         return Outcome(diff=f"before the checkpoint: {diff}")

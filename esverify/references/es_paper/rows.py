@@ -20,12 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from esverify.oracle import compare as _compare
-from esverify.oracle import paramsets
 from esverify.oracle.case_model import REWARD_TARGET
-from esverify.oracle.rewards import loop_reward as reward
-from esverify.oracle.rewards import with_nonfinite_target
-from esverify.oracle.verdict import Draws, NotDriven, OursRaised, Outcome, Unattributable, exchange
+from esverify.oracle.verdict import Draws, NotDriven, OursRaised, Outcome, Unattributable
 
 from .scripts import initial_seed as _initial_seed
 from .scripts import iid as _iid
@@ -104,7 +100,8 @@ def run_row(session, case) -> Outcome:
     ours_backend, child_backend = session.backend(case)
     names, tensors = session.fresh(case.dtype, False, "base", case.device)
     plan = _plan(session, case, len(names))
-    reply, _ = exchange(session, case, _command(session, case, plan, child_backend))
+    tools = session.tools
+    reply, _ = tools.exchange(case, _command(session, case, plan, child_backend))
     tape = reply["tape"]
     size = _dataset_size(case, tape)
     if not size:
@@ -112,16 +109,16 @@ def run_row(session, case) -> Outcome:
     ours, ours_rewards = _ours(session, case, plan, names, tensors, ours_backend, size,
                                max(tape.get("prompts") or [size]))
     snapshots = ours["starts"]   # copy 0 when iteration k starts = after k updates (the child snapshots it)
-    diff = _first_difference(plan.iterations, tape, ours, snapshots, tensors, names) or \
+    diff = _first_difference(tools, plan.iterations, tape, ours, snapshots, tensors, names) or \
         _first_member_difference(ours_rewards, tape.get("members") or [])
-    _, final, final_dtypes = paramsets.read(reply["results"])
-    cmp = _compare.compare(ours["params"], final, final_dtypes, names)
+    _, final, final_dtypes = tools.read_set(reply["results"])
+    cmp = tools.compare(ours["params"], final, final_dtypes, names)
     if cmp.mismatches and not diff:
         diff = f"final parameters of copy 0: {cmp.summary()}"
-    layout = [(paramsets.dtype_name(t), tuple(t.shape)) for t in tensors]
-    return Outcome(diff=diff, final=cmp, draws=Draws(_compare.findings(reply.get("attribution")), layout),
+    layout = [(tools.dtype_name(t), tuple(t.shape)) for t in tensors]
+    return Outcome(diff=diff, final=cmp, draws=Draws(tools.findings(reply.get("attribution")), layout),
                    keep=(names, ours["params"], reply["results"]),
-                   findings=_findings(case, plan, ours, snapshots, tensors, names),
+                   findings=_findings(tools, case, plan, ours, snapshots, tensors, names),
                    ran=f"{plan.rel}, {plan.iterations} iterations, N={case.population}, gpu_threads={plan.threads}, "
                        f"dataset {size}")
 
@@ -138,7 +135,7 @@ def _plan(session, case, slots: int) -> _Plan:
     if overlap and case.noise == "contract":
         raise Unattributable(f"{overlap}; contract noise cannot attribute those draws")
     # a non-finite reward population: the target itself NaN or inf, so every member's reward is not finite
-    target = with_nonfinite_target((REWARD_TARGET,), case.extra.get("rewards"))[0]
+    target = session.tools.with_nonfinite_target((REWARD_TARGET,), case.extra.get("rewards"))[0]
     return _Plan(script_rel(session.clone_path, case.op), iterations, int(case.extra.get("gpu_threads", 2)),
                  iid, initial_seed, schedule, table, target)
 
@@ -161,7 +158,7 @@ def _ours(session, case, plan: _Plan, names, tensors, ours_backend, size: int, p
     ours_rewards = []
 
     def prompt_rewards(params):
-        value = reward(params, plan.target)
+        value = session.tools.reward(params, plan.target)
         if not ours_rewards or len(ours_rewards[-1]) == case.population:   # every `population` evaluations
             ours_rewards.append([])                                           # a new iteration starts
         ours_rewards[-1].append(value)
@@ -183,7 +180,7 @@ def _ours(session, case, plan: _Plan, names, tensors, ours_backend, size: int, p
     return ours, ours_rewards[:plan.iterations]
 
 
-def _first_difference(iterations: int, tape: dict, ours: dict, snapshots, tensors, names) -> str:
+def _first_difference(tools, iterations: int, tape: dict, ours: dict, snapshots, tensors, names) -> str:
     """The first difference in the iterations' order: their count, then per iteration the seeds of the
     numpy schedule and the parameters of copy 0 as it starts; '' when none."""
     theirs_iterations = tape.get("iterations") or []
@@ -195,20 +192,20 @@ def _first_difference(iterations: int, tape: dict, ours: dict, snapshots, tensor
             return (f"iteration {i}: seeds ours {ours['seeds'][i][:4]}..., theirs "
                     f"{theirs_iterations[i]['seeds'][:4]}...: the numpy seed schedule differs")
         if theirs_iterations[i].get("params"):
-            _, arrays, dtypes = paramsets.read(theirs_iterations[i]["params"])
-            cmp = _compare.compare(snapshots[i] if i < len(snapshots) else tensors, arrays, dtypes, names)
+            _, arrays, dtypes = tools.read_set(theirs_iterations[i]["params"])
+            cmp = tools.compare(snapshots[i] if i < len(snapshots) else tensors, arrays, dtypes, names)
             if cmp.layout_error or cmp.mismatches:
                 return f"parameters when iteration {i} starts: {cmp.layout_error or cmp.summary()}"
     return ""
 
 
-def _findings(case, plan: _Plan, ours: dict, snapshots, tensors, names) -> list:
+def _findings(tools, case, plan: _Plan, ours: dict, snapshots, tensors, names) -> list:
     """[(key, observed)]: the model copies that drifted from copy 0 in the last iteration (the restore is
     not exact), and the _iid scripts' overlapping seed streams."""
     out = []
     if plan.threads > 1 and plan.iterations:
         drift = [k for k, copy in enumerate(ours["copies_before_update"])
-                 if any(not np.array_equal(paramsets.tensor_bits(a), paramsets.tensor_bits(b))
+                 if any(not np.array_equal(tools.tensor_bits(a), tools.tensor_bits(b))
                         for a, b in zip(copy, snapshots[-1] if snapshots else tensors))]
         if drift:
             out.append(("restore-drift", f"copies {drift} drifted in the last iteration"))

@@ -3,7 +3,7 @@
 Design record: a row builds its inputs from the case's own stream (W, raw scores, sigma and the
 learning rate, larger than the matrix's so that one bf16 step shows; the row's note names them), asks the child (child/driver.py, op "run") and
 computes our side with the numpy model under what the child's hello says it runs on (the CPU's
-FMA, XLA_FLAGS), compares them (esverify.oracle.compare) and returns an Outcome: the status is the
+FMA, XLA_FLAGS), compares them (session.tools.compare) and returns an Outcome: the status is the
 core's (esverify.oracle.verdict), as is the row of a child that failed or a reference that raised. Contract
 rows serve the draws of .contract by key; native rows let JAX draw and our model (.jaxrandom)
 reproduce it. A documented quirk a row shows is recorded as a finding (the adapter's `findings`).
@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from esverify.oracle import compare as _compare
-from esverify.oracle import verdict
+from esverify.oracle.verdict import Outcome
 
 from . import jaxrandom as R
 from . import noise as N
@@ -91,19 +90,19 @@ def _draws(session, case, seed, dtype, shape, pairs):
 
 def _ask(session, case, ops) -> list:
     """The child's results of `ops`; a child that failed or a reference that raised ends the row (the core's)."""
-    reply, _ = verdict.exchange(session, case, {"op": "run", "case_id": case.case_id, "ops": ops})
+    reply, _ = session.tools.exchange(case, {"op": "run", "case_id": case.case_id, "ops": ops})
     return reply["results"]
 
 
 def _outcome(session, case, ours: list, theirs: list, dtypes: list, names: list, ran: str, findings=()):
     """The row's Outcome for the core (esverify.oracle.verdict): the comparison of every result, what ran and
     under what (the child's jax, jaxlib, FMA and XLA_FLAGS), the findings it showed."""
-    cmp = _compare.compare(ours, theirs, dtypes, names)
-    return verdict.Outcome(diff=cmp.summary(), final=cmp, ran=f"{ran}; {settings(session.environment)}",
+    cmp = session.tools.compare(ours, theirs, dtypes, names)
+    return Outcome(diff=cmp.summary(), final=cmp, ran=f"{ran}; {settings(session.environment)}",
                            findings=list(findings))
 
 
-def shaping_row(session, case, group: int) -> verdict.Outcome:
+def shaping_row(session, case, group: int) -> Outcome:
     """`convert_fitnesses` of N raw scores with group size `group` (eager f32), ours and the reference's."""
     scores = _rng(case).normal(size=case.population).astype(F32)
     results = _ask(session, case, [{"op": "shaping", "noiser": "eggroll", "scores": _hex(scores, "f32"),
@@ -120,7 +119,7 @@ def shaping_row(session, case, group: int) -> verdict.Outcome:
                     ["shaped"], f"convert_fitnesses, eager f32, N={case.population}, group size {group}", findings)
 
 
-def perturb_row(session, case, noiser: str) -> verdict.Outcome:
+def perturb_row(session, case, noiser: str) -> Outcome:
     """Each thread's perturbed parameter in `noiser`'s forward pass (eager) and the draws behind it."""
     dtype, n, seed, rank = case.dtype, case.population, int(case.handles[0]), 1
     rng = _rng(case)
@@ -165,7 +164,7 @@ def perturb_row(session, case, noiser: str) -> verdict.Outcome:
                     f"sigma={sigma!r}, epoch {EPOCH}, noise_reuse {NOISE_REUSE}", findings)
 
 
-def update_row(session, case, rank: int, n: int) -> verdict.Outcome:
+def update_row(session, case, rank: int, n: int) -> Outcome:
     """One EggRoll sgd update (jitted or eager, from the op) of rank `rank` with `n` threads."""
     dtype, seed, mode = case.dtype, int(case.handles[0]), "jit" if "-jit" in case.op else "eager"
     rng = _rng(case)

@@ -16,12 +16,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from esverify.oracle import compare as _compare
-from esverify.oracle import paramsets
 from esverify.oracle.case_model import REWARD_TARGET
-from esverify.oracle.rewards import loop_reward as reward
-from esverify.oracle.rewards import with_nonfinite_target
-from esverify.oracle.verdict import Defect, OursRaised, Outcome, exchange
+from esverify.oracle.verdict import Defect, OursRaised, Outcome
 
 from .sample import MAX_POPULATION, sample_module
 
@@ -66,7 +62,7 @@ def run_row(session, case) -> Outcome:
     ours_rewards = []
 
     def our_reward(vector):
-        value = reward(_pieces(vector, shapes), command["reward_target"])
+        value = session.tools.reward(_pieces(vector, shapes), command["reward_target"])
         ours_rewards.append(value)
         return value
 
@@ -78,21 +74,21 @@ def run_row(session, case) -> Outcome:
                                         reward=our_reward)
     # the sample refuses bf16 and populations above its 30 utilities (its defects): nothing to compare with
     runnable = case.dtype != "bf16" and case.population <= MAX_POPULATION
-    reply, ours = exchange(session, case, command, compute if runnable else None,
-                           first_result=lambda err: _defect(err, case, MAX_POPULATION))
+    reply, ours = session.tools.exchange(case, command, compute if runnable else None,
+                                         first_result=lambda err: _defect(err, case, MAX_POPULATION))
     notes = []
     if ours is None:   # the sample ran what its published version refuses (a fixed copy): compare it too
         ours = _compute_refused(case, compute)
         notes.append(f"note: this copy of the sample runs dtype {case.dtype} at population {case.population}, "
                      "which the published sample refuses (docs/references.md §7)")
-    return _compared(case, command, reply, ours, ours_rewards, flat, notes)
+    return _compared(session.tools, case, command, reply, ours, ours_rewards, flat, notes)
 
 
 def _command(session, case, child_backend) -> dict:
     module = sample_module(session.clone_path)
     root = session.adapter.clone_root(session.clone_path)   # the folder the child starts in
     # a non-finite reward population: the target itself NaN, so every member's reward is NaN
-    target = with_nonfinite_target((REWARD_TARGET,), case.extra.get("rewards"))[0]
+    target = session.tools.with_nonfinite_target((REWARD_TARGET,), case.extra.get("rewards"))[0]
     return {"op": "skill-loop", "case_id": case.case_id, "device": case.device, "scheme": case.scheme,
             "mapping": session.opts.mapping, "backend": child_backend, "noise": case.noise,
             "set": str(session.set_path(case.dtype, case.big, "base")), "sigma": case.sigma, "lr": case.alpha,
@@ -147,24 +143,24 @@ def _reward_difference(case, ours_rewards, tape: dict) -> str:
     return ""
 
 
-def _compared(case, command: dict, reply: dict, ours: dict, ours_rewards, flat, notes: list) -> Outcome:
+def _compared(tools, case, command: dict, reply: dict, ours: dict, ours_rewards, flat, notes: list) -> Outcome:
     """Both runs compared in time order: seeds, rewards, the returned params_current, the vector the model
     is left holding; the sample's findings when they agree."""
     from . import loop as ours_loop
     tape, generations = reply["tape"], command["generations"]
     diff = _seed_difference(ours, tape) or _reward_difference(case, ours_rewards, tape)
-    _, final, final_dtypes = paramsets.read(reply["results"])
-    cmp = _compare.compare([ours["params"]], final, final_dtypes, ["params_current"])
+    _, final, final_dtypes = tools.read_set(reply["results"])
+    cmp = tools.compare([ours["params"]], final, final_dtypes, ["params_current"])
     if cmp.layout_error:   # nothing more to compare (verdict.reference_row: an error row)
         return Outcome(diff=diff, final=cmp)
     if cmp.mismatches and not diff:
         diff = f"params_current: {cmp.summary()}"
     findings = []
-    _, left, left_dtypes = paramsets.read(tape["model_after"])
+    _, left, left_dtypes = tools.read_set(tape["model_after"])
     last_member = ours["tape"][-1]["model"] if ours["tape"] else flat
-    left_cmp = _compare.compare([last_member], left, left_dtypes, ["model"])
+    left_cmp = tools.compare([last_member], left, left_dtypes, ["model"])
     if not left_cmp.layout_error and not left_cmp.mismatches and generations:
-        params_cmp = _compare.compare([ours["params"]], left, left_dtypes, ["model"])
+        params_cmp = tools.compare([ours["params"]], left, left_dtypes, ["model"])
         if params_cmp.mismatches:
             findings.append(("model-left-perturbed", "the model holds the last member's perturbed vector after the "
                                                      f"loop ({params_cmp.mismatches} of {params_cmp.elements} "
