@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
 
 from esverify.paths import child_dir, oracles_dir
 
@@ -36,8 +37,9 @@ def manifest(reference: str):
     return child_dir(reference.replace("-", "_")) / "interfaces.json"
 
 
-def manifests() -> dict:
-    """{reference name: {...}}: every built-in reference's interface data, merged (as the audit reads it)."""
-    import json
-    from esverify.paths import interface_files
-    return {name: spec for path in interface_files() for name, spec in json.loads(path.read_text()).items()}
+
+def in_child_folder(rel: Path) -> bool:
+    """Whether `rel` (a path relative to the esverify package folder) is a reference's child file
+    (references/<name>/child/...): run by path in the child beside oracles/, never a module of the package."""
+    parts = rel.parts
+    return len(parts) > 3 and parts[0] == "references" and parts[2] == "child"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from child_files import in_child_folder
 from esverify import pyast
 
 PACKAGE = Path(__file__).resolve().parents[1] / "esverify"
@@ -21,10 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "esverify"
 def _package_files() -> list:
     """The package's modules: not a reference's child/ folder, which runs in the child process beside
     oracles/ (never in the parent, where the parse lock guards its threads)."""
-    def in_child(path) -> bool:
-        parts = path.relative_to(PACKAGE).parts
-        return len(parts) > 3 and parts[0] == "references" and parts[2] == "child"
-    return [p for p in sorted(PACKAGE.rglob("*.py")) if not in_child(p)]
+    return [p for p in sorted(PACKAGE.rglob("*.py")) if not in_child_folder(p.relative_to(PACKAGE))]
 
 
 def test_no_module_of_the_package_calls_ast_parse_but_pyast():

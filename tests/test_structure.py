@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from child_files import in_child_folder
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "esverify"
 CHILD = ROOT / "oracles"
@@ -58,16 +60,9 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _in_child_folder(path: Path) -> bool:
-    """Whether `path` is a reference's child file (esverify/references/<name>/child/): run by path in the
-    child beside oracles/, never a module of the package."""
-    parts = path.relative_to(PACKAGE).parts
-    return len(parts) > 3 and parts[0] == "references" and parts[2] == "child"
-
-
 def package_modules() -> dict:
     """{dotted module name: path} of every module of esverify (the references' child folders are not)."""
-    return {_module(p): p for p in sorted(PACKAGE.rglob("*.py")) if not _in_child_folder(p)}
+    return {_module(p): p for p in sorted(PACKAGE.rglob("*.py")) if not in_child_folder(p.relative_to(PACKAGE))}
 
 
 def child_files() -> list:
