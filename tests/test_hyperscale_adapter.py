@@ -22,7 +22,7 @@ def test_the_default_matrix_has_38_cpu_rows_in_one_scheme_cell():
     assert {(c.dtype, c.noise) for c in noisy} == {(d, n) for d in ("f32", "f16", "bf16") for n in ("contract", "native")}
     assert {c.op: c.population for c in noisy} == {"perturb-eggroll": 4, "perturb-openes": 4, "update-jit": 8,
                                                    "update-eager": 8, "update-jit-r1": 16, "update-eager-r1": 16}
-    assert adapter.child_needs == ("jax", "jaxlib", "optax") and adapter.rule_for("cpu") == ""
+    assert adapter.child_needs == ("jax", "jaxlib", "optax", "numpy") and adapter.rule_for("cpu") == ""
 
 
 def test_contract_draw_is_the_contract_stream_of_pair_and_leaf():

@@ -28,7 +28,7 @@ import re
 from ..cliutil import PYTHON_NAME
 from .options import SetupError, UsageError
 
-#: what every reference's child imports (esverify.rng and the shared child code)
+#: what every reference's child imports (esverify.rng and the shared child code), but a standalone one's
 BASE_NEEDS = ("torch", "numpy")
 #: the pip line that installs a need (torch pinned to the version the goldens were made with)
 PINS = {"torch": "torch==2.13.0"}
@@ -66,8 +66,17 @@ def parse_python(value) -> tuple[str | None, dict]:
 
 def child_needs(adapter) -> tuple:
     """The modules `adapter`'s child imports beyond the standard library: BASE_NEEDS, then the adapter's
-    own `child_needs` (e.g. safetensors, for a reference that writes safetensors files), in order, once each."""
-    return tuple(dict.fromkeys((*BASE_NEEDS, *getattr(adapter, "child_needs", ()))))
+    own `child_needs` (e.g. safetensors, for a reference that writes safetensors files), in order, once each.
+    A standalone child's (the spec's CloneSpec.standalone_child: its driver imports none of the shared child
+    runtime, e.g. a JAX reference's) are its own `child_needs` alone, so a JAX environment without torch runs it."""
+    own = tuple(getattr(adapter, "child_needs", ()))
+    return tuple(dict.fromkeys(own if standalone(adapter) else (*BASE_NEEDS, *own)))
+
+
+def standalone(adapter) -> bool:
+    """Whether `adapter`'s child imports nothing of the shared child runtime (and so no torch): no warm start
+    server (which imports torch) forks it, and its interpreter is asked for its own needs only."""
+    return bool(getattr(adapter, "standalone_child", False))
 
 
 def _fix(name: str, probe: dict, missing: list, own: bool) -> str:

@@ -209,10 +209,12 @@ class Runner:
         for name, ok in zip(names, started):
             session = self.sessions[name]
             if not ok:
+                from . import interpreters as _interpreters
                 python = opts.python_for(name)
                 raise ChildStartError(f"the {name} child did not start under {python}: {session.start_error}; "
                                       f"fix: the child's own last log lines are quoted here; check that "
-                                      f"{python} runs `import torch, numpy`")
+                                      f"{python} runs `import "
+                                      f"{', '.join(_interpreters.child_needs(_adapters.get(name)))}`")
             if opts.devices_explicit and "cuda" in opts.devices and not session.environment.get("cuda"):
                 raise SetupError("--devices names cuda but the child sees no CUDA device; fix: run on a machine "
                                  "with a CUDA GPU and a CUDA build of torch, or leave cuda out of --devices")
@@ -224,13 +226,15 @@ class Runner:
         reference or more), else one of the run's own when more than one child is to start under it,
         launched here and waited for by `_await_warm`. A server that does not start costs nothing but its
         attempt: its children then start fresh (metadata warnings say so)."""
+        from . import interpreters as _interpreters
         from .child_process import warm_start_server
         from .warm_kept import kept, usable_for
         from .warm_start import WarmStartError, WarmStarts
         opts = self.opts
         pythons: dict = {}   # interpreter path -> the references whose children it runs
         for name in dict.fromkeys(c.target for c in selected if c.target in clones):
-            pythons.setdefault(opts.python_for(name), []).append(name)
+            if not _interpreters.standalone(_adapters.get(name)):   # its child is never forked (it imports no torch)
+                pythons.setdefault(opts.python_for(name), []).append(name)
         gone = kept()
         if gone is not None and gone.why_not() and opts.warm_start and gone.python in pythons:
             self.notes.add(f"warm start: {gone.why_not()} (the server keep_warm holds); this run's children "

@@ -60,7 +60,8 @@ class Session:
         self.child = Child(opts.python_for(adapter.name), Path(adapter.driver), adapter.clone_root(clone.path),
                            runner.work / f"child-{adapter.name}.log", env=opts.child_env, workdir=runner.work,
                            max_memory=opts.max_memory, max_output=opts.max_output, target=adapter.name,
-                           shared=oracles_dir(), warm=getattr(runner, "warm", None),
+                           shared=oracles_dir(),   # a standalone child imports no torch: no warm server forks it
+                           warm=None if getattr(adapter, "standalone_child", False) else getattr(runner, "warm", None),
                            driver_args=("--line-coverage",) if opts.line_coverage else ())
         self.hello = None
         self.start_error = ""

@@ -44,7 +44,11 @@ class CloneSpec:
     identifies a clone (None: every key of `files`; a generic name such as es.py is no clone without
     one of these beside it); child_needs: Python modules the child interpreter must have besides torch
     and numpy (checked before a run, docs/parity.md); alias_flag: a deprecated option naming this clone
-    (e.g. "--<name>-ref"), or None; it must repeat the reference record's `alias_option`.
+    (e.g. "--<name>-ref"), or None; it must repeat the reference record's `alias_option`;
+    standalone_child: the driver speaks the child protocol itself and imports nothing of the shared child
+    runtime (oracles/, which imports torch), as a JAX reference's does: `child_needs` is then all its
+    child needs (torch and numpy are not added) and its child is never forked from a warm start server
+    (which imports torch).
 
     For a clone that is not a fixed set of files (each None or empty by default, with the plain behaviour
     said here): recognise(path) -> None when the folder (or file) `path` is a clone of the reference, else
@@ -69,6 +73,7 @@ class CloneSpec:
     single_file: bool = False
     looks_for: str = ""
     how_to_give: str = ""
+    standalone_child: bool = False
 
 
 @dataclass(frozen=True)

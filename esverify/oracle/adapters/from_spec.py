@@ -43,6 +43,7 @@ class SpecAdapter(Adapter):
         self.licence, self.validated_commit = clone.licence, clone.validated_commit
         self.env_var, self.default_path, self.alias_flag = clone.env_var, clone.default_path, clone.alias_flag
         self.child_needs = tuple(clone.child_needs)          # read by esverify.oracle.interpreters
+        self.standalone_child = clone.standalone_child      # interpreters, runner, session: no torch there
         self.ops, self.loop_ops, self.layered_ops = tuple(ops.single), tuple(ops.loops), tuple(ops.layered)
         self.sweep_op, self.fuzz_ops = ops.sweep, tuple(ops.fuzz)
         self.summary, self.reached, self.findings = texts.summary, dict(texts.reached), dict(texts.findings)

@@ -67,7 +67,9 @@ ADAPTER = ReferenceSpec(
                "common": "src/hyperscalees/models/common.py"},
         needs={"shaping": "noiser", "perturb": "noiser", "update": "noiser"},
         licence="LICENSE", validated_commit="b77f7d6", env_var="ESVERIFY_HYPERSCALE_REF",
-        default_path="refs/HyperscaleES", identifying=("noiser", "eggroll"), child_needs=("jax", "jaxlib", "optax")),
+        default_path="refs/HyperscaleES", identifying=("noiser", "eggroll"),
+        # child/driver.py speaks the child protocol itself: a user's JAX environment needs no torch
+        child_needs=("jax", "jaxlib", "optax", "numpy"), standalone_child=True),
     ops=OpsSpec(single=OPS),
     driver=str(Path(__file__).with_name("child") / "driver.py"),
     profile=NAME,
