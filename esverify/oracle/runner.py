@@ -94,6 +94,7 @@ class Runner:
         self.started_utc = utc_now()
         self._lock = threading.Lock()    #: the references run in parallel threads and share sets and state
         self._stop = threading.Event()   #: set when the run is interrupted: the reference threads stop
+        self._sweeper = None             #: esverify.oracle.sweeper.Sweeper of the private folder, once a case is judged
 
     # -- what the sessions share
     def set_path(self, dtype: str, big: bool, variant: str, shapes=None, ties=()) -> Path:
@@ -374,7 +375,26 @@ class Runner:
                 run["fuzz"] = lambda frame: _fuzz.shrink_failures(self, run["clones"], run["selected"], frame,
                                                                   time.monotonic() - started)
             run["wall"] = lambda: time.monotonic() - started
-            return finish(self, out_dir, run)
+            try:
+                return finish(self, out_dir, run)
+            finally:
+                self._close_sweeper()
+
+    def sweep(self, case_id: str, folder: Path) -> None:
+        """Remove `folder`, the judged case `case_id`'s files in the private folder, in the background
+        (esverify.oracle.sweeper), unless --keep-tensors keeps tensors from it."""
+        with self._lock:
+            if any(kept[0] == case_id for kept in self.kept):
+                return
+            if self._sweeper is None:
+                from .sweeper import Sweeper
+                self._sweeper = Sweeper(self.work / "swept")
+        self._sweeper.discard(folder)
+
+    def _close_sweeper(self) -> None:
+        sweeper, self._sweeper = self._sweeper, None
+        if sweeper is not None:
+            sweeper.close()
 
     def _run_sessions(self, selected, progress, environments):
         """The references side by side, one thread each (rows are put back in case order by finish)."""
@@ -410,6 +430,7 @@ class Runner:
             session.last_theirs = None
             mark = time.perf_counter()
             row = checked_case(session, case)
+            session.discard_case(case)
             self.row_seconds[case.case_id] = time.perf_counter() - mark
             if self._stop.is_set() and row["status"] == "error":
                 break   # the interrupt killed its child mid-case: the row is not-run, not a child death
@@ -444,6 +465,7 @@ class Runner:
             stack.enter_context(keeping())   # our side's noise, kept for the session's cases only
             if not getattr(self, "work", None) or not Path(self.work).is_dir():   # else: inside a run (fuzz)
                 self.work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="esverify-parity-")))
+                stack.callback(self._close_sweeper)   # before the folder itself is removed
             if self.warm is None:
                 from .warm_kept import usable_for
                 from .warm_start import WarmStarts
@@ -461,6 +483,7 @@ class Runner:
                 session.last_theirs = None
                 count[0] += 1
                 row = checked_case(session, case)
+                session.discard_case(case)
                 history.append((count[0], case, row, session.last_theirs, session.variant_clone))
                 return row
 

@@ -42,7 +42,8 @@ class Session:
       ensure_child() -> bool; close();
       fresh(dtype, big, variant, device, shapes=None, ties=()) -> (names, tensors on device);
       set_path(dtype, big, variant, shapes=None, ties=()) -> Path of that set's .npz (shared by the run);
-      case_dir(case) -> Path, created: where the child writes the case's results;
+      case_dir(case) -> Path, created: where the child writes the case's results; discard_case(case), once
+      the case's row is judged (the runner's: the folder is removed in the background);
       exchange(case, command, compute=None) -> (reply, computed, error row or None);
       reference_error_row(case, err) -> row; row(case, **fields) -> row (columns rows.COLUMNS);
       record_finding(key, case, observed: str): a documented quirk (adapter.findings) this row showed;
@@ -248,9 +249,16 @@ class Session:
         return self.runner.set_path(dtype, big, variant, shapes, ties)
 
     def case_dir(self, case) -> Path:
-        out = self.work / "cases" / re.sub(r"[^A-Za-z0-9_.-]+", "_", case.case_id)
+        out = self._case_folder(case)
         out.mkdir(parents=True, exist_ok=True)
         return out
+
+    def _case_folder(self, case) -> Path:
+        return self.work / "cases" / re.sub(r"[^A-Za-z0-9_.-]+", "_", case.case_id)
+
+    def discard_case(self, case) -> None:
+        """The judged case's folder (case_dir) is removed in the background, unless it holds kept tensors."""
+        self.runner.sweep(case.case_id, self._case_folder(case))
 
     def record_finding(self, key: str, case, observed: str):
         self.runner.record_finding(self.adapter, key, case, observed)
