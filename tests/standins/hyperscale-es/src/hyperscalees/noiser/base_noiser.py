@@ -76,11 +76,15 @@ def apply(frozen, dyn, params, grads):
 
 
 def grads_of(frozen, dyn, params, keys, fitnesses, iterinfos, es_map, matrix_rule):
-    """-sqrt(N) * the estimate per leaf, in the leaf's dtype (zeros for excluded and frozen leaves)."""
+    """-sqrt(N) * the estimate per leaf, in the leaf's dtype (zeros for excluded and frozen leaves); a leaf
+    whose key holds one key per slice (scan_map (0,)) is estimated slice by slice."""
     epochs, threads = iterinfos
     n = fitnesses.shape[0]
 
     def one(param, key, code):
+        typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+        if jnp.ndim(key) > (0 if typed else 1):   # a stacked leaf (scan_map (0,)): slice by slice, by slice key
+            return jnp.stack([one(param[i], key[i], code) for i in range(key.shape[0])])
         if code == MM_PARAM:
             g = matrix_rule(param, key)
         elif code == PARAM and not frozen["freeze_nonlora"]:
