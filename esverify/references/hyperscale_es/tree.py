@@ -17,8 +17,8 @@ arithmetic depends on the number of leaves). A leaf with scan_map (0,) holds sta
 leading axis, slice l keyed fold_in(leaf key, l), each estimated as a separate 2-D leaf.
 
 Limits: f32 only (the low-precision rules of .update hold for a single sgd matrix leaf); a jitted PARAM
-leaf on JAX's own noise is a ValueError (XLA fuses the draw into the reduction; served draws and eager
-runs are modelled).
+leaf on JAX's own noise is modelled up to MAX_FUSED_THREADS threads (XLA fuses the draw into the
+reduction, whose order for 8 and more threads was not found), a ValueError beyond.
 
 Public entry: `tree_update(params, es_map, shaped, draws_by_leaf, sigma, lr, rank, mode, solver,
 opt_state)` -> (new params, new opt_state); `leaf_keys` and `native_draws` build the draws of JAX's noise.
@@ -42,6 +42,9 @@ CODES = (PARAM, MM_PARAM, EMB_PARAM, EXCLUDED)
 SOLVERS = ("sgd", "adamw")
 #: the longest population whose full-rank reduction order (sequential from 0) was measured
 MAX_PARAM_THREADS = 32
+#: the longest population whose jitted full-rank estimate on JAX's own noise (the draw fused into the reduction)
+#: was measured sequential; 8 and more take another order (not modelled)
+MAX_FUSED_THREADS = 6
 
 
 def flatten(tree, prefix: str = "") -> list[tuple[str, object]]:
@@ -127,8 +130,9 @@ def full_rank_draw(key, shape, fma: bool = True) -> FullRankDraw:
 def full_rank_estimate(f, draws, sigma: float, mode: str) -> np.ndarray:
     """sqrt(N) * mean_t f_t * noise_t in f32 (a PARAM leaf's g; the gradient is its negation), noise_t =
     rd(draw_t * +-sigma). The sum over threads runs from 0 in thread order (measured up to MAX_PARAM_THREADS),
-    fma-accumulated under jit. ValueError under jit for a `FullRankDraw` (JAX's own draw: XLA fuses the
-    normal's arithmetic into the reduction, reassociating its sqrt2 with the thread's scale; not modelled)."""
+    fma-accumulated under jit. Under jit a `FullRankDraw` (JAX's own draw) is fused into the reduction and XLA
+    folds the normal's sqrt2 into the thread's scale: noise_t = rd(e_t * rd(+-sigma * sqrt2)), the sum
+    sequential for N <= MAX_FUSED_THREADS, a ValueError beyond (measured: another order, not modelled)."""
     n = len(draws)
     if n > MAX_PARAM_THREADS:
         raise ValueError(f"{n} threads: the full-rank reduction order is measured up to {MAX_PARAM_THREADS}")
@@ -137,8 +141,11 @@ def full_rank_estimate(f, draws, sigma: float, mode: str) -> np.ndarray:
     for t in range(n):
         d, sign = draws[t], (s if t % 2 == 0 else -s)
         if mode == "jit" and isinstance(d, FullRankDraw):
-            raise ValueError("a jitted PARAM leaf on JAX's own noise is not modelled: XLA fuses the draw into the "
-                             "reduction over threads (serve the draws, or run eager)")
+            if n > MAX_FUSED_THREADS:
+                raise ValueError(f"{n} threads: a jitted PARAM leaf on JAX's own noise is modelled up to "
+                                 f"{MAX_FUSED_THREADS} (XLA fuses the draw into the reduction; serve the draws, "
+                                 f"or run eager)")
+            noise = (d.erf_inv * F32(sign * F32(math.sqrt(2)))).astype(F32)
         else:
             noise = (np.asarray(d.normal if isinstance(d, FullRankDraw) else d, F32) * sign).astype(F32)
         acc = np.zeros(noise.shape, F32) if acc is None else acc
