@@ -11,7 +11,9 @@ our numpy model (.shaping, .noise, .update) computes the same, and the core judg
 - perturb-eggroll (rank 1), perturb-openes: each thread's perturbed parameter in the forward
   pass, f32/f16/bf16;
 - update-jit, update-eager (rank 2, N 8), update-jit-r1, update-eager-r1 (rank 1, N 16): one
-  EggRoll sgd update of an (8, 5) leaf, f32/f16/bf16, jitted and eager.
+  EggRoll sgd update of an (8, 5) leaf, f32/f16/bf16, jitted and eager;
+- tree-sgd-jit, tree-sgd-eager, tree-adamw-jit, tree-adamw-eager (.rows_tree): two updates of a tree
+  with a matrix, a bias, an EXCLUDED and a scanned leaf, sgd or adamw, f32, N 4, rank 4.
 
 Each row runs on contract noise (the child's `jax.random.normal` served from the RNG contract,
 .contract, through a host callback that refuses a key it cannot attribute) and on native noise
@@ -32,7 +34,9 @@ UPDATES = {"update-jit": (2, 8), "update-eager": (2, 8), "update-jit-r1": (1, 16
 SHAPINGS = {"shaping": 0, "shaping-grouped": 4}
 #: op -> the noiser whose forward perturbation the row checks
 PERTURBS = {"perturb-eggroll": "eggroll", "perturb-openes": "open_es"}
-OPS = (*SHAPINGS, *PERTURBS, *UPDATES)
+#: op -> solver of the tree rows (.rows_tree: several leaves, a scanned one, an excluded one; f32, N 4, 2 steps)
+TREES = {"tree-sgd-jit": "sgd", "tree-sgd-eager": "sgd", "tree-adamw-jit": "adamw", "tree-adamw-eager": "adamw"}
+OPS = (*SHAPINGS, *PERTURBS, *UPDATES, *TREES)
 NAME = "hyperscale-es"
 
 
@@ -48,11 +52,17 @@ def cases(matrix, cell) -> None:
         cell.add(op, 4)
     for op, (_, n) in UPDATES.items():
         cell.add(op, n)
+    if cell.dtype == "f32":
+        for op in TREES:
+            cell.add(op, 4)
 
 
 def run_row(session, case):
     """The Outcome of row `case` (.rows; the core's comparison and torch are imported when a row runs)."""
     from . import rows
+    if case.op in TREES:
+        from . import rows_tree
+        return rows_tree.tree_row(session, case, TREES[case.op])
     if case.op in SHAPINGS:
         return rows.shaping_row(session, case, SHAPINGS[case.op])
     if case.op in PERTURBS:
@@ -76,6 +86,8 @@ ADAPTER = ReferenceSpec(
     texts=ReportTexts(
         summary="hyperscale-es: HyperscaleES's noisers (EggRoll, OpenES) in JAX: shaping, perturbation, update",
         findings={
+            "excluded-decay": "with adamw (the end-to-end test's solver) weight decay moves EXCLUDED leaves, whose "
+                              "gradient is zero: they are excluded from the estimate, not from the optimiser",
             "frozen-noise": "noise_reuse 0 (every noiser's default, and the end-to-end test's) draws epoch 0's "
                             "noise in every epoch: the perturbations never change",
             "grouped-shaping": "group_size > 0 centres each group on its own mean but divides by the spread of "
@@ -98,16 +110,21 @@ ADAPTER = ReferenceSpec(
             ("contract noise through the host callback", "noise contract",
              ("*/perturb-*/N[0-9]", "*/update-*/N[0-9]", "*/update-*/N[0-9][0-9]")),
             ("JAX's own noise (threefry, erf_inv)", "noise native", ("*/native",)),
+            ("a tree update with sgd: matrix, bias, excluded and scanned leaves (jitted and eager)",
+             "ops tree-sgd-jit, tree-sgd-eager", ("*/tree-sgd-*",)),
+            ("a tree update with adamw, two steps (weight decay on the excluded leaf)",
+             "ops tree-adamw-jit, tree-adamw-eager", ("*/tree-adamw-*",)),
         ),
         computes={"shaping": ["src/hyperscalees/noiser/eggroll.py::EggRoll.convert_fitnesses"],
                   "perturb-eggroll": ["src/hyperscalees/noiser/eggroll.py::EggRoll.do_mm"],
                   "perturb-openes": ["src/hyperscalees/noiser/open_es.py::OpenES.get_noisy_standard"],
-                  "update": ["src/hyperscalees/noiser/eggroll.py::EggRoll.do_updates"]},
+                  "update": ["src/hyperscalees/noiser/eggroll.py::EggRoll.do_updates"],
+                  "tree": ["src/hyperscalees/noiser/eggroll.py::EggRoll.do_updates",
+                           "src/hyperscalees/models/common.py::simple_es_tree_key"]},
         never_checked=(
             ("sparse, AltEggRoll, EggRollBS", "no row drives them: their defects (the sparse do_mm's batch axis, "
                                               "EggRollBS at its defaults and with several groups) stay findings "
                                               "of the docs"),
-            ("adamw", "the update rows run sgd; weight decay reaching excluded leaves is not shown by a row"),
             ("the end-to-end test and the LLM loop", "no loop row: the compilation cache under HF_HOME and "
                                                      "jax.lax.pvary's removal are not executed"),
             ("GPU and other CPUs", "XLA's CPU arithmetic of this host only; native rows hold for its jaxlib and "

@@ -36,6 +36,8 @@ Ops (each reply entry has "op", its outputs and "printed", the lines the referen
   list of {key, shape, dtype, bits}), `jax.random.normal` is replaced for the call by a host callback
   that returns the entry of the key it is given and raises for a key it cannot attribute: the
   runner's noise inside the reference's jitted, vmapped update.
+- `update-tree` (child/hyperscale_trees.py): several leaves (es_map codes, scanned leaves), sgd or adamw,
+  one or more steps -> `w` per leaf (f32 hex), adamw's moments and count, the leaf keys.
 """
 from __future__ import annotations
 
@@ -51,6 +53,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+import hyperscale_trees  # the tree-update op: its sibling in the child folder
 
 _DT = {"f32": jnp.float32, "f16": jnp.float16, "bf16": jnp.bfloat16}
 
@@ -203,7 +207,9 @@ def _perturb(noisers, common, op):
     return {"perturbed": outs, "draws": seen}
 
 
-OPS = {"shaping": _shaping, "noise": _noise, "update": _update, "perturb": _perturb}
+OPS = {"shaping": _shaping, "noise": _noise, "update": _update, "perturb": _perturb,
+       "update-tree": lambda noisers, common, op: hyperscale_trees.run_update_tree(noisers, common, op,
+                                                                                  _served_normal)}
 
 
 def _fail(message: str) -> int:
