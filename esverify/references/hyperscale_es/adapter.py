@@ -13,7 +13,9 @@ our numpy model (.shaping, .noise, .update) computes the same, and the core judg
 - update-jit, update-eager (rank 2, N 8), update-jit-r1, update-eager-r1 (rank 1, N 16): one
   EggRoll sgd update of an (8, 5) leaf, f32/f16/bf16, jitted and eager;
 - tree-sgd-jit, tree-sgd-eager, tree-adamw-jit, tree-adamw-eager (.rows_tree): two updates of a tree
-  with a matrix, a bias, an EXCLUDED and a scanned leaf, sgd or adamw, f32, N 4, rank 4.
+  with a matrix, a bias, an EXCLUDED and a scanned leaf, sgd or adamw, f32, N 4, rank 4;
+- loop-e2e (a loop op, .rows_loop): the clone's own tests/end_to_end_test.py in the child, every update
+  replayed by our model (.loop_e2e: adamw, matrix and bias leaves), native noise, f32, once.
 
 Each row runs on contract noise (the child's `jax.random.normal` served from the RNG contract,
 .contract, through a host callback that refuses a key it cannot attribute) and on native noise
@@ -37,6 +39,8 @@ PERTURBS = {"perturb-eggroll": "eggroll", "perturb-openes": "open_es"}
 #: op -> solver of the tree rows (.rows_tree: several leaves, a scanned one, an excluded one; f32, N 4, 2 steps)
 TREES = {"tree-sgd-jit": "sgd", "tree-sgd-eager": "sgd", "tree-adamw-jit": "adamw", "tree-adamw-eager": "adamw"}
 OPS = (*SHAPINGS, *PERTURBS, *UPDATES, *TREES)
+#: the end-to-end test as a loop row (.rows_loop): native noise, f32, once
+LOOPS = ("loop-e2e",)
 NAME = "hyperscale-es"
 
 
@@ -55,11 +59,17 @@ def cases(matrix, cell) -> None:
     if cell.dtype == "f32":
         for op in TREES:
             cell.add(op, 4)
+    if cell.dtype == "f32" and cell.noise == "native":
+        for op in LOOPS:
+            cell.add(op, 64)      # the test's own 64 threads (the row reads them from the child)
 
 
 def run_row(session, case):
     """The Outcome of row `case` (.rows; the core's comparison and torch are imported when a row runs)."""
     from . import rows
+    if case.op in LOOPS:
+        from . import rows_loop
+        return rows_loop.loop_row(session, case)
     if case.op in TREES:
         from . import rows_tree
         return rows_tree.tree_row(session, case, TREES[case.op])
@@ -80,12 +90,15 @@ ADAPTER = ReferenceSpec(
         default_path="refs/HyperscaleES", identifying=("noiser", "eggroll"),
         # child/driver.py speaks the child protocol itself: a user's JAX environment needs no torch
         child_needs=("jax", "jaxlib", "optax", "numpy"), standalone_child=True),
-    ops=OpsSpec(single=OPS),
+    ops=OpsSpec(single=OPS, loops=LOOPS),
     driver=str(Path(__file__).with_name("child") / "driver.py"),
     profile=NAME,
     texts=ReportTexts(
         summary="hyperscale-es: HyperscaleES's noisers (EggRoll, OpenES) in JAX: shaping, perturbation, update",
         findings={
+            "compilation-cache": "the end-to-end test points JAX's persistent compilation cache at "
+                                 "HF_HOME/hyperscaleescomp with no size or time threshold: every compiled program "
+                                 "is written into the user's Hugging Face folder",
             "excluded-decay": "with adamw (the end-to-end test's solver) weight decay moves EXCLUDED leaves, whose "
                               "gradient is zero: they are excluded from the estimate, not from the optimiser",
             "frozen-noise": "noise_reuse 0 (every noiser's default, and the end-to-end test's) draws epoch 0's "
@@ -114,19 +127,24 @@ ADAPTER = ReferenceSpec(
              "ops tree-sgd-jit, tree-sgd-eager", ("*/tree-sgd-*",)),
             ("a tree update with adamw, two steps (weight decay on the excluded leaf)",
              "ops tree-adamw-jit, tree-adamw-eager", ("*/tree-adamw-*",)),
+            ("the end-to-end test, replayed update by update (adamw, several leaves)", "op loop-e2e",
+             ("*/loop-e2e/*",)),
         ),
         computes={"shaping": ["src/hyperscalees/noiser/eggroll.py::EggRoll.convert_fitnesses"],
                   "perturb-eggroll": ["src/hyperscalees/noiser/eggroll.py::EggRoll.do_mm"],
                   "perturb-openes": ["src/hyperscalees/noiser/open_es.py::OpenES.get_noisy_standard"],
                   "update": ["src/hyperscalees/noiser/eggroll.py::EggRoll.do_updates"],
                   "tree": ["src/hyperscalees/noiser/eggroll.py::EggRoll.do_updates",
-                           "src/hyperscalees/models/common.py::simple_es_tree_key"]},
+                           "src/hyperscalees/models/common.py::simple_es_tree_key"],
+                  "loop-e2e": ["src/hyperscalees/noiser/eggroll.py::EggRoll.convert_fitnesses",
+                               "src/hyperscalees/noiser/eggroll.py::EggRoll.do_updates",
+                               "src/hyperscalees/noiser/eggroll.py::EggRoll.do_mm",
+                               "src/hyperscalees/noiser/eggroll.py::EggRoll.get_noisy_standard"]},
         never_checked=(
             ("sparse, AltEggRoll, EggRollBS", "no row drives them: their defects (the sparse do_mm's batch axis, "
                                               "EggRollBS at its defaults and with several groups) stay findings "
                                               "of the docs"),
-            ("the end-to-end test and the LLM loop", "no loop row: the compilation cache under HF_HOME and "
-                                                     "jax.lax.pvary's removal are not executed"),
+            ("the LLM loop", "no row runs llm_experiments: jax.lax.pvary's removal is not executed"),
             ("GPU and other CPUs", "XLA's CPU arithmetic of this host only; native rows hold for its jaxlib and "
                                    "instruction set"),
         )),

@@ -36,6 +36,9 @@ Ops (each reply entry has "op", its outputs and "printed", the lines the referen
   list of {key, shape, dtype, bits}), `jax.random.normal` is replaced for the call by a host callback
   that returns the entry of the key it is given and raises for a key it cannot attribute: the
   runner's noise inside the reference's jitted, vmapped update.
+- `loop-e2e` (child/hyperscale_e2e.py): the clone's tests/end_to_end_test.py, run unmodified with a
+  scratch HF_HOME, each jitted update recorded (params before and after, shaped fitnesses, leaf keys,
+  es_map codes), the compilation-cache files it wrote and whether thread 0's perturbation repeats.
 - `update-tree` (child/hyperscale_trees.py): several leaves (es_map codes, scanned leaves), sgd or adamw,
   one or more steps -> `w` per leaf (f32 hex), adamw's moments and count, the leaf keys.
 """
@@ -54,6 +57,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import hyperscale_e2e  # the end-to-end test's op: its sibling in the child folder
 import hyperscale_trees  # the tree-update op: its sibling in the child folder
 
 _DT = {"f32": jnp.float32, "f16": jnp.float16, "bf16": jnp.bfloat16}
@@ -208,6 +212,7 @@ def _perturb(noisers, common, op):
 
 
 OPS = {"shaping": _shaping, "noise": _noise, "update": _update, "perturb": _perturb,
+       "loop-e2e": lambda noisers, common, op: hyperscale_e2e.run_end_to_end(noisers, common, op),
        "update-tree": lambda noisers, common, op: hyperscale_trees.run_update_tree(noisers, common, op,
                                                                                   _served_normal)}
 
