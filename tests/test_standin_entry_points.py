@@ -22,15 +22,14 @@ from standins.mutants import STANDINS
 DRIVE = STANDINS / "drive.py"
 
 
-def drive(tmp_path: Path, target: str, *args, clone: Path | None = None, check=True):
-    work = tmp_path / "work"
-    work.mkdir(exist_ok=True)
-    proc = subprocess.run([sys.executable, str(DRIVE), target, str(clone or STANDINS / target), str(work), *args],
-                          capture_output=True, text=True, timeout=300)
+def drive(drives: dict, job: str, check=True):
+    """What drive `job` (JOBS, or a loop mutant's name) gave: its JSON, or with check=False its exit status and
+    stderr as `python drive.py ...` ends (returncode, stderr)."""
+    proc = drives[job]
     if not check:
         return proc
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads((work / "drive.json").read_text())
+    return proc.out
 
 
 def _rpc(calls, method):
@@ -44,8 +43,8 @@ def _seeds(base: int, size: int) -> list:
 # ----------------------------------------------------------------- es-at-scale
 
 @pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
-def test_es_at_scale_constructor_then_fit(tmp_path):
-    out = drive(tmp_path, "es-at-scale", "--iterations", "2", "--eval")
+def test_es_at_scale_constructor_then_fit(drives):
+    out = drive(drives, "es-at-scale")
     calls = out["calls"]
     assert out["handlers_installed"] == [True, True]
     assert out["environment"] == {"CUDA_VISIBLE_DEVICES": "", "RAY_ADDRESS": None}
@@ -96,8 +95,8 @@ def test_es_at_scale_constructor_then_fit(tmp_path):
 
 
 @pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
-def test_es_at_scale_fit_with_zero_iterations_only_evaluates(tmp_path):
-    out = drive(tmp_path, "es-at-scale", "--iterations", "0", "--eval")
+def test_es_at_scale_fit_with_zero_iterations_only_evaluates(drives):
+    out = drive(drives, "es-at-scale-zero-iterations")
     assert _rpc(out["calls"], "update_weights_from_seeds") == [] and _rpc(out["calls"], "perturb_self_weights") == []
     assert out["files"] == ["run/eval-output/eval_iteration_0.json"] and out["final"] is None
 
@@ -149,9 +148,9 @@ AWD_FLAGS = ("--num_iterations", "2", "--population_size", "4", "--num_engines",
 
 
 @pytest.mark.slow   # 8 s (--durations, 2026-12-03): out of the fast tier
-def test_es_awd_parse_args_then_main(tmp_path):
-    experiment = tmp_path / "exp"
-    out = drive(tmp_path, "es-awd", *AWD_FLAGS, "--experiment_dir", str(experiment))
+def test_es_awd_parse_args_then_main(drives):
+    out = drive(drives, "es-awd")
+    experiment = drives["es-awd"].work / "exp"
     calls, args = out["calls"], out["args"]
     assert args == {"model_name": "Qwen/Qwen2.5-3B-Instruct", "task": "countdown", "sigma": 0.001, "alpha": 0.0005,
                     "population_size": 4, "mirror_sampling": True, "num_engines": 2, "num_iterations": 2,
@@ -184,25 +183,24 @@ def test_es_awd_parse_args_then_main(tmp_path):
                          "weight_decay_lambda": 0.5}) for r in records]
     assert out["final"] == out["engine0"]
     # the record is written before the update: a second run into the same folder is refused
-    again = drive(tmp_path, "es-awd", *AWD_FLAGS, "--experiment_dir", str(experiment), check=False)
+    again = drive(drives, "es-awd-again", check=False)
     assert again.returncode == 1 and "FileExistsError" in again.stderr
 
 
 @pytest.mark.slow   # 6 s (--durations, 2026-12-03): out of the fast tier
-def test_es_awd_parse_args_refuses_bad_flags(tmp_path):
-    negative = drive(tmp_path, "es-awd", "--weight_decay_lambda", "-1", check=False)
+def test_es_awd_parse_args_refuses_bad_flags(drives):
+    negative = drive(drives, "es-awd-negative-lambda", check=False)
     assert negative.returncode == 2 and "--weight_decay_lambda must be >= 0, got -1.0" in negative.stderr
-    odd = drive(tmp_path, "es-awd", "--mirror_sampling", "--population_size", "5", check=False)
+    odd = drive(drives, "es-awd-odd-mirrored", check=False)
     assert odd.returncode == 1 and "AssertionError: mirror sampling needs an even population size" in odd.stderr
-    choice = drive(tmp_path, "es-awd", "--precision", "fp8", check=False)
+    choice = drive(drives, "es-awd-fp8", check=False)
     assert choice.returncode == 2 and "invalid choice: 'fp8'" in choice.stderr
 
 
 @pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
-def test_es_awd_main_without_run_name_names_its_folder(tmp_path):
-    experiment = tmp_path / "exp"
-    out = drive(tmp_path, "es-awd", "--num_iterations", "1", "--population_size", "2", "--num_engines", "1",
-                "--experiment_dir", str(experiment), "--wandb_mode", "offline")
+def test_es_awd_main_without_run_name_names_its_folder(drives):
+    out = drive(drives, "es-awd-no-run-name")
+    experiment = drives["es-awd-no-run-name"].work / "exp"
     folder = Path(out["logging_dir"])
     assert folder.parent == experiment and folder.name.startswith("Qwen_Qwen2.5-3B-Instruct_countdown_seedNone_pop2_none")
     assert out["files"] == ["args.json", "final_model_weights.pt", "iteration_updates"]
@@ -265,32 +263,74 @@ def _effects(base: dict, out: dict) -> set:
     return found
 
 
-def _mutant_args(target: str, work: Path) -> list:
-    if target == "es-at-scale":
-        return ["--iterations", "2", "--eval"]
-    return [*AWD_FLAGS, "--experiment_dir", str(work / "exp")]
+#: the drives of the tests above: job -> (target, its arguments given its WORK folder and the batch's root
+#: folder); each drive's experiment folder is WORK/exp. es-awd-again runs es-awd's again into the same folder.
+JOBS = {
+    "es-at-scale": ("es-at-scale", lambda work, root: ["--iterations", "2", "--eval"]),
+    "es-at-scale-zero-iterations": ("es-at-scale", lambda work, root: ["--iterations", "0", "--eval"]),
+    "es-awd": ("es-awd", lambda work, root: [*AWD_FLAGS, "--experiment_dir", str(work / "exp")]),
+    "es-awd-again": ("es-awd", lambda work, root: [*AWD_FLAGS, "--experiment_dir", str(root / "es-awd/work/exp")]),
+    "es-awd-negative-lambda": ("es-awd", lambda work, root: ["--weight_decay_lambda", "-1"]),
+    "es-awd-odd-mirrored": ("es-awd", lambda work, root: ["--mirror_sampling", "--population_size", "5"]),
+    "es-awd-fp8": ("es-awd", lambda work, root: ["--precision", "fp8"]),
+    "es-awd-no-run-name": ("es-awd", lambda work, root: [
+        "--num_iterations", "1", "--population_size", "2", "--num_engines", "1",
+        "--experiment_dir", str(work / "exp"), "--wandb_mode", "offline"]),
+}
+#: the jobs each test reads (a loop mutant's test reads its own drive and its target's unchanged one)
+TEST_JOBS = {
+    "test_es_at_scale_constructor_then_fit": ["es-at-scale"],
+    "test_es_at_scale_fit_with_zero_iterations_only_evaluates": ["es-at-scale-zero-iterations"],
+    "test_es_awd_parse_args_then_main": ["es-awd", "es-awd-again"],
+    "test_es_awd_parse_args_refuses_bad_flags": ["es-awd-negative-lambda", "es-awd-odd-mirrored", "es-awd-fp8"],
+    "test_es_awd_main_without_run_name_names_its_folder": ["es-awd-no-run-name"],
+}
 
 
 @pytest.fixture(scope="module")
-def mutant_drives(tmp_path_factory):
-    """The unchanged stand-ins and every loop mutant, driven in one batch (tests/standins/drive.py --batch)."""
+def drives(request, tmp_path_factory):
+    """{job: SimpleNamespace(returncode, stderr, out: its JSON or None, work: its WORK folder)} of the drives
+    the selected tests of this file read (TEST_JOBS; the unchanged stand-ins and the loop mutants of
+    test_loop_mutant_still_makes_its_edit), driven in one batch (tests/standins/drive.py --batch: torch is
+    imported once, each drive a forked child that ends as its own `python drive.py` would). A fresh
+    interpreter per drive paid torch's import each time (8 of them in this file's own tests)."""
     from standins.loop_mutants import LOOP_MUTANTS, make_loop_mutant
-    root = tmp_path_factory.mktemp("mutant-drives")
+    wanted = set()
+    for item in request.session.items:
+        if item.module is not request.module:
+            continue
+        if item.originalname == "test_loop_mutant_still_makes_its_edit":
+            name = item.callspec.params["name"]
+            wanted |= {name, LOOP_MUTANTS[name][0]}
+        wanted |= set(TEST_JOBS.get(item.originalname, ()))
+    if "es-awd-again" in wanted:
+        wanted.add("es-awd")
+    root = tmp_path_factory.mktemp("drives")
     jobs = []
-    for name in ["es-at-scale", "es-awd", *sorted(LOOP_MUTANTS)]:
-        target = LOOP_MUTANTS[name][0] if name in LOOP_MUTANTS else name
-        clone = make_loop_mutant(root / name / "clone", name) if name in LOOP_MUTANTS else STANDINS / target
+    for name in [*JOBS, *sorted(LOOP_MUTANTS)]:     # es-awd before es-awd-again
+        if name not in wanted:
+            continue
         work = root / name / "work"
         work.mkdir(parents=True)
-        jobs.append([target, str(clone), str(work), _mutant_args(target, work)])
+        if name in LOOP_MUTANTS:
+            target = LOOP_MUTANTS[name][0]
+            clone = make_loop_mutant(root / name / "clone", name)
+            args = JOBS[target][1](work, root)
+        else:
+            target, args = JOBS[name][0], JOBS[name][1](work, root)
+            clone = STANDINS / target
+        jobs.append([target, str(clone), str(work), args])
     (root / "jobs.json").write_text(json.dumps(jobs))
     subprocess.run([sys.executable, str(DRIVE), "--batch", str(root / "jobs.json")], check=True,
                    capture_output=True, timeout=900)
     results = {}
     for job in jobs:
-        name = Path(job[2]).parent.name
-        done = Path(job[2]) / "drive.json"
-        results[name] = json.loads(done.read_text()) if done.is_file() else (Path(job[2]) / "drive.err").read_text()
+        work = Path(job[2])
+        rc, err, done = Path(f"{work}.rc"), Path(f"{work}.stderr"), work / "drive.json"
+        results[work.parent.name] = types.SimpleNamespace(
+            returncode=int(rc.read_text()) if rc.is_file() else None, work=work,
+            stderr=err.read_text() if err.is_file() else "",
+            out=json.loads(done.read_text()) if done.is_file() else None)
     return results
 
 
@@ -301,10 +341,8 @@ def test_every_loop_mutant_has_an_effect_entry():
 
 @pytest.mark.parametrize("name", sorted(MUTANT_EFFECTS))
 @pytest.mark.slow   # 46 s (--durations, 2026-12-03): out of the fast tier
-def test_loop_mutant_still_makes_its_edit(mutant_drives, name):
+def test_loop_mutant_still_makes_its_edit(drives, name):
     """Each mutant's edit still applies and still changes what it changed before the stand-ins were rewritten."""
     from standins.loop_mutants import LOOP_MUTANTS
     target = LOOP_MUTANTS[name][0]
-    out = mutant_drives[name]
-    assert isinstance(out, dict), out
-    assert _effects(mutant_drives[target], out) == MUTANT_EFFECTS[name]
+    assert _effects(drive(drives, target), drive(drives, name)) == MUTANT_EFFECTS[name]

@@ -290,20 +290,40 @@ def run_one(target: str, clone: str, work: str, rest: list):
 
 
 def run_batch(jobs_file: str):
-    """Every job of a JSON list [[target, clone, work, [args...]], ...] in a forked child (torch is imported
-    once; each child gets fresh modules); a failed job leaves its traceback in WORK/drive.err."""
+    """Every job of a JSON list [[target, clone, work, [args...]], ...] in a forked child, in order (torch is
+    imported once; each child gets fresh modules). Each child ends as `python drive.py target clone work
+    args...` would: its exit status in WORK.rc (0, 2 for a usage error argparse refused, 1 for an
+    exception) and what it wrote to stderr (a traceback included) in WORK.stderr, beside WORK (whose files
+    a drive lists); its stdout is this process's."""
+    import gc
     import traceback
+    # torch's heap, imported once here, is every child's too: frozen, the stand-ins' own gc.collect() calls
+    # (the loops' cleanup) in each child skip it instead of walking it and copying its pages on write
+    gc.collect()
+    gc.freeze()
     for target, clone, work, rest in json.loads(Path(jobs_file).read_text()):
+        sys.stdout.flush()
         pid = os.fork()
         if pid == 0:
-            code = 0
+            code = 1
             try:
+                err = os.open(f"{work}.stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.dup2(err, 2)
                 run_one(target, clone, work, rest)
-            except BaseException:  # noqa: BLE001 - reported to the parent through the file
-                Path(work, "drive.err").write_text(traceback.format_exc())
-                code = 1
+                code = 0
+            except SystemExit as stop:      # argparse's usage errors, as the interpreter would end on them
+                code = stop.code if isinstance(stop.code, int) else (stop.code is not None)
+                if not isinstance(stop.code, (int, type(None))):
+                    print(stop.code, file=sys.stderr)
+            except BaseException:  # noqa: BLE001 - reported to the parent through the files
+                traceback.print_exc()
             finally:
-                os._exit(code)
+                try:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    Path(f"{work}.rc").write_text(str(int(code)))
+                finally:
+                    os._exit(int(code))
         os.waitpid(pid, 0)
 
 
