@@ -7,7 +7,13 @@
   screen says how far past the validated commit it is, whether a function the rows ran changed, and
   lists each placeholder;
 - the generator's behaviour edits (a sign, a scale, a written dtype) on top of the drift still fail a row;
-- a placeholder the reference uses is one line naming the module, the name and the file that asked.
+- a placeholder the reference uses is one line naming the module, the name and the file that asked;
+- hyperscale-es (a JAX child of its own, under an interpreter with jax: $ESVERIFY_JAX_PYTHON or this one) is
+  drift-tolerant the same way (an absent import at a noiser module's top, inside a `try` or not; a new option
+  and init_noiser keyword; a new noiser file; new names in models/common.py; a renamed noiser module), and a
+  later commit that moved or renamed what its driver reads (models/common.py, an ALL_NOISERS name, an option
+  the rows set, refused or silently dropped) ends those rows with one line, "esverify could not drive this
+  clone: ...", never the reference's fault and never a traceback.
 """
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ import pandas as pd
 import pytest
 
 from esverify.oracle import Options, adapters, run_parity
-from standins.drift import ABSENT, BEHAVIOUR, DRIFTS, TARGETS, apply_edits, drifted_clone
+from standins.drift import ABSENT, BEHAVIOUR, DRIFTS, NOT_DRIVEN, TARGETS, apply_edits, drifted_clone
 from standins.mutants import STANDINS
 
 STANDIN_NAMES = sorted(DRIFTS)
@@ -39,6 +45,9 @@ def test_every_drift_and_behaviour_edit_applies_once_and_parses(tmp_path, standi
 def _parity(tmp_path, name, clone, standin, validated, monkeypatch):
     target, case, extra = TARGETS[standin]
     monkeypatch.setattr(adapters.get(target), "validated_commit", validated)   # the one adapter every lookup returns
+    if target == "hyperscale-es":   # its child needs jax: skipped without an interpreter that has it
+        from test_hyperscale_child import _python
+        extra = {**extra, "pythons": {target: _python()}}
     opts = Options(ref=[str(clone)], target=target, devices=("cpu",), dtypes=("f32",), case=case, iterations=1,
                    out=str(tmp_path / name), quiet=True, **extra)
     return run_parity(opts)
@@ -58,8 +67,10 @@ def test_a_drifted_clone_keeps_every_verdict_and_the_first_screen_names_the_drif
     kinds = len(DRIFTS[standin])
     assert f"{kinds} commits past the validated {base[:7]}" in flat, screen
     # es-awd's new flag is a line of parse_args, which its loop row runs: named, and still a pass
-    changed = ("functions the rows ran that changed: parse_args (es.py)" if standin == "es-awd"
-               else "no function the rows ran has changed")
+    # hyperscale-es's child reports no functions it ran (a JAX child: no line tracing): the hunks are counted
+    changed = {"es-awd": "functions the rows ran that changed: parse_args (es.py)",
+               "hyperscale-es": "changed hunks the rows ran is unknown"}.get(standin,
+                                                                             "no function the rows ran has changed")
     assert changed in flat, screen
     assert "placeholder" in flat, screen
     notes = drifted.metadata["warnings"]
@@ -148,3 +159,23 @@ def test_a_row_that_uses_a_placeholder_is_an_error_naming_it(tmp_path, monkeypat
     detail = frame["detail"].iloc[0]
     assert f"{ABSENT}.setup_tracing is an esverify placeholder" in detail and "es.py" in detail, detail
     assert "has no module" in detail
+
+
+@pytest.mark.slow   # one hyperscale-es parity run of a few rows per change
+@pytest.mark.parametrize("kind", sorted(NOT_DRIVEN["hyperscale-es"]))
+def test_a_later_commit_the_driver_cannot_read_ends_its_rows_with_one_line(tmp_path, monkeypatch, kind):
+    """What the driver reads moved or was renamed: the rows that read it are errors whose one line says
+    esverify could not drive the clone and what it reads, never that the reference raised, never a traceback;
+    the rows that do not read it still pass."""
+    _, words = NOT_DRIVEN["hyperscale-es"][kind]
+    clone, base = drifted_clone(tmp_path / "clones", "hyperscale-es", kinds=(kind,))
+    frame = _parity(tmp_path, kind, clone, "hyperscale-es", base[:7], monkeypatch).frame
+    errors = frame[frame["status"] == "error"]
+    assert len(errors) and set(frame["status"]) <= {"error", "pass"}, frame[["case", "status", "detail"]]
+    for detail in errors["detail"]:
+        assert f": esverify could not drive this clone: {words}" in detail, detail
+        assert "\n" not in detail and "Traceback" not in detail and "reference side raised" not in detail
+    # only the rows that read the renamed name end: OpenES's perturbation sets no rank and reads no 'eggroll'
+    reads_all = kind == "moved-common"
+    assert set(frame.loc[frame["op"] == "perturb-openes", "status"]) == {"error" if reads_all else "pass"}
+    assert set(frame.loc[frame["op"] == "update-jit", "status"]) == {"error"}

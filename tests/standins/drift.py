@@ -13,14 +13,23 @@ per kind:
   whose default leaves it off);
 - `cli-flag`: a new command-line flag / configuration field whose default changes nothing;
 - `helper`: a new helper function nobody calls, and a new file nobody imports;
-- `comments`: comments and blank lines, the code itself unchanged.
+- `comments`: comments and blank lines, the code itself unchanged;
+- hyperscale-es (JAX, a child of its own): `absent-import` (outside a `try`) and `guarded-import`
+  (inside one) at the top of a noiser module, `option` (a new noiser option with a default and a new
+  `init_noiser` keyword), `noiser-file` (a new noiser registered in noiser/__init__.py), `common-names`
+  (models/common.py gains names), `moved-file` (a noiser module renamed, its import in noiser/__init__.py
+  following it).
 
 None of them may change a row's verdict, and the first screen must name
 them (placeholders, the distance from the validated commit). BEHAVIOUR
 holds, per stand-in, the other way: edits of one sign, one scale and one
 written dtype, each of which must make a row fail on the drifted clone
 too. Edits are (file, old, new) text replacements, each `old` occurring
-exactly once (tests/standins/mutants.py's format).
+exactly once (tests/standins/mutants.py's format). NOT_DRIVEN holds the
+changes of a later commit that esverify cannot drive (what the driver reads
+moved or was renamed): each must end its rows with one line, "esverify could
+not drive this clone: ...", naming what the driver reads, never blaming the
+reference and never a traceback.
 """
 from __future__ import annotations
 
@@ -42,9 +51,11 @@ SKILL = "es_finetuning_skill.py"
 
 
 class Drift(NamedTuple):
-    """One kind of change between releases: its edits, the files it adds ({relative path: text})."""
+    """One kind of change between releases: its edits, the files it adds ({relative path: text}) and the
+    files it moves ({old relative path: new one}; moved before the edits are applied)."""
     edits: list
     files: dict = {}
+    moves: dict = {}
 
 
 _HELPER = ("def summarize_population(values):\n"
@@ -93,6 +104,67 @@ DRIFTS = {
     },
 }
 
+NOISER = "src/hyperscalees/noiser"
+COMMON = "src/hyperscalees/models/common.py"
+_LATER_NOISER = {f"{NOISER}/eggroll_plus.py": (
+    "\"\"\"A later release's noiser (nothing the rows drive uses it).\"\"\"\n"
+    "from .eggroll import EggRoll\n\n\n"
+    "class EggRollPlus(EggRoll):\n"
+    "    OPTIONS = {**EggRoll.OPTIONS, \"warmup_epochs\": 0}\n")}
+
+DRIFTS["hyperscale-es"] = {
+    "absent-import": Drift([(f"{NOISER}/eggroll.py", "import jax.numpy as jnp\n", "import jax.numpy as jnp\n"
+                             + f"import {ABSENT} as chex  # optional: typed-array checks (off by default)\n")]),
+    "guarded-import": Drift([(f"{NOISER}/open_es.py", "import jax.numpy as jnp\n",
+                              "import jax.numpy as jnp\n\ntry:\n    import chex  # optional: shape checks\n"
+                              "except ImportError:\n    chex = None\n")]),
+    "option": Drift([(f"{NOISER}/eggroll.py", '"use_batched_update": False}',
+                      '"use_batched_update": False, "fused_update": False}'),
+                     (f"{NOISER}/base_noiser.py", "solver=None, solver_kwargs=None, **options):",
+                      "solver=None, solver_kwargs=None, mesh=None, **options):")]),
+    "noiser-file": Drift([(f"{NOISER}/__init__.py", "from .open_es import OpenES\n",
+                           "from .open_es import OpenES\nfrom .eggroll_plus import EggRollPlus\n"),
+                          (f"{NOISER}/__init__.py", "ALL_NOISERS = {", 'ALL_NOISERS = {"eggroll_plus": EggRollPlus, ')],
+                         _LATER_NOISER),
+    "common-names": Drift([(COMMON, "PARAM, MM_PARAM, EMB_PARAM, EXCLUDED = 0, 1, 2, 3\n",
+                            "PARAM, MM_PARAM, EMB_PARAM, EXCLUDED = 0, 1, 2, 3\nLORA_PARAM = 4\n\n\n"
+                            "def count_params(params):\n    \"\"\"A later release's helper (nothing calls it).\"\"\"\n"
+                            "    return sum(x.size for x in jax.tree_util.tree_leaves(params))\n")]),
+    "moved-file": Drift([(f"{NOISER}/__init__.py", "from .open_es import OpenES\n",
+                          "from .openes_noiser import OpenES\n")],
+                        moves={f"{NOISER}/open_es.py": f"{NOISER}/openes_noiser.py"}),
+}
+
+#: stand-in folder -> {kind: (Drift, the words of the one line its rows end with)}: later commits esverify cannot
+#: drive, because what its driver reads moved or was renamed (each applied alone, on the stand-in)
+NOT_DRIVEN = {
+    "hyperscale-es": {
+        # the parameter-tree helpers moved: the driver reads simple_es_tree_key and MM_PARAM there
+        "moved-common": (Drift([(f"{NOISER}/base_noiser.py", "from ..models.common import",
+                                 "from ..models.tree import")],
+                               moves={COMMON: "src/hyperscalees/models/tree.py"}),
+                         "it reads src/hyperscalees/models/common.py (simple_es_tree_key, MM_PARAM), "
+                         "which this clone does not have"),
+        # the noiser's registry name changed: the rows drive ALL_NOISERS["eggroll"]
+        "renamed-noiser": (Drift([(f"{NOISER}/__init__.py", '"eggroll": EggRoll, ', '"egg_roll": EggRoll, ')]),
+                           "it reads ALL_NOISERS['eggroll'] of src/hyperscalees/noiser/__init__.py, which has no "
+                           "'eggroll'"),
+        # an option the rows set was renamed: init_noiser refuses the keyword
+        "renamed-option": (Drift([(f"{NOISER}/eggroll.py", '"noise_reuse": 0, "rank": 1,',
+                                   '"noise_reuse": 0, "lora_rank": 1,')]),
+                           "EggRoll.init_noiser refused the keywords the driver passes"),
+        # the same rename, by a noiser that keeps only the options it knows: a row would compare another
+        # rank's values and blame the reference
+        "ignored-option": (Drift([(f"{NOISER}/eggroll.py", '"noise_reuse": 0, "rank": 1,',
+                                   '"noise_reuse": 0, "lora_rank": 1,'),
+                                  (f"{NOISER}/base_noiser.py", 'frozen = {"solver": tx, **cls.OPTIONS, **options}',
+                                   'frozen = {"solver": tx, **cls.OPTIONS, '
+                                   '**{k: v for k, v in options.items() if k in cls.OPTIONS}}'),
+                                  (f"{NOISER}/base_noiser.py", "        if unknown:\n", "        if unknown and False:\n")]),
+                           "EggRoll.init_noiser did not keep the options the driver passes (rank=2;"),
+    },
+}
+
 #: stand-in folder -> (the target its rows run under, a --case pattern of a few rows that the BEHAVIOUR
 #: edits reach, parity options of those rows)
 TARGETS = {
@@ -101,6 +173,8 @@ TARGETS = {
     "es-at-scale": ("es-at-scale", "es-at-scale/cpu/f32/iid/fit/N7", {"small": True}),
     "es-awd": ("es-awd", "es-awd/cpu/f32/iid/main/N7", {"small": True}),
     "skill-sample": ("skill-sample", "skill-sample/cpu/f32/correlated/es_train_loop/N5", {"small": True}),
+    # shaping, OpenES's perturbation and the jitted rank-2 update, on contract and native noise
+    "hyperscale-es": ("hyperscale-es", "hyperscale-es/cpu/f32/correlated/*[gst]/N[348]*", {}),
 }
 
 #: stand-in folder -> {"sign" | "scale" | "dtype": edits}: behaviour changes that must fail a row of TARGETS
@@ -136,6 +210,13 @@ BEHAVIOUR = {
         # the update written in f16 whatever the parameters' dtype
         "dtype": [(SKILL, "torch.tensor(update, dtype=params_init.dtype)", "torch.tensor(update, dtype=torch.float16)")],
     },
+    "hyperscale-es": {
+        "sign": [(f"{NOISER}/base_noiser.py", "jnp.where(thread % 2 == 0, 1.0, -1.0)",
+                  "jnp.where(thread % 2 == 0, -1.0, 1.0)")],
+        "scale": [(f"{NOISER}/eggroll.py", 'dyn["sigma"] / jnp.sqrt(r)', 'dyn["sigma"] * jnp.sqrt(r)')],
+        # the full-rank noise drawn in bf16 whatever the parameter's dtype
+        "dtype": [(f"{NOISER}/base_noiser.py", "param.shape, dtype=param.dtype)", "param.shape, dtype=jnp.bfloat16)")],
+    },
 }
 
 
@@ -155,7 +236,8 @@ def apply_edits(root: Path, edits) -> None:
 
 def drifted_clone(tmp, standin: str, kinds=None, behaviour: str | None = None) -> tuple[Path, str]:
     """(clone root, the commit of the unedited stand-in) of a git clone under `tmp`: the stand-in `standin`
-    committed as it is, then one commit per drift kind (`kinds`, default every kind of DRIFTS[standin]), then
+    committed as it is, then one commit per drift kind (`kinds`, default every kind of DRIFTS[standin]; a
+    kind of NOT_DRIVEN[standin] may be named too), then
     with `behaviour` ("sign", "scale" or "dtype") one more commit holding that BEHAVIOUR edit."""
     root = Path(tmp) / standin
     shutil.copytree(STANDINS / standin, root, ignore=shutil.ignore_patterns("__pycache__"))
@@ -164,7 +246,9 @@ def drifted_clone(tmp, standin: str, kinds=None, behaviour: str | None = None) -
     _git(root, "commit", "-qm", "the validated commit (the stand-in as it is)")
     base = _git(root, "rev-parse", "HEAD")
     for kind in kinds if kinds is not None else DRIFTS[standin]:
-        drift = DRIFTS[standin][kind]
+        drift = DRIFTS[standin][kind] if kind in DRIFTS[standin] else NOT_DRIVEN[standin][kind][0]
+        for old, new in drift.moves.items():
+            _git(root, "mv", old, new)
         apply_edits(root, drift.edits)
         for rel, text in drift.files.items():
             (root / rel).write_text(text)

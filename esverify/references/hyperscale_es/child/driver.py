@@ -57,6 +57,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+if str(Path(__file__).resolve().parent) not in sys.path:   # run by runpy.run_path: find the siblings below
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import hyperscale_clone  # noqa: E402 - what the driver reads of a clone, said when a later commit lacks it
 import hyperscale_e2e  # the end-to-end test's op: its sibling in the child folder
 import hyperscale_trees  # the tree-update op: its sibling in the child folder
 
@@ -64,13 +68,17 @@ _DT = {"f32": jnp.float32, "f16": jnp.float16, "bf16": jnp.bfloat16}
 
 
 def _load(clone: Path):
+    hyperscale_clone.check_files(clone)
+    hyperscale_clone.watch(clone)   # a later commit's absent optional imports cost no row (placeholders)
     src = clone / "src" / "hyperscalees"
     for name, folder in (("hyperscalees", src), ("hyperscalees.models", src / "models")):
         if name not in sys.modules:
             mod = types.ModuleType(name)
             mod.__path__ = [str(folder)]
             sys.modules[name] = mod
-    return importlib.import_module("hyperscalees.noiser"), importlib.import_module("hyperscalees.models.common")
+    loaded = importlib.import_module("hyperscalees.noiser"), importlib.import_module("hyperscalees.models.common")
+    hyperscale_clone.check_loaded(*loaded)
+    return loaded
 
 
 def _f32(hexes) -> np.ndarray:
@@ -96,17 +104,18 @@ def _environment() -> dict:
 
 
 def _shaping(noisers, common, op):
-    cls = noisers.ALL_NOISERS[op["noiser"]]
+    cls = hyperscale_clone.noiser(noisers, op["noiser"])
     scores = _f32(op["scores"])
-    frozen, dyn = cls.init_noiser({"w": jnp.zeros((1, 1))}, 0.1, 0.1, group_size=op["group"])
+    frozen, dyn = hyperscale_clone.init(cls, {"w": jnp.zeros((1, 1))}, 0.1, 0.1, group_size=op["group"])
     return {"shaped": _hex(cls.convert_fitnesses(frozen, dyn, jnp.asarray(scores)))}
 
 
 def _noise(noisers, common, op):
-    cls = noisers.ALL_NOISERS[op["noiser"]]
+    cls = hyperscale_clone.noiser(noisers, op["noiser"])
     d0, d1 = op["shape"]
     param = jnp.zeros((d0, d1), _DT[op["dtype"]])
-    frozen, dyn = cls.init_noiser({"w": param}, op["sigma"], 0.1, noise_reuse=op["noise_reuse"], rank=op["rank"])
+    frozen, dyn = hyperscale_clone.init(cls, {"w": param}, op["sigma"], 0.1, noise_reuse=op["noise_reuse"],
+                                        rank=op["rank"])
     keys = common.simple_es_tree_key({"w": param}, jax.random.PRNGKey(op["seed"]), {"w": ()})
     seen, real = [], jax.random.normal
 
@@ -125,11 +134,11 @@ def _noise(noisers, common, op):
 
 
 def _update(noisers, common, op):
-    cls = noisers.ALL_NOISERS[op["noiser"]]
+    cls = hyperscale_clone.noiser(noisers, op["noiser"])
     d0, d1 = op["shape"]
     params = {"w": jnp.asarray(_f32(op["w"]).reshape(d0, d1)).astype(_DT[op.get("dtype", "f32")])}
-    frozen, dyn = cls.init_noiser(params, op["sigma"], op["lr"], noise_reuse=op["noise_reuse"], rank=op["rank"],
-                                  group_size=op["group"])
+    frozen, dyn = hyperscale_clone.init(cls, params, op["sigma"], op["lr"], noise_reuse=op["noise_reuse"],
+                                        rank=op["rank"], group_size=op["group"])
     keys = common.simple_es_tree_key(params, jax.random.PRNGKey(op["seed"]), {"w": ()})
     es_map = {"w": common.MM_PARAM}
     fit = cls.convert_fitnesses(frozen, dyn, jnp.asarray(_f32(op["scores"])))
@@ -181,12 +190,12 @@ def _perturb(noisers, common, op):
     """Each thread's perturbed parameter, eager, as the noiser's forward pass sees it: `do_mm` of the
     identity (x·Wᵀ + (x·B)·Aᵀ, transposed back to W's shape) for a matrix noiser, `get_noisy_standard`
     for `"standard": true`; and the draws `jax.random.normal` returned (served ones when `served`)."""
-    cls = noisers.ALL_NOISERS[op["noiser"]]
+    cls = hyperscale_clone.noiser(noisers, op["noiser"])
     d0, d1 = op["shape"]
     dtype = _DT[op["dtype"]]
     param = jnp.asarray(_f32(op["w"]).reshape(d0, d1)).astype(dtype)
-    frozen, dyn = cls.init_noiser({"w": param}, op["sigma"], 0.1, noise_reuse=op["noise_reuse"],
-                                  **({"rank": op["rank"]} if "rank" in op else {}))
+    frozen, dyn = hyperscale_clone.init(cls, {"w": param}, op["sigma"], 0.1, noise_reuse=op["noise_reuse"],
+                                        **({"rank": op["rank"]} if "rank" in op else {}))
     keys = common.simple_es_tree_key({"w": param}, jax.random.PRNGKey(op["seed"]), {"w": ()})
     seen, real = [], jax.random.normal
     inner = _served_normal(op["served"]) if op.get("served") else real
@@ -247,6 +256,8 @@ def _loaded(clone: Path) -> tuple:
         return None, {"kind": "missing", "message": f"{clone} has no src/hyperscalees/noiser folder"}
     try:
         return _load(clone), None
+    except hyperscale_clone.NotDriven as exc:   # ours to say, not the reference's
+        return None, {"kind": "interface", "message": str(exc)}
     except Exception as exc:  # noqa: BLE001 - a clone that does not import is a row error, said once
         return None, {"kind": type(exc).__name__,
                       "message": f"importing hyperscalees.noiser raised {type(exc).__name__}: {exc}"}
@@ -266,7 +277,8 @@ def serve(argv) -> int:
     clone = Path(args.clone).resolve()
     loaded, problem = _loaded(clone)
     modules = {"noiser": problem, "common": problem}
-    reply.write(json.dumps({"hello": "hyperscale-es", "environment": _environment(), "modules": modules}) + "\n")
+    reply.write(json.dumps({"hello": "hyperscale-es", "environment": _environment(), "modules": modules,
+                            "placeholders": hyperscale_clone.served()}) + "\n")
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -275,6 +287,7 @@ def serve(argv) -> int:
             break
         answer = {"id": command.get("id")}
         if command.get("clone") and Path(command["clone"]).resolve() != clone:   # a mutant catalog's next clone
+            hyperscale_clone.unwatch(clone)
             clone = Path(command["clone"]).resolve()
             for name in [m for m in sys.modules if m == "hyperscalees" or m.startswith("hyperscalees.")]:
                 del sys.modules[name]
@@ -287,10 +300,14 @@ def serve(argv) -> int:
         else:
             try:
                 answer.update(status="ok", results=_run_ops(*loaded, command["ops"]))
+            except hyperscale_clone.NotDriven as exc:
+                answer.update(status="error", error={"kind": "interface", "message": str(exc)})
             except Exception as exc:  # noqa: BLE001 - a reference failure is a row, not a crash
                 answer.update(status="error", error={
                     "kind": type(exc).__name__, "message": f"{type(exc).__name__}: {exc}",
                     "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]})
+        if hyperscale_clone.served():   # every one so far: the parent lists each once, as a note
+            answer["placeholders"] = hyperscale_clone.served()
         reply.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
     return 0
@@ -309,7 +326,10 @@ def main() -> int:
     bad = _bad_ops(request.get("ops"))
     if bad:
         return _fail(bad)
-    noisers, common = _load(clone)
+    try:
+        noisers, common = _load(clone)
+    except hyperscale_clone.NotDriven as exc:
+        return _fail(str(exc))
     results = _run_ops(noisers, common, request["ops"])
     json.dump({"environment": _environment(), "results": results}, sys.stdout)
     return 0
