@@ -3,7 +3,9 @@
 Runs `esverify parity` with its defaults (every reference, CPU, contract and native noise,
 training-loop rows included; cuda rows are skipped without a GPU) against the stand-ins of
 tests/standins/ (the five references: es-at-scale with the paper's scripts, es-awd, the skill
-sample, EGGROLL), or against the clones given with --ref, and prints, measured in the same run:
+sample, EGGROLL; and HyperscaleES when hyperscale-es's interpreter finds jax, jaxlib and optax, else
+one printed line says it is left out), or against the clones given with --ref, and prints, measured
+in the same run:
 
 - CPU time (user + sys of this process and of every child process it reaped: the children that run
   the references) and wall time, rows per CPU second and per wall second, and their shares of the
@@ -60,6 +62,9 @@ STANDINS = Path(__file__).resolve().parents[1] / "tests" / "standins"
 #: the five references' stand-ins (es-at-scale's holds the paper's scripts, es-paper)
 DEFAULT_REFS = [str(STANDINS / "es-at-scale"), str(STANDINS / "es-awd"), str(STANDINS / "skill-sample"),
                 str(STANDINS / "eggroll-vllm")]
+#: HyperscaleES's stand-in: a JAX child, run when its interpreter has what its child needs
+HYPERSCALE = str(STANDINS / "hyperscale-es")
+_FINDS = "import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in sys.argv[1:]))"
 
 
 def _cpu() -> float:
@@ -111,6 +116,25 @@ def interpreters(values) -> tuple:
         if not path:
             _usage(f"--python {value!r}: no interpreter path")
     return bare, per
+
+
+def default_refs(python_args) -> tuple[list, str]:
+    """(the stand-ins a run without --ref checks, "" or the one line saying why hyperscale-es is left out): its
+    child needs jax, jaxlib and optax (looked up, not imported) in its interpreter: the --python NAME=PATH it
+    is given, else the bare --python, else this one."""
+    from esverify.oracle import adapters
+    from esverify.oracle.interpreters import child_needs
+    bare, per = interpreters(python_args)
+    python = per.get("hyperscale-es") or bare or sys.executable
+    needs = child_needs(adapters.get("hyperscale-es"))
+    try:
+        found = subprocess.run([python, "-c", _FINDS, *needs], capture_output=True, timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        found = False
+    if found:
+        return [*DEFAULT_REFS, HYPERSCALE], ""
+    return list(DEFAULT_REFS), (f"hyperscale-es left out: {python} does not have {', '.join(needs)} (give "
+                                "--python hyperscale-es=PATH with a JAX environment)")
 
 
 def _usage(message: str):
@@ -233,6 +257,7 @@ def _figures(runner, result, probes: _Probes) -> dict:
     ours = sum(s["ours_s"] for s in sides.values())
     theirs = sum(s["reference_s"] for s in sides.values())
     children = result.metadata["children"]
+    given = result.metadata.get("child_interpreters") or {}   # a JAX child's hello names no interpreter
     return {"rows": len(frame), "ran": int((frame["status"] != "skipped").sum()),
             "counts": {str(k): int(v) for k, v in frame["status"].value_counts().items()},
             "exit": result.exit_code, "child_start": dict(probes.starts), "child_cpu": dict(probes.child_cpu),
@@ -240,8 +265,11 @@ def _figures(runner, result, probes: _Probes) -> dict:
             "loop_ops": sorted(loop_ops & set(families)), "ours": ours, "reference": theirs,
             "waiting": max(theirs - ours, 0.0), "report": probes.report_s, "sides": sides,
             "started": {name: child.get("start") for name, child in children.items()},
-            "interpreters": {name: f"{child.get('executable')} ({child.get('python')}, torch {child.get('torch')}, "
-                                   f"noise backends {'/'.join((child.get('noise_backends') or {}).get('cpu', []))})"
+            "targets": sorted(set(frame["target"])),
+            "interpreters": {name: f"{child.get('executable') or given.get(name, {}).get('executable')} "
+                                   f"({child.get('python') or given.get(name, {}).get('python')}, "
+                                   + (f"jax {child.get('jax')}, " if "jax" in child else f"torch {child.get('torch')}, ")
+                                   + f"noise backends {'/'.join((child.get('noise_backends') or {}).get('cpu', []))})"
                              for name, child in children.items()},
             "noise": {name: dict(kinds) for name, kinds in probes.noise.items()},
             "rows_table": _rows_table(frame)}
@@ -291,6 +319,8 @@ def _print(m: dict, label: str) -> None:
     print(f"{label}: {m['rows']} rows ({m['ran']} ran) {m['counts']}; exit {m['exit']}; load average {load}")
     print(f"  CPU {m['cpu']:.2f} s, wall {m['wall']:.2f} s; {m['ran'] / m['cpu']:.2f} rows per CPU second, "
           f"{m['ran'] / m['wall']:.2f} rows per wall second")
+    if "hyperscale-es" in m.get("targets", ()):
+        print("  (hyperscale-es's rows included: the goal below is the five torch references')")
     print(f"  against the goal of {GOAL_CPU_S:g} s of CPU and {GOAL_WALL_S:g} s wall on 2 idle cores (docs/benchmarks.md, "
           f"\"Parity\"): {m['cpu'] / GOAL_CPU_S:.2f} and {m['wall'] / GOAL_WALL_S:.2f} of it")
     print(f"  {'phase':44s} {'wall s':>8s} {'of wall':>8s}")
@@ -420,7 +450,9 @@ def main():
     if args.versus_default:
         versus_default(args)
         return
-    refs = args.ref or DEFAULT_REFS
+    refs, left_out = (args.ref, "") if args.ref else default_refs(args.python)
+    if left_out and not args.json:
+        print(left_out)
     out = args.out or tempfile.mkdtemp(prefix="bench-parity-")
     figures = measure(refs, args.small, out, args.case, warm_start=not args.no_warm_start, python_args=args.python)
     if args.json:

@@ -165,3 +165,30 @@ def test_a_jax_environment_without_optax_skips_hyperscale_rows_in_a_run(tmp_path
                                    .replace("3.11.7", ".".join(map(str, sys.version_info[:3])))}
     assert set(cases.loc[cases["target"] == "es-awd", "status"]) == {"pass"}
     assert "hyperscale-es: 2 rows not run: the interpreter lacks optax" in done.stdout.splitlines()[0]
+
+
+def _bench():
+    import importlib.util
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_parity.py"
+    spec = importlib.util.spec_from_file_location("bench_parity_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_parity_runs_hyperscale_only_where_its_interpreter_has_jax(tmp_path):
+    """benchmarks/bench_parity.py's default stand-ins: hyperscale-es's with jax, jaxlib and optax in its
+    interpreter, else left out with one line naming the interpreter and the fix."""
+    bench = _bench()
+    bare = tmp_path / "bare"
+    venv.EnvBuilder(with_pip=False, system_site_packages=False, symlinks=True).create(bare)
+    python = str(bare / "bin" / "python")
+    refs, line = bench.default_refs([f"{TARGET}={python}"])
+    assert refs == bench.DEFAULT_REFS and bench.HYPERSCALE not in refs
+    assert line == (f"hyperscale-es left out: {python} does not have jax, jaxlib, optax, numpy (give --python "
+                    "hyperscale-es=PATH with a JAX environment)")
+    assert bench.default_refs([python])[0] == bench.DEFAULT_REFS   # a bare --python is hyperscale-es's too
+    if not _has_jax():
+        pytest.skip("this interpreter has no jax: the run with hyperscale-es is not shown here")
+    refs, line = bench.default_refs([])
+    assert refs == [*bench.DEFAULT_REFS, bench.HYPERSCALE] and line == ""
