@@ -6,6 +6,7 @@ import numpy as np
 
 from esverify.oracle import adapters
 from esverify.references.hyperscale_es import jaxrandom as R
+from esverify.references.hyperscale_es.adapter import TREES
 from esverify.references.hyperscale_es.contract import contract_draw
 from esverify.references.hyperscale_es.rows import host_fma, settings
 from esverify.rng import gaussian, member_seed, stream_seed
@@ -15,6 +16,10 @@ def test_the_default_matrix_has_38_cpu_rows_in_one_scheme_cell():
     adapter = adapters.get("hyperscale-es")
     matrix = adapters.MatrixSpec(devices=("cpu", "cuda"), dtypes=("f32", "f16", "bf16"), schemes=("iid", "correlated"))
     cases = adapter.cases(matrix)
+    trees = [c for c in cases if c.op in TREES]   # f32 only, N 4, contract and native (docs/hyperscale.md §10)
+    assert sorted((c.op, c.dtype, c.noise, c.population) for c in trees) == sorted(
+        (op, "f32", noise, 4) for op in TREES for noise in ("contract", "native"))
+    cases = [c for c in cases if c.op not in TREES]
     assert len(cases) == 38 and {c.device for c in cases} == {"cpu"} and {c.scheme for c in cases} == {"correlated"}
     assert sorted(c.case_id for c in cases if c.op.startswith("shaping")) == [
         "hyperscale-es/cpu/f32/correlated/shaping-grouped/N32", "hyperscale-es/cpu/f32/correlated/shaping/N32"]
