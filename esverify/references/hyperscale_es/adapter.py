@@ -16,6 +16,9 @@ our numpy model (.shaping, .noise, .update) computes the same, and the core judg
   with a matrix, a bias, an EXCLUDED and a scanned leaf, sgd or adamw, f32, N 4, rank 4;
 - loop-e2e (a loop op, .rows_loop): the clone's own tests/end_to_end_test.py in the child, every update
   replayed by our model (.loop_e2e: adamw, matrix and bias leaves), native noise, f32, once.
+- noise-sparse, noise-alteggroll, noise-eggrollbs, eggrollbs-defaults, sparse-batch, update-alteggroll-jit/-eager,
+  update-sparse-jit/-eager (.rows_noisers, ops in .noiser_ops): the other noisers' perturbations, updates
+  and documented defects.
 
 Each row runs on contract noise (the child's `jax.random.normal` served from the RNG contract,
 .contract, through a host callback that refuses a key it cannot attribute) and on native noise
@@ -29,6 +32,8 @@ from pathlib import Path
 
 from esverify.oracle.spec import CloneSpec, OpsSpec, OurSide, ReferenceSpec, ReportTexts
 
+from . import noiser_ops
+
 #: op -> (rank, population) of the update rows: K = N*r = 16 over an (8, 5) leaf, a dot whose order XLA's
 #: CPU kernel was measured to take (four accumulators; docs/hyperscale.md §8)
 UPDATES = {"update-jit": (2, 8), "update-eager": (2, 8), "update-jit-r1": (1, 16), "update-eager-r1": (1, 16)}
@@ -38,7 +43,7 @@ SHAPINGS = {"shaping": 0, "shaping-grouped": 4}
 PERTURBS = {"perturb-eggroll": "eggroll", "perturb-openes": "open_es"}
 #: op -> solver of the tree rows (.rows_tree: several leaves, a scanned one, an excluded one; f32, N 4, 2 steps)
 TREES = {"tree-sgd-jit": "sgd", "tree-sgd-eager": "sgd", "tree-adamw-jit": "adamw", "tree-adamw-eager": "adamw"}
-OPS = (*SHAPINGS, *PERTURBS, *UPDATES, *TREES)
+OPS = (*SHAPINGS, *PERTURBS, *UPDATES, *TREES, *noiser_ops.OPS)
 #: the end-to-end test as a loop row (.rows_loop): native noise, f32, once
 LOOPS = ("loop-e2e",)
 NAME = "hyperscale-es"
@@ -59,6 +64,7 @@ def cases(matrix, cell) -> None:
     if cell.dtype == "f32":
         for op in TREES:
             cell.add(op, 4)
+    noiser_ops.cases(cell)           # sparse, AltEggRoll, EggRollBS (.rows_noisers)
     if cell.dtype == "f32" and cell.noise == "native":
         for op in LOOPS:
             cell.add(op, 64)      # the test's own 64 threads (the row reads them from the child)
@@ -73,6 +79,9 @@ def run_row(session, case):
     if case.op in TREES:
         from . import rows_tree
         return rows_tree.tree_row(session, case, TREES[case.op])
+    if case.op in noiser_ops.OPS:
+        from . import rows_noisers
+        return rows_noisers.run_row(session, case)
     if case.op in SHAPINGS:
         return rows.shaping_row(session, case, SHAPINGS[case.op])
     if case.op in PERTURBS:
@@ -85,7 +94,8 @@ ADAPTER = ReferenceSpec(
     clone=CloneSpec(
         files={"noiser": "src/hyperscalees/noiser/__init__.py", "eggroll": "src/hyperscalees/noiser/eggroll.py",
                "common": "src/hyperscalees/models/common.py"},
-        needs={"shaping": "noiser", "perturb": "noiser", "update": "noiser"},
+        needs={"shaping": "noiser", "perturb": "noiser", "update": "noiser", "noise": "noiser", "sparse": "noiser",
+               "eggrollbs": "noiser"},
         licence="LICENSE", validated_commit="b77f7d6", env_var="ESVERIFY_HYPERSCALE_REF",
         default_path="refs/HyperscaleES", identifying=("noiser", "eggroll"),
         # child/driver.py speaks the child protocol itself: a user's JAX environment needs no torch
@@ -94,7 +104,8 @@ ADAPTER = ReferenceSpec(
     driver=str(Path(__file__).with_name("child") / "driver.py"),
     profile=NAME,
     texts=ReportTexts(
-        summary="hyperscale-es: HyperscaleES's noisers (EggRoll, OpenES) in JAX: shaping, perturbation, update",
+        summary="hyperscale-es: HyperscaleES's noisers (EggRoll, OpenES, sparse, AltEggRoll, EggRollBS) in JAX: "
+                "shaping, perturbation, update",
         findings={
             "compilation-cache": "the end-to-end test points JAX's persistent compilation cache at "
                                  "HF_HOME/hyperscaleescomp with no size or time threshold: every compiled program "
@@ -107,6 +118,16 @@ ADAPTER = ReferenceSpec(
                                "all N raw scores (mixed statistics)",
             "trace-print": "do_updates prints 'LORA UPDATE' with the factors' shapes at trace time: once per "
                            "matrix leaf per compilation, never per step",
+            "eggrollbs-defaults": "EggRollBS at its defaults (group_size 0, noise_reuse 0) is unusable: every "
+                                  "thread's noise is zero, convert_fitnesses raises ZeroDivisionError, and so does "
+                                  "do_mm with a Python-int epoch (both branches of the epoch select run)",
+            "eggrollbs-groups": "EggRollBS gives zero noise to threads whose index mod group_size is 0 or 1, and "
+                                "its convert_fitnesses returns G values (the mean over groups), not N: do_updates "
+                                "fails for more than one group",
+            "sparse-batch": "the sparse noiser's do_mm indexes the input's first axis: right for one input "
+                            "vector, a broadcasting error or silently wrong values for a batch",
+            "sparse-options": "the sparse noiser accepts rank and drops it, stores q_multiplier and never reads "
+                              "it, and its import appends a folder that does not exist to sys.path",
             "bf16-noise": "bf16 normals take at most 128 distinct values (jax draws 8 random bits per bf16 "
                           "uniform)",
         },
@@ -123,6 +144,17 @@ ADAPTER = ReferenceSpec(
             ("contract noise through the host callback", "noise contract",
              ("*/perturb-*/N[0-9]", "*/update-*/N[0-9]", "*/update-*/N[0-9][0-9]")),
             ("JAX's own noise (threefry, erf_inv)", "noise native", ("*/native",)),
+            ("the sparse noiser's forward pass: positions (JAX's uniform) and values", "op noise-sparse",
+             ("*/noise-sparse/*",)),
+            ("AltEggRoll's low-rank perturbation", "op noise-alteggroll", ("*/noise-alteggroll/*",)),
+            ("EggRollBS's masked perturbation and its shaping (two groups)", "op noise-eggrollbs",
+             ("*/noise-eggrollbs/*",)),
+            ("EggRollBS at its defaults", "op eggrollbs-defaults", ("*/eggrollbs-defaults/*",)),
+            ("the sparse do_mm on a batch", "op sparse-batch", ("*/sparse-batch/*",)),
+            ("AltEggRoll's sign update (jitted and eager)", "ops update-alteggroll-jit, update-alteggroll-eager",
+             ("*/update-alteggroll-*",)),
+            ("the sparse noiser's update (jitted and eager)", "ops update-sparse-jit, update-sparse-eager",
+             ("*/update-sparse-*",)),
             ("a tree update with sgd: matrix, bias, excluded and scanned leaves (jitted and eager)",
              "ops tree-sgd-jit, tree-sgd-eager", ("*/tree-sgd-*",)),
             ("a tree update with adamw, two steps (weight decay on the excluded leaf)",
@@ -134,6 +166,17 @@ ADAPTER = ReferenceSpec(
                   "perturb-eggroll": ["src/hyperscalees/noiser/eggroll.py::EggRoll.do_mm"],
                   "perturb-openes": ["src/hyperscalees/noiser/open_es.py::OpenES.get_noisy_standard"],
                   "update": ["src/hyperscalees/noiser/eggroll.py::EggRoll.do_updates"],
+                  "noise-sparse": ["src/hyperscalees/noiser/sparse.py::Sparse.do_mm"],
+                  "noise-alteggroll": ["src/hyperscalees/noiser/alteggroll.py::AltEggRoll.do_mm"],
+                  "noise-eggrollbs": ["src/hyperscalees/noiser/eggrollbs.py::EggRollBS.do_mm",
+                                      "src/hyperscalees/noiser/eggrollbs.py::EggRollBS.convert_fitnesses"],
+                  "eggrollbs-defaults": ["src/hyperscalees/noiser/eggrollbs.py::EggRollBS.do_mm",
+                                         "src/hyperscalees/noiser/eggrollbs.py::EggRollBS.convert_fitnesses"],
+                  "sparse-batch": ["src/hyperscalees/noiser/sparse.py::Sparse.do_mm"],
+                  **{f"update-alteggroll-{m}": ["src/hyperscalees/noiser/alteggroll.py::AltEggRoll.do_updates"]
+                     for m in ("jit", "eager")},
+                  **{f"update-sparse-{m}": ["src/hyperscalees/noiser/sparse.py::Sparse.do_updates"]
+                     for m in ("jit", "eager")},
                   "tree": ["src/hyperscalees/noiser/eggroll.py::EggRoll.do_updates",
                            "src/hyperscalees/models/common.py::simple_es_tree_key"],
                   "loop-e2e": ["src/hyperscalees/noiser/eggroll.py::EggRoll.convert_fitnesses",
@@ -141,9 +184,6 @@ ADAPTER = ReferenceSpec(
                                "src/hyperscalees/noiser/eggroll.py::EggRoll.do_mm",
                                "src/hyperscalees/noiser/eggroll.py::EggRoll.get_noisy_standard"]},
         never_checked=(
-            ("sparse, AltEggRoll, EggRollBS", "no row drives them: their defects (the sparse do_mm's batch axis, "
-                                              "EggRollBS at its defaults and with several groups) stay findings "
-                                              "of the docs"),
             ("the LLM loop", "no row runs llm_experiments: jax.lax.pvary's removal is not executed"),
             ("GPU and other CPUs", "XLA's CPU arithmetic of this host only; native rows hold for its jaxlib and "
                                    "instruction set"),

@@ -114,6 +114,19 @@ def sparse_update(w, shaped, entries, lr: float, mode: str = "jit") -> np.ndarra
     return (w + (g * F32(lr)).astype(F32)).astype(F32)
 
 
+def _contracted(xk: np.ndarray, bk: np.ndarray, order: str | None) -> np.ndarray:
+    """sum_k xk[m, k] bk[n, k] (thread-major k) in `order`, or XLA's measured order for the shape, or any
+    order where every sum is exact; ValueError otherwise."""
+    if order is None:
+        order = U.dot_order(xk.shape[0], xk.shape[1], bk.shape[0])
+    if order is None:
+        if not U.sums_exact(xk, bk):
+            raise ValueError(f"XLA's dot order for {xk.shape[0]}x{xk.shape[1]}x{bk.shape[0]} is not modelled and "
+                             f"the sums are not exact: name an order or keep every sum exact")
+        order = "seq"
+    return U.contract(xk, bk, order)
+
+
 def alteggroll_update_from_draws(w, shaped, draws, sigma: float, lr: float, rank: int,
                                  mode: str = "jit", order: str | None = None) -> np.ndarray:
     """W2 (f32) after one AltEggRoll sgd update from the threads' raw (d0 + d1, r) f32 draws (pairs share
@@ -122,14 +135,17 @@ def alteggroll_update_from_draws(w, shaped, draws, sigma: float, lr: float, rank
     neither it nor exact sums apply)."""
     if mode not in U.MODES:
         raise ValueError(f"mode {mode!r}: want one of {list(U.MODES)}")
-    w, f, n, d0, d1, root_r = U._inputs(w, shaped, draws, rank)
+    w, f = np.asarray(w, F32), np.asarray(shaped, F32)
+    n, (d0, d1), root_r = f.size, w.shape, F32(math.sqrt(rank))
+    if len(draws) != n or any(np.shape(d) != (d0 + d1, rank) for d in draws):
+        raise ValueError(f"want {n} draws of shape {(d0 + d1, rank)}")
     s = F32(F32(sigma) * (F32(1) / root_r)) if mode == "jit" else F32(F32(sigma) / root_r)
     xs, bs = [], []
     for t in range(n):
         d = np.asarray(draws[t], F32)
         xs.append((f[t] * (np.sign(d[d1:]) * F32(1 if t % 2 == 0 else -1))).astype(F32))
         bs.append(np.sign(d[:d1]).astype(F32))
-    big = (U._contracted(xs, bs, n, rank, order) * s).astype(F32)
+    big = (_contracted(np.concatenate(xs, axis=1), np.concatenate(bs, axis=1), order) * s).astype(F32)
     root_n = F32(math.sqrt(n))
     if mode == "jit":
         g = (big * F32((F32(1) / F32(n)) * root_n)).astype(F32)

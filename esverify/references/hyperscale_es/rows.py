@@ -187,3 +187,9 @@ def update_row(session, case, rank: int, n: int) -> Outcome:
                     f"eggroll sgd, {dtype}, {mode}, shape {SHAPE}, rank {rank}, N={n}, sigma={sigma!r}, lr={lr!r}, "
                     f"{int(np.sum(np.asarray(ours, F32) == np.asarray(w, F32)))} of {w.size} unchanged, epoch {EPOCH}, "
                     f"noise_reuse {NOISE_REUSE}", findings)
+
+
+# The helpers sibling row modules share (.rows_noisers), by public names: a row module reaches no other
+# module's private names.
+ask, hex_bits, ours_form, outcome, case_rng, sigma_lr, their_bits, weights = (
+    _ask, _hex, _ours, _outcome, _rng, _sigma_lr, _theirs, _weights)

@@ -1,8 +1,9 @@
 """Oracle driver for HyperscaleES (docs/hyperscale.md), run by path under an interpreter that has jax.
 
 Two ways to run it. Parity's child (`driver.py --clone FOLDER --reply-fd N [--line-coverage]`): the
-line protocol of the shared child server (docs/references.md §3) spoken here, without it: a hello
-{"hello": "hyperscale-es", "environment", "modules"} on the reply pipe, then per command line
+line protocol of the shared child server (docs/references.md §3), through the runtime's torch-free
+channel (oracles/child_channel.py) but without the server itself: a hello
+{"hello": "hyperscale-es", "environment", "modules", "placeholders"} on the reply pipe, then per command line
 {"id", "op": "run", "ops": [...], "clone" (optional: switch to that clone first)} one reply
 {"id", "status": "ok", "results": [...]} (or "error" with {"message"}), until "exit" or EOF. The
 shared server imports torch and esverify's noise hook at its top, and every service it adds to the
@@ -36,6 +37,10 @@ Ops (each reply entry has "op", its outputs and "printed", the lines the referen
   list of {key, shape, dtype, bits}), `jax.random.normal` is replaced for the call by a host callback
   that returns the entry of the key it is given and raises for a key it cannot attribute: the
   runner's noise inside the reference's jitted, vmapped update.
+- `forward`, `probe`, `noiser-update` (child/hyperscale_noisers.py): any noiser's perturbed parameter
+  per thread (`do_mm` of the identity or of each basis vector) with the normal and uniform draws behind
+  it; the evidence of the sparse and EggRollBS findings (a batch `do_mm`, shaping and update failures);
+  an update with init_noiser's options as given (the sparse noiser takes no rank).
 - `loop-e2e` (child/hyperscale_e2e.py): the clone's tests/end_to_end_test.py, run unmodified with a
   scratch HF_HOME, each jitted update recorded (params before and after, shaped fitnesses, leaf keys,
   es_map codes), the compilation-cache files it wrote and whether thread 0's perturbation repeats.
@@ -63,6 +68,7 @@ if str(Path(__file__).resolve().parent) not in sys.path:   # run by runpy.run_pa
 import hyperscale_clone  # noqa: E402 - what the driver reads of a clone, said when a later commit lacks it
 import hyperscale_e2e  # the end-to-end test's op: its sibling in the child folder
 import hyperscale_trees  # the tree-update op: its sibling in the child folder
+import hyperscale_noisers  # the sparse, AltEggRoll and EggRollBS ops: a sibling in the child folder
 
 _DT = {"f32": jnp.float32, "f16": jnp.float16, "bf16": jnp.bfloat16}
 
@@ -223,6 +229,10 @@ def _perturb(noisers, common, op):
 OPS = {"shaping": _shaping, "noise": _noise, "update": _update, "perturb": _perturb,
        "loop-e2e": lambda noisers, common, op: hyperscale_e2e.run_end_to_end(noisers, common, op),
        "update-tree": lambda noisers, common, op: hyperscale_trees.run_update_tree(noisers, common, op,
+                                                                                  _served_normal),
+       "forward": lambda noisers, common, op: hyperscale_noisers.run_forward(noisers, common, op, _served_normal),
+       "probe": hyperscale_noisers.run_probe,
+       "noiser-update": lambda noisers, common, op: hyperscale_noisers.run_update(noisers, common, op,
                                                                                   _served_normal)}
 
 
@@ -264,28 +274,21 @@ def _loaded(clone: Path) -> tuple:
 
 
 def serve(argv) -> int:
-    """Parity's child: the line protocol (module docstring) on the reply pipe `--reply-fd`."""
-    import argparse
+    """Parity's child: the line protocol (module docstring) on the reply pipe `--reply-fd`, through the shared
+    runtime's torch-free channel (oracles/child_channel.py, beside this file in the child)."""
     import traceback
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--clone", required=True)
-    parser.add_argument("--reply-fd", type=int, required=True)
-    parser.add_argument("--line-coverage", action="store_true")   # accepted; JAX rows record no lines
-    args = parser.parse_args(argv)
-    os.set_inheritable(args.reply_fd, False)   # a grandchild holding it would hide this process's death
-    reply = os.fdopen(args.reply_fd, "w", buffering=1)
+
+    import child_channel
+    args = child_channel.arguments(argv)   # --line-coverage accepted: JAX rows record no lines
+    reply = child_channel.reply_pipe(args.reply_fd)
     clone = Path(args.clone).resolve()
     loaded, problem = _loaded(clone)
     modules = {"noiser": problem, "common": problem}
     reply.write(json.dumps({"hello": "hyperscale-es", "environment": _environment(), "modules": modules,
                             "placeholders": hyperscale_clone.served()}) + "\n")
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        command = json.loads(line)
-        if command.get("op") == "exit":
-            break
-        answer = {"id": command.get("id")}
+
+    def respond(command: dict, answer: dict) -> None:
+        nonlocal clone, loaded, problem
         if command.get("clone") and Path(command["clone"]).resolve() != clone:   # a mutant catalog's next clone
             hyperscale_clone.unwatch(clone)
             clone = Path(command["clone"]).resolve()
@@ -308,8 +311,8 @@ def serve(argv) -> int:
                     "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]})
         if hyperscale_clone.served():   # every one so far: the parent lists each once, as a note
             answer["placeholders"] = hyperscale_clone.served()
-        reply.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
+
+    child_channel.answer_commands(reply, respond)
     return 0
 
 
