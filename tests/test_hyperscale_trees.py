@@ -114,7 +114,8 @@ def test_adamw_model_fails_where_xla_rewrites_differently():
     wrong = O.adamw_step(p["a"], g["a"], O.adam_init(p["a"]), 0.03, "eager", leaves=1)[0]
     assert _u32(eager).tolist() == _u32(right).tolist()
     assert np.sum(_u32(eager) != _u32(wrong)) > 0
-    state = O.AdamState(4, (rng.normal(size=(16, 9)) * 0.1).astype(F32), np.abs(rng.normal(size=(16, 9)) * .01).astype(F32))
+    state = O.AdamState(4, (rng.normal(size=(16, 9)) * 0.1).astype(F32),
+                        np.abs(rng.normal(size=(16, 9)) * .01).astype(F32))
     fused = O.adamw_step(p["a"], g["a"], state, 0.03, "jit", leaves=2, grad_fused=True)[1].mu
     alone = O.adamw_step(p["a"], g["a"], state, 0.03, "jit", leaves=2, grad_fused=False)[1].mu
     assert np.sum(_u32(fused) != _u32(alone)) > 0
@@ -197,7 +198,8 @@ def _case(seed=5, n=4, rank=4, steps=2):
 def _op(params, scores, sigma, lr, rank, mode, solver, seed=5, served=None) -> dict:
     return {"op": "update-tree", "noiser": "eggroll", "seed": seed, "epoch": 3, "noise_reuse": 1, "rank": rank,
             "sigma": sigma, "lr": lr, "group": 0, "mode": mode, "solver": solver,
-            "leaves": {k: {"shape": list(s), "w": _hex(params[k]), "code": c, "scan": sc} for k, (s, c, sc) in TREE.items()},
+            "leaves": {k: {"shape": list(s), "w": _hex(params[k]), "code": c, "scan": sc}
+                       for k, (s, c, sc) in TREE.items()},
             "scores": [_hex(s) for s in scores], **({"served": served} if served else {})}
 
 

@@ -83,9 +83,10 @@ def _draw_shape(shape, code: int, rank: int):
 
 def native_draws(params, es_map, keys: dict, epoch: int, n: int, rank: int, noise_reuse: int = 0,
                  fma: bool = True) -> dict:
-    """{path: draws} of JAX's own noise (.jaxrandom) for thread counts `n`: per leaf a list of n draws (thread
-    t's, pairs sharing one; a PARAM leaf's a `FullRankDraw`), per scanned leaf (key of shape (L, 2)) a list over slices of such lists, None for
-    a leaf with zero gradient. keys: `leaf_keys`' (or keys a run recorded, as uint32 words)."""
+    """{path: draws} of JAX's own f32 noise (.jaxrandom) for `n` threads: per leaf a list of n draws (thread t's,
+    pairs sharing one; a PARAM leaf's a `FullRankDraw`), per scanned leaf (key of shape (L, 2)) a list over
+    slices of such lists, None for a leaf with zero gradient. keys: `leaf_keys`' (or keys a run recorded, as
+    uint32 words); fma: the host's (.rows.host_fma)."""
     codes = dict(flatten(es_map))
     out = {}
     for path, leaf in flatten(params):
