@@ -1,5 +1,5 @@
 """The sparse, AltEggRoll and EggRollBS noisers: our numpy model (.noisers), the child's ops on the stand-in,
-its mutants, and parity's rows (docs/hyperscale.md §12).
+its mutants, and parity's rows (docs/hyperscale.md §14).
 
 The model tests need no jax. The child tests run the driver under an interpreter with jax, jaxlib and
 optax (tests/test_hyperscale_child.py's `_python`), and are skipped without one.

@@ -16,6 +16,8 @@ import pytest
 
 from test_hyperscale_child import MUTANTS, STANDIN, _python
 
+from esverify.references.hyperscale_es import noiser_ops
+
 #: each test starts a jax child (a parity run: 30-90 s with jax installed; skipped without it)
 pytestmark = pytest.mark.slow
 
@@ -37,15 +39,18 @@ def test_parity_on_the_stand_in_passes_every_row_and_names_the_findings(tmp_path
     assert code == 0, text[-3000:]
     assert set(cases["status"]) == {"pass"}, cases[cases["status"] != "pass"][["case", "detail"]].to_string()
     assert set(cases["op"]) == {"shaping", "shaping-grouped", "perturb-eggroll", "perturb-openes", "update-jit",
-                                "update-eager", "update-jit-r1", "update-eager-r1",
-                                "tree-sgd-jit", "tree-sgd-eager", "tree-adamw-jit", "tree-adamw-eager"}
+                                "update-eager", "update-jit-r1", "update-eager-r1", "loop-e2e",
+                                "tree-sgd-jit", "tree-sgd-eager", "tree-adamw-jit", "tree-adamw-eager",
+                                *noiser_ops.OPS}
     # contract and native noise for every noisy op, f32 and bf16
     noisy = cases[~cases["op"].str.startswith("shaping")]
     assert set(zip(noisy["dtype"], noisy["noise"])) == {(d, n) for d in ("f32", "bf16") for n in ("contract", "native")}
     assert (cases["mismatches"] == 0).all() and (cases["elements"] > 0).all()
     # every row names what its bits depend on: jax and jaxlib, the CPU's FMA, XLA_FLAGS
     assert all(all(s in detail for s in SETTINGS) for detail in cases["detail"]), cases["detail"].iloc[0]
-    assert set(findings["finding"]) == {"frozen-noise", "grouped-shaping", "trace-print", "bf16-noise", "excluded-decay"}
+    assert set(findings["finding"]) == {"frozen-noise", "grouped-shaping", "trace-print", "bf16-noise",
+                                        "compilation-cache", "excluded-decay", "sparse-batch", "sparse-options",
+                                        "eggrollbs-defaults", "eggrollbs-groups"}
 
 
 def _mutant(tmp_path, name) -> Path:

@@ -1,4 +1,4 @@
-"""The ops of the sparse, AltEggRoll and EggRollBS rows and the cells they run in (docs/hyperscale.md §12).
+"""The ops of the sparse, AltEggRoll and EggRollBS rows and the cells they run in (docs/hyperscale.md §14).
 
 Kept apart from .rows_noisers so that the adapter reads them without importing the rows (which import
 the core's comparison, and torch, when a row runs).

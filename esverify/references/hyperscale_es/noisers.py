@@ -1,4 +1,4 @@
-"""The sparse, AltEggRoll and EggRollBS noisers in numpy, bit for bit on XLA CPU (docs/hyperscale.md §12).
+"""The sparse, AltEggRoll and EggRollBS noisers in numpy, bit for bit on XLA CPU (docs/hyperscale.md §14).
 
 Keys and draws are those of `noise` (a pair's key, +-sigma by the thread's parity).
 

@@ -1,4 +1,4 @@
-"""The rows of hyperscale-es's sparse, AltEggRoll and EggRollBS noisers (docs/hyperscale.md §12).
+"""The rows of hyperscale-es's sparse, AltEggRoll and EggRollBS noisers (docs/hyperscale.md §14).
 
 Design record: as .rows (one child request, our numpy model .noisers, the core's comparison), with
 the child's `forward`, `probe` and `noiser-update` ops (child/hyperscale_noisers.py). Contract noise
@@ -16,7 +16,7 @@ part holds for that jaxlib, as a native row does). Rows:
   the batch call beside them (its error, the options it drops);
 - update-alteggroll-jit/-eager (rank 2, N 8), update-sparse-jit/-eager (N 8): one sgd update of an
   (8, 5) f32 leaf. The contraction and the sums follow orders measured on XLA CPU (docs/hyperscale.md §8,
-  §12); the row's detail says so.
+  §14); the row's detail says so.
 """
 from __future__ import annotations
 

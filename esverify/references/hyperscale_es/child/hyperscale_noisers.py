@@ -1,4 +1,4 @@
-"""The hyperscale-es child's ops for the sparse, AltEggRoll and EggRollBS noisers (docs/hyperscale.md §12).
+"""The hyperscale-es child's ops for the sparse, AltEggRoll and EggRollBS noisers (docs/hyperscale.md §14).
 
 Runs ONLY in the hyperscale-es child (beside child/driver.py, which lists these ops in its OPS table);
 the esverify package never imports it, and it imports no torch. Floats travel as hex bit patterns.

@@ -1,4 +1,4 @@
-"""Stand-in: AltEggRoll, EggRoll's low-rank noise with a sign update (docs/hyperscale.md §5, §12)."""
+"""Stand-in: AltEggRoll, EggRoll's low-rank noise with a sign update (docs/hyperscale.md §5, §14)."""
 import jax
 import jax.numpy as jnp
 

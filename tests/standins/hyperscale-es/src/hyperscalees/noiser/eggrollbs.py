@@ -1,4 +1,4 @@
-"""Stand-in: EggRollBS, EggRoll with per-group baselines (docs/hyperscale.md §5, §12).
+"""Stand-in: EggRollBS, EggRoll with per-group baselines (docs/hyperscale.md §5, §14).
 
 Kept on purpose (findings a report names): threads whose index mod group_size is 0 or 1 draw zero
 noise, so at the default group_size 0 every thread's noise is zero (jnp's integer modulo by 0 is 0);

@@ -1,4 +1,4 @@
-"""Stand-in: the sparse noiser, max(a, b) random entries per matrix leaf (docs/hyperscale.md §5, §12).
+"""Stand-in: the sparse noiser, max(a, b) random entries per matrix leaf (docs/hyperscale.md §5, §14).
 
 Kept on purpose (findings a report names): importing this module appends a folder that does not
 exist to sys.path; `rank` is accepted and dropped, `q_multiplier` stored and never read; `do_mm`
