@@ -16,6 +16,9 @@ def test_the_default_matrix_has_38_cpu_rows_in_one_scheme_cell():
     adapter = adapters.get("hyperscale-es")
     matrix = adapters.MatrixSpec(devices=("cpu", "cuda"), dtypes=("f32", "f16", "bf16"), schemes=("iid", "correlated"))
     cases = adapter.cases(matrix)
+    loops = [c.case_id for c in cases if c.op == "loop-e2e"]   # a loop op: once, f32, native noise (§13)
+    assert loops == ["hyperscale-es/cpu/f32/correlated/loop-e2e/N64/native"]
+    cases = [c for c in cases if c.op != "loop-e2e"]
     trees = [c for c in cases if c.op in TREES]   # f32 only, N 4, contract and native (docs/hyperscale.md §10)
     assert sorted((c.op, c.dtype, c.noise, c.population) for c in trees) == sorted(
         (op, "f32", noise, 4) for op in TREES for noise in ("contract", "native"))

@@ -1,5 +1,5 @@
 """Our side of the end-to-end loop row: one epoch's update of the test's parameter tree, replayed in numpy
-(docs/hyperscale.md §12).
+(docs/hyperscale.md §13).
 
 The end-to-end test's jitted step (convert_fitnesses, then do_updates with optax adamw) on a tree of f32
 leaves, each EggRoll `MM_PARAM` matrix (rank r) or full-rank `PARAM` vector, N threads, noise_reuse and
@@ -26,7 +26,9 @@ The dot orders, measured on this host's XLA for the test's products (M x K x N, 
 four round-robin accumulators combined as ((a0 + a1) + (a2 + a3)) for 16x512x3 and 16x512x16,
 sequential for a single row (1x512x16). With `--xla_cpu_experimental_ynn_fusion_type=-individual_dot`
 (XLA's own dot emitter): sequential fma within blocks of 256 k, the block sums added in order, for
-16x512x3 and 16x512x16; sequential for a single row. Other shapes: a ValueError (not measured).
+16x512x3 and 16x512x16; sequential for a single row. With `--xla_cpu_enable_platform_dependent_math=false`
+(which the row needs to compare the jitted shaping): sequential for all three. Other shapes, or both
+flags at once: a ValueError (not measured).
 """
 from __future__ import annotations
 
@@ -44,9 +46,11 @@ from .xlamath import erf_inv32, fma32
 F32 = np.float32
 MM_PARAM, PARAM = 1, 0
 YNN_OFF = "--xla_cpu_experimental_ynn_fusion_type=-individual_dot"
-#: (M, K, N) -> order of the f32 dot under XLA's default (YNNPACK) kernel and with YNN_OFF
+EXACT_MATH = "--xla_cpu_enable_platform_dependent_math=false"
+#: (M, K, N) -> order of the f32 dot under XLA's default (YNNPACK) kernel, with YNN_OFF, with EXACT_MATH
 _ORDERS = {"default": {(16, 512, 3): "acc4", (16, 512, 16): "acc4"},
-           "ynn-off": {(16, 512, 3): "block256", (16, 512, 16): "block256"}}
+           "ynn-off": {(16, 512, 3): "block256", (16, 512, 16): "block256"},
+           "exact-math": {(16, 512, 3): "seq", (16, 512, 16): "seq"}}
 #: the largest step count whose bias-correction powers are the correctly rounded rd(b)**count
 MAX_COUNT = 684
 
@@ -66,11 +70,14 @@ def adam_init(param) -> AdamState:
 def dot_order(m: int, k: int, n: int, xla_flags: str = "") -> str:
     """The accumulation order of the update's f32 dot m x k x n on this host's XLA ("seq", "acc4",
     "block256"); ValueError for a shape not measured."""
+    flags = xla_flags.split()
+    if YNN_OFF in flags and EXACT_MATH in flags:
+        raise ValueError(f"XLA's dot order under both {YNN_OFF} and {EXACT_MATH} was not measured")
     if m == 1:
         return "seq"
-    table = _ORDERS["ynn-off" if YNN_OFF in xla_flags.split() else "default"]
+    table = _ORDERS["ynn-off" if YNN_OFF in flags else "exact-math" if EXACT_MATH in flags else "default"]
     if (m, k, n) not in table:
-        raise ValueError(f"XLA's dot order for {m}x{k}x{n} was not measured (docs/hyperscale.md §12)")
+        raise ValueError(f"XLA's dot order for {m}x{k}x{n} was not measured (docs/hyperscale.md §13)")
     return table[(m, k, n)]
 
 

@@ -1,5 +1,5 @@
 """The end-to-end loop row of hyperscale-es (op `loop-e2e`): the clone's own test, replayed update by update
-(docs/hyperscale.md §12).
+(docs/hyperscale.md §13).
 
 Design record: the child (child/hyperscale_e2e.py) runs the clone's `tests/end_to_end_test.py` unmodified,
 with a scratch HF_HOME, and records each jitted step's inputs and outputs; this row replays every update
@@ -33,7 +33,7 @@ F32 = np.float32
 #: the golden of the real test's final parameters (docs/hyperscale.md §6, G4) and where it holds
 G4 = "8f4b18a77ee205ad"
 G4_COMMIT, G4_JAX = "b77f7d6", "0.10.2"
-EXACT_SHAPING = "--xla_cpu_enable_platform_dependent_math=false"
+EXACT_SHAPING = L.EXACT_MATH       # a true square root in the jitted shaping (and sequential dots)
 TEST = Path("tests") / "end_to_end_test.py"
 
 

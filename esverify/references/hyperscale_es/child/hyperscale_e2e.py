@@ -1,8 +1,8 @@
-"""The end-to-end test of a HyperscaleES clone, run and recorded for the loop row (docs/hyperscale.md §12).
+"""The end-to-end test of a HyperscaleES clone, run and recorded for the loop row (docs/hyperscale.md §13).
 
 Imported by driver.py (op `loop-e2e`), in the child, beside it; never by esverify (it imports jax).
 The clone's `tests/end_to_end_test.py` runs unmodified (as `__main__`; a file that only defines `test_*`
-functions has them called), with two seams (docs/hyperscale.md §12):
+functions has them called), with two seams (docs/hyperscale.md §13):
 
 - `huggingface_hub.constants` is a stand-in module whose HF_HOME is a fresh folder under the child's
   own temporary folder (its private folder: never the user's cache); the test points JAX's persistent

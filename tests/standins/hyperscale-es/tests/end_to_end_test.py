@@ -1,4 +1,4 @@
-"""Stand-in: the end-to-end test (docs/hyperscale.md §12), written from esverify's description alone.
+"""Stand-in: the end-to-end test (docs/hyperscale.md §13), written from esverify's description alone.
 
 An MLP 3 -> 16 -> 16 -> 1 (ReLU, biases) taught to output 2 by EggRoll: rank 8, sigma 0.2, lr 0.03,
 optax adamw (b1 0.9, b2 0.999, optax's default weight decay), 64 threads, 10 epochs, every other
