@@ -105,6 +105,16 @@ def test_the_g4_golden_is_checked_only_where_it_holds(monkeypatch, tmp_path, com
     assert diff == (f"G4: final parameters SHA-256[:16] 0123456789abcdef, golden {RL.G4}" if applies else "")
 
 
+def test_the_loop_modules_never_import_jax():
+    code = ("import sys\n"
+            "import numpy as np\n"
+            "from esverify.references.hyperscale_es import loop_e2e, rows_loop\n"
+            "loop_e2e.leaf_gradient(0, (3,), np.array([0, 1], np.uint32), 0, np.ones(4, np.float32), 0.1, 1, 0)\n"
+            "bad = sorted(m for m in sys.modules if m == 'jax' or m.startswith(('jax.', 'jaxlib')))\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 # ------------------------------------------------------------------ with a jax child (slow)
 
 def _loop(clone: Path, hf_home: Path) -> dict:

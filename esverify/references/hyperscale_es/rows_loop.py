@@ -107,7 +107,7 @@ def _shaping(reply: dict, exact: bool):
                         f"the updates replay the reference's shaped values")
 
 
-def _per_update(ours: list, theirs: list, names: list, n_leaves: int) -> str:
+def _per_update(ours: list, theirs: list, n_leaves: int) -> str:
     """Per update: mismatching elements and the largest ulp distance over its leaves."""
     parts = []
     for u in range(len(ours) // n_leaves):
@@ -141,7 +141,7 @@ def loop_row(session, case) -> Outcome:
         ours += mine
         theirs += [_bits(h, s) for h, s in zip(rec["after"], shapes)]
         names += [f"update{u}{name}" for name in layout["names"]]
-    per_update = _per_update(ours, theirs, names, len(shapes))
+    per_update = _per_update(ours, theirs, len(shapes))
     s_ours, s_theirs, s_names, s_note = _shaping(reply, EXACT_SHAPING in flags.split())
     cmp = session.tools.compare(ours + s_ours, theirs + s_theirs, ["f32"] * (len(ours) + len(s_ours)),
                                 names + s_names)

@@ -132,11 +132,6 @@ def _cache_reset():
     compilation_cache.reset_cache()     # the cache is set up once per process: let the test's settings count
 
 
-def _run_test(path: Path):
-    namespace = runpy.run_path(str(path), run_name="__main__")
-    return namespace
-
-
 def _frozen_probe(rec: _Recorder, leaf_index: int, epochs: list) -> dict:
     """Thread 0's perturbed output of the first matrix leaf at the first and last recorded epochs, eager."""
     cls, frozen, dyn = rec.inits[0]["_state"]
@@ -166,7 +161,7 @@ def run_end_to_end(noisers, common, op) -> dict:
     rec = _Recorder(noisers)
     try:
         _cache_reset()
-        namespace = _run_test(test)
+        namespace = runpy.run_path(str(test), run_name="__main__")
         ran = "__main__"
         if not rec.updates:
             tests = [name for name, fn in namespace.items() if name.startswith("test_") and callable(fn)]
