@@ -38,7 +38,6 @@ provides:
 """
 from __future__ import annotations
 
-import argparse
 import collections
 import gc
 import importlib.util
@@ -56,6 +55,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+import child_channel
 import child_coverage
 import placeholders
 from esverify import rng as es_rng
@@ -839,16 +839,9 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
     load_modules(clone) -> {module_key: module or ReferenceLoadError};
     handlers: op -> fn(case, modules) -> reply dict (without id).
     """
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--clone", required=True)
-    parser.add_argument("--reply-fd", type=int, required=True)
-    parser.add_argument("--line-coverage", action="store_true")   # parity --line-coverage: coverage.py lines
-    args = parser.parse_args()
-    child_coverage.configure(lines=args.line_coverage)
-    # not inherited by processes the reference starts: a reply channel held open by a grandchild would
-    # hide this process's death from the parent
-    os.set_inheritable(args.reply_fd, False)
-    reply = os.fdopen(args.reply_fd, "w", buffering=1)
+    args = child_channel.arguments()
+    child_coverage.configure(lines=args.line_coverage)   # parity --line-coverage: coverage.py lines
+    reply = child_channel.reply_pipe(args.reply_fd)
     if threads:
         torch.set_num_threads(threads)
     # the noise hook's draws on one thread: the values do not depend on it, and the parent and the other
@@ -865,44 +858,40 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
              "modules": {k: (None if not isinstance(v, ReferenceLoadError) else v.info)
                          for k, v in modules.items()}, "placeholders": placeholders.served()}
     reply.write(json.dumps(hello) + "\n")
+
+    def respond(command: dict, answer: dict) -> None:
+        nonlocal clone, modules
+        SERVED["folder"] = command.get("served") if isinstance(command.get("served"), str) else None
+        NOISE_ELEMENTS.clear()
+        if command.get("clone") and Path(command["clone"]).resolve() != clone:
+            clone, modules = switch_clone(clone, Path(command["clone"]).resolve(), load_modules)
+        try:
+            answer.update(handlers[command["op"]](command, modules))
+            answer.setdefault("status", "ok")
+        except Exception as exc:  # noqa: BLE001 - a reference failure is a row, not a crash
+            answer.update({"status": "error", "error": _error(exc)})
+        HOOK.configure(None, {}, "correlated", "poly32", None, "contract")
+        for hook in AFTER_COMMAND:   # other hooks a driver installed (numpy's legacy generator, ...)
+            hook()
+        for hook in ANSWER_HOOKS:
+            hook(answer)
+        if NOISE_ELEMENTS:   # how much of its contract noise the parent served (benchmarks, tests)
+            answer["noise_elements"] = dict(NOISE_ELEMENTS)
+        flush = flush_to_zero_status()   # the op may have loaded more of the clone, or set the flags itself
+        if flush.flushing:
+            answer["flush_to_zero"] = list(flush.findings)
+        if placeholders.served():   # every one so far: the parent lists each once, as a note
+            answer["placeholders"] = placeholders.served()
+        out = command.get("out")
+        if out:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            tmp = Path(out) / "status.json.tmp"
+            tmp.write_text(json.dumps(answer, indent=1, sort_keys=True))
+            os.replace(tmp, Path(out) / "status.json")
+        freeze_heap()
+
     try:
-        for line in sys.stdin:
-            if not line.strip():
-                continue
-            command = json.loads(line)
-            if command.get("op") == "exit":
-                break
-            answer = {"id": command.get("id")}
-            SERVED["folder"] = command.get("served") if isinstance(command.get("served"), str) else None
-            NOISE_ELEMENTS.clear()
-            if command.get("clone") and Path(command["clone"]).resolve() != clone:
-                clone, modules = switch_clone(clone, Path(command["clone"]).resolve(), load_modules)
-            try:
-                answer.update(handlers[command["op"]](command, modules))
-                answer.setdefault("status", "ok")
-            except Exception as exc:  # noqa: BLE001 - a reference failure is a row, not a crash
-                answer.update({"status": "error", "error": _error(exc)})
-            HOOK.configure(None, {}, "correlated", "poly32", None, "contract")
-            for hook in AFTER_COMMAND:   # other hooks a driver installed (numpy's legacy generator, ...)
-                hook()
-            for hook in ANSWER_HOOKS:
-                hook(answer)
-            if NOISE_ELEMENTS:   # how much of its contract noise the parent served (benchmarks, tests)
-                answer["noise_elements"] = dict(NOISE_ELEMENTS)
-            flush = flush_to_zero_status()   # the op may have loaded more of the clone, or set the flags itself
-            if flush.flushing:
-                answer["flush_to_zero"] = list(flush.findings)
-            if placeholders.served():   # every one so far: the parent lists each once, as a note
-                answer["placeholders"] = placeholders.served()
-            out = command.get("out")
-            if out:
-                Path(out).mkdir(parents=True, exist_ok=True)
-                tmp = Path(out) / "status.json.tmp"
-                tmp.write_text(json.dumps(answer, indent=1, sort_keys=True))
-                os.replace(tmp, Path(out) / "status.json")
-            freeze_heap()
-            reply.write(json.dumps(answer) + "\n")
-            sys.stdout.flush()
+        child_channel.answer_commands(reply, respond)
     finally:   # the coverage save SAVE_INTERVAL held back, also when a handler raised past this loop (a
         try:   # SystemExit), and before a thread the reference left could delay exit
             child_coverage.flush()
