@@ -164,9 +164,15 @@ def test_bad_input_is_a_clear_error():
     with pytest.raises(ValueError, match="draw has shape"):
         T.gradients({"w": w}, {"w": T.MM_PARAM}, np.zeros(2, F32), {"w": [np.zeros((13, 2), F32)] * 2}, 0.1, 1)
     keys = T.leaf_keys(R.key(1), {"b": np.ones(3, F32)})
-    draws = T.native_draws({"b": np.ones(3, F32)}, {"b": T.PARAM}, keys, 0, 8, 1, 1)
-    with pytest.raises(ValueError, match="modelled up to 6"):
-        T.gradients({"b": np.ones(3, F32)}, {"b": T.PARAM}, np.ones(8, F32), draws, 0.1, 1, "jit")
+    draws = T.native_draws({"b": np.ones(3, F32)}, {"b": T.PARAM}, keys, 0, 10, 1, 1)
+    with pytest.raises(ValueError, match="modelled for"):
+        T.gradients({"b": np.ones(3, F32)}, {"b": T.PARAM}, np.ones(10, F32), draws, 0.1, 1, "jit")
+    one = {"b": np.ones(1, F32)}
+    draws = T.native_draws(one, {"b": T.PARAM}, T.leaf_keys(R.key(1), one), 0, 4, 1, 1)
+    with pytest.raises(ValueError, match="one-element PARAM"):
+        T.gradients(one, {"b": T.PARAM}, np.ones(4, F32), draws, 0.1, 1, "jit")
+    with pytest.raises(ValueError, match="one-element leaf"):
+        T.tree_update(one, {"b": T.EXCLUDED}, np.ones(4, F32), {"b": None}, 0.1, 0.1, 1, "jit", "adamw")
 
 
 def test_leaf_keys_follow_sorted_names_and_fold_in_per_slice():
@@ -237,17 +243,19 @@ def _assert_equal(got, ours, state):
 
 
 @pytest.mark.slow
-def test_tree_updates_on_jax_noise_equal_the_stand_in():
+@pytest.mark.parametrize("n,rank", [(4, 4), (8, 2)])
+def test_tree_updates_on_jax_noise_equal_the_stand_in(n, rank):
     """sgd and adamw, jitted and eager, two steps of a tree with a matrix, a bias, an EXCLUDED and a scanned
-    leaf on JAX's own noise: every leaf, both moments and the leaf keys are our model's bits; adamw moves the
-    EXCLUDED leaf (weight decay), sgd does not."""
-    params, scores, sigma, lr, rank = _case()
+    leaf on JAX's own noise: every leaf, both moments and the leaf keys are our model's bits (at 4 threads
+    the jitted bias sums sequentially, at 8 in eight lanes); adamw moves the EXCLUDED leaf (weight decay),
+    sgd does not."""
+    params, scores, sigma, lr, rank = _case(n=n, rank=rank)
     combos = [(s, m) for s in ("sgd", "adamw") for m in ("jit", "eager")]
     results = _child([_op(params, scores, sigma, lr, rank, m, s) for s, m in combos])
     keys = T.leaf_keys(R.key(5), params, _scan_map())
     for (solver, mode), got in zip(combos, results):
         assert got["keys"] == {k: v.tolist() for k, v in keys.items()}
-        ours, state = _model(params, scores, sigma, lr, rank, mode, solver, _native(params, rank, 4))
+        ours, state = _model(params, scores, sigma, lr, rank, mode, solver, _native(params, rank, n))
         _assert_equal(got, ours, state)
         moved = _from_hex(got["w"]["frozen"]) != _u32(params["frozen"])
         assert moved.all() if solver == "adamw" else not moved.any()

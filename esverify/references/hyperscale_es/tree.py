@@ -8,7 +8,8 @@ flatten order (dict keys sorted), leaf i having key fold_in(base, i). Per leaf, 
   contraction over (thread, rank) in XLA's measured order for the shape, or exact sums);
 - PARAM (0): the full-rank estimate, mean over threads of f_t * rd(draw_t * +-sigma): the products and
   the sum over threads in thread order from 0 (fma-accumulated under jit, rounded products eager;
-  population <= 32, the reduction order measured for that length);
+  population <= 32, the reduction order measured for that length); jitted on JAX's own noise, the draw
+  is fused into a reduction LLVM vectorises (`FUSED_LANES`);
 - EMB_PARAM (2), EXCLUDED (3): zero gradient.
 
 Every estimate becomes the gradient -sqrt(N) * g (jit: one product with rd(rd(1/N) * rd(sqrt N));
@@ -17,8 +18,8 @@ arithmetic depends on the number of leaves). A leaf with scan_map (0,) holds sta
 leading axis, slice l keyed fold_in(leaf key, l), each estimated as a separate 2-D leaf.
 
 Limits: f32 only (the low-precision rules of .update hold for a single sgd matrix leaf); a jitted PARAM
-leaf on JAX's own noise is modelled up to MAX_FUSED_THREADS threads (XLA fuses the draw into the
-reduction, whose order for 8 and more threads was not found), a ValueError beyond.
+leaf on JAX's own noise is modelled for the populations of FUSED_LANES (1 to 8), a ValueError for
+others and for a one-element leaf, as is jitted adamw on a tree with a one-element leaf.
 
 Public entry: `tree_update(params, es_map, shaped, draws_by_leaf, sigma, lr, rank, mode, solver,
 opt_state)` -> (new params, new opt_state); `leaf_keys` and `native_draws` build the draws of JAX's noise.
@@ -42,9 +43,11 @@ CODES = (PARAM, MM_PARAM, EMB_PARAM, EXCLUDED)
 SOLVERS = ("sgd", "adamw")
 #: the longest population whose full-rank reduction order (sequential from 0) was measured
 MAX_PARAM_THREADS = 32
-#: the longest population whose jitted full-rank estimate on JAX's own noise (the draw fused into the reduction)
-#: was measured sequential; 8 and more take another order (not modelled)
-MAX_FUSED_THREADS = 6
+#: jitted, on JAX's own noise (the draw fused into the reduction over threads), LLVM vectorises that
+#: reduction: population -> accumulator lanes (thread t into lane t mod lanes, fma; the lanes then halved
+#: pairwise, lane i + half into lane i). Up to 7 threads: one lane, sequential; 8: eight lanes. Measured on
+#: leaves of 4 to 64 elements; 16, 24 and 32 threads take these lanes on wide leaves only (not modelled).
+FUSED_LANES = {**{n: 1 for n in range(1, 8)}, 8: 8}
 
 
 def flatten(tree, prefix: str = "") -> list[tuple[str, object]]:
@@ -132,29 +135,36 @@ def full_rank_estimate(f, draws, sigma: float, mode: str) -> np.ndarray:
     """sqrt(N) * mean_t f_t * noise_t in f32 (a PARAM leaf's g; the gradient is its negation), noise_t =
     rd(draw_t * +-sigma). The sum over threads runs from 0 in thread order (measured up to MAX_PARAM_THREADS),
     fma-accumulated under jit. Under jit a `FullRankDraw` (JAX's own draw) is fused into the reduction and XLA
-    folds the normal's sqrt2 into the thread's scale: noise_t = rd(e_t * rd(+-sigma * sqrt2)), the sum
-    sequential for N <= MAX_FUSED_THREADS, a ValueError beyond (measured: another order, not modelled)."""
+    folds the normal's sqrt2 into the thread's scale: noise_t = rd(e_t * rd(+-sigma * sqrt2)), the sum in
+    FUSED_LANES' vectorised order, a ValueError for a population not there (not modelled)."""
     n = len(draws)
     if n > MAX_PARAM_THREADS:
         raise ValueError(f"{n} threads: the full-rank reduction order is measured up to {MAX_PARAM_THREADS}")
     s = F32(sigma)
-    acc = None
+    acc, lanes = None, 1
     for t in range(n):
         d, sign = draws[t], (s if t % 2 == 0 else -s)
         if mode == "jit" and isinstance(d, FullRankDraw):
-            if n > MAX_FUSED_THREADS:
-                raise ValueError(f"{n} threads: a jitted PARAM leaf on JAX's own noise is modelled up to "
-                                 f"{MAX_FUSED_THREADS} (XLA fuses the draw into the reduction; serve the draws, "
-                                 f"or run eager)")
+            if n not in FUSED_LANES:
+                raise ValueError(f"{n} threads: a jitted PARAM leaf on JAX's own noise is modelled for "
+                                 f"{sorted(FUSED_LANES)} threads (XLA fuses the draw into a vectorised reduction; "
+                                 f"serve the draws, or run eager)")
+            if d.erf_inv.size == 1:
+                raise ValueError("a jitted one-element PARAM leaf on JAX's own noise is not modelled (XLA "
+                                 "keeps its scale a scalar: another rounding)")
             noise = (d.erf_inv * F32(sign * F32(math.sqrt(2)))).astype(F32)
+            lanes = FUSED_LANES[n]
         else:
             noise = (np.asarray(d.normal if isinstance(d, FullRankDraw) else d, F32) * sign).astype(F32)
-        acc = np.zeros(noise.shape, F32) if acc is None else acc
+        acc = [np.zeros(noise.shape, F32) for _ in range(lanes)] if acc is None else acc
         if mode == "jit":
-            acc = fma32(F32(f[t]), noise, acc)
+            acc[t % lanes] = fma32(F32(f[t]), noise, acc[t % lanes])
         else:
-            acc = (acc + (F32(f[t]) * noise).astype(F32)).astype(F32)
-    return _scale_estimate(acc, n, mode)
+            acc[0] = (acc[0] + (F32(f[t]) * noise).astype(F32)).astype(F32)
+    while len(acc) > 1:
+        half = len(acc) // 2
+        acc = [(acc[i] + acc[i + half]).astype(F32) for i in range(half)]
+    return _scale_estimate(acc[0], n, mode)
 
 
 def low_rank_estimate(f, draws, shape, sigma: float, rank: int, mode: str, order: str | None = None) -> np.ndarray:
@@ -231,6 +241,9 @@ def tree_update(params, es_map, shaped, draws_by_leaf: dict, sigma: float, lr: f
     if solver == "sgd":
         new = {path: O.sgd_step(leaf, grads[path], lr, mode) for path, leaf in flat}
         return unflatten(params, new), None
+    if mode == "jit" and any(np.size(leaf) == 1 for _, leaf in flat):
+        raise ValueError("jitted adamw on a one-element leaf is not modelled (XLA's scalar kernel fuses the "
+                         "second moment differently)")
     state = init_state(params, solver) if opt_state is None else opt_state
     new, states = {}, {}
     scanned = {path for path, d in draws_by_leaf.items() if _is_scanned(d)}
