@@ -198,7 +198,7 @@ def test_the_new_noisers_through_the_child_equal_our_model():
 
 @pytest.mark.slow
 def test_the_documented_defects_show_through_the_child():
-    _, STANDIN, _hex32, _, _u32 = _child()
+    _, STANDIN, _hex32, _, _ = _child()
     base = {"seed": 3, "epoch": 5, "noise_reuse": 1, "shape": [8, 5], "w": _hex32(W), "sigma": 0.07, "dtype": "f32"}
     ops = [dict(base, op="probe", noiser="sparse", batch=True, options={"noise_reuse": 1, "rank": 2}),
            dict(base, op="probe", noiser="eggrollbs", scores=_hex32(SCORES), int_epoch=True, options={}),

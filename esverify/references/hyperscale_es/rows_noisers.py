@@ -184,7 +184,7 @@ def eggrollbs_row(session, case, defaults: bool):
 def sparse_batch_row(session, case):
     """A square (5, 5) parameter's one-vector `do_mm` calls (stacked) against our model, the batch call of the
     same inputs beside them (a finding), and what init_noiser keeps of the options."""
-    n, seed = case.population, int(case.handles[0])
+    seed = int(case.handles[0])
     rng = _rng(case)
     w = _weights(rng)
     sigma, _ = _sigma_lr(rng)
