@@ -6,6 +6,7 @@ import numpy as np
 
 from esverify.oracle import adapters
 from esverify.references.hyperscale_es import jaxrandom as R
+from esverify.references.hyperscale_es import noiser_ops
 from esverify.references.hyperscale_es.adapter import TREES
 from esverify.references.hyperscale_es.contract import contract_draw
 from esverify.references.hyperscale_es.rows import host_fma, settings
@@ -23,6 +24,14 @@ def test_the_default_matrix_has_38_cpu_rows_in_one_scheme_cell():
     assert sorted((c.op, c.dtype, c.noise, c.population) for c in trees) == sorted(
         (op, "f32", noise, 4) for op in TREES for noise in ("contract", "native"))
     cases = [c for c in cases if c.op not in TREES]
+    # the other noisers (docs/hyperscale.md §14): forward rows in every dtype and noise, updates f32, sparse-batch
+    # f32 native
+    mine = sorted((c.op, c.dtype, c.noise, c.population) for c in cases if c.op in noiser_ops.OPS)
+    assert mine == sorted([(op, d, nz, n) for op, n in noiser_ops.NOISE_OPS.items() for d in ("f32", "f16", "bf16")
+                           for nz in ("contract", "native")]
+                          + [(op, "f32", nz, n) for op, (_, _, n) in noiser_ops.UPDATE_OPS.items()
+                             for nz in ("contract", "native")] + [("sparse-batch", "f32", "native", 2)])
+    cases = [c for c in cases if c.op not in noiser_ops.OPS]
     assert len(cases) == 38 and {c.device for c in cases} == {"cpu"} and {c.scheme for c in cases} == {"correlated"}
     assert sorted(c.case_id for c in cases if c.op.startswith("shaping")) == [
         "hyperscale-es/cpu/f32/correlated/shaping-grouped/N32", "hyperscale-es/cpu/f32/correlated/shaping/N32"]
