@@ -34,8 +34,9 @@ try:
 
     from ..jitcache import njit as njit_cached
     from ..rng.numba_backend import libm64_pair, poly32_pair
-    from ..rng.splitmix import GAMMA
+    from ..rng.splitmix import GAMMA, MASK64
     _GAMMA = np.uint64(GAMMA)
+    _STEP = np.uint64((2 * GAMMA) & MASK64)
 except ImportError:  # pragma: no cover - numba is a dependency; the torch path still works
     numba = None
 
@@ -95,55 +96,124 @@ if numba is not None:
         return e
 
     @numba.njit(inline="always")
-    def _drawn_loop(acc, seed, first, c32, pair, fused, term):
+    def _element(seed, i, pair):
+        # element i of the stream `seed` alone (the pair of even element e has counter word seed + (e + 1) *
+        # GAMMA, esverify.rng.numba_backend)
+        if i & np.uint64(1):
+            return pair(seed + i * _GAMMA)[1]
+        return pair(seed + (i + np.uint64(1)) * _GAMMA)[0]
+
+    # `_element` of each mapping compiled once, not inlined: the loops below peel their odd ends with it, and every
+    # inlined copy of a pair function is seconds of compile time
+    @njit_cached(nogil=True)
+    def _poly32_at(seed, i):
+        return _element(seed, i, poly32_pair)
+
+    @njit_cached(nogil=True)
+    def _libm64_at(seed, i):
+        return _element(seed, i, libm64_pair)
+
+    @numba.njit(inline="always")
+    def _drawn_loop(acc, seed, first, c32, pair, at, fused, term):
         # acc[i] <- term(acc[i], eps[i]), eps[i] = element first + i of the stream `seed`, computed here pair by
-        # pair (the pair of even element e has counter word seed + (e + 1) * GAMMA, esverify.rng.numba_backend)
-        # instead of written to memory and read back: the update then costs what drawing alone costs. The odd
-        # first element and a lone last one are peeled off, so the main loop has no branch (with one it ran
+        # pair instead of written to memory and read back: the update then costs what drawing alone costs. The
+        # odd first element and a lone last one are peeled off, so the main loop has no branch (with one it ran
         # at half the speed). len(acc) >= 1.
         n = acc.size
         start = 0
-        e = first
         if first & np.uint64(1):   # the odd half of the pair of element first - 1
-            acc[0] = term(acc[0], pair(seed + first * _GAMMA)[1], c32, fused)
+            acc[0] = term(acc[0], at(seed, first), c32, fused)
             start = 1
-            e = first + np.uint64(1)
         m = (n - start) // 2
+        # the counter word of pair k is z0 + k * (2 * GAMMA), the form of numba_backend.poly32_pairs (the same
+        # words mod 2**64): a running sum where seed + (e + 2k + 1) * GAMMA is a 64-bit multiply per pair, which
+        # measured 4% of the whole loop; the body is indexed from 0 as there
+        z0 = seed + (first + np.uint64(start + 1)) * _GAMMA
+        body = acc[start:]
         for k in range(m):
-            ev, od = pair(seed + (e + np.uint64(2 * k + 1)) * _GAMMA)
-            j = start + 2 * k
-            acc[j] = term(acc[j], ev, c32, fused)
-            acc[j + 1] = term(acc[j + 1], od, c32, fused)
+            ev, od = pair(z0 + np.uint64(k) * _STEP)
+            body[2 * k] = term(body[2 * k], ev, c32, fused)
+            body[2 * k + 1] = term(body[2 * k + 1], od, c32, fused)
         if (n - start) & 1:        # the even half of the last pair
-            acc[n - 1] = term(acc[n - 1], pair(seed + (e + np.uint64(2 * m + 1)) * _GAMMA)[0], c32, fused)
+            acc[n - 1] = term(acc[n - 1], at(seed, first + np.uint64(n - 1)), c32, fused)
 
-    #: elements of a residue member's noise held at once: with theta's and acc's blocks 24 KiB, within the first
-    #: level of cache (512 measured 2x slower: the vector loops' set-up per block)
+    @numba.njit(inline="always")
+    def _stepped(t, e, s0, s1, s2, s3, four, fused):
+        # t after the steps s0, s1, and s2, s3 when `four` (a constant once inlined, so the test folds away), in
+        # order: a residue member evaluated once (+s, -s) or twice (+-s again, under mirroring)
+        t = _add(t, e, s0, fused)
+        t = _add(t, e, s1, fused)
+        if four:
+            t = _add(t, e, s2, fused)
+            t = _add(t, e, s3, fused)
+        return t
+
+    @numba.njit(inline="always")
+    def _drawn_steps_loop(theta, acc, seed, first, c32, s0, s1, s2, s3, four, pair, at, fused):
+        # as _drawn_loop with _add, and theta[i] <- its 2 or 4 steps by eps[i] first, in the same pass: a residue
+        # member's noise is never written to memory either. Per element the order is the buffered path's
+        # (theta's steps in order, then acc); theta and acc are distinct. Measured 88% of the generation rate
+        # with two steps, against 73% drawing into a buffer and running a loop per step over it. len(acc) >= 1.
+        n = acc.size
+        start = 0
+        if first & np.uint64(1):
+            v = at(seed, first)
+            theta[0] = _stepped(theta[0], v, s0, s1, s2, s3, four, fused)
+            acc[0] = _add(acc[0], v, c32, fused)
+            start = 1
+        m = (n - start) // 2
+        z0 = seed + (first + np.uint64(start + 1)) * _GAMMA
+        th = theta[start:]
+        ac = acc[start:]
+        for k in range(m):
+            ev, od = pair(z0 + np.uint64(k) * _STEP)
+            th[2 * k] = _stepped(th[2 * k], ev, s0, s1, s2, s3, four, fused)
+            th[2 * k + 1] = _stepped(th[2 * k + 1], od, s0, s1, s2, s3, four, fused)
+            ac[2 * k] = _add(ac[2 * k], ev, c32, fused)
+            ac[2 * k + 1] = _add(ac[2 * k + 1], od, c32, fused)
+        if (n - start) & 1:
+            v = at(seed, first + np.uint64(n - 1))
+            theta[n - 1] = _stepped(theta[n - 1], v, s0, s1, s2, s3, four, fused)
+            acc[n - 1] = _add(acc[n - 1], v, c32, fused)
+
+    #: elements of a residue member's noise held at once when it has more than four steps: with theta's and acc's
+    #: blocks 24 KiB, within the first level of cache (512 measured 2x slower: the vector loops' set-up per block)
     _BLOCK = 2048
 
     @numba.njit(inline="always")
-    def _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, pair, fused):
+    def _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, pair, at, fused):
         # member m in order: theta <- add(theta, eps_m, s) for s in steps[offsets[m]:offsets[m+1]] (the engine
-        # residue), then acc <- add(acc, eps_m, coeffs[m]). A member with no step never writes its noise; one
-        # with steps draws a block at a time and reuses it from the first level of cache. The blocks are views
-        # indexed from 0 (indexing theta[b0 + i] measured 2x slower: numba cannot prove b0 + i >= 0 and keeps
-        # the negative-index branch, which stops LLVM from vectorising the loop).
+        # residue), then acc <- add(acc, eps_m, coeffs[m]). A member with no steps, two or four (one or two
+        # evaluations: the residue's steps come in pairs) never writes its noise (one loop per step count: the
+        # count must be a constant for LLVM to vectorise the loop; each loop is seconds of compile time, so
+        # only these); one with other counts draws a block at a time and reuses it from the first level of
+        # cache. The blocks are views indexed from 0 (indexing theta[b0 + i] measured 2x slower: numba cannot
+        # prove b0 + i >= 0 and keeps the negative-index branch, which stops LLVM from vectorising the loop).
         n = acc.size
         if n == 0:
             return
         buf = np.empty(_BLOCK, np.float32)
+        z = np.float32(0)
         for m in range(seeds.size):
             lo, hi = offsets[m], offsets[m + 1]
             c32 = coeffs[m]
             if lo == hi:
-                _drawn_loop(acc, seeds[m], first, c32, pair, fused, _add)
+                _drawn_loop(acc, seeds[m], first, c32, pair, at, fused, _add)
+                continue
+            if hi - lo == 2:
+                _drawn_steps_loop(theta, acc, seeds[m], first, c32, steps[lo], steps[lo + 1], z, z, False, pair,
+                                  at, fused)
+                continue
+            if hi - lo == 4:
+                _drawn_steps_loop(theta, acc, seeds[m], first, c32, steps[lo], steps[lo + 1], steps[lo + 2],
+                                  steps[lo + 3], True, pair, at, fused)
                 continue
             for b0 in range(0, n, _BLOCK):
                 nb = min(_BLOCK, n - b0)
                 e = buf[:nb]
                 th = theta[b0:b0 + nb]
                 ac = acc[b0:b0 + nb]
-                _drawn_loop(e, seeds[m], first + np.uint64(b0), c32, pair, fused, _put)
+                _drawn_loop(e, seeds[m], first + np.uint64(b0), c32, pair, at, fused, _put)
                 for j in range(lo, hi):
                     s = steps[j]
                     for i in range(nb):
@@ -154,19 +224,19 @@ if numba is not None:
     # one compiled loop per mapping and rounding: a flag tested in the loop measured 2x slower
     @njit_cached(nogil=True)
     def _drawn_poly32(theta, acc, seeds, first, coeffs, offsets, steps):
-        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, poly32_pair, False)
+        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, poly32_pair, _poly32_at, False)
 
     @njit_cached(nogil=True)
     def _drawn_poly32_fma(theta, acc, seeds, first, coeffs, offsets, steps):
-        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, poly32_pair, True)
+        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, poly32_pair, _poly32_at, True)
 
     @njit_cached(nogil=True)
     def _drawn_libm64(theta, acc, seeds, first, coeffs, offsets, steps):
-        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, libm64_pair, False)
+        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, libm64_pair, _libm64_at, False)
 
     @njit_cached(nogil=True)
     def _drawn_libm64_fma(theta, acc, seeds, first, coeffs, offsets, steps):
-        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, libm64_pair, True)
+        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, libm64_pair, _libm64_at, True)
 
     _DRAWN = {("poly32", False): _drawn_poly32, ("poly32", True): _drawn_poly32_fma,
               ("libm64", False): _drawn_libm64, ("libm64", True): _drawn_libm64_fma}

@@ -21,6 +21,7 @@ chunk boundaries (docs/replay.md §5).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from dataclasses import dataclass
@@ -30,7 +31,6 @@ import torch
 
 from esverify import bitcompare
 from esverify.es.decay import decay_chunk
-from esverify.es.numerics import DEFAULT_CHUNK
 from esverify.es.profiles import get_profile
 
 from .units import Unit
@@ -38,6 +38,11 @@ from .weights import WeightsError, open_weights
 
 #: noise elements an iteration may keep so that a residue seed's draw is reused by the update
 CACHE_ELEMENTS = 1 << 25
+
+#: a replay's elements per window (Job.chunk's default): one kernel call runs an iteration on a window, so fewer,
+#: larger windows spend less in Python per member-element (measured 1-2% of a replay against the 2**18 of
+#: esverify.es.numerics.DEFAULT_CHUNK); the window's accumulator is 4 MiB of f32 beside a unit's own tensors
+REPLAY_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,7 @@ class Job:
     divisor N); decay ("none" | "l1" | "l2"), lam; iterations: per
     iteration (seeds, coeffs, evaluated (seed index, sign) pairs); device:
     "cpu" or "cuda" (the run's device type); chunk: elements per kernel
-    call (never changes a bit); pieces: None, or a folder where each
+    call (never changes a bit; default REPLAY_CHUNK); pieces: None, or a folder where each
     unit's reconstructed elements are saved (for --out).
     """
 
@@ -70,7 +75,7 @@ class Job:
     lam: float
     iterations: tuple
     device: str = "cpu"
-    chunk: int = DEFAULT_CHUNK
+    chunk: int = REPLAY_CHUNK
     pieces: str | None = None
 
     @property
@@ -125,7 +130,7 @@ def _subs(n: int, chunk: int):
     return [(s, min(n, s + chunk)) for s in range(0, n, chunk)] or [(0, 0)]
 
 
-def _residue_steps(job: Job, seeds, coeffs, evaluated):
+def _residue_steps(sigma: float, seeds, coeffs, evaluated):
     """Per member, the residue's perturb steps (+-sign * sigma, f64, in logged order), when running each member's
     steps just before its accumulate keeps the logged order on theta (the evaluated members are logged in
     member order; theta and the accumulator are separate, so only the order on theta matters); else None."""
@@ -134,16 +139,19 @@ def _residue_steps(job: Job, seeds, coeffs, evaluated):
         return None
     steps = [[] for _ in coeffs]
     for k, sign in evaluated:
-        steps[k] += [sign * job.sigma, -sign * job.sigma]
+        steps[k] += [sign * sigma, -sign * sigma]
     return steps
 
 
-def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: int, numel: int, drawn=None):
+def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: int, numel: int, drawn=None,
+                   plan=None):
     """Run every iteration on one window (1-D views theta, naive, anchor of elements [first, first+len)).
-    drawn: None, or drawn(seeds, first, acc, coeffs, theta=None, steps=None) -> bool, the profile's
-    accumulate_drawn on this window's streams: when the residue's order allows, one call runs the whole
-    residue and update of an iteration, drawing each member's noise inside the kernel; else it is called
-    per member whose draw the residue did not keep (whose noise is then never written to memory)."""
+    drawn: None, or drawn(k, first, acc, coeffs, theta=None, steps=None) -> bool, the profile's
+    accumulate_drawn on this window's streams of the members k (iteration, member indices): when the
+    residue's order allows, one call runs the whole residue and update of an iteration, drawing each
+    member's noise inside the kernel; else it is called per member whose draw the residue did not keep
+    (whose noise is then never written to memory). plan: per iteration `_residue_steps`, computed once per
+    replay instead of per window (None: computed here)."""
     n, dt = theta.numel(), theta.dtype
     subs = _subs(n, job.chunk)
     scale = prof.scale(job.alpha, job.population)
@@ -152,14 +160,17 @@ def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: in
     scratch = []   # the one buffer of draws used at once
     kept = []      # the residue's kept draws, one buffer per member, reused from one iteration to the next
     acc = None
-    for seeds, coeffs, evaluated in job.iterations:
+    for i, (seeds, coeffs, evaluated) in enumerate(job.iterations):
         # shared by both replays (it does not depend on theta); zeroed again rather than allocated anew: fresh
         # pages cost their faults in every iteration
         acc = prof.new_acc(n, dt, theta.device) if acc is None else acc.zero_()
-        steps = _residue_steps(job, seeds, coeffs, evaluated) if drawn is not None else None
-        if steps is None or not drawn(seeds, first, acc, coeffs, theta, steps):
-            _residue_and_update(job, prof, rule, theta, acc, eps_of, first, numel, drawn, subs, scratch, kept, seeds,
-                                coeffs, evaluated)
+        if drawn is None:
+            steps = None
+        else:
+            steps = plan[i] if plan is not None else _residue_steps(job.sigma, seeds, coeffs, evaluated)
+        if steps is None or not drawn((i, None), first, acc, coeffs, theta, steps):
+            _residue_and_update(job, prof, rule, theta, acc, eps_of, first, numel, drawn, subs, scratch, kept, i,
+                                seeds, coeffs, evaluated)
         for target in (theta, naive):
             for a, b in subs:
                 prof.apply(target[a:b], acc[a:b], scale, rule, first + a, numel, target[a:b])
@@ -167,8 +178,8 @@ def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: in
                     target[a:b].copy_(decay_chunk(target[a:b], anchor[a:b], job.decay, step, rule))
 
 
-def _residue_and_update(job: Job, prof, rule, theta, acc, eps_of, first, numel, drawn, subs, scratch, kept, seeds,
-                        coeffs, evaluated):
+def _residue_and_update(job: Job, prof, rule, theta, acc, eps_of, first, numel, drawn, subs, scratch, kept, it,
+                        seeds, coeffs, evaluated):
     """One iteration's residue on theta, then its accumulator acc (in place), member by member with the noise
     drawn into memory (a residue member's draw kept for the update when the window is small enough)."""
     n, dt = theta.numel(), theta.dtype
@@ -200,7 +211,7 @@ def _residue_and_update(job: Job, prof, rule, theta, acc, eps_of, first, numel, 
             for a, b in subs:
                 prof.perturb(theta[a:b], e[a:b], s, rule, first + a, numel, theta[a:b])
     for k, c in enumerate(coeffs):
-        if k not in cache and drawn is not None and drawn((seeds[k],), first, acc, (c,)):
+        if k not in cache and drawn is not None and drawn((it, k), first, acc, (c,)):
             continue
         e = eps_once(k)
         for a, b in subs:
@@ -210,16 +221,30 @@ def _residue_and_update(job: Job, prof, rule, theta, acc, eps_of, first, numel, 
                 part.copy_(new)
 
 
-def replay_elements(job: Job, unit: Unit, base: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+@functools.lru_cache(maxsize=8)
+def _streams_and_steps(iterations: tuple, slot: int, scheme: str, sigma: float) -> tuple:
+    """Per iteration the members' stream seeds and `_residue_steps`: once per worker and slot, not per unit,
+    window and iteration (a stream seed depends on the member seed and slot only, the steps on the log only;
+    recomputed per unit they were about 1% of a replay). Read only: shared by every unit of a tensor."""
+    from esverify.rng import stream_seed
+    streams = tuple(tuple(stream_seed(seed, slot, scheme) for seed in seeds) for seeds, _, _ in iterations)
+    plan = tuple(_residue_steps(sigma, *it) for it in iterations)
+    return streams, plan
+
+
+def replay_elements(job: Job, unit: Unit, base: torch.Tensor, owned: bool = False) -> tuple[torch.Tensor,
+                                                                                            torch.Tensor]:
     """(replayed, naive) elements [unit.start, unit.end) of tensor unit.name from its base elements.
 
-    base: flat tensor of those elements in the run's dtype on job.device.
-    Native noise needs a whole-tensor unit (ValueError otherwise).
+    base: flat tensor of those elements in the run's dtype on job.device; left unchanged unless `owned`
+    (a copy the caller hands over: without a decay anchor it becomes the replayed tensor, one copy of
+    the unit fewer). Native noise needs a whole-tensor unit (ValueError otherwise).
     """
     prof = get_profile(job.profile)
     rule = prof.rule_for(torch.device(job.device))
-    theta, naive = base.clone(), base.clone()
     anchor = base if job.decay_on else None
+    theta = base if owned and anchor is None else base.clone()
+    naive = base.clone()
     n = unit.end - unit.start
     if job.noise == "native":
         if (unit.start, unit.end) != (0, unit.numel):
@@ -234,19 +259,26 @@ def replay_elements(job: Job, unit: Unit, base: torch.Tensor) -> tuple[torch.Ten
     draw = _contract_draw(job, slot or 0)
     drawn = None
     if prof.accumulate_drawn is not None:
-        from esverify.rng import stream_seed
+        try:
+            streams, plan = _streams_and_steps(job.iterations, slot or 0, job.scheme, job.sigma)
+        except TypeError:   # iterations built with lists (a caller's own Job): not hashable, so not kept
+            streams, plan = _streams_and_steps.__wrapped__(job.iterations, slot or 0, job.scheme, job.sigma)
 
-        # once per unit, not per window and iteration: a stream seed depends on the member seed and slot only
-        streams = {seed: stream_seed(seed, slot or 0, job.scheme) for seeds, _, _ in job.iterations for seed in seeds}
-
-        def drawn(seeds, at, acc, coeffs, theta=None, steps=None):
-            return prof.accumulate_drawn(acc, [streams[seed] for seed in seeds], at, job.mapping, coeffs, base.dtype,
-                                         rule, theta, steps)
+        def drawn(key, at, acc, coeffs, theta=None, steps=None):
+            i, k = key   # iteration; member, or None for all of them
+            return prof.accumulate_drawn(acc, streams[i] if k is None else streams[i][k:k + 1], at, job.mapping,
+                                         coeffs, base.dtype, rule, theta, steps)
     for a, b in _subs(n, job.chunk):
         first = unit.start + a
         _replay_window(job, prof, rule, theta[a:b], naive[a:b], None if anchor is None else anchor[a:b],
-                       lambda seed, out=None: draw(seed, first, b - a, out), first, unit.numel, drawn)
+                       lambda seed, out=None: draw(seed, first, b - a, out), first, unit.numel, drawn,
+                       plan if drawn is not None else None)
     return theta, naive
+
+
+#: an integer dtype of each width, to compare bit patterns (torch.equal on floats would take -0 for 0 and NaN for
+#: unequal)
+_SAME_WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 def compare(got: torch.Tensor, expected: torch.Tensor, start: int) -> dict:
@@ -257,6 +289,13 @@ def compare(got: torch.Tensor, expected: torch.Tensor, start: int) -> dict:
     tensor), "expected", "got" (hex and value), "ulp" (None for NaN/inf or non-float)}, "max_ulp":
     largest finite distance or None}, plus "layout" when dtypes or shapes differ.
     """
+    if (got.dtype == expected.dtype and got.shape == expected.shape and got.device == expected.device
+            and got.dtype.itemsize in _SAME_WIDTH and got.is_contiguous() and expected.is_contiguous()):
+        # a genuine checkpoint agrees everywhere: one pass over the bytes says so, where bitcompare's index of the
+        # differing elements builds a mask and scans it (about 1% of a replay's CPU time per unit)
+        view = _SAME_WIDTH[got.dtype.itemsize]
+        if torch.equal(got.view(view), expected.view(view)):
+            return {"mismatches": 0, "first": None, "max_ulp": None}
     diff = bitcompare.compare(expected, got)
     out = {"mismatches": diff.mismatches, "first": diff.first(start), "max_ulp": diff.max_ulp}
     if diff.layout:
@@ -325,9 +364,9 @@ def run_unit(job: Job, unit: Unit) -> dict:
     if unit.kind == "static":
         got = naive = base.to(job.device)     # never cast: a buffer of another dtype is a difference
     else:
-        base = base.to(device=job.device, dtype=getattr(torch, unit.dtype))
-        with torch.no_grad():
-            got, naive = replay_elements(job, unit, base)
+        cast = base.to(device=job.device, dtype=getattr(torch, unit.dtype))
+        with torch.no_grad():   # the read is this unit's own copy (hashed above): the replay may take it over
+            got, naive = replay_elements(job, unit, cast, True)
     if job.pieces is not None:
         _save_piece(job, unit, got)
     result = {"unit": unit.index, "name": unit.name, "start": unit.start, "end": unit.end,

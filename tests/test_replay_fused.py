@@ -1,0 +1,145 @@
+"""The replay's fast path against the slow, obviously correct one, bit for bit (docs/replay.md §9).
+
+The fast path: one kernel call per window and iteration that draws each member's noise as it perturbs,
+restores and accumulates (a residue member of two or four steps in one pass, other step counts through a
+block buffer), windows of `kernel.REPLAY_CHUNK` elements, the unit's own copy of its base taken over as
+the replayed tensor, and an equality check before the comparison. The slow path: every member's noise
+drawn into memory by `esverify.rng.gaussian_into`, then the profile's perturb, accumulate and apply per
+chunk (the profile without `accumulate_drawn`). Seeded grids: both profiles and mappings, unit starts odd
+and even, chunks of 1 element up to a whole unit, a population (7) that divides no chunk, residues of
+zero to three evaluations per member, with and without the anchored decay.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from esverify import bitcompare, rng
+from esverify.es import cpu_kernels
+from esverify.es.profiles import get_profile
+from esverify.replay import kernel
+from esverify.replay.units import Unit
+
+pytestmark = pytest.mark.skipif(not cpu_kernels.ENABLED, reason="numba is not installed")
+
+POPULATION = 7   # divides none of the chunks below
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.int32)
+
+
+def _specials(n: int, seed: int) -> torch.Tensor:
+    """Normal values with the awkward ones sprinkled in: signed zeros, a subnormal, infinities, a NaN."""
+    x = np.random.default_rng(seed).standard_normal(n).astype(np.float32)
+    for k, v in zip(range(0, n, 5), [-0.0, 0.0, 1e-40, np.inf, -np.inf, np.nan]):
+        x[k] = v
+    return torch.from_numpy(x)
+
+
+@pytest.mark.parametrize("mapping", ["poly32", "libm64"])
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("first", [0, 1, 2047, 2 ** 40 + 3])
+@pytest.mark.parametrize("n", [1, 2, 3, 2048, 2049, 4101])
+def test_the_kernel_is_the_draw_then_the_steps_then_the_accumulate(mapping, fused, first, n):
+    """Member by member, cpu_kernels.accumulate_drawn equals gaussian_into followed by perturb (or fma32) of theta
+    by each step, then accumulate (or fma32) of acc: members of 0, 2 and 4 steps (the one-pass loops) and of 1,
+    3 and 6 (the block buffer) in one call, from odd and even first elements, lengths around the block."""
+    if fused and not cpu_kernels.FMA:
+        pytest.skip("no fused multiply-add on this CPU")
+    r = np.random.default_rng(n + first % 97)
+    counts = [0, 2, 4, 1, 3, 6, 2]
+    seeds = [int(s) for s in r.integers(0, 2 ** 63, size=len(counts), dtype=np.uint64)]
+    coeffs = [float(np.float32(c)) for c in r.standard_normal(len(counts))]
+    steps = [[float(np.float32(v)) for v in r.standard_normal(k) * 1e-3] for k in counts]
+    steps[2][1] = -0.0   # a signed zero step: x + (-0 * e) keeps x's sign only in the right order
+    theta, acc = _specials(n, 1), _specials(n, 2)
+    want_theta, want_acc = theta.clone(), acc.clone()
+    for seed, c, member in zip(seeds, coeffs, steps):
+        eps = torch.empty(n)
+        rng.gaussian_into(eps, seed, first, mapping)
+        for s in member:
+            (cpu_kernels.fma32(want_theta, eps, s, want_theta) if fused
+             else cpu_kernels.perturb(want_theta, eps, s, want_theta))
+        (cpu_kernels.fma32(want_acc, eps, c, want_acc) if fused else cpu_kernels.accumulate(want_acc, eps, c))
+    assert cpu_kernels.accumulate_drawn(acc, seeds, first, mapping, coeffs, fused, theta, steps) is True
+    assert torch.equal(_bits(theta), _bits(want_theta))
+    assert torch.equal(_bits(acc), _bits(want_acc))
+
+
+def _job(profile, mapping, scheme, evaluated, chunk, decay):
+    r = np.random.default_rng(11)
+    iterations = tuple((tuple(int(s) for s in r.integers(0, 2 ** 62, size=POPULATION)),
+                        tuple(r.standard_normal(POPULATION).tolist()), evaluated) for _ in range(3))
+    return kernel.Job(base="-", expect="-", profile=profile, noise="contract", mapping=mapping, scheme=scheme,
+                      slots=("a", "w"), sigma=0.01, alpha=0.02, population=POPULATION, decay=decay,
+                      lam=0.5 if decay != "none" else 0.0, iterations=iterations,
+                      **({} if chunk is None else {"chunk": chunk}))
+
+
+def _slow(job, unit, base):
+    """The replay with every member's noise drawn into memory first (no accumulate_drawn), chunk by chunk."""
+    prof = get_profile(job.profile)
+    original = kernel.get_profile
+    kernel.get_profile = lambda name: replace(prof, accumulate_drawn=None)
+    try:
+        return kernel.replay_elements(job, unit, base)
+    finally:
+        kernel.get_profile = original
+
+
+# residues: none; members evaluated once (2 steps) in member order; both signs on engine 0 (4 steps: mirrored
+# sampling); a member evaluated three times (6 steps, the block buffer) beside a once-evaluated one
+EVALUATED = [(), ((0, 1), (3, -1), (6, 1)), ((0, 1), (0, -1), (4, 1), (4, -1)),
+             ((1, 1), (1, -1), (1, 1), (5, -1))]
+
+
+@pytest.mark.parametrize("profile", ["es-at-scale", "es-awd"])
+@pytest.mark.parametrize("mapping,scheme", [("poly32", "correlated"), ("libm64", "iid")])
+@pytest.mark.parametrize("evaluated", EVALUATED, ids=["none", "once", "mirrored", "thrice"])
+@pytest.mark.parametrize("start,end,chunk", [(0, 9, 1), (3, 4104, 7), (1, 6001, 2048), (2, 6000, 4099),
+                                             (5, 8200, None)])
+@pytest.mark.parametrize("decay", ["none", "l2"])
+def test_the_replay_equals_the_slow_path(profile, mapping, scheme, evaluated, start, end, chunk, decay):
+    """replay_elements (fast path, and with the base handed over as `owned`) equals the slow path bit for bit,
+    replayed and naive; chunk None is the replay's default window (REPLAY_CHUNK, the whole unit here); a
+    handed-over base with the decay on is the decay's anchor, so it must come back unchanged."""
+    job = _job(profile, mapping, scheme, evaluated, chunk, decay)
+    unit = Unit(index=0, name="w", start=start, end=end, numel=9000, shape=(9000,), dtype="float32", kind="replay")
+    base = _specials(end - start, start + 7)
+    want, naive_want = _slow(job, unit, base)
+    got, naive = kernel.replay_elements(job, unit, base)
+    assert torch.equal(_bits(got), _bits(want)) and torch.equal(_bits(naive), _bits(naive_want))
+    owned = base.clone()
+    got, naive = kernel.replay_elements(job, unit, owned, True)
+    assert torch.equal(_bits(got), _bits(want)) and torch.equal(_bits(naive), _bits(naive_want))
+    assert (got is owned) == (decay == "none")
+    if decay != "none":
+        assert torch.equal(_bits(owned), _bits(base))
+    if evaluated and end - start > 100:   # the residue changed bits: the comparisons above could see it
+        assert not torch.equal(_bits(got), _bits(naive))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8,
+                                   torch.bool, torch.complex64])
+def test_compare_agrees_with_bitcompare(dtype):
+    """kernel.compare's equality check answers what bitcompare answers: equal tensors, and tensors that differ
+    in one element only in the sign of a zero or in a NaN's payload (which a value comparison calls equal or
+    never equal) are told apart by their bits."""
+    x = torch.tensor([0.0, 1.5, -2.0, 0.0, 3.0, 0.0]).to(dtype)
+    variants = [x.clone()]
+    if dtype.is_floating_point:
+        y = x.clone()
+        y[3] = -0.0
+        nan = x.clone()
+        nan[5] = float("nan")
+        variants += [y, nan, nan.clone()]
+    for other in variants:
+        for got, expected in [(other, x), (x, other), (other, other.clone())]:
+            diff = bitcompare.compare(expected, got)
+            want = {"mismatches": diff.mismatches, "first": diff.first(10), "max_ulp": diff.max_ulp}
+            assert kernel.compare(got, expected, 10) == want
+    assert kernel.compare(x[::2], x[::2].clone(), 0)["mismatches"] == 0   # not contiguous: bitcompare's path
