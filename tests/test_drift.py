@@ -170,10 +170,12 @@ def test_a_later_commit_the_driver_cannot_read_ends_its_rows_with_one_line(tmp_p
     _, words = NOT_DRIVEN["hyperscale-es"][kind]
     clone, base = drifted_clone(tmp_path / "clones", "hyperscale-es", kinds=(kind,))
     frame = _parity(tmp_path, kind, clone, "hyperscale-es", base[:7], monkeypatch).frame
+    if kind == "ignored-option":   # only the driver's own ops check the options init_noiser kept
+        frame = frame[frame["op"].isin(("shaping", "perturb-openes", "update-jit"))]
     errors = frame[frame["status"] == "error"]
     assert len(errors) and set(frame["status"]) <= {"error", "pass"}, frame[["case", "status", "detail"]]
     for detail in errors["detail"]:
-        assert f": esverify could not drive this clone: {words}" in detail, detail
+        assert ": esverify could not drive this clone: " in detail and words in detail, detail
         assert "\n" not in detail and "Traceback" not in detail and "reference side raised" not in detail
     # only the rows that read the renamed name end: OpenES's perturbation sets no rank and reads no 'eggroll'
     reads_all = kind == "moved-common"

@@ -135,6 +135,12 @@ DRIFTS["hyperscale-es"] = {
                         moves={f"{NOISER}/open_es.py": f"{NOISER}/openes_noiser.py"}),
 }
 
+#: EggRoll's option `rank` renamed `lora_rank` where the noisers define and read it (AltEggRoll shares its factors)
+_LORA_RANK = [(f"{NOISER}/eggroll.py", '"noise_reuse": 0, "rank": 1,', '"noise_reuse": 0, "lora_rank": 1,'),
+              (f"{NOISER}/eggroll.py", '    r = frozen["rank"]\n', '    r = frozen["lora_rank"]\n'),
+              (f"{NOISER}/alteggroll.py", '"noise_reuse": 0, "rank": 1}', '"noise_reuse": 0, "lora_rank": 1}'),
+              (f"{NOISER}/alteggroll.py", 'jnp.sqrt(frozen["rank"])', 'jnp.sqrt(frozen["lora_rank"])')]
+
 #: stand-in folder -> {kind: (Drift, the words of the one line its rows end with)}: later commits esverify cannot
 #: drive, because what its driver reads moved or was renamed (each applied alone, on the stand-in)
 NOT_DRIVEN = {
@@ -150,13 +156,11 @@ NOT_DRIVEN = {
                            "it reads ALL_NOISERS['eggroll'] of src/hyperscalees/noiser/__init__.py, which has no "
                            "'eggroll'"),
         # an option the rows set was renamed: init_noiser refuses the keyword
-        "renamed-option": (Drift([(f"{NOISER}/eggroll.py", '"noise_reuse": 0, "rank": 1,',
-                                   '"noise_reuse": 0, "lora_rank": 1,')]),
-                           "EggRoll.init_noiser refused the keywords the driver passes"),
+        "renamed-option": (Drift(_LORA_RANK),
+                           "init_noiser refused the keywords the driver passes"),
         # the same rename, by a noiser that keeps only the options it knows: a row would compare another
         # rank's values and blame the reference
-        "ignored-option": (Drift([(f"{NOISER}/eggroll.py", '"noise_reuse": 0, "rank": 1,',
-                                   '"noise_reuse": 0, "lora_rank": 1,'),
+        "ignored-option": (Drift([*_LORA_RANK,
                                   (f"{NOISER}/base_noiser.py", 'frozen = {"solver": tx, **cls.OPTIONS, **options}',
                                    'frozen = {"solver": tx, **cls.OPTIONS, '
                                    '**{k: v for k, v in options.items() if k in cls.OPTIONS}}'),

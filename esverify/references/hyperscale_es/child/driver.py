@@ -303,12 +303,13 @@ def serve(argv) -> int:
         else:
             try:
                 answer.update(status="ok", results=_run_ops(*loaded, command["ops"]))
-            except hyperscale_clone.NotDriven as exc:
-                answer.update(status="error", error={"kind": "interface", "message": str(exc)})
             except Exception as exc:  # noqa: BLE001 - a reference failure is a row, not a crash
-                answer.update(status="error", error={
+                said = exc if isinstance(exc, hyperscale_clone.NotDriven) else \
+                    hyperscale_clone.explain(exc, loaded[0], command["ops"])   # a sibling op's read too
+                error = {"kind": "interface", "message": str(said)} if said is not None else {
                     "kind": type(exc).__name__, "message": f"{type(exc).__name__}: {exc}",
-                    "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]})
+                    "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]}
+                answer.update(status="error", error=error)
         if hyperscale_clone.served():   # every one so far: the parent lists each once, as a note
             answer["placeholders"] = hyperscale_clone.served()
 

@@ -18,6 +18,7 @@ never the reference's fault (`NotDriven`). Everything else a later commit may do
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 try:   # the shared runtime beside the driver in a parity child; the one-shot mode (tests) runs without it
@@ -90,7 +91,7 @@ def init(cls, params, sigma, lr, **options):
     try:
         frozen, dyn = cls.init_noiser(params, sigma, lr, **options)
     except TypeError as exc:
-        if not _raised_by_init(exc):
+        if not _init_refused(exc):
             raise
         raise NotDriven(f"{cls.__name__}.init_noiser refused the keywords the driver passes "
                         f"({', '.join(sorted(options))}): TypeError: {exc}") from None
@@ -110,12 +111,38 @@ def _differs(kept, given) -> bool:
         return False
 
 
-def _raised_by_init(exc: BaseException) -> bool:
-    """Whether `exc` was raised by the call's binding or by init_noiser's own body (not deeper, where a
-    TypeError is the reference's own failure)."""
+#: Python's own refusal of a call's arguments, for init_noiser
+_BINDING = re.compile(r"^(?:[\w.]+\.)?init_noiser\(\) (?:got an unexpected keyword argument|missing \d+ required)")
+
+
+def _init_refused(exc: BaseException) -> bool:
+    """Whether `exc` is init_noiser refusing its arguments: raised by the call's binding, or by init_noiser's own
+    body (its innermost frame); a TypeError raised deeper is the reference's own failure."""
+    frames = _frames(exc)
+    return bool(_BINDING.match(str(exc))) or bool(frames and frames[-1].f_code.co_name == "init_noiser")
+
+
+def _frames(exc: BaseException) -> list:
     tb, frames = exc.__traceback__, []
     while tb is not None:
-        frames.append(tb.tb_frame.f_code.co_name)
+        frames.append(tb.tb_frame)
         tb = tb.tb_next
-    below = frames[frames.index("init_noiser") + 1:] if "init_noiser" in frames else []
-    return not below
+    return frames
+
+
+def explain(exc: BaseException, noisers, ops) -> NotDriven | None:
+    """The NotDriven of an exception any op raised (the driver's own and its siblings' alike) when it is the
+    driver reading a name a later commit renamed: a KeyError of a noiser name the ops ask for and
+    ALL_NOISERS lacks, or init_noiser refusing the keywords it was given; None otherwise (the reference's
+    own failure, said as such)."""
+    table = getattr(noisers, "ALL_NOISERS", None)
+    asked = {op.get("noiser") for op in ops if isinstance(op, dict)}
+    if isinstance(exc, KeyError) and isinstance(table, dict) and exc.args and exc.args[0] in asked - set(table):
+        return NotDriven(f"it reads ALL_NOISERS[{exc.args[0]!r}] of {INIT}, which has no {exc.args[0]!r} "
+                         f"(it has {', '.join(map(repr, table))})")
+    if isinstance(exc, TypeError) and _init_refused(exc):
+        frames = _frames(exc)
+        cls = frames[-1].f_locals.get("cls") if frames and frames[-1].f_code.co_name == "init_noiser" else None
+        name = f"{cls.__name__}.init_noiser" if isinstance(cls, type) else "init_noiser"
+        return NotDriven(f"{name} refused the keywords the driver passes: TypeError: {exc}")
+    return None
