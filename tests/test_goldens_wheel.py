@@ -59,9 +59,22 @@ def test_wheel_install_checks_goldens_and_refuses_generate(tmp_path):
     assert (data / "schema.json").is_file()
 
     esverify = tmp_path / "venv" / "bin" / "esverify"
-    checked = sh(esverify, "goldens", "check", cwd=outside, env=env, check=False)
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "goldens check: PASS" in checked.stdout + checked.stderr
+    # every area's shipped vectors, recomputed by the installed package on numpy; and the cheapest area on
+    # every CPU backend, so that the installed numba kernels (compiled here from the wheel's files) and
+    # torch paths run too. Every area on every backend is test_goldens_gate's, from the checkout: the same
+    # modules, which the wheel only copies (a full gate here cost about 70 s of CPU, a third of it numba
+    # compiling each kernel afresh for the new install)
+    from esverify.goldens.areas import area_names
+    for k, extra in enumerate((["--backend", "numpy"], ["--area", "skill-sample"])):
+        report = tmp_path / f"check{k}.json"
+        checked = sh(esverify, "goldens", "check", *extra, "--json", report, cwd=outside, env=env, check=False)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert "goldens check: PASS" in checked.stdout + checked.stderr
+        summary = json.loads(report.read_text())["sections"]["summary"]
+        if extra[0] == "--backend":
+            assert {row["area"] for row in summary} == set(area_names())
+        else:
+            assert {row["backend"] for row in summary} == {"numpy", "numba", "torch-cpu"}
 
     refused = sh(esverify, "goldens", "generate", "--area", "rng", cwd=outside, env=env, check=False)
     assert refused.returncode == 2, refused.stdout + refused.stderr
