@@ -185,10 +185,10 @@ def uniform(k, shape, dtype: str = "f32", minval: float = 0.0, maxval: float = 1
             partitionable: bool = True) -> np.ndarray:
     """jax.random.uniform(k, shape, dtype, minval, maxval): floats*(hi - lo) + lo, at least lo; every
     step rounded to the dtype (the f32 product fused into the add, as XLA CPU does with FMA)."""
-    return _scaled(uniform_unit(k, shape, dtype, partitionable), dtype, minval, maxval)
+    return scaled_uniform(uniform_unit(k, shape, dtype, partitionable), dtype, minval, maxval)
 
 
-def _scaled(f, dtype: str, minval: float, maxval: float) -> np.ndarray:
+def scaled_uniform(f, dtype: str, minval: float, maxval: float) -> np.ndarray:
     lo, hi = round_to(np.float32(minval), dtype), round_to(np.float32(maxval), dtype)
     span = round_to(np.float32(hi) - np.float32(lo), dtype)
     if dtype == "f32":
@@ -213,7 +213,7 @@ def normal(k, shape, dtype: str = "f32", fma: bool = True, partitionable: bool =
 
 def normal_from_bits(bits, dtype: str = "f32", fma: bool = True) -> np.ndarray:
     """`normal` of raw bits already drawn (unsigned ints of `draw_width(dtype)` bits, any shape)."""
-    u = _scaled(unit_from_bits(bits, dtype), dtype, _nextafter_minus_one(dtype), 1.0)
+    u = scaled_uniform(unit_from_bits(bits, dtype), dtype, _nextafter_minus_one(dtype), 1.0)
     e = X.erf_inv32(np.asarray(u, dtype=np.float32), fma)
     if dtype == "f32":
         return (np.float32(math.sqrt(2)) * e).astype(np.float32)

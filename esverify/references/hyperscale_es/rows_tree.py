@@ -23,7 +23,7 @@ from . import noise as N
 from . import shaping as S
 from . import tree as T
 from .contract import contract_draw
-from .rows import EPOCH, NOISE_REUSE, _ask, _hex, _outcome, _rng, _sigma_lr, _theirs, host_fma
+from .rows import EPOCH, NOISE_REUSE, ask, hex_bits, outcome, case_rng, sigma_lr, their_bits, host_fma
 
 F32 = np.float32
 RANK, STEPS, SLICE_SLOT = 4, 2, 1000
@@ -61,7 +61,7 @@ def _contract_draws(session, keys: dict, n: int, epoch: int) -> tuple[dict, list
             for p in range(pairs):
                 d = np.asarray(contract_draw(seed, e, pairs, slot, p, _draw_shape(leaf_shape, code), "f32", mapping))
                 served.append({"key": [int(k) for k in N.thread_key(key, epoch, 2 * p, NOISE_REUSE)],
-                               "shape": list(d.shape), "dtype": "f32", "bits": _hex(d, "f32")})
+                               "shape": list(d.shape), "dtype": "f32", "bits": hex_bits(d, "f32")})
                 per_pair.append(d)
             return [per_pair[t // 2] for t in range(n)]
 
@@ -71,7 +71,7 @@ def _contract_draws(session, keys: dict, n: int, epoch: int) -> tuple[dict, list
     return out, served
 
 
-def _ours(session, case, params, keys, scores, sigma, lr, mode, solver):
+def ours_form(session, case, params, keys, scores, sigma, lr, mode, solver):
     """Our side: the tree after STEPS updates, the optimiser state and the served entries (contract noise)."""
     es_map = {name: code for name, (_, code, _) in TREE.items()}
     state, served, p = None, [], dict(params)
@@ -90,29 +90,29 @@ def tree_row(session, case, solver: str):
     """STEPS updates of TREE with `solver` ("sgd" or "adamw"), jitted or eager (from the op), f32."""
     mode = "jit" if case.op.endswith("-jit") else "eager"
     seed, n = int(case.handles[0]), case.population
-    rng = _rng(case)
+    rng = case_rng(case)
     params = _params(rng)
-    sigma, lr = _sigma_lr(rng)
+    sigma, lr = sigma_lr(rng)
     scores = [rng.normal(size=n).astype(F32) for _ in range(STEPS)]
     scan_map = {name: (0,) if scanned else () for name, (_, _, scanned) in TREE.items()}
     keys = T.leaf_keys(R.key(seed), params, scan_map)
-    ours, state, served = _ours(session, case, params, keys, scores, sigma, lr, mode, solver)
+    ours, state, served = ours_form(session, case, params, keys, scores, sigma, lr, mode, solver)
     op = {"op": "update-tree", "noiser": "eggroll", "seed": seed, "epoch": EPOCH, "noise_reuse": NOISE_REUSE,
           "rank": RANK, "sigma": sigma, "lr": lr, "group": 0, "mode": mode, "solver": solver,
-          "leaves": {name: {"shape": list(shape), "w": _hex(params[name], "f32"), "code": code, "scan": scanned}
+          "leaves": {name: {"shape": list(shape), "w": hex_bits(params[name], "f32"), "code": code, "scan": scanned}
                      for name, (shape, code, scanned) in TREE.items()},
-          "scores": [_hex(s, "f32") for s in scores], **({"served": served} if served else {})}
-    got = _ask(session, case, [op])[0]
+          "scores": [hex_bits(s, "f32") for s in scores], **({"served": served} if served else {})}
+    got = ask(session, case, [op])[0]
     mine, theirs, names = [], [], []
     for name in sorted(TREE):
         shape = TREE[name][0]
         mine.append(ours[name])
-        theirs.append(_theirs(got["w"][name], "f32", shape))
+        theirs.append(their_bits(got["w"][name], "f32", shape))
         names.append(name)
         for part in ("mu", "nu"):
             if state is not None and part in got:
                 mine.append(getattr(state[name], part))
-                theirs.append(_theirs(got[part][name], "f32", shape))
+                theirs.append(their_bits(got[part][name], "f32", shape))
                 names.append(f"{part}:{name}")
     moved = int(np.sum(theirs[names.index("frozen")] != params["frozen"].view(np.uint32)))
     findings = []
@@ -124,4 +124,4 @@ def tree_row(session, case, solver: str):
     ran = (f"eggroll {solver}, f32, {mode}, tree [{leaves}], rank {RANK}, N={n}, {STEPS} steps from epoch {EPOCH}, "
            f"sigma={sigma!r}, lr={lr!r}, noise_reuse {NOISE_REUSE}; dots 8x{n * RANK}x5 at XLA's measured order, "
            f"the bias's sum over {n} threads sequential; EXCLUDED leaf: {moved} of {params['frozen'].size} moved")
-    return _outcome(session, case, mine, theirs, ["f32"] * len(mine), names, ran, findings)
+    return outcome(session, case, mine, theirs, ["f32"] * len(mine), names, ran, findings)

@@ -113,7 +113,7 @@ def native_draws(params, es_map, keys: dict, epoch: int, n: int, rank: int, nois
 
 def _scale_estimate(total: np.ndarray, n: int, mode: str) -> np.ndarray:
     """sqrt(N) * total / N: the folded constant under jit, two roundings eager (.update's rule)."""
-    return U._scaled_estimate(np.asarray(total, F32), n, mode)
+    return U.scaled_estimate(np.asarray(total, F32), n, mode)
 
 
 class FullRankDraw(NamedTuple):
@@ -126,7 +126,7 @@ class FullRankDraw(NamedTuple):
 
 def full_rank_draw(key, shape, fma: bool = True) -> FullRankDraw:
     """jax.random.normal(key, shape) in f32 with its erf_inv part (.jaxrandom's arithmetic)."""
-    u = R._scaled(R.unit_from_bits(R.random_bits(key, 32, tuple(shape)), "f32"), "f32", -(1 - 2.0**-24), 1.0)
+    u = R.scaled_uniform(R.unit_from_bits(R.random_bits(key, 32, tuple(shape)), "f32"), "f32", -(1 - 2.0**-24), 1.0)
     e = erf_inv32(np.asarray(u, F32), fma)
     return FullRankDraw((F32(math.sqrt(2)) * e).astype(F32), e)
 
@@ -181,7 +181,7 @@ def low_rank_estimate(f, draws, shape, sigma: float, rank: int, mode: str, order
             raise ValueError(f"thread {t}'s draw has shape {d.shape}, want {(d0 + d1, rank)}")
         xs.append((F32(f[t]) * (d[d1:] * (s if t % 2 == 0 else -s)).astype(F32)).astype(F32))
         bs.append(d[:d1])
-    return _scale_estimate(U._contracted(xs, bs, n, rank, order), n, mode)
+    return _scale_estimate(U.contracted(xs, bs, n, rank, order), n, mode)
 
 
 def _estimate(code: int, f, draws, shape, sigma, rank, mode, order) -> np.ndarray:

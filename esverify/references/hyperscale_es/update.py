@@ -128,7 +128,7 @@ def update_from_draws(w, shaped, draws, sigma: float, lr: float, rank: int, mode
     return _finish_f32(w, xs, bs, n, rank, mode, order, lr)
 
 
-def _contracted(xs, bs, n: int, rank: int, order: str | None) -> np.ndarray:
+def contracted(xs, bs, n: int, rank: int, order: str | None) -> np.ndarray:
     xk = np.concatenate(xs, axis=1)           # (d0, N*r), thread-major
     bk = np.concatenate(bs, axis=1)           # (d1, N*r)
     d0, d1 = xk.shape[0], bk.shape[0]
@@ -142,7 +142,7 @@ def _contracted(xs, bs, n: int, rank: int, order: str | None) -> np.ndarray:
     return contract(xk, bk, order)
 
 
-def _scaled_estimate(g: np.ndarray, n: int, mode: str) -> np.ndarray:
+def scaled_estimate(g: np.ndarray, n: int, mode: str) -> np.ndarray:
     """sqrt(N) * G / N in f32: one product with the folded constant under jit, two roundings eager."""
     root_n = F32(math.sqrt(n))
     if mode == "jit":
@@ -151,7 +151,7 @@ def _scaled_estimate(g: np.ndarray, n: int, mode: str) -> np.ndarray:
 
 
 def _finish_f32(w, xs, bs, n, rank, mode, order, lr) -> np.ndarray:
-    g = _scaled_estimate(_contracted(xs, bs, n, rank, order), n, mode)
+    g = scaled_estimate(contracted(xs, bs, n, rank, order), n, mode)
     if mode == "jit":
         return fma32(g, F32(lr), w)
     return (w + (g * F32(lr)).astype(F32)).astype(F32)
@@ -173,7 +173,7 @@ def _update_low(w, shaped, draws, sigma, lr, rank, mode, order, dtype, excess) -
             a = np.asarray(rd(a, dtype), F32)
         xs.append((f[t] * a).astype(F32))
         bs.append(d[:d1])
-    g = np.asarray(rd(_scaled_estimate(_contracted(xs, bs, n, rank, order), n, mode), dtype), F32)
+    g = np.asarray(rd(scaled_estimate(contracted(xs, bs, n, rank, order), n, mode), dtype), F32)
     step = np.asarray(rd((g * np.asarray(rd(F32(lr), dtype), F32)).astype(F32), dtype), F32)
     return rd((w + step).astype(F32), dtype)
 
