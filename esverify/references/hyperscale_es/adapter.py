@@ -95,7 +95,7 @@ ADAPTER = ReferenceSpec(
         files={"noiser": "src/hyperscalees/noiser/__init__.py", "eggroll": "src/hyperscalees/noiser/eggroll.py",
                "common": "src/hyperscalees/models/common.py"},
         needs={"shaping": "noiser", "perturb": "noiser", "update": "noiser", "noise": "noiser", "sparse": "noiser",
-               "eggrollbs": "noiser"},
+               "eggrollbs": "noiser", "tree": "noiser", "loop": "noiser"},
         licence="LICENSE", validated_commit="b77f7d6", env_var="ESVERIFY_HYPERSCALE_REF",
         default_path="refs/HyperscaleES", identifying=("noiser", "eggroll"),
         # child/driver.py speaks the child protocol itself: a user's JAX environment needs no torch
