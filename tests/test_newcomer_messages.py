@@ -71,6 +71,11 @@ def test_the_console_grid_is_followed_by_what_its_columns_mean(tmp_path):
     only_contract = " ".join(_legend(grid.drop(columns=["f64/-", "f32/correlated/native"]).assign(op="perturb")))
     assert "native" not in only_contract and "f64" not in only_contract and "loops" not in only_contract
     assert _legend(pd.DataFrame(columns=["target", "device", "op"])) == []
+    # a JAX reference's native noise is JAX's, not torch's: the legend names each reference's generator
+    mixed = pd.concat([grid, grid.assign(target="hyperscale-es", op="update-jit"), grid.assign(target="es-at-scale")])
+    assert ("on each reference's own generator (torch's for es-awd, es-at-scale; JAX's threefry for hyperscale-es), "
+            "as checkpoints were trained (a pass holds for that library's version and device type only)"
+            in " ".join(_legend(mixed)))
     assert all(len(line) <= 100 for line in _legend(grid))
 
 

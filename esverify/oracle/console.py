@@ -152,16 +152,33 @@ def legend(grid) -> list[str]:
     said = []
     if any(not c.endswith(("/native", "/-")) for c in columns):
         said.append("dtype/scheme: on the contract's noise (a pass certifies the algebra)")
+    from .adapters import all_adapters
     if any(c.endswith("/native") for c in columns):
-        said.append(".../native: on torch's own generator, as checkpoints were trained (a pass holds for this "
-                    "torch version and device type only)")
+        said.append(_native_line(grid, {a.name: getattr(a, "native", TORCH) for a in all_adapters()}))
     if any(c.endswith("/-") for c in columns):
         said.append("f64/-: z-score rows (no noise)")
-    from .adapters import all_adapters
     loop_ops = {op for a in all_adapters() for op in a.loop_ops}
     if "op" in grid and grid["op"].isin(loop_ops).any():
         said.append("fit, main*: the references' own training loops")
     return _wrap("; ".join(said) + "; see docs/parity.md, 'What a pass certifies'", indent="")
+
+
+TORCH = "torch's"
+
+
+def _native_line(grid, natives: dict) -> str:
+    """What a native column certifies, naming the generator of each reference in the grid (a JAX
+    reference's native noise is not torch's)."""
+    targets = [str(t) for t in dict.fromkeys(grid["target"])] if "target" in grid else []
+    if {natives.get(t, TORCH) for t in targets} <= {TORCH}:
+        return (".../native: on torch's own generator, as checkpoints were trained (a pass holds for this "
+                "torch version and device type only)")
+    by_kind: dict = {}
+    for t in targets:
+        by_kind.setdefault(natives.get(t, TORCH), []).append(t)
+    own = "; ".join(f"{kind} for {', '.join(names)}" for kind, names in by_kind.items())
+    return (f".../native: on each reference's own generator ({own}), as checkpoints were trained (a pass "
+            "holds for that library's version and device type only)")
 
 
 #: console lines one cause of needing attention may take (its code line is cut to fit)

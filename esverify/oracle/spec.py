@@ -119,7 +119,8 @@ class ReportTexts:
     why), ...) parts of the reference parity never checks, listed in every report that runs it; paths:
     ((what, selected by, (case-id patterns, ...)), ...) the code paths a run can reach (the run-paths
     section); not_checked: what a report's "not checked" line adds, in parentheses, after the ops it lists
-    ("": nothing)."""
+    ("": nothing); native: whose generator draws the noise of its native rows, as the console's legend
+    names it ("torch's": a torch reference's)."""
     summary: str = ""
     reached: dict = field(default_factory=dict)
     findings: dict = field(default_factory=dict)
@@ -127,6 +128,7 @@ class ReportTexts:
     never_checked: tuple = ()
     paths: tuple = ()
     not_checked: str = ""
+    native: str = "torch's"
 
 
 @dataclass(frozen=True)

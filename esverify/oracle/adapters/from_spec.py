@@ -48,6 +48,7 @@ class SpecAdapter(Adapter):
         self.sweep_op, self.fuzz_ops = ops.sweep, tuple(ops.fuzz)
         self.summary, self.reached, self.findings = texts.summary, dict(texts.reached), dict(texts.findings)
         self.computes, self.paths = dict(texts.computes), tuple(texts.paths)   # paths: esverify.oracle.run_paths
+        self.native = texts.native   # whose generator its native rows draw from (the console's legend)
         if spec.ours.nonfinite_update is not None:   # read with getattr by the non-finite rows
             self.nonfinite_update = spec.ours.nonfinite_update
 

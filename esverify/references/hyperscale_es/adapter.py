@@ -104,6 +104,7 @@ ADAPTER = ReferenceSpec(
     driver=str(Path(__file__).with_name("child") / "driver.py"),
     profile=NAME,
     texts=ReportTexts(
+        native="JAX's threefry",
         summary="hyperscale-es: HyperscaleES's noisers (EggRoll, OpenES, sparse, AltEggRoll, EggRollBS) in JAX: "
                 "shaping, perturbation, update",
         findings={
