@@ -176,7 +176,7 @@ if numba is not None:
             theta[n - 1] = _stepped(theta[n - 1], v, s0, s1, s2, s3, four, fused)
             acc[n - 1] = _add(acc[n - 1], v, c32, fused)
 
-    #: elements of a residue member's noise held at once when it has more than four steps: with theta's and acc's
+    #: elements of a residue member's noise held at once when its steps are not two or four: with theta's and acc's
     #: blocks 24 KiB, within the first level of cache (512 measured 2x slower: the vector loops' set-up per block)
     _BLOCK = 2048
 
@@ -324,7 +324,8 @@ def accumulate_drawn(acc, stream_seeds, first: int, mapping: str, coeffs32, fuse
     another mapping or another numba kernel registered for it, fused without an FMA unit): the caller draws
     and accumulates. Raises ValueError, changing nothing, for arguments that do not fit together (as many
     coefficients and lists of steps as seeds; steps without a theta of acc's length, or with theta = acc).
-    tests/test_replay_drawn.py proves it bitwise the draw followed by `perturb`/`accumulate` or `fma32`.
+    tests/test_replay_drawn.py and tests/test_replay_fused.py prove it bitwise the draw followed by
+    `perturb`/`accumulate` or `fma32`.
     """
     registered = MAPPINGS[mapping].kernels.get("numba") if mapping in MAPPINGS else None
     if registered is None or registered != DRAWN_MAPPINGS.get(mapping):
