@@ -266,12 +266,13 @@ def row_key(op: str, case_id: str, noise: str, dtype: str) -> tuple:
 
 def one_row_per_key(cases: list) -> list:
     """The first case of each row key (row_key) of `cases`, in their order. The table's keys are
-    (op[/lambda0][/native], dtype): a key's other rows differ only in their population (the paper's, the
-    summation sweep: 26 of the 126 rows of a mutant that edits more than the loop script, 18 of them the
-    mixed update's sweep), and every row of a key gets the key's status (test_loop_mutant_fails_exactly_its_rows
-    asserted it for each, and they all did), so one row per key detects each mutant as the whole key did.
-    Those populations are the single-operation catalog's (tests/test_parity_mutants.py), which runs its
-    mutants on them."""
+    (op[/lambda0][/native], dtype): a key's other rows differ only in their population or parameter set
+    (24 of the 126 rows of a mutant that edits more than the loop script, all of them mixed-dtype rows: the
+    update's summation sweep N8-N129 and reward populations at N30, 14 rows, and the `layers` set of five
+    ops under both noise kinds, 10 rows), and every row of a key gets the key's status
+    (test_loop_mutant_fails_exactly_its_rows asserted it for each row, and they all did), so one row per key
+    detects each mutant as the whole key did. Faults that only those populations and sets show are the
+    single-operation catalog's structure and rewards mutants (tests/test_parity_mutants.py)."""
     kept = {}
     for case in cases:
         kept.setdefault(row_key(case.op, case.case_id, case.noise, case.dtype), case)
