@@ -33,7 +33,6 @@ flags at once: a ValueError (not measured).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
@@ -41,6 +40,7 @@ from . import jaxrandom as R
 from . import noise as N
 from . import shaping as S
 from . import update as U
+from .optim import MAX_COUNT, AdamState, adam_init
 from .xlamath import erf_inv32, fma32
 
 F32 = np.float32
@@ -51,20 +51,6 @@ EXACT_MATH = "--xla_cpu_enable_platform_dependent_math=false"
 _ORDERS = {"default": {(16, 512, 3): "acc4", (16, 512, 16): "acc4"},
            "ynn-off": {(16, 512, 3): "block256", (16, 512, 16): "block256"},
            "exact-math": {(16, 512, 3): "seq", (16, 512, 16): "seq"}}
-#: the largest step count whose bias-correction powers are the correctly rounded rd(b)**count
-MAX_COUNT = 684
-
-
-class AdamState(NamedTuple):
-    """adamw's state of one leaf: the step count before the step, and the moments (f32, the leaf's shape)."""
-    count: int
-    mu: np.ndarray
-    nu: np.ndarray
-
-
-def adam_init(param) -> AdamState:
-    z = np.zeros(np.shape(param), F32)
-    return AdamState(0, z, z.copy())
 
 
 def dot_order(m: int, k: int, n: int, xla_flags: str = "") -> str:
