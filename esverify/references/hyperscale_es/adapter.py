@@ -113,6 +113,9 @@ ADAPTER = ReferenceSpec(
                                  "is written into the user's Hugging Face folder",
             "excluded-decay": "with adamw (the end-to-end test's solver) weight decay moves EXCLUDED leaves, whose "
                               "gradient is zero: they are excluded from the estimate, not from the optimiser",
+            "pvary-gone": "the LLM loop's generation builder (llm_experiments/utils.py) calls jax.lax.pvary, which "
+                          "jax 0.10 removed: under the child's jax the loop fails at trace time (the loop itself is "
+                          "not run: this is the child's jax, probed)",
             "frozen-noise": "noise_reuse 0 (every noiser's default, and the end-to-end test's) draws epoch 0's "
                             "noise in every epoch: the perturbations never change",
             "grouped-shaping": "group_size > 0 centres each group on its own mean but divides by the spread of "
@@ -185,7 +188,8 @@ ADAPTER = ReferenceSpec(
                                "src/hyperscalees/noiser/eggroll.py::EggRoll.do_mm",
                                "src/hyperscalees/noiser/eggroll.py::EggRoll.get_noisy_standard"]},
         never_checked=(
-            ("the LLM loop", "no row runs llm_experiments: jax.lax.pvary's removal is not executed"),
+            ("the LLM loop", "no row runs llm_experiments: the child's jax is probed for jax.lax.pvary (pvary-gone), "
+                             "the loop itself is not run"),
             ("GPU and other CPUs", "XLA's CPU arithmetic of this host only; native rows hold for its jaxlib and "
                                    "instruction set"),
         )),

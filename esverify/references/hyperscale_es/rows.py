@@ -115,6 +115,8 @@ def shaping_row(session, case, group: int) -> Outcome:
         findings.append(("grouped-shaping", f"group size {group} of {case.population}: the reference's values "
                                             f"differ from per-group standardisation by up to "
                                             f"{np.max(np.abs(theirs - per_group)):.3g}"))
+    if not group and session.environment.get("lax_pvary") is False:   # said once a run: the ungrouped row
+        findings.append(("pvary-gone", f"jax {session.environment.get('jax')} has no jax.lax.pvary"))
     return outcome(session, case, [ours], [their_bits(results[0]["shaped"], "f32", (case.population,))], ["f32"],
                     ["shaped"], f"convert_fitnesses, eager f32, N={case.population}, group size {group}", findings)
 

@@ -106,7 +106,9 @@ def _environment() -> dict:
         pass
     return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
             "cpu_fma": " fma" in f" {flags.partition(':')[2]} ",
-            "threefry_partitionable": bool(jax.config.jax_threefry_partitionable)}
+            "threefry_partitionable": bool(jax.config.jax_threefry_partitionable),
+            # the LLM loop's generation builder calls jax.lax.pvary, removed in jax 0.10 (docs/hyperscale.md §10)
+            "lax_pvary": hasattr(jax.lax, "pvary")}
 
 
 def _shaping(noisers, common, op):
