@@ -73,6 +73,7 @@ def test_g1_g2_g3_through_the_child_equal_our_model():
     reply = _run(g1 + g2 + g3)
     env = reply["environment"]
     assert env["jaxlib"] and "XLA_FLAGS" in env and isinstance(env["cpu_fma"], bool)
+    assert env["platform"] == "cpu"   # pinned by the driver: the rows model XLA's CPU arithmetic
     if not env["cpu_fma"] or env["XLA_FLAGS"] or env["jaxlib"] != "0.10.2":
         pytest.skip(f"the known answers hold for jaxlib 0.10.2 with FMA and no XLA flags; here {env}")
     res = reply["results"]

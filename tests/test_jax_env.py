@@ -192,3 +192,14 @@ def test_bench_parity_runs_hyperscale_only_where_its_interpreter_has_jax(tmp_pat
         pytest.skip("this interpreter has no jax: the run with hyperscale-es is not shown here")
     refs, line = bench.default_refs([])
     assert refs == [*bench.DEFAULT_REFS, bench.HYPERSCALE] and line == ""
+
+
+def test_a_jax_users_xla_and_jax_settings_reach_the_child_and_nothing_else(tmp_path, monkeypatch):
+    """XLA_FLAGS (which every hyperscale-es row records) and JAX_* reach a child; other variables do not."""
+    from esverify.oracle.child_process import child_environment
+    monkeypatch.setenv("XLA_FLAGS", "--xla_allow_excess_precision=false")
+    monkeypatch.setenv("JAX_ENABLE_X64", "0")
+    monkeypatch.setenv("ESVERIFY_JAX_SECRET", "s3cr3t")
+    env = child_environment(None, tmp_path, tmp_path)
+    assert env["XLA_FLAGS"] == "--xla_allow_excess_precision=false" and env["JAX_ENABLE_X64"] == "0"
+    assert "ESVERIFY_JAX_SECRET" not in env

@@ -72,7 +72,8 @@ CHILD_MODULES = ("esverify/__init__.py", "esverify/rng", "esverify/numerics_prob
 ENV_NAMES = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "SYSTEMROOT", "LD_LIBRARY_PATH",
              "CONDA_PREFIX", "VIRTUAL_ENV")
 ENV_PREFIXES = ("LC_", "CUDA_", "CUBLAS_", "CUDNN_", "NVIDIA_", "NCCL_", "TORCH_", "PYTORCH_", "NUMBA_", "OMP_",
-                "KMP_", "MKL_", "OPENBLAS_", "GOMP_", "HIP_", "ROCR_", "ROCM_")
+                "KMP_", "MKL_", "OPENBLAS_", "GOMP_", "HIP_", "ROCR_", "ROCM_",
+                "XLA_", "JAX_")   # a JAX child's flags: every hyperscale-es row records the XLA_FLAGS it ran under
 
 _OPEN: "weakref.WeakSet[Child]" = weakref.WeakSet()
 

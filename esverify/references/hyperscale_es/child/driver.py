@@ -62,6 +62,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+# every row models XLA's CPU arithmetic: a CUDA jaxlib (or a JAX_PLATFORMS the user set) must not move it
+jax.config.update("jax_platforms", "cpu")
+
 if str(Path(__file__).resolve().parent) not in sys.path:   # run by runpy.run_path: find the siblings below
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -108,7 +111,7 @@ def _environment() -> dict:
             "cpu_fma": " fma" in f" {flags.partition(':')[2]} ",
             "threefry_partitionable": bool(jax.config.jax_threefry_partitionable),
             # the LLM loop's generation builder calls jax.lax.pvary, removed in jax 0.10 (docs/hyperscale.md §10)
-            "lax_pvary": hasattr(jax.lax, "pvary")}
+            "lax_pvary": hasattr(jax.lax, "pvary"), "platform": jax.default_backend()}
 
 
 def _shaping(noisers, common, op):
