@@ -75,7 +75,7 @@ def run_row(session, case):
     from . import rows
     if case.op in LOOPS:
         from . import rows_loop
-        return rows_loop.loop_row(session, case)
+        return rows_loop.e2e_row(session, case)
     if case.op in TREES:
         from . import rows_tree
         return rows_tree.tree_row(session, case, TREES[case.op])

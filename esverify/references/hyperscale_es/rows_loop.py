@@ -117,7 +117,7 @@ def _per_update(ours: list, theirs: list, n_leaves: int) -> str:
     return "mismatches/max ulp per update " + " ".join(parts)
 
 
-def loop_row(session, case) -> Outcome:
+def e2e_row(session, case) -> Outcome:
     """Run the clone's end-to-end test in the child and replay each of its updates (module docstring)."""
     if not (Path(session.clone_path) / TEST).is_file():
         raise NotDriven(f"the clone has no {TEST.as_posix()}")
