@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..paths import oracles_dir
 from .child_process import Child, ChildError, ChildTimeout
+from .interpreters import standalone
 from .noise_policy import BackendRefused, noise_backend
 from .row_tools import RowTools
 from .rows import make_row
@@ -62,7 +63,7 @@ class Session:
                            runner.work / f"child-{adapter.name}.log", env=opts.child_env, workdir=runner.work,
                            max_memory=opts.max_memory, max_output=opts.max_output, target=adapter.name,
                            shared=oracles_dir(),   # a standalone child imports no torch: no warm server forks it
-                           warm=None if getattr(adapter, "standalone_child", False) else getattr(runner, "warm", None),
+                           warm=None if standalone(adapter) else getattr(runner, "warm", None),
                            driver_args=("--line-coverage",) if opts.line_coverage else ())
         self.hello = None
         self.start_error = ""
