@@ -69,11 +69,10 @@ if str(Path(__file__).resolve().parent) not in sys.path:   # run by runpy.run_pa
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import hyperscale_clone  # noqa: E402 - what the driver reads of a clone, said when a later commit lacks it
+from hyperscale_bits import DTYPES, f32_of, hex_bits  # the floats' hex encoding, shared with the op modules
 import hyperscale_e2e  # the end-to-end test's op: its sibling in the child folder
 import hyperscale_trees  # the tree-update op: its sibling in the child folder
 import hyperscale_noisers  # the sparse, AltEggRoll and EggRollBS ops: a sibling in the child folder
-
-_DT = {"f32": jnp.float32, "f16": jnp.float16, "bf16": jnp.bfloat16}
 
 
 def _load(clone: Path):
@@ -88,16 +87,6 @@ def _load(clone: Path):
     loaded = importlib.import_module("hyperscalees.noiser"), importlib.import_module("hyperscalees.models.common")
     hyperscale_clone.check_loaded(*loaded)
     return loaded
-
-
-def _f32(hexes) -> np.ndarray:
-    return np.array([int(h, 16) for h in hexes], dtype=np.uint32).view(np.float32)
-
-
-def _hex(x) -> list:
-    a = np.asarray(x)
-    width = a.dtype.itemsize
-    return [f"0x{int(v):0{2 * width}x}" for v in a.view({4: np.uint32, 2: np.uint16}[width]).ravel()]
 
 
 def _environment() -> dict:
@@ -116,15 +105,15 @@ def _environment() -> dict:
 
 def _shaping(noisers, common, op):
     cls = hyperscale_clone.noiser(noisers, op["noiser"])
-    scores = _f32(op["scores"])
+    scores = f32_of(op["scores"])
     frozen, dyn = hyperscale_clone.init(cls, {"w": jnp.zeros((1, 1))}, 0.1, 0.1, group_size=op["group"])
-    return {"shaped": _hex(cls.convert_fitnesses(frozen, dyn, jnp.asarray(scores)))}
+    return {"shaped": hex_bits(cls.convert_fitnesses(frozen, dyn, jnp.asarray(scores)))}
 
 
 def _noise(noisers, common, op):
     cls = hyperscale_clone.noiser(noisers, op["noiser"])
     d0, d1 = op["shape"]
-    param = jnp.zeros((d0, d1), _DT[op["dtype"]])
+    param = jnp.zeros((d0, d1), DTYPES[op["dtype"]])
     frozen, dyn = hyperscale_clone.init(cls, {"w": param}, op["sigma"], 0.1, noise_reuse=op["noise_reuse"],
                                         rank=op["rank"])
     keys = common.simple_es_tree_key({"w": param}, jax.random.PRNGKey(op["seed"]), {"w": ()})
@@ -133,7 +122,7 @@ def _noise(noisers, common, op):
     def recording(key, shape=(), dtype=jnp.float32, *args, **kw):
         out = real(key, shape, dtype, *args, **kw)
         seen.append({"key": [int(w) for w in np.asarray(jax.random.key_data(key)).ravel()],
-                     "shape": list(shape), "dtype": str(jnp.dtype(dtype)), "bits": _hex(out)})
+                     "shape": list(shape), "dtype": str(jnp.dtype(dtype)), "bits": hex_bits(out)})
         return out
 
     jax.random.normal = recording
@@ -147,12 +136,12 @@ def _noise(noisers, common, op):
 def _update(noisers, common, op):
     cls = hyperscale_clone.noiser(noisers, op["noiser"])
     d0, d1 = op["shape"]
-    params = {"w": jnp.asarray(_f32(op["w"]).reshape(d0, d1)).astype(_DT[op.get("dtype", "f32")])}
+    params = {"w": jnp.asarray(f32_of(op["w"]).reshape(d0, d1)).astype(DTYPES[op.get("dtype", "f32")])}
     frozen, dyn = hyperscale_clone.init(cls, params, op["sigma"], op["lr"], noise_reuse=op["noise_reuse"],
                                         rank=op["rank"], group_size=op["group"])
     keys = common.simple_es_tree_key(params, jax.random.PRNGKey(op["seed"]), {"w": ()})
     es_map = {"w": common.MM_PARAM}
-    fit = cls.convert_fitnesses(frozen, dyn, jnp.asarray(_f32(op["scores"])))
+    fit = cls.convert_fitnesses(frozen, dyn, jnp.asarray(f32_of(op["scores"])))
     n = fit.shape[0]
     iterinfos = (jnp.full((n,), op["epoch"], jnp.int32), jnp.arange(n, dtype=jnp.int32))
 
@@ -167,7 +156,7 @@ def _update(noisers, common, op):
         new["w"].block_until_ready()
     finally:
         jax.random.normal = real
-    return {"w": _hex(new["w"])}
+    return {"w": hex_bits(new["w"])}
 
 
 def _served_normal(served: list):
@@ -175,7 +164,7 @@ def _served_normal(served: list):
     (so it works inside jit and vmap); a key the runner did not name raises, naming the key."""
     table = {}
     for entry in served:
-        dtype = jnp.dtype(_DT[entry["dtype"]])
+        dtype = jnp.dtype(DTYPES[entry["dtype"]])
         raw = np.array([int(h, 16) for h in entry["bits"]], dtype={4: np.uint32, 2: np.uint16}[dtype.itemsize])
         table[tuple(entry["key"])] = raw.view(dtype).reshape(entry["shape"])
 
@@ -203,8 +192,8 @@ def _perturb(noisers, common, op):
     for `"standard": true`; and the draws `jax.random.normal` returned (served ones when `served`)."""
     cls = hyperscale_clone.noiser(noisers, op["noiser"])
     d0, d1 = op["shape"]
-    dtype = _DT[op["dtype"]]
-    param = jnp.asarray(_f32(op["w"]).reshape(d0, d1)).astype(dtype)
+    dtype = DTYPES[op["dtype"]]
+    param = jnp.asarray(f32_of(op["w"]).reshape(d0, d1)).astype(dtype)
     frozen, dyn = hyperscale_clone.init(cls, {"w": param}, op["sigma"], 0.1, noise_reuse=op["noise_reuse"],
                                         **({"rank": op["rank"]} if "rank" in op else {}))
     keys = common.simple_es_tree_key({"w": param}, jax.random.PRNGKey(op["seed"]), {"w": ()})
@@ -214,7 +203,7 @@ def _perturb(noisers, common, op):
     def recording(key, shape=(), dtype=jnp.float32, *args, **kw):
         out = inner(key, shape, dtype, *args, **kw)
         seen.append({"key": [int(w) for w in np.asarray(jax.random.key_data(key)).ravel()],
-                     "shape": list(shape), "dtype": str(jnp.dtype(dtype)), "bits": _hex(out)})
+                     "shape": list(shape), "dtype": str(jnp.dtype(dtype)), "bits": hex_bits(out)})
         return out
 
     outs = []
@@ -225,7 +214,7 @@ def _perturb(noisers, common, op):
                 out = cls.get_noisy_standard(frozen, dyn, param, keys["w"], (op["epoch"], t))
             else:
                 out = cls.do_mm(frozen, dyn, param, keys["w"], (op["epoch"], t), jnp.eye(d1, dtype=dtype)).T
-            outs.append(_hex(out))
+            outs.append(hex_bits(out))
     finally:
         jax.random.normal = real
     return {"perturbed": outs, "draws": seen}

@@ -32,14 +32,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from hyperscale_bits import hex_bits
+
 TEST = Path("tests") / "end_to_end_test.py"
 _CACHE_OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_entry_size_bytes",
                   "jax_persistent_cache_min_compile_time_secs")
-
-
-def _hex(x) -> list:
-    a = np.asarray(x)
-    return [f"0x{int(v):0{2 * a.dtype.itemsize}x}" for v in a.view({4: np.uint32, 2: np.uint16}[a.dtype.itemsize]).ravel()]
 
 
 def _words(key) -> list:
@@ -87,7 +84,7 @@ class _Recorder:
     def _shaping(self, fn):
         def convert_fitnesses(cls, frozen, dyn, raw_scores, num_episodes_list=None):
             shaped = fn(cls, frozen, dyn, raw_scores, num_episodes_list)
-            jax.debug.callback(lambda r, s: self.shapings.append({"raw": _hex(r), "shaped": _hex(s)}),
+            jax.debug.callback(lambda r, s: self.shapings.append({"raw": hex_bits(r), "shaped": hex_bits(s)}),
                                raw_scores, shaped)
             return shaped
         return convert_fitnesses
@@ -109,10 +106,10 @@ class _Recorder:
         return do_updates
 
     def _record_update(self, before, keys, fitnesses, epochs, after):
-        self.updates.append({"before": [_hex(b) for b in before], "keys": [np.asarray(k).astype(np.uint32).tolist()
+        self.updates.append({"before": [hex_bits(b) for b in before], "keys": [np.asarray(k).astype(np.uint32).tolist()
                                                                           for k in keys],
-                             "shaped": _hex(fitnesses), "epochs": sorted({int(e) for e in np.ravel(epochs)}),
-                             "threads": int(np.size(fitnesses)), "after": [_hex(a) for a in after]})
+                             "shaped": hex_bits(fitnesses), "epochs": sorted({int(e) for e in np.ravel(epochs)}),
+                             "threads": int(np.size(fitnesses)), "after": [hex_bits(a) for a in after]})
 
 
 def _hf_stand_in(home: Path) -> dict:

@@ -31,17 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-_DT = {"f32": jnp.float32, "f16": jnp.float16, "bf16": jnp.bfloat16}
-
-
-def _f32(hexes) -> np.ndarray:
-    return np.array([int(h, 16) for h in hexes], dtype=np.uint32).view(np.float32)
-
-
-def _hex(x) -> list:
-    a = np.asarray(x)
-    bits = a.view({4: np.uint32, 2: np.uint16}[a.dtype.itemsize]).ravel()
-    return [f"0x{int(v):0{2 * a.dtype.itemsize}x}" for v in bits]
+from hyperscale_bits import DTYPES, f32_of, hex_bits
 
 
 def _line(exc: BaseException) -> str:
@@ -52,7 +42,7 @@ def _recorder(seen: list, inner):
     def recording(key, shape=(), dtype=jnp.float32, *args, **kw):
         out = inner(key, shape, dtype, *args, **kw)
         seen.append({"key": [int(w) for w in np.asarray(jax.random.key_data(key)).ravel()],
-                     "shape": list(shape), "dtype": str(jnp.dtype(dtype)), "bits": _hex(out)})
+                     "shape": list(shape), "dtype": str(jnp.dtype(dtype)), "bits": hex_bits(out)})
         return out
     return recording
 
@@ -60,8 +50,8 @@ def _recorder(seen: list, inner):
 def _setup(noisers, common, op):
     cls = noisers.ALL_NOISERS[op["noiser"]]
     d0, d1 = op["shape"]
-    dtype = _DT[op.get("dtype", "f32")]
-    param = jnp.asarray(_f32(op["w"]).reshape(d0, d1)).astype(dtype)
+    dtype = DTYPES[op.get("dtype", "f32")]
+    param = jnp.asarray(f32_of(op["w"]).reshape(d0, d1)).astype(dtype)
     frozen, dyn = cls.init_noiser({"w": param}, op["sigma"], op.get("lr", 0.1), **op.get("options", {}))
     keys = common.simple_es_tree_key({"w": param}, jax.random.PRNGKey(op["seed"]), {"w": ()})
     return cls, param, frozen, dyn, keys
@@ -84,7 +74,7 @@ def run_forward(noisers, common, op, served_normal):
                 out = jnp.stack([cls.do_mm(frozen, dyn, param, keys["w"], info, eye[j]) for j in range(d1)], axis=1)
             else:
                 out = cls.do_mm(frozen, dyn, param, keys["w"], info, eye).T
-            outs.append(_hex(out))
+            outs.append(hex_bits(out))
     except Exception as exc:  # noqa: BLE001 - what the noiser raised is the row's finding
         return {"perturbed": outs, "draws": normals, "uniforms": uniforms, "error": _line(exc)}
     finally:
@@ -96,7 +86,7 @@ def run_update(noisers, common, op, served_normal):
     """One sgd update of a one-leaf tree {"w": W} with es_map MM_PARAM: init_noiser, convert_fitnesses,
     do_updates (jitted or eager), the runner's normals served when `served`."""
     cls, param, frozen, dyn, keys = _setup(noisers, common, op)
-    fit = cls.convert_fitnesses(frozen, dyn, jnp.asarray(_f32(op["scores"])))
+    fit = cls.convert_fitnesses(frozen, dyn, jnp.asarray(f32_of(op["scores"])))
     n = fit.shape[0]
     infos = (jnp.full((n,), op["epoch"], jnp.int32), jnp.arange(n, dtype=jnp.int32))
 
@@ -111,7 +101,7 @@ def run_update(noisers, common, op, served_normal):
         new["w"].block_until_ready()
     finally:
         jax.random.normal = real
-    return {"w": _hex(new["w"])}
+    return {"w": hex_bits(new["w"])}
 
 
 def _caught(fn):
@@ -131,14 +121,14 @@ def run_probe(noisers, common, op):
     info = (jnp.int32(op["epoch"]), jnp.int32(op.get("thread", 0)))
     if op.get("batch"):
         square = jnp.asarray(np.asarray(param, np.float32)[:d1, :d1] if d0 >= d1 else np.eye(d1, dtype=np.float32))
-        out["batch"] = _caught(lambda: _hex(cls.do_mm(frozen, dyn, square, keys["w"], info, jnp.eye(d1))))
-        out["batch_rows"] = _caught(lambda: _hex(jnp.stack([cls.do_mm(frozen, dyn, square, keys["w"], info, e)
+        out["batch"] = _caught(lambda: hex_bits(cls.do_mm(frozen, dyn, square, keys["w"], info, jnp.eye(d1))))
+        out["batch_rows"] = _caught(lambda: hex_bits(jnp.stack([cls.do_mm(frozen, dyn, square, keys["w"], info, e)
                                                             for e in jnp.eye(d1)])))
-        out["small_batch"] = _caught(lambda: _hex(cls.do_mm(frozen, dyn, param, keys["w"], info,
+        out["small_batch"] = _caught(lambda: hex_bits(cls.do_mm(frozen, dyn, param, keys["w"], info,
                                                             jnp.ones((2, d1), param.dtype))))
     if "scores" in op:
-        scores = jnp.asarray(_f32(op["scores"]))
-        out["shaping"] = _caught(lambda: _hex(cls.convert_fitnesses(frozen, dyn, scores)))
+        scores = jnp.asarray(f32_of(op["scores"]))
+        out["shaping"] = _caught(lambda: hex_bits(cls.convert_fitnesses(frozen, dyn, scores)))
 
         def update():
             fit = cls.convert_fitnesses(frozen, dyn, scores)
@@ -150,6 +140,6 @@ def run_probe(noisers, common, op):
 
         out["update"] = _caught(update)
     if op.get("int_epoch"):
-        out["int_epoch"] = _caught(lambda: _hex(cls.do_mm(frozen, dyn, param, keys["w"], (op["epoch"], 2),
+        out["int_epoch"] = _caught(lambda: hex_bits(cls.do_mm(frozen, dyn, param, keys["w"], (op["epoch"], 2),
                                                           jnp.eye(d1, dtype=param.dtype))))
     return out

@@ -16,13 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-
-def _f32(hexes) -> np.ndarray:
-    return np.array([int(h, 16) for h in hexes], dtype=np.uint32).view(np.float32)
-
-
-def _hex(x) -> list:
-    return [f"0x{int(v):08x}" for v in np.asarray(x, np.float32).view(np.uint32).ravel()]
+from hyperscale_bits import f32_of, hex_bits
 
 
 def _solver(name: str):
@@ -36,7 +30,7 @@ def _moments(opt_state, names) -> dict:
     """adamw's (mu, nu, count) as hex per leaf, read from the first state in the chain that has them."""
     for part in (opt_state if isinstance(opt_state, tuple) else (opt_state,)):
         if hasattr(part, "mu") and hasattr(part, "nu"):
-            return {"mu": {n: _hex(part.mu[n]) for n in names}, "nu": {n: _hex(part.nu[n]) for n in names},
+            return {"mu": {n: hex_bits(part.mu[n]) for n in names}, "nu": {n: hex_bits(part.nu[n]) for n in names},
                     "count": int(part.count)}
     return {}
 
@@ -46,7 +40,7 @@ def run_update_tree(noisers, common, op, served_normal) -> dict:
     builds the driver's host-callback normal from `served`."""
     cls = noisers.ALL_NOISERS[op["noiser"]]
     leaves = op["leaves"]
-    params = {n: jnp.asarray(_f32(spec["w"]).reshape(spec["shape"])) for n, spec in leaves.items()}
+    params = {n: jnp.asarray(f32_of(spec["w"]).reshape(spec["shape"])) for n, spec in leaves.items()}
     scan_map = {n: (0,) if spec.get("scan") else () for n, spec in leaves.items()}
     es_map = {n: int(spec["code"]) for n, spec in leaves.items()}
     frozen, dyn = cls.init_noiser(params, op["sigma"], op["lr"], solver=_solver(op.get("solver", "sgd")),
@@ -62,14 +56,14 @@ def run_update_tree(noisers, common, op, served_normal) -> dict:
         jax.random.normal = served_normal(op["served"])
     try:
         for i, scores in enumerate(op["scores"]):
-            fit = cls.convert_fitnesses(frozen, dyn, jnp.asarray(_f32(scores)))
+            fit = cls.convert_fitnesses(frozen, dyn, jnp.asarray(f32_of(scores)))
             n = fit.shape[0]
             iterinfos = (jnp.full((n,), op["epoch"] + i, jnp.int32), jnp.arange(n, dtype=jnp.int32))
             dyn, params = run(dyn, params, fit, iterinfos)
         jax.block_until_ready(params)
     finally:
         jax.random.normal = real
-    out = {"w": {n: _hex(params[n]) for n in leaves},
+    out = {"w": {n: hex_bits(params[n]) for n in leaves},
            "keys": {n: np.asarray(keys[n]).astype(np.uint32).tolist() for n in leaves}}
     if op.get("solver") == "adamw":
         out.update(_moments(dyn["opt_state"], list(leaves)))
