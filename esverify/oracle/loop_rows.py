@@ -49,6 +49,7 @@ from ..es.schedule import DEFAULT_GLOBAL_SEED, FIRST_ITERATION, SEED_BOUND, batc
 from . import paramsets
 from . import compare as _compare
 from . import nonfinite as _nonfinite
+from . import ours_cache as _ours_cache
 from . import verdict
 from .cases import Case
 from .loop_compare import compare_tapes
@@ -273,10 +274,17 @@ def run_loop_case(session, case: Case) -> dict:
                "set": str(session.set_path(case.dtype, False, "base")), "sigma": case.sigma, "alpha": case.alpha,
                "population": case.population, "out": str(session.case_dir(case))}
     command.update(loop_command(case, side.seed))
+    compute, kept = side.run, None
+    cache = getattr(session, "ours_cache", None)
+    if cache is not None:   # Runner.session: our tape once per case, a copy for every variant clone
+        key = _ours_cache.key("loop", case, seed=side.seed, mapping=session.opts.mapping, backend=backend,
+                              deterministic=side.deterministic, profile=get(case.target).profile)
+        kept = cache.get(key)
+        compute = None if kept is not None else cache.storing(key, side.run)
     # the child runs its loop while ours runs, as for the single-op rows
-    reply, ours = verdict.exchange(session, case, command, side.run,
+    reply, ours = verdict.exchange(session, case, command, compute,
                                    first_result=lambda err: too_old_python(case, err, env))
-    return _judged(session, case, side, reply, ours)
+    return _judged(session, case, side, reply, ours if kept is None else kept)
 
 
 class _LoopSide:

@@ -24,6 +24,7 @@ import numpy as np
 from . import compare as _compare
 from . import loop_rows as _loop_rows
 from . import ours as _ours
+from . import ours_cache as _ours_cache
 from . import paramsets
 from . import verdict
 from .reuse_plan import CallOrderPlan
@@ -141,16 +142,29 @@ def _inputs(session, case) -> _Inputs:
 
 def _our_side(session, case, start: _Inputs, backend) -> tuple:
     """(early command, compute, ours): our side run now, or (the in-process loop, whose command needs our
-    rewards) its early command and the compute the child's exchange runs; our side raising ends the row."""
+    rewards) its early command and the compute the child's exchange runs; our side raising ends the row.
+    In Runner.session, a copy of the result an earlier variant's row of the same case computed (ours.command
+    is then the child's command part: prepare's early command is the result's own command)."""
     opts = session.opts
     clock = session.clock(case)
     started = time.perf_counter()
+    cache, key = getattr(session, "ours_cache", None), None
+    if cache is not None and session.impl_side is None:   # Runner.session: once per case for every variant
+        key = _ours_cache.key("single", case, seed=opts.seed, mapping=opts.mapping, backend=backend,
+                              dtype=start.dtype, variant=start.variant, anchored=start.anchor is not None,
+                              profile=_ours.profile_of(case))
+        kept = cache.get(key)
+        if kept is not None:   # its command is the one the child gets (prepare's early command, or the loop's)
+            clock["ours_s"] += time.perf_counter() - started
+            return None, None, kept
     try:
         if session.impl_side is not None:   # parity --impl: the wrapper is our side
             return None, None, session.impl_side.run(case, start.names, start.tensors, start.anchor, opts.seed,
                                                      opts.mapping, backend)
         early, compute = _ours.prepare(case, start.names, start.tensors, start.anchor, opts.seed, opts.mapping,
                                        backend)
+        if key is not None:
+            compute = cache.storing(key, compute)
         return early, compute, (compute() if early is None else None)
     except Exception as exc:  # noqa: BLE001 - our side failing is a row, not a crash
         raise verdict.OursRaised(exc, carried_status=True) from exc   # impl_side: unsupported

@@ -451,10 +451,14 @@ class Runner:
         (its modules are loaded then; a load failure is that row's error). `run.repeat()` runs the cases
         run since the last repeat() or `run.forget()` again, in the reverse order (the repeat check: rows
         whose reference result changed are failed with `state`, in place) and returns its record;
-        `run.session` is the Session. The child is closed at the end."""
+        `run.session` is the Session. Our side of a case is computed once and a copy handed to every later
+        row of the same case, whichever clone it runs on (`run.session.ours_cache`, an
+        esverify.oracle.ours_cache.OursCache; set it to None and every row computes its own). The child is
+        closed at the end."""
         import torch
 
         from .noise_memo import keeping, served_folder
+        from .ours_cache import OursCache
         from .row_runner import checked_case
         check_numerics()
         threads = torch.get_num_threads()
@@ -476,6 +480,7 @@ class Runner:
                     stack.callback(setattr, self, "warm", None)
             session = Session(self, adapter, clone)
             session.child.served = served_folder()   # the noise our side drew, read by the child
+            session.ours_cache = OursCache()   # every variant runs the same cases: our side once per case
             history, count = [], [0]
 
             def run(case, clone=None):

@@ -52,7 +52,9 @@ class Session:
       note(text): a run-level warning (metadata), once;
       hello: the child's whole hello (its `modules` load errors included); child: the child_process.Child;
       impl_side: the `--impl` wrapper or None; clock(case); record_profile(case_id, profile);
-      tools: the RowTools (esverify.oracle.row_tools) a reference's run_row reaches the core's services through.
+      tools: the RowTools (esverify.oracle.row_tools) a reference's run_row reaches the core's services through;
+      ours_cache: Runner.session's esverify.oracle.ours_cache.OursCache (our side of a case computed once for
+      every variant clone), None in a parity run.
     """
 
     def __init__(self, runner, adapter, clone):
@@ -69,6 +71,7 @@ class Session:
         self.start_error = ""
         self.pool = ThreadPoolExecutor(max_workers=1)   #: waits for the child's reply beside our side
         self.variant_clone = None    #: Runner.session: the clone the next case runs on
+        self.ours_cache = None       #: Runner.session: our side of each case, once (esverify.oracle.ours_cache)
         self.last_theirs = None      #: (case id, the reference's result bits) of the case just run
         self.last_ran = None         #: {clone file: [functions]} the child ran for the last command, or None
         self._changes = {}           #: clone root -> blame.Changes (git is asked once per clone)
