@@ -94,10 +94,9 @@ def ordinal(bits, fmt: str) -> np.ndarray:
     return np.where(neg, -mag, mag)
 
 
-def classify(bits, fmt: str) -> np.ndarray:
-    """Per element: "" for finite values, "nan", "+inf" or "-inf"."""
+def _special(b, fmt: str):
+    """(NaN or infinite, NaN, negative) masks of patterns b already widened (int64, or object for 64 bits)."""
     w, e, m = FLOAT_FORMATS[fmt]
-    b = np.asarray(bits, dtype=np.uint64).astype(object) if w == 64 else np.asarray(bits).astype(np.int64)
     exp_all = ((1 << e) - 1) << m
     frac = (1 << m) - 1
     if fmt in _NO_INF:
@@ -106,7 +105,23 @@ def classify(bits, fmt: str) -> np.ndarray:
     else:
         is_special = (b & exp_all) == exp_all
         is_nan = is_special & ((b & frac) != 0)
-    neg = (b & (1 << (w - 1))) != 0
+    return is_special, is_nan, (b & (1 << (w - 1))) != 0
+
+
+def _widened(bits, fmt: str):
+    w = FLOAT_FORMATS[fmt][0]
+    return np.asarray(bits, dtype=np.uint64).astype(object) if w == 64 else np.asarray(bits).astype(np.int64)
+
+
+def nonfinite(bits, fmt: str) -> np.ndarray:
+    """Per element: True for NaN and infinities (`classify`'s non-empty names), as a bool array."""
+    return np.atleast_1d(_special(_widened(bits, fmt), fmt)[0])
+
+
+def classify(bits, fmt: str) -> np.ndarray:
+    """Per element: "" for finite values, "nan", "+inf" or "-inf"."""
+    b = _widened(bits, fmt)
+    is_special, is_nan, neg = _special(b, fmt)
     out = np.full(len(np.atleast_1d(b)), "", dtype=object)
     out[np.atleast_1d(is_special & ~is_nan & ~neg)] = "+inf"
     out[np.atleast_1d(is_special & ~is_nan & neg)] = "-inf"

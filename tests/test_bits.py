@@ -86,3 +86,13 @@ def test_array_bits_of_tensors_and_arrays_agree():
 def test_describe_shows_pattern_and_value():
     assert bits.describe(0x3F800000, "f32") == "0x3f800000 (1.0)"
     assert bits.describe(0x3F80, "bf16") == "0x3f80 (1.0)"
+
+
+@given(st.sampled_from(sorted(bits.FLOAT_FORMATS)), st.lists(st.integers(0, 2 ** 64 - 1), min_size=1, max_size=40))
+@example("f32", [0x7FC00000, 0x7F800000, 0xFF800000, 0x3F800000, 0x80000000])
+@example("f8e4m3fn", [0x7F, 0xFF, 0x7E, 0x78])
+def test_nonfinite_is_where_classify_names_a_special(fmt, raw):
+    """bitcompare's mask of NaN and infinities is classify's non-empty names, in every float format."""
+    w = bits.FLOAT_FORMATS[fmt][0]
+    patterns = np.array([x % (1 << w) for x in raw], dtype=bits.UINT_OF_WIDTH[w])
+    assert bits.nonfinite(patterns, fmt).tolist() == [name != "" for name in bits.classify(patterns, fmt)]

@@ -6,6 +6,7 @@ exit code; signals tear everything down; every safetensors dtype is read and the
 depend on the file format."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -143,6 +144,24 @@ def test_resume_reuses_a_unit_only_on_the_same_bytes(awd, tmp_path, which, fmt):
     assert code == 1 and edited["verdict"] == "differs"
     assert edited["reverified_units"] == 1 and edited["resumed_units"] == edited["units"] - 1
     assert "re-verified: 1 units" in edited["text"]
+
+
+def test_resume_verifies_again_a_unit_recorded_with_another_digest(awd, tmp_path):
+    """A unit a state folder recorded with the bare sha256 digests of earlier releases is verified again, and a
+    unit's digest is XXH3-128 of what it read, named."""
+    import xxhash
+    first, code = _run(awd, awd["final"], tmp_path, name="state")
+    records = sorted((tmp_path / "state" / "units").glob("unit-*.json"))
+    assert code == 0 and records
+    for path in records:
+        unit = json.loads(path.read_text())
+        algorithm, digest = unit["inputs"].split(":")
+        assert algorithm == "xxh3-128" and len(digest) == 32 and int(digest, 16) >= 0
+        unit["inputs"] = hashlib.sha256(b"the bytes").hexdigest()
+        path.write_text(json.dumps(unit))
+    again, code = _run(awd, awd["final"], tmp_path, name="state")
+    assert (code, again["resumed_units"], again["reverified_units"]) == (0, 0, len(records))
+    assert xxhash.xxh3_128(b"").hexdigest() == "99aa06d3014798d86001c324468d497f"   # the library's known answer
 
 
 # ------------------------------------------------------------------ kind 3: strict JSON in, strict JSON out
