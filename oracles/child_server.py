@@ -577,10 +577,10 @@ def uninstall_hook():
 def expected_draws(tensors, seeds, caching=False) -> collections.Counter:
     """One draw per (seed, slot); with caching one per (seed, distinct (device, dtype, shape))."""
     expected = collections.Counter()
+    keys = [(str(tensor.device), tensor.dtype, tuple(tensor.shape)) for tensor in tensors]   # once, not per seed
     for seed in seeds:
         seen = set()
-        for slot, tensor in enumerate(tensors):
-            key = (str(tensor.device), tensor.dtype, tuple(tensor.shape))
+        for slot, key in enumerate(keys):
             if caching and key in seen:
                 continue
             seen.add(key)
