@@ -28,7 +28,8 @@ in the same run:
   with torch and no numba, say); how much of each child's contract noise the parent served and how much
   it drew (docs/parity.md, "Served noise"), and each child's interpreter;
 - with --versus-default (and --python): the default run (the parent's own interpreter) and the --python
-  run in turn, --turns times each, every run in a fresh process, and the ratios --python / default of
+  run in turn, on the same references (hyperscale-es's stand-in in both only where the --python run's
+  interpreter for it has JAX), --turns times each, every run in a fresh process, and the ratios --python / default of
   CPU and wall time, with the load average around each run; a Markdown row for docs/benchmarks.md
   (date, commit, load, interpreter) with --markdown.
 
@@ -364,14 +365,15 @@ def _commit() -> str:
         return "unknown"
 
 
-def _in_process(args, extra=(), label="run") -> dict:
+def _in_process(args, extra=(), label="run", refs=None) -> dict:
     """One run in a fresh process (its own CPU accounting, memo and children), its figures; its report goes
-    to --out/<label> when --out is given."""
+    to --out/<label> when --out is given. refs: the references to check (default: --ref, else the run's own
+    choice)."""
     with tempfile.TemporaryDirectory(prefix="bench-parity-turn-") as scratch:
         out = Path(args.out) / label if args.out else Path(scratch) / "out"
         cmd = [sys.executable, __file__, "--json", "--out", str(out),
                *(["--small"] if args.small else []), *(["--case", args.case] if args.case else []),
-               *[a for r in (args.ref or []) for a in ("--ref", r)], *extra]
+               *[a for r in (refs or args.ref or []) for a in ("--ref", r)], *extra]
         before = os.getloadavg()
         figures = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
     figures["load_before"] = before
@@ -382,10 +384,15 @@ def versus_default(args) -> None:
     """The default run and the --python run in turn, --turns times each; the ratios and the row check."""
     import statistics
     python = [a for v in args.python for a in ("--python", v)]
+    # both runs check the same references: hyperscale-es's stand-in only where the --python run's interpreter
+    # for it has JAX (the default run's own would add it, and its child's CPU, to one side only)
+    refs, left_out = (args.ref, "") if args.ref else default_refs(args.python)
+    if left_out:
+        print(f"{left_out}; so in both runs")
     runs = {"default": [], "python": []}
     for turn in range(args.turns):
         for label, extra in (("default", []), ("python", python)):
-            m = _in_process(args, extra, f"{label}-{turn + 1}")
+            m = _in_process(args, extra, f"{label}-{turn + 1}", refs)
             runs[label].append(m)
             load = " ".join(f"{x:.2f}" for x in m["load"])
             print(f"turn {turn + 1} {label:8s}: CPU {m['cpu']:7.2f} s, wall {m['wall']:7.2f} s, rows {m['counts']}, "

@@ -1,0 +1,45 @@
+"""benchmarks/bench_parity.py --versus-default: the default run and the --python run check the same references."""
+import argparse
+import importlib.util
+from pathlib import Path
+
+
+def _bench():
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_parity.py"
+    spec = importlib.util.spec_from_file_location("bench_parity_same_refs", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(bench, monkeypatch, capsys, ref, chosen):
+    calls = []
+
+    def fake_in_process(args, extra=(), label="run", refs=None):
+        calls.append((label, list(extra), refs))
+        return {"cpu": 10.0, "wall": 5.0, "counts": {"pass": 1}, "load": (1.0, 1.0, 1.0),
+                "rows_table": {"c": ["pass"]}}
+    monkeypatch.setattr(bench, "_in_process", fake_in_process)
+    monkeypatch.setattr(bench, "_print", lambda *a: None)
+    monkeypatch.setattr(bench, "default_refs", lambda python_args: chosen)
+    args = argparse.Namespace(python=["/venv/bin/python"], turns=2, ref=ref, markdown=False, out=None, small=False,
+                              case=None)
+    bench.versus_default(args)
+    return calls, capsys.readouterr().out
+
+
+def test_versus_default_gives_both_runs_the_references_the_python_run_can_check(monkeypatch, capsys):
+    """Without --ref, hyperscale-es's stand-in is left out of the default run too when the --python
+    interpreter has no JAX (its child's 60 s of CPU were on the default side only), and the line says so."""
+    bench = _bench()
+    line = "hyperscale-es left out: /venv/bin/python does not have jax"
+    calls, out = _run(bench, monkeypatch, capsys, None, (list(bench.DEFAULT_REFS), line))
+    assert [(label, refs) for label, _, refs in calls] == [
+        (f"{kind}-{turn}", bench.DEFAULT_REFS) for turn in (1, 2) for kind in ("default", "python")]
+    assert [extra for _, extra, _ in calls] == [[], ["--python", "/venv/bin/python"]] * 2
+    assert f"{line}; so in both runs" in out
+    # with JAX there, both runs have it; with --ref, the references given, in both
+    calls, _ = _run(bench, monkeypatch, capsys, None, ([*bench.DEFAULT_REFS, bench.HYPERSCALE], ""))
+    assert all(refs == [*bench.DEFAULT_REFS, bench.HYPERSCALE] for _, _, refs in calls)
+    calls, _ = _run(bench, monkeypatch, capsys, ["/clone"], None)
+    assert all(refs == ["/clone"] for _, _, refs in calls)
