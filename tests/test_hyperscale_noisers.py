@@ -6,9 +6,7 @@ optax (tests/test_hyperscale_child.py's `_python`), and are skipped without one.
 """
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -108,8 +106,8 @@ def test_the_op_tables_are_the_adapter_s():
 # ----------------------------------------------------------------------------- the child on the stand-in
 
 def _child():
-    from test_hyperscale_child import DRIVER, STANDIN, _hex32, _python, _u32
-    return DRIVER, STANDIN, _hex32, _python, _u32
+    from test_hyperscale_child import STANDIN, _hex32, _u32, drive_all, mutant_clone
+    return STANDIN, _hex32, _u32, drive_all, mutant_clone
 
 
 W = (np.arange(40, dtype=F32) / F32(64) + F32(0.01)).reshape(8, 5)
@@ -167,43 +165,50 @@ def _theirs(results, _u32):
     return got
 
 
-def _drive(clone, ops):
-    DRIVER, _, _, _python, _ = _child()
-    done = subprocess.run([_python(), str(DRIVER)], input=json.dumps({"clone": str(clone), "ops": ops}),
-                          capture_output=True, text=True, timeout=600, env={**os.environ, "XLA_FLAGS": ""})
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout)
+def _defect_ops(_hex32):
+    base = {"seed": 3, "epoch": 5, "noise_reuse": 1, "shape": [8, 5], "w": _hex32(W), "sigma": 0.07, "dtype": "f32"}
+    return [dict(base, op="probe", noiser="sparse", batch=True, options={"noise_reuse": 1, "rank": 2}),
+            dict(base, op="probe", noiser="eggrollbs", scores=_hex32(SCORES), int_epoch=True, options={}),
+            dict(base, op="forward", noiser="eggrollbs", threads=[0, 1, 2, 3], options={})]
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """The stand-in's ops, its defects' ops and every mutant's clone through ONE child (tests/test_hyperscale_child.py's
+    `drive_all`): (environment, {request name: results})."""
+    STANDIN, _hex32, _, drive_all, mutant_clone = _child()
+    folder = tmp_path_factory.mktemp("noiser-mutants")
+    requests = {"stand-in": (STANDIN, _ops(_hex32)), "defects": (STANDIN, _defect_ops(_hex32))}
+    for name, (rel, text, replacement, _) in sorted(MUTANTS.items()):
+        requests[name] = (mutant_clone(folder / name, rel, text, replacement), _ops(_hex32))
+    return drive_all(requests)
 
 
 @pytest.mark.slow
-def test_the_new_noisers_through_the_child_equal_our_model():
-    _, STANDIN, _hex32, _, _u32 = _child()
-    reply = _drive(STANDIN, _ops(_hex32))
-    if not reply["environment"]["cpu_fma"]:
+def test_the_new_noisers_through_the_child_equal_our_model(shared):
+    _, _, _u32, _, _ = _child()
+    env, results = shared
+    if not env["cpu_fma"]:
         pytest.skip("the model is of a host with FMA")
-    got, ours = _theirs(reply["results"], _u32), _model()
+    got, ours = _theirs(results["stand-in"], _u32), _model()
     names = ["sparse f32", "sparse bf16", "sparse f16", "eggrollbs", "eggrollbs shaping", "alteggroll jit",
              "sparse jit", "alteggroll eager", "sparse eager"]
     for name, g, o in zip(names, got, ours):
         assert g == o, name
     # the sparse values' draws: keyed by fold_in(pair key, 1), the positions' uniform by fold_in(pair key, 0)
-    first = reply["results"][0]
+    first = results["stand-in"][0]
     pair = N.thread_key(N.leaf_key(R.key(3), 0), 5, 0, 1)
     assert first["draws"][0]["key"] == R.fold_in(pair, 1).tolist() and first["draws"][0]["shape"] == [8]
     assert first["uniforms"][0]["key"] == R.fold_in(pair, 0).tolist()
     assert _u32(first["uniforms"][0]["bits"]).tolist() == R.uniform(R.fold_in(pair, 0), (8,)).view(np.uint32).tolist()
     # two groups: do_updates fails on the G values convert_fitnesses returns
-    assert "broadcasting" in reply["results"][4]["update"]["error"]
+    assert "broadcasting" in results["stand-in"][4]["update"]["error"]
 
 
 @pytest.mark.slow
-def test_the_documented_defects_show_through_the_child():
-    _, STANDIN, _hex32, _, _ = _child()
-    base = {"seed": 3, "epoch": 5, "noise_reuse": 1, "shape": [8, 5], "w": _hex32(W), "sigma": 0.07, "dtype": "f32"}
-    ops = [dict(base, op="probe", noiser="sparse", batch=True, options={"noise_reuse": 1, "rank": 2}),
-           dict(base, op="probe", noiser="eggrollbs", scores=_hex32(SCORES), int_epoch=True, options={}),
-           dict(base, op="forward", noiser="eggrollbs", threads=[0, 1, 2, 3], options={})]
-    sparse, defaults, zero = _drive(STANDIN, ops)["results"]
+def test_the_documented_defects_show_through_the_child(shared):
+    _, _hex32, _, _, _ = _child()
+    sparse, defaults, zero = shared[1]["defects"]
     assert "broadcasting" in sparse["small_batch"]["error"]
     assert sparse["batch"]["value"] != sparse["batch_rows"]["value"]                   # runs, wrong values
     assert "rank" not in sparse["frozen"] and "q_multiplier" in sparse["frozen"]
@@ -232,16 +237,11 @@ MUTANTS = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MUTANTS))
-def test_a_mutant_of_each_new_noiser_fails_and_equivalent_edits_pass(name, tmp_path):
-    _, STANDIN, _hex32, _, _u32 = _child()
-    rel, text, replacement, caught = MUTANTS[name]
-    clone = tmp_path / "clone"
-    shutil.copytree(STANDIN, clone, ignore=shutil.ignore_patterns("__pycache__"))
-    src = (clone / rel).read_text(encoding="utf-8")
-    assert src.count(text) == 1, (rel, text)
-    (clone / rel).write_text(src.replace(text, replacement), encoding="utf-8")
-    reply = _drive(clone, _ops(_hex32))
-    assert (_theirs(reply["results"], _u32) != _model()) == caught
+def test_a_mutant_of_each_new_noiser_fails_and_equivalent_edits_pass(name, shared):
+    """Each mutant's clone runs after the stand-in's requests in the shared child (`shared`)."""
+    _, _, _u32, _, _ = _child()
+    caught = MUTANTS[name][3]
+    assert (_theirs(shared[1][name], _u32) != _model()) == caught
 
 
 @pytest.mark.slow

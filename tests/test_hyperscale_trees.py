@@ -6,9 +6,6 @@ do_updates runs in the jax child (tests/test_hyperscale_child.py's interpreter),
 """
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import subprocess
 import sys
 
@@ -20,7 +17,7 @@ from esverify.references.hyperscale_es import noise as N
 from esverify.references.hyperscale_es import optim as O
 from esverify.references.hyperscale_es import shaping as S
 from esverify.references.hyperscale_es import tree as T
-from test_hyperscale_child import DRIVER, STANDIN, _python
+from test_hyperscale_child import STANDIN, drive_all, mutant_clone
 
 F32 = np.float32
 _NOISER = "src/hyperscalees/noiser/"
@@ -209,11 +206,26 @@ def _op(params, scores, sigma, lr, rank, mode, solver, seed=5, served=None) -> d
             "scores": [_hex(s) for s in scores], **({"served": served} if served else {})}
 
 
-def _child(ops, clone=STANDIN) -> list:
-    done = subprocess.run([_python(), str(DRIVER)], input=json.dumps({"clone": str(clone), "ops": ops}),
-                          capture_output=True, text=True, timeout=600, env={**os.environ, "XLA_FLAGS": ""})
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)["results"]
+COMBOS = [(s, m) for s in ("sgd", "adamw") for m in ("jit", "eager")]
+#: the (n, rank) of the tests on JAX's own noise
+JAX_NOISE = [(4, 4), (8, 2)]
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory) -> dict:
+    """Every test's do_updates on the stand-in, then each mutant's clone, through ONE child
+    (tests/test_hyperscale_child.py's `drive_all`): {request name: results}."""
+    requests = {}
+    for n, rank in JAX_NOISE:
+        params, scores, sigma, lr, rank = _case(n=n, rank=rank)
+        requests[f"jax {n} {rank}"] = (STANDIN, [_op(params, scores, sigma, lr, rank, m, s) for s, m in COMBOS])
+    requests["served"] = (STANDIN, _served_ops()[0])
+    folder = tmp_path_factory.mktemp("tree-mutants")
+    params, scores, sigma, lr, rank = _case()
+    for name, (rel, text, replacement, _) in sorted(TREE_MUTANTS.items()):
+        requests[name] = (mutant_clone(folder / name, rel, text, replacement),
+                          [_op(params, scores, sigma, lr, rank, "jit", s) for s in ("sgd", "adamw")])
+    return drive_all(requests)[1]
 
 
 def _scan_map():
@@ -243,17 +255,15 @@ def _assert_equal(got, ours, state):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n,rank", [(4, 4), (8, 2)])
-def test_tree_updates_on_jax_noise_equal_the_stand_in(n, rank):
+@pytest.mark.parametrize("n,rank", JAX_NOISE)
+def test_tree_updates_on_jax_noise_equal_the_stand_in(n, rank, shared):
     """sgd and adamw, jitted and eager, two steps of a tree with a matrix, a bias, an EXCLUDED and a scanned
     leaf on JAX's own noise: every leaf, both moments and the leaf keys are our model's bits (at 4 threads
     the jitted bias sums sequentially, at 8 in eight lanes); adamw moves the EXCLUDED leaf (weight decay),
     sgd does not."""
     params, scores, sigma, lr, rank = _case(n=n, rank=rank)
-    combos = [(s, m) for s in ("sgd", "adamw") for m in ("jit", "eager")]
-    results = _child([_op(params, scores, sigma, lr, rank, m, s) for s, m in combos])
     keys = T.leaf_keys(R.key(5), params, _scan_map())
-    for (solver, mode), got in zip(combos, results):
+    for (solver, mode), got in zip(COMBOS, shared[f"jax {n} {rank}"]):
         assert got["keys"] == {k: v.tolist() for k, v in keys.items()}
         ours, state = _model(params, scores, sigma, lr, rank, mode, solver, _native(params, rank, n))
         _assert_equal(got, ours, state)
@@ -261,10 +271,8 @@ def test_tree_updates_on_jax_noise_equal_the_stand_in(n, rank):
         assert moved.all() if solver == "adamw" else not moved.any()
 
 
-@pytest.mark.slow
-def test_tree_updates_on_served_noise_equal_the_stand_in():
-    """The same tree at N 8 on noise the runner serves by key (the host callback): the jitted bias reduction is
-    then sequential too (the draw is opaque to XLA)."""
+def _served_ops():
+    """The ops of the served-noise test and the draws per step our model takes."""
     params, scores, sigma, lr, rank = _case(seed=11, n=8, rank=2)
     rng = np.random.default_rng(0)
     keys = T.leaf_keys(R.key(5), params, _scan_map())
@@ -288,9 +296,16 @@ def test_tree_updates_on_served_noise_equal_the_stand_in():
 
             step[k] = [draws(kk, shape[1:]) for kk in keys[k]] if scanned else draws(keys[k], shape)
         per_step.append(step)
-    combos = [(s, m) for s in ("sgd", "adamw") for m in ("jit", "eager")]
-    results = _child([_op(params, scores, sigma, lr, rank, m, s, served=served) for s, m in combos])
-    for (solver, mode), got in zip(combos, results):
+    return [_op(params, scores, sigma, lr, rank, m, s, served=served) for s, m in COMBOS], per_step
+
+
+@pytest.mark.slow
+def test_tree_updates_on_served_noise_equal_the_stand_in(shared):
+    """The same tree at N 8 on noise the runner serves by key (the host callback): the jitted bias reduction is
+    then sequential too (the draw is opaque to XLA)."""
+    params, scores, sigma, lr, rank = _case(seed=11, n=8, rank=2)
+    _, per_step = _served_ops()
+    for (solver, mode), got in zip(COMBOS, shared["served"]):
         ours, state = _model(params, scores, sigma, lr, rank, mode, solver, lambda i: per_step[i])
         _assert_equal(got, ours, state)
 
@@ -320,16 +335,11 @@ TREE_MUTANTS = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(TREE_MUTANTS))
-def test_a_tree_mutant_of_each_kind_fails_and_equivalent_edits_pass(name, tmp_path):
-    rel, text, replacement, caught = TREE_MUTANTS[name]
-    clone = tmp_path / "clone"
-    shutil.copytree(STANDIN, clone, ignore=shutil.ignore_patterns("__pycache__"))
-    src = (clone / rel).read_text(encoding="utf-8")
-    assert src.count(text) == 1, (rel, text)
-    (clone / rel).write_text(src.replace(text, replacement), encoding="utf-8")
+def test_a_tree_mutant_of_each_kind_fails_and_equivalent_edits_pass(name, shared):
+    """Each mutant's clone runs after the stand-in's requests in the shared child (`shared`)."""
+    caught = TREE_MUTANTS[name][3]
     params, scores, sigma, lr, rank = _case()
-    results = _child([_op(params, scores, sigma, lr, rank, "jit", s) for s in ("sgd", "adamw")], clone)
-    for solver, got in zip(("sgd", "adamw"), results):
+    for solver, got in zip(("sgd", "adamw"), shared[name]):
         ours, _ = _model(params, scores, sigma, lr, rank, "jit", solver, _native(params, rank, 4))
         differs = any(_from_hex(got["w"][k]).tolist() != _u32(ours[k]).ravel().tolist() for k in TREE)
         assert differs == (solver in caught), (name, solver)

@@ -13,9 +13,12 @@ none of it, and its interpreter need not have torch. The reference's prints go t
 
 One-shot (the tests): `python driver.py` with one JSON request on stdin:
 ``{"clone": FOLDER, "ops": [{"op": ..., ...}, ...]}``; one JSON reply on stdout:
-``{"environment": {...}, "results": [...]}``, exit 0. A request that is not such an object, a folder
-that is not a clone, or an unknown op: one line on stderr, exit 2. Never imported by esverify (the package never imports
-jax); floats travel as hex bit patterns.
+``{"environment": {...}, "results": [...]}``, exit 0. A non-empty list of such requests runs them in
+turn in this one process, switching clones as the serve loop does (a mutant catalog's clones: jax's
+import and its own compilations are paid once), and replies ``{"environment", "results": [[...], ...]}``,
+one results list per request. A request that is not such an object (or list), a folder that is not a
+clone, or an unknown op: one line on stderr, exit 2, before any op runs. Never imported by esverify
+(the package never imports jax); floats travel as hex bit patterns.
 
 The seam (docs/hyperscale.md §9): the package's own `__init__` imports a model stack the ES code does
 not need, so this driver registers empty parent packages `hyperscalees` and `hyperscalees.models`
@@ -254,6 +257,14 @@ def _bad_ops(ops) -> str:
     return ""
 
 
+def _forget(clone: Path) -> None:
+    """Unload `clone`'s modules so that the next `_load` imports another clone's files afresh (its jitted
+    functions are new objects, traced and compiled again; jax's own compilations stay cached)."""
+    hyperscale_clone.unwatch(clone)
+    for name in [m for m in sys.modules if m == "hyperscalees" or m.startswith("hyperscalees.")]:
+        del sys.modules[name]
+
+
 def _loaded(clone: Path) -> tuple:
     """((noiser package, models.common), None) of the clone at `clone`, or (None, {"kind", "message"})."""
     if not (clone / "src" / "hyperscalees" / "noiser").is_dir():
@@ -284,10 +295,8 @@ def serve(argv) -> int:
     def respond(command: dict, answer: dict) -> None:
         nonlocal clone, loaded, problem
         if command.get("clone") and Path(command["clone"]).resolve() != clone:   # a mutant catalog's next clone
-            hyperscale_clone.unwatch(clone)
+            _forget(clone)
             clone = Path(command["clone"]).resolve()
-            for name in [m for m in sys.modules if m == "hyperscalees" or m.startswith("hyperscalees.")]:
-                del sys.modules[name]
             loaded, problem = _loaded(clone)
         bad = "" if command.get("op") == "run" else f"unknown command {command.get('op')!r}; known: run"
         bad = bad or _bad_ops(command.get("ops"))
@@ -316,20 +325,30 @@ def main() -> int:
         return serve(sys.argv[1:])
     try:
         request = json.load(sys.stdin)
-        clone = Path(request["clone"])
+        requests = request if isinstance(request, list) and request else [request]
+        clones = [Path(one["clone"]) for one in requests]
     except (ValueError, KeyError, TypeError) as exc:
-        return _fail(f"the request is not a JSON object with a 'clone' folder and 'ops' ({exc})")
-    if not (clone / "src" / "hyperscalees" / "noiser").is_dir():
-        return _fail(f"{clone} is not a HyperscaleES clone: it has no src/hyperscalees/noiser folder")
-    bad = _bad_ops(request.get("ops"))
-    if bad:
-        return _fail(bad)
-    try:
-        noisers, common = _load(clone)
-    except hyperscale_clone.NotDriven as exc:
-        return _fail(str(exc))
-    results = _run_ops(noisers, common, request["ops"])
-    json.dump({"environment": _environment(), "results": results}, sys.stdout)
+        return _fail(f"the request is not a JSON object (or a non-empty list of them) with a 'clone' folder "
+                     f"and 'ops' ({exc})")
+    for clone, one in zip(clones, requests):
+        if not (clone / "src" / "hyperscalees" / "noiser").is_dir():
+            return _fail(f"{clone} is not a HyperscaleES clone: it has no src/hyperscalees/noiser folder")
+        bad = _bad_ops(one.get("ops"))
+        if bad:
+            return _fail(bad)
+    results, current, loaded = [], None, None
+    for clone, one in zip(clones, requests):
+        if clone.resolve() != current:   # the next clone (the same one's modules stay loaded)
+            if current is not None:
+                _forget(current)
+            current = clone.resolve()
+            try:
+                loaded = _load(current)
+            except hyperscale_clone.NotDriven as exc:
+                return _fail(str(exc))
+        results.append(_run_ops(*loaded, one["ops"]))
+    json.dump({"environment": _environment(), "results": results if isinstance(request, list) else results[0]},
+              sys.stdout)
     return 0
 
 
