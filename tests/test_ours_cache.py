@@ -133,3 +133,36 @@ def test_a_hit_is_a_copy_that_changes_nothing_kept():
     small = ours_cache.OursCache(budget_bytes=8)        # over the budget: computed every time, not kept
     small.put("k", result)
     assert small.get("k") is None and len(small) == 0
+
+
+def test_a_references_own_rows_share_our_side_through_ours_once():
+    """Session.ours_once (the paper's and the skill sample's rows): computed once per case, adapter, seed,
+    mapping and reads; computed every time outside Runner.session or under --impl."""
+    from types import SimpleNamespace
+
+    from esverify.oracle.session import Session
+    case = _cases()[0]
+    session = Session.__new__(Session)
+    session.runner = SimpleNamespace(opts=validate(Options(quiet=True)), impl_side=None)
+    session.adapter = SimpleNamespace(name=TARGET)
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"params": torch.arange(3.0), "rewards": [0.5]}
+    session.ours_cache = None
+    session.ours_once(case, compute, backend="numba")
+    session.ours_cache = ours_cache.OursCache()
+    first = session.ours_once(case, compute, backend="numba")
+    first["params"].add_(1)
+    again = session.ours_once(case, compute, backend="numba")
+    assert len(calls) == 2 and torch.equal(again["params"], torch.arange(3.0)) and again["rewards"] == [0.5]
+    session.ours_once(case, compute, backend="numpy")                       # another read
+    session.ours_once(dataclasses.replace(case, sigma=case.sigma * 2), compute, backend="numba")
+    session.runner.opts = dataclasses.replace(session.runner.opts, seed=7)
+    session.ours_once(case, compute, backend="numba")
+    session.adapter = SimpleNamespace(name="es-awd")
+    session.ours_once(case, compute, backend="numba")
+    session.runner.impl_side = object()                                     # --impl: never kept
+    session.ours_once(case, compute, backend="numba")
+    assert len(calls) == 7 and len(session.ours_cache) == 5

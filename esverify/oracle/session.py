@@ -54,7 +54,8 @@ class Session:
       impl_side: the `--impl` wrapper or None; clock(case); record_profile(case_id, profile);
       tools: the RowTools (esverify.oracle.row_tools) a reference's run_row reaches the core's services through;
       ours_cache: Runner.session's esverify.oracle.ours_cache.OursCache (our side of a case computed once for
-      every variant clone), None in a parity run.
+      every variant clone), None in a parity run; ours_once(case, compute, **reads): a reference's own
+      row's our side through it.
     """
 
     def __init__(self, runner, adapter, clone):
@@ -251,6 +252,20 @@ class Session:
 
     def set_path(self, dtype: str, big: bool, variant: str, shapes=None, ties=()) -> Path:
         return self.runner.set_path(dtype, big, variant, shapes, ties)
+
+    def ours_once(self, case, compute, **reads):
+        """compute(): our side of a reference's own row of `case`; in Runner.session, where every variant
+        clone runs the same cases, a deep copy of what it returned for an earlier row of the same case,
+        adapter, --seed, --mapping and `reads` (every other value compute reads that the case does not
+        fix: the noise backend, values taken from the child's reply, ...; esverify.oracle.ours_cache).
+        What compute raises is not kept: it raises again on the next row."""
+        from . import ours_cache
+        if self.ours_cache is None or self.impl_side is not None:
+            return compute()
+        key = ours_cache.key("reference", case, adapter=self.adapter.name, seed=self.opts.seed,
+                             mapping=self.opts.mapping, **reads)
+        kept = self.ours_cache.get(key)
+        return kept if kept is not None else self.ours_cache.storing(key, compute)()
 
     def case_dir(self, case) -> Path:
         out = self._case_folder(case)

@@ -232,6 +232,13 @@ class _Row:
             self.reward = read
 
     def loop(self, start_weights, steps, start_step=0):
+        """Our run of `steps` steps from `start_weights`: the row's initial weights (start_step 0) or our first
+        run's at the checkpoint (a resume row), both fixed by the case; a catalog's variant clones run the same
+        cases, so it runs once per case, steps and start step (Session.ours_once)."""
+        return self.session.ours_once(self.case, lambda: self._loop(start_weights, steps, start_step),
+                                      backend=self.backend, steps=steps, start_step=start_step)
+
+    def _loop(self, start_weights, steps, start_step):
         case, s = self.case, self.s
         return lowrank.run_lowrank_loop(
             start_weights, self.peft_shapes, population=case.population, sigma=case.sigma, lr=case.alpha,

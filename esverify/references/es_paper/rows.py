@@ -106,8 +106,11 @@ def run_row(session, case) -> Outcome:
     size = _dataset_size(case, tape)
     if not size:
         raise NotDriven("the size of the script's dataset is unknown (no module-level `dataset` list)")
-    ours, ours_rewards = _ours(session, case, plan, names, tensors, ours_backend, size,
-                               max(tape.get("prompts") or [size]))
+    prompts = max(tape.get("prompts") or [size])
+    # a catalog's variant clones run the same cases: our side once per case and what else it reads
+    ours, ours_rewards = session.ours_once(
+        case, lambda: _ours(session, case, plan, names, tensors, ours_backend, size, prompts),
+        backend=ours_backend, plan=plan, size=size, prompts=prompts)
     snapshots = ours["starts"]   # copy 0 when iteration k starts = after k updates (the child snapshots it)
     diff = _first_difference(tools, plan.iterations, tape, ours, snapshots, tensors, names) or \
         _first_member_difference(ours_rewards, tape.get("members") or [])

@@ -66,12 +66,18 @@ def run_row(session, case) -> Outcome:
         ours_rewards.append(value)
         return value
 
-    def compute():
+    def fresh():
         return ours_loop.run_skill_loop(flat, generations=command["generations"], population=case.population,
                                         sigma=case.sigma, lr=case.alpha, seed_base=command["seed_base"],
                                         noise=case.noise, mapping=session.opts.mapping,
                                         backend=ours_backend if case.noise == "contract" else None,
-                                        reward=our_reward)
+                                        reward=our_reward), list(ours_rewards)
+
+    def compute():   # a catalog's variant clones run the same cases: our side once per case
+        ours, rewards = session.ours_once(case, fresh, backend=ours_backend, generations=command["generations"],
+                                          seed_base=command["seed_base"], target=command["reward_target"])
+        ours_rewards[:] = rewards
+        return ours
     # the sample refuses bf16 and populations above its 30 utilities (its defects): nothing to compare with
     runnable = case.dtype != "bf16" and case.population <= MAX_POPULATION
     reply, ours = session.tools.exchange(case, command, compute if runnable else None,
