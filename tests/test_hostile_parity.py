@@ -56,10 +56,14 @@ def run(tmp_path: Path, clone: Path, *args):
     return result.exit_code, result.output, frame, out, wall
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _fresh_children():
-    """This file checks how the parity parent handles a hostile or broken child: its runs start their children
-    as they would outside the test suite (tests/conftest.py `_warm_children` is for the other files)."""
+@pytest.fixture
+def fresh_children():
+    """A test whose claim is about the child's process (its death, a kill and restart, what it leaves running,
+    its limits and environment) starts its children as a user's single-reference run does: fresh interpreters,
+    not forks of the test session's kept server (tests/conftest.py `_warm_children`). A test whose claim is
+    about what the parent makes of the child's words (a bad hello or reply, its output, its error text) reads
+    them from a forked child, which says them as a fresh one would (tests/test_warm_start.py), and saves the
+    interpreter's start (torch, numpy and numba imported: 2-3 s of CPU) on each start and restart."""
     from esverify.oracle.warm_kept import not_kept
     with not_kept():
         yield
@@ -110,6 +114,7 @@ def kill_if_alive(pid: int):
 # ------------------------------------------------------------------ item 1: every wait has a deadline
 
 @pytest.mark.slow   # 13 s (--durations, 2026-12-03): out of the fast tier
+@pytest.mark.usefixtures("fresh_children")
 def test_reply_channel_closed_in_an_op_is_an_error_row_not_a_hang(tmp_path):
     clone = hostile(tmp_path, f"__import__('os').close({_REPLY_FD})\ntime.sleep(3600)")
     code, output, frame, _, _ = run(tmp_path, clone, *PERTURB_AND_UPDATE, "--timeout", "30")
@@ -121,6 +126,7 @@ def test_reply_channel_closed_in_an_op_is_an_error_row_not_a_hang(tmp_path):
 
 
 @pytest.mark.slow   # 4 s (--durations, 2026-12-03): out of the fast tier
+@pytest.mark.usefixtures("fresh_children")
 def test_reply_channel_closed_at_import_is_a_setup_error_with_a_report(tmp_path):
     clone = hostile(tmp_path, f"__import__('os').close({_REPLY_FD})\n__import__('time').sleep(3600)", at="import")
     code, output, frame, out, _ = run(tmp_path, clone, "--case", "*/f32/iid/perturb*", "--timeout", "5")
@@ -165,6 +171,7 @@ def test_a_bad_reply_in_an_op_is_an_error_row_naming_the_violation(tmp_path, lin
 # ------------------------------------------------------------------ item 3: orphans and exit status
 
 @pytest.mark.slow   # 9 s (--durations, 2026-12-03): out of the fast tier
+@pytest.mark.usefixtures("fresh_children")
 def test_fork_then_die_reports_the_real_exit_status_not_a_timeout(tmp_path):
     pidfile = tmp_path / "forked.pid"
     clone = hostile(tmp_path, f"""
@@ -189,6 +196,7 @@ os._exit(3)""")
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="child subreapers are a Linux feature")
 @pytest.mark.slow   # 5 s (--durations, 2026-12-03): out of the fast tier
+@pytest.mark.usefixtures("fresh_children")
 def test_a_setsid_escape_does_not_outlive_a_clean_run(tmp_path):
     pidfile = tmp_path / "escaped.pid"
     clone = hostile(tmp_path, f"""
@@ -231,6 +239,7 @@ sys.stdout.flush()""")
 # ------------------------------------------------------------------ item 6: the trust boundary
 
 @pytest.mark.slow   # 3 s (--durations, 2026-12-03): out of the fast tier
+@pytest.mark.usefixtures("fresh_children")
 def test_the_child_gets_a_private_copy_a_fresh_cwd_a_scrubbed_environment(tmp_path, monkeypatch):
     facts = tmp_path / "facts.json"
     probe = PACKAGE_DIR / f"_hostile_probe_{os.getpid()}.py"
@@ -262,6 +271,7 @@ json.dump({{'cwd': os.getcwd(), 'cwd_entries': os.listdir('.'), 'package': pkg,
 
 
 @pytest.mark.slow   # 4 s (--durations, 2026-12-03): out of the fast tier
+@pytest.mark.usefixtures("fresh_children")
 def test_max_memory_limits_the_child(tmp_path):
     clone = hostile(tmp_path, "np.empty(3 << 30, dtype=np.uint8)")    # 3 GiB, never touched
     code, output, frame, _, _ = run(tmp_path, clone, *PERTURB_AND_UPDATE, "--max-memory", "2G")
