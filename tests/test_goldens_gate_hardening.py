@@ -21,7 +21,7 @@ from esverify import numerics_probe
 from esverify.es import shaping
 from esverify.goldens import es_area, gate
 from esverify.references.es_at_scale import golden_area as at_scale_area
-from test_goldens_support import COMMITTED, copy_goldens, load, run, save, vector
+from test_goldens_support import COMMITTED, copy_goldens, load, of_kind, run, save, vector, without_kind
 
 LIBM = "gaussian-libm64-seed-99-first-0-n-2053-chunk-256"
 
@@ -96,7 +96,9 @@ def test_the_emulated_reduction_is_numpys_own():
 
 
 def _shaping_check(tmp_path, monkeypatch, acc, first_as_initial=False, buffer=None):
-    goldens = copy_goldens(tmp_path / f"g{acc}", areas=("es-at-scale",))
+    # the shaping vectors alone: the emulated reduction reaches the gate through their recompute, and the
+    # assertions below read only their rows (the whole area on numpy is test_goldens_gate.py's)
+    goldens = copy_goldens(tmp_path / f"g{acc}", areas=("es-at-scale",), keep=of_kind("shaping"))
     monkeypatch.setattr(shaping, "np", numpy_like(acc, first_as_initial, buffer))
     return run("goldens", "check", "--area", "es-at-scale", "--backend", "numpy", "--goldens-dir", str(goldens),
                "--json", str(tmp_path / f"r{acc}.json"))
@@ -233,7 +235,9 @@ def test_gate_refuses_a_flushing_process_before_running(tmp_path, flushing):
 @pytest.mark.slow   # 5 s (--durations, 2026-12-03): out of the fast tier
 def test_subnormal_vectors_catch_flushing_when_the_probe_is_bypassed(tmp_path, monkeypatch, flushing, area):
     monkeypatch.setattr(numerics_probe, "flush_to_zero_status", lambda: numerics_probe.FlushStatus(False, ()))
-    goldens = copy_goldens(tmp_path / "g", areas=(area,))
+    # the subnormal vectors alone (the claim is theirs; the rest of the area on torch-cpu, the chain most of
+    # all, cost about ten times as much and are test_goldens_gate.py's)
+    goldens = copy_goldens(tmp_path / "g", areas=(area,), keep=lambda v: v["id"].startswith("subnormal-"))
     result = run("goldens", "check", "--area", area, "--backend", "torch-cpu", "--goldens-dir", str(goldens),
                  "--json", str(tmp_path / "r.json"))
     assert result.exit_code == 1, result.output
@@ -296,16 +300,25 @@ def test_gate_refuses_a_process_that_loaded_a_fast_math_library(tmp_path):
 
 
 # -- numpy's Generator stream behind the references' seed schedules ------------
+@pytest.fixture(scope="module")
+def chainless(tmp_path_factory):
+    """Both es files without their es-chain vector: 200 iterations of the trainer that the es-run vectors
+    run for one or two (the same Trainer, profile and noise code), about two thirds of each file's cost on
+    numpy; the chains on every backend are test_goldens_gate.py's."""
+    return copy_goldens(tmp_path_factory.mktemp("chainless"), areas=("es-at-scale", "es-awd"),
+                        keep=without_kind("es-chain"))
+
+
 @pytest.mark.parametrize("bit_generator", [np.random.Philox, np.random.SFC64, np.random.MT19937])
 @pytest.mark.slow   # 4 s (--durations, 2026-12-03): out of the fast tier
-def test_a_changed_numpy_stream_fails_the_seed_schedule_vectors(monkeypatch, bit_generator):
+def test_a_changed_numpy_stream_fails_the_seed_schedule_vectors(monkeypatch, bit_generator, chainless):
     """default_rng backed by another bit generator changes the references' member seeds: the gate
     fails on exactly the seed-schedule vectors of both es files (and nothing else changes)."""
     from esverify.es import seeds
     seeds.default_rng_draw.cache_clear()
     monkeypatch.setattr(np.random, "default_rng", lambda seed=None: np.random.Generator(bit_generator(seed)))
     try:
-        result = gate.check(COMMITTED, ["es-at-scale", "es-awd"], backends=["numpy"])
+        result = gate.check(chainless, ["es-at-scale", "es-awd"], backends=["numpy"])
     finally:
         seeds.default_rng_draw.cache_clear()
     failed = {(r["area"], r["vector"]) for r in result.rows if r["status"] == "mismatch"}
@@ -316,14 +329,15 @@ def test_a_changed_numpy_stream_fails_the_seed_schedule_vectors(monkeypatch, bit
 
 
 @pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
-def test_the_seed_schedule_vectors_pass_with_numpys_stream():
-    result = gate.check(COMMITTED, ["es-awd"], backends=["numpy"])
-    assert result.exit_code(False) == 0 and not result.rows
+def test_the_seed_schedule_vectors_pass_with_numpys_stream(tmp_path):
+    goldens = copy_goldens(tmp_path, areas=("es-awd",), keep=of_kind("seed-schedule"))
+    result = gate.check(goldens, ["es-awd"], backends=["numpy"])
+    assert result.exit_code(False) == 0 and not result.rows and result.summary[0]["vectors"] == 5
 
 
 # -- es-awd's fused multiply-add rounded twice -----------------------------------
 @pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
-def test_fma_as_an_f64_product_and_sum_rounded_twice_fails_the_gate(monkeypatch):
+def test_fma_as_an_f64_product_and_sum_rounded_twice_fails_the_gate(monkeypatch, chainless):
     """rd32(rd64(x + y*a)) instead of one rounding passed every vector before; now exactly the
     fma-double-rounding vector fails, on its perturbed theta_0 (one ulp), and nothing else does."""
     from esverify.references.es_awd import profile as es_awd
@@ -332,7 +346,7 @@ def test_fma_as_an_f64_product_and_sum_rounded_twice_fails_the_gate(monkeypatch)
     # the f32 CPU lines also have a compiled form of the same fma32 (esverify.es.cpu_kernels, bitwise equal
     # by tests/test_es_kernels.py): send them through the patched one, so the fault reaches every line
     monkeypatch.setattr(es_awd.cpu_kernels, "usable", lambda *tensors: False)
-    result = gate.check(COMMITTED, ["es-awd"], backends=["numpy"])
+    result = gate.check(chainless, ["es-awd"], backends=["numpy"])
     bad = [r for r in result.rows if r["status"] == "mismatch"]
     assert {r["vector"] for r in bad} == {"fma-double-rounding-f32"}
     first = bad[0]
@@ -343,7 +357,7 @@ def test_fma_as_an_f64_product_and_sum_rounded_twice_fails_the_gate(monkeypatch)
 
 # -- decay and step kinds; the l1 decay's sign of zero ----------------------------
 @pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
-def test_an_l1_decay_that_drops_the_sign_of_zero_fails_the_decay_and_step_vectors(monkeypatch):
+def test_an_l1_decay_that_drops_the_sign_of_zero_fails_the_decay_and_step_vectors(monkeypatch, tmp_path):
     """l1 must write sign(d) * +0 + theta0: -0 where theta = -tiny decays onto a -0 anchor. A decay
     writing +0 there passed every vector before; now the decay-l1 vectors fail on that element."""
     from esverify.es import decay, trainer
@@ -354,7 +368,8 @@ def test_an_l1_decay_that_drops_the_sign_of_zero_fails_the_decay_and_step_vector
         return torch.where(out == 0, torch.zeros_like(out), out) if kind == "l1" else out
     monkeypatch.setattr(decay, "decay_chunk", plus_zero)
     monkeypatch.setattr(trainer, "decay_chunk", plus_zero)
-    result = gate.check(COMMITTED, ["es-at-scale"], backends=["numpy"])
+    goldens = copy_goldens(tmp_path, areas=("es-at-scale",), keep=of_kind("decay", "step"))
+    result = gate.check(goldens, ["es-at-scale"], backends=["numpy"])
     bad = {r["vector"] for r in result.rows if r["status"] == "mismatch"}
     decay_l1 = {f"decay-l1-lambda-{lam}-{dt}" for lam in ("0.5", "3") for dt in ("f32", "f16", "bf16")}
     assert decay_l1 <= bad and not any(v.startswith("decay-l2") for v in bad)
@@ -363,12 +378,15 @@ def test_an_l1_decay_that_drops_the_sign_of_zero_fails_the_decay_and_step_vector
 
 
 @pytest.mark.slow   # 5 s (--durations, 2026-12-03): out of the fast tier
-def test_the_decay_and_step_kinds_are_checked_on_every_backend():
+def test_the_decay_and_step_kinds_are_checked_on_every_backend(tmp_path):
     vectors = load(COMMITTED / "es-awd.json")["vectors"]
     kinds = {v["inputs"]["kind"] for v in vectors}
     assert {"decay", "step", "seed-schedule", "es-run"} <= kinds
-    result = gate.check(COMMITTED, ["es-awd"])
+    # those two kinds alone (the whole file on every backend, its chain most of all, is test_goldens_gate.py's)
+    goldens = copy_goldens(tmp_path, areas=("es-awd",), keep=of_kind("decay", "step"))
+    result = gate.check(goldens, ["es-awd"])
     assert result.exit_code(True) == 0 and {s["backend"] for s in result.summary} >= {"numpy", "torch-cpu"}
+    assert {s["vectors"] for s in result.summary} == {sum(v["inputs"]["kind"] in ("decay", "step") for v in vectors)}
 
 
 # -- the summation rule above 8192 elements (docs/CONTRACT.md §7) ----------------------
@@ -407,10 +425,16 @@ def _one_ulp_off(monkeypatch, field, element):
     monkeypatch.setattr(at_scale_area, "AREA", dataclasses.replace(at_scale_area.AREA, recompute=recompute))
 
 
+@pytest.fixture
+def libm_run_alone(tmp_path):
+    """es-at-scale's goldens holding LIBM_RUN alone: the planted fault is in its result only (_one_ulp_off)."""
+    return copy_goldens(tmp_path / "g", areas=("es-at-scale",), keep=lambda v: v["id"] == LIBM_RUN)
+
+
 @pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
-def test_a_one_ulp_bug_in_a_libm64_run_is_a_mismatch(monkeypatch):
+def test_a_one_ulp_bug_in_a_libm64_run_is_a_mismatch(monkeypatch, libm_run_alone):
     _one_ulp_off(monkeypatch, "it0.update.w", 3)
-    result = gate.check(COMMITTED, ["es-at-scale"], backends=["numpy"])
+    result = gate.check(libm_run_alone, ["es-at-scale"], backends=["numpy"])
     (row,) = result.rows
     assert (row["vector"], row["field"], row["element"], row["ulp"], row["status"]) == \
         (LIBM_RUN, "it0.update.w", 3, 1, "mismatch")
@@ -419,13 +443,13 @@ def test_a_one_ulp_bug_in_a_libm64_run_is_a_mismatch(monkeypatch):
 
 
 @pytest.mark.slow   # 2 s (--durations, 2026-12-03): out of the fast tier
-def test_a_one_ulp_difference_downstream_of_a_differing_libm_value_is_a_divergence(monkeypatch):
+def test_a_one_ulp_difference_downstream_of_a_differing_libm_value_is_a_divergence(monkeypatch, libm_run_alone):
     _one_ulp_off(monkeypatch, "it0.update.w", 3)
     import dataclasses
     area = at_scale_area.AREA
     monkeypatch.setattr(at_scale_area, "AREA", dataclasses.replace(
         area, libm_trace=lambda vector, backend: {("it0.update.w", 3)}))
-    result = gate.check(COMMITTED, ["es-at-scale"], backends=["numpy"])
+    result = gate.check(libm_run_alone, ["es-at-scale"], backends=["numpy"])
     assert [r["status"] for r in result.rows] == ["libm-divergence"] and result.exit_code(False) == 0
 
 

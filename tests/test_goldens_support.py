@@ -28,12 +28,34 @@ def run(*args: str, env: dict | None = None):
     return runner.invoke(main, list(args), env=env, catch_exceptions=False)
 
 
-def copy_goldens(dest: Path, areas=("rng",)) -> Path:
-    """Copy committed golden files into `dest` (created); returns `dest`."""
+def copy_goldens(dest: Path, areas=("rng",), keep=None) -> Path:
+    """Copy committed golden files into `dest` (created); returns `dest`.
+
+    keep: a predicate on a vector (its dict); when given, each copied file holds only the vectors it keeps
+    (in their order), so that a test planting a fault pays only for the vectors it asserts on. Every kept
+    vector is recomputed exactly as in the whole file: the gate checks each vector on its own. The copy is
+    compact JSON (the gate reads any JSON; the canonical form's indent would take Python's slow encoder).
+    """
     dest.mkdir(parents=True, exist_ok=True)
     for name in areas:
-        shutil.copy(COMMITTED / f"{name}.json", dest / f"{name}.json")
+        if keep is None:
+            shutil.copy(COMMITTED / f"{name}.json", dest / f"{name}.json")
+            continue
+        doc = load(COMMITTED / f"{name}.json")
+        doc["vectors"] = [v for v in doc["vectors"] if keep(v)]
+        assert doc["vectors"], f"{name}.json: the filter kept no vector"
+        (dest / f"{name}.json").write_text(json.dumps(doc, sort_keys=True))
     return dest
+
+
+def of_kind(*kinds: str):
+    """A `copy_goldens` filter keeping the vectors whose inputs.kind is one of `kinds`."""
+    return lambda vector: vector["inputs"]["kind"] in kinds
+
+
+def without_kind(*kinds: str):
+    """A `copy_goldens` filter keeping every vector except those whose inputs.kind is one of `kinds`."""
+    return lambda vector: vector["inputs"]["kind"] not in kinds
 
 
 def load(path: Path) -> dict:
@@ -94,5 +116,5 @@ def register_toy(monkeypatch, toy: ToyArea) -> None:
     monkeypatch.setattr(area_mod, "get_area", lambda name: toy.area() if name == toy.name else original(name))
 
 
-__all__ = ["ROOT", "COMMITTED", "run", "copy_goldens", "load", "save", "vector", "flip_bit",
+__all__ = ["ROOT", "COMMITTED", "run", "copy_goldens", "of_kind", "without_kind", "load", "save", "vector", "flip_bit",
            "ToyArea", "register_area", "register_toy"]

@@ -10,6 +10,7 @@ every import counts, module-level or inside a function. Run the name count alone
 from __future__ import annotations
 
 import ast
+import functools
 import graphlib
 import io
 import re
@@ -77,9 +78,21 @@ def child_modules() -> dict:
     return {(f"{p.parent.parent.name}.driver" if p.name == "driver.py" else p.stem): p for p in child_files()}
 
 
+def _parsed(path: Path) -> ast.Module:
+    """The syntax tree of `path`, parsed once per version of the file (its size and modification time): the
+    graph's three tests and the name checks walk the same few hundred files (read only, never changed)."""
+    st = path.stat()
+    return _parse_cached(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=None)
+def _parse_cached(path: str, mtime_ns: int, size: int) -> ast.Module:
+    return ast.parse(Path(path).read_text(encoding="utf-8"))
+
+
 def _imports(path: Path, name: str, is_package: bool):
     """(imported module, names taken from it, line) of every import in `path`, relative ones resolved."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _parsed(path)
     package = name if is_package else name.rsplit(".", 1)[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -133,7 +146,7 @@ def registry_edges() -> set:
         if name == "esverify.registry" or not any(
                 _resolve(t, modules) == "esverify.registry" for t, _, _ in _imports(path, name, path.name == "__init__.py")):
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _parsed(path)
         lookups = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
                    and isinstance(node.value, ast.Name) and node.value.id == "registry"}
         if not lookups & LOOKUPS:
@@ -284,7 +297,7 @@ def test_a_reference_never_imports_another_reference_nor_the_registry():
 def _private_uses(modules: dict, resolve) -> list:
     bad = []
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _parsed(path)
         aliases = set()   # local names that stand for a module of ours
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
