@@ -37,10 +37,13 @@ EVERY_OP = ("--case", "*/N7*")
 OPS = {"zscore", "perturb", "restore", "update", "loop", "fit"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _fresh_children():
-    """This file checks how the parity parent handles a hostile or broken child: its runs start their children
-    as they would outside the test suite (tests/conftest.py `_warm_children` is for the other files)."""
+@pytest.fixture
+def fresh_children():
+    """A test whose claim is about the child's process (a hang killed, a death, and the restart after each)
+    starts its children as a user's single-reference run does: fresh interpreters, not forks of the test
+    session's kept server (tests/conftest.py `_warm_children`). A fault of the reference's code (a missing
+    file, an absent package, noise drawn wrongly) is the same fault in a forked child (tests/test_warm_start.py:
+    a forked child is the child a fresh interpreter is), which saves the interpreter's start (2-3 s of CPU)."""
     from esverify.oracle.warm_kept import not_kept
     with not_kept():
         yield
@@ -154,6 +157,7 @@ def test_absent_package(tmp_path):
 
 
 @pytest.mark.slow   # --durations: 90-146 s at load 18 (children killed and restarted)
+@pytest.mark.usefixtures("fresh_children")
 def test_hang_past_timeout_is_killed_and_run_goes_on(tmp_path):
     clone = make_bad(tmp_path, "hang")
     code, output, frame = _cli(tmp_path, "--ref", str(clone), "--target", "es-at-scale", "--timeout", "3",
@@ -168,6 +172,7 @@ def test_hang_past_timeout_is_killed_and_run_goes_on(tmp_path):
 
 
 @pytest.mark.slow   # --durations: 90-146 s at load 18 (children killed and restarted)
+@pytest.mark.usefixtures("fresh_children")
 def test_reference_that_kills_its_process(tmp_path):
     clone = make_bad(tmp_path, "self-kill")
     code, output, frame = _cli(tmp_path, "--ref", str(clone), "--target", "es-at-scale",
