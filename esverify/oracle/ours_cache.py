@@ -11,8 +11,9 @@ once per case and hands every later variant a copy. An `OursCache` keeps it for 
   mapping, the noise backend, and what the path derives from them (the set variant and anchor, the
   loop's global seed and determinism switch); a case holding a value the key cannot spell exactly is
   not kept (computed every time, as without the cache);
-- what is kept is a deep copy of our side's result taken when it was computed, and each hit is a deep
-  copy of that: no row can change what a later row is handed, whatever it does with its own copy;
+- what is kept is a copy of our side's result taken when it was computed (tensors cloned, containers
+  rebuilt), and each hit is a copy of that: no row can change what a later row is handed, whatever it
+  does with its own copy;
 - only a result is kept: our side raising is recomputed (and raises again) on every row;
 - a `--impl` wrapper's side is never kept (it is the user's code, which may keep state between cases);
 - the entries stop growing at BUDGET_BYTES of tensors (a later case is computed as without the cache).
@@ -81,6 +82,27 @@ def _nbytes(value) -> int:
     return 0
 
 
+def _copied(value):
+    """A copy of `value` that shares no tensor, array, list or dict with it: containers rebuilt, tensors cloned,
+    arrays copied, dataclasses rebuilt from copied fields, immutable scalars kept; anything else deep-copied.
+    Cheaper than copy.deepcopy on a loop tape (hundreds of small tensors); aliasing between two places of
+    `value` is not kept, which nothing reading our side's result relies on (no row writes into it)."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return value
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, dict) and type(value) is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_copied(v) for v in value)
+    if is_dataclass(value) and not isinstance(value, type) and not hasattr(value, "__post_init__") \
+            and all(f.init for f in fields(value)):
+        return type(value)(**{f.name: _copied(getattr(value, f.name)) for f in fields(value)})
+    return copy.deepcopy(value)
+
+
 class OursCache:
     """Our side's results of one session, by `key`. Thread-safe (a catalog may run sessions side by side,
     each with its own cache; a session's rows run one at a time)."""
@@ -104,13 +126,13 @@ class OursCache:
                 self.misses += 1
                 return None
             self.hits += 1
-        return copy.deepcopy(entry)
+        return _copied(entry)
 
     def put(self, k, result) -> None:
         """Keep a deep copy of `result` under `k` (not when `k` is None, already kept, or over the budget)."""
         if k is None:
             return
-        kept = copy.deepcopy(result)
+        kept = _copied(result)
         size = _nbytes(kept)
         with self._lock:
             if k not in self._entries and self._bytes + size <= self.budget:
