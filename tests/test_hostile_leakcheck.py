@@ -78,10 +78,13 @@ def test_under_xdist_a_workers_leak_fails_the_session_and_its_workers_are_not_le
         "def test_b():\n"
         "    import os\n"
         "    assert os.path.dirname(tempfile.gettempdir()) == os.environ['PROBE_BASE']\n")
+    # ESVERIFY_TEST_FRESH: the probe tests make no parity run, so the workers keep no warm start server (each
+    # would import torch, numpy and numba for nothing: 2-3 s of CPU, four times); the leak check with a kept
+    # server is every suite session's own, and test_the_leak_check_sees_what_the_kept_warm_start_server_forked's
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile",
                           "-p", "no:cacheprovider", str(tmp_path)],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "TMPDIR": str(base), "PROBE_BASE": str(base)})
+                         env={**os.environ, "TMPDIR": str(base), "PROBE_BASE": str(base), "ESVERIFY_TEST_FRESH": "1"})
     text = out.stdout + out.stderr
     lines = [ln for ln in text.splitlines() if "leak check:" in ln]
     if leaks:
