@@ -7,11 +7,8 @@ optax (tests/test_hyperscale_child.py's `_python`), and are skipped without one.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from esverify.references.hyperscale_es import jaxrandom as R
@@ -245,19 +242,15 @@ def test_a_mutant_of_each_new_noiser_fails_and_equivalent_edits_pass(name, share
 
 
 @pytest.mark.slow
-def test_parity_runs_the_new_rows_passing_with_their_findings(tmp_path):
-    from test_hyperscale_parity import SETTINGS, STANDIN, TARGET, _python
-    out = tmp_path / "r"
-    done = subprocess.run([sys.executable, "-m", "esverify", "parity", "--ref", str(STANDIN), "--target", TARGET,
-                           "--python", f"{TARGET}={_python()}", "--devices", "cpu", "--out", str(out), "--format",
-                           "csv", "--dtypes", "f32,bf16", "--case", "*/cpu/*/[nseu]*"],
-                          capture_output=True, text=True, timeout=900)
-    cases = pd.read_csv(out / "parity-cases.csv", keep_default_na=False)
+def test_parity_runs_the_new_rows_passing_with_their_findings(tmp_path_factory):
+    """Read from the stand-in's default f32 and bf16 run that tests/test_hyperscale_parity.py asserts on too
+    (`standin_report`: one run per test session)."""
+    from test_hyperscale_parity import SETTINGS, standin_report
+    code, cases, findings, text = standin_report(tmp_path_factory)
     ours = cases[cases["op"].isin(noiser_ops.OPS)]
     assert set(ours["op"]) == set(noiser_ops.OPS), sorted(set(cases["op"]))
     assert set(ours["status"]) == {"pass"}, ours[ours["status"] != "pass"][["case", "detail"]].to_string()
     assert (ours["mismatches"] == 0).all() and (ours["elements"] > 0).all()
     assert all(all(s in d for s in SETTINGS) for d in ours["detail"])
-    findings = pd.read_csv(out / "parity-findings.csv", keep_default_na=False)
     assert {"sparse-batch", "sparse-options", "eggrollbs-defaults", "eggrollbs-groups"} <= set(findings["finding"])
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert code == 0, text[-4000:]
