@@ -170,59 +170,6 @@ if numba is not None:
         return pieces[:n]
 
 
-    @njit_cached(nogil=True)
-    def _segment_pieces_numba(values, ends, target):
-        # _squared_bins_numba then _pieces_numba for each segment values[ends[s-1]:ends[s]] in one call (the
-        # loops' models are a few tensors, most of them small: one call per tensor cost more than its sums):
-        # (every segment's pieces one after the other, each segment's piece count, each one's magnitude).
-        # A segment of k values uses at most k exponents, two pieces each: 2 * values.size pieces at most
-        low_bits = np.zeros(2048, np.int64)
-        high_bits = np.zeros(2048, np.int64)
-        pieces = np.empty(2 * values.size, np.float64)
-        counts = np.zeros(ends.size, np.int64)
-        magnitudes = np.zeros(ends.size, np.float64)
-        cell = np.empty(1, np.float64)
-        cell_bits = cell.view(np.int64)
-        start = 0
-        n = 0
-        for s in range(ends.size):
-            magnitude = 0.0
-            lowest, highest = 2048, -1
-            for i in range(start, ends[s]):
-                d = values[i] - target
-                p = d * d
-                magnitude += p
-                cell[0] = p
-                e = (cell_bits[0] >> 52) & 0x7FF
-                lowest, highest = min(lowest, max(e, 1)), max(highest, max(e, 1))
-                _bin(cell_bits[0], low_bits, high_bits)
-            start = ends[s]
-            magnitudes[s] = magnitude
-            first = n
-            for e in range(lowest, highest + 1):   # the bins this segment used, emptied for the next
-                if low_bits[e] != 0:
-                    pieces[n] = math.ldexp(float(low_bits[e]), e - 1075)
-                    n += 1
-                    low_bits[e] = 0
-                if high_bits[e] != 0:
-                    pieces[n] = math.ldexp(float(high_bits[e]), e - 1075 + _PIECE)
-                    n += 1
-                    high_bits[e] = 0
-            counts[s] = n - first
-        return pieces, counts, magnitudes
-
-
-def load_kernels() -> None:
-    """Call each numba kernel once at its smallest compiled size, so that numba loads it from its disk cache
-    now (a third of a second each) rather than at a first reward: the warm start server does, before it
-    forks children (esverify.oracle.warm_server). Runs no torch op. Nothing without numba."""
-    if numba is None or not _USE_NUMBA:
-        return
-    array_fsum(np.zeros(SMALLEST_COMPILED))
-    squared_distance_fsum(np.zeros(SMALLEST_COMPILED), 0.0)
-    _segment_pieces_numba(np.zeros(SMALLEST_COMPILED), np.array([SMALLEST_COMPILED], np.int64), 0.0)
-
-
 def squared_distance_fsum(values: np.ndarray, target: float) -> float:
     """math.fsum(((values - target) * (values - target)).tolist()) bit for bit, the p = (v - target)**2
     formed in f64 as numpy forms them: the training loops' reward per tensor (esverify.oracle.rewards).
@@ -250,41 +197,9 @@ def loop_rewards(tensors, targets, dtype=None) -> list[float]:
     tensor's own), each tensor rounded to it first. Each tensor is converted to f64 once for all targets.
     Both sides of a loop row call this one function (esverify.oracle.rewards, the child's
     oracles/child_server.py `reward`), so they hand out identical rewards."""
-    tensors = [t.detach() if dtype is None else t.detach().to(dtype) for t in tensors]
-    if (numba is not None and _USE_NUMBA and tensors and len({t.device for t in tensors}) == 1
-            and all(str(t.dtype) in _WIDENED and t.numel() < _MAX_LENGTH for t in tensors)):
-        return _segment_rewards(tensors, targets)
-    arrays = [t.to("cpu").double().numpy().reshape(-1) for t in tensors]
+    arrays = [(t.detach() if dtype is None else t.detach().to(dtype)).to("cpu").double().numpy().reshape(-1)
+              for t in tensors]
     return [-math.fsum([squared_distance_fsum(a, float(target)) for a in arrays]) for target in targets]
-
-
-#: the float dtypes torch.cat widens to a common one exactly (named: this module does not import torch)
-_WIDENED = frozenset({"torch.float16", "torch.bfloat16", "torch.float32", "torch.float64"})
-
-
-def _segment_rewards(tensors, targets) -> list[float]:
-    """loop_rewards of float tensors on one device, each below _MAX_LENGTH values, with numba: the tensors
-    joined into one f64 array (torch.cat widens f16/bf16/f32 to a common float type exactly, and f64 holds
-    them all exactly) and summed in one compiled call per target. Each tensor's sum is math.fsum of its
-    exact pieces, as squared_distance_fsum's; a tensor whose squares may overflow, or hold a NaN or an
-    infinity, goes to math.fsum of numpy's squares itself, as there."""
-    import torch
-    values = torch.cat([t.reshape(-1) for t in tensors]).to("cpu", torch.float64).numpy()
-    ends = np.cumsum([t.numel() for t in tensors], dtype=np.int64)
-    out = []
-    for target in targets:
-        target = float(target)
-        pieces, counts, magnitudes = _segment_pieces_numba(values, ends, target)
-        per, at, start = [], 0, 0
-        for k, end in enumerate(ends.tolist()):
-            count = int(counts[k])
-            if not magnitudes[k] < _SAFE_TOTAL:
-                per.append(math.fsum(_squares(values[start:end], target).tolist()))
-            else:   # no piece: every p is +0 (or no value), whose math.fsum is +0.0
-                per.append(math.fsum(pieces[at:at + count].tolist()) if count else 0.0)
-            at, start = at + count, end
-        out.append(-math.fsum(per))
-    return out
 
 
 def _squares(values: np.ndarray, target: float) -> np.ndarray:

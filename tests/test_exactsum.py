@@ -251,31 +251,3 @@ def test_loop_rewards_keeps_nan_and_infinities():
     _same_rewards([np.array([3.2e153])] * 20, [0.0])
     with pytest.raises(OverflowError):
         _want_rewards([np.array([3.2e153])] * 20, [0.0])
-
-
-def test_loop_rewards_of_mixed_dtypes_joined_in_one_call(path, monkeypatch):
-    """With numba, loop_rewards joins the tensors into one f64 array (torch.cat widens f16, bf16 and f32 to a
-    common type) and sums each one's squares in one compiled call: the same bits as the definition, per tensor
-    in its own dtype or rounded to the engine's, for mixed dtypes, non-contiguous views, 0-d and empty
-    tensors, tensors of every size around the 400 values where squared_distance_fsum switches to math.fsum,
-    and a tensor whose squares overflow beside finite ones."""
-    import torch
-
-    from esverify.exactsum import loop_rewards
-    joined = []
-    monkeypatch.setattr(exactsum, "_segment_rewards",
-                        lambda *a, _f=exactsum._segment_rewards: joined.append(1) or _f(*a))
-    g = torch.Generator().manual_seed(11)
-    tensors = [torch.randn(37, 23, generator=g).t(), torch.randn((), generator=g).to(torch.float16),
-               torch.randn(399, generator=g).to(torch.bfloat16), torch.zeros(0), torch.randn(401, generator=g),
-               torch.randn(13, 77, generator=g, dtype=torch.float64) * 1e-3, torch.randn(2000, generator=g).half()]
-    targets = [0.005, -0.015, 0.0, 1e-310]
-    for engine in (None, torch.bfloat16, torch.float16, torch.float32):
-        arrays = [(t if engine is None else t.to(engine)).double().numpy().reshape(-1) for t in tensors]
-        want = _want_rewards(arrays, targets)
-        got = loop_rewards(tensors, targets, engine)
-        assert [_bits(x) for x in got] == [_bits(x) for x in want], engine
-    huge = [torch.full((500,), 1e200, dtype=torch.float64), tensors[4]]   # its squares are inf: math.fsum's -inf
-    assert [_bits(x) for x in loop_rewards(huge, [0.0])] == [_bits(x) for x in _want_rewards(
-        [t.numpy() for t in huge], [0.0])]
-    assert len(joined) == (5 if path == "numba" else 0)

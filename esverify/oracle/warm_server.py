@@ -66,7 +66,9 @@ def _preload(kept: bool) -> None:
         rng.gaussian(1, 4, first=1, mapping=mapping, backend="numba")   # numpy out: no torch op runs here
     numba_backend.poly32_pairs(np.empty(2, np.float32), np.uint64(1))   # the pair kernels: large draws
     numba_backend.libm64_pairs(np.empty(2, np.float32), np.uint64(1))
-    exactsum.load_kernels()   # the exact sums' kernels (the loops' reward)
+    # the exact sums' kernels (the loops' reward): at their smallest compiled size, so numba loads them
+    exactsum.array_fsum(np.zeros(exactsum.SMALLEST_COMPILED))
+    exactsum.squared_distance_fsum(np.zeros(exactsum.SMALLEST_COMPILED), 0.0)
 
 
 def _seal(pkg: str) -> None:
