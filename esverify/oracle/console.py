@@ -42,10 +42,10 @@ def summary_pivot(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _counted_pivot(f: pd.DataFrame, index: list) -> pd.DataFrame:
     """summary_pivot's table counted in one pass over the rows (pivot_table called a Python function per cell:
-    a third of a second for the default run's 55 x 16 cells), the same frame: the rows in pivot_table's order
-    without sorting (by each key column's values in order of first appearance, then the next column's), the
-    columns in order of first appearance. No key may be missing (NaN):
-    pivot_table drops such rows, which summary_pivot leaves to it."""
+    0.12-0.16 s of CPU for the default run's 843 rows, against 8-11 ms), the same frame: the rows in
+    pivot_table's order without sorting (by the first key column's values in order of first appearance, then
+    the next column's), the columns in order of first appearance. No key may be missing (NaN): pivot_table
+    drops such rows, and summary_pivot leaves those frames to it. Source: docs/parity.md, "The report"."""
     cells, columns = {}, {}
     for *key, column, status in zip(*(f[c] for c in index), f["column"], f["status"]):
         columns[column] = None
