@@ -417,13 +417,17 @@ def versus_default(args) -> None:
     _print(runs["default"][-1], "the last default run")
     last = runs["python"][-1]
     _print(last, "the last --python run")
-    if args.markdown:
+    if args.markdown:   # the columns of docs/benchmarks.md's table, the interpreters on a line of their own
         names = sorted(set(last["interpreters"]))
-        label = "; ".join(sorted({last["interpreters"][n] for n in names}))
+        print("the --python run's children: " + "; ".join(sorted({last["interpreters"][n] for n in names})))
+
+        def cells(v):
+            return (", ".join(f"{m['cpu']:.1f}" for m in v) + f" s ({min(m['wall'] for m in v):.0f}-"
+                    f"{max(m['wall'] for m in v):.0f} s)")
         print("docs/benchmarks.md row:")
         print(f"| {time.strftime('%Y-%m-%d', time.gmtime())} | {_commit()} | {min(loads):.1f}-{max(loads):.1f} | "
-              f"{label} | {cpu['default']:.1f} s | {cpu['python']:.1f} s | {cpu['python'] / cpu['default']:.2f} | "
-              f"{wall['default']:.0f} s / {wall['python']:.0f} s |")
+              f"{cells(runs['default'])} | {cells(runs['python'])} | {', '.join(f'{r:.2f}' for r in ratios)} "
+              f"({cpu['python'] / cpu['default']:.2f}) |")
 
 
 def main():

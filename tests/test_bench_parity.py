@@ -43,3 +43,22 @@ def test_versus_default_gives_both_runs_the_references_the_python_run_can_check(
     assert all(refs == [*bench.DEFAULT_REFS, bench.HYPERSCALE] for _, _, refs in calls)
     calls, _ = _run(bench, monkeypatch, capsys, ["/clone"], None)
     assert all(refs == ["/clone"] for _, _, refs in calls)
+
+
+def test_versus_default_markdown_row_has_the_docs_table_columns(monkeypatch, capsys):
+    """--markdown prints a row of docs/benchmarks.md's table: date, commit, load, each configuration's CPU per
+    turn (wall range), the ratio per turn (median)."""
+    bench = _bench()
+    figures = iter([{"cpu": c, "wall": w, "counts": {}, "load": (l, 0, 0), "rows_table": {}, "interpreters":
+                     {"es-awd": "/venv/bin/python (3.12.1)"}} for c, w, l in
+                    ((50.0, 90.0, 9.8), (60.0, 120.0, 10.0), (40.0, 80.0, 11.0), (52.0, 100.0, 12.5))])
+    monkeypatch.setattr(bench, "_in_process", lambda *a, **k: next(figures))
+    monkeypatch.setattr(bench, "_print", lambda *a: None)
+    monkeypatch.setattr(bench, "_commit", lambda: "abc1234")
+    args = argparse.Namespace(python=["/venv/bin/python"], turns=2, ref=["/clone"], markdown=True, out=None,
+                              small=False, case=None)
+    bench.versus_default(args)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1].endswith("| abc1234 | 9.8-12.5 | 50.0, 40.0 s (80-90 s) | 60.0, 52.0 s (100-120 s) | "
+                              "1.20, 1.30 (1.24) |")   # the medians' ratio, 56 / 45
+    assert "the --python run's children: /venv/bin/python (3.12.1)" in lines
