@@ -280,20 +280,24 @@ class _Scanner(ast.NodeVisitor):
 
 
 def scan_file(path: str, text: str, names: set[str],
-              mutated_elsewhere: frozenset[str] = frozenset()) -> list[tuple[int, str, str, str]]:
+              mutated_elsewhere: frozenset[str] = frozenset(), parsed=None) -> list[tuple[int, str, str, str]]:
     """Boundary items of one Python file; a file that does not parse yields one review item.
 
     mutated_elsewhere: table names that other files mutate as attributes
     (`area.AREA_MODULES[k] = ...`); such tables are not trusted here.
+    parsed: (tree, _mutated_names(tree)) of `text` when the caller has them (`scan` parses each file once).
     """
-    try:
-        tree = pyast.parse(text, filename=path)
-    except (SyntaxError, ValueError) as exc:
-        return [(getattr(exc, "lineno", 0) or 0, "review", "not parsed",
-                 f"cannot parse with Python {sys.version_info.major}.{sys.version_info.minor}: "
-                 f"{getattr(exc, 'msg', exc)}")]
+    if parsed is None:
+        try:
+            tree = pyast.parse(text, filename=path)
+        except (SyntaxError, ValueError) as exc:
+            return [(getattr(exc, "lineno", 0) or 0, "review", "not parsed",
+                     f"cannot parse with Python {sys.version_info.major}.{sys.version_info.minor}: "
+                     f"{getattr(exc, 'msg', exc)}")]
+        parsed = (tree, _mutated_names(tree))
+    tree, mutated = parsed
     tables = _literal_tables(tree)
-    untrusted = _mutated_names(tree)[0] | set(mutated_elsewhere)
+    untrusted = mutated[0] | set(mutated_elsewhere)
     scanner = _Scanner(path, names, {k: v for k, v in tables.items() if k not in untrusted})
     scanner.visit(tree)
     return scanner.items
@@ -409,14 +413,18 @@ def scan(entries, names: set[str]) -> pd.DataFrame:
     rows = []
     scanned = [e for e in entries if area_of(e.plain_path) and e.kind == "code" and e.language == "python"]
     mutated_elsewhere: set[str] = set()
-    for entry in scanned:  # tables another module changes (`area.AREA_MODULES[k] = ...`) are not trusted
+    parsed = {}   # each file parsed and walked once, for both passes (the scan's largest cost)
+    for k, entry in enumerate(scanned):  # tables another module changes (`area.AREA_MODULES[k] = ...`) are not trusted
         try:
-            mutated_elsewhere |= _mutated_names(pyast.parse(entry.text))[1]
+            tree = pyast.parse(entry.text, filename=entry.path)
         except (SyntaxError, ValueError):
-            pass
-    for entry in scanned:
+            continue   # scan_file parses it again and says why
+        parsed[k] = (tree, _mutated_names(tree))
+        mutated_elsewhere |= parsed[k][1][1]
+    for k, entry in enumerate(scanned):
         area = area_of(entry.plain_path)
-        for line, cls, kind, detail in scan_file(entry.path, entry.text, names, frozenset(mutated_elsewhere)):
+        for line, cls, kind, detail in scan_file(entry.path, entry.text, names, frozenset(mutated_elsewhere),
+                                                 parsed.get(k)):
             if area == "package":
                 status = {"bad": "finding", "review": "review", "child": "info", "resolved": "info"}[cls]
             elif kind == "oracle area in-process" or cls == "resolved":
