@@ -255,9 +255,10 @@ class Session:
 
     def ours_once(self, case, compute, **reads):
         """compute(): our side of a reference's own row of `case`; in Runner.session, where every variant
-        clone runs the same cases, a deep copy of what it returned for an earlier row of the same case,
-        adapter, --seed, --mapping and `reads` (every other value compute reads that the case does not
-        fix: the noise backend, values taken from the child's reply, ...; esverify.oracle.ours_cache).
+        clone runs the same cases, a copy (tensors cloned, containers rebuilt) of what it returned for an
+        earlier row of the same case, adapter, --seed, --mapping and `reads` (every other value compute
+        reads that the case does not fix: the noise backend, values taken from the child's reply, ...;
+        esverify.oracle.ours_cache).
         What compute raises is not kept: it raises again on the next row."""
         from . import ours_cache
         if self.ours_cache is None or self.impl_side is not None:
