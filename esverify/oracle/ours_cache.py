@@ -119,7 +119,7 @@ class OursCache:
         return len(self._entries)
 
     def get(self, k):
-        """A deep copy of the result kept under `k`, or None (counted as a miss; `k` None is always one)."""
+        """A copy (`_copied`) of the result kept under `k`, or None (a miss; `k` None is always one)."""
         with self._lock:
             entry = self._entries.get(k) if k is not None else None
             if entry is None:
@@ -129,7 +129,7 @@ class OursCache:
         return _copied(entry)
 
     def put(self, k, result) -> None:
-        """Keep a deep copy of `result` under `k` (not when `k` is None, already kept, or over the budget)."""
+        """Keep a copy (`_copied`) of `result` under `k` (not when `k` is None, already kept, or over the budget)."""
         if k is None:
             return
         kept = _copied(result)
