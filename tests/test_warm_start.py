@@ -137,7 +137,10 @@ def test_a_warm_child_is_the_child_a_fresh_interpreter_is(probe):
     assert a["esverify_path"] == ["ROOT/pkg/esverify/rng"]   # its own copy, not the server's
 
 
-def test_a_warm_childs_exit_status_and_atexit_are_an_interpreters(probe, tmp_path):
+def test_a_warm_childs_exit_status_and_atexit_are_an_interpreters(probe, tmp_path, monkeypatch):
+    # the claim is the exit status and the atexit handlers, not how fast a loaded machine lets a child exit:
+    # under a load of 13 the 2 s grace ran out and close() killed the child (exit 143) before atexit finished
+    monkeypatch.setattr("esverify.oracle.child_process.EXIT_GRACE", 30.0)
     for warm in (False, True):
         marker = tmp_path / f"atexit-{warm}"
         child = _child(probe, warm, f"exit-{warm}")
