@@ -1,15 +1,14 @@
 """benchmarks/bench_parity.py --versus-default: the default run and the --python run check the same references."""
 import argparse
-import importlib.util
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_scripts import load  # noqa: E402
 
 
 def _bench():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_parity.py"
-    spec = importlib.util.spec_from_file_location("bench_parity_same_refs", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("bench_parity")
 
 
 def _run(bench, monkeypatch, capsys, ref, chosen):

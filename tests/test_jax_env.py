@@ -168,12 +168,9 @@ def test_a_jax_environment_without_optax_skips_hyperscale_rows_in_a_run(tmp_path
 
 
 def _bench():
-    import importlib.util
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_parity.py"
-    spec = importlib.util.spec_from_file_location("bench_parity_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_scripts import load
+    return load("bench_parity")
 
 
 def test_bench_parity_runs_hyperscale_only_where_its_interpreter_has_jax(tmp_path):
