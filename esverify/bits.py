@@ -84,10 +84,10 @@ def ordinal(bits, fmt: str) -> np.ndarray:
 
     Returns int64 for f32/f16/bf16 and Python-int object arrays for f64
     (so the distance cannot overflow). NaN patterns get an ordinal too; use
-    `classify` to keep them out of distances.
+    `classify` or `nonfinite` to keep them out of distances.
     """
     w, _, _ = FLOAT_FORMATS[fmt]
-    b = np.asarray(bits, dtype=np.uint64).astype(object) if w == 64 else np.asarray(bits).astype(np.int64)
+    b = _widened(bits, fmt)
     sign = 1 << (w - 1)
     mag = b & (sign - 1)
     neg = (b & sign) != 0
