@@ -265,17 +265,19 @@ def prepare_root(root: Path, drivers: list) -> tuple[Path, dict]:
     return pkg, copied
 
 
-def warm_start_server(python: str, extra_env: dict | None, workdir: Path, log_path: Path, kept: bool = False):
+def warm_start_server(python: str, extra_env: dict | None, workdir: Path, log_path: Path, kept: bool = False,
+                      mappings: tuple | None = None):
     """A warm start server (esverify.oracle.warm_start.WarmStart, not started yet) for the children of
     interpreter `python` with extra environment `extra_env`: in a fresh private folder under `workdir`
     prepared as a child's (prepare_root, no driver) and with the environment a child gets
-    (child_environment); `kept`: it will fork many children (WarmStart.kept). The caller starts it, hands it
-    to each Child (`warm`) and closes it."""
+    (child_environment); `kept`: it will fork many children (WarmStart.kept); `mappings`: the noise mappings
+    its children draw (WarmStart.mappings; None: any). The caller starts it, hands it to each Child (`warm`)
+    and closes it."""
     from .warm_start import WarmStart
     root = Path(tempfile.mkdtemp(prefix="esverify-warm-", dir=workdir))
     pkg, _ = prepare_root(root, [])
     return WarmStart(str(python), dict(extra_env or {}), child_environment(extra_env, pkg, root / "tmp"), root,
-                     Path(log_path), passed_environment(), kept)
+                     Path(log_path), passed_environment(), kept, mappings)
 
 
 class BoundedLog:

@@ -253,7 +253,8 @@ class Runner:
             server = None
             try:
                 server = warm_start_server(python, opts.child_env, self.work,
-                                           self.work / ("warm-start.log" if not n else f"warm-start-{n}.log"))
+                                           self.work / ("warm-start.log" if not n else f"warm-start-{n}.log"),
+                                           mappings=(opts.mapping,))
                 self.warm.add(server, own=True)
                 server.launch()    # closed by _close_warm, also when interrupted
             except (WarmStartError, OSError) as exc:

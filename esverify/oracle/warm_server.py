@@ -41,11 +41,14 @@ if sys.path and os.path.realpath(sys.path[0] or ".") == os.path.dirname(os.path.
     del sys.path[0]   # the rest of esverify/oracle/ is not a place the children import from
 
 MAX_PACKET = 1 << 20
+#: the contract's float mappings (docs/CONTRACT.md §3): a kept server loads the noise kernels of each
+MAPPINGS = ("poly32", "libm64")
 
 
-def _preload(kept: bool) -> None:
+def _preload(kept: bool, mappings=MAPPINGS) -> None:
     """What the drivers import first (oracles/child_server.py and the noise hook), once, here; for a
-    kept server (`kept`: it forks many children) also what some driver imports at its start. Under an
+    kept server (`kept`: it forks many children) also what some driver imports at its start. The noise
+    kernels of `mappings` only (a run's children draw its --mapping alone; a kept server's, any). Under an
     interpreter without numba (a user's reference environment), what it has: the children draw with numpy,
     or read what the parent drew (docs/parity.md, "Served noise")."""
     import numpy as np
@@ -61,13 +64,15 @@ def _preload(kept: bool) -> None:
     if not rng.backends.numba_available():
         return
     from esverify.rng import numba_backend
-    # numba's first call of a kernel loads it from the on-disk cache (a third of a second): once, here
-    for mapping in ("poly32", "libm64"):
+    # numba's first call of a kernel loads it from the on-disk cache (a third of a second): once, here. A
+    # kernel the parent never ran has no cache in the package (the copy here is read-only) and is compiled
+    # (libm64's two kernels 0.6 s of CPU, array_fsum's 0.5 s): so only the kernels the children call
+    for mapping in (MAPPINGS if kept else mappings):
         rng.gaussian(1, 4, first=1, mapping=mapping, backend="numba")   # numpy out: no torch op runs here
-    numba_backend.poly32_pairs(np.empty(2, np.float32), np.uint64(1))   # the pair kernels: large draws
-    numba_backend.libm64_pairs(np.empty(2, np.float32), np.uint64(1))
-    # the exact sums' kernels (the loops' reward): at their smallest compiled size, so numba loads them
-    exactsum.array_fsum(np.zeros(exactsum.SMALLEST_COMPILED))
+        getattr(numba_backend, f"{mapping}_pairs")(np.empty(2, np.float32), np.uint64(1))   # large draws
+    # the loops' reward (exactsum.loop_rewards): its kernels at their smallest compiled size, so numba
+    # loads them. Not array_fsum's: a child reaches it only below that size or past the kernels' length
+    # limit, where it sums with math.fsum
     exactsum.squared_distance_fsum(np.zeros(exactsum.SMALLEST_COMPILED), 0.0)
 
 
@@ -233,7 +238,8 @@ def main(argv) -> None:
     if os.getppid() != parent:
         os._exit(1)
     sock = socket.socket(fileno=int(opts["--socket-fd"]))
-    _preload(opts.get("--kept") == "1")
+    mappings = opts.get("--mappings", ",".join(MAPPINGS)).split(",")
+    _preload(opts.get("--kept") == "1", tuple(m for m in MAPPINGS if m in mappings))
     pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if pythonpath:
         _seal(pythonpath[0])

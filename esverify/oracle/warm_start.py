@@ -104,13 +104,15 @@ class WarmStart:
     """
 
     def __init__(self, python: str, extra_env: dict, env: dict, root: Path, log_path: Path,
-                 passed: dict | None = None, kept: bool = False):
+                 passed: dict | None = None, kept: bool = False, mappings: tuple | None = None):
         self.python, self.extra_env, self.env = python, dict(extra_env or {}), dict(env)
         self.passed = dict(passed or {})   #: the parent's entries a child gets, when the server started
         self.root, self.log_path = Path(root), Path(log_path)
         #: a server that forks many children (warm_kept.keep_warm): it also imports what some driver imports
         #: at its start (warm_server._preload)
         self.kept = bool(kept)
+        #: the noise mappings whose kernels the server loads (None: every one; a kept server loads every one)
+        self.mappings = None if mappings is None else tuple(mappings)
         self.proc = None
         self.sock = None
         self.lock = threading.Lock()
@@ -130,7 +132,8 @@ class WarmStart:
         try:
             self.proc = subprocess.Popen(
                 [self.python, str(SERVER), f"--parent={os.getpid()}", f"--socket-fd={theirs.fileno()}"]
-                + (["--kept=1"] if self.kept else []),
+                + (["--kept=1"] if self.kept else [])
+                + ([f"--mappings={','.join(self.mappings)}"] if self.mappings is not None else []),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(theirs.fileno(),),
                 cwd=str(self.root / "cwd"), env=self.env, start_new_session=True)
         except OSError as exc:
