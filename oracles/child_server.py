@@ -882,12 +882,6 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
             answer["flush_to_zero"] = list(flush.findings)
         if placeholders.served():   # every one so far: the parent lists each once, as a note
             answer["placeholders"] = placeholders.served()
-        out = command.get("out")
-        if out:
-            Path(out).mkdir(parents=True, exist_ok=True)
-            tmp = Path(out) / "status.json.tmp"
-            tmp.write_text(json.dumps(answer, indent=1, sort_keys=True))
-            os.replace(tmp, Path(out) / "status.json")
         freeze_heap()
 
     try:
