@@ -34,10 +34,9 @@ UTILS = "weight_update_utils.py"
 
 
 def load_modules(clone):
-    # main's parse_args switches torch.use_deterministic_algorithms on (docs/references.md §5.2), whose
-    # first call imports this (about 1 s of CPU): here, before coverage starts and outside any row, not
-    # in the warm start server, which every child waits for and only this one needs it from
-    import torch._inductor.config  # noqa: F401
+    # main's parse_args switches torch.use_deterministic_algorithms on (docs/references.md §5.2): within
+    # the row's Seams, a function with torch's effects that does not import the compiler stack (1.2-1.4 s
+    # of CPU) the way torch's own does (oracles/loop_seams.py)
     loops.start(clone, "es-awd")   # coverage and the stand-in modules first (docs/references.md §5)
     try:
         return {"weight_update_utils": load_module(clone, UTILS, "esverify_oracle_ref_weight_update_utils")}
