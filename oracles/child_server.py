@@ -575,17 +575,18 @@ def uninstall_hook():
 # ----------------------------------------------------------------- draw accounting
 
 def expected_draws(tensors, seeds, caching=False) -> collections.Counter:
-    """One draw per (seed, slot); with caching one per (seed, distinct (device, dtype, shape))."""
-    expected = collections.Counter()
-    keys = [(str(tensor.device), tensor.dtype, tuple(tensor.shape)) for tensor in tensors]   # once, not per seed
-    for seed in seeds:
-        seen = set()
-        for slot, key in enumerate(keys):
-            if caching and key in seen:
-                continue
-            seen.add(key)
-            expected[(int(seed), slot)] += 1
-    return expected
+    """One draw per (seed, slot); with caching one per (seed, distinct (device, dtype, shape)): the first
+    slot of each, the same slots for every seed. A seed given twice expects its draws twice."""
+    tensors = list(tensors)
+    if caching:
+        first: dict = {}
+        for slot, tensor in enumerate(tensors):
+            first.setdefault((str(tensor.device), tensor.dtype, tuple(tensor.shape)), slot)
+        slots = list(first.values())
+    else:   # no key per tensor: a row checks this for every member of every call
+        slots = range(len(tensors))
+    return collections.Counter({(seed, slot): count for seed, count in collections.Counter(map(int, seeds)).items()
+                                for slot in slots})
 
 
 class DrawAudit:
