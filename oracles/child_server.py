@@ -630,10 +630,11 @@ class DrawAudit:
         elif len(exp_slots) > 1 and got_slots == {max(exp_slots)}:
             finding["eager"] = {"slot": next(iter(got_slots)), "name": self._name(next(iter(got_slots)))}
         else:
-            missing = sorted({s for key, s in expected if got[(key, s)] < expected[(key, s)]})
+            # .get, not Counter's [] (its __missing__ is a Python call per absent key)
+            missing = sorted({key[1] for key, count in expected.items() if got.get(key, 0) < count})
             if missing:
                 finding["missing"] = [{"slot": s, "name": self._name(s)} for s in missing]
-            extra = sorted({s for key, s in got if got[(key, s)] > expected.get((key, s), 0)})
+            extra = sorted({key[1] for key, count in got.items() if count > expected.get(key, 0)})
             if extra:
                 finding["extra"] = [{"slot": s, "name": self._name(s)} for s in extra]
         if len(finding) > 3:
