@@ -154,11 +154,34 @@ def pytest_configure(config):
                  baseline=set(_children_of(os.getpid())))
     os.environ["TMPDIR"] = private
     tempfile.tempdir = private
+    if not _is_worker(config):
+        _share_xla_compilations(private)
     try:
         import ctypes
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)     # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
         pass
+
+
+#: JAX's persistent compilation cache settings every JAX process of the session inherits (a JAX child gets
+#: the JAX_ variables: esverify.oracle.child_process.ENV_PREFIXES)
+XLA_CACHE = {"JAX_COMPILATION_CACHE_DIR": None, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+             "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+
+
+def _share_xla_compilations(private: str) -> None:
+    """One XLA compilation cache for the whole session (the controller's private folder, removed at its end;
+    xdist's workers inherit the variables). Why: the suite starts dozens of JAX children (drifted clones,
+    mutants, parity runs) that compile the same jitted functions; a process that finds an executable there
+    skips XLA's compile, 12% of the JAX tests' CPU. The executable is the one XLA would build again: jax's
+    cache key covers the lowered program, the compile options, XLA_FLAGS and the jax/jaxlib versions, so no
+    row can change; a clone's edited code lowers to another program and another key. A HyperscaleES
+    end-to-end run still points the cache at its own folder and resets it (its `cache_files` finding). A
+    JAX_COMPILATION_CACHE_DIR the user set is kept."""
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return
+    for name, value in XLA_CACHE.items():
+        os.environ.setdefault(name, value or os.path.join(private, "xla-cache"))
 
 
 def leftovers(baseline=frozenset(), grace: float = 5.0) -> tuple[list, list]:
