@@ -89,3 +89,20 @@ def test_files_np_load_refuses_are_refused_with_its_error(tmp_path, kind):
     with pytest.raises(Exception) as ours:
         paramsets.read(path)
     assert (type(ours.value), str(ours.value)) == (type(theirs.value), str(theirs.value))
+
+
+def test_read_members_is_np_loads_dict_without_ast_for_numpys_own_headers(tmp_path, monkeypatch):
+    arrays = {f"m{m}.l{l}.{k}": np.arange(m + l + 1, dtype=np.uint16).reshape(1, -1) for m in range(3)
+              for l in range(2) for k in ("A", "B", "BA")}
+    np.savez(tmp_path / "adapters.npz", **arrays)
+    np.savez(tmp_path / "fortran.npz", a=np.asfortranarray(np.arange(6, dtype=np.uint16).reshape(2, 3)))
+    with np.load(tmp_path / "fortran.npz") as data:
+        fortran = {k: data[k] for k in data.files}
+    monkeypatch.setattr(ast, "literal_eval", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ast")))
+    got = paramsets.read_members(tmp_path / "adapters.npz")
+    assert list(got) == list(arrays) and all(
+        (got[k].dtype, got[k].shape, got[k].tobytes()) == (a.dtype, a.shape, a.tobytes()) for k, a in arrays.items())
+    monkeypatch.undo()
+    other = paramsets.read_members(tmp_path / "fortran.npz")   # another header: np.load's reading
+    assert other.keys() == fortran.keys() and np.array_equal(other["a"], fortran["a"])
+    assert not other["a"].flags.c_contiguous

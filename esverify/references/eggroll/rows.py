@@ -26,7 +26,6 @@ import math
 import numpy as np
 import torch
 
-from esverify import pyast
 from esverify.oracle.verdict import Outcome
 
 from . import contract, lowrank, shapes
@@ -125,8 +124,7 @@ def compare_steps(tools, ours, tape, case, s, peft_shapes, names, source, first_
         g = step // s["spa"]
         if not record.get("adapters"):
             return f"es_step {step}: the trainer's engines served no adapters", notes
-        with pyast.exclusive(), np.load(record["adapters"]) as stored:   # headers parsed by ast: esverify.pyast
-            arrays = {key: stored[key] for key in stored.files}
+        arrays = tools.read_members(record["adapters"])
         for m in range(case.population):
             for l, (peft, (o, n_in)) in enumerate(peft_shapes):
                 key = f"m{m}.l{l}.BA"
