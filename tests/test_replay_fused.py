@@ -47,11 +47,13 @@ def _specials(n: int, seed: int) -> torch.Tensor:
 def test_the_kernel_is_the_draw_then_the_steps_then_the_accumulate(mapping, fused, first, n):
     """Member by member, cpu_kernels.accumulate_drawn equals gaussian_into followed by perturb (or fma32) of theta
     by each step, then accumulate (or fma32) of acc: members of 0, 2 and 4 steps (the one-pass loops) and of 1,
-    3 and 6 (the block buffer) in one call, from odd and even first elements, lengths around the block."""
+    3 and 6 (the block buffer) in one call, stepless members two in a row (the pass that draws two members at
+    once: members 0-1 and 3-4), alone before a member with steps (5) and last (11), from odd and even first
+    elements, lengths around the block."""
     if fused and not cpu_kernels.FMA:
         pytest.skip("no fused multiply-add on this CPU")
     r = np.random.default_rng(n + first % 97)
-    counts = [0, 2, 4, 1, 3, 6, 2]
+    counts = [0, 0, 2, 0, 0, 0, 4, 1, 3, 6, 2, 0]
     seeds = [int(s) for s in r.integers(0, 2 ** 63, size=len(counts), dtype=np.uint64)]
     coeffs = [float(np.float32(c)) for c in r.standard_normal(len(counts))]
     steps = [[float(np.float32(v)) for v in r.standard_normal(k) * 1e-3] for k in counts]

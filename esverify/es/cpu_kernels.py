@@ -33,7 +33,7 @@ try:
     from numba.extending import intrinsic
 
     from ..jitcache import njit as njit_cached
-    from ..rng.numba_backend import libm64_pair, poly32_pair
+    from ..rng.numba_backend import libm64_pair, libm64_range, poly32_pair, poly32_range
     from ..rng.splitmix import GAMMA, MASK64
     _GAMMA = np.uint64(GAMMA)
     _STEP = np.uint64((2 * GAMMA) & MASK64)
@@ -92,10 +92,6 @@ if numba is not None:
         return a + p                  # rd32(a + p)
 
     @numba.njit(inline="always")
-    def _put(a, e, c32, fused):
-        return e
-
-    @numba.njit(inline="always")
     def _element(seed, i, pair):
         # element i of the stream `seed` alone (the pair of even element e has counter word seed + (e + 1) *
         # GAMMA, esverify.rng.numba_backend)
@@ -136,6 +132,33 @@ if numba is not None:
             body[2 * k + 1] = term(body[2 * k + 1], od, c32, fused)
         if (n - start) & 1:        # the even half of the last pair
             acc[n - 1] = term(acc[n - 1], at(seed, first + np.uint64(n - 1)), c32, fused)
+
+    @numba.njit(inline="always")
+    def _drawn_pair_loop(acc, seed0, seed1, first, c0, c1, pair, at, fused):
+        # _drawn_loop with _add of two members at once: acc[i] <- add(add(acc[i], eps0[i], c0), eps1[i], c1), the
+        # order of two _drawn_loop calls element by element. Why: the two members' pair functions are
+        # independent work the CPU overlaps, and acc is read and written once for both: measured 5-7% less time
+        # for an iteration of 30 members than one member per pass, about the rate of drawing the noise alone.
+        # len(acc) >= 1.
+        n = acc.size
+        start = 0
+        if first & np.uint64(1):
+            acc[0] = _add(_add(acc[0], at(seed0, first), c0, fused), at(seed1, first), c1, fused)
+            start = 1
+        m = (n - start) // 2
+        w = (first + np.uint64(start + 1)) * _GAMMA
+        z0 = seed0 + w
+        z1 = seed1 + w
+        body = acc[start:]
+        for k in range(m):
+            d = np.uint64(k) * _STEP
+            ev0, od0 = pair(z0 + d)
+            ev1, od1 = pair(z1 + d)
+            body[2 * k] = _add(_add(body[2 * k], ev0, c0, fused), ev1, c1, fused)
+            body[2 * k + 1] = _add(_add(body[2 * k + 1], od0, c0, fused), od1, c1, fused)
+        if (n - start) & 1:
+            i = first + np.uint64(n - 1)
+            acc[n - 1] = _add(_add(acc[n - 1], at(seed0, i), c0, fused), at(seed1, i), c1, fused)
 
     @numba.njit(inline="always")
     def _stepped(t, e, s0, s1, s2, s3, four, fused):
@@ -181,22 +204,30 @@ if numba is not None:
     _BLOCK = 2048
 
     @numba.njit(inline="always")
-    def _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, pair, at, fused):
+    def _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, pair, at, fill, fused):
         # member m in order: theta <- add(theta, eps_m, s) for s in steps[offsets[m]:offsets[m+1]] (the engine
         # residue), then acc <- add(acc, eps_m, coeffs[m]). A member with no steps, two or four (one or two
         # evaluations: the residue's steps come in pairs) never writes its noise (one loop per step count: the
         # count must be a constant for LLVM to vectorise the loop; each loop is seconds of compile time, so
-        # only these); one with other counts draws a block at a time and reuses it from the first level of
-        # cache. The blocks are views indexed from 0 (indexing theta[b0 + i] measured 2x slower: numba cannot
-        # prove b0 + i >= 0 and keeps the negative-index branch, which stops LLVM from vectorising the loop).
+        # only these); one with other counts draws a block at a time (`fill`, the mapping's range kernel, compiled
+        # once in esverify.rng.numba_backend) and reuses it from the first level of cache. Two members in a row
+        # without steps share one pass (_drawn_pair_loop). The blocks are views indexed from 0 (indexing
+        # theta[b0 + i] measured 2x slower: numba cannot prove b0 + i >= 0 and keeps the negative-index branch,
+        # which stops LLVM from vectorising the loop).
         n = acc.size
         if n == 0:
             return
         buf = np.empty(_BLOCK, np.float32)
         z = np.float32(0)
-        for m in range(seeds.size):
+        m = -1
+        while m + 1 < seeds.size:
+            m += 1
             lo, hi = offsets[m], offsets[m + 1]
             c32 = coeffs[m]
+            if lo == hi and m + 1 < seeds.size and offsets[m + 2] == hi:
+                _drawn_pair_loop(acc, seeds[m], seeds[m + 1], first, c32, coeffs[m + 1], pair, at, fused)
+                m += 1
+                continue
             if lo == hi:
                 _drawn_loop(acc, seeds[m], first, c32, pair, at, fused, _add)
                 continue
@@ -213,7 +244,7 @@ if numba is not None:
                 e = buf[:nb]
                 th = theta[b0:b0 + nb]
                 ac = acc[b0:b0 + nb]
-                _drawn_loop(e, seeds[m], first + np.uint64(b0), c32, pair, at, fused, _put)
+                fill(e, seeds[m], first + np.uint64(b0))
                 for j in range(lo, hi):
                     s = steps[j]
                     for i in range(nb):
@@ -224,19 +255,23 @@ if numba is not None:
     # one compiled loop per mapping and rounding: a flag tested in the loop measured 2x slower
     @njit_cached(nogil=True)
     def _drawn_poly32(theta, acc, seeds, first, coeffs, offsets, steps):
-        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, poly32_pair, _poly32_at, False)
+        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, poly32_pair, _poly32_at, poly32_range,
+                       False)
 
     @njit_cached(nogil=True)
     def _drawn_poly32_fma(theta, acc, seeds, first, coeffs, offsets, steps):
-        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, poly32_pair, _poly32_at, True)
+        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, poly32_pair, _poly32_at, poly32_range,
+                       True)
 
     @njit_cached(nogil=True)
     def _drawn_libm64(theta, acc, seeds, first, coeffs, offsets, steps):
-        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, libm64_pair, _libm64_at, False)
+        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, libm64_pair, _libm64_at, libm64_range,
+                       False)
 
     @njit_cached(nogil=True)
     def _drawn_libm64_fma(theta, acc, seeds, first, coeffs, offsets, steps):
-        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, libm64_pair, _libm64_at, True)
+        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, libm64_pair, _libm64_at, libm64_range,
+                       True)
 
     _DRAWN = {("poly32", False): _drawn_poly32, ("poly32", True): _drawn_poly32_fma,
               ("libm64", False): _drawn_libm64, ("libm64", True): _drawn_libm64_fma}

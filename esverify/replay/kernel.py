@@ -33,6 +33,7 @@ from esverify import bitcompare
 from esverify.es.decay import decay_chunk
 from esverify.es.profiles import get_profile
 
+from . import scratch
 from .units import Unit
 from .weights import WeightsError, open_weights
 
@@ -144,14 +145,15 @@ def _residue_steps(sigma: float, seeds, coeffs, evaluated):
 
 
 def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: int, numel: int, drawn=None,
-                   plan=None):
+                   plan=None, new_acc=None):
     """Run every iteration on one window (1-D views theta, naive, anchor of elements [first, first+len)).
     drawn: None, or drawn(k, first, acc, coeffs, theta=None, steps=None) -> bool, the profile's
     accumulate_drawn on this window's streams of the members k (iteration, member indices): when the
     residue's order allows, one call runs the whole residue and update of an iteration, drawing each
     member's noise inside the kernel; else it is called per member whose draw the residue did not keep
     (whose noise is then never written to memory). plan: per iteration `_residue_steps`, computed once per
-    replay instead of per window (None: computed here)."""
+    replay instead of per window (None: computed here). new_acc: the profile's new_acc, or a stand-in that
+    hands out a zeroed reused buffer of the same dtype (None: the profile's)."""
     n, dt = theta.numel(), theta.dtype
     subs = _subs(n, job.chunk)
     scale = prof.scale(job.alpha, job.population)
@@ -163,7 +165,7 @@ def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: in
     for i, (seeds, coeffs, evaluated) in enumerate(job.iterations):
         # shared by both replays (it does not depend on theta); zeroed again rather than allocated anew: fresh
         # pages cost their faults in every iteration
-        acc = prof.new_acc(n, dt, theta.device) if acc is None else acc.zero_()
+        acc = (new_acc or prof.new_acc)(n, dt, theta.device) if acc is None else acc.zero_()
         if drawn is None:
             steps = None
         else:
@@ -232,26 +234,54 @@ def _streams_and_steps(iterations: tuple, slot: int, scheme: str, sigma: float) 
     return streams, plan
 
 
-def replay_elements(job: Job, unit: Unit, base: torch.Tensor, owned: bool = False) -> tuple[torch.Tensor,
-                                                                                            torch.Tensor]:
+def _copy_of(t: torch.Tensor, role: str, buffers) -> torch.Tensor:
+    """A copy of t: a new tensor, or the `role` buffer of `buffers` (a scratch.Scratch; CPU tensors only)."""
+    if buffers is None or t.device.type != "cpu":
+        return t.clone()
+    out = buffers.take(role, t.numel(), t.dtype)
+    out.copy_(t)
+    return out
+
+
+def _scratch_acc(prof, dtype: torch.dtype, device, buffers):
+    """None, or a new_acc for `_replay_window` that hands out `buffers`' "acc" buffer zeroed, in the dtype the
+    profile's new_acc gives (one accumulator of a window at a time: the window's last iteration is done with it
+    before the next window takes it)."""
+    if buffers is None or torch.device(device).type != "cpu":
+        return None
+    acc_dtype = prof.new_acc(0, dtype, device).dtype
+
+    def new_acc(n, dt, dev):
+        acc = buffers.take("acc", n, acc_dtype)
+        acc.view(torch.uint8).numpy().fill(0)   # memset, no parallel fill region; all-zero bytes are +0.0
+        return acc
+    return new_acc
+
+
+def replay_elements(job: Job, unit: Unit, base: torch.Tensor, owned: bool = False,
+                    buffers=None) -> tuple[torch.Tensor, torch.Tensor]:
     """(replayed, naive) elements [unit.start, unit.end) of tensor unit.name from its base elements.
 
     base: flat tensor of those elements in the run's dtype on job.device; left unchanged unless `owned`
     (a copy the caller hands over: without a decay anchor it becomes the replayed tensor, one copy of
-    the unit fewer). Native noise needs a whole-tensor unit (ValueError otherwise).
+    the unit fewer). buffers: None, or a scratch.Scratch whose buffers hold the copies and accumulators on
+    the CPU (the results then live in its "theta" or the caller's base, and "naive" buffers: valid until
+    the next call with the same Scratch). Native noise needs a whole-tensor unit (ValueError otherwise).
     """
     prof = get_profile(job.profile)
     rule = prof.rule_for(torch.device(job.device))
     anchor = base if job.decay_on else None
-    theta = base if owned and anchor is None else base.clone()
-    naive = base.clone()
+    theta = base if owned and anchor is None else _copy_of(base, "theta", buffers)
+    naive = _copy_of(base, "naive", buffers)
+    new_acc = _scratch_acc(prof, base.dtype, base.device, buffers)
     n = unit.end - unit.start
     if job.noise == "native":
         if (unit.start, unit.end) != (0, unit.numel):
             raise ValueError(f"unit {unit.index} ({unit.name}): native noise replays whole tensors only")
         dtype = base.dtype
         _replay_window(job, prof, rule, theta, naive, anchor,
-                       lambda seed, out=None: native_noise(seed, unit.shape, dtype, job.device), 0, unit.numel)
+                       lambda seed, out=None: native_noise(seed, unit.shape, dtype, job.device), 0, unit.numel,
+                       new_acc=new_acc)
         return theta, naive
     slot = job.slots.index(unit.name) if unit.name in job.slots else None
     if slot is None and job.scheme == "iid":
@@ -272,7 +302,7 @@ def replay_elements(job: Job, unit: Unit, base: torch.Tensor, owned: bool = Fals
         first = unit.start + a
         _replay_window(job, prof, rule, theta[a:b], naive[a:b], None if anchor is None else anchor[a:b],
                        lambda seed, out=None: draw(seed, first, b - a, out), first, unit.numel, drawn,
-                       plan if drawn is not None else None)
+                       plan if drawn is not None else None, new_acc)
     return theta, naive
 
 
@@ -310,11 +340,12 @@ def _save_piece(job: Job, unit: Unit, values: torch.Tensor) -> None:
     save_weights(os.path.join(job.pieces, f"unit-{unit.index:08d}.safetensors"), {"values": values.cpu()})
 
 
-def _read(weights, unit: Unit) -> torch.Tensor:
-    """The unit's elements of one checkpoint; any failure to read them (a file changed or cut short since
-    the up-front checks: OS errors, safetensors' own errors) is a WeightsError naming the file and tensor."""
+def _read(weights, unit: Unit, into=None) -> torch.Tensor:
+    """The unit's elements of one checkpoint (a new tensor, or into(numel, dtype) filled: Weights.read); any
+    failure to read them (a file changed or cut short since the up-front checks: OS errors, safetensors' own
+    errors) is a WeightsError naming the file and tensor."""
     try:
-        return weights.read(unit.name, unit.start, unit.end)
+        return weights.read(unit.name, unit.start, unit.end, into)
     except WeightsError:
         raise
     except Exception as exc:
@@ -368,15 +399,19 @@ def run_unit(job: Job, unit: Unit) -> dict:
     (each a `compare` result). Raises WeightsError for unreadable files.
     """
     base_w, exp_w = _weights(job.base), _weights(job.expect)
-    base = _read(base_w, unit)
-    expected = None if unit.layout else _read(exp_w, unit)
+    # on the CPU every buffer of a unit is this worker's scratch, reused by the next unit (fresh pages cost
+    # 3-4% of a unit); nothing of it outlives the unit but the returned dict (and the piece, written here)
+    mine = scratch.scratch() if job.device == "cpu" else None
+    base = _read(base_w, unit, None if mine is None else functools.partial(mine.take, "base"))
+    expected = None if unit.layout else _read(exp_w, unit, None if mine is None else
+                                              functools.partial(mine.take, "expected"))
     digest = input_digest(unit, base, expected)
     if unit.kind == "static":
         got = naive = base.to(job.device)     # never cast: a buffer of another dtype is a difference
     else:
         cast = base.to(device=job.device, dtype=getattr(torch, unit.dtype))
         with torch.no_grad():   # the read is this unit's own copy (hashed above): the replay may take it over
-            got, naive = replay_elements(job, unit, cast, True)
+            got, naive = replay_elements(job, unit, cast, True, mine)
     if job.pieces is not None:
         _save_piece(job, unit, got)
     result = {"unit": unit.index, "name": unit.name, "start": unit.start, "end": unit.end,

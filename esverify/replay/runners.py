@@ -24,6 +24,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
 from .. import interrupt
+from . import scratch
 from .kernel import run_unit
 
 RAY_HINT = "pip install ray (or pip install 'esverify[test]')"
@@ -106,12 +107,15 @@ def _init_worker(parent: int) -> None:
 def run_local(job, units, workers: int, on_result) -> None:
     """Run `units` here (workers == 1) or on a spawn pool of `workers` processes; results to on_result."""
     if workers <= 1 or len(units) <= 1:
-        for unit in units:
-            try:
-                result = run_unit(job, unit)
-            except Exception as exc:
-                raise _unit_failure(unit, exc) from None
-            on_result(result)
+        try:
+            for unit in units:
+                try:
+                    result = run_unit(job, unit)
+                except Exception as exc:
+                    raise _unit_failure(unit, exc) from None
+                on_result(result)
+        finally:   # the units' reused buffers are this process's until it ends: give them back now
+            scratch.release()
         return
     ctx = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=min(workers, len(units)), mp_context=ctx, initializer=_init_worker,

@@ -34,6 +34,16 @@ class WeightsError(ValueError):
     """Weights that cannot be read or written; the message names the file (docs/replay.md §4)."""
 
 
+def _copy(view: torch.Tensor, into) -> torch.Tensor:
+    """A copy of `view` (elements still in the file's memory map): a new tensor, or, with `into`, the tensor
+    into(numel, dtype) returns (a buffer reused from one read to the next: esverify.replay.scratch)."""
+    if into is None:
+        return view.clone()
+    out = into(view.numel(), view.dtype)
+    out.copy_(view)
+    return out
+
+
 class _SafetensorsFile:
     def __init__(self, path: Path):
         try:
@@ -61,16 +71,16 @@ class _SafetensorsFile:
                                f"own dtype")
         return tuple(sl.get_shape()), dtype
 
-    def read(self, name, start=None, end=None):
+    def read(self, name, start=None, end=None, into=None):
         shape, _ = self.info(name)
         numel = math.prod(shape)
         start, end = (0, numel) if start is None else (start, end)
         if len(shape) == 0 or (start == 0 and end == numel):
-            return self._fh.get_tensor(name).reshape(-1).clone()
+            return _copy(self._fh.get_tensor(name).reshape(-1), into)
         row = math.prod(shape[1:])        # read only the rows holding [start, end)
         r0, r1 = start // row, -(-end // row)
         rows = self._fh.get_slice(name)[r0:r1].reshape(-1)
-        return rows[start - r0 * row:end - r0 * row].clone()
+        return _copy(rows[start - r0 * row:end - r0 * row], into)
 
 
 class _TorchFile:
@@ -94,17 +104,18 @@ class _TorchFile:
         t = self._sd[name]
         return tuple(t.shape), t.dtype
 
-    def read(self, name, start=None, end=None):
+    def read(self, name, start=None, end=None, into=None):
         flat = self._sd[name].reshape(-1)
-        return (flat if start is None else flat[start:end]).clone()
+        return _copy(flat if start is None else flat[start:end], into)
 
 
 class Weights:
     """Named tensors of one checkpoint, read lazily (docs/replay.md §4).
 
     names(): tensor names in file order; info(name) -> (shape tuple, torch
-    dtype); read(name, start=None, end=None) -> a flat CPU tensor copy of
-    elements [start, end). Raises WeightsError naming the file and tensor.
+    dtype); read(name, start=None, end=None, into=None) -> a flat CPU tensor
+    copy of elements [start, end): a new tensor, or the one into(numel,
+    dtype) returns, filled. Raises WeightsError naming the file and tensor.
     """
 
     def __init__(self, path, files: dict):
@@ -123,8 +134,8 @@ class Weights:
     def info(self, name):
         return self._reader(name).info(name)
 
-    def read(self, name, start=None, end=None):
-        return self._reader(name).read(name, start, end)
+    def read(self, name, start=None, end=None, into=None):
+        return self._reader(name).read(name, start, end, into)
 
 
 def _file(path: Path):
