@@ -2,8 +2,8 @@
 there has torch's own effects (the eager kernels' switch, warn_only, the compiler config's `deterministic`)
 without importing the compiler stack, which torch's function loads only to copy the switch into its config:
 the config gets the switch when it is first imported, whenever that is, and the row's exit puts back the
-previous switch the same way. Each scenario runs in a fresh interpreter (a test process may have loaded the
-compiler already)."""
+previous switch the same way. One fresh interpreter (this process may have loaded the compiler already) runs
+three rows in turn: one that never loads the compiler, one that imports it mid-row, one where it is loaded."""
 from __future__ import annotations
 
 import json
@@ -21,50 +21,38 @@ import loop_seams
 seen = {}
 def state():
     return [torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()]
-if sys.argv[2] == "loaded-first":
-    import torch._inductor.config
-with loop_seams.Seams():
-    torch.use_deterministic_algorithms(True, warn_only=sys.argv[3] == "warn")
-    seen["in_row"] = state()
-    seen["compiler_loaded_in_row"] = "torch._inductor" in sys.modules
-    if sys.argv[2] == "imported-in-row":
-        import torch._inductor.config as config
-        seen["config_in_row"] = config.deterministic
-seen["after_row"] = state()
-seen["compiler_loaded_after_row"] = "torch._inductor" in sys.modules
-seen["restored_function"] = torch.use_deterministic_algorithms is loop_seams._MISSING or \
-    torch.use_deterministic_algorithms.__module__ == "torch"
-import torch._inductor.config as config
-seen["config_at_end"] = config.deterministic
-torch.use_deterministic_algorithms(True)   # torch's own again: it keeps the config in step as before
-seen["config_after_torchs_own"] = config.deterministic
+def loaded():
+    return "torch._inductor" in sys.modules
+with loop_seams.Seams():                      # a row that never loads the compiler
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    seen["never"] = {"in_row": state(), "loaded_in_row": loaded()}
+seen["never"].update(after=state(), loaded_after=loaded(), own_back=torch.use_deterministic_algorithms.__module__)
+with loop_seams.Seams():                      # a row that imports the compiler's config after the call
+    torch.use_deterministic_algorithms(True)
+    import torch._inductor.config as config
+    seen["mid_row"] = {"in_row": state(), "config_in_row": config.deterministic}
+seen["mid_row"].update(after=state(), config_after=config.deterministic)
+with loop_seams.Seams():                      # a row with the compiler loaded before it
+    torch.use_deterministic_algorithms(True)
+    seen["loaded"] = {"in_row": state(), "config_in_row": config.deterministic}
+seen["loaded"].update(after=state(), config_after=config.deterministic)
+torch.use_deterministic_algorithms(True)     # torch's own again
+seen["torchs_own"] = config.deterministic
 print(json.dumps(seen))
 """
 
 
-def _run(scenario: str, warn: str = "") -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_DETERMINISTIC"}
-    out = subprocess.run([sys.executable, "-c", PROBE, str(oracles_dir()), scenario, warn], capture_output=True,
-                         text=True, env=env, timeout=300)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.splitlines()[-1])
-
-
 def test_the_switch_without_loading_the_compiler_and_the_config_in_step_when_it_loads():
-    seen = _run("never-in-row", "warn")
-    assert seen["in_row"] == [True, True] and seen["compiler_loaded_in_row"] is False
-    assert seen["after_row"] == [False, False] and seen["compiler_loaded_after_row"] is False
-    assert seen["restored_function"] is True
-    assert seen["config_at_end"] is False          # the row's exit switched it back off
-    assert seen["config_after_torchs_own"] is True
-
-
-def test_a_config_imported_during_the_row_gets_the_switch():
-    seen = _run("imported-in-row")
-    assert seen["config_in_row"] is True and seen["in_row"] == [True, False]
-    assert seen["config_at_end"] is False and seen["after_row"] == [False, False]
-
-
-def test_a_config_already_loaded_is_set_directly():
-    seen = _run("loaded-first")
-    assert seen["in_row"] == [True, False] and seen["config_at_end"] is False
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_DETERMINISTIC"}
+    out = subprocess.run([sys.executable, "-c", PROBE, str(oracles_dir())], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.splitlines()[-1])
+    assert seen["never"] == {"in_row": [True, True], "loaded_in_row": False, "after": [False, False],
+                             "loaded_after": False, "own_back": "torch"}
+    # the config imported mid-row takes the row's switch, and the row's exit switches it back off
+    assert seen["mid_row"] == {"in_row": [True, False], "config_in_row": True, "after": [False, False],
+                               "config_after": False}
+    assert seen["loaded"] == {"in_row": [True, False], "config_in_row": True, "after": [False, False],
+                              "config_after": False}
+    assert seen["torchs_own"] is True

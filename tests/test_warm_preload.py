@@ -1,12 +1,11 @@
 """What a warm start server loads before it forks children (esverify/oracle/warm_server.py `_preload`): a
 run's own server the noise kernels of the run's mapping and the loops' reward kernels, no kernel no child
-calls (an uncached one is compiled there, at a cost in every run); a kept server every mapping's."""
+calls (an uncached one is compiled there, at a cost in every run); a kept server every mapping's. The kernels'
+entry points are replaced by recorders here: the test is which ones `_preload` calls."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -15,35 +14,36 @@ pytest.importorskip("numba")
 
 ORACLE = Path(__file__).resolve().parents[1] / "esverify" / "oracle"
 
-# in a fresh interpreter (numba's compiled signatures are per process): the server module as the server
-# imports it (its folder first on sys.path), then which kernels have a compiled signature after _preload
-PROBE = """
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import warm_server
-warm_server._preload(sys.argv[2] == "kept", tuple(sys.argv[3].split(",")))
-from esverify import exactsum
-from esverify.rng import numba_backend as nb
-kernels = {"poly32_pairs": nb.poly32_pairs, "poly32_range": nb.poly32_range, "libm64_pairs": nb.libm64_pairs,
-           "libm64_range": nb.libm64_range, "squared_bins": exactsum._squared_bins_numba,
-           "pieces": exactsum._pieces_numba, "array_bins": exactsum._bins_numba}
-print(json.dumps(sorted(name for name, k in kernels.items() if k.signatures)))
-"""
+
+@pytest.fixture
+def preload(monkeypatch):
+    """preload(kept, mappings) -> the kernels _preload called, in order."""
+    from esverify import exactsum, rng
+    from esverify.rng import numba_backend
+    monkeypatch.syspath_prepend(str(ORACLE))   # the server imports its folder's supervise, as under its own path
+    import warm_server
+    calls = []
+    monkeypatch.setattr(rng, "gaussian", lambda *a, mapping, **k: calls.append(f"gaussian {mapping}"))
+    for name in ("poly32_pairs", "libm64_pairs"):
+        monkeypatch.setattr(numba_backend, name, lambda *a, name=name: calls.append(name))
+    for name in ("array_fsum", "squared_distance_fsum"):
+        monkeypatch.setattr(exactsum, name, lambda *a, name=name: calls.append(name))
+    # a kept server imports the compiler's config first (1 s of CPU): a stand-in module here
+    monkeypatch.setitem(sys.modules, "torch._inductor.config",
+                        sys.modules.get("torch._inductor.config") or types.ModuleType("torch._inductor.config"))
+
+    def run(kept, mappings):
+        calls.clear()
+        warm_server._preload(kept, mappings)
+        return list(calls)
+    return run
 
 
-def _loaded(kind: str, mappings: str) -> list:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ORACLE.parents[1]), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-c", PROBE, str(ORACLE), kind, mappings], capture_output=True, text=True,
-                         env=env, timeout=300)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.splitlines()[-1])
+def test_a_runs_server_loads_its_mappings_kernels_and_the_rewards_only(preload):
+    assert preload(False, ("poly32",)) == ["gaussian poly32", "poly32_pairs", "squared_distance_fsum"]
+    assert preload(False, ("libm64",)) == ["gaussian libm64", "libm64_pairs", "squared_distance_fsum"]
 
 
-def test_a_runs_server_loads_its_mappings_kernels_and_the_rewards_only():
-    assert _loaded("run", "poly32") == ["pieces", "poly32_pairs", "poly32_range", "squared_bins"]
-    assert _loaded("run", "libm64") == ["libm64_pairs", "libm64_range", "pieces", "squared_bins"]
-
-
-def test_a_kept_server_loads_every_mapping():
-    assert _loaded("kept", "poly32") == ["libm64_pairs", "libm64_range", "pieces", "poly32_pairs", "poly32_range",
-                                         "squared_bins"]
+def test_a_kept_server_loads_every_mapping(preload):
+    assert preload(True, ("poly32",)) == ["gaussian poly32", "poly32_pairs", "gaussian libm64", "libm64_pairs",
+                                          "squared_distance_fsum"]
