@@ -23,9 +23,6 @@ from identical bits.
 """
 from __future__ import annotations
 
-import math
-import re
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -104,12 +101,9 @@ def write(path: Path, names, tensors, ties=()) -> Path:
 
 def read(path: Path) -> tuple[list[str], list[np.ndarray], list[str]]:
     """(names or [], bit arrays, dtype names) of a set or a child's result file: .npz, `dtypes`, `slot<k>`
-    and optionally `names` (as `write` and the child's save_results write them). The arrays are new,
-    writable numpy arrays. Raises what np.load raises on a file that is not such an .npz (OSError,
-    ValueError, KeyError naming the missing member, zipfile.BadZipFile)."""
-    found = _read_canonical(path)
-    if found is not None:
-        return found
+    and optionally `names` (as `write` and the child's save_results write them). Raises what np.load
+    raises on a file that is not such an .npz (OSError, ValueError, KeyError naming the missing member,
+    zipfile.BadZipFile)."""
     with pyast.exclusive(), np.load(path) as data:   # numpy parses each header with ast (esverify.pyast)
         dtypes = [str(d) for d in data["dtypes"]]
         names = [str(n) for n in data["names"]] if "names" in data else []
@@ -119,65 +113,6 @@ def read(path: Path) -> tuple[list[str], list[np.ndarray], list[str]]:
 
 def read_members(path) -> dict:
     """{member name: array} of every member of an .npz (a child's tape file: eggroll's adapters, hundreds of
-    small members), as np.load reads them (new writable arrays), numpy's own headers matched as read()
-    matches them. Raises what np.load raises on a file it refuses."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
-            if all(m.endswith(".npy") for m in names):
-                found = {m[:-4]: _member(archive, m) for m in names}
-                if all(a is not None for a in found.values()):
-                    return found
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError):
-        pass
+    small members), as np.load reads them. Raises what np.load raises on a file it refuses."""
     with pyast.exclusive(), np.load(path) as stored:   # numpy parses each header with ast (esverify.pyast)
         return {key: stored[key] for key in stored.files}
-
-
-#: the header np.save writes (.npy format 1.0, NEP 1): a little-endian or one-byte integer, float, bool or
-#: text dtype, C order; matched as bytes, so that the members of the files np.savez wrote here need no
-#: ast.literal_eval (numpy's header parser: 30-40 us of a member's 60, thousands of members a run)
-_NPY_HEADER = re.compile(rb"\{'descr': '([<|][uifbU][0-9]+)', 'fortran_order': False, 'shape': \(((?:[0-9]+, )*[0-9]*,?)\), \} *\n")
-_NPY_MAGIC = b"\x93NUMPY\x01\x00"
-
-
-def _read_canonical(path):
-    """read()'s result when every member it reads has numpy's own format-1.0 header (_NPY_HEADER) and
-    exactly its data, else None (np.load then reads the file, with its own answer or error)."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            members = set(archive.namelist())
-            if not all(m.endswith(".npy") for m in members):   # np.load's other member names: its own reading
-                return None
-            dtypes = _member(archive, "dtypes.npy")
-            names = _member(archive, "names.npy") if "names.npy" in members else []
-            if dtypes is None or names is None or dtypes.ndim != 1 or getattr(names, "ndim", 1) != 1:
-                return None
-            dtypes = [str(d) for d in dtypes]
-            arrays = [_member(archive, f"slot{k}.npy") if f"slot{k}.npy" in members else None
-                      for k in range(len(dtypes))]
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError):
-        return None
-    if any(a is None for a in arrays):
-        return None
-    return [str(n) for n in names], arrays, dtypes
-
-
-def _member(archive: zipfile.ZipFile, name: str):
-    """The array of .npy member `name`, a new writable array, when its header is _NPY_HEADER and its data
-    exactly the header's shape; else None."""
-    raw = archive.read(name)
-    if not raw.startswith(_NPY_MAGIC) or len(raw) < 10:
-        return None
-    start = 10 + int.from_bytes(raw[8:10], "little")
-    header = _NPY_HEADER.fullmatch(raw, 10, start)
-    if header is None:
-        return None
-    dtype = np.dtype(header.group(1).decode("ascii"))
-    shape = tuple(int(d) for d in header.group(2).split(b",") if d.strip())
-    count = math.prod(shape)
-    if len(raw) - start != count * dtype.itemsize:
-        return None
-    if not count:
-        return np.empty(shape, dtype)
-    return np.frombuffer(raw, dtype, count, start).reshape(shape).copy()
