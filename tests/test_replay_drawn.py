@@ -108,9 +108,9 @@ def test_the_replay_with_drawn_accumulation_equals_the_one_without(monkeypatch, 
                                                                     end, chunk, evaluated, whole):
     """replay_elements with the profile's accumulate_drawn, and with it taken away (every member drawn into
     memory first): bitwise equal, residue members and the others alike. A residue logged in member order
-    (`whole`) runs with the update in one call per window and iteration, its steps inside the kernel; one
-    logged out of member order keeps the logged order on theta: drawn into memory, the kernel called per
-    other member."""
+    (`whole`) runs with the update in one call per window and iteration (accumulate_drawn_apply's, which also
+    applies the update), its steps inside the kernel; one logged out of member order keeps the logged order on
+    theta: drawn into memory, the kernel called per other member."""
     r = np.random.default_rng(5)
     iterations = tuple((tuple(int(s) for s in r.integers(0, 2 ** 62, size=6)), tuple(r.standard_normal(6).tolist()),
                         evaluated) for _ in range(2))
@@ -125,7 +125,12 @@ def test_the_replay_with_drawn_accumulation_equals_the_one_without(monkeypatch, 
     def counted(acc, seeds, *args, **kwargs):
         calls.append((len(seeds), args[6] if len(args) > 6 else kwargs.get("steps")))
         return prof.accumulate_drawn(acc, seeds, *args, **kwargs)
-    monkeypatch.setattr(kernel, "get_profile", lambda name: replace(prof, accumulate_drawn=counted))
+
+    def counted_apply(acc, seeds, *args):   # a whole iteration with the update applied in the kernel's last pass
+        calls.append((len(seeds), args[6]))
+        return prof.accumulate_drawn_apply(acc, seeds, *args)
+    monkeypatch.setattr(kernel, "get_profile", lambda name: replace(prof, accumulate_drawn=counted,
+                                                                    accumulate_drawn_apply=counted_apply))
     got, naive = kernel.replay_elements(job, unit, base)
     monkeypatch.setattr(kernel, "get_profile", lambda name: replace(prof, accumulate_drawn=None))
     want, naive_want = kernel.replay_elements(job, unit, base)

@@ -72,6 +72,49 @@ def test_the_kernel_is_the_draw_then_the_steps_then_the_accumulate(mapping, fuse
     assert torch.equal(_bits(acc), _bits(want_acc))
 
 
+@pytest.mark.parametrize("mapping", ["poly32", "libm64"])
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("first", [0, 2 ** 40 + 3])
+@pytest.mark.parametrize("n", [1, 2, 4101])
+@pytest.mark.parametrize("last", [0, 2, 3], ids=["last-stepless", "last-two-steps", "last-three-steps"])
+def test_the_kernel_with_the_apply_is_the_kernel_then_the_apply(mapping, fused, first, n, last):
+    """cpu_kernels.accumulate_drawn_apply equals accumulate_drawn followed by apply (or fma32) of theta and of naive
+    by acc, bit for bit, acc included: the last member without steps (the apply in its pass), with two (the
+    one-pass loop, then an apply pass) and with three (the block buffer, then the pass); stepless members
+    before it in a pair and alone; odd and even first elements."""
+    if fused and not cpu_kernels.FMA:
+        pytest.skip("no fused multiply-add on this CPU")
+    r = np.random.default_rng(n + first % 89 + last)
+    counts = [0, 0, 2, 0, last]
+    seeds = [int(s) for s in r.integers(0, 2 ** 63, size=len(counts), dtype=np.uint64)]
+    coeffs = [float(np.float32(c)) for c in r.standard_normal(len(counts))]
+    steps = [[float(np.float32(v)) for v in r.standard_normal(k) * 1e-3] for k in counts]
+    scale = float(np.float32(0.37))
+    theta, naive, acc = _specials(n, 1), _specials(n, 3), _specials(n, 2)
+    want_theta, want_naive, want_acc = theta.clone(), naive.clone(), acc.clone()
+    assert cpu_kernels.accumulate_drawn(want_acc, seeds, first, mapping, coeffs, fused, want_theta, steps) is True
+    for target in (want_theta, want_naive):
+        (cpu_kernels.fma32(target, want_acc, scale, target) if fused
+         else cpu_kernels.apply(target, want_acc, scale, target))
+    assert cpu_kernels.accumulate_drawn_apply(acc, seeds, first, mapping, coeffs, fused, theta, steps, scale,
+                                              naive) is True
+    for got, want in [(theta, want_theta), (naive, want_naive), (acc, want_acc)]:
+        assert torch.equal(_bits(got), _bits(want))
+
+
+def test_the_kernel_with_the_apply_refuses_what_does_not_fit():
+    """accumulate_drawn_apply: a theta or naive missing, of another length, or the same tensor as acc or each
+    other is a ValueError, nothing changed; a tensor that is not f32 is declined (False), nothing changed."""
+    acc, theta = torch.zeros(8), torch.zeros(8)
+    for t, nv in [(None, torch.zeros(8)), (theta, None), (theta, torch.zeros(7)), (torch.zeros(7), torch.zeros(8)),
+                  (theta, theta), (theta, acc), (acc, torch.zeros(8))]:
+        with pytest.raises(ValueError, match="accumulate_drawn_apply"):
+            cpu_kernels.accumulate_drawn_apply(acc, [1], 0, "poly32", [0.5], False, t, None, 0.5, nv)
+    half = torch.zeros(8, dtype=torch.float16)
+    assert cpu_kernels.accumulate_drawn_apply(acc, [1], 0, "poly32", [0.5], False, theta, None, 0.5, half) is False
+    assert torch.equal(acc, torch.zeros(8)) and torch.equal(theta, torch.zeros(8)) and torch.equal(half, 0 * half)
+
+
 def _job(profile, mapping, scheme, evaluated, chunk, decay):
     r = np.random.default_rng(11)
     iterations = tuple((tuple(int(s) for s in r.integers(0, 2 ** 62, size=POPULATION)),
@@ -145,3 +188,29 @@ def test_compare_agrees_with_bitcompare(dtype):
             want = {"mismatches": diff.mismatches, "first": diff.first(10), "max_ulp": diff.max_ulp}
             assert kernel.compare(got, expected, 10) == want
     assert kernel.compare(x[::2], x[::2].clone(), 0)["mismatches"] == 0   # not contiguous: bitcompare's path
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int8])
+def test_compare_of_a_unit_that_differs_here_and_there_agrees_with_bitcompare(dtype):
+    """kernel.compare finds the differing elements in its own pass and lets bitcompare measure only those: the
+    count, the first difference (its index in the whole tensor, both patterns, its ulp) and the largest ulp are
+    bitcompare's over the whole unit, for a few percent of scattered differences with a signed zero, NaNs of two
+    payloads and an infinity among them, the first one late in the unit, and for no difference at all."""
+    r = np.random.default_rng(4)
+    n = 10007
+    x = torch.from_numpy(r.standard_normal(n) * 100).to(dtype)
+    y = x.clone()
+    where = np.sort(r.choice(np.arange(700, n), 300, replace=False))
+    y[torch.from_numpy(where)] += torch.ones(300, dtype=dtype) if dtype == torch.int8 else \
+        torch.from_numpy(r.standard_normal(300)).to(dtype)
+    if dtype.is_floating_point:
+        x[800], y[800] = 0.0, -0.0
+        x[900], y[900] = float("nan"), float("inf")
+        width = {2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize]
+        x.view(width)[1000] = torch.tensor(float("nan"), dtype=dtype).view(width)
+        y.view(width)[1000] = x.view(width)[1000] + 1   # another NaN payload
+    for got, expected in [(y, x), (x, y), (x, x.clone())]:
+        diff = bitcompare.compare(expected, got)
+        want = {"mismatches": diff.mismatches, "first": diff.first(123), "max_ulp": diff.max_ulp}
+        assert kernel.compare(got, expected, 123) == want
+    assert kernel.compare(y, x, 0)["mismatches"] >= 200   # scattered differences (bf16 rounds some away)

@@ -161,6 +161,41 @@ if numba is not None:
             acc[n - 1] = _add(_add(acc[n - 1], at(seed0, i), c0, fused), at(seed1, i), c1, fused)
 
     @numba.njit(inline="always")
+    def _drawn_apply_loop(theta, naive, acc, seed, first, c32, scale32, pair, at, fused):
+        # _drawn_loop with _add, then the update applied where acc[i] is final: theta[i] <- add(theta[i], acc[i],
+        # scale32) and naive[i] likewise (cpu_kernels.apply's lines, or fma32's when fused), in the same pass: the
+        # last member's. Per element the order of accumulate_drawn followed by two apply passes, without the two
+        # passes over the window (2-3% of an iteration). len(acc) >= 1.
+        n = acc.size
+        start = 0
+        if first & np.uint64(1):
+            a = _add(acc[0], at(seed, first), c32, fused)
+            acc[0] = a
+            theta[0] = _add(theta[0], a, scale32, fused)
+            naive[0] = _add(naive[0], a, scale32, fused)
+            start = 1
+        m = (n - start) // 2
+        z0 = seed + (first + np.uint64(start + 1)) * _GAMMA
+        ac = acc[start:]
+        th = theta[start:]
+        nv = naive[start:]
+        for k in range(m):
+            ev, od = pair(z0 + np.uint64(k) * _STEP)
+            a = _add(ac[2 * k], ev, c32, fused)
+            b = _add(ac[2 * k + 1], od, c32, fused)
+            ac[2 * k] = a
+            ac[2 * k + 1] = b
+            th[2 * k] = _add(th[2 * k], a, scale32, fused)
+            th[2 * k + 1] = _add(th[2 * k + 1], b, scale32, fused)
+            nv[2 * k] = _add(nv[2 * k], a, scale32, fused)
+            nv[2 * k + 1] = _add(nv[2 * k + 1], b, scale32, fused)
+        if (n - start) & 1:
+            a = _add(acc[n - 1], at(seed, first + np.uint64(n - 1)), c32, fused)
+            acc[n - 1] = a
+            theta[n - 1] = _add(theta[n - 1], a, scale32, fused)
+            naive[n - 1] = _add(naive[n - 1], a, scale32, fused)
+
+    @numba.njit(inline="always")
     def _stepped(t, e, s0, s1, s2, s3, four, fused):
         # t after the steps s0, s1, and s2, s3 when `four` (a constant once inlined, so the test folds away), in
         # order: a residue member evaluated once (+s, -s) or twice (+-s again, under mirroring)
@@ -204,7 +239,8 @@ if numba is not None:
     _BLOCK = 2048
 
     @numba.njit(inline="always")
-    def _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, pair, at, fill, fused):
+    def _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, naive, scale32, apply, pair, at, fill,
+                       fused):
         # member m in order: theta <- add(theta, eps_m, s) for s in steps[offsets[m]:offsets[m+1]] (the engine
         # residue), then acc <- add(acc, eps_m, coeffs[m]). A member with no steps, two or four (one or two
         # evaluations: the residue's steps come in pairs) never writes its noise (one loop per step count: the
@@ -213,21 +249,26 @@ if numba is not None:
         # once in esverify.rng.numba_backend) and reuses it from the first level of cache. Two members in a row
         # without steps share one pass (_drawn_pair_loop). The blocks are views indexed from 0 (indexing
         # theta[b0 + i] measured 2x slower: numba cannot prove b0 + i >= 0 and keeps the negative-index branch,
-        # which stops LLVM from vectorising the loop).
+        # which stops LLVM from vectorising the loop). With `apply`, the update is then applied to theta and
+        # naive (add(x, acc, scale32)): in the last member's pass when it has no steps, else in a pass after it.
         n = acc.size
         if n == 0:
             return
         buf = np.empty(_BLOCK, np.float32)
         z = np.float32(0)
+        last = seeds.size - 1 if apply else seeds.size   # a member the pairs leave alone: it applies the update
         m = -1
         while m + 1 < seeds.size:
             m += 1
             lo, hi = offsets[m], offsets[m + 1]
             c32 = coeffs[m]
-            if lo == hi and m + 1 < seeds.size and offsets[m + 2] == hi:
+            if lo == hi and m + 1 < last and offsets[m + 2] == hi:
                 _drawn_pair_loop(acc, seeds[m], seeds[m + 1], first, c32, coeffs[m + 1], pair, at, fused)
                 m += 1
                 continue
+            if lo == hi and m == last:
+                _drawn_apply_loop(theta, naive, acc, seeds[m], first, c32, scale32, pair, at, fused)
+                return
             if lo == hi:
                 _drawn_loop(acc, seeds[m], first, c32, pair, at, fused, _add)
                 continue
@@ -251,27 +292,32 @@ if numba is not None:
                         th[i] = _add(th[i], e[i], s, fused)
                 for i in range(nb):
                     ac[i] = _add(ac[i], e[i], c32, fused)
+        if apply:   # the last member had steps
+            for i in range(n):
+                theta[i] = _add(theta[i], acc[i], scale32, fused)
+            for i in range(n):
+                naive[i] = _add(naive[i], acc[i], scale32, fused)
 
     # one compiled loop per mapping and rounding: a flag tested in the loop measured 2x slower
     @njit_cached(nogil=True)
-    def _drawn_poly32(theta, acc, seeds, first, coeffs, offsets, steps):
-        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, poly32_pair, _poly32_at, poly32_range,
-                       False)
+    def _drawn_poly32(theta, acc, seeds, first, coeffs, offsets, steps, naive, scale32, apply):
+        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, naive, scale32, apply, poly32_pair, _poly32_at,
+                       poly32_range, False)
 
     @njit_cached(nogil=True)
-    def _drawn_poly32_fma(theta, acc, seeds, first, coeffs, offsets, steps):
-        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, poly32_pair, _poly32_at, poly32_range,
-                       True)
+    def _drawn_poly32_fma(theta, acc, seeds, first, coeffs, offsets, steps, naive, scale32, apply):
+        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, naive, scale32, apply, poly32_pair, _poly32_at,
+                       poly32_range, True)
 
     @njit_cached(nogil=True)
-    def _drawn_libm64(theta, acc, seeds, first, coeffs, offsets, steps):
-        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, libm64_pair, _libm64_at, libm64_range,
-                       False)
+    def _drawn_libm64(theta, acc, seeds, first, coeffs, offsets, steps, naive, scale32, apply):
+        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, naive, scale32, apply, libm64_pair, _libm64_at,
+                       libm64_range, False)
 
     @njit_cached(nogil=True)
-    def _drawn_libm64_fma(theta, acc, seeds, first, coeffs, offsets, steps):
-        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, libm64_pair, _libm64_at, libm64_range,
-                       True)
+    def _drawn_libm64_fma(theta, acc, seeds, first, coeffs, offsets, steps, naive, scale32, apply):
+        _drawn_members(theta, acc, seeds, first, coeffs, offsets, steps, naive, scale32, apply, libm64_pair, _libm64_at,
+                       libm64_range, True)
 
     _DRAWN = {("poly32", False): _drawn_poly32, ("poly32", True): _drawn_poly32_fma,
               ("libm64", False): _drawn_libm64, ("libm64", True): _drawn_libm64_fma}
@@ -344,6 +390,15 @@ def fma32(x, y, k: float, out) -> None:
 DRAWN_MAPPINGS = {"poly32": "esverify.rng.numba_backend:poly32", "libm64": "esverify.rng.numba_backend:libm64"}
 
 
+def _drawable(mapping: str, fused: bool, *tensors) -> bool:
+    """Whether the drawn kernels serve `mapping` (its registered numba kernel is the one they inline) on these
+    tensors (contiguous CPU f32; fused: and a CPU with a fused multiply-add)."""
+    registered = MAPPINGS[mapping].kernels.get("numba") if mapping in MAPPINGS else None
+    if registered is None or registered != DRAWN_MAPPINGS.get(mapping):
+        return False
+    return fma_usable(*tensors) if fused else usable(*tensors)
+
+
 def accumulate_drawn(acc, stream_seeds, first: int, mapping: str, coeffs32, fused: bool, theta=None,
                      steps=None) -> bool:
     """Member by member in order: theta <- theta + eps_m * s for each s of steps[m] (the engine residue's
@@ -362,11 +417,13 @@ def accumulate_drawn(acc, stream_seeds, first: int, mapping: str, coeffs32, fuse
     tests/test_replay_drawn.py and tests/test_replay_fused.py prove it bitwise the draw followed by
     `perturb`/`accumulate` or `fma32`.
     """
-    registered = MAPPINGS[mapping].kernels.get("numba") if mapping in MAPPINGS else None
-    if registered is None or registered != DRAWN_MAPPINGS.get(mapping):
-        return False
+    return _drawn(acc, stream_seeds, first, mapping, coeffs32, fused, theta, steps, 0.0, None)
+
+
+def _drawn(acc, stream_seeds, first, mapping, coeffs32, fused, theta, steps, scale32, naive) -> bool:
+    """accumulate_drawn (naive None) or accumulate_drawn_apply: the checks, then the compiled kernel."""
     tensors = (acc,) if theta is None else (acc, theta)
-    if not (fma_usable(*tensors) if fused else usable(*tensors)):
+    if not _drawable(mapping, fused, *tensors, *(() if naive is None else (naive,))):
         return False
     seeds = np.asarray(stream_seeds, dtype=np.uint64).reshape(-1)
     coeffs = np.asarray(coeffs32, dtype=np.float32).reshape(-1)
@@ -381,6 +438,31 @@ def accumulate_drawn(acc, stream_seeds, first: int, mapping: str, coeffs32, fuse
     offsets = np.zeros(seeds.size + 1, dtype=np.int64)
     np.cumsum([len(x) for x in per], out=offsets[1:])
     flat = np.array([v for x in per for v in x], dtype=np.float32)
-    _DRAWN[mapping, bool(fused)](_np(acc if theta is None else theta), _np(acc), seeds, np.uint64(first), coeffs,
-                                 offsets, flat)
+    th = _np(acc if theta is None else theta)
+    _DRAWN[mapping, bool(fused)](th, _np(acc), seeds, np.uint64(first), coeffs, offsets, flat,
+                                 th if naive is None else _np(naive), np.float32(scale32), naive is not None)
     return True
+
+
+def accumulate_drawn_apply(acc, stream_seeds, first: int, mapping: str, coeffs32, fused: bool, theta, steps,
+                           scale32: float, naive) -> bool:
+    """`accumulate_drawn`, then the update applied to theta and to naive: x <- rd32(x + rd32(acc * scale32)),
+    or rd32(x + acc*scale32) with one rounding when fused (`apply`'s lines, or `fma32`'s), in the last member's
+    pass when it has no steps (else in one pass after it); acc ends as accumulate_drawn leaves it.
+
+    acc, theta, naive: 1-D contiguous CPU f32 tensors of one length, theta and naive distinct from acc and
+    each other; scale32: an exact f32 value; the rest as accumulate_drawn's. Returns False, changing
+    nothing, when accumulate_drawn would; ValueError as accumulate_drawn's, and for a theta or naive
+    missing, not of acc's length, or not distinct from acc and each other. Why: the two apply passes over
+    the window cost 2-3% of a replay's iteration (docs/replay.md §9). tests/test_replay_fused.py proves it
+    bitwise accumulate_drawn followed by `apply` (or `fma32`) of theta and of naive.
+    """
+    if theta is None or naive is None:
+        raise ValueError("accumulate_drawn_apply: needs theta and naive")
+    if not _drawable(mapping, fused, acc, theta, naive):
+        return False
+    if theta.numel() != acc.numel() or naive.numel() != acc.numel() or (acc.numel() and len(
+            {acc.data_ptr(), theta.data_ptr(), naive.data_ptr()}) < 3):
+        raise ValueError("accumulate_drawn_apply: theta and naive must be tensors of acc's length, distinct from "
+                         "acc and from each other")
+    return _drawn(acc, stream_seeds, first, mapping, coeffs32, fused, theta, steps, scale32, naive)

@@ -34,6 +34,7 @@ from esverify.es.decay import decay_chunk
 from esverify.es.profiles import get_profile
 
 from . import scratch
+from .differing import differing
 from .units import Unit
 from .weights import WeightsError, open_weights
 
@@ -145,7 +146,7 @@ def _residue_steps(sigma: float, seeds, coeffs, evaluated):
 
 
 def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: int, numel: int, drawn=None,
-                   plan=None, new_acc=None):
+                   plan=None, new_acc=None, drawn_apply=None):
     """Run every iteration on one window (1-D views theta, naive, anchor of elements [first, first+len)).
     drawn: None, or drawn(k, first, acc, coeffs, theta=None, steps=None) -> bool, the profile's
     accumulate_drawn on this window's streams of the members k (iteration, member indices): when the
@@ -153,7 +154,10 @@ def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: in
     member's noise inside the kernel; else it is called per member whose draw the residue did not keep
     (whose noise is then never written to memory). plan: per iteration `_residue_steps`, computed once per
     replay instead of per window (None: computed here). new_acc: the profile's new_acc, or a stand-in that
-    hands out a zeroed reused buffer of the same dtype (None: the profile's)."""
+    hands out a zeroed reused buffer of the same dtype (None: the profile's). drawn_apply: None, or
+    drawn_apply(i, first, acc, theta, steps, naive) -> bool, the profile's accumulate_drawn_apply on this
+    window: the call `drawn` would make for a whole iteration, the update then applied to theta and naive in
+    the kernel's last pass (then the apply passes here are skipped)."""
     n, dt = theta.numel(), theta.dtype
     subs = _subs(n, job.chunk)
     scale = prof.scale(job.alpha, job.population)
@@ -170,12 +174,14 @@ def _replay_window(job: Job, prof, rule, theta, naive, anchor, eps_of, first: in
             steps = None
         else:
             steps = plan[i] if plan is not None else _residue_steps(job.sigma, seeds, coeffs, evaluated)
-        if steps is None or not drawn((i, None), first, acc, coeffs, theta, steps):
+        applied = steps is not None and drawn_apply is not None and drawn_apply(i, first, acc, theta, steps, naive)
+        if not applied and (steps is None or not drawn((i, None), first, acc, coeffs, theta, steps)):
             _residue_and_update(job, prof, rule, theta, acc, eps_of, first, numel, drawn, subs, scratch, kept, i,
                                 seeds, coeffs, evaluated)
         for target in (theta, naive):
             for a, b in subs:
-                prof.apply(target[a:b], acc[a:b], scale, rule, first + a, numel, target[a:b])
+                if not applied:
+                    prof.apply(target[a:b], acc[a:b], scale, rule, first + a, numel, target[a:b])
                 if step is not None:
                     target[a:b].copy_(decay_chunk(target[a:b], anchor[a:b], job.decay, step, rule))
 
@@ -287,7 +293,7 @@ def replay_elements(job: Job, unit: Unit, base: torch.Tensor, owned: bool = Fals
     if slot is None and job.scheme == "iid":
         raise ValueError(f"tensor {unit.name}: not in the log's slot list; iid noise needs its slot")
     draw = _contract_draw(job, slot or 0)
-    drawn = None
+    drawn = drawn_apply = None
     if prof.accumulate_drawn is not None:
         try:
             streams, plan = _streams_and_steps(job.iterations, slot or 0, job.scheme, job.sigma)
@@ -298,11 +304,18 @@ def replay_elements(job: Job, unit: Unit, base: torch.Tensor, owned: bool = Fals
             i, k = key   # iteration; member, or None for all of them
             return prof.accumulate_drawn(acc, streams[i] if k is None else streams[i][k:k + 1], at, job.mapping,
                                          coeffs, base.dtype, rule, theta, steps)
+
+        if prof.accumulate_drawn_apply is not None:
+            scale = prof.scale(job.alpha, job.population)
+
+            def drawn_apply(i, at, acc, theta, steps, naive):
+                return prof.accumulate_drawn_apply(acc, streams[i], at, job.mapping, job.iterations[i][1],
+                                                   base.dtype, rule, theta, steps, scale, naive)
     for a, b in _subs(n, job.chunk):
         first = unit.start + a
         _replay_window(job, prof, rule, theta[a:b], naive[a:b], None if anchor is None else anchor[a:b],
                        lambda seed, out=None: draw(seed, first, b - a, out), first, unit.numel, drawn,
-                       plan if drawn is not None else None, new_acc)
+                       plan if drawn is not None else None, new_acc, drawn_apply)
     return theta, naive
 
 
@@ -319,15 +332,27 @@ def compare(got: torch.Tensor, expected: torch.Tensor, start: int) -> dict:
     tensor), "expected", "got" (hex and value), "ulp" (None for NaN/inf or non-float)}, "max_ulp":
     largest finite distance or None}, plus "layout" when dtypes or shapes differ.
     """
-    if (got.device.type != "cpu" and got.dtype == expected.dtype and got.shape == expected.shape
-            and got.device == expected.device and got.dtype.itemsize in _SAME_WIDTH and got.is_contiguous()
-            and expected.is_contiguous()):
+    same = (got.dtype == expected.dtype and got.shape == expected.shape and got.device == expected.device
+            and got.dtype.itemsize in _SAME_WIDTH and got.is_contiguous() and expected.is_contiguous())
+    if same and got.device.type != "cpu":
         # on a GPU a genuine checkpoint's agreement is one pass there, where bitcompare would first copy both to
-        # the host; on the CPU bitcompare's own numpy pass is as cheap (torch.equal on one thread cost 2-4 ms of
-        # a unit's 80, numpy 0.2-0.4 ms) and a naive replay, which differs, is not compared twice
+        # the host
         view = _SAME_WIDTH[got.dtype.itemsize]
         if torch.equal(got.view(view), expected.view(view)):
             return {"mismatches": 0, "first": None, "max_ulp": None}
+    elif same and got.numel():
+        # on the CPU one compiled pass finds the differing elements (none, for a genuine checkpoint) and bitcompare
+        # measures only those: its own pass writes a bool array of the unit and reads it twice (2-3 ms of a unit's
+        # 80 for a naive replay differing in 3% of its elements; torch.equal on one thread cost 2-4 ms)
+        e, g = bitcompare.patterns(expected), bitcompare.patterns(got)
+        index = differing(e.bits, g.bits)
+        if not index.size:
+            return {"mismatches": 0, "first": None, "max_ulp": None}
+        part = bitcompare.compare(bitcompare.Patterns(e.bits[index], e.dtype, e.fmt, (index.size,)),
+                                  bitcompare.Patterns(g.bits[index], g.dtype, g.fmt, (index.size,)))
+        first = part.first(start)
+        first["index"] = start + int(index[0])   # part's elements all differ: its first is index[0]
+        return {"mismatches": int(index.size), "first": first, "max_ulp": part.max_ulp}
     diff = bitcompare.compare(expected, got)
     out = {"mismatches": diff.mismatches, "first": diff.first(start), "max_ulp": diff.max_ulp}
     if diff.layout:

@@ -52,3 +52,8 @@ class Profile:
     #: nothing changed, when it cannot, and then the caller draws and calls `perturb`/`accumulate` (the
     #: replay and the trainer's update use it, docs/replay.md §9)
     accumulate_drawn: Callable | None = field(default=None, repr=False)
+    #: None, or accumulate_drawn_apply(acc, stream_seeds, first, mapping, coeffs, dtype, rule, theta, steps, scale,
+    #: naive) -> bool: `accumulate_drawn`, then `apply` of the update (alpha / N = scale) to theta and to naive in
+    #: place, the same bits, the last member's pass doing both (the replay uses it, docs/replay.md §9); False,
+    #: nothing changed, when it cannot
+    accumulate_drawn_apply: Callable | None = field(default=None, repr=False)

@@ -33,8 +33,8 @@ from esverify.es.numerics import rd32, round_to, scalar32, widen
 from esverify.es.profiles.base import Profile
 from esverify.es.unfused_perturb import perturb_torch, q32
 
-__all__ = ["PROFILE", "RULE", "VERSION", "accumulate", "accumulate_drawn", "apply", "new_acc", "perturb",
-           "perturb_torch"]
+__all__ = ["PROFILE", "RULE", "VERSION", "accumulate", "accumulate_drawn", "accumulate_drawn_apply", "apply",
+           "new_acc", "perturb", "perturb_torch"]
 
 VERSION = 1
 RULE = "portable"
@@ -85,6 +85,18 @@ def accumulate_drawn(acc, stream_seeds, first, mapping, coeffs, dtype, rule, the
                                         [[rd32(s) for s in member] for member in steps])
 
 
+def accumulate_drawn_apply(acc, stream_seeds, first, mapping, coeffs, dtype, rule, theta, steps, scale, naive) -> bool:
+    """`accumulate_drawn`, then `apply` of the update to theta and to naive in place (scale = alpha / N, f64,
+    rounded as `apply` rounds it), in the kernel's last pass (esverify.es.cpu_kernels.accumulate_drawn_apply;
+    the same bits). True when applied (f32 parameters, contiguous CPU tensors), else False and nothing
+    changed; ValueError as cpu_kernels.accumulate_drawn_apply's."""
+    if dtype != torch.float32:
+        return False
+    return cpu_kernels.accumulate_drawn_apply(acc, stream_seeds, first, mapping, [rd32(c) for c in coeffs],
+                                              False, theta, None if steps is None else
+                                              [[rd32(s) for s in member] for member in steps], rd32(scale), naive)
+
+
 def apply(theta, acc, scale, rule, first, numel, out):
     """out <- rd_dt(f32(theta) + f32(rd_dt(rd32(acc * rd32(scale))))), scale = alpha / N (f64).
 
@@ -99,6 +111,6 @@ def apply(theta, acc, scale, rule, first, numel, out):
 
 PROFILE = Profile(name="es-at-scale", version=VERSION, rules=(RULE,), rule_for=lambda device: RULE,
                   perturb=perturb, new_acc=new_acc, accumulate=accumulate, apply=apply,
-                  accumulate_drawn=accumulate_drawn,
+                  accumulate_drawn=accumulate_drawn, accumulate_drawn_apply=accumulate_drawn_apply,
                   version_constant="esverify.references.es_at_scale.profile.VERSION", wire=True,
                   default=True)   # the primary reference: Config's and the tensor kernels' default profile

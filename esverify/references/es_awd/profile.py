@@ -138,6 +138,19 @@ def accumulate_drawn(acc, stream_seeds, first, mapping, coeffs, dtype, rule, the
                                         [[rd32(s) for s in member] for member in steps])
 
 
+def accumulate_drawn_apply(acc, stream_seeds, first, mapping, coeffs, dtype, rule, theta, steps, scale, naive) -> bool:
+    """`accumulate_drawn`, then `apply` of the update to theta and to naive in place (scale = alpha / N, f64,
+    rounded as `apply` rounds it: fma32 of rd32(scale)), in the kernel's last pass
+    (esverify.es.cpu_kernels.accumulate_drawn_apply; the same bits). True when applied (f32 parameters,
+    contiguous CPU tensors, a CPU with an FMA unit), else False and nothing changed; ValueError as
+    cpu_kernels.accumulate_drawn_apply's."""
+    if dtype != torch.float32 or rule not in ("cpu", "cuda"):
+        return False
+    return cpu_kernels.accumulate_drawn_apply(acc, stream_seeds, first, mapping, [rd32(c) for c in coeffs],
+                                              True, theta, None if steps is None else
+                                              [[rd32(s) for s in member] for member in steps], rd32(scale), naive)
+
+
 def apply(theta, acc, scale, rule, first, numel, out):
     """out <- scaled_add(theta, acc, scale), scale = alpha / N (f64); `out` may be theta."""
     if _f32_into(theta, acc, scale, rule, out):
@@ -147,5 +160,5 @@ def apply(theta, acc, scale, rule, first, numel, out):
 
 PROFILE = Profile(name="es-awd", version=VERSION, rules=("cpu", "cuda"), rule_for=rule_for,
                   perturb=perturb, new_acc=new_acc, accumulate=accumulate, apply=apply,
-                  accumulate_drawn=accumulate_drawn,
+                  accumulate_drawn=accumulate_drawn, accumulate_drawn_apply=accumulate_drawn_apply,
                   version_constant="esverify.references.es_awd.profile.VERSION", wire=True)
