@@ -214,3 +214,39 @@ def test_compare_of_a_unit_that_differs_here_and_there_agrees_with_bitcompare(dt
         want = {"mismatches": diff.mismatches, "first": diff.first(123), "max_ulp": diff.max_ulp}
         assert kernel.compare(got, expected, 123) == want
     assert kernel.compare(y, x, 0)["mismatches"] >= 200   # scattered differences (bf16 rounds some away)
+
+
+def test_run_unit_reuses_its_buffers_without_carrying_values(tmp_path):
+    """run_unit in one process reuses its buffers (base, checkpoint, naive, accumulator: replay/scratch.py) from
+    unit to unit: each unit's result is the result of a fresh process-free replay of it alone (replay_elements with
+    new tensors, compared by bitcompare), a small unit after a large one and the large one again included, with
+    the buffers held between them; Weights.read into a buffer equals the plain read. Then release() frees them."""
+    from esverify.replay import scratch
+    from esverify.replay.weights import open_weights, save_weights
+    r = np.random.default_rng(8)
+    base, expect = tmp_path / "base.safetensors", tmp_path / "expect.safetensors"
+    b = torch.from_numpy(r.standard_normal(9001).astype(np.float32))
+    save_weights(base, {"w": b})
+    job = replace(_job("es-at-scale", "poly32", "correlated", EVALUATED[1], None, "none"), base=str(base),
+                  expect=str(expect))
+    whole = Unit(index=0, name="w", start=0, end=9001, numel=9001, shape=(9001,), dtype="float32", kind="replay")
+    genuine = kernel.replay_elements(job, whole, b)[0]
+    genuine[[20, 4000, 8999]] += 1.0   # a checkpoint that differs from the replay in three elements
+    save_weights(expect, {"w": genuine})
+    units = [Unit(index=k, name="w", start=s, end=e, numel=9001, shape=(9001,), dtype="float32", kind="replay")
+             for k, (s, e) in enumerate([(0, 9001), (3, 40), (0, 9001), (101, 5000)])]
+    w, x = open_weights(base), open_weights(expect)
+    scratch.release()
+    for unit in units:
+        got = kernel.run_unit(job, unit)
+        mine, naive = kernel.replay_elements(job, unit, w.read("w", unit.start, unit.end))
+        want = x.read("w", unit.start, unit.end)
+        assert got["replay"] == kernel.compare(mine, want, unit.start)
+        assert got["naive"] == kernel.compare(naive, want, unit.start)
+        assert got["replay"]["mismatches"] == sum(unit.start <= i < unit.end for i in (20, 4000, 8999))
+        assert got["naive"]["mismatches"] > got["replay"]["mismatches"]   # the residue changed bits the naive lacks
+    assert scratch.scratch().held() >= 4 * 9001 * 4   # the largest unit's base, checkpoint, naive and accumulator
+    into = w.read("w", 5, 700, into=lambda n, dtype: scratch.scratch().take("test", n, dtype))
+    assert torch.equal(into.view(torch.int32), w.read("w", 5, 700).view(torch.int32))
+    scratch.release()
+    assert scratch.scratch().held() == 0
