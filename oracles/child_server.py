@@ -895,16 +895,30 @@ def serve(target: str, load_modules, handlers: dict, threads: int | None = None)
             pass
 
 
+#: objects the frozen heap may gain (the clones a child switched away from, whose modules only a collection of
+#: the thawed heap can free) before a switch thaws and collects it; a clone's modules are a few thousand
+THAW_AFTER = 100_000
+#: gc.get_freeze_count() after the last collection of the whole heap ([] before the first switch)
+_COLLECTED_AT: list = []
+
+
 def switch_clone(old: Path, new: Path, load_modules):
     """Serve another clone of the same target from now on (a mutant catalog runs many clones in one
-    child): the old clone leaves sys.path and sys.modules, the new one's modules are loaded (the frozen
-    heap is thawed first, so the old clone's modules can be collected, and frozen again once they are:
-    otherwise the first op on the new clone pays a collection of the whole thawed heap, docs/benchmarks.md)."""
-    gc.unfreeze()
-    for name, module in list(sys.modules.items()):
-        origin = getattr(module, "__file__", None) or ""
-        if origin.startswith(str(old) + os.sep):
-            del sys.modules[name]
+    child): the old clone leaves sys.path and sys.modules, the new one's modules are loaded and frozen.
+    The old clone's modules (cycles: functions and their globals) stay in the frozen heap until it has
+    gained THAW_AFTER objects; then the switch thaws it, so they are collected, and freezes it again once
+    the new clone is loaded (otherwise the first op on the new clone pays that collection). Why not at
+    every switch: a collection of the whole heap (torch's and numpy's, ~380k objects) cost 0.2 s of CPU,
+    16 s over one catalog file's 78 switches (docs/benchmarks.md), to free a few thousand objects each."""
+    if not _COLLECTED_AT:
+        _COLLECTED_AT.append(gc.get_freeze_count())
+    thaw = gc.get_freeze_count() - _COLLECTED_AT[0] > THAW_AFTER
+    if thaw:
+        gc.unfreeze()
+    # names only: a loop variable holding the last module would keep it alive through the collection below
+    prefix = str(old) + os.sep
+    for name in [n for n, m in sys.modules.items() if (getattr(m, "__file__", None) or "").startswith(prefix)]:
+        del sys.modules[name]
     if str(old) in sys.path:
         sys.path.remove(str(old))
     placeholders.unwatch(old)
@@ -912,6 +926,8 @@ def switch_clone(old: Path, new: Path, load_modules):
     placeholders.watch(new)
     modules = load_modules(new)
     freeze_heap()
+    if thaw:
+        _COLLECTED_AT[0] = gc.get_freeze_count()
     return new, modules
 
 
