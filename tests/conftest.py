@@ -175,9 +175,9 @@ def _share_xla_compilations(private: str) -> None:
     mutants, parity runs) that compile the same jitted functions; a process that finds an executable there
     skips XLA's compile, 12-21% of the JAX tests' CPU (docs/benchmarks.md). The executable is the one XLA
     would build again: jax's cache key covers the lowered program, the compile options, XLA_FLAGS and the
-    jax/jaxlib versions, so no row can change; a clone's edited code lowers to another program and another key. A HyperscaleES
-    end-to-end run still points the cache at its own folder and resets it (its `cache_files` finding). A
-    JAX_COMPILATION_CACHE_DIR the user set is kept."""
+    jax/jaxlib versions, so no row can change; a clone's edited code lowers to another program and another
+    key. A HyperscaleES end-to-end run still points the cache at its own folder and resets it (its
+    `cache_files` finding). A JAX_COMPILATION_CACHE_DIR the user set is kept."""
     if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return
     for name, value in XLA_CACHE.items():
