@@ -37,7 +37,7 @@ LAYERS = [
     # 0: leaves shared by everything; the references registry esverify.registry (it imports the record type
     # esverify.record and loads what it registers by string)
     {"esverify", "esverify.bits", "esverify.exactsum", "esverify.paths", "esverify.console", "esverify.forksafe", "esverify.interrupt",
-     "esverify.procstat",
+     "esverify.procstat", "esverify.differing",
      "esverify.record", "esverify.registry",
      "esverify.gitinfo", "esverify.jsonin", "esverify.numerics_probe", "esverify.outputs", "esverify.report",
      "esverify.reportset", "esverify.cliutil"},

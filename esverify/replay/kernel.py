@@ -34,7 +34,6 @@ from esverify.es.decay import decay_chunk
 from esverify.es.profiles import get_profile
 
 from . import scratch
-from .differing import differing
 from .units import Unit
 from .weights import WeightsError, open_weights
 
@@ -340,19 +339,6 @@ def compare(got: torch.Tensor, expected: torch.Tensor, start: int) -> dict:
         view = _SAME_WIDTH[got.dtype.itemsize]
         if torch.equal(got.view(view), expected.view(view)):
             return {"mismatches": 0, "first": None, "max_ulp": None}
-    elif same and got.numel():
-        # on the CPU one compiled pass finds the differing elements (none, for a genuine checkpoint) and bitcompare
-        # measures only those: its own pass writes a bool array of the unit and reads it twice (2-3 ms of a unit's
-        # 80 for a naive replay differing in 3% of its elements; torch.equal on one thread cost 2-4 ms)
-        e, g = bitcompare.patterns(expected), bitcompare.patterns(got)
-        index = differing(e.bits, g.bits)
-        if not index.size:
-            return {"mismatches": 0, "first": None, "max_ulp": None}
-        part = bitcompare.compare(bitcompare.Patterns(e.bits[index], e.dtype, e.fmt, (index.size,)),
-                                  bitcompare.Patterns(g.bits[index], g.dtype, g.fmt, (index.size,)))
-        first = part.first(start)
-        first["index"] = start + int(index[0])   # part's elements all differ: its first is index[0]
-        return {"mismatches": int(index.size), "first": first, "max_ulp": part.max_ulp}
     diff = bitcompare.compare(expected, got)
     out = {"mismatches": diff.mismatches, "first": diff.first(start), "max_ulp": diff.max_ulp}
     if diff.layout:
