@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 
 from esverify.oracle import Options, adapters, run_parity
-from standins.drift import ABSENT, BEHAVIOUR, DRIFTS, NOT_DRIVEN, TARGETS, apply_edits, drifted_clone
+from standins.drift import ABSENT, BEHAVIOUR, DRIFTS, FEW_ROWS, NOT_DRIVEN, TARGETS, apply_edits, drifted_clone
 from standins.mutants import STANDINS
 
 STANDIN_NAMES = sorted(DRIFTS)
@@ -42,8 +42,26 @@ def test_every_drift_and_behaviour_edit_applies_once_and_parses(tmp_path, standi
         ast.parse(path.read_text(), filename=str(path))
 
 
-def _parity(tmp_path, name, clone, standin, validated, monkeypatch):
+@pytest.mark.parametrize("standin", sorted(FEW_ROWS))
+def test_the_few_rows_are_those_of_the_ops_their_claims_name_and_all_in_the_targets_rows(standin):
+    """FEW_ROWS' pattern selects, from the whole matrix, shaping, OpenES's perturbation and the jitted
+    rank-2 update (contract and native noise) and nothing else, all of them rows of TARGETS' pattern: a new
+    op of the matrix cannot widen it, nor a renamed one leave it empty."""
+    from esverify.oracle import cases
+    target, case, _ = TARGETS[standin]
+    matrix = cases.build_matrix([target], ["cpu"], ("f32", "f16", "bf16"), ("iid", "correlated"), iterations=1,
+                                small=False, noises=("contract", "native"), loops=True)
+    few = cases.select(matrix, FEW_ROWS[standin])
+    assert sorted((c.op, c.noise) for c in few) == [("perturb-openes", "contract"), ("perturb-openes", "native"),
+                                                    ("shaping", "contract"), ("update-jit", "contract"),
+                                                    ("update-jit", "native")]
+    assert {c.case_id for c in few} < {c.case_id for c in cases.select(matrix, case)}
+
+
+def _parity(tmp_path, name, clone, standin, validated, monkeypatch, few=False):
+    """run_parity of TARGETS[standin]'s rows on `clone` (FEW_ROWS' where `few` and the stand-in has them)."""
     target, case, extra = TARGETS[standin]
+    case = FEW_ROWS.get(standin, case) if few else case
     monkeypatch.setattr(adapters.get(target), "validated_commit", validated)   # the one adapter every lookup returns
     if target == "hyperscale-es":   # its child needs jax: skipped without an interpreter that has it
         from test_hyperscale_child import _python
@@ -83,7 +101,7 @@ def test_a_drifted_clone_keeps_every_verdict_and_the_first_screen_names_the_drif
 @pytest.mark.parametrize("standin, behaviour", [(s, b) for s in STANDIN_NAMES for b in ("sign", "scale", "dtype")])
 def test_a_behaviour_edit_on_top_of_the_drift_still_fails(tmp_path, monkeypatch, standin, behaviour):
     clone, base = drifted_clone(tmp_path / "clones", standin, behaviour=behaviour)
-    result = _parity(tmp_path, "edited", clone, standin, base[:7], monkeypatch)
+    result = _parity(tmp_path, "edited", clone, standin, base[:7], monkeypatch, few=True)
     assert "fail" in set(result.frame["status"]), result.frame[["case", "status", "detail"]].to_string()
     assert result.exit_code == 1
     flat = " ".join("\n".join(result.console.splitlines()[:6]).split())
@@ -169,8 +187,10 @@ def test_a_later_commit_the_driver_cannot_read_ends_its_rows_with_one_line(tmp_p
     the rows that do not read it still pass."""
     _, words = NOT_DRIVEN["hyperscale-es"][kind]
     clone, base = drifted_clone(tmp_path / "clones", "hyperscale-es", kinds=(kind,))
-    frame = _parity(tmp_path, kind, clone, "hyperscale-es", base[:7], monkeypatch).frame
-    if kind == "ignored-option":   # only the driver's own ops check the options init_noiser kept
+    # only the driver's own ops check the options init_noiser kept: that change runs only their rows
+    few = kind == "ignored-option"
+    frame = _parity(tmp_path, kind, clone, "hyperscale-es", base[:7], monkeypatch, few=few).frame
+    if few:
         frame = frame[frame["op"].isin(("shaping", "perturb-openes", "update-jit"))]
     errors = frame[frame["status"] == "error"]
     assert len(errors) and set(frame["status"]) <= {"error", "pass"}, frame[["case", "status", "detail"]]
