@@ -14,16 +14,19 @@ integer and bool patterns have none.
   numpy array (ml_dtypes' bfloat16 and f8 included);
 - `of_format(raw, fmt, shape)`: patterns already given as integers of a
   bit format (golden files, a child's replies); the format is the dtype;
-- `compare(expected, got)`: a `BitDiff`.
+- `compare(expected, got)`: a `BitDiff`;
+- `summary(expected, got, start)`: what a report keeps of it (the count, the first difference, the largest
+  distance), without the per-element arrays.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import bits
-from .differing import differing
+from .differing import differing, tally
 
 #: float dtype name -> bit format; every other dtype is compared as u8/u16/u32/u64 patterns (equality only)
 FLOAT_DTYPES = {"float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16",
@@ -168,3 +171,45 @@ def compare(expected, got) -> BitDiff:
         return BitDiff("", int(e.bits.size), e.fmt, index, eb, gb, empty, np.zeros(0, dtype=bool))
     dist, finite = _distances(eb, gb, e.fmt)
     return BitDiff("", int(e.bits.size), e.fmt, index, eb, gb, dist, finite)
+
+
+@functools.lru_cache(maxsize=None)
+def _sign_and_special(fmt: str) -> tuple[int, int]:
+    """(sign bit, the bits all set in a NaN or infinity) of a float format, (0, 0) for an integer format (no
+    distance): what esverify.differing.tally takes."""
+    if fmt not in bits.FLOAT_FORMATS:
+        return 0, 0
+    w, ex, m = bits.FLOAT_FORMATS[fmt]
+    special = ((1 << ex) - 1) << m
+    if not bits.nonfinite(np.array([special]), fmt)[0]:   # an all-ones exponent is finite (f8e4m3fn): only the
+        special |= (1 << m) - 1                            # all-ones exponent and mantissa is NaN there
+    return 1 << (w - 1), special
+
+
+def summary(expected, got, start: int = 0) -> dict:
+    """What a report keeps of `compare(expected, got)`: {"mismatches": BitDiff.mismatches, "first":
+    BitDiff.first(start), "max_ulp": BitDiff.max_ulp}, plus "layout" when dtypes or shapes differ.
+
+    expected, got: as `compare`. The values are compare's, bit for bit; for patterns of at most 32 bits
+    (long enough, numba present) they come from one compiled pass that writes no per-element array
+    (esverify.differing.tally), which costs less than compare's index, patterns and distances where many
+    elements differ (a replay's naive result); otherwise from compare itself.
+    """
+    e = expected if isinstance(expected, Patterns) else patterns(expected)
+    g = got if isinstance(got, Patterns) else patterns(got)
+    counted = None
+    if e.dtype == g.dtype and e.shape == g.shape:
+        counted = tally(e.bits, g.bits, *_sign_and_special(e.fmt))
+    if counted is None:
+        diff = compare(e, g)
+        out = {"mismatches": diff.mismatches, "first": diff.first(start), "max_ulp": diff.max_ulp}
+        if diff.layout:
+            out["layout"] = diff.layout
+        return out
+    count, k, best = counted
+    if not count:
+        return {"mismatches": 0, "first": None, "max_ulp": None}
+    one = np.array([k], dtype=np.int64)
+    first = compare(Patterns(e.bits[one], e.dtype, e.fmt, (1,)), Patterns(g.bits[one], g.dtype, g.fmt, (1,))).first()
+    first["index"] = start + k
+    return {"mismatches": count, "first": first, "max_ulp": None if best < 0 else best}

@@ -153,8 +153,126 @@ def _one_past(a, b):
 ], ids=["skips the last element", "first index one past"])
 def test_the_checks_catch_a_wrong_kernel(wrong, n, flips, monkeypatch):
     """Planted wrong kernels (run as Python in place of the compiled one) fail the check the tests above make."""
-    monkeypatch.setattr(dmod, "_kernels", wrong)
+    monkeypatch.setattr(dmod, "_kernels", (wrong, dmod._tally))
     monkeypatch.setattr(dmod, "NUMPY_BELOW", 0)
     a, b = _pair(np.uint32, n, flips, 1)
     with pytest.raises(AssertionError):
         _check(a, b)
+
+
+# bitcompare.summary: the count, first difference and largest distance from differing.tally's one pass, against
+# what compare's BitDiff gives (its index, patterns and distances)
+
+#: (numpy dtype of the values, their patterns' dtype, bitcompare's format): every format of at most 32 bits
+FLOATS = [(np.float32, np.uint32, "f32"), (np.float16, np.uint16, "f16")]
+try:
+    import ml_dtypes
+except ImportError:  # pragma: no cover - ml_dtypes comes with jax
+    ml_dtypes = None
+else:
+    FLOATS += [(ml_dtypes.bfloat16, np.uint16, "bf16"), (ml_dtypes.float8_e5m2, np.uint8, "f8e5m2"),
+               (ml_dtypes.float8_e4m3fn, np.uint8, "f8e4m3fn")]
+
+
+def _from_compare(e, g, start):
+    d = bitcompare.compare(e, g)
+    out = {"mismatches": d.mismatches, "first": d.first(start), "max_ulp": d.max_ulp}
+    if d.layout:
+        out["layout"] = d.layout
+    return out
+
+
+def _hostile(bits_dtype, n: int, flips, seed: int):
+    """Two pattern arrays: random patterns, with NaNs, infinities, both zeros and the largest magnitudes of
+    the format planted on both sides at the flipped positions, so that distances across the sign, to and from
+    the specials and the largest ones all occur."""
+    a, b = _pair(bits_dtype, n, flips, seed)
+    if n:
+        w = 8 * np.dtype(bits_dtype).itemsize
+        r = np.random.default_rng(seed + 1)
+        picks = r.integers(0, n, size=min(n, 16))
+        top = (1 << (w - 1)) - 1
+        values = [0, 1 << (w - 1), top, (1 << w) - 1, top >> 1, (top >> 1) | (1 << (w - 1)), 1, (1 << (w - 1)) | 1]
+        a[picks] = r.choice(values, size=picks.size).astype(bits_dtype)
+        b[picks[::2]] = r.choice(values, size=picks[::2].size).astype(bits_dtype)
+    return a, b
+
+
+@pytest.mark.parametrize("values, bits_dtype, fmt", FLOATS, ids=[f for *_, f in FLOATS])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.one_of(st.sampled_from(EDGES), st.integers(0, 3 * dmod.NUMPY_BELOW)),
+       flips=st.lists(flip, max_size=40), seed=st.integers(0, 2**32 - 1), start=st.integers(0, 1 << 40))
+def test_summary_is_compares_count_first_and_largest_distance(values, bits_dtype, fmt, n, flips, seed, start,
+                                                               threshold):
+    a, b = _hostile(bits_dtype, n, flips, seed)
+    e, g = a.view(values), b.view(values)
+    assert bitcompare.summary(e, g, start) == _from_compare(e, g, start)
+    pe, pg = bitcompare.of_format(a, fmt), bitcompare.of_format(b, fmt)
+    assert bitcompare.summary(pe, pg, start) == _from_compare(pe, pg, start)
+
+
+@pytest.mark.parametrize("dtype", WIDTHS, ids=lambda d: d.__name__)
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.sampled_from(EDGES), flips=st.lists(flip, max_size=12), seed=st.integers(0, 2**32 - 1))
+def test_summary_of_integer_patterns_has_no_distance(dtype, n, flips, seed, threshold):
+    a, b = _pair(dtype, n, flips, seed)
+    for e, g in ((a, b), (a.view(np.dtype(dtype.__name__.removeprefix("u"))), b.view(np.dtype(dtype.__name__.removeprefix("u"))))):
+        want = _from_compare(e, g, 3)
+        assert bitcompare.summary(e, g, 3) == want
+        assert want["max_ulp"] is None
+
+
+def test_summary_of_layouts_and_wide_formats_is_compares():
+    """A dtype or shape that differs, f64 and 64-bit integers (the general path) give compare's answer."""
+    n = LONG
+    x = np.random.default_rng(5).standard_normal(n)
+    y = x.copy()
+    y[[7, n - 1]] = [np.nan, -y[n - 1]]
+    for e, g in ((x, y), (x.view(np.int64), y.view(np.int64)), (x, y.astype(np.float32)), (x, y[:-1])):
+        assert bitcompare.summary(e, g, 11) == _from_compare(e, g, 11)
+    assert bitcompare.summary(x, y)["max_ulp"] == _from_compare(x, y, 0)["max_ulp"] > 2 ** 62
+
+
+def _tally_without_abs(a, b, sign, special):      # a negative distance never counts
+    count, best = 0, -1
+    for i in range(a.size):
+        u, v = int(a[i]), int(b[i])
+        if u != v:
+            count += 1
+            if (u & special) != special and (v & special) != special:
+                ou = -(u & (sign - 1)) if u & sign else u & (sign - 1)
+                ov = -(v & (sign - 1)) if v & sign else v & (sign - 1)
+                best = max(best, ou - ov)
+    return count, best
+
+
+def _tally_one_side_special(a, b, sign, special):  # only expected's NaN/inf kept out
+    count, best = 0, -1
+    for i in range(a.size):
+        u, v = int(a[i]), int(b[i])
+        if u != v:
+            count += 1
+            if (u & special) != special:
+                ou = -(u & (sign - 1)) if u & sign else u & (sign - 1)
+                ov = -(v & (sign - 1)) if v & sign else v & (sign - 1)
+                best = max(best, abs(ou - ov))
+    return count, best
+
+
+def _tally_skips_the_last(a, b, sign, special):
+    return dmod._tally(a[:-1], b[:-1], sign, special)
+
+
+@pytest.mark.parametrize("wrong", [_tally_without_abs, _tally_one_side_special, _tally_skips_the_last],
+                         ids=["no absolute value", "one side's specials", "skips the last element"])
+def test_the_summary_check_catches_a_wrong_tally(wrong, monkeypatch):
+    """Planted wrong tallies (run as Python in place of the compiled one) fail the summary's check."""
+    monkeypatch.setattr(dmod, "NUMPY_BELOW", 0)
+    first = dmod._compiled()[0]
+    monkeypatch.setattr(dmod, "_kernels", (first, wrong))
+    x = np.ones(300, dtype=np.float32)
+    y = x.copy()
+    y[[5, 299]] = [np.float32(0.5), np.float32(np.inf)]   # expected above got; got's last one infinite
+    y[7] = np.float32(3.0)
+    with pytest.raises(AssertionError):
+        assert bitcompare.summary(x, y, 0) == _from_compare(x, y, 0)

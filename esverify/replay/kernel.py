@@ -339,11 +339,7 @@ def compare(got: torch.Tensor, expected: torch.Tensor, start: int) -> dict:
         view = _SAME_WIDTH[got.dtype.itemsize]
         if torch.equal(got.view(view), expected.view(view)):
             return {"mismatches": 0, "first": None, "max_ulp": None}
-    diff = bitcompare.compare(expected, got)
-    out = {"mismatches": diff.mismatches, "first": diff.first(start), "max_ulp": diff.max_ulp}
-    if diff.layout:
-        out["layout"] = diff.layout
-    return out
+    return bitcompare.summary(expected, got, start)
 
 
 def _save_piece(job: Job, unit: Unit, values: torch.Tensor) -> None:
