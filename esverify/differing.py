@@ -7,6 +7,8 @@ array written) and stops there: equal arrays cost one read of both (a 2^20-eleme
 139 us, measured on the 2-core development machine). When something differs, numpy's own pass finds the
 indices from the first difference on: measured, a compiled pass that writes the indices itself was up to
 6x slower than numpy's where the differences are scattered (a branch per element), and never faster.
+`tally` counts the differing elements and takes their largest distance without writing any array (for
+`bitcompare.summary`, which keeps only those).
 
 numba is imported on the first call, not with this module: bitcompare sits under the command line's start
 (`esverify parity --help` must not load numba). Without numba, and for arrays below `NUMPY_BELOW` elements,
@@ -26,7 +28,7 @@ NUMPY_BELOW = 1 << 14
 #: views and the shift of the indices cost more than the prefix saves, measured)
 SKIP_FROM = 1 << 12
 
-#: `_first` compiled, False when numba is missing, None before the first call
+#: (`_first`, `_tally`) compiled, False when numba is missing, None before the first call
 _kernels = None
 
 
@@ -117,9 +119,9 @@ def differing(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def tally(a: np.ndarray, b: np.ndarray, sign: int, special: int) -> tuple[int, int, int] | None:
-    """(count, first index, largest distance) of the differing elements of two bit-pattern arrays, in one
-    compiled pass that writes no array (bitcompare.summary's; docs/numerics.md §7), or None where that pass
-    does not apply (no numba, arrays `differing` would hand to numpy, patterns wider than 32 bits): the caller
+    """(count, first index, largest distance) of the differing elements of two bit-pattern arrays, from
+    compiled passes that write no array (`_first`, then `_tally` from the first difference on; for
+    bitcompare.summary, docs/numerics.md §7), or None where they do not apply (no numba, arrays `differing` would hand to numpy, patterns wider than 32 bits): the caller
     then takes the general path.
 
     count: `differing(a, b).size`; first: its first index (-1 if none); largest distance: the largest
