@@ -177,7 +177,7 @@ def _served_normal(served: list):
         def host(words):
             k = tuple(int(w) for w in np.asarray(words).ravel())
             if k not in table:
-                raise KeyError(f"served noise: key {list(k)} is not one the runner can attribute")
+                raise LookupError(f"served noise: key {list(k)} is not one the runner can attribute")
             got = table[k]
             if got.shape != shape or got.dtype != dtype:
                 raise ValueError(f"served noise: key {list(k)} holds {got.dtype}{got.shape}, asked {dtype}{shape}")
@@ -231,6 +231,17 @@ OPS = {"shaping": _shaping, "noise": _noise, "update": _update, "perturb": _pert
        "probe": hyperscale_noisers.run_probe,
        "noiser-update": lambda noisers, common, op: hyperscale_noisers.run_update(noisers, common, op,
                                                                                   _served_normal)}
+
+
+def _one_line(exc: BaseException) -> str:
+    """"Type: message" of an op's exception, on one line for the row's detail. An exception raised in a host
+    callback (the served noise's refusal of a key or a dtype) reaches the op as jax's runtime error, whose
+    message holds the callback's whole traceback: only its last line, the callback's own exception, is kept
+    (the reply's "traceback" keeps the rest)."""
+    text = str(exc)
+    if "Traceback (most recent call last):" in text:
+        text = [line for line in text.splitlines() if line.strip()][-1].strip()
+    return f"{type(exc).__name__}: {text}"
 
 
 def _fail(message: str) -> int:
@@ -310,7 +321,7 @@ def serve(argv) -> int:
                 said = exc if isinstance(exc, hyperscale_clone.NotDriven) else \
                     hyperscale_clone.explain(exc, loaded[0], command["ops"])   # a sibling op's read too
                 error = {"kind": "interface", "message": str(said)} if said is not None else {
-                    "kind": type(exc).__name__, "message": f"{type(exc).__name__}: {exc}",
+                    "kind": type(exc).__name__, "message": _one_line(exc),
                     "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]}
                 answer.update(status="error", error=error)
         if hyperscale_clone.served():   # every one so far: the parent lists each once, as a note
