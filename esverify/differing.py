@@ -121,8 +121,8 @@ def differing(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def tally(a: np.ndarray, b: np.ndarray, sign: int, special: int) -> tuple[int, int, int] | None:
     """(count, first index, largest distance) of the differing elements of two bit-pattern arrays, from
     compiled passes that write no array (`_first`, then `_tally` from the first difference on; for
-    bitcompare.summary, docs/numerics.md §7), or None where they do not apply (no numba, arrays `differing` would hand to numpy, patterns wider than 32 bits): the caller
-    then takes the general path.
+    bitcompare.summary, docs/numerics.md §7), or None where they do not apply (no numba, arrays `differing`
+    would hand to numpy, patterns wider than 32 bits): the caller then takes the general path.
 
     count: `differing(a, b).size`; first: its first index (-1 if none); largest distance: the largest
     |ordinal(a) - ordinal(b)| over the differing elements where neither pattern has all the `special` bits set
