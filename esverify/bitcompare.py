@@ -68,6 +68,8 @@ def patterns(values) -> Patterns:
         return Patterns(raw, name, _format(name, 8 * size), tuple(values.shape))
     a = np.asarray(values)
     flat = np.ascontiguousarray(a).reshape(-1)
+    if not flat.dtype.isnative:   # a big-endian array's bytes, viewed as native integers, are not its patterns
+        flat = flat.astype(flat.dtype.newbyteorder("="))
     size = flat.dtype.itemsize
     if size not in (1, 2, 4, 8):
         raise TypeError(f"no bit format for numpy dtype {flat.dtype}")

@@ -93,8 +93,10 @@ def _compiled():
 def _applies(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether a and b are what the compiled passes take: native 1-D unsigned arrays of one dtype and length,
     long enough to be worth them."""
-    return (a.ndim == 1 and a.shape == b.shape and a.dtype == b.dtype and a.dtype.kind == "u"
-            and a.dtype.isnative and a.size >= NUMPY_BELOW)
+    # plain arrays only: a subclass (numpy.ma's masked arrays) is not what numba takes, and numpy's `!=` is
+    # its own there
+    return (type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 1 and a.shape == b.shape
+            and a.dtype == b.dtype and a.dtype.kind == "u" and a.dtype.isnative and a.size >= NUMPY_BELOW)
 
 
 def differing(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -129,7 +131,10 @@ def tally(a: np.ndarray, b: np.ndarray, sign: int, special: int) -> tuple[int, i
     (NaN and infinities), -1 if there is none or `sign` is 0 (integer formats: no distance). sign: the
     format's sign bit; special: its exponent bits (with the mantissa's where all-ones exponents are finite).
     """
-    kernels = _compiled() if _applies(a, b) and a.dtype.itemsize <= 4 else False
+    # the format's width, not the arrays' item size, bounds the ordinals: a hand-made f64 Patterns over 32-bit
+    # integers would hand the int64 kernel a sign of 2**63
+    narrow = a.dtype.itemsize <= 4 and 0 <= sign < 1 << 32 and 0 <= special < 1 << 32
+    kernels = _compiled() if narrow and _applies(a, b) else False
     if not kernels:
         return None
     first, count_and_best = kernels

@@ -117,3 +117,17 @@ def test_shapes_and_formats():
         bitcompare.of_format(np.array([-1], dtype=np.int16), "bf16")
     with pytest.raises(ValueError, match="do not all fit f16"):
         bitcompare.of_format(np.array([1 << 16], dtype=np.uint32), "f16")
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32, np.uint64])
+def test_a_big_endian_array_has_the_patterns_of_its_values(dtype):
+    """Patterns are of the values, whatever the bytes' order in memory: an array and its big-endian copy are
+    equal, and a difference is found where the values differ."""
+    x = np.arange(1, 8).astype(dtype)
+    swapped = x.astype(np.dtype(dtype).newbyteorder(">"))
+    assert bitcompare.patterns(swapped).bits.tolist() == bitcompare.patterns(x).bits.tolist()
+    assert bitcompare.compare(x, swapped).mismatches == 0
+    other = swapped.copy()
+    other[3] = other[3] + 1
+    diff = bitcompare.compare(x, other)
+    assert diff.index.tolist() == [3] and bitcompare.patterns(other).dtype == np.dtype(dtype).name

@@ -233,6 +233,26 @@ def test_summary_of_layouts_and_wide_formats_is_compares():
     assert bitcompare.summary(x, y)["max_ulp"] == _from_compare(x, y, 0)["max_ulp"] > 2 ** 62
 
 
+def test_a_subclass_takes_numpys_pass():
+    """A masked array is not what the compiled pass takes (numba refuses it): numpy's answer, not an error."""
+    a = np.ma.array(np.zeros(LONG, np.uint32))
+    b = np.zeros(LONG, np.uint32)
+    b[[1, LONG - 1]] = 1
+    assert differing(a, b).tolist() == np.flatnonzero(a != b).tolist() == [1, LONG - 1]
+
+
+def test_the_formats_width_not_the_item_size_decides_the_compiled_tally():
+    """A Patterns of format f64 over 32-bit integers (made by hand; `patterns` never makes one) gives compare's
+    answer, also after a 32-bit summary compiled the tally for int64 arguments: its sign, 2**63, is no int64."""
+    a = np.zeros(LONG, np.uint32)
+    b = a.copy()
+    b[-1] = 1
+    assert bitcompare.summary(a.view(np.float32), b.view(np.float32))["max_ulp"] == 1   # the narrow tally first
+    e, g = (bitcompare.Patterns(x, "hand-made", "f64", (LONG,)) for x in (a, b))
+    assert bitcompare.summary(e, g, 3) == _from_compare(e, g, 3)
+    assert dmod.tally(a, b, 1 << 63, 0x7FF << 52) is None
+
+
 def _tally_without_abs(a, b, sign, special):      # a negative distance never counts
     count, best = 0, -1
     for i in range(a.size):
