@@ -33,7 +33,8 @@ QUICK = ("--devices", "cpu", "--small", "--dtypes", "f32", "--schemes", "iid", "
 PERTURB_AND_UPDATE = ("--case", "*/f32/iid/[pu]*/N7*")
 #: the same two ops on the standard parameter set alone (2 rows), for the tests whose hostile perturb kills the
 #: child: each killed row costs a kill and a restart, and the `layers` set's would repeat what the assertions
-#: read of the standard set's (one restart per killed row is tests/test_parity_bad_input.py's hang test's claim)
+#: read of the standard set's (a restart after every killed row, the second too, is the closed reply channel's
+#: test's claim, on both sets, and tests/test_parity_bad_input.py's hang test's)
 KILLED_PERTURB_AND_UPDATE = ("--case", "*/f32/iid/[pu]*/N7")
 _IN_PERTURB = "        started = time.time()\n"
 _AT_IMPORT = "import torch\n"
@@ -121,12 +122,15 @@ def kill_if_alive(pid: int):
 @pytest.mark.usefixtures("fresh_children")
 def test_reply_channel_closed_in_an_op_is_an_error_row_not_a_hang(tmp_path):
     clone = hostile(tmp_path, f"__import__('os').close({_REPLY_FD})\ntime.sleep(3600)")
-    code, output, frame, _, _ = run(tmp_path, clone, *KILLED_PERTURB_AND_UPDATE, "--timeout", "30")
+    # both parameter sets here (the others take one): two killed perturb rows, each followed by an update
+    # that passes, so the child is restarted after every kill, not only the first
+    code, output, frame, _, _ = run(tmp_path, clone, *PERTURB_AND_UPDATE, "--timeout", "30")
     assert code == 1
     assert status(frame, "perturb") == "error"
     assert "closed its reply channel" in detail(frame, "perturb")
     assert "process group was killed" in detail(frame, "perturb")
-    assert set(frame.loc[frame["op"] == "update", "status"]) == {"pass"}
+    assert list(frame.loc[frame["op"] == "perturb", "status"]) == ["error", "error"]
+    assert list(frame.loc[frame["op"] == "update", "status"]) == ["pass", "pass"]
 
 
 @pytest.mark.slow   # 4 s (--durations, 2026-12-03): out of the fast tier
