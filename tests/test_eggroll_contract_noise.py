@@ -16,6 +16,7 @@ import torch
 from hypothesis import given, strategies as st
 
 from esverify import rng as es_rng
+from esverify.references.eggroll import tape_arrays
 import child_files
 from standins.mutants import STANDINS
 
@@ -138,8 +139,8 @@ def test_a_whole_run_under_contract_noise_follows_the_documented_update(tmp_path
     for name, got in zip(tape["names"], load_bits(reply["results"])):
         assert same_bits(got, weights[name]), name
     # the adapters are the contract streams too: A = f16(sqrt(sigma) a) of pair 0, weight 0, generation 0
-    with np.load(tape["steps"][0]["adapters"]) as data:
-        lora_a = torch.from_numpy(data["m0.l0.A"].astype(np.int16)).view(torch.float16)
+    lora_a = torch.from_numpy(tape_arrays.read(tape["steps"][0]["adapters"])["m0.l0.A"].astype(np.int16)).view(
+        torch.float16)
     a, _ = noise(3, r, 4, 4)
     assert same_bits(lora_a, (math.sqrt(0.01) * a).half())
 

@@ -21,6 +21,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 from safetensors.torch import save_file
 
+from esverify.references.eggroll import tape_arrays
 import child_files
 from standins.mutants import STANDINS
 
@@ -82,8 +83,8 @@ def checkpoint_at(folder, es_step: int, case: dict):
 
 
 def adapters_of(step: dict) -> dict:
-    with np.load(step["adapters"]) as data:
-        return {k: torch.from_numpy(data[k].astype(np.int16)).view(torch.float16) for k in data.files}
+    return {k: torch.from_numpy(v.astype(np.int16)).view(torch.float16)
+            for k, v in tape_arrays.read(step["adapters"]).items()}
 
 
 def test_g2_adapters_of_generation_one_through_main(tmp_path):

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from esverify.cli import main
 from esverify.oracle import Options, run_parity
 from esverify.references.eggroll import adapter as eggroll_adapter
-from esverify.references.eggroll import lowrank, rows
+from esverify.references.eggroll import lowrank, rows, tape_arrays
 from standins.eggroll_mutants import EQUIVALENTS, MUTANTS
 from standins.mutants import STANDINS, make_variant
 
@@ -150,7 +150,7 @@ def test_a_difference_in_the_factors_alone_is_a_note_and_in_ba_a_fail():
                     ba[0, 0] ^= 1
                 arrays.update({f"m{m}.l{l}.A": rows._bits16(A), f"m{m}.l{l}.B": rows._bits16(B),
                                f"m{m}.l{l}.BA": ba})
-        np.savez(tmp / "adapters.npz", **arrays)
+        tape_arrays.write(tmp / "adapters.npz", arrays)
         from esverify.oracle import paramsets
         paramsets.write(tmp / "engine0.npz", names, [ours.weights[0][n] for n in names])
         return {"updates": 1, "steps": [{

@@ -110,9 +110,3 @@ def read(path: Path) -> tuple[list[str], list[np.ndarray], list[str]]:
         arrays = [data[f"slot{k}"] for k in range(len(dtypes))]
     return names, arrays, dtypes
 
-
-def read_members(path) -> dict:
-    """{member name: array} of every member of an .npz (a child's tape file: eggroll's adapters, hundreds of
-    small members), as np.load reads them. Raises what np.load raises on a file it refuses."""
-    with pyast.exclusive(), np.load(path) as stored:   # numpy parses each header with ast (esverify.pyast)
-        return {key: stored[key] for key in stored.files}

@@ -49,12 +49,6 @@ class RowTools:
         return paramsets.read(path)
 
     @staticmethod
-    def read_members(path) -> dict:
-        """esverify.oracle.paramsets.read_members: {member name: array} of every member of an .npz."""
-        from . import paramsets
-        return paramsets.read_members(path)
-
-    @staticmethod
     def tensor_bits(t):
         """esverify.oracle.paramsets.tensor_bits: a tensor's raw bit patterns, shape kept."""
         from . import paramsets

@@ -37,5 +37,5 @@ REFERENCE = Reference(
     profiles=("esverify.references.eggroll.lowrank:PROFILE",),
     golden_areas=("esverify.references.eggroll.golden_area:AREA",),
     runlog_formats=("esverify.references.eggroll.runlog:RUNLOG_FORMAT",),
-    child_modules=("esverify.references.eggroll.contract",),
+    child_modules=("esverify.references.eggroll.contract", "esverify.references.eggroll.tape_arrays"),
 )

@@ -28,7 +28,7 @@ import torch
 
 from esverify.oracle.verdict import Outcome
 
-from . import contract, lowrank, shapes
+from . import contract, lowrank, shapes, tape_arrays
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 #: the tiny model of the rows (the driver's default): hidden 4, intermediate 6, 2 heads, 1 KV head, head dim 2
@@ -124,7 +124,7 @@ def compare_steps(tools, ours, tape, case, s, peft_shapes, names, source, first_
         g = step // s["spa"]
         if not record.get("adapters"):
             return f"es_step {step}: the trainer's engines served no adapters", notes
-        arrays = tools.read_members(record["adapters"])
+        arrays = tape_arrays.read(record["adapters"])
         for m in range(case.population):
             for l, (peft, (o, n_in)) in enumerate(peft_shapes):
                 key = f"m{m}.l{l}.BA"

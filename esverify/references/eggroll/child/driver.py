@@ -54,8 +54,8 @@ and f32 scalars as `float.hex` strings, exact):
   reward each member's request got, member-major, as the engine computed it; `reward_members` the
   rows' members), `members` (per member: engine, lora_name, lora_int_id, folder, adapter_config, the
   adapter's `ba_sha256` = SHA-256 of the B·A f16 bits per weight, concatenated in peft order, and
-  `factors_sha256` of the A and B bits, A then B per weight), `adapters` (an .npz:
-  `m<m>.l<l>.A|B|BA` as uint16 bit patterns), `update`
+  `factors_sha256` of the A and B bits, A then B per weight), `adapters` (an .npz in
+  esverify.references.eggroll.tape_arrays' layout: `m<m>.l<l>.A|B|BA` as uint16 bit patterns), `update`
   (`fitnesses`: the shaped fitnesses engine 0's apply_lora_es_update received, hex f64;
   `pair_differences`: f32(f[2k] - f[2k+1]) as hex; `targets` the peft names and shapes it was given;
   `returned` per engine; `engine0`: an .npz of engine 0 right after the update), `engines_after`
@@ -102,6 +102,7 @@ from loop_seams import Seams
 # the contract area's own stream seed (at(seed ^ "es_lowrk", (s·P + k)·L + l), u64 wrapping): one spelling for
 # both sides
 from esverify.references.eggroll.contract import LOWRANK_DOMAIN, lowrank_stream_seed  # noqa: E402,F401
+from esverify.references.eggroll import tape_arrays  # noqa: E402
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 #: the tiny model of the golden values: hidden 4, intermediate 6, 2 heads, 1 KV head, head dim 2, 1 layer
 TINY = {"layers": 1, "hidden": 4, "intermediate": 6, "heads": 2, "kv_heads": 1, "head_dim": 2, "vocab": 8}
@@ -319,7 +320,7 @@ class Row:
             arrays = record.pop("adapter_arrays")
             if arrays:
                 path = self.out / f"theirs-step-{es_step:03d}-adapters.npz"
-                np.savez(path, **arrays)
+                tape_arrays.write(path, arrays)
                 record["adapters"] = str(path)
             rows = record["rewards"]
             record["rewards"] = [rows[m] for m in sorted(rows)]
