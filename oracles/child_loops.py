@@ -51,7 +51,7 @@ import loop_errors
 import loop_stubs
 import child_server
 from child_server import (HOOK, DrawAudit, ReferenceLoadError, StandInModel, StandInModelRunner, expected_draws,
-                          load_set, reward, save_results, syntax_error)
+                          load_set, reward, rewards, save_results, syntax_error)
 
 STATE = {"clone": None, "target": None, "interface": [], "interface_error": ""}
 #: torch.save as the child found it (the loops' saves are recorded, then delegated to it)
@@ -383,7 +383,7 @@ def engines(case, worker_cls, tape, count, precision=None):
     for j in range(count):
         model = LoopModel(names, [t.clone() for t in tensors])
         engines.append(loop_stubs.StandInEngine(j, engines, worker_cls, model, StandInModelRunner, tape, reward,
-                                                precision))
+                                                precision, rewards_fn=rewards))
     table = {int(h): int(s, 16) for h, s in case["handles"].items()}
     HOOK.configure(engines[0].model, table, case["scheme"], case["mapping"], case["backend"])
     return engines

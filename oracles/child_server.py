@@ -724,6 +724,13 @@ def reward(tensors, target: float, dtype=None) -> float:
     return loop_rewards(tensors, [target], dtype)[0]
 
 
+@child_coverage.unprofiled
+def rewards(tensors, targets, dtype=None) -> list:
+    """`reward` of each of `targets` (floats), the tensors converted once for all of them: a stand-in engine
+    scores a request's prompts on weights that do not change within it (loop_stubs.StandInEngine)."""
+    return loop_rewards(tensors, list(targets), dtype)
+
+
 # ----------------------------------------------------------------- module loading
 
 def syntax_error(exc: SyntaxError, where: str, imported_by: str = "") -> ReferenceLoadError:

@@ -295,11 +295,15 @@ class StandInEngine:
     model / runner: child_server's StandInModel / StandInModelRunner; tape:
     the shared Tape; reward_fn(tensors, target, dtype) -> f64; precision: what the loop launched the
     engine with (precision_dtype): the engine generates in it, so each reward is computed on the weights
-    rounded to it, and a loop launching another precision than documented gets other rewards.
+    rounded to it, and a loop launching another precision than documented gets other rewards;
+    rewards_fn(tensors, targets, dtype) -> [f64] (optional): reward_fn of several targets in one call,
+    which converts the weights once for a request's prompts (the weights do not change within it).
     """
 
-    def __init__(self, index, group, worker_cls, model, runner_cls, tape, reward_fn, precision=None):
+    def __init__(self, index, group, worker_cls, model, runner_cls, tape, reward_fn, precision=None,
+                 rewards_fn=None):
         self.index, self.group, self.model, self.tape, self.reward_fn = index, group, model, tape, reward_fn
+        self.rewards_fn = rewards_fn
         self.precision, self.dtype = precision, precision_dtype(precision)
         self.ext = worker_cls()
         self.ext.model_runner = runner_cls(model)
@@ -335,16 +339,36 @@ class StandInEngine:
             prompts = [prompts]
         n = int(getattr(sampling_params, "n", 1) or 1) if sampling_params is not None else 1
         outputs = []
-        for prompt in prompts:
+        scored = self._scored(prompts)
+        for k, prompt in enumerate(prompts):
             text = prompt if isinstance(prompt, str) else str(prompt)
             mark = TARGET_MARK.search(text)
             if not mark:
                 raise ValueError(f"stand-in engine: prompt {text[:60]!r} carries no <target=...> mark; "
                                  "the loop changed the prompt beyond the template")
-            value = self.reward_fn(self.model.tensors, float(mark.group(1)), self.dtype)
+            value = scored[k] if k < len(scored) else self.reward_fn(self.model.tensors, float(mark.group(1)),
+                                                                     self.dtype)
             self.tape.reward(self, value)
             outputs.append(RequestOutput(text, [repr(value)] * n))
         return outputs
+
+    def _scored(self, prompts) -> list:
+        """rewards_fn's rewards of the leading prompts whose targets parse, in one call; [] without
+        rewards_fn or when it raises: _generate then scores prompt by prompt, so what the tape records and
+        what is raised stay those of one reward_fn call per prompt."""
+        if self.rewards_fn is None:
+            return []
+        targets = []
+        for prompt in prompts:
+            mark = TARGET_MARK.search(prompt if isinstance(prompt, str) else str(prompt))
+            try:
+                targets.append(float(mark.group(1)))
+            except (AttributeError, ValueError):   # no mark, or one float() refuses: scored one by one
+                break
+        try:
+            return list(self.rewards_fn(self.model.tensors, targets, self.dtype)) if targets else []
+        except Exception:  # noqa: BLE001 - the per-prompt path raises it again where the old order did
+            return []
 
 
 class ImmediatePool:
