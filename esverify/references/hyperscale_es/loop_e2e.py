@@ -84,10 +84,14 @@ def matrix_gradient(shape, key, epoch: int, shaped, sigma: float, rank: int, noi
     f = np.asarray(shaped, F32)
     n = f.size
     s = F32(F32(sigma) * (F32(1) / F32(math.sqrt(rank))))
+    # every pair's draw in one elementwise pass (the same bits as one `R.normal` per pair: the normal's
+    # arithmetic is per element; one call per pair was most of a replay's time in numpy's per-call overhead)
+    bits = np.stack([R.random_bits(N.thread_key(key, epoch, t, noise_reuse), R.draw_width("f32"), (d0 + d1, rank))
+                     for t in range(0, n, 2)])
+    draws = np.asarray(R.normal_from_bits(bits, "f32", fma), F32)
     xs, bs = [], []
     for t in range(n):
-        if t % 2 == 0:
-            draw = np.asarray(R.normal(N.thread_key(key, epoch, t, noise_reuse), (d0 + d1, rank), "f32", fma), F32)
+        draw = draws[t // 2]
         a = (draw[d1:] * (s if t % 2 == 0 else -s)).astype(F32)
         xs.append((f[t] * a).astype(F32))
         bs.append(draw[:d1])
@@ -103,10 +107,13 @@ def vector_gradient(shape, key, epoch: int, shaped, sigma: float, noise_reuse: i
     root2 = F32(math.sqrt(2))
     folded = math.prod(shape) > 1          # a one-element leaf's scale is a bitcast, not a broadcast: no fold
     products = []
+    # every thread's erf_inv in one elementwise pass (the same bits as one call per thread, far cheaper)
+    us = np.stack([np.asarray(R.uniform(N.thread_key(key, epoch, t, noise_reuse), tuple(shape), "f32",
+                                        -(1 - 2.0 ** -24), 1.0), F32) for t in range(n)])
+    es = erf_inv32(us, fma)
     for t in range(n):
-        u = R.uniform(N.thread_key(key, epoch, t, noise_reuse), tuple(shape), "f32", -(1 - 2.0 ** -24), 1.0)
         signed = F32(sigma if t % 2 == 0 else -sigma)
-        e = erf_inv32(np.asarray(u, F32), fma)
+        e = es[t]
         noise = (e * F32(root2 * signed)) if folded else ((root2 * e).astype(F32) * signed)
         products.append((f[t] * noise.astype(F32)).astype(F32))
     flat = np.stack(products).reshape(n, -1).T                      # (elements, threads)
