@@ -335,8 +335,9 @@ class StandInEngine:
         return result
 
     def _generate(self, prompts, sampling_params=None, *args, **kwargs):
-        if isinstance(prompts, str):
-            prompts = [prompts]
+        # a list once: _scored reads the prompts before the loop below does, and a generator or iterator
+        # the loop hands in would otherwise reach the loop empty (no outputs, no rewards on the tape)
+        prompts = [prompts] if isinstance(prompts, str) else list(prompts)
         n = int(getattr(sampling_params, "n", 1) or 1) if sampling_params is not None else 1
         outputs = []
         scored = self._scored(prompts)

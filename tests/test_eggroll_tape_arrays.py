@@ -71,6 +71,13 @@ def _first_rank_negative(members):
     (_first_rank_negative, "m0.l0.A has rank -1"),
     (lambda m: {"index_dims": -m["index_dims"]}, "m0.l0.A has shape (-2, -4)"),
     (lambda m: {"data0": m["data0"].reshape(2, -1)}, "not one-dimensional"),
+    # an index that passes the bounds yet is no tiling `write` makes: found, not read as other arrays
+    (lambda m: {"index_offsets": np.where(np.arange(31) == 1, 0, m["index_offsets"])},
+     "starts at element 0 of data0, where the arrays before it end at 8"),
+    (lambda m: {"data0": np.concatenate([m["data0"], m["data0"][:2]])}, "data0 has 370 elements, its arrays 368"),
+    (lambda m: {"index_offsets": m["index_offsets"].astype(np.float64)}, "an index member not of integers"),
+    (lambda m: {"index_keys": np.arange(31)}, "names of dtype int64"),
+    (lambda m: {"index_keys": np.array("m0.l0.A")}, "not one-dimensional"),
 ])
 def test_an_index_that_does_not_fit_is_a_value_error_naming_the_file(tmp_path, change, says):
     path = tape_arrays.write(tmp_path / "t.npz", _arrays())
@@ -78,6 +85,29 @@ def test_an_index_that_does_not_fit_is_a_value_error_naming_the_file(tmp_path, c
     with pytest.raises(ValueError, match=re.escape(str(path))) as err:
         tape_arrays.read(path)
     assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_dims_past_int64_are_the_value_error_not_a_wrapped_size(tmp_path):
+    path = tape_arrays.write(tmp_path / "t.npz", {"a": np.zeros(4, np.uint16)})
+    _rewrite(path, lambda m: {"index_ndims": np.array([2]), "index_dims": np.array([2**32, 2**32])})
+    with pytest.raises(ValueError, match=r"a spans elements 0\.\.18446744073709551616 of data0, which has 4"):
+        tape_arrays.read(path)
+
+
+@pytest.mark.parametrize("arrays, says", [
+    ({"a\x00": np.zeros(2, np.uint16)}, "ends in NUL"),
+    ({"be": np.zeros(2, ">u2")}, "is >u2, not in native byte order"),
+])
+def test_write_refuses_what_would_not_read_back_as_written(tmp_path, arrays, says):
+    with pytest.raises(ValueError, match=re.escape(says)):
+        tape_arrays.write(tmp_path / "t.npz", arrays)
+
+
+def test_an_older_drivers_tape_says_what_it_lacks(tmp_path):
+    path = tmp_path / "old.npz"
+    np.savez(path, **{"m0.l0.A": np.zeros(2, np.uint16)})
+    with pytest.raises(ValueError, match="one member per array, as drivers before the index wrote"):
+        tape_arrays.read(path)
 
 
 def test_a_file_that_is_no_npz_raises_what_np_load_raises(tmp_path):

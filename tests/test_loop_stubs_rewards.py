@@ -82,3 +82,13 @@ def test_a_batched_call_that_raises_falls_back_to_one_call_per_prompt():
     with pytest.raises(OverflowError):
         engine.generate(PROMPTS)
     assert seen[:2] == [0.25, -1.5] and len(seen) == 4 and len(tape.rewards) == 3
+
+
+@pytest.mark.parametrize("wrap", [iter, lambda p: (x for x in p)])
+def test_prompts_given_as_an_iterator_are_each_scored_once(wrap):
+    batched, tape_b = _engine(child_server.rewards)
+    single, tape_s = _engine(None)
+    out_b = batched.generate(wrap(PROMPTS))
+    out_s = single.generate(list(PROMPTS))
+    assert len(out_b) == len(PROMPTS) and _texts(out_b) == _texts(out_s)
+    assert [float(v).hex() for v in tape_b.rewards] == [float(v).hex() for v in tape_s.rewards]
