@@ -87,6 +87,17 @@ def test_an_index_that_does_not_fit_is_a_value_error_naming_the_file(tmp_path, c
     assert says in str(err.value) and "\n" not in str(err.value)
 
 
+def test_an_empty_array_listed_after_one_at_its_offset_still_reads(tmp_path):
+    # a tiling of the data all the same: the empty array reads no element of the one beside it
+    path = tape_arrays.write(tmp_path / "t.npz", {"b": np.arange(3, dtype=np.uint16), "e": np.zeros(0, np.uint16),
+                                                 "c": np.arange(2, dtype=np.uint16)})
+    order = [0, 2, 1]
+    _rewrite(path, lambda m: {**{k: m[k][order] for k in ("index_keys", "index_kinds", "index_offsets", "index_ndims")},
+                              "index_dims": np.array([3, 2, 0])})
+    got = tape_arrays.read(path)
+    assert list(got) == ["b", "c", "e"] and [v.tolist() for v in got.values()] == [[0, 1, 2], [0, 1], []]
+
+
 def test_dims_past_int64_are_the_value_error_not_a_wrapped_size(tmp_path):
     path = tape_arrays.write(tmp_path / "t.npz", {"a": np.zeros(4, np.uint16)})
     _rewrite(path, lambda m: {"index_ndims": np.array([2]), "index_dims": np.array([2**32, 2**32])})

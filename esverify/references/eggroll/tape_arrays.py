@@ -110,7 +110,7 @@ def _unpack(path, keys, kinds, offsets, ndims, dims, data) -> dict:
     # `write` lays each data member's arrays end to end: any other tiling (two names reading the same
     # elements, elements no name reads) is not a file it wrote
     ends = [0] * len(data)
-    for k, offset, size, key in sorted(spans, key=lambda s: s[:2]):
+    for k, offset, size, key in sorted(spans, key=lambda s: s[:3]):   # an empty array first where two start
         if offset != ends[k]:
             raise bad(f"{key} starts at element {offset} of data{k}, where the arrays before it end at {ends[k]}")
         ends[k] = offset + size
