@@ -181,11 +181,7 @@ def _sign_and_special(fmt: str) -> tuple[int, int]:
     distance): what esverify.differing.tally takes."""
     if fmt not in bits.FLOAT_FORMATS:
         return 0, 0
-    w, ex, m = bits.FLOAT_FORMATS[fmt]
-    special = ((1 << ex) - 1) << m
-    if not bits.nonfinite(np.array([special]), fmt)[0]:   # an all-ones exponent is finite (f8e4m3fn): only the
-        special |= (1 << m) - 1                            # all-ones exponent and mantissa is NaN there
-    return 1 << (w - 1), special
+    return 1 << (bits.FLOAT_FORMATS[fmt][0] - 1), bits.special_mask(fmt)
 
 
 def summary(expected, got, start: int = 0) -> dict:

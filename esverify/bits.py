@@ -94,17 +94,21 @@ def ordinal(bits, fmt: str) -> np.ndarray:
     return np.where(neg, -mag, mag)
 
 
+def special_mask(fmt: str) -> int:
+    """The bits all set in every NaN and infinity of float format `fmt` (a name of FLOAT_FORMATS), and in no
+    finite value: the all-ones exponent, with the all-ones mantissa too in a format whose all-ones exponent is
+    finite (f8e4m3fn: its one NaN). KeyError for a format that is not a float format."""
+    _, e, m = FLOAT_FORMATS[fmt]
+    exp_all = ((1 << e) - 1) << m
+    return exp_all | ((1 << m) - 1) if fmt in _NO_INF else exp_all
+
+
 def _special(b, fmt: str):
     """(NaN or infinite, NaN, negative) masks of patterns b already widened (int64, or object for 64 bits)."""
-    w, e, m = FLOAT_FORMATS[fmt]
-    exp_all = ((1 << e) - 1) << m
-    frac = (1 << m) - 1
-    if fmt in _NO_INF:
-        is_special = (b & (exp_all | frac)) == (exp_all | frac)
-        is_nan = is_special
-    else:
-        is_special = (b & exp_all) == exp_all
-        is_nan = is_special & ((b & frac) != 0)
+    w, _, m = FLOAT_FORMATS[fmt]
+    special = special_mask(fmt)
+    is_special = (b & special) == special
+    is_nan = is_special if fmt in _NO_INF else is_special & ((b & ((1 << m) - 1)) != 0)
     return is_special, is_nan, (b & (1 << (w - 1))) != 0
 
 
