@@ -335,15 +335,15 @@ class StandInEngine:
         return result
 
     def _generate(self, prompts, sampling_params=None, *args, **kwargs):
-        # a list once: _scored reads the prompts before the loop below does, and a generator or iterator
-        # the loop hands in would otherwise reach the loop empty (no outputs, no rewards on the tape)
-        prompts = [prompts] if isinstance(prompts, str) else list(prompts)
+        prompts = [prompts] if isinstance(prompts, str) else prompts
         n = int(getattr(sampling_params, "n", 1) or 1) if sampling_params is not None else 1
+        # each prompt read and its mark found once, before any is scored: a generator the loop hands in is
+        # read here, and _scored and the loop below share what it gave
+        texts = [prompt if isinstance(prompt, str) else str(prompt) for prompt in prompts]
+        marks = [TARGET_MARK.search(text) for text in texts]
+        scored = self._scored(marks)
         outputs = []
-        scored = self._scored(prompts)
-        for k, prompt in enumerate(prompts):
-            text = prompt if isinstance(prompt, str) else str(prompt)
-            mark = TARGET_MARK.search(text)
+        for k, (text, mark) in enumerate(zip(texts, marks)):
             if not mark:
                 raise ValueError(f"stand-in engine: prompt {text[:60]!r} carries no <target=...> mark; "
                                  "the loop changed the prompt beyond the template")
@@ -353,15 +353,14 @@ class StandInEngine:
             outputs.append(RequestOutput(text, [repr(value)] * n))
         return outputs
 
-    def _scored(self, prompts) -> list:
-        """rewards_fn's rewards of the leading prompts whose targets parse, in one call; [] without
-        rewards_fn or when it raises: _generate then scores prompt by prompt, so what the tape records and
-        what is raised stay those of one reward_fn call per prompt."""
+    def _scored(self, marks) -> list:
+        """rewards_fn's rewards of the leading prompts whose target marks (`marks`: TARGET_MARK matches or None)
+        parse, in one call; [] without rewards_fn or when it raises: _generate then scores prompt by prompt,
+        so what the tape records and what is raised stay those of one reward_fn call per prompt."""
         if self.rewards_fn is None:
             return []
         targets = []
-        for prompt in prompts:
-            mark = TARGET_MARK.search(prompt if isinstance(prompt, str) else str(prompt))
+        for mark in marks:
             try:
                 targets.append(float(mark.group(1)))
             except (AttributeError, ValueError):   # no mark, or one float() refuses: scored one by one
