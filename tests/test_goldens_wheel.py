@@ -1,8 +1,8 @@
 """A non-editable wheel install runs `goldens check` from its packaged goldens.
 
 Builds a wheel from a copy of the tree (so the shared checkout gets no
-build/ folder), installs it with --no-deps into a venv that sees the running
-interpreter's site-packages (numpy, torch, numba come from there, whether
+build/ folder), installs it with --no-deps (this interpreter's pip, `pip --python`)
+into a venv that sees the running interpreter's site-packages (numpy, torch, numba come from there, whether
 the suite runs in a venv or not: tests/venvs.py), and runs the
 venv's `esverify` from a folder outside any checkout: `goldens check`
 passes on the shipped data, `goldens generate` without --out exits 2.
@@ -43,8 +43,9 @@ def test_wheel_install_checks_goldens_and_refuses_generate(tmp_path):
        src, cwd=tmp_path)
     (wheel,) = (tmp_path / "dist").glob("esverify-*.whl")
     from venvs import make_venv   # sees this interpreter's numpy, torch, pandas however it was installed
-    py = make_venv(tmp_path / "venv", with_pip=True)
-    sh(py, "-m", "pip", "install", "--no-deps", "--no-index", "-q", wheel, cwd=tmp_path)
+    # no pip of its own (ensurepip cost about 5 s of CPU): this interpreter's pip installs into it (--python)
+    py = make_venv(tmp_path / "venv")
+    sh(sys.executable, "-m", "pip", "--python", py, "install", "--no-deps", "--no-index", "-q", wheel, cwd=tmp_path)
 
     outside = tmp_path / "elsewhere"
     outside.mkdir()

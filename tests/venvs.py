@@ -33,10 +33,11 @@ def outer_site_dirs() -> list[str]:
     return [d for d in ordered if Path(d).is_dir()]
 
 
-def make_venv(path: Path, with_pip: bool = False) -> Path:
-    """Create a venv at `path` that also sees the running interpreter's packages; returns its python."""
+def make_venv(path: Path) -> Path:
+    """Create a venv at `path`, without pip (`pip --python` installs into it), that also sees the running
+    interpreter's packages; returns its python."""
     path = Path(path)
-    subprocess.run([sys.executable, "-m", "venv", *([] if with_pip else ["--without-pip"]), str(path)],
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)],
                    check=True, capture_output=True)
     python = path / "bin" / "python"
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
