@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -117,14 +118,15 @@ def _matrix_cases(target):
 def _catalog(target, clone, cases, table, tmp_path, blame_only=lambda mutant: []):
     """{mutant: {case id: status}} over one child (the variant clone per case). Each variant is a git
     checkout with its edit uncommitted, and every failing row's blame must name the edited function
-   : asserted here, for every mutant and equivalent, on `cases` and on the rows
-    `blame_only(mutant)` adds for this check alone (their statuses are not returned)."""
+   : asserted here, for every mutant and equivalent, on `cases` (a list, or a function of the
+    mutant's name giving its list) and on the rows `blame_only(mutant)` adds for this check alone (their
+    statuses are not returned)."""
     out, unnamed = {}, []
     runner = Runner(Options(ref=[str(clone)], devices=("cpu",), out=str(tmp_path / "unused"), quiet=True))
     with runner.session(target, clone) as run:
         for name, mutant in table.items():
             variant = make_variant(tmp_path / name, mutant.target, mutant.edits, git=True)
-            rows = [run(case, clone=variant) for case in cases]
+            rows = [run(case, clone=variant) for case in (cases(name) if callable(cases) else cases)]
             out[name] = {r["case"]: r["status"] for r in rows}
             rows += [run(case, clone=variant) for case in blame_only(mutant)]
             patched = edited_functions(mutant.target, mutant.edits)
@@ -144,14 +146,49 @@ FIXES = {"unused-accumulation-dropped"}
 UNSEEN = {}
 
 
+#: the paper mutants that run the rows of all four scripts: those whose reach (which scripts' rows fail) the
+#: test asserts; every equivalent runs them all too
+WHOLE_MATRIX = {"iid-update-without-slot", "iid-perturb-without-slot", "initial-seed-ignored"}
+
+
+def _scripts_edited(mutant) -> set:
+    """The paper scripts (file names, esverify.references.es_paper.scripts.SCRIPTS) `mutant` edits."""
+    return {rel.rsplit("/", 1)[-1] for rel, _, _ in mutant.edits}
+
+
+def test_a_paper_row_reads_only_its_own_script():
+    """What lets the other paper mutants run only the rows of the script they edit (the rows of the other
+    three cannot change, and pass unedited: test_paper_scripts_pass_every_row): each edits one script,
+    a row execs only its op's script (the child's op_paper_main), and no script names another, so none
+    imports or reads one."""
+    from esverify.references.es_paper.scripts import SCRIPTS
+    files = {name for name, _, _ in SCRIPTS.values()}
+    assert len(files) == len(SCRIPTS) == 4
+    for name in files:
+        text = (AT_SCALE / "archive" / name).read_text()
+        # a stem whole (countdown's is the start of countdown_iid's)
+        assert not any(re.search(re.escape(other.removesuffix(".py")) + r"(?![\w-])", text)
+                       for other in files - {name}), name
+    for name, mutant in PAPER_MUTANTS.items():
+        assert len(_scripts_edited(mutant)) == 1 and _scripts_edited(mutant) <= files, name
+
+
 @pytest.mark.slow
 def test_paper_mutants_fail_and_equivalents_pass(tmp_path):
+    from esverify.references.es_paper.scripts import SCRIPTS
     everything = _matrix_cases("es-paper")
     cases = [c for c in everything if c.dtype != "f16" or c.noise == "native"]
     table = {**PAPER_MUTANTS, **{k: v for k, v in EQUIVALENTS.items() if v.target != "skill-sample"}}
+
+    def rows(name):
+        """Every row for an equivalent and WHOLE_MATRIX, else the rows of the script the mutant edits (each
+        reaches only its script: test_a_paper_row_reads_only_its_own_script)."""
+        if name in EQUIVALENTS or name in WHOLE_MATRIX:
+            return cases
+        return [c for c in cases if SCRIPTS[c.op][0] in _scripts_edited(table[name])]
     # the f16 contract-noise rows a mutant that shows in f16 fails: their blame is checked too
     f16_contract = [c for c in everything if c not in cases]
-    got = {k: _failing(v) for k, v in _catalog("es-paper", AT_SCALE, cases, table, tmp_path,
+    got = {k: _failing(v) for k, v in _catalog("es-paper", AT_SCALE, rows, table, tmp_path,
                                                lambda m: f16_contract if "f16" in (m.shows or ()) else []).items()}
     for name, failing in got.items():
         if name in EQUIVALENTS:
