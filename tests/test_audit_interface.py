@@ -18,6 +18,7 @@ fixture reference (tests/fixtures/audit/reference/).
 from __future__ import annotations
 
 import ast
+import collections
 import json
 import re
 import shutil
@@ -58,8 +59,37 @@ def _fingerprint_each_text_once():
             memo[key] = real(entry, k, window, drop_low_entropy)
         held = memo[key]
         return similarity.Fingerprint(entry, held.fp, list(held.line_starts))
+
+    # The interface classification lexes (filtered positions) and parses (declarations) each file of a
+    # pair again in every audit: the same stand-ins and clones, test after test. Both answers are functions
+    # of the text (and of the data entries asked for) alone, so each is reused, as a fresh list; the planted
+    # copies, each met once, would only fill memory, so the memo keeps the most recently used texts.
+    recent: collections.OrderedDict = collections.OrderedDict()
+
+    def reuse(key, compute, size=160):
+        if key in recent:
+            recent.move_to_end(key)
+        else:
+            recent[key] = compute()
+            if len(recent) > size:
+                recent.popitem(last=False)
+        return recent[key]
+
+    def positions_once(text, language):
+        def compute():
+            filtered, where = real_positions(text, language)
+            return filtered, tuple(where)
+        filtered, where = reuse(("positions", text, language), compute)
+        return filtered, list(where)
+
+    def declarations_once(text, entries):
+        return list(reuse(("declarations", text, json.dumps(entries)),
+                          lambda: tuple(real_declarations(text, entries))))
+    real_positions, real_declarations = interface.filtered_positions, interface.declarations
     patch = pytest.MonkeyPatch()
     patch.setattr(similarity, "fingerprint", once)
+    patch.setattr(interface, "filtered_positions", positions_once)
+    patch.setattr(interface, "declarations", declarations_once)
     yield
     patch.undo()
 
