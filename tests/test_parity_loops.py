@@ -652,7 +652,7 @@ def test_loop_command_is_built_before_our_side_and_maps_every_seed_our_loop_draw
 HANG_TIMEOUT = 4.0
 
 
-@pytest.mark.slow   # about 19 s with a 12 s timeout (29 s with 20 s, 2026-12-04): out of the fast tier
+@pytest.mark.slow   # 10 s with the 4 s timeout (2026-12-08; 19 s with 12 s, 29 s with 20 s): out of the fast tier
 def test_a_hanging_loop_is_a_timeout_row_and_the_next_row_still_runs(tmp_path):
     """The loop rows share the single-op rows' request path (Runner._exchange): a loop that hangs is killed
     with its process group at --timeout, named as a timeout, and the restarted child runs the next row."""
