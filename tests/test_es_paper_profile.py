@@ -437,13 +437,17 @@ def test_loop_refuses_bad_arguments():
 
 @pytest.mark.slow   # 7 s (--durations, 2026-12-03): out of the fast tier
 def test_goldens_catch_a_reciprocal_division(monkeypatch, tmp_path):
-    """The es-paper goldens fail when div_ is read as a multiply by 1/N (the naive reading)."""
+    """The es-paper goldens fail when div_ is read as a multiply by 1/N (the naive reading).
+
+    Without the area's es-chain vector, half the area's cost on torch-cpu: it runs the es trainer, which
+    this plant does not reach (the vector passes under it, measured 2026-12-08), and the chain is checked
+    on every backend by test_goldens_gate.py."""
     import shutil
     from pathlib import Path
     from esverify.goldens import gate
-    src = Path(__file__).resolve().parents[1] / "goldens"
-    for f in ("es-paper.json", "schema.json"):
-        shutil.copy(src / f, tmp_path / f)
+    from test_goldens_support import copy_goldens, without_kind
+    copy_goldens(tmp_path, areas=("es-paper",), keep=without_kind("es-chain"))
+    shutil.copy(Path(__file__).resolve().parents[1] / "goldens" / "schema.json", tmp_path / "schema.json")
     assert gate.check(tmp_path, areas=["es-paper"], backends=["torch-cpu"]).exit_code(strict=True) == 0
     monkeypatch.setattr(es_paper, "div_int", lambda x, n, rule="cpu": es_paper.mul_scalar(x, 1.0 / n))
     result = gate.check(tmp_path, areas=["es-paper"], backends=["torch-cpu"])
