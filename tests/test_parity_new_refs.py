@@ -180,16 +180,19 @@ def test_paper_mutants_fail_and_equivalents_pass(tmp_path):
     cases = [c for c in everything if c.dtype != "f16" or c.noise == "native"]
     table = {**PAPER_MUTANTS, **{k: v for k, v in EQUIVALENTS.items() if v.target != "skill-sample"}}
 
-    def rows(name):
-        """Every row for an equivalent and WHOLE_MATRIX, else the rows of the script the mutant edits (each
+    everywhere = [table[name] for name in table if name in EQUIVALENTS or name in WHOLE_MATRIX]
+
+    def reached(mutant, of):
+        """The rows of `of` for an equivalent and WHOLE_MATRIX, else those of the script the mutant edits (each
         reaches only its script: test_a_paper_row_reads_only_its_own_script)."""
-        if name in EQUIVALENTS or name in WHOLE_MATRIX:
-            return cases
-        return [c for c in cases if SCRIPTS[c.op][0] in _scripts_edited(table[name])]
+        if any(mutant is m for m in everywhere):
+            return of
+        return [c for c in of if SCRIPTS[c.op][0] in _scripts_edited(mutant)]
     # the f16 contract-noise rows a mutant that shows in f16 fails: their blame is checked too
     f16_contract = [c for c in everything if c not in cases]
-    got = {k: _failing(v) for k, v in _catalog("es-paper", AT_SCALE, rows, table, tmp_path,
-                                               lambda m: f16_contract if "f16" in (m.shows or ()) else []).items()}
+    got = {k: _failing(v) for k, v in _catalog("es-paper", AT_SCALE, lambda name: reached(table[name], cases), table,
+                                               tmp_path, lambda m: reached(m, f16_contract)
+                                               if "f16" in (m.shows or ()) else []).items()}
     for name, failing in got.items():
         if name in EQUIVALENTS:
             assert failing == [], (name, failing)
