@@ -45,16 +45,17 @@ DATA = interface.load_shipped()
 
 @pytest.fixture(scope="module", autouse=True)
 def _fingerprint_each_text_once():
-    """copydetect's fingerprint of a file is a function of its name, language, text and the k and window
-    asked for: this file's audits fingerprint the same generated clones and stand-ins dozens of times
-    (every planted-copy test audits against every clone), so each distinct input is fingerprinted once and
-    every later audit gets the same fingerprint under its own entry. Nothing downstream changes a
-    fingerprint (copydetect's comparisons and the interface classification only read it); a text the lexer
-    refuses still raises every time."""
+    """copydetect's fingerprint of a file is a function of its language, text and the k and window asked
+    for (the name is only stored, as `filename`, which the audit never reads): this file's audits
+    fingerprint the same generated clones and stand-ins dozens of times (every planted-copy test audits
+    against every clone, the whole repository holds the stand-ins again), so each distinct input is
+    fingerprinted once and every later audit gets the same fingerprint under its own entry. Nothing
+    downstream changes a fingerprint (copydetect's comparisons and the interface classification only read
+    it); a text the lexer refuses still raises every time."""
     real, memo = similarity.fingerprint, {}
 
     def once(entry, k=similarity.DEFAULT_K, window=similarity.DEFAULT_WINDOW, drop_low_entropy=True):
-        key = (entry.path, entry.language, entry.text, k, window, drop_low_entropy)
+        key = (entry.language, entry.text, k, window, drop_low_entropy)
         if key not in memo:
             memo[key] = real(entry, k, window, drop_low_entropy)
         held = memo[key]
