@@ -198,19 +198,20 @@ class SchemaCheckingProcess(client.ImplProcess):
 
 @pytest.mark.slow   # 20 s (--durations, 2026-12-03): out of the fast tier
 def test_clean_room_wrapper_gives_the_in_process_result(tmp_path):
-    """Every vector of every area, through `python -m esverify.impl`: the same (empty) rows as in-process.
+    """Every vector of every area, through `python -m esverify.impl`: the same (empty) rows as in-process
+    (where every vector of every area passes on numpy: tests/test_goldens_gate.py, which checks them all
+    in process; recomputing them here too cost about 9 s of CPU), and every vector counted.
 
     Every request and reply of the run is also validated against the protocol's JSON Schema.
     """
+    from esverify.goldens.areas import area_names
     target = ImplTarget(f"{sys.executable} -m esverify.impl --backend numpy", log_path=tmp_path / "log", env=ENV)
     target.process = SchemaCheckingProcess(target.process.argv, log_path=tmp_path / "log", env=ENV)
     try:
         via = gate.check(GOLDENS, impl=target)
     finally:
         target.close()
-    direct = gate.check(GOLDENS, backends=["numpy"])
-    assert via.errors == [] and direct.errors == []
-    assert direct.rows == []
+    assert via.errors == []
     # numpy's seed schedules, the es-paper loop, the skill-sample loop, the eggroll and hyperscale-es areas have no
     # protocol op (docs/PROTOCOL.md §5): listed
     # unsupported, nothing else is
@@ -222,7 +223,9 @@ def test_clean_room_wrapper_gives_the_in_process_result(tmp_path):
         + [v["id"] for v in json.loads((GOLDENS / "skill-sample.json").read_text())["vectors"]]
         + [v["id"] for v in json.loads((GOLDENS / "eggroll.json").read_text())["vectors"]]
         + [v["id"] for v in json.loads((GOLDENS / "hyperscale-es.json").read_text())["vectors"]])
-    assert [(s["area"], s["vectors"]) for s in via.summary] == [(s["area"], s["vectors"]) for s in direct.summary]
+    # every area, in the gate's order, and each with every vector of its file (an in-process check's summary)
+    assert [(s["area"], s["vectors"]) for s in via.summary] == [
+        (name, len(json.loads((GOLDENS / f"{name}.json").read_text())["vectors"])) for name in area_names()]
     assert via.exit_code(strict=True) == 0
     assert target.process.restarts == 0
     assert SchemaCheckingProcess.seen == {"capabilities", "at", "member_seed", "stream_seed", "gaussian", "gaussian_ranges", "perturb",
