@@ -36,6 +36,7 @@ derivation is scalar u64 arithmetic, identical on every backend.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import json
 
@@ -249,9 +250,25 @@ def _digest_expected(x: dict, mapping: str) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def _digest_of(x_json: str, mapping: str) -> str:
+    # element j of a stream is a function of (seed, j) alone, so ranges that start one seed's stream are
+    # prefixes of the longest of them, computed once: the correlated scheme's slots all start their member's
+    # stream, and an antithetic pair's members share a seed (a third of the noise digests' values)
+    ranges = ranges_of(json.loads(x_json))
+    starts = collections.Counter(seed for seed, first, _ in ranges if first == 0)
+    longest: dict[int, int] = {}
+    for seed, first, n in ranges:
+        if first == 0 and starts[seed] > 1:
+            longest[seed] = max(longest.get(seed, 0), n)
+    held: dict[int, list[float]] = {}
     h = digest.Hasher()
-    for seed, first, n in ranges_of(json.loads(x_json)):
-        h.update(np.array(scalar.gaussian(seed, n, first, mapping), dtype=np.float32))
+    for seed, first, n in ranges:
+        if first == 0 and seed in longest:
+            if seed not in held:
+                held[seed] = scalar.gaussian(seed, longest[seed], 0, mapping)
+            values = held[seed][:n]
+        else:
+            values = scalar.gaussian(seed, n, first, mapping)
+        h.update(np.array(values, dtype=np.float32))
     return json.dumps(h.fields())
 
 
