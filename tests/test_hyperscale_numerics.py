@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from esverify.references.hyperscale_es import jaxrandom as R
@@ -201,8 +201,12 @@ def test_normal_equals_jax_on_a_large_draw():
 
 
 @given(scores=st.lists(st.floats(-1e4, 1e4, width=32), min_size=1, max_size=32), group=st.integers(0, 8))
+@example(scores=[0.0, 1.2988439284041724e-39], group=0)       # a subnormal score is read as zero (DAZ)
+@example(scores=[1e-39, -1e-39, 3.0, 3.0], group=2)
+@example(scores=[1.2e-38, 1.18e-38], group=0)                  # normal scores, a subnormal centred value (FTZ)
 def test_convert_fitnesses_equals_jax_formula(scores, group):
-    """The shaping formula, eager in jax, against our arithmetic model (both written from the docs)."""
+    """The shaping formula, eager in jax, against our arithmetic model (both written from the docs), subnormal
+    scores and steps included (XLA CPU flushes them: hypothesis found the first example)."""
     jax = _jax()
     import jax.numpy as jnp
     n = len(scores)
