@@ -10,7 +10,6 @@ bitwise (ulp distances in the failure message).
 """
 from __future__ import annotations
 
-import gc
 import importlib.util
 import itertools
 import math
@@ -156,9 +155,9 @@ def run_paper_script(tmp_path, monkeypatch, script, dtype, source=None, constant
     """Run `script` (a path under archive/ of `source`) through main() in a scratch folder; returns
     (module, final state_dict, evaluate_model calls, folder). cleanup=False replaces the script's
     force_memory_cleanup by a no-op: its gc.collect() takes 0.2 s a call on a busy 2-core machine and
-    changes no value, and the mutant runs call it 22 times a run. With cleanup, the heap of this test
-    process is frozen (gc.freeze) while the script runs, so the script's collections walk only the objects
-    made since, its own, not every earlier test's; it is unfrozen after, whatever happens."""
+    changes no value, and the mutant runs call it 22 times a run. With cleanup, its collections walk only what
+    the tests made: what the test process had imported is frozen (tests/conftest.py,
+    pytest_collection_finish)."""
     folder = scratch_run_folder(tmp_path, script, COUNTDOWN_ITEMS, source=source)
     path = folder / Path(script).name
     monkeypatch.chdir(folder)
@@ -178,11 +177,7 @@ def run_paper_script(tmp_path, monkeypatch, script, dtype, source=None, constant
     module.evaluate_model = evaluate_model
     if not cleanup:
         module.force_memory_cleanup = lambda: None
-    gc.freeze()
-    try:
-        module.main()
-    finally:
-        gc.unfreeze()
+    module.main()
     saved = list(folder.glob("tiny/model_*_final"))
     assert len(saved) == 1, sorted(str(p) for p in folder.rglob("*"))
     state = torch.load(saved[0] / "model.pt", weights_only=True)
