@@ -239,13 +239,17 @@ def main(argv) -> None:
         os._exit(1)
     sock = socket.socket(fileno=int(opts["--socket-fd"]))
     mappings = opts.get("--mappings", ",".join(MAPPINGS)).split(",")
+    import gc
+    # no automatic collection while the imports run: each full one walked everything imported so far
+    # (0.8 s of the server's 3.4 s of CPU in a gc callback's count); one collection after them instead
+    gc.disable()
     _preload(opts.get("--kept") == "1", tuple(m for m in MAPPINGS if m in mappings))
     pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if pythonpath:
         _seal(pythonpath[0])
-    import gc
     gc.collect()
     gc.freeze()   # what is alive now is shared with every child: the collector leaves it alone (fewer copied pages)
+    gc.enable()   # a forked child collects as a fresh interpreter does
     sock.send(json.dumps({"hello": "warm-start", "pid": os.getpid(), "python": sys.version.split()[0]}).encode())
     serve(sock)
 
