@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 
 #: a driver that reports what it finds about its own process, with the child roots replaced by ROOT
 FACTS_DRIVER = textwrap.dedent(r'''
-    import argparse, atexit, json, os, random, resource, signal, sys, tempfile, threading
+    import argparse, atexit, gc, json, os, random, resource, signal, sys, tempfile, threading
     import numpy as np
     import torch
 
@@ -51,6 +51,7 @@ FACTS_DRIVER = textwrap.dedent(r'''
             "dont_write_bytecode": sys.dont_write_bytecode, "write_through": sys.stdout.write_through,
             "main": sys.modules["__main__"].__dict__.get("__file__") == __file__ and __name__ == "__main__",
             "threads": threading.active_count(), "torch_threads": torch.get_num_threads(),
+            "gc": [gc.isenabled(), gc.get_threshold()],   # the server imports with collection off, then on to fork
             "random": [random.random(), float(np.random.random())],
             "modules": sorted(m for m in sys.modules if "." not in m and m in ("supervise", "warm_server")),
             "preloaded": "torch._inductor.config" in sys.modules,   # a kept server's extra module
