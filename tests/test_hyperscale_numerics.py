@@ -200,10 +200,13 @@ def test_normal_equals_jax_on_a_large_draw():
         assert np.array_equal(_bits(R.normal(k, (333, 1001), dtype), dtype), want)
 
 
-@given(scores=st.lists(st.floats(-1e4, 1e4, width=32), min_size=1, max_size=32), group=st.integers(0, 8))
+@given(scores=st.lists(st.floats(-1e4, 1e4, width=32), min_size=1, max_size=1024), group=st.integers(0, 32))
 @example(scores=[0.0, 1.2988439284041724e-39], group=0)       # a subnormal score is read as zero (DAZ)
 @example(scores=[1e-39, -1e-39, 3.0, 3.0], group=2)
 @example(scores=[1.2e-38, 1.18e-38], group=0)                  # normal scores, a subnormal centred value (FTZ)
+@example(scores=[1.2e-38, 1.18e-38] * 50, group=0)             # the same in 32-value windows
+@example(scores=[1e-39, 5e-39, 1.2e-38, 1.18e-38] * 25, group=4)
+@example(scores=[1.2e-38, 1.18e-38] * 512, group=32)
 def test_convert_fitnesses_equals_jax_formula(scores, group):
     """The shaping formula, eager in jax, against our arithmetic model (both written from the docs), subnormal
     scores and steps included (XLA CPU flushes them: hypothesis found the first example)."""
