@@ -648,7 +648,9 @@ def test_loop_command_is_built_before_our_side_and_maps_every_seed_our_loop_draw
 
 
 #: --timeout of the hanging-loop test: the hung row waits it out (wall time, no CPU), the other rows each
-#: run one iteration of a small loop (0.1-0.3 s of CPU), well inside it even on a loaded machine
+#: run one iteration of a small loop (0.1-0.3 s of CPU; a restarted child's start-up has a timeout of its
+#: own). The children fork from the session's warm start server with numba's kernels loaded: a fresh child
+#: on an empty numba cache took 3-4 s for its first row (2026-12-08), which this timeout would not allow
 HANG_TIMEOUT = 4.0
 
 

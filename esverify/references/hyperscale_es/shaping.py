@@ -16,7 +16,8 @@ k = 2 ... n-1; n > 32: the squares rounded, summed by windows; either way
 divided by n. The final division is a product with rd(1/den). XLA CPU
 runs with denormals-are-zero and flush-to-zero: a subnormal score is read
 as a zero of its sign and a subnormal result of any step is a zero of its
-sign (`flushed` after every step here). Longer
+sign (`xlamath.daz` after every step here: a result flushed to zero is
+what the next step would read as zero). Longer
 reductions (and group means over more than 32 values) use orders not
 modelled here: a ValueError. Jitted calls differ (XLA's approximate
 reciprocal square root); this models the eager call only.
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .xlamath import daz as flushed, fma32
+from .xlamath import daz, fma32
 
 F32 = np.float32
 #: the longest 1-D reduction whose order is modelled, and the window of the longer ones
@@ -51,14 +52,14 @@ def _windows(x: np.ndarray) -> np.ndarray:
 def _sequential(x: np.ndarray) -> np.ndarray:
     acc = np.zeros(x.shape[:-1], F32)
     for k in range(x.shape[-1]):
-        acc = flushed(acc + x[..., k])
+        acc = daz(acc + x[..., k])
     return acc
 
 
 def xla_sum(x: np.ndarray) -> np.ndarray:
     """Sum over the last axis in f32: sequential from +0 up to 32 values (one is returned as is), by
     32-value windows up to 1024."""
-    x = flushed(np.asarray(x, dtype=F32))
+    x = daz(np.asarray(x, dtype=F32))
     n = x.shape[-1]
     _check(n)
     if n == 1:                                       # XLA drops a one-element reduction: -0 stays -0
@@ -71,25 +72,25 @@ def xla_sum(x: np.ndarray) -> np.ndarray:
 def xla_mean(x: np.ndarray) -> np.ndarray:
     """Mean over the last axis: the sum times rd(1/n)."""
     x = np.asarray(x, dtype=F32)
-    return flushed(xla_sum(x) * (F32(1) / F32(x.shape[-1])))
+    return daz(xla_sum(x) * (F32(1) / F32(x.shape[-1])))
 
 
 def xla_var(x: np.ndarray) -> np.ndarray:
     """Population variance over the last axis (the fused sum of squares of the centred values)."""
-    x = flushed(np.asarray(x, dtype=F32))
+    x = daz(np.asarray(x, dtype=F32))
     n = x.shape[-1]
     _check(n)
-    c = flushed(x - xla_mean(x)[..., None])
+    c = daz(x - xla_mean(x)[..., None])
     if n > WINDOW:
-        return flushed(xla_sum(flushed(c * c)) / F32(n))
+        return daz(xla_sum(daz(c * c)) / F32(n))
     if n == 1:
-        acc = flushed(c[..., 0] * c[..., 0])
+        acc = daz(c[..., 0] * c[..., 0])
     else:
-        acc = flushed(c[..., 1] * c[..., 1])
-        acc = flushed(fma32(c[..., 0], c[..., 0], acc))
+        acc = daz(c[..., 1] * c[..., 1])
+        acc = daz(fma32(c[..., 0], c[..., 0], acc))
         for k in range(2, n):
-            acc = flushed(fma32(c[..., k], c[..., k], acc))
-    return flushed(acc / F32(n))
+            acc = daz(fma32(c[..., k], c[..., k], acc))
+    return daz(acc / F32(n))
 
 
 def convert_fitnesses(scores, group_size: int = 0) -> np.ndarray:
@@ -101,16 +102,16 @@ def convert_fitnesses(scores, group_size: int = 0) -> np.ndarray:
     s = np.asarray(scores)
     if s.ndim != 1 or s.size == 0:
         raise ValueError(f"scores must be a non-empty 1-D array, got shape {s.shape}")
-    s = flushed(s.astype(F32))
+    s = daz(s.astype(F32))
     n = s.size
     if group_size < 0 or (group_size and n % group_size):
         raise ValueError(f"group size {group_size} does not divide {n} scores")
     den = np.sqrt((xla_var(s) + EPS).astype(F32)).astype(F32)
     inv = (F32(1) / den).astype(F32)
     if group_size == 0:
-        c = flushed(s - xla_mean(s))
+        c = daz(s - xla_mean(s))
     else:
         _check(group_size, WINDOW)
         rows = s.reshape(n // group_size, group_size)
-        c = flushed(rows - xla_mean(rows)[:, None]).reshape(n)
-    return flushed(c * inv)
+        c = daz(rows - xla_mean(rows)[:, None]).reshape(n)
+    return daz(c * inv)
